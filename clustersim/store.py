@@ -1,0 +1,692 @@
+"""The cluster simulator's single source of truth: objects, resourceVersions and events.
+
+Everything that changes cluster state (the HTTP API and the agents) goes through ``Store``, so
+every change bumps the global resourceVersion and emits exactly one ``Event``, in commit order.
+
+Stored objects are never mutated in place: a commit replaces the stored dict by a new one. So
+``Event.object`` / ``Event.old`` and the ``*_ref`` accessors can hand out the stored dicts without
+copying (READ ONLY for callers), while ``get``/``list`` return private deep copies.
+
+Semantics follow kube-apiserver (k8s.io/apiserver registry/generic/registry/store.go):
+resourceVersion is a global counter rendered as a string, ``generation`` starts at 1 and is bumped
+only when something outside ``metadata``/``status`` changes, stale ``metadata.resourceVersion`` on
+update is 409 Conflict, and pods are deleted gracefully (deletionTimestamp first, DELETED later).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from clustersim.clock import Clock
+from clustersim.selectors import (
+    matches_fields,
+    matches_label_selector_object,
+    matches_labels,
+    parse_field_selector,
+    parse_label_selector,
+)
+
+# How many committed events are kept for watch-from-resourceVersion replay (older -> 410 Expired).
+EVENT_HISTORY = 50_000
+
+
+def _copy(obj: Any) -> Any:
+    """Deep copy of a JSON-shaped value (a JSON round trip is faster than copy.deepcopy)."""
+    return json.loads(json.dumps(obj))
+
+
+def _timestamp(clock: Clock) -> str:
+    return clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ApiError(Exception):
+    """An API failure rendered as a Kubernetes ``Status`` (apimachinery pkg/api/errors).
+
+    ``status`` is the HTTP code, ``reason`` the canonical StatusReason (NotFound, AlreadyExists,
+    Conflict, Invalid, TooManyRequests, MethodNotAllowed, UnsupportedMediaType, Expired,
+    InternalError, BadRequest, ServiceUnavailable), ``message`` the apiserver wording,
+    ``details`` the Status details dict, ``headers`` extra HTTP headers (e.g. Retry-After).
+    """
+
+    def __init__(self, status: int, reason: str, message: str, details: dict | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.details = details
+        self.headers = headers or {}
+
+    def to_status(self) -> dict:
+        """The ``Status`` JSON body, keys in the order kube-apiserver writes them."""
+        body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                "message": self.message, "reason": self.reason, "code": self.status}
+        if self.details is not None:
+            body["details"] = self.details
+        return body
+
+    @staticmethod
+    def _details(rt: ResourceType, name: str | None) -> dict:
+        details: dict[str, Any] = {}
+        if name:
+            details["name"] = name
+        if rt.group:
+            details["group"] = rt.group
+        details["kind"] = rt.plural
+        return details
+
+    @classmethod
+    def not_found(cls, rt: ResourceType, name: str) -> ApiError:
+        """404: ``pods "x" not found`` / ``daemonsets.apps "x" not found``."""
+        return cls(404, "NotFound", f'{rt.qualified} "{name}" not found', cls._details(rt, name))
+
+    @classmethod
+    def conflict(cls, rt: ResourceType, name: str, detail: str | None = None) -> ApiError:
+        """409 Conflict for a stale resourceVersion or a failed precondition."""
+        detail = detail or "the object has been modified; please apply your changes to the latest version and try again"
+        return cls(409, "Conflict", f'Operation cannot be fulfilled on {rt.qualified} "{name}": {detail}',
+                   cls._details(rt, name))
+
+    @classmethod
+    def already_exists(cls, rt: ResourceType, name: str) -> ApiError:
+        """409 AlreadyExists on create of an existing name."""
+        return cls(409, "AlreadyExists", f'{rt.qualified} "{name}" already exists', cls._details(rt, name))
+
+    @classmethod
+    def invalid(cls, rt: ResourceType, name: str, field_path: str, detail: str) -> ApiError:
+        """422 Invalid: ``Pod "x" is invalid: metadata.name: Required value``."""
+        qkind = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
+        details: dict[str, Any] = {"name": name}
+        if rt.group:
+            details["group"] = rt.group
+        details["kind"] = rt.kind
+        details["causes"] = [{"reason": "FieldValueInvalid", "message": detail, "field": field_path}]
+        return cls(422, "Invalid", f'{qkind} "{name}" is invalid: {field_path}: {detail}', details)
+
+    @classmethod
+    def bad_request(cls, message: str) -> ApiError:
+        """400 BadRequest."""
+        return cls(400, "BadRequest", message)
+
+    @classmethod
+    def internal(cls, message: str) -> ApiError:
+        """500 InternalError: ``Internal error occurred: <message>``."""
+        return cls(500, "InternalError", f"Internal error occurred: {message}", {"causes": [{"message": message}]})
+
+    @classmethod
+    def expired(cls, message: str) -> ApiError:
+        """410 Expired (too old resource version)."""
+        return cls(410, "Expired", message)
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    """One served resource (a row of an APIResourceList)."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    singular: str
+    short_names: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+    subresources: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """``pods``, ``daemonsets.apps``, ``networks.config.openshift.io`` ..."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def qualified(self) -> str:
+        """Resource name as apiserver messages print it (same as key)."""
+        return self.key
+
+    @property
+    def api_version(self) -> str:
+        """``v1``, ``apps/v1`` ..."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+def _rt(group: str, version: str, plural: str, kind: str, namespaced: bool, short: tuple[str, ...] = (),
+        sub: tuple[str, ...] = ()) -> ResourceType:
+    return ResourceType(group, version, plural, kind, namespaced, kind.lower(), short, subresources=sub)
+
+
+RESOURCES: dict[str, ResourceType] = {
+    rt.key: rt
+    for rt in (
+        _rt("", "v1", "namespaces", "Namespace", False, ("ns",), ("status",)),
+        _rt("", "v1", "nodes", "Node", False, ("no",), ("status",)),
+        _rt("", "v1", "pods", "Pod", True, ("po",), ("status", "eviction")),
+        _rt("", "v1", "events", "Event", True, ("ev",)),
+        _rt("", "v1", "configmaps", "ConfigMap", True, ("cm",)),
+        _rt("apps", "v1", "daemonsets", "DaemonSet", True, ("ds",), ("status",)),
+        _rt("apps", "v1", "deployments", "Deployment", True, ("deploy",), ("status", "scale")),
+        _rt("apps", "v1", "replicasets", "ReplicaSet", True, ("rs",), ("status", "scale")),
+        _rt("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",), ("status",)),
+        _rt("machineconfiguration.openshift.io", "v1", "machineconfigs", "MachineConfig", False, ("mc",)),
+        _rt("machineconfiguration.openshift.io", "v1", "machineconfigpools", "MachineConfigPool", False,
+            ("mcp",), ("status",)),
+        _rt("config.openshift.io", "v1", "networks", "Network", False, (), ("status",)),
+        _rt("operator.openshift.io", "v1", "networks", "Network", False, (), ("status",)),
+    )
+}
+
+
+def resource(key: str) -> ResourceType:
+    """The ResourceType for a key (``pods``, ``daemonsets.apps`` ...); KeyError if not served."""
+    return RESOURCES[key]
+
+
+@dataclass
+class Event:
+    """A committed change. ``object``/``old`` are the stored dicts: READ ONLY."""
+
+    type: str
+    resource: str
+    object: dict
+    old: dict | None
+    rv: int
+    _line: bytes | None = field(default=None, repr=False, compare=False)
+
+    def line(self) -> bytes:
+        """The watch-stream line ``{"type":T,"object":{...}}\\n``, serialized once and cached."""
+        if self._line is None:
+            self._line = (json.dumps({"type": self.type, "object": self.object}, separators=(",", ":"))
+                          + "\n").encode()
+        return self._line
+
+
+class Subscription:
+    """Receives every committed Event (optionally filtered by resource key) in commit order."""
+
+    def __init__(self, store: Store, resources: frozenset[str] | None) -> None:
+        self._store = store
+        self.resources = resources
+        self.queue: asyncio.Queue[Event] = asyncio.Queue()
+        self.closed = False
+
+    async def get(self) -> Event:
+        """Next event (waits)."""
+        return await self.queue.get()
+
+    def close(self) -> None:
+        """Stop receiving events (idempotent)."""
+        self.closed = True
+        self._store._unsubscribe(self)
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Event:
+        if self.closed and self.queue.empty():
+            raise StopAsyncIteration
+        return await self.queue.get()
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _spec_part(obj: dict) -> dict:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "kind", "apiVersion")}
+
+
+class Store:
+    """In-memory object store with a global resourceVersion, event history and subscriptions.
+
+    Keys: ``resource`` arguments are ResourceType keys (``pods``, ``daemonsets.apps`` ...);
+    ``namespace`` is ignored for cluster-scoped resources. Errors are ``ApiError``.
+    """
+
+    pod_termination_seconds: float = 2.0
+
+    def __init__(self, clock: Clock | None = None, *, history: int = EVENT_HISTORY) -> None:
+        self.clock = clock or Clock()
+        self.resource_version = 0
+        self._objects: dict[str, dict[tuple[str, str], dict]] = {k: {} for k in RESOURCES}
+        self._pods_by_node: dict[str, dict[tuple[str, str], None]] = {}
+        self._history: deque[Event] = deque(maxlen=history)
+        # Replay from rv N is complete iff N >= _replay_floor (events with rv <= floor were dropped).
+        self._replay_floor = 0
+        self._subs: list[Subscription] = []
+        self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
+
+    # ----------------------------------------------------------------- reading
+    @staticmethod
+    def _rt(resource_key: str) -> ResourceType:
+        try:
+            return RESOURCES[resource_key]
+        except KeyError:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource") from None
+
+    @staticmethod
+    def _k(rt: ResourceType, name: str, namespace: str | None) -> tuple[str, str]:
+        return ((namespace or "") if rt.namespaced else "", name)
+
+    def get_ref(self, resource: str, name: str, namespace: str | None = None) -> dict:
+        """The stored object itself (READ ONLY, never mutate); ApiError 404 if missing."""
+        rt = self._rt(resource)
+        obj = self._objects[resource].get(self._k(rt, name, namespace))
+        if obj is None:
+            raise ApiError.not_found(rt, name)
+        return obj
+
+    def get(self, resource: str, name: str, namespace: str | None = None) -> dict:
+        """Deep copy of one object; ApiError 404 if missing."""
+        return _copy(self.get_ref(resource, name, namespace))
+
+    def try_get(self, resource: str, name: str, namespace: str | None = None) -> dict | None:
+        """Deep copy of one object, or None."""
+        rt = self._rt(resource)
+        obj = self._objects[resource].get(self._k(rt, name, namespace))
+        return None if obj is None else _copy(obj)
+
+    def list_refs(self, resource: str, namespace: str | None = None, label_selector: str | None = None,
+                  field_selector: str | None = None) -> list[dict]:
+        """Stored objects (READ ONLY) matching, sorted by (namespace, name). ValueError on a bad selector."""
+        rt = self._rt(resource)
+        lsel = parse_label_selector(label_selector)
+        fsel = parse_field_selector(field_selector)
+        objs = self._objects[resource]
+        keys: Iterable[tuple[str, str]]
+        node_terms = [v for p, op, v in fsel if p == "spec.nodeName" and op == "="]
+        if resource == "pods" and node_terms:
+            keys = list(self._pods_by_node.get(node_terms[0], {}))
+        else:
+            keys = objs.keys()
+        if rt.namespaced and namespace:
+            keys = [k for k in keys if k[0] == namespace]
+        out = []
+        for k in sorted(keys):
+            obj = objs[k]
+            if lsel and not matches_labels(lsel, obj["metadata"].get("labels")):
+                continue
+            if fsel and not matches_fields(fsel, obj):
+                continue
+            out.append(obj)
+        return out
+
+    def list(self, resource: str, namespace: str | None = None, label_selector: str | None = None,
+             field_selector: str | None = None) -> list[dict]:
+        """Deep copies of matching objects, sorted by (namespace, name)."""
+        return _copy(self.list_refs(resource, namespace, label_selector, field_selector))
+
+    def count(self, resource: str) -> int:
+        """Number of stored objects of a resource."""
+        return len(self._objects[self._rt(resource).key])
+
+    # ----------------------------------------------------------------- events
+    def subscribe(self, resources: Iterable[str] | None = None) -> Subscription:
+        """Subscribe to committed events (all resources, or only these keys)."""
+        sub = Subscription(self, frozenset(resources) if resources is not None else None)
+        self._subs.append(sub)
+        return sub
+
+    def _unsubscribe(self, sub: Subscription) -> None:
+        if sub in self._subs:
+            self._subs.remove(sub)
+
+    def events_since(self, rv: int) -> list[Event] | None:
+        """Events with rv > ``rv`` from the history, or None if some were already dropped (-> 410)."""
+        if rv < self._replay_floor:
+            return None
+        if not self._history or rv >= self._history[-1].rv:
+            return []
+        first = self._history[0].rv
+        if rv < first:
+            return list(self._history)
+        # Events have strictly increasing rv; rv values are dense except for dry runs (none recorded).
+        out = []
+        for ev in reversed(self._history):
+            if ev.rv <= rv:
+                break
+            out.append(ev)
+        out.reverse()
+        return out
+
+    @property
+    def oldest_replayable_rv(self) -> int:
+        """The smallest resourceVersion a watch can resume from without 410 Expired."""
+        return self._replay_floor
+
+    def _emit(self, ev: Event) -> None:
+        if len(self._history) == self._history.maxlen:
+            self._replay_floor = self._history[0].rv
+        self._history.append(ev)
+        for sub in self._subs:
+            if sub.resources is None or ev.resource in sub.resources:
+                sub.queue.put_nowait(ev)
+
+    def _next_rv(self) -> int:
+        self.resource_version += 1
+        return self.resource_version
+
+    def _index(self, rt: ResourceType, key: tuple[str, str], old: dict | None, new: dict | None) -> None:
+        if rt.key != "pods":
+            return
+        old_node = (old or {}).get("spec", {}).get("nodeName") if old else None
+        new_node = (new or {}).get("spec", {}).get("nodeName") if new else None
+        if old_node == new_node:
+            return
+        if old_node:
+            bucket = self._pods_by_node.get(old_node)
+            if bucket is not None:
+                bucket.pop(key, None)
+                if not bucket:
+                    del self._pods_by_node[old_node]
+        if new_node:
+            self._pods_by_node.setdefault(new_node, {})[key] = None
+
+    def _commit(self, rt: ResourceType, key: tuple[str, str], ev_type: str, new: dict, old: dict | None) -> Event:
+        rv = self._next_rv()
+        new["metadata"]["resourceVersion"] = str(rv)
+        if ev_type == "DELETED":
+            del self._objects[rt.key][key]
+            self._index(rt, key, old, None)
+        else:
+            self._objects[rt.key][key] = new
+            self._index(rt, key, old, new)
+        ev = Event(ev_type, rt.key, new, old, rv)
+        self._emit(ev)
+        return ev
+
+    # ----------------------------------------------------------------- writing
+    def create(self, resource: str, obj: dict, *, dry_run: bool = False) -> dict:
+        """Create an object (see module doc); returns a copy of the stored object.
+
+        Sets kind/apiVersion, uid, resourceVersion, creationTimestamp (unless given), generation=1,
+        a name from ``metadata.generateName``. 409 AlreadyExists, 422 Invalid without a name.
+        """
+        rt = self._rt(resource)
+        new = {"kind": rt.kind, "apiVersion": rt.api_version}
+        new.update((k, v) for k, v in _copy(obj).items() if k not in ("kind", "apiVersion"))
+        meta = new.setdefault("metadata", {})
+        if meta is None:
+            meta = new["metadata"] = {}
+        if not meta.get("name"):
+            if meta.get("generateName"):
+                meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+            else:
+                raise ApiError.invalid(rt, "", "metadata.name", "Required value: name or generateName is required")
+        if rt.namespaced:
+            meta["namespace"] = meta.get("namespace") or "default"
+        else:
+            meta.pop("namespace", None)
+        key = self._k(rt, meta["name"], meta.get("namespace"))
+        if key in self._objects[rt.key]:
+            raise ApiError.already_exists(rt, meta["name"])
+        meta["uid"] = meta.get("uid") or str(uuid.uuid4())
+        meta.setdefault("creationTimestamp", _timestamp(self.clock))
+        meta["generation"] = 1
+        meta.pop("deletionTimestamp", None)
+        meta.pop("deletionGracePeriodSeconds", None)
+        if dry_run:
+            meta["resourceVersion"] = str(self.resource_version)
+            return new
+        self._commit(rt, key, "ADDED", new, None)
+        return _copy(new)
+
+    def _prepare_update(self, rt: ResourceType, old: dict, new: dict, subresource: str | None,
+                        from_api: bool) -> dict:
+        """Build the object to store from a proposed one (status/spec split, immutable meta)."""
+        if subresource == "status":
+            merged = dict(old)
+            if "status" in new:
+                merged["status"] = new["status"]
+            else:
+                merged.pop("status", None)
+            merged["metadata"] = dict(old["metadata"])
+            new = merged
+        elif from_api and "status" in rt.subresources:
+            new = dict(new)
+            if "status" in old:
+                new["status"] = old["status"]
+            else:
+                new.pop("status", None)
+        new["kind"] = rt.kind
+        new["apiVersion"] = rt.api_version
+        meta = new.get("metadata")
+        if not isinstance(meta, dict):
+            meta = {}
+        meta = dict(meta)
+        new["metadata"] = meta
+        om = old["metadata"]
+        for k in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
+                  "deletionGracePeriodSeconds", "generation"):
+            if k in om:
+                meta[k] = om[k]
+            else:
+                meta.pop(k, None)
+        if _spec_part(new) != _spec_part(old):
+            meta["generation"] = om.get("generation", 1) + 1
+        return new
+
+    def update(self, resource: str, obj: dict, *, subresource: str | None = None, dry_run: bool = False,
+               from_api: bool = True) -> dict:
+        """PUT semantics: 404 if missing, 409 on stale ``metadata.resourceVersion``; returns a copy.
+
+        ``subresource="status"`` takes only ``.status`` from ``obj``; the main resource ignores
+        ``.status`` for kinds that have a status subresource (when ``from_api``).
+        """
+        rt = self._rt(resource)
+        meta = obj.get("metadata") or {}
+        name = meta.get("name")
+        if not name:
+            raise ApiError.invalid(rt, "", "metadata.name", "Required value: name is required")
+        key = self._k(rt, name, meta.get("namespace"))
+        old = self._objects[rt.key].get(key)
+        if old is None:
+            raise ApiError.not_found(rt, name)
+        want_rv = meta.get("resourceVersion")
+        if want_rv and want_rv != old["metadata"]["resourceVersion"]:
+            raise ApiError.conflict(rt, name)
+        new = self._prepare_update(rt, old, _copy(obj), subresource, from_api)
+        return self._finish_update(rt, key, old, new, dry_run)
+
+    def _finish_update(self, rt: ResourceType, key: tuple[str, str], old: dict, new: dict, dry_run: bool) -> dict:
+        new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+        if new == old or dry_run:
+            return _copy(new)
+        self._commit(rt, key, "MODIFIED", new, old)
+        return _copy(new)
+
+    def replace_checked(self, resource: str, name: str, namespace: str | None, new: dict, *,
+                        subresource: str | None = None, dry_run: bool = False) -> dict:
+        """Commit ``new`` (a private dict, e.g. a patch result) over the stored object (API rules).
+
+        409 when ``new.metadata.resourceVersion`` differs from the stored one (a patch that carried
+        a stale resourceVersion). Used by PATCH; returns a copy of the result.
+        """
+        rt = self._rt(resource)
+        key = self._k(rt, name, namespace)
+        old = self._objects[rt.key].get(key)
+        if old is None:
+            raise ApiError.not_found(rt, name)
+        want_rv = (new.get("metadata") or {}).get("resourceVersion")
+        if want_rv and want_rv != old["metadata"]["resourceVersion"]:
+            raise ApiError.conflict(rt, name)
+        new = self._prepare_update(rt, old, new, subresource, True)
+        return self._finish_update(rt, key, old, new, dry_run)
+
+    def mutate(self, resource: str, name: str, namespace: str | None, fn: Callable[[dict], Any], *,
+               subresource: str | None = None) -> dict | None:
+        """Agents' way to change an object: ``fn`` edits a private copy in place.
+
+        Commits (RV bump, MODIFIED event, generation bump on spec change) only if something changed.
+        ``subresource="status"`` keeps only the status edits. Returns a copy of the resulting object,
+        or None if the object does not exist.
+        """
+        rt = self._rt(resource)
+        key = self._k(rt, name, namespace)
+        old = self._objects[rt.key].get(key)
+        if old is None:
+            return None
+        work = _copy(old)
+        fn(work)
+        new = self._prepare_update(rt, old, work, subresource, False)
+        return self._finish_update(rt, key, old, new, False)
+
+    def delete(self, resource: str, name: str, namespace: str | None = None, *,
+               grace_period_seconds: int | None = None, preconditions: dict | None = None,
+               dry_run: bool = False) -> dict:
+        """Delete; pods are deleted gracefully (see module doc). Returns a copy of the last object.
+
+        404 if missing; 409 Conflict when ``preconditions`` {uid, resourceVersion} do not match.
+        """
+        rt = self._rt(resource)
+        key = self._k(rt, name, namespace)
+        old = self._objects[rt.key].get(key)
+        if old is None:
+            raise ApiError.not_found(rt, name)
+        pre = preconditions or {}
+        om = old["metadata"]
+        if pre.get("uid") and pre["uid"] != om.get("uid"):
+            raise ApiError.conflict(rt, name, f"Precondition failed: UID in precondition: {pre['uid']}, "
+                                              f"UID in object meta: {om.get('uid')}")
+        if pre.get("resourceVersion") and pre["resourceVersion"] != om.get("resourceVersion"):
+            raise ApiError.conflict(rt, name, "Precondition failed: ResourceVersion in precondition: "
+                                              f"{pre['resourceVersion']}, ResourceVersion in object meta: "
+                                              f"{om.get('resourceVersion')}")
+        if rt.key == "pods":
+            grace = grace_period_seconds
+            if grace is None:
+                grace = (old.get("spec") or {}).get("terminationGracePeriodSeconds")
+                grace = 30 if grace is None else grace
+            grace = max(0, int(grace))
+            # A pod that never ran (no node) has nothing to terminate (pkg/registry/core/pod/strategy.go).
+            if not (old.get("spec") or {}).get("nodeName"):
+                grace = 0
+            if grace > 0:
+                if dry_run:
+                    out = _copy(old)
+                    out["metadata"].setdefault("deletionTimestamp", _timestamp(self.clock))
+                    out["metadata"].setdefault("deletionGracePeriodSeconds", grace)
+                    return out
+                if om.get("deletionTimestamp") and om.get("deletionGracePeriodSeconds", grace) <= grace:
+                    return _copy(old)
+                new = dict(old)
+                new["metadata"] = dict(om, deletionTimestamp=om.get("deletionTimestamp") or _timestamp(self.clock),
+                                       deletionGracePeriodSeconds=grace)
+                self._commit(rt, key, "MODIFIED", new, old)
+                self._schedule_removal(key, om["uid"], min(float(grace), self.pod_termination_seconds))
+                return _copy(new)
+        if dry_run:
+            return _copy(old)
+        return self._remove(rt, key, old)
+
+    def _remove(self, rt: ResourceType, key: tuple[str, str], old: dict) -> dict:
+        new = dict(old)
+        new["metadata"] = dict(old["metadata"])
+        self._commit(rt, key, "DELETED", new, old)
+        timer = self._timers.pop(key, None) if rt.key == "pods" else None
+        if timer is not None:
+            timer.cancel()
+        return _copy(new)
+
+    def _schedule_removal(self, key: tuple[str, str], uid: str, sim_seconds: float) -> None:
+        old_timer = self._timers.pop(key, None)
+        if old_timer is not None:
+            old_timer.cancel()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            # No loop (synchronous use, e.g. scenario tooling): terminate at once.
+            self._finish_removal(key, uid)
+            return
+        self._timers[key] = loop.call_later(self.clock.real(sim_seconds), self._finish_removal, key, uid)
+
+    def _finish_removal(self, key: tuple[str, str], uid: str) -> None:
+        self._timers.pop(key, None)
+        obj = self._objects["pods"].get(key)
+        if obj is not None and obj["metadata"].get("uid") == uid:
+            self._remove(RESOURCES["pods"], key, obj)
+
+    def delete_collection(self, resource: str, namespace: str | None = None, label_selector: str | None = None,
+                          field_selector: str | None = None, *, grace_period_seconds: int | None = None,
+                          dry_run: bool = False) -> list[dict]:
+        """DELETE on a collection: deletes every match; returns the deleted (or terminating) objects."""
+        out = []
+        for obj in list(self.list_refs(resource, namespace, label_selector, field_selector)):
+            m = obj["metadata"]
+            try:
+                out.append(self.delete(resource, m["name"], m.get("namespace"),
+                                       grace_period_seconds=grace_period_seconds, dry_run=dry_run))
+            except ApiError:
+                continue
+        return out
+
+    # ----------------------------------------------------------------- eviction
+    def evict(self, name: str, namespace: str, delete_options: dict | None = None, *,
+              dry_run: bool = False) -> dict:
+        """The pods/eviction subresource (k8s pkg/registry/core/pod/storage/eviction.go).
+
+        Returns the 201 Success Status. Raises ApiError: 404 missing pod, 429 PDB violation
+        (exact apiserver body, no Retry-After), 429 + Retry-After 10 while a PDB's
+        observedGeneration lags, 500 for more than one matching PDB.
+        """
+        opts = delete_options or {}
+        dry_run = dry_run or "All" in (opts.get("dryRun") or [])
+        pod = self.get_ref("pods", name, namespace)
+        grace = opts.get("gracePeriodSeconds")
+        pre = opts.get("preconditions")
+        phase = (pod.get("status") or {}).get("phase")
+        ignore_pdb = bool(pod["metadata"].get("deletionTimestamp")) or phase in ("Succeeded", "Failed", "Pending")
+        if not ignore_pdb:
+            labels = pod["metadata"].get("labels")
+            pdbs = [p for p in self.list_refs("poddisruptionbudgets.policy", namespace)
+                    if matches_label_selector_object((p.get("spec") or {}).get("selector"), labels)]
+            if len(pdbs) > 1:
+                raise ApiError.internal(
+                    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.")
+            if pdbs:
+                pdb = pdbs[0]
+                pname = pdb["metadata"]["name"]
+                st = pdb.get("status") or {}
+                if st.get("observedGeneration", 0) < pdb["metadata"].get("generation", 1):
+                    raise ApiError(429, "TooManyRequests",
+                                   "Cannot evict pod as it would violate the pod's disruption budget.",
+                                   {"causes": [{"reason": "DisruptionBudget", "message":
+                                                f"The disruption budget {pname} is still being processed by the server."}],
+                                    "retryAfterSeconds": 10},
+                                   headers={"Retry-After": "10"})
+                if st.get("disruptionsAllowed", 0) <= 0:
+                    raise ApiError(429, "TooManyRequests",
+                                   "Cannot evict pod as it would violate the pod's disruption budget.",
+                                   {"causes": [{"reason": "DisruptionBudget", "message":
+                                                f"The disruption budget {pname} needs {st.get('desiredHealthy', 0)}"
+                                                f" healthy pods and has {st.get('currentHealthy', 0)} currently"}]})
+                if not dry_run:
+                    now = _timestamp(self.clock)
+
+                    def take(p: dict) -> None:
+                        s = p.setdefault("status", {})
+                        s["disruptionsAllowed"] = s.get("disruptionsAllowed", 0) - 1
+                        s.setdefault("disruptedPods", {})[name] = now
+
+                    self.mutate("poddisruptionbudgets.policy", pname, namespace, take, subresource="status")
+        self.delete("pods", name, namespace, grace_period_seconds=grace, preconditions=pre, dry_run=dry_run)
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    # ----------------------------------------------------------------- helpers
+    def iter_keys(self, resource: str) -> Iterator[tuple[str, str]]:
+        """(namespace, name) keys of a resource (namespace "" for cluster-scoped)."""
+        return iter(list(self._objects[self._rt(resource).key]))
+
+    def close(self) -> None:
+        """Cancel pending graceful-deletion timers and subscriptions."""
+        for t in self._timers.values():
+            t.cancel()
+        self._timers.clear()
+        for sub in list(self._subs):
+            sub.close()
