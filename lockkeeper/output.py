@@ -1,0 +1,250 @@
+"""Rendering of plans, status, results and lists for the CLI: rich tables for people, JSON/YAML
+for scripts. Pure functions of the models in :mod:`workflows.models`; no Temporal calls here."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from workflows.models import (
+    MachineConfigRolloutResult,
+    NodePhase,
+    RolloutPlan,
+    RolloutStatus,
+)
+
+FORMATS = ("table", "json", "yaml")
+
+_PHASE_STYLE = {
+    NodePhase.DONE: "green",
+    NodePhase.SKIPPED: "dim",
+    NodePhase.RUNNING: "cyan",
+    NodePhase.BLOCKED: "bold yellow",
+    NodePhase.WAITING_APPROVAL: "magenta",
+    NodePhase.DEGRADED: "bold red",
+    NodePhase.FAILED: "bold red",
+    NodePhase.ABORTED: "red",
+    NodePhase.PENDING: "",
+}
+
+
+def to_data(obj: Any) -> Any:
+    """JSON-ready data of a model (or list/dict of models)."""
+    if isinstance(obj, BaseModel):
+        return obj.model_dump(mode="json")
+    if isinstance(obj, list | tuple):
+        return [to_data(o) for o in obj]
+    if isinstance(obj, dict):
+        return {k: to_data(v) for k, v in obj.items()}
+    return obj
+
+
+def dump(obj: Any, fmt: str) -> str:
+    """``obj`` as JSON (indented) or YAML text."""
+    data = to_data(obj)
+    if fmt == "yaml":
+        import yaml
+
+        return yaml.safe_dump(data, sort_keys=False)
+    return json.dumps(data, indent=2, default=str)
+
+
+def fmt_time(t: datetime | None, now: datetime | None = None) -> str:
+    """``HH:MM:SS`` UTC, plus a relative ``(12s ago)`` / ``(in 3m)`` when ``now`` is given."""
+    if t is None:
+        return "-"
+    s = t.astimezone(UTC).strftime("%H:%M:%S")
+    if now is not None:
+        delta = (t - now).total_seconds()
+        s += f" ({fmt_duration(-delta)} ago)" if delta <= 0 else f" (in {fmt_duration(delta)})"
+    return s
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """``1h02m``, ``3m05s``, ``12.3s``."""
+    if seconds is None:
+        return "-"
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    m, s = divmod(int(seconds), 60)
+    if m < 60:
+        return f"{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m"
+
+
+def plan_table(plan: RolloutPlan) -> RenderableType:
+    """One row per pool: target, sizes, capacity, node order (batches), skipped, gates."""
+    t = Table(title="Plan", title_justify="left")
+    for col in ("pool", "target", "nodes", "maxUnavailable", "batches (in order)", "skipped", "unavailable", "gates"):
+        t.add_column(col)
+    for p in plan.pools:
+        batches = " | ".join(", ".join(b) for b in p.batches) or "-"
+        t.add_row(
+            p.name,
+            p.target_config,
+            f"{len(p.nodes)}/{p.size}",
+            f"{p.max_unavailable} (free {p.capacity})",
+            batches,
+            ", ".join(p.skipped) or "-",
+            ", ".join(p.unavailable) or "-",
+            ", ".join(g.id for g in p.gates) or "-",
+        )
+    parts: list[RenderableType] = [t]
+    if plan.final_gates:
+        parts.append(Text("then: " + ", ".join(g.id for g in plan.final_gates)))
+    if plan.network_type:
+        parts.append(Text(f"cluster network type: {plan.network_type}", style="dim"))
+    return Group(*parts)
+
+
+def status_view(st: RolloutStatus, now: datetime | None = None) -> RenderableType:
+    """The live view of a rollout: headline with what it waits for, nodes, gates, totals."""
+    now = now or datetime.now(UTC)
+    head = Text()
+    head.append(f"{st.workflow_id}  ", style="bold")
+    head.append(f"cluster {st.cluster}  phase ")
+    head.append(str(st.phase), style="bold cyan")
+    if st.current_pool:
+        head.append(f"  pool {st.current_pool}")
+    if st.paused_reason:
+        head.append(f"\npaused: {st.paused_reason}", style="yellow")
+    if st.waiting_for:
+        head.append(f"\nwaiting for {st.waiting_for}")
+        if st.since:
+            head.append(f" since {fmt_time(st.since, now)}")
+        if st.deadline:
+            head.append(f" until {fmt_time(st.deadline, now)}")
+    if st.error:
+        head.append(f"\nerror: {st.error}", style="bold red")
+    tt = st.totals
+    head.append(
+        f"\nnodes: {tt.done} done, {tt.in_flight} in flight, {tt.pending} pending, {tt.skipped} skipped, "
+        f"{tt.degraded} degraded, {tt.failed} failed, {tt.aborted} aborted"
+    )
+    parts: list[RenderableType] = [head]
+
+    nodes = Table(title="Nodes", title_justify="left", expand=False)
+    for col in ("node", "pool", "phase", "step", "waiting for", "since", "deadline", "warning / reason"):
+        nodes.add_column(col, overflow="fold")
+    for n in st.nodes.values():
+        note = n.warning or n.reason or ""
+        if n.drain_report and n.drain_report.blocked_pods:
+            bp = n.drain_report.blocked_pods[0]
+            pdb = bp.pdbs[0] if bp.pdbs else None
+            note += f"\nblocked: {bp.namespace}/{bp.name}: {bp.message}"
+            if pdb:
+                note += f" (PDB {pdb.name}: {pdb.disruptions_allowed} disruptions allowed)"
+            for pr in n.drain_report.pending_replacements[:2]:
+                note += f"\npending {pr.namespace}/{pr.name}: {pr.message}"
+        nodes.add_row(
+            n.name,
+            n.pool,
+            Text(str(n.phase), style=_PHASE_STYLE.get(n.phase, "")),
+            n.step or "-",
+            n.waiting_for or "-",
+            fmt_time(n.since, now) if n.since else "-",
+            fmt_time(n.deadline, now) if n.deadline else "-",
+            note.strip() or "-",
+        )
+    parts.append(nodes)
+    if st.gates or st.gate_history:
+        gates = Table(title="Gates", title_justify="left")
+        for col in ("gate", "state", "opened", "timeout", "decided by", "at", "comment"):
+            gates.add_column(col)
+        for g in st.gates:
+            gates.add_row(
+                g.id,
+                str(g.state),
+                fmt_time(g.opened_at),
+                fmt_time(g.timeout_at) if g.timeout_at else "never",
+                g.decided_by or "-",
+                fmt_time(g.decided_at),
+                g.comment or "",
+            )
+        parts.append(gates)
+    if st.network_repair:
+        nr = st.network_repair
+        parts.append(
+            Text(
+                f"network repair: {nr.stage}; ovnkube-node ready {nr.ovnkube_ready}; "
+                f"pods deleted {nr.pods_deleted if nr.pods_deleted is not None else '-'}; "
+                f"workloads ready {nr.workloads_ready}"
+                + (f"; not ready: {', '.join(nr.not_ready[:5])}" if nr.not_ready else "")
+            )
+        )
+    for w in st.warnings:
+        parts.append(Text(f"warning: {w}", style="yellow"))
+    return Group(*parts)
+
+
+def result_view(res: MachineConfigRolloutResult) -> RenderableType:
+    """Summary of a finished rollout: outcome, nodes with durations, gate decisions."""
+    head = Text()
+    head.append("outcome ")
+    head.append(res.outcome, style="bold green" if res.outcome in ("completed", "dry-run") else "bold red")
+    if res.message:
+        head.append(f": {res.message}")
+    if res.started_at and res.finished_at:
+        head.append(f"\ntotal time {fmt_duration((res.finished_at - res.started_at).total_seconds())}")
+    parts: list[RenderableType] = [head]
+    if res.nodes:
+        t = Table(title="Nodes", title_justify="left")
+        for col in ("node", "pool", "phase", "attempts", "duration", "drain", "reboot", "reason"):
+            t.add_column(col)
+        for n in res.nodes.values():
+            t.add_row(
+                n.name,
+                n.pool,
+                Text(str(n.phase), style=_PHASE_STYLE.get(n.phase, "")),
+                str(n.attempts),
+                fmt_duration(n.duration_seconds),
+                fmt_duration(n.drain_seconds),
+                fmt_duration(n.reboot_seconds),
+                n.reason or "",
+            )
+        parts.append(t)
+    if res.gate_history:
+        parts.append(gate_history_table(res.gate_history))
+    if res.network_repair:
+        nr = res.network_repair
+        parts.append(
+            Text(f"network repair: {nr.stage}; pods deleted {nr.pods_deleted}; workloads ready {nr.workloads_ready}")
+        )
+    return Group(*parts)
+
+
+def gate_history_table(history: list[Any]) -> Table:
+    """Who decided which gate, when and how (``timeout`` rows show the applied outcome)."""
+    t = Table(title="Gate history", title_justify="left")
+    for col in ("gate", "action", "by", "at", "comment"):
+        t.add_column(col)
+    for r in history:
+        action = r.action + (f" → {r.outcome}" if r.outcome else "")
+        t.add_row(r.gate_id, action, r.by, fmt_time(r.at), r.comment or "")
+    return t
+
+
+def list_table(rows: list[dict[str, Any]]) -> Table:
+    """Rows of ``lockkeeper list``: id, procedure, cluster, pools, status, started, closed."""
+    t = Table()
+    for col in ("id", "procedure", "cluster", "pools", "status", "execution", "started"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(
+            r["id"],
+            r.get("procedure") or "-",
+            r.get("cluster") or "-",
+            ", ".join(r.get("pools") or []) or "-",
+            r.get("status") or "-",
+            r.get("execution") or "-",
+            r.get("started") or "-",
+        )
+    return t

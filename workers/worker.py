@@ -1,0 +1,149 @@
+"""The lockkeeper worker: one process serving every procedure's workflows and activities.
+
+Run it as ``lockkeeper worker`` or ``python -m workers.worker``; everything comes from the
+environment (see :class:`lockkeeper.settings.Settings`): ``TEMPORAL_ADDRESS``,
+``LOCKKEEPER_TASK_QUEUE``, ``KUBECONFIG`` / ``KUBE_CONTEXT`` or ``LOCKKEEPER_IN_CLUSTER``.
+
+Synchronous activities (the blocking ``kubernetes`` client) run on a ThreadPoolExecutor sized
+``max_concurrent_activities``. SIGINT/SIGTERM start a graceful shutdown: no new tasks are
+polled, running activities get ``graceful_shutdown_seconds`` to finish, then they are
+cancelled. Workflows lose nothing either way: their state is in Temporal's history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from workers.logging import configure_logging, get_logger
+
+if TYPE_CHECKING:
+    import temporalio.client
+
+    from lockkeeper.settings import Settings
+
+#: Logged (event text) once the worker polls; :class:`lockkeeper.procs.WorkerProcess` waits for it.
+READY_EVENT = "worker started"
+
+log = get_logger("lockkeeper.worker")
+
+
+async def run_worker(
+    settings: Settings,
+    *,
+    client: temporalio.client.Client | None = None,
+    stop: asyncio.Event | None = None,
+    activities: Sequence[Callable[..., Any]] | None = None,
+    workflows: Sequence[type] | None = None,
+    install_signal_handlers: bool = True,
+) -> None:
+    """Run a worker until ``stop`` is set or SIGINT/SIGTERM arrives, then shut down gracefully.
+
+    ``client``: an existing connection (else :func:`lockkeeper.client.connect`).
+    ``activities`` / ``workflows``: override the registry (tests register mocks by name).
+    Raises :class:`lockkeeper.settings.SettingsError` for bad cluster credentials before it
+    connects, and :class:`lockkeeper.client.ConnectionFailed` when Temporal is unreachable.
+    """
+    from temporalio.worker import Worker
+
+    from lockkeeper.client import connect
+    from workers import registry
+
+    if activities is None:
+        settings.check_kubeconfig()
+        activities = registry.build_activities(registry.build_gateway(settings))
+    if workflows is None:
+        workflows = registry.all_workflows()
+    if client is None:
+        client = await connect(settings, identity=_identity(settings))
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    installed: list[int] = []
+    if install_signal_handlers:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, stop.set)
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError):  # not the main thread / not Unix
+                pass
+
+    with ThreadPoolExecutor(
+        max_workers=settings.max_concurrent_activities, thread_name_prefix="lockkeeper-activity"
+    ) as executor:
+        worker = Worker(
+            client,
+            task_queue=settings.task_queue,
+            workflows=list(workflows),
+            activities=list(activities),
+            activity_executor=executor,
+            max_concurrent_activities=settings.max_concurrent_activities,
+            graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
+        )
+        run = asyncio.create_task(worker.run())
+        log.info(
+            READY_EVENT,
+            task_queue=settings.task_queue,
+            namespace=settings.temporal_namespace,
+            address=settings.temporal_address,
+            workflows=[w.__name__ for w in workflows],
+            activities=len(activities),
+        )
+        stopper = asyncio.create_task(stop.wait())
+        try:
+            done, _ = await asyncio.wait({run, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if run in done:
+                run.result()  # the worker failed on its own: raise why
+            else:
+                log.info("worker stopping", graceful_shutdown_seconds=settings.graceful_shutdown_seconds)
+                await worker.shutdown()
+                await run
+        finally:
+            stopper.cancel()
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+    log.info("worker stopped")
+
+
+def _identity(settings: Settings) -> str:
+    import os
+    import socket
+
+    return f"lockkeeper-worker-{os.getpid()}@{socket.gethostname()}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m workers.worker``: run with settings from the environment. Exit codes: 0 after
+    a clean shutdown, 2 for invalid settings, 3 when Temporal is unreachable."""
+    from lockkeeper.client import ConnectionFailed
+    from lockkeeper.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        asyncio.run(run_worker(settings))
+    except SettingsError as exc:
+        log.error("invalid settings", error=str(exc))
+        return 2
+    except ConnectionFailed as exc:
+        log.error("cannot connect to Temporal", error=str(exc))
+        return 3
+    except Exception as exc:
+        # KubeconfigError from the gateway is a settings problem too.
+        if type(exc).__name__ == "KubeconfigError":
+            log.error("invalid cluster credentials", error=str(exc))
+            return 2
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
