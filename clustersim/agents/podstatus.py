@@ -90,13 +90,14 @@ def kubelet_status(
             "message": "back-off 5m0s restarting failed container=ovnkube-controller "
             "(missing /etc/ovn-kubernetes host configuration)",
         }
+    elif stale:
+        # Started on the old CNI: keeps running with a pod IP nothing routes to any more.
+        ready = False
     elif not host_network and not requires_ovn and not has_ovn:
         phase = "Pending" if old.get("phase") in (None, "Pending") else old.get("phase", "Running")
         ready = False
         if phase == "Pending":
             waiting = {"reason": "ContainerCreating"}
-    elif stale:
-        ready = False
 
     statuses = []
     for c in spec["containers"]:
