@@ -1,0 +1,129 @@
+"""Settings: environment names, validation errors that name the variable or file, secrets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lockkeeper.settings import Settings, SettingsError, load_settings
+
+ENV_NAMES = [
+    "TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TEMPORAL_API_KEY", "TEMPORAL_TLS", "TEMPORAL_TLS_CERT",
+    "TEMPORAL_TLS_KEY", "TEMPORAL_TLS_CA", "KUBECONFIG", "KUBE_CONTEXT",
+]
+
+KUBECONFIG = """
+apiVersion: v1
+kind: Config
+clusters: [{name: sim, cluster: {server: "http://127.0.0.1:1"}}]
+users: [{name: admin, user: {token: abc}}]
+contexts: [{name: sim, context: {cluster: sim, user: admin}}]
+current-context: sim
+"""
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("LOCKKEEPER_") or name in ENV_NAMES:
+            monkeypatch.delenv(name)
+
+
+def test_defaults() -> None:
+    s = load_settings()
+    assert (s.temporal_address, s.temporal_namespace, s.task_queue) == ("localhost:7233", "default", "lockkeeper")
+    assert not s.uses_tls and s.temporal_api_key is None
+
+
+def test_plain_and_prefixed_names_prefixed_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "temporal.example:7233")
+    monkeypatch.setenv("TEMPORAL_NAMESPACE", "ops")
+    assert load_settings().temporal_address == "temporal.example:7233"
+    assert load_settings().temporal_namespace == "ops"
+    monkeypatch.setenv("LOCKKEEPER_TEMPORAL_ADDRESS", "other:7000")
+    assert load_settings().temporal_address == "other:7000"
+    assert load_settings(temporal_address="flag:1").temporal_address == "flag:1"
+
+
+@pytest.mark.parametrize("address", ["localhost", "host:port", ":7233", "host:0", "host:70000"])
+def test_address_must_be_host_port(monkeypatch: pytest.MonkeyPatch, address: str) -> None:
+    monkeypatch.setenv("TEMPORAL_ADDRESS", address)
+    with pytest.raises(SettingsError, match="TEMPORAL_ADDRESS must be host:port"):
+        load_settings()
+
+
+def test_cert_without_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cert = tmp_path / "client.pem"
+    cert.write_text("x")
+    monkeypatch.setenv("TEMPORAL_TLS_CERT", str(cert))
+    with pytest.raises(SettingsError, match="TEMPORAL_TLS_KEY is not set"):
+        load_settings()
+
+
+def test_tls_file_missing_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEMPORAL_TLS_CERT", str(tmp_path / "nope.pem"))
+    monkeypatch.setenv("TEMPORAL_TLS_KEY", str(tmp_path / "nope.key"))
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    assert str(tmp_path / "nope.pem") in str(err.value) and str(tmp_path / "nope.key") in str(err.value)
+
+
+def test_tls_with_cert_and_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("c.pem", "k.pem"):
+        (tmp_path / name).write_text("x")
+    monkeypatch.setenv("TEMPORAL_TLS_CERT", str(tmp_path / "c.pem"))
+    monkeypatch.setenv("TEMPORAL_TLS_KEY", str(tmp_path / "k.pem"))
+    assert load_settings().uses_tls
+
+
+def test_api_key_is_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEMPORAL_API_KEY", "sk-verysecret")
+    s = load_settings()
+    assert s.uses_tls
+    assert s.temporal_api_key is not None and s.temporal_api_key.get_secret_value() == "sk-verysecret"
+    assert "sk-verysecret" not in repr(s) and "sk-verysecret" not in str(s.safe_dict())
+
+
+def test_kubeconfig_missing_file_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    with pytest.raises(SettingsError, match=f"KUBECONFIG: file {tmp_path / 'missing'} does not exist"):
+        load_settings().check_kubeconfig()
+
+
+def test_kubeconfig_bad_yaml_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text("clusters: [unclosed\n  - : :")
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    with pytest.raises(SettingsError, match=f"{path} is not valid YAML"):
+        load_settings().check_kubeconfig()
+
+
+def test_kubeconfig_not_a_kubeconfig(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text("hello: world\n")
+    with pytest.raises(SettingsError, match="not a kubeconfig"):
+        Settings(kubeconfig=path).check_kubeconfig()
+
+
+def test_kubeconfig_context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(KUBECONFIG)
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'absent'}:{path}")  # first existing entry wins
+    s = load_settings()
+    assert s.kubeconfig == path
+    s.check_kubeconfig()
+    monkeypatch.setenv("KUBE_CONTEXT", "prod")
+    with pytest.raises(SettingsError, match="context 'prod' not in"):
+        load_settings().check_kubeconfig()
+
+
+def test_several_problems_reported_together(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOCKKEEPER_LOG_LEVEL", "loud")
+    monkeypatch.setenv("LOCKKEEPER_MAX_CONCURRENT_ACTIVITIES", "0")
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    assert "LOCKKEEPER_LOG_LEVEL: log level must be" in str(err.value)
+    assert "LOCKKEEPER_MAX_CONCURRENT_ACTIVITIES" in str(err.value)
