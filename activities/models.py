@@ -202,19 +202,27 @@ class PDBReport(BaseModel):
 
 
 class PendingPodReport(BaseModel):
-    """A Pending pod (a would-be replacement) and its latest FailedScheduling message."""
+    """A Pending pod (a would-be replacement) and its latest FailedScheduling message.
+
+    ``replaces``: ``namespace/name`` of the blocked pod it would replace (same controller)."""
 
     namespace: str
     name: str
     message: str | None = None
+    replaces: str | None = None
 
 
 class BlockedPod(BaseModel):
-    """A pod whose eviction answered 429, with the API's message and the budgets involved."""
+    """A pod whose eviction answered 429, with the API's message and the budgets involved.
+
+    ``message`` is the Status message as the API server wrote it ("Cannot evict pod as it would
+    violate the pod's disruption budget."); ``causes`` the Status causes' messages ("The
+    disruption budget router-default needs 1 healthy pods and has 1 currently")."""
 
     namespace: str
     name: str
     message: str
+    causes: list[str] = Field(default_factory=list)
     pdbs: list[PDBReport] = Field(default_factory=list)
 
 
@@ -231,6 +239,9 @@ class DrainInput(BaseModel):
     Evicts every pod except DaemonSet-owned and mirror pods through the Eviction API (honouring
     PodDisruptionBudgets), then waits up to ``wait_seconds`` for the evicted pods to be gone,
     heartbeating. ``grace_period_seconds`` None means the pod's own.
+    ``force``: also evict pods that no controller owns (kubectl ``--force``); True by default
+    like the MCO drain helper (``pkg/daemon/drain.go``: ``Force: true``), whose job lockkeeper
+    does. With False such pods are listed in ``DrainResult.refused`` and the drain is not done.
     """
 
     node: str
@@ -238,16 +249,20 @@ class DrainInput(BaseModel):
     wait_seconds: float = 30.0
     delete_emptydir_data: bool = True
     ignore_daemonsets: bool = True
+    force: bool = True
 
 
 class DrainResult(BaseModel):
     """``done`` when no evictable pod is left on the node. ``blocked`` carries the report when
-    at least one eviction was refused with 429 in this pass."""
+    at least one eviction was refused with 429 in this pass. ``evicted``/``remaining`` hold
+    ``namespace/name``; ``refused`` holds ``namespace/name: reason`` for pods these options do not
+    allow removing (kubectl's "cannot delete ..." errors)."""
 
     done: bool
     evicted: list[str] = Field(default_factory=list)
     remaining: list[str] = Field(default_factory=list)
     blocked: DrainReport | None = None
+    refused: list[str] = Field(default_factory=list)
 
 
 class RecordEventInput(BaseModel):
