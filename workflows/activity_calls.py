@@ -1,0 +1,93 @@
+"""Activity names and their call options, as the workflows use them.
+
+Workflows call activities BY NAME (the table in notes/workflow-design.md) with ``result_type=``
+so they never import the implementations (activities/k8s.py, activities/machineconfig.py).
+Timeouts are seconds; retry policies back off exponentially; the error types listed as
+non-retryable are the contract's "bad input / object gone" errors that retrying cannot fix.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+PREFLIGHT = "preflight_machineconfig_rollout"
+READ_NODE = "read_node"
+SET_NODE_ANNOTATIONS = "set_node_annotations"
+WAIT_FOR_NODE = "wait_for_node"
+CORDON_NODE = "cordon_node"
+UNCORDON_NODE = "uncordon_node"
+DRAIN_NODE = "drain_node"
+RECORD_NODE_EVENT = "record_node_event"
+GET_POOLS_STATUS = "get_pools_status"
+CHECK_PODS_READY = "check_pods_ready"
+DELETE_ALL_PODS = "delete_all_pods"
+SET_NETWORK_TYPE = "set_network_type"
+
+#: ApplicationError types that fail an activity at once (raised non-retryable by the activities
+#: too; listing them here keeps the workflow safe if one is raised retryable by mistake).
+NON_RETRYABLE = [
+    "UnknownPool",
+    "MissingConfig",
+    "ConfigOfOtherPool",
+    "ConfigTooOld",
+    "NoNodes",
+    "NodeNotFound",
+    "PoolsNotSettled",
+    "InvalidInput",
+]
+
+#: Transient API trouble (5xx, connection refused while the API server restarts) retries for
+#: a long time: a rollout should outlive an API outage rather than fail in the middle of a node.
+DEFAULT_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    non_retryable_error_types=NON_RETRYABLE,
+)
+
+#: Per-call start-to-close of the short API calls (one or two requests each).
+SHORT_CALL = timedelta(seconds=30)
+#: Heartbeat timeout of the watching/draining activities (they heartbeat every few seconds).
+HEARTBEAT = timedelta(seconds=20)
+
+
+async def call(
+    name: str,
+    arg: Any,
+    result_type: type | None,
+    *,
+    seconds: float | None = None,
+    heartbeat: bool = False,
+) -> Any:
+    """Execute activity ``name`` with the project's options.
+
+    ``seconds``: the activity's own bound (a wait or drain window); start-to-close gets 30 s of
+    slack on top. ``heartbeat``: the activity heartbeats, so a dead worker is noticed within
+    :data:`HEARTBEAT` instead of at start-to-close.
+    """
+    start_to_close = SHORT_CALL if seconds is None else timedelta(seconds=seconds) + SHORT_CALL
+    return await workflow.execute_activity(
+        name,
+        arg,
+        result_type=result_type,
+        start_to_close_timeout=start_to_close,
+        heartbeat_timeout=HEARTBEAT if heartbeat else None,
+        retry_policy=DEFAULT_RETRY,
+    )
+
+
+def start(name: str, arg: Any, result_type: type | None, *, seconds: float, heartbeat: bool = True) -> Any:
+    """Start activity ``name`` (same options as :func:`call`) and return its handle, so the
+    caller can race it against a signal and cancel it."""
+    return workflow.start_activity(
+        name,
+        arg,
+        result_type=result_type,
+        start_to_close_timeout=timedelta(seconds=seconds) + SHORT_CALL,
+        heartbeat_timeout=HEARTBEAT if heartbeat else None,
+        retry_policy=DEFAULT_RETRY,
+    )
