@@ -1,0 +1,57 @@
+"""The embedded dev server: binary lookup, search attributes, persistence across a crash/restart."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from lockkeeper.devserver import SEARCH_ATTRIBUTES, DevServer, find_temporal_binary
+
+
+def test_binary_is_the_wheels_next_to_python() -> None:
+    assert find_temporal_binary() == Path(sys.executable).parent / "temporal"
+
+
+def test_command_registers_search_attributes_and_sqlite(tmp_path: Path) -> None:
+    server = DevServer(tmp_path, port=7999, ui_port=8999)
+    cmd = server.command()
+    assert cmd[1:3] == ["server", "start-dev"]
+    assert cmd[cmd.index("--db-filename") + 1] == str(tmp_path / "temporal.sqlite")
+    assert cmd[cmd.index("--port") + 1] == "7999" and cmd[cmd.index("--ui-port") + 1] == "8999"
+    assert "LockkeeperPools=KeywordList" in cmd and "LockkeeperCluster=Keyword" in cmd
+    assert server.ui_url == "http://127.0.0.1:8999"
+
+
+def _accepts(address: str) -> bool:
+    host, port = address.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("hard", [True, False])
+async def test_restart_keeps_workflows_and_port(dev_server_factory, hard: bool) -> None:
+    server: DevServer = await dev_server_factory()
+    client = await Client.connect(server.address)
+    attrs = await client.operator_service.list_search_attributes(ListSearchAttributesRequest(namespace="default"))
+    assert set(SEARCH_ATTRIBUTES) <= set(attrs.custom_attributes)
+    # No worker: the workflow just sits in history, which must survive the restart.
+    handle = await client.start_workflow("NoSuchWorkflow", id=f"persist-{hard}", task_queue="nobody")
+    address, pid = server.address, server.pid
+
+    await server.restart(hard=hard)
+    assert server.address == address and server.pid != pid and server.running
+
+    client = await Client.connect(server.address)
+    desc = await client.get_workflow_handle(handle.id).describe()
+    assert desc.status == WorkflowExecutionStatus.RUNNING and desc.run_id == handle.result_run_id
+
+    await server.stop()
+    assert not server.running and not _accepts(address)
