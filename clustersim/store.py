@@ -494,19 +494,22 @@ class Store:
         new = self._prepare_update(rt, old, _copy(obj), subresource, from_api)
         return self._finish_update(rt, key, old, new, dry_run)
 
-    def _finish_update(self, rt: ResourceType, key: tuple[str, str], old: dict, new: dict, dry_run: bool) -> dict:
+    def _finish_update(self, rt: ResourceType, key: tuple[str, str], old: dict, new: dict, dry_run: bool,
+                       copy_result: bool = True) -> dict:
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
-        if new == old or dry_run:
-            return _copy(new)
-        self._commit(rt, key, "MODIFIED", new, old)
-        return _copy(new)
+        if new == old:
+            return _copy(old) if copy_result else old
+        if not dry_run:
+            self._commit(rt, key, "MODIFIED", new, old)
+        return _copy(new) if copy_result else new
 
     def replace_checked(self, resource: str, name: str, namespace: str | None, new: dict, *,
-                        subresource: str | None = None, dry_run: bool = False) -> dict:
+                        subresource: str | None = None, dry_run: bool = False, copy_result: bool = True) -> dict:
         """Commit ``new`` (a private dict, e.g. a patch result) over the stored object (API rules).
 
         409 when ``new.metadata.resourceVersion`` differs from the stored one (a patch that carried
-        a stale resourceVersion). Used by PATCH; returns a copy of the result.
+        a stale resourceVersion). Used by PATCH; returns a copy of the result (with
+        ``copy_result=False`` the stored object itself, READ ONLY, to serialize without copying).
         """
         rt = self._rt(resource)
         key = self._k(rt, name, namespace)
@@ -517,7 +520,7 @@ class Store:
         if want_rv and want_rv != old["metadata"]["resourceVersion"]:
             raise ApiError.conflict(rt, name)
         new = self._prepare_update(rt, old, new, subresource, True)
-        return self._finish_update(rt, key, old, new, dry_run)
+        return self._finish_update(rt, key, old, new, dry_run, copy_result)
 
     def mutate(self, resource: str, name: str, namespace: str | None, fn: Callable[[dict], Any], *,
                subresource: str | None = None) -> dict | None:

@@ -1,0 +1,118 @@
+"""``ClusterSim``: a simulated OpenShift cluster (store + API server + agents) in one event loop.
+
+Usage::
+
+    async with ClusterSim("r1-ovn-interrupted", time_scale=0.01) as sim:
+        subprocess.run(["kubectl", "--kubeconfig", sim.kubeconfig_path, "get", "nodes"])
+
+``scenario=None`` starts an empty cluster without agents (tests then fill ``sim.store``).
+The agents (clustersim.agents.Agents) and scenarios (clustersim.scenario) are imported lazily.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from clustersim.clock import Clock
+from clustersim.faults import FaultInjector, RequestRecord
+from clustersim.kubeconfig import write_kubeconfig
+from clustersim.server import ApiServer
+from clustersim.store import Store
+
+if TYPE_CHECKING:
+    from clustersim.agents import Agents
+    from clustersim.scenario import Scenario
+
+
+class ClusterSim:
+    """A running simulated cluster (async context manager).
+
+    ``scenario``: a scenario name, path, ``Scenario``, or None for an empty cluster without agents.
+    ``time_scale``: real seconds per simulated second. ``port=0`` picks a free port.
+    ``kubeconfig_path``: where to write the kubeconfig (default: a temporary directory).
+    Attributes once started: ``url``, ``port``, ``kubeconfig_path``, ``store``, ``clock``,
+    ``agents`` (None without a scenario), ``faults``, ``requests``, ``scenario``.
+    """
+
+    def __init__(self, scenario: str | Path | Scenario | None = "r1-ovn-interrupted", *, time_scale: float = 1.0,
+                 host: str = "127.0.0.1", port: int = 0, kubeconfig_path: str | Path | None = None,
+                 start_agents: bool = True) -> None:
+        self.clock = Clock(time_scale)
+        self.store = Store(self.clock)
+        self.faults = FaultInjector()
+        self.requests = RequestRecord()
+        self.host = host
+        self.port = port
+        self.url = ""
+        self._scenario_arg = scenario
+        self.scenario: Any = None
+        self.agents: Agents | None = None
+        self._start_agents = start_agents
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._kubeconfig_arg = Path(kubeconfig_path) if kubeconfig_path else None
+        self.kubeconfig_path: Path = self._kubeconfig_arg or Path()
+        self.server = ApiServer(self.store, self.faults, self.requests, agents=lambda: self.agents)
+        self._runner: web.AppRunner | None = None
+
+    def _load_scenario(self) -> Any:
+        arg = self._scenario_arg
+        if arg is None:
+            return None
+        if isinstance(arg, (str, Path)):
+            from clustersim.scenario import load_scenario
+
+            return load_scenario(str(arg))
+        return arg
+
+    async def start(self) -> None:
+        """Populate the store, start the HTTP server and the agents, write the kubeconfig."""
+        self.scenario = self._load_scenario()
+        if self.scenario is not None:
+            self.scenario.populate(self.store)
+        self._runner = web.AppRunner(self.server.app, access_log=None, handle_signals=False,
+                                     shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        await site.start()
+        server = site._server
+        assert server is not None and server.sockets
+        self.port = server.sockets[0].getsockname()[1]
+        self.url = f"http://{self.host}:{self.port}"
+        self.server.advertise = f"{self.host}:{self.port}"
+        if self._kubeconfig_arg is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="clustersim-")
+            self.kubeconfig_path = Path(self._tmp.name) / "kubeconfig"
+        write_kubeconfig(self.kubeconfig_path, self.url)
+        if self.scenario is not None and self._start_agents:
+            from clustersim.agents import Agents
+
+            self.agents = Agents(self.store, self.clock, self.scenario)
+            await self.agents.start()
+
+    async def stop(self) -> None:
+        """Stop agents, drop watches, stop the server, remove the temporary kubeconfig."""
+        if self.agents is not None:
+            await self.agents.stop()
+        self.faults.drop_watches()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        self.store.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    async def __aenter__(self) -> ClusterSim:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
