@@ -335,16 +335,18 @@ def _event_time(event: dict[str, Any]) -> datetime | None:
 
 def latest_failed_scheduling_message(events: Iterable[dict[str, Any]], pod_name: str | None = None) -> str | None:
     """The message of the newest ``FailedScheduling`` Event (by series.lastObservedTime,
-    lastTimestamp, eventTime, then creationTimestamp), optionally only about ``pod_name``."""
-    best: tuple[datetime, dict[str, Any]] | None = None
-    floor = datetime.min.replace(tzinfo=None)
+    lastTimestamp, eventTime, then creationTimestamp; ties, common at one-second timestamps,
+    go to the higher resourceVersion), optionally only events about ``pod_name``."""
+    best: tuple[tuple[datetime, int], dict[str, Any]] | None = None
+    floor = datetime.min
     for ev in events:
         if ev.get("reason") != "FailedScheduling":
             continue
         if pod_name is not None and (ev.get("involvedObject") or {}).get("name") != pod_name:
             continue
         when = _event_time(ev)
-        key = when.replace(tzinfo=None) if when is not None else floor
+        rv = str(_meta(ev).get("resourceVersion") or "")
+        key = (when.replace(tzinfo=None) if when is not None else floor, int(rv) if rv.isdigit() else 0)
         if best is None or key >= best[0]:
             best = (key, ev)
     return None if best is None else best[1].get("message")

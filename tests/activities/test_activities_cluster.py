@@ -1,0 +1,505 @@
+"""Activities against clustersim over real HTTP (the real ``kubernetes`` 37 client).
+
+Each activity runs through ``temporalio.testing.ActivityEnvironment`` in a worker thread (as the
+worker's ThreadPoolExecutor would run it) while the simulator serves on this event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.exceptions import ApplicationError, CancelledError
+from temporalio.testing import ActivityEnvironment
+
+from activities.k8s import KubeGateway
+from activities.machineconfig import ClusterActivities
+from activities.models import (
+    ANN_CORDONED_BY,
+    ANN_CURRENT_CONFIG,
+    ANN_DESIRED_CONFIG,
+    ANN_DESIRED_DRAIN,
+    ANN_LAST_APPLIED_DRAIN,
+    ANN_STATE,
+    CordonInput,
+    DrainInput,
+    PodsReadyInput,
+    PoolsStatusInput,
+    PreflightInput,
+    ReadNodeInput,
+    RecordEventInput,
+    SetNetworkTypeInput,
+    SetNodeAnnotationsInput,
+    UncordonInput,
+    WaitForNodeInput,
+    drain_value,
+    uncordon_value,
+)
+from clustersim import ClusterSim
+from clustersim.faults import MUTATING_VERBS
+
+pytestmark = pytest.mark.timeout(120)
+
+R1_APP_TARGET = "rendered-app-c2144a20e3d0e37e96785165ba81f4e8"
+R1_INFRA_TARGET = "rendered-infra-7b3e9d1f5a2c8e4b6d0f3a7c1e5b9d2f"
+R2_WORKER_TARGET = "rendered-worker-5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b"
+TIME_SCALE = 0.005
+
+
+class Harness:
+    """A running sim, a gateway to it, the activities, and a way to run them in a thread."""
+
+    def __init__(self, sim: ClusterSim, gateway: KubeGateway) -> None:
+        self.sim = sim
+        self.gateway = gateway
+        self.acts = ClusterActivities(lambda: gateway)
+        self.heartbeats: list[Any] = []
+
+    async def run(self, fn: Callable[..., Any], arg: Any, env: ActivityEnvironment | None = None) -> Any:
+        env = env or ActivityEnvironment()
+        env.on_heartbeat = lambda *details: self.heartbeats.append(details[0] if details else None)
+        return await asyncio.to_thread(env.run, fn, arg)
+
+    def writes(self) -> list[tuple[str, str, str]]:
+        return [(e.verb, e.resource, e.name) for e in self.sim.requests.entries() if e.verb in MUTATING_VERBS]
+
+    def set_annotations(self, node: str, **changes: str | None) -> None:
+        """Change a node's annotations as the daemon would (through the sim store)."""
+
+        def edit(obj: dict[str, Any]) -> None:
+            ann = obj["metadata"].setdefault("annotations", {})
+            for key, value in changes.items():
+                if value is None:
+                    ann.pop(key, None)
+                else:
+                    ann[key] = value
+
+        self.sim.store.mutate("nodes", node, None, edit)
+
+
+async def _harness(scenario: str, **kw: Any) -> AsyncIterator[Harness]:
+    async with ClusterSim(scenario, time_scale=TIME_SCALE, **kw) as sim:
+        gateway = KubeGateway.from_kubeconfig(sim.kubeconfig_path)
+        try:
+            yield Harness(sim, gateway)
+        finally:
+            gateway.close()
+
+
+@pytest.fixture
+async def r1() -> AsyncIterator[Harness]:
+    async for h in _harness("r1-ovn-interrupted"):
+        yield h
+
+
+@pytest.fixture
+async def r1_static() -> AsyncIterator[Harness]:
+    """R1 without agents: nothing changes unless the test does it."""
+    async for h in _harness("r1-ovn-interrupted", start_agents=False):
+        yield h
+
+
+@pytest.fixture
+async def r2() -> AsyncIterator[Harness]:
+    async for h in _harness("r2-pdb-blocked"):
+        yield h
+
+
+# --- preflight --------------------------------------------------------------------------------
+
+
+async def test_preflight_resolves_newest_rendered_configs_read_only(r1_static: Harness) -> None:
+    h = r1_static
+    result = await h.run(h.acts.preflight_machineconfig_rollout, PreflightInput())
+    targets = {p.name: p.target_config for p in result.pools}
+    assert targets == {
+        "master": "rendered-master-f06a1c3e5b7d9f1a2c4e6b8d0f2a4c6e",
+        "infra": R1_INFRA_TARGET,
+        "app": R1_APP_TARGET,
+    }
+    app = next(p for p in result.pools if p.name == "app")
+    assert sorted(n.name for n in app.nodes) == ["qsu-app-01", "qsu-app-02", "qsu-app-03", "qsu-app-04"]
+    assert all(n.pool == "app" and n.current_config == "rendered-app-412d8b3f0e6a9c1d7b5e2f4a8c0d6e3b" for n in app.nodes)
+    assert result.network_type is not None
+    assert h.writes() == []
+
+
+@pytest.mark.parametrize(
+    ("preflight", "error_type", "words"),
+    [
+        (PreflightInput(pools=["app", "gpu"]), "UnknownPool", ["gpu", "known pools: app, infra, master"]),
+        (PreflightInput(pools=["app"], target_configs={"app": "rendered-app-doesnotexist"}), "MissingConfig", ["rendered-app-doesnotexist"]),
+        (PreflightInput(pools=["app"], target_configs={"app": R1_INFRA_TARGET}), "ConfigOfOtherPool", [R1_INFRA_TARGET, "pool infra"]),
+        (PreflightInput(pools=["app"], not_before="2024-05-14T10:00:00Z"), "ConfigTooOld", [R1_APP_TARGET]),
+    ],
+)
+async def test_preflight_errors_are_non_retryable_and_write_nothing(
+    r1_static: Harness, preflight: PreflightInput, error_type: str, words: list[str]
+) -> None:
+    h = r1_static
+    with pytest.raises(ApplicationError) as info:
+        await h.run(h.acts.preflight_machineconfig_rollout, preflight)
+    assert info.value.type == error_type and info.value.non_retryable
+    for word in words:
+        assert word in info.value.message
+    assert h.writes() == []
+
+
+async def test_preflight_explicit_target_and_no_nodes(r1_static: Harness) -> None:
+    h = r1_static
+    ok = await h.run(
+        h.acts.preflight_machineconfig_rollout,
+        PreflightInput(pools=["app"], target_configs={"app": "rendered-app-412d8b3f0e6a9c1d7b5e2f4a8c0d6e3b"}),
+    )
+    assert [p.target_config for p in ok.pools] == ["rendered-app-412d8b3f0e6a9c1d7b5e2f4a8c0d6e3b"]
+
+    def no_app_nodes(obj: dict[str, Any]) -> None:
+        obj["spec"]["nodeSelector"] = {"matchLabels": {"node-role.kubernetes.io/nobody": ""}}
+
+    h.sim.store.mutate("machineconfigpools.machineconfiguration.openshift.io", "app", None, no_app_nodes)
+    h.sim.requests.clear()
+    with pytest.raises(ApplicationError) as info:
+        await h.run(h.acts.preflight_machineconfig_rollout, PreflightInput(pools=["app"]))
+    assert info.value.type == "NoNodes" and "matches no node" in info.value.message
+    assert h.writes() == []
+
+
+async def test_malformed_kubeconfig_fails_fast_without_any_request(r1_static: Harness, tmp_path: Path) -> None:
+    bad = tmp_path / "kubeconfig"
+    bad.write_text(h_text := "apiVersion: v1\nkind: Config\ncurrent-context: nope\ncontexts: []\n")
+    assert h_text
+    acts = ClusterActivities(lambda: KubeGateway.from_kubeconfig(bad))
+    with pytest.raises(ApplicationError) as info:
+        await r1_static.run(acts.preflight_machineconfig_rollout, PreflightInput())
+    assert info.value.type == "KubeconfigError" and info.value.non_retryable
+    assert "no context 'nope'" in info.value.message
+    assert len(r1_static.sim.requests) == 0
+
+
+# --- annotations, cordon, uncordon ------------------------------------------------------------
+
+
+async def test_set_node_annotations_patches_only_what_differs(r1_static: Harness) -> None:
+    h = r1_static
+    node = "qsu-app-01"
+    info = await h.run(
+        h.acts.set_node_annotations,
+        SetNodeAnnotationsInput(node=node, annotations={ANN_DESIRED_CONFIG: R1_APP_TARGET, "example.com/gone": None}),
+    )
+    assert info.desired_config == R1_APP_TARGET
+    assert h.writes() == [("patch", "nodes", node)]
+    h.sim.requests.clear()
+    again = await h.run(h.acts.set_node_annotations, SetNodeAnnotationsInput(node=node, annotations={ANN_DESIRED_CONFIG: R1_APP_TARGET}))
+    assert again.desired_config == R1_APP_TARGET and h.writes() == []
+    with pytest.raises(ApplicationError) as missing:
+        await h.run(h.acts.read_node, ReadNodeInput(node="no-such-node"))
+    assert missing.value.type == "NodeNotFound" and missing.value.non_retryable
+
+
+async def test_cordon_and_uncordon_only_what_we_cordoned(r1_static: Harness) -> None:
+    h = r1_static
+    node = "qsu-app-02"
+    first = await h.run(h.acts.cordon_node, CordonInput(node=node, owner="rollout-a/node/qsu-app-02"))
+    assert first.cordoned_by_us and not first.was_unschedulable
+    stored = h.sim.store.get("nodes", node)
+    assert stored["spec"]["unschedulable"] is True
+    assert stored["metadata"]["annotations"][ANN_CORDONED_BY] == "rollout-a/node/qsu-app-02"
+    assert h.writes() == [("patch", "nodes", node)]
+
+    retry = await h.run(h.acts.cordon_node, CordonInput(node=node, owner="rollout-a/node/qsu-app-02"))
+    assert retry.cordoned_by_us and retry.was_unschedulable
+    other = await h.run(h.acts.uncordon_node, UncordonInput(node=node, owner="rollout-b/node/qsu-app-02"))
+    assert not other.uncordoned and "rollout-a/node/qsu-app-02" in (other.left_cordoned_reason or "")
+    assert h.writes() == [("patch", "nodes", node)]
+
+    done = await h.run(h.acts.uncordon_node, UncordonInput(node=node, owner="rollout-a/node/qsu-app-02"))
+    assert done.uncordoned
+    stored = h.sim.store.get("nodes", node)
+    assert not stored["spec"].get("unschedulable")
+    assert ANN_CORDONED_BY not in (stored["metadata"].get("annotations") or {})
+
+
+async def test_node_cordoned_by_somebody_else_stays_cordoned(r1_static: Harness) -> None:
+    h = r1_static
+    node = "qsu-app-03"
+    h.sim.store.mutate("nodes", node, None, lambda o: o["spec"].update(unschedulable=True))
+    h.sim.requests.clear()
+    result = await h.run(h.acts.cordon_node, CordonInput(node=node, owner="rollout-a"))
+    assert not result.cordoned_by_us and result.was_unschedulable
+    left = await h.run(h.acts.uncordon_node, UncordonInput(node=node, owner="rollout-a"))
+    assert not left.uncordoned and "somebody else" in (left.left_cordoned_reason or "")
+    assert h.writes() == []
+    assert h.sim.store.get("nodes", node)["spec"]["unschedulable"] is True
+
+
+# --- drain ------------------------------------------------------------------------------------
+
+
+async def test_drain_free_node_evicts_all_but_daemonset_pods(r1: Harness) -> None:
+    h = r1
+    node = "qsu-app-04"  # billing and shop-frontend: no budget covers them
+    await h.run(h.acts.cordon_node, CordonInput(node=node, owner="t"))
+    before = h.sim.store.list("pods", field_selector=f"spec.nodeName={node}")
+    ds_pods = {
+        f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+        for p in before
+        if any(r.get("kind") == "DaemonSet" for r in p["metadata"].get("ownerReferences") or [])
+    }
+    assert ds_pods, "the scenario runs DaemonSet pods on every node"
+    result = await h.run(h.acts.drain_node, DrainInput(node=node, wait_seconds=10))
+    assert result.done and result.blocked is None and not result.remaining, result
+    assert sorted(result.evicted) == sorted(
+        f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in before if f"{p['metadata']['namespace']}/{p['metadata']['name']}" not in ds_pods
+    )
+    evictions = {e.name for e in h.sim.requests.entries(verb="create", subresource="eviction")}
+    assert evictions and not evictions & {k.split("/")[1] for k in ds_pods}
+    after = {
+        f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+        for p in h.sim.store.list("pods", field_selector=f"spec.nodeName={node}")
+    }
+    assert after == ds_pods
+    again = await h.run(h.acts.drain_node, DrainInput(node=node, wait_seconds=1))
+    assert again.done and again.evicted == []  # idempotent: nothing left to evict
+
+
+async def test_drain_blocked_by_pdb_reports_pod_budget_and_pending_replacement(r2: Harness) -> None:
+    h = r2
+    node = "okd-worker-01"
+    await h.run(h.acts.cordon_node, CordonInput(node=node, owner="t"))
+
+    def latest_event_message() -> str | None:
+        events = [
+            e
+            for e in h.sim.store.list("events", namespace="openshift-ingress")
+            if e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] == "router-default-796df5847b-h8bm4"
+        ]
+        events.sort(key=lambda e: int(e["metadata"]["resourceVersion"]))
+        return events[-1]["message"] if events else None
+
+    for _ in range(100):  # the scheduler notices the cordon and reports again
+        message = latest_event_message()
+        if message and "were unschedulable" in message:
+            break
+        await asyncio.sleep(0.05)
+    result = await h.run(h.acts.drain_node, DrainInput(node=node, wait_seconds=0.5))
+    assert not result.done and result.blocked is not None
+    assert result.remaining == ["openshift-ingress/router-default-796df5847b-9hxzx"]
+    (blocked,) = result.blocked.blocked_pods
+    assert (blocked.namespace, blocked.name) == ("openshift-ingress", "router-default-796df5847b-9hxzx")
+    assert blocked.message == "Cannot evict pod as it would violate the pod's disruption budget."
+    assert blocked.causes == ["The disruption budget router-default needs 1 healthy pods and has 1 currently"]
+    (pdb,) = blocked.pdbs
+    assert (pdb.name, pdb.min_available, pdb.max_unavailable) == ("router-default", 1, None)
+    assert (pdb.current_healthy, pdb.desired_healthy, pdb.disruptions_allowed, pdb.expected_pods) == (1, 1, 0, 2)
+    (pending,) = result.blocked.pending_replacements
+    assert pending.name == "router-default-796df5847b-h8bm4"
+    assert pending.replaces == "openshift-ingress/router-default-796df5847b-9hxzx"
+    assert pending.message == latest_event_message()
+    assert pending.message is not None and pending.message.startswith(
+        "0/4 nodes are available: 1 node(s) were unschedulable, 3 node(s) didn't match Pod's node affinity/selector."
+    )
+    assert all(e.verb != "delete" for e in h.sim.requests.entries(resource="pods"))
+
+
+# --- wait_for_node ----------------------------------------------------------------------------
+
+
+async def _start_wait(h: Harness, wait: WaitForNodeInput, env: ActivityEnvironment | None = None) -> asyncio.Task[Any]:
+    task = asyncio.ensure_future(h.run(h.acts.wait_for_node, wait, env))
+    # Let the activity list and open its watch before the test changes the node.
+    for _ in range(200):
+        if h.sim.requests.count(verb="watch", resource="nodes") > 0:
+            break
+        await asyncio.sleep(0.01)
+    return task
+
+
+async def test_wait_for_node_reacts_to_an_annotation_change(r1_static: Harness) -> None:
+    h = r1_static
+    node = "qsu-app-04"
+    task = await _start_wait(h, WaitForNodeInput(node=node, value=drain_value(R1_APP_TARGET), timeout_seconds=30))
+    await asyncio.sleep(0.2)
+    assert not task.done()
+    h.set_annotations(node, **{ANN_DESIRED_DRAIN: drain_value(R1_APP_TARGET), ANN_STATE: "Working"})
+    result = await asyncio.wait_for(task, 10)
+    assert result.matched and not result.degraded and not result.timed_out
+    assert result.node.desired_drain == drain_value(R1_APP_TARGET) and result.node.state == "Working"
+
+
+async def test_wait_for_node_times_out_degrades_and_matches_any_of(r1_static: Harness) -> None:
+    h = r1_static
+    node = "qsu-app-04"
+    timed_out = await h.run(h.acts.wait_for_node, WaitForNodeInput(node=node, value="drain-never", timeout_seconds=1))
+    assert timed_out.timed_out and not timed_out.matched
+
+    task = await _start_wait(h, WaitForNodeInput(node=node, value="drain-never", timeout_seconds=30))
+    h.set_annotations(node, **{ANN_STATE: "Degraded", "machineconfiguration.openshift.io/reason": "failed to drain"})
+    degraded = await asyncio.wait_for(task, 10)
+    assert degraded.degraded and not degraded.matched and degraded.node.reason == "failed to drain"
+
+    h.set_annotations(node, **{ANN_STATE: "Done"})
+    h.sim.requests.clear()
+    task = await _start_wait(
+        h,
+        WaitForNodeInput(node=node, value="drain-never", any_of=[(ANN_LAST_APPLIED_DRAIN, "uncordon-x")], timeout_seconds=30),
+    )
+    h.set_annotations(node, **{ANN_LAST_APPLIED_DRAIN: "uncordon-x"})
+    assert (await asyncio.wait_for(task, 10)).matched
+
+
+async def test_wait_for_node_survives_expired_and_dropped_watches(r1_static: Harness) -> None:
+    h = r1_static
+    node = "qsu-app-03"
+    h.sim.faults.expire_next_watch(2)
+    task = await _start_wait(h, WaitForNodeInput(node=node, value="drain-x", timeout_seconds=30))
+    await asyncio.sleep(0.3)
+    h.sim.faults.drop_watches()
+    await asyncio.sleep(0.3)
+    assert not task.done()
+    h.set_annotations(node, **{ANN_DESIRED_DRAIN: "drain-x"})
+    result = await asyncio.wait_for(task, 15)
+    assert result.matched
+    assert h.sim.requests.count(verb="list", resource="nodes") >= 2  # re-listed after 410 / a broken stream
+
+
+async def test_wait_for_node_heartbeats_and_stops_when_cancelled(r1_static: Harness) -> None:
+    h = r1_static
+    env = ActivityEnvironment()
+    task = await _start_wait(h, WaitForNodeInput(node="qsu-app-02", value="drain-never", timeout_seconds=60), env)
+    for _ in range(100):
+        if h.heartbeats:
+            break
+        await asyncio.sleep(0.05)
+    assert h.heartbeats and h.heartbeats[0]["node"] == "qsu-app-02"
+    env.cancel()
+    with pytest.raises(CancelledError):
+        await asyncio.wait_for(task, 10)
+
+
+# --- the daemon handshake, step by step -------------------------------------------------------
+
+
+async def test_daemon_handshake_driven_by_the_activities(r2: Harness) -> None:
+    """R1's manual procedure on one node with lockkeeper's activities and the simulated daemon.
+    R2's worker is used with the router budget relaxed so the drain can finish."""
+    h = r2
+    node, owner, target = "okd-worker-01", "rollout/node/okd-worker-01", R2_WORKER_TARGET
+    h.sim.store.mutate(
+        "poddisruptionbudgets.policy", "router-default", "openshift-ingress", lambda o: o["spec"].update(minAvailable=0)
+    )
+
+    async def wait(**kw: Any) -> Any:
+        result = await h.run(h.acts.wait_for_node, WaitForNodeInput(node=node, timeout_seconds=30, **kw))
+        assert result.matched and not result.degraded, result
+        return result
+
+    await h.run(h.acts.set_node_annotations, SetNodeAnnotationsInput(node=node, annotations={ANN_DESIRED_CONFIG: target}))
+    await wait(value=drain_value(target))
+    assert (await h.run(h.acts.cordon_node, CordonInput(node=node, owner=owner))).cordoned_by_us
+    for _ in range(20):
+        drained = await h.run(h.acts.drain_node, DrainInput(node=node, wait_seconds=5))
+        if drained.done:
+            break
+        await asyncio.sleep(0.1)
+    assert drained.done, drained
+    await h.run(h.acts.set_node_annotations, SetNodeAnnotationsInput(node=node, annotations={ANN_LAST_APPLIED_DRAIN: drain_value(target)}))
+    await wait(value=uncordon_value(target))
+    assert (await h.run(h.acts.uncordon_node, UncordonInput(node=node, owner=owner))).uncordoned
+    await h.run(
+        h.acts.set_node_annotations, SetNodeAnnotationsInput(node=node, annotations={ANN_LAST_APPLIED_DRAIN: uncordon_value(target)})
+    )
+    done = await wait(kind="config_done", value=target)
+    assert done.node.current_config == target and done.node.state == "Done" and not done.node.unschedulable
+    stored = h.sim.store.get("nodes", node)["metadata"]["annotations"]
+    assert stored[ANN_CURRENT_CONFIG] == target and ANN_CORDONED_BY not in stored
+
+    await h.run(h.acts.record_node_event, RecordEventInput(node=node, reason="NodeUpdated", message=f"now at {target}"))
+    (event,) = [e for e in h.sim.store.list("events", namespace="default") if e["reason"] == "NodeUpdated"]
+    assert event["involvedObject"]["kind"] == "Node" and event["involvedObject"]["name"] == node
+    assert event["involvedObject"]["uid"] == h.sim.store.get("nodes", node)["metadata"]["uid"]
+    assert event["source"]["component"] == "lockkeeper"
+
+
+# --- pools, pods, network type ------------------------------------------------------------------
+
+
+async def test_pool_status_pod_readiness_and_guarded_network_switch(r1_static: Harness) -> None:
+    h = r1_static
+    status = await h.run(h.acts.get_pools_status, PoolsStatusInput())
+    assert sorted(p.name for p in status.pools) == ["app", "infra", "master"]
+    assert not status.all_settled
+    with pytest.raises(ApplicationError) as refused:
+        await h.run(h.acts.set_network_type, SetNetworkTypeInput(network_type="OpenShiftSDN"))
+    assert refused.value.type == "PoolsNotSettled" and refused.value.non_retryable
+    for pool in ("app", "infra", "master"):
+        assert pool in refused.value.message
+    assert h.writes() == []
+    with pytest.raises(ApplicationError) as unknown:
+        await h.run(h.acts.get_pools_status, PoolsStatusInput(pools=["nope"]))
+    assert unknown.value.type == "UnknownPool"
+
+    ovn = await h.run(
+        h.acts.check_pods_ready,
+        PodsReadyInput(namespace="openshift-ovn-kubernetes", label_selector="app=ovnkube-node", expect_per_node=True),
+    )
+    assert ovn.total >= 1 and isinstance(ovn.ready, bool)
+    assert ovn.ready == (not ovn.not_ready and not ovn.nodes_missing)
+
+
+async def test_set_network_type_when_pools_settled(r1_static: Harness) -> None:
+    h = r1_static
+
+    def settle(obj: dict[str, Any]) -> None:
+        obj["status"]["conditions"] = [
+            {"type": "Updated", "status": "True", "lastTransitionTime": "2024-05-14T10:00:00Z", "reason": "", "message": ""},
+            {"type": "Updating", "status": "False", "lastTransitionTime": "2024-05-14T10:00:00Z", "reason": "", "message": ""},
+            {"type": "Degraded", "status": "False", "lastTransitionTime": "2024-05-14T10:00:00Z", "reason": "", "message": ""},
+        ]
+
+    for pool in ("app", "infra", "master"):
+        h.sim.store.mutate("machineconfigpools.machineconfiguration.openshift.io", pool, None, settle, subresource="status")
+    h.sim.requests.clear()
+    result = await h.run(h.acts.set_network_type, SetNetworkTypeInput(network_type="OpenShiftSDN"))
+    assert result.changed and result.previous == "OVNKubernetes"
+    stored = h.sim.store.get("networks.config.openshift.io", "cluster")
+    assert stored["spec"]["networkType"] == "OpenShiftSDN"
+    again = await h.run(h.acts.set_network_type, SetNetworkTypeInput(network_type="OpenShiftSDN"))
+    assert not again.changed
+    assert h.writes() == [("patch", "networks", "cluster")]
+
+
+async def test_delete_all_pods_skips_excluded_namespaces(r1_static: Harness) -> None:
+    h = r1_static
+    pods = h.sim.store.list("pods")
+    excluded = {"openshift-machine-config-operator"}
+    expected = [p for p in pods if p["metadata"]["namespace"] not in excluded]
+    from activities.models import DeleteAllPodsInput
+
+    result = await h.run(h.acts.delete_all_pods, DeleteAllPodsInput(exclude_namespaces=sorted(excluded)))
+    assert result.deleted == len(expected) > 0
+    deleted_ns = {e.namespace for e in h.sim.requests.entries(verb="delete", resource="pods")}
+    assert deleted_ns and not deleted_ns & excluded
+
+
+def test_activity_names_match_the_design_table() -> None:
+    acts = ClusterActivities(lambda: None).activities()  # type: ignore[arg-type, return-value]
+    names = [getattr(a, "__temporal_activity_definition").name for a in acts]
+    assert names == [
+        "preflight_machineconfig_rollout",
+        "read_node",
+        "set_node_annotations",
+        "wait_for_node",
+        "cordon_node",
+        "uncordon_node",
+        "drain_node",
+        "record_node_event",
+        "get_pools_status",
+        "check_pods_ready",
+        "delete_all_pods",
+        "set_network_type",
+    ]
+    assert threading.current_thread() is threading.main_thread()
