@@ -785,7 +785,15 @@ class ClusterActivities:
                 gw.evict_pod(meta.get("namespace", ""), meta.get("name", ""), grace_period_seconds=input.grace_period_seconds)
             except NotFound:
                 continue
-            except (TooManyRequests, ServerError) as exc:
+            except TooManyRequests as exc:
+                blocked.append((pod, exc))
+                continue
+            except ServerError as exc:
+                # "This pod has more than one PodDisruptionBudget, which the eviction
+                # subresource does not support." is a standing refusal, reported like a 429;
+                # any other server error is transient and retried with the whole activity.
+                if "PodDisruptionBudget" not in exc.message:
+                    raise
                 blocked.append((pod, exc))
                 continue
             evicted.append(key)

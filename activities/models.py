@@ -108,7 +108,10 @@ class PreflightInput(BaseModel):
 
 
 class PreflightResult(BaseModel):
-    """The pools to roll, each with its target and its nodes (unsorted; planning sorts)."""
+    """The pools to roll, each with its target and its nodes (unsorted; planning sorts).
+
+    ``network_type``: ``networks.config.openshift.io/cluster`` status.networkType (what runs),
+    else spec.networkType; None on a cluster without that object."""
 
     pools: list[PoolInfo]
     network_type: str | None = None

@@ -310,9 +310,11 @@ async def test_drain_blocked_by_pdb_reports_pod_budget_and_pending_replacement(r
 
 async def _start_wait(h: Harness, wait: WaitForNodeInput, env: ActivityEnvironment | None = None) -> asyncio.Task[Any]:
     task = asyncio.ensure_future(h.run(h.acts.wait_for_node, wait, env))
-    # Let the activity list and open its watch before the test changes the node.
+    # Let the activity list the node first: a change after the list's resourceVersion reaches
+    # it through the watch (replayed from that resourceVersion if the watch opens later).
+    listed = h.sim.requests.count(verb="list", resource="nodes")
     for _ in range(200):
-        if h.sim.requests.count(verb="watch", resource="nodes") > 0:
+        if h.sim.requests.count(verb="list", resource="nodes") > listed:
             break
         await asyncio.sleep(0.01)
     return task
