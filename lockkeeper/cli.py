@@ -740,13 +740,17 @@ def demo(
     state_dir: str | None = typer.Option(None, "--state-dir", help="Where the Temporal SQLite file and kubeconfig go."),
     time_scale: float = typer.Option(0.02, "--time-scale", help="Wall seconds per simulated second."),
     scenario: str = typer.Option("r1-ovn-interrupted", "--scenario"),
+    timeout: float = typer.Option(600.0, "--timeout", help="Give up after this many seconds."),
 ) -> None:
     """Repair R1 (interrupted SDN→OVN migration) on a simulated cluster, end to end."""
     from lockkeeper.demo import run_demo
 
     if time_scale <= 0:
         raise typer.BadParameter("must be > 0", param_hint="'--time-scale'")
-    raise typer.Exit(run_demo(interactive=interactive, state_dir=state_dir, time_scale=time_scale, scenario=scenario))
+    raise typer.Exit(run_demo(
+            interactive=interactive, state_dir=state_dir, time_scale=time_scale, scenario=scenario, timeout=timeout
+        )
+    )
 
 
 @app.command(
