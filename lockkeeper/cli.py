@@ -460,7 +460,7 @@ async def _start(settings: Any, inp: Any, workflow_id: str | None, wait: bool, o
     err_console = Console(stderr=True)
     res = await _watch(handle, err_console, live=err_console.is_terminal)
     if output == "table":
-        Console().print(out.result_view(res))
+        out.console().print(out.result_view(res))
     else:
         print(out.dump(res, output))
     return EXIT_OK if res.outcome == "completed" else EXIT_FAILED
@@ -475,7 +475,7 @@ def _print_plan(plan: Any, output: str, wid: str) -> None:
         _err("no plan")
         return
     if output == "table":
-        Console().print(out.plan_table(plan))
+        out.console().print(out.plan_table(plan))
     else:
         print(out.dump({"workflow_id": wid, "plan": out.to_data(plan)}, output))
 
@@ -551,7 +551,7 @@ async def _status(settings: Any, wid: str, output: str, watch: bool) -> int:
     client = await _connect(settings)
     handle = client.get_workflow_handle(wid)
     desc = await handle.describe()
-    console = Console()
+    console = out.console()
     if desc.status == WorkflowExecutionStatus.RUNNING:
         if watch and output == "table":
             res = await _watch(handle, console, live=True)
@@ -625,7 +625,7 @@ async def _list(settings: Any, cluster: str | None, procedure: str | None, state
             }
         )
     if output == "table":
-        Console().print(out.list_table(rows))
+        out.console().print(out.list_table(rows))
     else:
         print(out.dump(rows, output))
     return EXIT_OK

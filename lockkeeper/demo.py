@@ -56,7 +56,9 @@ async def _demo(interactive: bool, state_dir: str | Path | None, time_scale: flo
     from workers.logging import configure_logging
 
     err = Console(stderr=True)
-    out = Console()
+    from lockkeeper.output import console
+
+    out = console()
     state = Path(state_dir) if state_dir else Path(tempfile.mkdtemp(prefix="lockkeeper-demo-"))
     state.mkdir(parents=True, exist_ok=True)
     # The screen belongs to the live view; logs (JSON lines) go to a file in the state directory.

@@ -34,6 +34,16 @@ _PHASE_STYLE = {
 }
 
 
+def console(stderr: bool = False) -> Any:
+    """A rich Console; when not on a terminal (piped, CI) wide enough that tables do not wrap."""
+    from rich.console import Console
+
+    c = Console(stderr=stderr)
+    if not c.is_terminal:
+        c = Console(stderr=stderr, width=200)
+    return c
+
+
 def to_data(obj: Any) -> Any:
     """JSON-ready data of a model (or list/dict of models)."""
     if isinstance(obj, BaseModel):

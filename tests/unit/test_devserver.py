@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import sys
 from pathlib import Path
@@ -55,3 +56,55 @@ async def test_restart_keeps_workflows_and_port(dev_server_factory, hard: bool) 
 
     await server.stop()
     assert not server.running and not _accepts(address)
+
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: sim, cluster: {server: "http://127.0.0.1:1"}}]
+users: [{name: admin, user: {token: abc}}]
+contexts: [{name: sim, context: {cluster: sim, user: admin}}]
+current-context: sim
+"""
+
+
+async def test_worker_process_start_kill_restart(dev_server, worker_process_factory, task_queue, tmp_path) -> None:
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(KUBECONFIG)
+    proc = worker_process_factory(address=dev_server.address, kubeconfig=kubeconfig, task_queue=task_queue)
+    await proc.start()
+    first = proc.pid
+    assert proc.running and first is not None
+
+    client = await Client.connect(dev_server.address)
+    request = DescribeTaskQueueRequest(
+        namespace="default",
+        task_queue=TaskQueue(name=task_queue),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    )
+    for _ in range(100):  # the first poll follows the ready line shortly
+        if (await client.workflow_service.describe_task_queue(request)).pollers:
+            break
+        await asyncio.sleep(0.1)
+    else:
+        pytest.fail("the worker never polled its task queue")
+
+    await proc.kill()
+    assert not proc.running
+    await proc.restart()
+    assert proc.running and proc.pid != first and proc.starts == 2
+    assert await proc.stop() == 0  # SIGTERM: graceful shutdown, clean exit
+
+
+async def test_worker_process_reports_bad_kubeconfig(dev_server, worker_process_factory, task_queue, tmp_path) -> None:
+    from lockkeeper.procs import WorkerProcessError
+
+    bad = tmp_path / "kubeconfig"
+    bad.write_text("clusters: [oops\n")
+    proc = worker_process_factory(address=dev_server.address, kubeconfig=bad, task_queue=task_queue)
+    with pytest.raises(WorkerProcessError, match="exited with code 2") as err:
+        await proc.start()
+    assert f"{bad} is not valid YAML" in str(err.value)
