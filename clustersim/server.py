@@ -137,7 +137,7 @@ def decode_protobuf_delete_options(body: bytes) -> dict:
             elif n == 5:
                 opts.setdefault("dryRun", []).append(v.decode())
         return opts
-    except (ValueError, IndexError, UnicodeDecodeError):
+    except (ValueError, IndexError, TypeError, AttributeError, UnicodeDecodeError):
         return {}
 
 

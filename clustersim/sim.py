@@ -21,7 +21,7 @@ from clustersim.clock import Clock
 from clustersim.faults import FaultInjector, RequestRecord
 from clustersim.kubeconfig import write_kubeconfig
 from clustersim.server import ApiServer
-from clustersim.store import Store
+from clustersim.store import EVENT_HISTORY, Store
 
 if TYPE_CHECKING:
     from clustersim.agents import Agents
@@ -34,15 +34,17 @@ class ClusterSim:
     ``scenario``: a scenario name, path, ``Scenario``, or None for an empty cluster without agents.
     ``time_scale``: real seconds per simulated second. ``port=0`` picks a free port.
     ``kubeconfig_path``: where to write the kubeconfig (default: a temporary directory).
+    ``start_agents=False`` populates the scenario without running agents; ``event_history`` is how
+    many events are kept for watch resumption (older resourceVersions get 410 Expired).
     Attributes once started: ``url``, ``port``, ``kubeconfig_path``, ``store``, ``clock``,
     ``agents`` (None without a scenario), ``faults``, ``requests``, ``scenario``.
     """
 
     def __init__(self, scenario: str | Path | Scenario | None = "r1-ovn-interrupted", *, time_scale: float = 1.0,
                  host: str = "127.0.0.1", port: int = 0, kubeconfig_path: str | Path | None = None,
-                 start_agents: bool = True) -> None:
+                 start_agents: bool = True, event_history: int = EVENT_HISTORY) -> None:
         self.clock = Clock(time_scale)
-        self.store = Store(self.clock)
+        self.store = Store(self.clock, history=event_history)
         self.faults = FaultInjector()
         self.requests = RequestRecord()
         self.host = host
