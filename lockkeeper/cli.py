@@ -187,7 +187,8 @@ def _cause_message(exc: BaseException) -> str:
         if str(cur):
             msg = str(cur)
         cur = cur.__cause__
-    return msg
+    # A validator's ValueError arrives as "ValueError: <message>"; people need the message.
+    return re.sub(r"^[A-Za-z_]*(Error|Exception): ", "", msg)
 
 
 async def _connect(settings: Any, identity: str | None = None) -> Any:
@@ -402,6 +403,7 @@ async def start_rollout(client: Any, settings: Any, inp: Any, workflow_id: str |
         SA_POOLS,
         SA_PROCEDURE,
         SA_STATUS,
+        MachineConfigRolloutResult,
         RolloutPhase,
     )
 
@@ -433,6 +435,7 @@ async def start_rollout(client: Any, settings: Any, inp: Any, workflow_id: str |
             task_queue=settings.task_queue,
             search_attributes=sa,
             static_summary=f"MachineConfig rollout on {inp.cluster} by {inp.requested_by}",
+            result_type=MachineConfigRolloutResult,
         )
     except WorkflowAlreadyStartedError:
         raise CliError(f"refused: a workflow with ID {wid} already exists", EXIT_FAILED) from None
@@ -448,7 +451,7 @@ async def _start(settings: Any, inp: Any, workflow_id: str | None, wait: bool, o
     handle = await start_rollout(client, settings, inp, workflow_id)
     _err(f"started {handle.id}" + (" (dry run)" if inp.dry_run else ""))
     if inp.dry_run:
-        res: MachineConfigRolloutResult = await handle.result(result_type=MachineConfigRolloutResult)
+        res: MachineConfigRolloutResult = await handle.result()
         _print_plan(res.plan, output, handle.id)
         return EXIT_OK if res.outcome == "dry-run" else EXIT_FAILED
     st = await wait_for_plan(handle)
@@ -520,7 +523,7 @@ async def _watch(handle: Any, console: Any, *, live: bool, interval: float = 1.0
                 if not isinstance(exc, RPCError):
                     raise
             await asyncio.sleep(interval)
-    return await handle.result(result_type=MachineConfigRolloutResult)
+    return await handle.result()
 
 
 # --- status / list --------------------------------------------------------------------------------
@@ -549,7 +552,7 @@ async def _status(settings: Any, wid: str, output: str, watch: bool) -> int:
     from workflows.models import MachineConfigRolloutResult, RolloutStatus
 
     client = await _connect(settings)
-    handle = client.get_workflow_handle(wid)
+    handle = client.get_workflow_handle(wid, result_type=MachineConfigRolloutResult)
     desc = await handle.describe()
     console = out.console()
     if desc.status == WorkflowExecutionStatus.RUNNING:
@@ -564,7 +567,7 @@ async def _status(settings: Any, wid: str, output: str, watch: bool) -> int:
             print(out.dump(st, output))
         return EXIT_OK
     # Closed: the result holds the final state (no worker needed to answer).
-    res = await handle.result(result_type=MachineConfigRolloutResult)
+    res = await handle.result()
     if output == "table":
         console.print(out.result_view(res))
     else:
@@ -781,8 +784,22 @@ def sim(ctx: typer.Context) -> None:
 
 
 def main() -> None:
-    """Console entrypoint ``lockkeeper``."""
-    app()
+    """Console entrypoint ``lockkeeper``.
+
+    Exits through ``os._exit`` after flushing: the Temporal core runtime's threads can abort the
+    interpreter's own finalization (``PyGILState_Release``), which would turn exit code 3 into
+    a crash (-6).
+    """
+    import os
+
+    code: int = 0
+    try:
+        app()  # standalone mode: usage errors are printed by typer and end in SystemExit(2)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

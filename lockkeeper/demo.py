@@ -154,7 +154,7 @@ async def _follow(handle: Any, address: str, interactive: bool, out: Console, er
     from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
 
     from lockkeeper.output import status_view
-    from workflows.models import ApproveInput, GateDecisionResult, GateState, MachineConfigRolloutResult, RolloutStatus
+    from workflows.models import ApproveInput, GateDecisionResult, GateState, RolloutStatus
 
     announced: set[str] = set()
     live = Live(console=out, auto_refresh=False) if out.is_terminal else None
@@ -164,7 +164,7 @@ async def _follow(handle: Any, address: str, interactive: bool, out: Console, er
     try:
         while time.monotonic() < deadline:
             if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
-                return await handle.result(result_type=MachineConfigRolloutResult)
+                return await handle.result()
             try:
                 st = await handle.query("status", result_type=RolloutStatus, rpc_timeout=timedelta(seconds=10))
             except Exception:

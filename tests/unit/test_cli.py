@@ -136,3 +136,21 @@ def test_list_query() -> None:
         "LockkeeperProcedure = 'machineconfig-rollout' AND LockkeeperCluster = 'prod' "
         "AND LockkeeperStatus = 'paused' AND ExecutionStatus = 'Running'"
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["start", "machineconfig-rollout", "--max-unavailable", "0"], 2),
+        (["--address", "127.0.0.1:{port}", "status", "some-id"], 3),
+        (["--help"], 0),
+        (["no-such-command"], 2),
+    ],
+)
+def test_console_entrypoint_exit_codes(args: list[str], code: int) -> None:
+    from pathlib import Path
+
+    exe = Path(sys.executable).parent / "lockkeeper"
+    argv = [a.format(port=free_port()) for a in args]
+    res = subprocess.run([str(exe), *argv], capture_output=True, text=True, timeout=60)
+    assert res.returncode == code, res.stderr
