@@ -583,8 +583,8 @@ class ClusterActivities:
         except NotFound:
             network_type = None
         _log().info(
-            "preflight resolved pools",
-            extra={"pools": {p.name: p.target_config for p in result}},
+            "preflight: "
+            + (", ".join(f"pool {p.name} -> {p.target_config} ({len(p.nodes)} nodes)" for p in result) or "nothing to roll"),
         )
         return PreflightResult(pools=result, network_type=network_type)
 
@@ -614,7 +614,7 @@ class ClusterActivities:
             patched = self.gateway.patch_node(input.node, {"metadata": {"annotations": diff}})
         except NotFound:
             raise _fail("NodeNotFound", f"node {input.node} not found") from None
-        _log().info("annotated node", extra={"node": input.node, "annotations": diff})
+        _log().info(f"node {input.node}: annotations set {diff}")
         return node_info(patched)
 
     @activity.defn(name="cordon_node")
@@ -641,7 +641,7 @@ class ClusterActivities:
                 raise _fail("NodeNotFound", f"node {input.node} not found") from None
             except Conflict:
                 continue
-            _log().info("cordoned node", extra={"node": input.node, "owner": input.owner})
+            _log().info(f"node {input.node}: cordoned for {input.owner}")
             return CordonResult(cordoned_by_us=True, was_unschedulable=False)
         raise _ConflictExhausted(f"node {input.node} kept changing while cordoning")
 
@@ -673,7 +673,7 @@ class ClusterActivities:
                 raise _fail("NodeNotFound", f"node {input.node} not found") from None
             except Conflict:
                 continue
-            _log().info("uncordoned node", extra={"node": input.node, "owner": input.owner})
+            _log().info(f"node {input.node}: uncordoned (cordoned by {input.owner})")
             return UncordonResult(uncordoned=True)
         raise _ConflictExhausted(f"node {input.node} kept changing while uncordoning")
 
@@ -732,7 +732,7 @@ class ClusterActivities:
             except Gone:
                 obj, info, rv = self._list_node(input.node)
             except Unavailable as exc:
-                _log().warning("node watch broke; re-listing", extra={"node": input.node, "error": str(exc)})
+                _log().warning(f"node {input.node}: watch broke ({exc}); re-listing")
                 _pause(0.5)
                 obj, info, rv = self._list_node(input.node)
 
@@ -803,14 +803,11 @@ class ClusterActivities:
                 _check_cancelled()
         report = self._blocked_report(blocked) if blocked else None
         if evicted or blocked or refused:
+            blocked_names = [pod_key(p) for p, _ in blocked]
             _log().info(
-                "drain pass evicted pods",
-                extra={
-                    "node": node,
-                    "evicted": evicted,
-                    "blocked": [pod_key(p) for p, _ in blocked],
-                    "refused": refused,
-                },
+                f"node {node}: drain pass evicted {len(evicted)} pods"
+                + (f", blocked by disruption budgets: {', '.join(blocked_names)}" if blocked else "")
+                + (f", refused: {'; '.join(refused)}" if refused else "")
             )
         left = self._wait_pods_gone(node, waiting, input.wait_seconds, evicted, blocked)
         remaining = sorted(
@@ -954,7 +951,7 @@ class ClusterActivities:
             if i % 50 == 49:
                 _heartbeat({"deleted": deleted, "of": len(pods)})
                 _check_cancelled()
-        _log().info("deleted pods", extra={"deleted": deleted, "excluded": sorted(excluded)})
+        _log().info(f"deleted {deleted} pods (namespaces left alone: {', '.join(sorted(excluded)) or 'none'})")
         return DeleteAllPodsResult(deleted=deleted)
 
     @activity.defn(name="set_network_type")
@@ -979,7 +976,7 @@ class ClusterActivities:
         if previous == input.network_type:
             return SetNetworkTypeResult(changed=False, previous=previous)
         self.gateway.patch_network_config({"spec": {"networkType": input.network_type}})
-        _log().info("switched network type", extra={"previous": previous, "network_type": input.network_type})
+        _log().info(f"network type switched from {previous} to {input.network_type}")
         return SetNetworkTypeResult(changed=True, previous=previous)
 
 
