@@ -402,15 +402,20 @@ class Store:
         return ev
 
     # ----------------------------------------------------------------- writing
-    def create(self, resource: str, obj: dict, *, dry_run: bool = False) -> dict:
+    def create(self, resource: str, obj: dict, *, dry_run: bool = False, copy_result: bool = True,
+               _owned: bool = False) -> dict:
         """Create an object (see module doc); returns a copy of the stored object.
 
         Sets kind/apiVersion, uid, resourceVersion, creationTimestamp (unless given), generation=1,
         a name from ``metadata.generateName``. 409 AlreadyExists, 422 Invalid without a name.
+        ``copy_result=False`` returns the stored object itself (READ ONLY).
         """
         rt = self._rt(resource)
         new = {"kind": rt.kind, "apiVersion": rt.api_version}
-        new.update((k, v) for k, v in _copy(obj).items() if k not in ("kind", "apiVersion"))
+        src = obj if _owned else _copy(obj)
+        new.update((k, v) for k, v in src.items() if k not in ("kind", "apiVersion"))
+        if _owned:
+            new["metadata"] = dict(new.get("metadata") or {})
         meta = new.setdefault("metadata", {})
         if meta is None:
             meta = new["metadata"] = {}
@@ -435,7 +440,19 @@ class Store:
             meta["resourceVersion"] = str(self.resource_version)
             return new
         self._commit(rt, key, "ADDED", new, None)
-        return _copy(new)
+        return _copy(new) if copy_result else new
+
+    def load(self, items: Iterable[tuple[str, dict]]) -> int:
+        """Bulk create for scenario loading: ``(resource key, object)`` pairs, create() semantics.
+
+        The store takes ownership of the given dicts (the caller must not use them afterwards),
+        which avoids two deep copies per object. Returns how many objects were created.
+        """
+        n = 0
+        for resource_key, obj in items:
+            self.create(resource_key, obj, copy_result=False, _owned=True)
+            n += 1
+        return n
 
     def _prepare_update(self, rt: ResourceType, old: dict, new: dict, subresource: str | None,
                         from_api: bool) -> dict:
