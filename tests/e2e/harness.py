@@ -1,0 +1,164 @@
+"""Helpers for the end-to-end tests: a real dev server, clustersim and worker processes.
+
+``ClusterObserver`` watches clustersim's own store (the simulator's record of what happened,
+not lockkeeper's logs) and derives the facts the crash matrix asserts: how many nodes were in
+flight at once, how often each node was cordoned, which pods were evicted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import Counter
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
+
+from workflows.models import (
+    ApproveInput,
+    GateState,
+    MachineConfigRolloutInput,
+    MachineConfigRolloutResult,
+    RolloutStatus,
+)
+
+MCO = "machineconfiguration.openshift.io/"
+APPROVER = "e2e-approver"
+
+
+class ClusterObserver:
+    """Follows node events in a ClusterSim store and records rollout facts.
+
+    ``max_in_flight``: the largest number of nodes that were at once between "desiredConfig
+    differs from currentConfig" and "back at Done and schedulable" (what maxUnavailable bounds).
+    ``cordons``: per node, how many times spec.unschedulable went False -> True.
+    """
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.max_in_flight = 0
+        self.cordons: Counter[str] = Counter()
+        self.in_flight: set[str] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._sub: Any = None
+
+    @staticmethod
+    def _busy(node: dict[str, Any]) -> bool:
+        ann = node["metadata"].get("annotations") or {}
+        return (
+            ann.get(MCO + "desiredConfig") != ann.get(MCO + "currentConfig")
+            or ann.get(MCO + "state") not in ("Done", None)
+            or bool((node.get("spec") or {}).get("unschedulable"))
+            and "lockkeeper.io/cordoned-by" in ann
+        )
+
+    def start(self) -> None:
+        for node in self.store.list("nodes"):
+            if self._busy(node):
+                self.in_flight.add(node["metadata"]["name"])
+        self._sub = self.store.subscribe(["nodes"])
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        async for ev in self._sub:
+            name = ev.object["metadata"]["name"]
+            old_unsched = bool(((ev.old or {}).get("spec") or {}).get("unschedulable"))
+            new_unsched = bool((ev.object.get("spec") or {}).get("unschedulable"))
+            if new_unsched and not old_unsched and ev.old is not None:
+                self.cordons[name] += 1
+            if ev.type != "DELETED" and self._busy(ev.object):
+                self.in_flight.add(name)
+            else:
+                self.in_flight.discard(name)
+            self.max_in_flight = max(self.max_in_flight, len(self.in_flight))
+
+    def stop(self) -> None:
+        if self._sub is not None:
+            self._sub.close()
+        if self._task is not None:
+            self._task.cancel()
+
+
+def successful_evictions(requests: Any) -> Counter[str]:
+    """Pod ``namespace/name`` -> number of evictions the API server accepted (201)."""
+    return Counter(
+        f"{e.namespace}/{e.name}" for e in requests.entries(verb="create", subresource="eviction") if e.code == 201
+    )
+
+
+def write_requests(requests: Any) -> list[Any]:
+    """Every mutating request the simulator received."""
+    return [e for e in requests.entries() if e.verb in ("create", "update", "patch", "delete", "deletecollection")]
+
+
+async def start_rollout(client: Client, task_queue: str, **fields: Any) -> WorkflowHandle[Any, Any]:
+    """Start a MachineConfigRolloutWorkflow with a fresh ID; ``fields`` go into its input."""
+    fields.setdefault("requested_by", "e2e-requester")
+    wf_id = f"mcrollout-e2e-{uuid.uuid4().hex[:8]}"
+    return await client.start_workflow(
+        "MachineConfigRolloutWorkflow",
+        MachineConfigRolloutInput(**fields),
+        id=wf_id,
+        task_queue=task_queue,
+        result_type=MachineConfigRolloutResult,
+    )
+
+
+async def status(handle: WorkflowHandle[Any, Any]) -> RolloutStatus:
+    return await handle.query("status", result_type=RolloutStatus)
+
+
+async def drive(
+    handle: WorkflowHandle[Any, Any],
+    *,
+    auto_approve: bool = True,
+    timeout: float = 240.0,
+    on_status: Any = None,
+) -> MachineConfigRolloutResult:
+    """Wait for the rollout's result, approving every waiting gate as ``e2e-approver``.
+
+    ``on_status(status)`` (async) is called on every poll; it may kill workers, inject faults...
+    Raises TimeoutError with the last status when the rollout does not finish in ``timeout`` s.
+    """
+    deadline = time.monotonic() + timeout
+    result_task = asyncio.ensure_future(handle.result())
+    last: RolloutStatus | None = None
+    try:
+        while not result_task.done():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"rollout {handle.id} not finished; last status: {last and last.model_dump_json(indent=1)}")
+            try:
+                last = await status(handle)
+            except Exception:  # noqa: BLE001 - the worker may be down right now; queries then fail
+                last = None
+            if last is not None:
+                if on_status is not None:
+                    await on_status(last)
+                if auto_approve:
+                    for gate in last.gates:
+                        if gate.state == GateState.WAITING:
+                            try:
+                                await handle.execute_update(
+                                    "approve", ApproveInput(gate_id=gate.id, identity=APPROVER, comment="e2e"),
+                                )
+                            except Exception:  # noqa: BLE001 - raced with another decision; next poll sees it
+                                pass
+            await asyncio.wait({result_task}, timeout=0.2)
+        return result_task.result()
+    finally:
+        if not result_task.done():
+            result_task.cancel()
+
+
+def node_annotations(store: Any, name: str) -> dict[str, str]:
+    return store.get("nodes", name)["metadata"].get("annotations") or {}
+
+
+def pools_updated(store: Any) -> dict[str, bool]:
+    """Pool name -> condition Updated is True (computed by clustersim's pool controller)."""
+    out = {}
+    for pool in store.list("machineconfigpools.machineconfiguration.openshift.io"):
+        conds = {c["type"]: c["status"] for c in (pool.get("status") or {}).get("conditions") or []}
+        out[pool["metadata"]["name"]] = conds.get("Updated") == "True" and conds.get("Updating") != "True"
+    return out
