@@ -27,7 +27,8 @@ class RequestEntry:
     """One handled request. ``verb`` is the Kubernetes verb (get, list, watch, create, update,
     patch, delete, deletecollection) or the lower-case HTTP method for non-resource paths;
     ``resource`` the plural ("" for discovery), ``code`` the HTTP status (0 = connection dropped),
-    ``time`` Unix seconds."""
+    ``time`` Unix seconds when the request arrived (entries are added when the response is done,
+    so a watch appears once its stream ends)."""
 
     verb: str
     resource: str

@@ -217,6 +217,7 @@ class ApiServer:
             except (ValueError, TypeError, KeyError) as e:
                 return status_response(ApiError.bad_request(str(e)))
         path = path.rstrip("/") or "/"
+        started = now()
         info: ReqInfo | None = None
         code = 0
         try:
@@ -241,7 +242,7 @@ class ApiServer:
             if info is not None:
                 self.requests.add(RequestEntry(
                     info.verb, info.plural, info.group, info.subresource, info.namespace, info.name,
-                    request.headers.get("User-Agent", ""), code, now(), request.method, request.path))
+                    request.headers.get("User-Agent", ""), code, started, request.method, request.path))
 
     def _fault_error(self, code: int) -> ApiError:
         if code == 429:

@@ -124,3 +124,20 @@ async def test_get_nodes_watch_sees_annotation(sim: ClusterSim, kubectl_path: st
     finally:
         proc.kill()
         await proc.wait()
+
+
+async def test_rollout_status_daemonset_with_agents(tmp_path: Any, kubectl: Any) -> None:
+    # DaemonSet status is driven by H2's DaemonSet agent in a real scenario.
+    async with ClusterSim("r2-pdb-blocked", time_scale=0.01, kubeconfig_path=tmp_path / "kc") as sim:
+        ds = sim.store.get("daemonsets.apps", "dns-default", "openshift-dns")
+        container = ds["spec"]["template"]["spec"]["containers"][0]["name"]
+        rc, out, err = await kubectl(sim, "-n", "openshift-dns", "set", "image", "ds/dns-default",
+                                     f"{container}=quay.io/example/dns:2")
+        assert rc == 0, err
+        rc, out, err = await kubectl(sim, "-n", "openshift-dns", "rollout", "status", "ds/dns-default",
+                                     "--timeout=60s")
+        assert rc == 0, err
+        assert 'daemon set "dns-default" successfully rolled out' in out
+        status = sim.store.get("daemonsets.apps", "dns-default", "openshift-dns")["status"]
+        assert status["observedGeneration"] == ds["metadata"]["generation"] + 1
+        assert status["updatedNumberScheduled"] == status["desiredNumberScheduled"]
