@@ -149,6 +149,9 @@ class PdbSpec(_Strict):
     selector: dict[str, str]
     min_available: int | str | None = None
     max_unavailable: int | str | None = None
+    #: policy/v1 spec.unhealthyPodEvictionPolicy (k8s >= 1.27): IfHealthyBudget (the API default)
+    #: or AlwaysAllow (unready pods may always be evicted).
+    unhealthy_pod_eviction_policy: Literal["IfHealthyBudget", "AlwaysAllow"] | None = None
 
     @model_validator(mode="after")
     def _one_of(self) -> PdbSpec:
@@ -532,6 +535,8 @@ def build_pdb(p: PdbSpec, created: str) -> dict[str, Any]:
         spec["minAvailable"] = p.min_available
     if p.max_unavailable is not None:
         spec["maxUnavailable"] = p.max_unavailable
+    if p.unhealthy_pod_eviction_policy is not None:
+        spec["unhealthyPodEvictionPolicy"] = p.unhealthy_pod_eviction_policy
     return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
             "metadata": {"name": p.name, "namespace": p.namespace, "uid": new_uid(f"pdb/{p.namespace}/{p.name}"),
                          "creationTimestamp": created, "generation": 1},

@@ -680,6 +680,17 @@ class Store:
                                                 f"The disruption budget {pname} is still being processed by the server."}],
                                     "retryAfterSeconds": 10},
                                    headers={"Retry-After": "10"})
+                # eviction.go: an unready pod does not count towards healthy, so evicting it
+                # takes no disruption: always with unhealthyPodEvictionPolicy AlwaysAllow, and
+                # under the default IfHealthyBudget only while the budget is met.
+                policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy", "IfHealthyBudget")
+                if not _pod_ready(pod) and (
+                    policy == "AlwaysAllow"
+                    or (st.get("currentHealthy", 0) >= st.get("desiredHealthy", 0) > 0)
+                ):
+                    self.delete("pods", name, namespace, grace_period_seconds=grace, preconditions=pre,
+                                dry_run=dry_run)
+                    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
                 if st.get("disruptionsAllowed", 0) <= 0:
                     raise ApiError(429, "TooManyRequests",
                                    "Cannot evict pod as it would violate the pod's disruption budget.",
@@ -710,3 +721,9 @@ class Store:
         self._timers.clear()
         for sub in list(self._subs):
             sub.close()
+
+
+def _pod_ready(pod: dict) -> bool:
+    """The pod's Ready condition is True (podutil.IsPodReady)."""
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
