@@ -202,3 +202,17 @@ def test_store_generation_and_status_split() -> None:
                                           "status": {"numberReady": 5}}, subresource="status")
     assert st["metadata"]["generation"] == 2 and st["spec"] == {"a": 2} and st["status"] == {"numberReady": 5}
     assert int(st["metadata"]["resourceVersion"]) == store.resource_version == 3
+
+
+async def test_admin_node_fault_endpoints(sim: ClusterSim, http: aiohttp.ClientSession, tmp_path: Path) -> None:
+    resp = await http.post("/_sim/nodes/node1/fault", json={"kind": "degrade"})
+    assert resp.status == 503  # the agent-less fixture has nobody to inject into
+    async with ClusterSim("r2-pdb-blocked", time_scale=0.01, kubeconfig_path=tmp_path / "kc2") as r2:
+        assert r2.agents is not None
+        async with aiohttp.ClientSession(base_url=r2.url) as admin:
+            assert (await (await admin.get("/_sim/healthz")).json())["ok"] is True
+            ok = await admin.post("/_sim/nodes/okd-worker-01/fault", json={"kind": "degrade", "reason": "boom"})
+            assert ok.status == 200
+            bad = await admin.post("/_sim/nodes/okd-worker-01/fault", json={"kind": "melt"})
+            assert bad.status == 400 and (await bad.json())["reason"] == "BadRequest"
+            assert (await admin.delete("/_sim/nodes/okd-worker-01/fault")).status == 200
