@@ -30,8 +30,11 @@ class LeaseWorkflow:
         self._contenders: list[str] = []
 
     @workflow.signal
-    def release(self) -> None:
-        """Give the lease up (the holder calls this when it finishes)."""
+    def release(self, holder: str = "") -> None:
+        """Give the lease up (the holder calls this with its workflow ID when it finishes)."""
+        if holder and holder != self._info.holder:
+            workflow.logger.warning("lease %s: release by %s ignored (held by %s)", self._info.scope, holder, self._info.holder)
+            return
         self._released = True
 
     @workflow.signal

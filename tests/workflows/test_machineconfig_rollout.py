@@ -1,0 +1,435 @@
+"""MachineConfigRolloutWorkflow against a fake cluster on the time-skipping test server.
+
+Activities are the fakes of wf_fakes.py registered under the real names, so these tests check
+the workflow's decisions (window, gates, updates, safe points) deterministically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
+from wf_fakes import FakeCluster, new_config, old_config, r2_block_report, rollout_worker
+
+from activities.models import ANN_DESIRED_CONFIG, uncordon_value
+from workflows import MachineConfigRolloutWorkflow
+from workflows.models import (
+    ApprovalPolicy,
+    ApproveInput,
+    ControlInput,
+    GateState,
+    GateTimeoutOutcome,
+    MachineConfigRolloutInput,
+    MachineConfigRolloutResult,
+    NodeControlInput,
+    NodePhase,
+    RejectInput,
+    RolloutPhase,
+    RolloutStatus,
+)
+
+HISTORIES = Path(__file__).parent / "histories"
+
+
+def rollout_input(**kw) -> MachineConfigRolloutInput:
+    """Test defaults: no search attributes (the test server cannot register them), short knobs,
+    and a cluster name of its own so no lease of another test's rollout gets in the way."""
+    kw.setdefault("cluster", f"c-{uuid.uuid4().hex[:8]}")
+    kw.setdefault("search_attributes", False)
+    kw.setdefault("requested_by", "alice")
+    kw.setdefault("wait_activity_timeout_seconds", 5)
+    kw.setdefault("drain_wait_seconds", 1)
+    return MachineConfigRolloutInput(**kw)
+
+
+async def start(env: WorkflowEnvironment, tq: str, inp: MachineConfigRolloutInput, wf_id: str | None = None) -> WorkflowHandle:
+    return await env.client.start_workflow(
+        MachineConfigRolloutWorkflow.run,
+        inp,
+        id=wf_id or f"rollout-{uuid.uuid4().hex[:8]}",
+        task_queue=tq,
+        result_type=MachineConfigRolloutResult,
+    )
+
+
+async def wait_status(handle: WorkflowHandle, pred: Callable[[RolloutStatus], bool], timeout: float = 20) -> RolloutStatus:
+    """Poll the status query until ``pred`` holds (fails with the last status otherwise)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    status = None
+    while loop.time() < end:
+        status = await handle.query(MachineConfigRolloutWorkflow.status)
+        if pred(status):
+            return status
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"condition not reached; last status: {status.model_dump_json(indent=1) if status else None}")
+
+
+async def update_error(coro) -> str:
+    """Run an update expected to be rejected by its validator; return the rejection message."""
+    with pytest.raises(WorkflowUpdateFailedError) as info:
+        await coro
+    cause = info.value.cause
+    assert isinstance(cause, ApplicationError)
+    return cause.message
+
+
+def phase_of(s: RolloutStatus, node: str) -> NodePhase | None:
+    return s.nodes[node].phase if node in s.nodes else None
+
+
+def waiting_gate(s: RolloutStatus, gate_id: str) -> bool:
+    return any(g.id == gate_id and g.state == GateState.WAITING for g in s.gates)
+
+
+# --- full runs ------------------------------------------------------------------------------------
+
+
+async def test_full_rollout_two_pools_honours_max_unavailable(time_skipping_env, wf_task_queue):
+    fake = FakeCluster({"worker": 5, "master": 3})
+    async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
+        handle = await start(time_skipping_env, wf_task_queue, rollout_input(max_unavailable=2), wf_id="rollout-full")
+        result = await handle.result()
+        if os.environ.get("LOCKKEEPER_WRITE_HISTORY"):
+            history = await handle.fetch_history()
+            HISTORIES.mkdir(exist_ok=True)
+            (HISTORIES / "machineconfig_rollout_full.json").write_text(history.to_json())
+    assert result.outcome == "completed"
+    assert result.summary.done == 8
+    assert all(fake.at_target(n) for n in fake.nodes)
+    assert all(not n.unschedulable and n.cordoned_by is None for n in fake.nodes.values())
+    # The sliding window was used and never exceeded maxUnavailable.
+    assert fake.max_in_flight == 2
+    # master first: every master desiredConfig write precedes every worker one.
+    order = [a.node for a in fake.called("set_node_annotations") if ANN_DESIRED_CONFIG in a.annotations]
+    assert [n.split("-")[0] for n in order] == ["master"] * 3 + ["worker"] * 5
+    # zone then oldest: worker-0,2,4 are zone a, worker-1,3 zone b; two start together, so only
+    # the window's membership is deterministic, not the order inside it.
+    assert result.plan.pools[1].nodes == ["worker-0", "worker-2", "worker-4", "worker-1", "worker-3"]
+    assert set(order[3:5]) == {"worker-0", "worker-2"}
+    assert [p.name for p in result.plan.pools] == ["master", "worker"]
+    assert all(r.phase == NodePhase.DONE and r.attempts == 1 for r in result.nodes.values())
+
+
+async def test_percent_max_unavailable_and_already_unavailable_nodes(time_skipping_env, wf_task_queue):
+    """50% of 4 = 2, minus one node cordoned by somebody else = 1 in flight until that node is
+    taken over; the foreign cordon survives the rollout; a node at target is skipped."""
+    fake = FakeCluster({"worker": 4})
+    fake.set_node("worker-1", current_config=new_config("worker"), desired_config=new_config("worker"),
+                  desired_drain=uncordon_value(new_config("worker")), last_applied_drain=uncordon_value(new_config("worker")))
+    fake.set_node("worker-3", unschedulable=True)  # cordoned by an admin, not at target
+    async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
+        handle = await start(time_skipping_env, wf_task_queue, rollout_input(max_unavailable="50%"))
+        result = await handle.result()
+    assert result.outcome == "completed"
+    plan = result.plan.pools[0]
+    assert (plan.max_unavailable, plan.capacity, plan.skipped, plan.unavailable) == (2, 1, ["worker-1"], ["worker-3"])
+    assert result.nodes["worker-1"].phase == NodePhase.SKIPPED
+    assert not [a for a in fake.called("set_node_annotations") if a.node == "worker-1"]
+    assert fake.max_in_flight <= 2
+    assert all(fake.at_target(n) for n in fake.nodes)
+    assert fake.nodes["worker-3"].unschedulable and fake.nodes["worker-3"].cordoned_by is None
+    assert not fake.nodes["worker-0"].unschedulable
+
+
+async def test_dry_run_returns_plan_without_mutations(time_skipping_env, wf_task_queue):
+    fake = FakeCluster({"worker": 3, "infra": 2})
+    async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
+        handle = await start(time_skipping_env, wf_task_queue,
+                             rollout_input(dry_run=True, approval=ApprovalPolicy.CANARY, max_unavailable=2))
+        result = await handle.result()
+        plan = await handle.query(MachineConfigRolloutWorkflow.plan)
+    assert result.outcome == "dry-run"
+    assert fake.mutating_calls() == []
+    assert [p.name for p in result.plan.pools] == ["infra", "worker"]
+    worker = result.plan.pools[1]
+    assert worker.nodes == ["worker-0", "worker-2", "worker-1"]
+    assert worker.batches == [["worker-0", "worker-2"], ["worker-1"]]
+    assert [g.id for g in worker.gates] == ["canary/worker"]
+    assert plan == result.plan
+
+
+async def test_preflight_refusal_fails_with_its_type(time_skipping_env, wf_task_queue):
+    fake = FakeCluster({"worker": 1})
+    async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
+        handle = await start(time_skipping_env, wf_task_queue, rollout_input(pools=["nope"]))
+        with pytest.raises(WorkflowFailureError) as info:
+            await handle.result()
+    assert isinstance(info.value.cause, ApplicationError)
+    assert info.value.cause.type == "UnknownPool"
+    assert "nope" in info.value.cause.message
+    assert fake.mutating_calls() == []
+
+
+# --- approvals ------------------------------------------------------------------------------------
+
+
+async def test_approval_flow_validators_reject_resume_approve(time_skipping_env, wf_task_queue):
+    fake = FakeCluster({"worker": 2, "master": 1})
+    inp = rollout_input(approval=ApprovalPolicy.POOL, four_eyes=True, allowed_approvers=["bob", "carol"])
+    async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
+        handle = await start(time_skipping_env, wf_task_queue, inp)
+        s = await wait_status(handle, lambda s: waiting_gate(s, "pool/master"))
+        assert s.phase == RolloutPhase.WAITING_APPROVAL
+        assert s.waiting_for == "approval of gate pool/master"
+        assert fake.mutating_calls() == []
+
+        msg = await update_error(handle.execute_update(MachineConfigRolloutWorkflow.approve, ApproveInput(gate_id="pool/nope", identity="bob")))
+        assert "unknown gate 'pool/nope'" in msg and "pool/master" in msg
+        msg = await update_error(handle.execute_update(MachineConfigRolloutWorkflow.approve, ApproveInput(identity="alice")))
+        assert "four-eyes" in msg
+        msg = await update_error(handle.execute_update(MachineConfigRolloutWorkflow.approve, ApproveInput(identity="mallory")))
+        assert "mallory is not an allowed approver" in msg
+        msg = await update_error(handle.execute_update(MachineConfigRolloutWorkflow.retry_node, NodeControlInput(node="ghost", identity="bob")))
+        assert "unknown node 'ghost'" in msg
+
+        res = await handle.execute_update(MachineConfigRolloutWorkflow.reject, RejectInput(identity="bob", comment="not now"))
+        assert res.state == GateState.REJECTED
+        s = await handle.query(MachineConfigRolloutWorkflow.status)
+        assert s.phase == RolloutPhase.PAUSED and "rejected by bob: not now" in s.paused_reason
+        msg = await update_error(handle.execute_update(MachineConfigRolloutWorkflow.approve, ApproveInput(gate_id="pool/master", identity="carol")))
+        assert "not waiting" in msg
+
+        await handle.execute_update(MachineConfigRolloutWorkflow.resume, ControlInput(identity="carol"))
+        await wait_status(handle, lambda s: waiting_gate(s, "pool/master"))
+        await handle.execute_update(MachineConfigRolloutWorkflow.approve, ApproveInput(gate_id="pool/master", identity="carol", comment="go"))
+        s = await wait_status(handle, lambda s: waiting_gate(s, "pool/worker"))
+        assert s.nodes["master-0"].phase == NodePhase.DONE
+        assert s.nodes["worker-0"].phase == NodePhase.PENDING
+        res = await handle.execute_update(MachineConfigRolloutWorkflow.approve, ApproveInput(identity="bob"))
+        assert res.gate_id == "pool/worker"
+        result = await handle.result()
+    assert result.outcome == "completed"
+    history = [(r.gate_id, r.action, r.by) for r in result.gate_history]
+    assert history == [
+        ("pool/master", "opened", "workflow"),
+        ("pool/master", "rejected", "bob"),
+        ("pool/master", "opened", "workflow"),
+        ("pool/master", "approved", "carol"),
+        ("pool/worker", "opened", "workflow"),
+        ("pool/worker", "approved", "bob"),
+    ]
+
+
+async def test_canary_gate_after_first_node(time_skipping_env, wf_task_queue):
+    fake = FakeCluster({"worker": 3})
+    async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
+        handle = await start(time_skipping_env, wf_task_queue, rollout_input(approval=ApprovalPolicy.CANARY, max_unavailable=3))
+        s = await wait_status(handle, lambda s: waiting_gate(s, "canary/worker"))
+        assert [n for n, ns in s.nodes.items() if ns.phase == NodePhase.DONE] == ["worker-0"]
+        assert fake.at_target("worker-0") and not fake.at_target("worker-2")
+        await handle.execute_update(MachineConfigRolloutWorkflow.approve, ApproveInput(identity="bob"))
+        result = await handle.result()
+    assert result.outcome == "completed" and result.summary.done == 3
+
+
+@pytest.mark.parametrize(
+    ("outcome", "expected"),
+    [(GateTimeoutOutcome.APPROVE, "completed"), (GateTimeoutOutcome.ABORT, "aborted")],
+)
+async def test_gate_timeout_recorded_as_timeout_with_declared_outcome(time_skipping_env, wf_task_queue, outcome, expected):
+    fake = FakeCluster({"worker": 2})
+    inp = rollout_input(approval=ApprovalPolicy.POOL, gate_timeout_seconds=3600, gate_timeout_outcome=outcome)
+    async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
+        handle = await start(time_skipping_env, wf_task_queue, inp)
+        result = await handle.result()  # the test server skips the hour
+    assert result.outcome == expected
+    timeouts = [r for r in result.gate_history if r.action == "timeout"]
+    assert len(timeouts) == 1 and timeouts[0].by == "timeout" and timeouts[0].outcome == outcome
+    assert not [r for r in result.gate_history if r.action == "approved"]
+    if outcome == GateTimeoutOutcome.ABORT:
+        assert fake.mutating_calls() == []
+        assert all(r.phase == NodePhase.ABORTED for r in result.nodes.values())
+
+
+async def test_gate_timeout_reject_pauses_and_resume_reopens(time_skipping_env, wf_task_queue):
+    fake = FakeCluster({"worker": 1})
+    inp = rollout_input(approval=ApprovalPolicy.NODE, gate_timeout_seconds=600)
+    async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
+        handle = await start(time_skipping_env, wf_task_queue, inp)
+        s = await wait_status(handle, lambda s: waiting_gate(s, "node/worker-0"))
+        assert s.nodes["worker-0"].phase == NodePhase.WAITING_APPROVAL
+        assert s.deadline is not None and (s.deadline - s.since).total_seconds() == 600
+        await time_skipping_env.sleep(700)
+        s = await wait_status(handle, lambda s: s.phase == RolloutPhase.PAUSED)
+        assert "timed out" in s.paused_reason and "reject" in s.paused_reason
+        assert [g.state for g in s.gates] == [GateState.TIMED_OUT]
+        await handle.execute_update(MachineConfigRolloutWorkflow.resume, ControlInput(identity="bob"))
+        await wait_status(handle, lambda s: waiting_gate(s, "node/worker-0"))
+        await handle.execute_update(MachineConfigRolloutWorkflow.approve, ApproveInput(identity="bob"))
+        result = await handle.result()
+    assert result.outcome == "completed"
+    assert [r.action for r in result.gate_history] == ["opened", "timeout", "opened", "approved"]
+
+
+# --- degraded, skip, retry, abort -------------------------------------------------------------------
+
+
+async def test_degraded_pauses_then_retry_node_completes(time_skipping_env, wf_task_queue):
+    fake = FakeCluster({"worker": 3})
+    fake.degrade_on_config["worker-2"] = "failed to drain node: timeout"
+    async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
+        handle = await start(time_skipping_env, wf_task_queue, rollout_input())
+        s = await wait_status(handle, lambda s: s.phase == RolloutPhase.PAUSED)
+        assert s.paused_reason == "node worker-2 degraded: failed to drain node: timeout"
+        assert s.nodes["worker-2"].phase == NodePhase.DEGRADED
+        assert s.nodes["worker-1"].phase == NodePhase.PENDING  # nothing new starts while paused
+        msg = await update_error(handle.execute_update(MachineConfigRolloutWorkflow.retry_node, NodeControlInput(node="worker-0", identity="bob")))
+        assert "worker-0 is done" in msg
+        del fake.degrade_on_config["worker-2"]
+        await handle.execute_update(MachineConfigRolloutWorkflow.retry_node, NodeControlInput(node="worker-2", identity="bob"))
+        result = await handle.result()
+    assert result.outcome == "completed"
+    assert result.nodes["worker-2"].attempts == 2 and result.nodes["worker-2"].phase == NodePhase.DONE
+    assert all(fake.at_target(n) for n in fake.nodes)
+
+
+async def test_skip_degraded_node_rolls_it_back(time_skipping_env, wf_task_queue):
+    fake = FakeCluster({"worker": 3})
+    fake.degrade_on_config["worker-0"] = "unexpected on-disk state"
+    async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
+        handle = await start(time_skipping_env, wf_task_queue, rollout_input())
+        await wait_status(handle, lambda s: s.phase == RolloutPhase.PAUSED)
+        await handle.execute_update(MachineConfigRolloutWorkflow.skip_node, NodeControlInput(node="worker-0", identity="bob", comment="hw"))
+        result = await handle.result()
+    assert result.outcome == "completed"
+    assert result.nodes["worker-0"].phase == NodePhase.SKIPPED
+    assert result.nodes["worker-0"].reason == "skipped by bob: hw"
+    assert fake.nodes["worker-0"].desired_config == old_config("worker")
+    assert fake.at_target("worker-1") and fake.at_target("worker-2")
+
+
+async def test_skip_pending_node(time_skipping_env, wf_task_queue):
+    fake = FakeCluster({"worker": 2})
+    async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
+        handle = await start(time_skipping_env, wf_task_queue, rollout_input(approval=ApprovalPolicy.NODE))
+        await wait_status(handle, lambda s: waiting_gate(s, "node/worker-0"))
+        await handle.execute_update(MachineConfigRolloutWorkflow.skip_node, NodeControlInput(node="worker-1", identity="bob"))
+        await handle.execute_update(MachineConfigRolloutWorkflow.skip_node, NodeControlInput(node="worker-0", identity="bob"))
+        result = await handle.result()
+    assert result.outcome == "completed"
+    assert {n: r.phase for n, r in result.nodes.items()} == {"worker-0": NodePhase.SKIPPED, "worker-1": NodePhase.SKIPPED}
+    assert fake.mutating_calls() == []
+    assert ("node/worker-0", "cancelled") in [(r.gate_id, r.action) for r in result.gate_history]
+
+
+async def test_blocked_drain_status_warning_then_abort_rolls_back(time_skipping_env, wf_task_queue):
+    """R2: a PDB blocks the drain. The status names the pod, budget and Pending replacement, an
+    Event is recorded once, a deadline warning appears, and abort rolls the node back."""
+    fake = FakeCluster({"worker": 2})
+    fake.drain_blocked["worker-0"] = r2_block_report("worker-0")
+    inp = rollout_input(daemon_drain_deadline_seconds=40, deadline_warn_fraction=0.5)
+    async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
+        handle = await start(time_skipping_env, wf_task_queue, inp)
+        s = await wait_status(handle, lambda s: phase_of(s, "worker-0") == NodePhase.BLOCKED)
+        ns = s.nodes["worker-0"]
+        assert ns.step == "drain" and ns.since is not None and ns.deadline is not None
+        assert "evictable" in ns.waiting_for
+        assert ns.drain_report.blocked_pods[0].pdbs[0].disruptions_allowed == 0
+        assert "didn't match node selector" in ns.drain_report.pending_replacements[0].message
+        assert ns.cordoned_by_us and fake.nodes["worker-0"].unschedulable
+        assert s.waiting_for.startswith("node worker-0: drain")
+        await time_skipping_env.sleep(30)
+        s = await wait_status(handle, lambda s: s.nodes["worker-0"].warning is not None)
+        assert "drain hand-off pending" in s.nodes["worker-0"].warning
+        assert any("worker-0" in w for w in s.warnings)
+        await handle.execute_update(MachineConfigRolloutWorkflow.abort, ControlInput(identity="bob", reason="PDB"))
+        result = await handle.result()
+    assert result.outcome == "aborted"
+    assert len(fake.events) == 1 and fake.events[0].reason == "DrainBlocked"
+    w0 = fake.nodes["worker-0"]
+    assert w0.desired_config == old_config("worker") and not w0.unschedulable
+    assert result.nodes["worker-0"].phase == NodePhase.ABORTED
+    assert "before drain hand-off" in result.nodes["worker-0"].safe_point
+    assert result.nodes["worker-1"].phase == NodePhase.ABORTED
+    assert not [a for a in fake.called("set_node_annotations") if a.node == "worker-1"]
+
+
+async def test_blocked_drain_skip_in_flight_node_then_continue(time_skipping_env, wf_task_queue):
+    fake = FakeCluster({"worker": 2})
+    fake.drain_blocked["worker-0"] = r2_block_report("worker-0")
+    async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
+        handle = await start(time_skipping_env, wf_task_queue, rollout_input())
+        await wait_status(handle, lambda s: phase_of(s, "worker-0") == NodePhase.BLOCKED)
+        await handle.execute_update(MachineConfigRolloutWorkflow.skip_node, NodeControlInput(node="worker-0", identity="bob"))
+        result = await handle.result()
+    assert result.outcome == "completed"
+    assert result.nodes["worker-0"].phase == NodePhase.SKIPPED
+    assert not fake.nodes["worker-0"].unschedulable
+    assert fake.at_target("worker-1")
+
+
+# --- lease ---------------------------------------------------------------------------------------
+
+
+async def test_lease_refuses_second_rollout_naming_the_first(time_skipping_env, wf_task_queue):
+    fake = FakeCluster({"worker": 2})
+    cluster = f"lease-{uuid.uuid4().hex[:6]}"
+    async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
+        first = await start(time_skipping_env, wf_task_queue, rollout_input(approval=ApprovalPolicy.POOL, cluster=cluster))
+        await wait_status(first, lambda s: waiting_gate(s, "pool/worker"))
+        second = await start(time_skipping_env, wf_task_queue, rollout_input(cluster=cluster))
+        with pytest.raises(WorkflowFailureError) as info:
+            await second.result()
+        cause = info.value.cause
+        assert isinstance(cause, ApplicationError) and cause.type == "LeaseHeld"
+        assert cause.message == f"pool worker on cluster {cluster} is held by rollout {first.id}"
+        assert fake.mutating_calls() == []
+        # A different cluster's pool of the same name is a different lease.
+        other = await start(time_skipping_env, wf_task_queue, rollout_input(cluster=f"{cluster}-other"))
+        assert (await other.result()).outcome == "completed"
+        await first.execute_update(MachineConfigRolloutWorkflow.abort, ControlInput(identity="bob"))
+        assert (await first.result()).outcome == "aborted"
+
+
+# --- R1 network repair ---------------------------------------------------------------------------
+
+
+async def test_repair_network_waits_ovnkube_gates_delete_and_verifies(time_skipping_env, wf_task_queue):
+    fake = FakeCluster({"master": 1, "worker": 1})
+    fake.ovnkube_polls, fake.workloads_polls = 2, 1
+    inp = rollout_input(repair_network=True, network_poll_initial_seconds=0.05, network_poll_max_seconds=0.1)
+    async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
+        handle = await start(time_skipping_env, wf_task_queue, inp)
+        s = await wait_status(handle, lambda s: waiting_gate(s, "delete-all-pods"))
+        assert s.network_repair.ovnkube_ready and s.network_repair.polls == 3
+        assert fake.called("delete_all_pods") == []
+        assert s.totals.done == 2
+        await handle.execute_update(MachineConfigRolloutWorkflow.approve, ApproveInput(identity="bob", comment="R1"))
+        result = await handle.result()
+    assert result.outcome == "completed"
+    assert result.network_repair.pods_deleted == 10 and result.network_repair.workloads_ready
+    assert result.network_repair.stage == "done"
+    assert len(fake.called("delete_all_pods")) == 1
+    assert [c.namespace for c in fake.called("check_pods_ready")] == ["openshift-ovn-kubernetes"] * 3 + [None] * 2
+
+
+# --- search attributes on the dev server -----------------------------------------------------------
+
+
+async def test_search_attributes_upserted_on_dev_server(temporal_client, wf_task_queue):
+    from temporalio.common import SearchAttributeKey
+
+    fake = FakeCluster({"worker": 1})
+    async with rollout_worker(temporal_client, fake, wf_task_queue):
+        handle = await temporal_client.start_workflow(
+            MachineConfigRolloutWorkflow.run,
+            rollout_input(search_attributes=True, cluster="sa-test"),
+            id=f"rollout-sa-{uuid.uuid4().hex[:8]}",
+            task_queue=wf_task_queue,
+            result_type=MachineConfigRolloutResult,
+        )
+        assert (await handle.result()).outcome == "completed"
+    desc = await handle.describe()
+    sa = desc.typed_search_attributes
+    assert sa.get(SearchAttributeKey.for_keyword("LockkeeperStatus")) == "done"
+    assert sa.get(SearchAttributeKey.for_keyword("LockkeeperCluster")) == "sa-test"
+    assert sa.get(SearchAttributeKey.for_keyword("LockkeeperProcedure")) == "machineconfig-rollout"
+    assert list(sa.get(SearchAttributeKey.for_keyword_list("LockkeeperPools"))) == ["worker"]
