@@ -98,9 +98,11 @@ async def test_full_rollout_two_pools_honours_max_unavailable(time_skipping_env,
         handle = await start(time_skipping_env, wf_task_queue, rollout_input(max_unavailable=2), wf_id="rollout-full")
         result = await handle.result()
         if os.environ.get("LOCKKEEPER_WRITE_HISTORY"):
-            history = await handle.fetch_history()
             HISTORIES.mkdir(exist_ok=True)
+            history = await handle.fetch_history()
             (HISTORIES / "machineconfig_rollout_full.json").write_text(history.to_json())
+            child = time_skipping_env.client.get_workflow_handle("rollout-full/node/worker-0/1")
+            (HISTORIES / "node_rollout_full.json").write_text((await child.fetch_history()).to_json())
     assert result.outcome == "completed"
     assert result.summary.done == 8
     assert all(fake.at_target(n) for n in fake.nodes)
