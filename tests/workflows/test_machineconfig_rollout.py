@@ -435,3 +435,55 @@ async def test_search_attributes_upserted_on_dev_server(temporal_client, wf_task
     assert sa.get(SearchAttributeKey.for_keyword("LockkeeperCluster")) == "sa-test"
     assert sa.get(SearchAttributeKey.for_keyword("LockkeeperProcedure")) == "machineconfig-rollout"
     assert list(sa.get(SearchAttributeKey.for_keyword_list("LockkeeperPools"))) == ["worker"]
+
+
+# --- pause, capacity, abort after the hand-off --------------------------------------------------------
+
+
+async def test_pause_lets_in_flight_finish_and_starts_nothing_until_resume(time_skipping_env, wf_task_queue):
+    fake = FakeCluster({"worker": 2}, reboot_polls=15)
+    async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
+        handle = await start(time_skipping_env, wf_task_queue, rollout_input())
+        await wait_status(handle, lambda s: phase_of(s, "worker-0") == NodePhase.RUNNING)
+        res = await handle.execute_update(MachineConfigRolloutWorkflow.pause, ControlInput(identity="bob", reason="lunch"))
+        assert res.status.phase == RolloutPhase.PAUSED
+        msg = await update_error(handle.execute_update(MachineConfigRolloutWorkflow.pause, ControlInput(identity="bob")))
+        assert "already paused" in msg
+        s = await wait_status(handle, lambda s: phase_of(s, "worker-0") == NodePhase.DONE)
+        assert s.phase == RolloutPhase.PAUSED and s.paused_reason == "lunch"
+        assert s.waiting_for == "resume (paused: lunch)"
+        assert s.nodes["worker-1"].phase == NodePhase.PENDING
+        assert not [a for a in fake.called("set_node_annotations") if a.node == "worker-1"]
+        await handle.execute_update(MachineConfigRolloutWorkflow.resume, ControlInput(identity="bob"))
+        result = await handle.result()
+    assert result.outcome == "completed" and result.summary.done == 2
+
+
+async def test_no_capacity_pauses_until_unavailable_node_recovers(time_skipping_env, wf_task_queue):
+    fake = FakeCluster({"worker": 2})
+    fake.set_node("worker-1", ready=False)
+    async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
+        handle = await start(time_skipping_env, wf_task_queue, rollout_input(max_unavailable=1))
+        s = await wait_status(handle, lambda s: s.phase == RolloutPhase.PAUSED)
+        assert "no capacity" in s.paused_reason and "worker-1" in s.paused_reason
+        assert fake.mutating_calls() == []
+        fake.set_node("worker-1", ready=True)
+        await handle.execute_update(MachineConfigRolloutWorkflow.resume, ControlInput(identity="bob"))
+        result = await handle.result()
+    assert result.outcome == "completed"
+    assert fake.max_in_flight == 1
+
+
+async def test_abort_after_drain_hand_off_completes_the_node(time_skipping_env, wf_task_queue):
+    fake = FakeCluster({"worker": 2}, reboot_polls=15)
+    async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
+        handle = await start(time_skipping_env, wf_task_queue, rollout_input())
+        await wait_status(handle, lambda s: phase_of(s, "worker-0") is not None and s.nodes["worker-0"].step == "wait-reboot")
+        await handle.execute_update(MachineConfigRolloutWorkflow.abort, ControlInput(identity="bob"))
+        result = await handle.result()
+    assert result.outcome == "aborted"
+    assert result.nodes["worker-0"].phase == NodePhase.DONE
+    assert "after drain hand-off" in result.nodes["worker-0"].safe_point
+    assert fake.at_target("worker-0") and not fake.nodes["worker-0"].unschedulable
+    assert result.nodes["worker-1"].phase == NodePhase.ABORTED
+    assert fake.nodes["worker-1"].desired_config == old_config("worker")
