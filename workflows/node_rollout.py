@@ -250,7 +250,10 @@ class NodeRolloutWorkflow:
         # 5. Past the hand-off the daemon owns the node until it asks for the uncordon.
         after_handoff = "after drain hand-off: the daemon was rebooting the node, so it was completed"
         reboot_started = workflow.now()
-        if node.desired_drain != uncordon_v and node.last_applied_drain != uncordon_v:
+        # A node found already at its target (e.g. currentConfig was right, only desiredConfig lagged)
+        # needs neither reboot nor uncordon hand-off; only our own cordon is undone.
+        done = is_at_target(node, target)
+        if not done and node.desired_drain != uncordon_v and node.last_applied_drain != uncordon_v:
             await self._report(NodePhase.RUNNING, NodeStep.WAIT_REBOOT, f"daemon to reboot and set desiredDrain={uncordon_v}")
             res = await self._wait(
                 WaitForNodeInput(
@@ -268,7 +271,7 @@ class NodeRolloutWorkflow:
         reboot_seconds = (workflow.now() - reboot_started).total_seconds()
 
         # 6. Uncordon (only ours) and hand back; the daemon allows 10 minutes.
-        if node.last_applied_drain != uncordon_v:
+        if not done and node.last_applied_drain != uncordon_v:
             uncordon_asked = workflow.now()
             deadline = uncordon_asked + timedelta(seconds=input.daemon_uncordon_deadline_seconds)
             await self._report(NodePhase.RUNNING, NodeStep.UNCORDON, "uncordon", deadline=deadline)
@@ -277,7 +280,7 @@ class NodeRolloutWorkflow:
             warning = self._warn_deadline("uncordon hand-off", uncordon_asked, input.daemon_uncordon_deadline_seconds)
             await self._report(NodePhase.RUNNING, NodeStep.HAND_OFF_UNCORDON, deadline=deadline, warning=warning)
             node = await self._annotate({ANN_LAST_APPLIED_DRAIN: uncordon_v})
-        elif node.cordoned_by == input.owner:
+        elif self._cordoned_by_us or node.cordoned_by == input.owner:
             await acts.call(acts.UNCORDON_NODE, UncordonInput(node=input.node, owner=input.owner), UncordonResult)
             self._cordoned_by_us = False
 

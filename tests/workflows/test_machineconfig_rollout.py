@@ -487,3 +487,15 @@ async def test_abort_after_drain_hand_off_completes_the_node(time_skipping_env, 
     assert fake.at_target("worker-0") and not fake.nodes["worker-0"].unschedulable
     assert result.nodes["worker-1"].phase == NodePhase.ABORTED
     assert fake.nodes["worker-1"].desired_config == old_config("worker")
+
+
+async def test_node_with_right_config_but_stale_desired_config_is_not_drained(time_skipping_env, wf_task_queue):
+    """currentConfig already at target, only desiredConfig lagging (an interrupted manual fix, R1):
+    lockkeeper sets desiredConfig and finishes without cordon, drain or reboot."""
+    fake = FakeCluster({"worker": 1})
+    fake.set_node("worker-0", current_config=new_config("worker"))
+    async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
+        result = await (await start(time_skipping_env, wf_task_queue, rollout_input())).result()
+    assert result.outcome == "completed" and result.nodes["worker-0"].phase == NodePhase.DONE
+    assert fake.at_target("worker-0") and fake.nodes["worker-0"].desired_config == new_config("worker")
+    assert fake.called("cordon_node") == [] and fake.called("drain_node") == []
