@@ -705,6 +705,8 @@ class MachineConfigRolloutWorkflow:
             parent_close_policy=workflow.ParentClosePolicy.TERMINATE,
         )
         self._children[node] = handle
+        if self._abort:  # the abort arrived while the child was starting: it missed the broadcast
+            self._child_tasks.append(asyncio.create_task(self._signal_child(node, handle, "abort", "abort")))
         self._touch()
         self._child_tasks.append(asyncio.create_task(self._watch_child(node, attempt, handle)))
 

@@ -274,7 +274,9 @@ class NodeRolloutWorkflow:
         if not done and node.last_applied_drain != uncordon_v:
             uncordon_asked = workflow.now()
             deadline = uncordon_asked + timedelta(seconds=input.daemon_uncordon_deadline_seconds)
-            await self._report(NodePhase.RUNNING, NodeStep.UNCORDON, "uncordon", deadline=deadline)
+            await self._report(
+                NodePhase.RUNNING, NodeStep.UNCORDON, f"lastAppliedDrain={uncordon_v} before the daemon deadline", deadline=deadline
+            )
             await acts.call(acts.UNCORDON_NODE, UncordonInput(node=input.node, owner=input.owner), UncordonResult)
             self._cordoned_by_us = False
             warning = self._warn_deadline("uncordon hand-off", uncordon_asked, input.daemon_uncordon_deadline_seconds)

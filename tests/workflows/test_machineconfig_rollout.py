@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError, WorkflowUpdateStage
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from wf_fakes import FakeCluster, new_config, old_config, r2_block_report, rollout_worker
@@ -79,6 +79,16 @@ async def update_error(coro) -> str:
     cause = info.value.cause
     assert isinstance(cause, ApplicationError)
     return cause.message
+
+
+async def request_abort(handle: WorkflowHandle, identity: str = "bob", reason: str | None = None) -> None:
+    """Send abort and wait only until it is accepted: the time-skipping test server sometimes
+    forgets an update's outcome when the workflow closes right after it ("update not found")."""
+    await handle.start_update(
+        MachineConfigRolloutWorkflow.abort,
+        ControlInput(identity=identity, reason=reason),
+        wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+    )
 
 
 def phase_of(s: RolloutStatus, node: str) -> NodePhase | None:
@@ -342,7 +352,7 @@ async def test_blocked_drain_status_warning_then_abort_rolls_back(time_skipping_
         s = await wait_status(handle, lambda s: s.nodes["worker-0"].warning is not None)
         assert "drain hand-off pending" in s.nodes["worker-0"].warning
         assert any("worker-0" in w for w in s.warnings)
-        await handle.execute_update(MachineConfigRolloutWorkflow.abort, ControlInput(identity="bob", reason="PDB"))
+        await request_abort(handle, reason="PDB")
         result = await handle.result()
     assert result.outcome == "aborted"
     assert len(fake.events) == 1 and fake.events[0].reason == "DrainBlocked"
@@ -387,7 +397,7 @@ async def test_lease_refuses_second_rollout_naming_the_first(time_skipping_env, 
         # A different cluster's pool of the same name is a different lease.
         other = await start(time_skipping_env, wf_task_queue, rollout_input(cluster=f"{cluster}-other"))
         assert (await other.result()).outcome == "completed"
-        await first.execute_update(MachineConfigRolloutWorkflow.abort, ControlInput(identity="bob"))
+        await request_abort(first)
         assert (await first.result()).outcome == "aborted"
 
 
@@ -479,7 +489,7 @@ async def test_abort_after_drain_hand_off_completes_the_node(time_skipping_env, 
     async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
         handle = await start(time_skipping_env, wf_task_queue, rollout_input())
         await wait_status(handle, lambda s: phase_of(s, "worker-0") is not None and s.nodes["worker-0"].step == "wait-reboot")
-        await handle.execute_update(MachineConfigRolloutWorkflow.abort, ControlInput(identity="bob"))
+        await request_abort(handle)
         result = await handle.result()
     assert result.outcome == "aborted"
     assert result.nodes["worker-0"].phase == NodePhase.DONE
