@@ -49,10 +49,24 @@ DEFAULT_RETRY = RetryPolicy(
     non_retryable_error_types=NON_RETRYABLE,
 )
 
-#: Per-call start-to-close of the short API calls (one or two requests each).
-SHORT_CALL = timedelta(seconds=30)
-#: Heartbeat timeout of the watching/draining activities (they heartbeat every few seconds).
-HEARTBEAT = timedelta(seconds=20)
+#: Default start-to-close of the short API calls (one or two requests each), seconds. Short, so
+#: that a call lost with a crashed worker is retried quickly: the daemon's uncordon deadline
+#: (10 min, much less in scaled simulations) keeps running while we wait for a timeout.
+SHORT_CALL_SECONDS = 10.0
+#: Default heartbeat timeout of the watching/draining activities, seconds (they heartbeat every
+#: 2 s; a watch window plus its read grace stays under 8 s).
+HEARTBEAT_SECONDS = 10.0
+
+
+class Timeouts:
+    """Activity timeouts of one workflow run (seconds), from its input."""
+
+    def __init__(self, short_call: float = SHORT_CALL_SECONDS, heartbeat: float = HEARTBEAT_SECONDS) -> None:
+        self.short_call = timedelta(seconds=short_call)
+        self.heartbeat = timedelta(seconds=heartbeat)
+
+
+DEFAULT_TIMEOUTS = Timeouts()
 
 
 async def call(
@@ -62,32 +76,36 @@ async def call(
     *,
     seconds: float | None = None,
     heartbeat: bool = False,
+    timeouts: Timeouts = DEFAULT_TIMEOUTS,
 ) -> Any:
     """Execute activity ``name`` with the project's options.
 
-    ``seconds``: the activity's own bound (a wait or drain window); start-to-close gets 30 s of
-    slack on top. ``heartbeat``: the activity heartbeats, so a dead worker is noticed within
-    :data:`HEARTBEAT` instead of at start-to-close.
+    ``seconds``: the activity's own bound (a wait or drain window); start-to-close then gets the
+    short-call timeout as slack on top. ``heartbeat``: the activity heartbeats, so a dead worker
+    is noticed within the heartbeat timeout instead of at start-to-close.
     """
-    start_to_close = SHORT_CALL if seconds is None else timedelta(seconds=seconds) + SHORT_CALL
+    start_to_close = timeouts.short_call if seconds is None else timedelta(seconds=seconds) + timeouts.short_call
     return await workflow.execute_activity(
         name,
         arg,
         result_type=result_type,
         start_to_close_timeout=start_to_close,
-        heartbeat_timeout=HEARTBEAT if heartbeat else None,
+        heartbeat_timeout=timeouts.heartbeat if heartbeat else None,
         retry_policy=DEFAULT_RETRY,
     )
 
 
-def start(name: str, arg: Any, result_type: type | None, *, seconds: float, heartbeat: bool = True) -> Any:
+def start(
+    name: str, arg: Any, result_type: type | None, *, seconds: float, heartbeat: bool = True,
+    timeouts: Timeouts = DEFAULT_TIMEOUTS,
+) -> Any:
     """Start activity ``name`` (same options as :func:`call`) and return its handle, so the
     caller can race it against a signal and cancel it."""
     return workflow.start_activity(
         name,
         arg,
         result_type=result_type,
-        start_to_close_timeout=timedelta(seconds=seconds) + SHORT_CALL,
-        heartbeat_timeout=HEARTBEAT if heartbeat else None,
+        start_to_close_timeout=timedelta(seconds=seconds) + timeouts.short_call,
+        heartbeat_timeout=timeouts.heartbeat if heartbeat else None,
         retry_policy=DEFAULT_RETRY,
     )

@@ -148,6 +148,7 @@ class MachineConfigRolloutWorkflow:
         self._lease_denied: LeaseInfo | None = None
         self._sa_status: str | None = None
         self._abort_reason = ""
+        self._timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds)
 
     # --- queries ------------------------------------------------------------------------------
 
@@ -514,6 +515,7 @@ class MachineConfigRolloutWorkflow:
                 PreflightInput(pools=input.pools, target_configs=input.target_configs, not_before=input.not_before),
                 PreflightResult,
                 seconds=60,
+                timeouts=self._timeouts,
             )
         except ActivityError as err:
             cause = err.cause
@@ -667,7 +669,7 @@ class MachineConfigRolloutWorkflow:
             if name in pool.started:
                 still.append(name)
                 continue
-            node: NodeInfo = await acts.call(acts.READ_NODE, ReadNodeInput(node=name), NodeInfo)
+            node: NodeInfo = await acts.call(acts.READ_NODE, ReadNodeInput(node=name), NodeInfo, timeouts=self._timeouts)
             if is_unavailable(node):
                 still.append(name)
         pool.unavailable = still
@@ -697,6 +699,8 @@ class MachineConfigRolloutWorkflow:
             drain_backoff_max_seconds=i.drain_backoff_max_seconds,
             drain_wait_seconds=i.drain_wait_seconds,
             wait_activity_timeout_seconds=i.wait_activity_timeout_seconds,
+            activity_timeout_seconds=i.activity_timeout_seconds,
+            activity_heartbeat_timeout_seconds=i.activity_heartbeat_timeout_seconds,
         )
         handle = await workflow.start_child_workflow(
             NodeRolloutWorkflow.run,
@@ -775,14 +779,15 @@ class MachineConfigRolloutWorkflow:
     async def _cleanup_node(self, node: str) -> None:
         """Child-free rollback of a degraded/failed node: desiredConfig back to currentConfig,
         uncordon only if we cordoned it."""
-        info: NodeInfo = await acts.call(acts.READ_NODE, ReadNodeInput(node=node), NodeInfo)
+        info: NodeInfo = await acts.call(acts.READ_NODE, ReadNodeInput(node=node), NodeInfo, timeouts=self._timeouts)
         if info.current_config and info.desired_config != info.current_config:
             await acts.call(
                 acts.SET_NODE_ANNOTATIONS,
                 SetNodeAnnotationsInput(node=node, annotations={ANN_DESIRED_CONFIG: info.current_config}),
                 NodeInfo,
+                timeouts=self._timeouts,
             )
-        await acts.call(acts.UNCORDON_NODE, UncordonInput(node=node, owner=node_owner(self._id, node)), UncordonResult)
+        await acts.call(acts.UNCORDON_NODE, UncordonInput(node=node, owner=node_owner(self._id, node)), UncordonResult, timeouts=self._timeouts)
 
     # --- gates --------------------------------------------------------------------------------
 
@@ -857,7 +862,7 @@ class MachineConfigRolloutWorkflow:
         net.stage = stage
         delay = self._in.network_poll_initial_seconds
         while not self._abort:
-            result: PodsReadyResult = await acts.call(acts.CHECK_PODS_READY, check, PodsReadyResult)
+            result: PodsReadyResult = await acts.call(acts.CHECK_PODS_READY, check, PodsReadyResult, timeouts=self._timeouts)
             net.polls += 1
             net.not_ready = (result.not_ready + [f"missing on {n}" for n in result.nodes_missing])[:20]
             self._touch()
@@ -893,7 +898,7 @@ class MachineConfigRolloutWorkflow:
         net.stage = "delete-pods"
         self._touch()
         deleted: DeleteAllPodsResult = await acts.call(
-            acts.DELETE_ALL_PODS, DeleteAllPodsInput(), DeleteAllPodsResult, seconds=300
+            acts.DELETE_ALL_PODS, DeleteAllPodsInput(), DeleteAllPodsResult, seconds=300, timeouts=self._timeouts
         )
         net.pods_deleted = deleted.deleted
         if await self._poll_ready(net, "wait-workloads", PodsReadyInput()):

@@ -139,6 +139,9 @@ class MachineConfigRolloutInput(BaseModel):
       gate "delete-all-pods", delete all pods, then wait for all pods Ready.
     - Daemon deadlines (MCO ``pkg/daemon/drain.go``): the daemon waits 1 h for lastAppliedDrain=drain-X
       and 10 min for uncordon-X; a warning is raised at ``deadline_warn_fraction`` of each.
+    - ``activity_timeout_seconds``: start-to-close of one short API call (and the slack added to
+      waits/drains); ``activity_heartbeat_timeout_seconds``: how soon a watch/drain lost with a
+      crashed worker is retried. Both short, because the daemon's deadlines keep running.
     - ``search_attributes``: upsert the Lockkeeper* search attributes (turn off only where the
       server has not registered them, e.g. the time-skipping test server).
     """
@@ -167,6 +170,8 @@ class MachineConfigRolloutInput(BaseModel):
     wait_activity_timeout_seconds: float = 60.0
     network_poll_initial_seconds: float = 5.0
     network_poll_max_seconds: float = 60.0
+    activity_timeout_seconds: float = 10.0
+    activity_heartbeat_timeout_seconds: float = 10.0
     search_attributes: bool = True
 
 
@@ -415,6 +420,8 @@ class NodeRolloutInput(BaseModel):
     drain_backoff_max_seconds: float = 60.0
     drain_wait_seconds: float = 30.0
     wait_activity_timeout_seconds: float = 60.0
+    activity_timeout_seconds: float = 10.0
+    activity_heartbeat_timeout_seconds: float = 10.0
 
 
 class NodeRolloutResult(BaseModel):

@@ -68,6 +68,7 @@ class NodeRolloutWorkflow:
         self._cordoned_by_us = False
         self._warned: set[str] = set()
         self._event_recorded = False
+        self._timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds)
 
     # --- signals and query --------------------------------------------------------------------
 
@@ -124,11 +125,12 @@ class NodeRolloutWorkflow:
         await parent.signal("node_progress", self._progress)
 
     async def _read(self) -> NodeInfo:
-        return await acts.call(acts.READ_NODE, ReadNodeInput(node=self._in.node), NodeInfo)
+        return await acts.call(acts.READ_NODE, ReadNodeInput(node=self._in.node), NodeInfo, timeouts=self._timeouts)
 
     async def _annotate(self, annotations: dict[str, str | None]) -> NodeInfo:
         return await acts.call(
-            acts.SET_NODE_ANNOTATIONS, SetNodeAnnotationsInput(node=self._in.node, annotations=annotations), NodeInfo
+            acts.SET_NODE_ANNOTATIONS, SetNodeAnnotationsInput(node=self._in.node, annotations=annotations), NodeInfo,
+            timeouts=self._timeouts,
         )
 
     async def _wait(self, wait: WaitForNodeInput, *, interruptible: bool) -> WaitForNodeResult:
@@ -137,7 +139,7 @@ class NodeRolloutWorkflow:
         while True:
             if interruptible and self._stop:
                 raise _Stopped()
-            handle = acts.start(acts.WAIT_FOR_NODE, wait, WaitForNodeResult, seconds=wait.timeout_seconds)
+            handle = acts.start(acts.WAIT_FOR_NODE, wait, WaitForNodeResult, seconds=wait.timeout_seconds, timeouts=self._timeouts)
             if interruptible:
                 await workflow.wait_condition(lambda: handle.done() or self._stop is not None)
                 if not handle.done():
@@ -182,7 +184,8 @@ class NodeRolloutWorkflow:
         if node.current_config and node.desired_config != node.current_config:
             await self._annotate({ANN_DESIRED_CONFIG: node.current_config})
         unc: UncordonResult = await acts.call(
-            acts.UNCORDON_NODE, UncordonInput(node=self._in.node, owner=self._in.owner), UncordonResult
+            acts.UNCORDON_NODE, UncordonInput(node=self._in.node, owner=self._in.owner), UncordonResult,
+            timeouts=self._timeouts,
         )
         if unc.uncordoned:
             self._cordoned_by_us = False
@@ -207,7 +210,7 @@ class NodeRolloutWorkflow:
             self._cordoned_by_us = True
         if is_at_target(node, target):
             if self._cordoned_by_us:
-                await acts.call(acts.UNCORDON_NODE, UncordonInput(node=input.node, owner=input.owner), UncordonResult)
+                await acts.call(acts.UNCORDON_NODE, UncordonInput(node=input.node, owner=input.owner), UncordonResult, timeouts=self._timeouts)
                 self._cordoned_by_us = False
             await self._report(NodePhase.DONE, NodeStep.FINISHED, reason="already at target")
             return self._result("done", reason="already at target", safe_point="already at target")
@@ -277,13 +280,13 @@ class NodeRolloutWorkflow:
             await self._report(
                 NodePhase.RUNNING, NodeStep.UNCORDON, f"lastAppliedDrain={uncordon_v} before the daemon deadline", deadline=deadline
             )
-            await acts.call(acts.UNCORDON_NODE, UncordonInput(node=input.node, owner=input.owner), UncordonResult)
+            await acts.call(acts.UNCORDON_NODE, UncordonInput(node=input.node, owner=input.owner), UncordonResult, timeouts=self._timeouts)
             self._cordoned_by_us = False
             warning = self._warn_deadline("uncordon hand-off", uncordon_asked, input.daemon_uncordon_deadline_seconds)
             await self._report(NodePhase.RUNNING, NodeStep.HAND_OFF_UNCORDON, deadline=deadline, warning=warning)
             node = await self._annotate({ANN_LAST_APPLIED_DRAIN: uncordon_v})
         elif self._cordoned_by_us or node.cordoned_by == input.owner:
-            await acts.call(acts.UNCORDON_NODE, UncordonInput(node=input.node, owner=input.owner), UncordonResult)
+            await acts.call(acts.UNCORDON_NODE, UncordonInput(node=input.node, owner=input.owner), UncordonResult, timeouts=self._timeouts)
             self._cordoned_by_us = False
 
         # 7. The daemon reports the config done.
@@ -310,7 +313,8 @@ class NodeRolloutWorkflow:
         deadline = asked + timedelta(seconds=input.daemon_drain_deadline_seconds)
         await self._report(NodePhase.RUNNING, NodeStep.CORDON, deadline=deadline)
         cordon: CordonResult = await acts.call(
-            acts.CORDON_NODE, CordonInput(node=input.node, owner=input.owner), CordonResult
+            acts.CORDON_NODE, CordonInput(node=input.node, owner=input.owner), CordonResult,
+            timeouts=self._timeouts,
         )
         self._cordoned_by_us = self._cordoned_by_us or cordon.cordoned_by_us
         backoff = input.drain_backoff_initial_seconds
@@ -326,6 +330,7 @@ class NodeRolloutWorkflow:
                 DrainResult,
                 seconds=input.drain_wait_seconds,
                 heartbeat=True,
+                timeouts=self._timeouts,
             )
             if drain.done:
                 break
@@ -343,6 +348,7 @@ class NodeRolloutWorkflow:
                     acts.RECORD_NODE_EVENT,
                     RecordEventInput(node=input.node, reason="DrainBlocked", message=reason, type="Warning"),
                     None,
+                    timeouts=self._timeouts,
                 )
             # The timer is interruptible: skip/abort should not wait out a 60 s backoff.
             try:
