@@ -49,6 +49,10 @@ class Settings(BaseSettings):
     - ``cluster``: the name lockkeeper uses for the cluster in workflow IDs and search attributes.
     - ``max_concurrent_activities``: worker thread pool size (sync activities), default 50.
     - ``graceful_shutdown_seconds``: how long a stopping worker lets running activities finish.
+    - ``metrics_port``: worker only; serve Prometheus metrics (the Temporal SDK's and lockkeeper's,
+      see :mod:`workers.metrics`) on ``listen_host:metrics_port`` at ``/metrics``. Off when unset.
+    - ``health_port``: worker only; serve ``/healthz`` and ``/readyz`` (see :mod:`workers.health`)
+      on ``listen_host:health_port``. Off when unset. ``listen_host``: default ``0.0.0.0``.
     - ``log_level``, ``log_format`` (``auto`` = console on a terminal, JSON otherwise).
     """
 
@@ -87,6 +91,9 @@ class Settings(BaseSettings):
     graceful_shutdown_seconds: float = Field(
         30.0, ge=0, validation_alias=_aliases("graceful_shutdown_seconds")
     )
+    metrics_port: int | None = Field(None, ge=1, le=65535, validation_alias=_aliases("metrics_port"))
+    health_port: int | None = Field(None, ge=1, le=65535, validation_alias=_aliases("health_port"))
+    listen_host: str = Field("0.0.0.0", validation_alias=_aliases("listen_host"))
     log_level: str = Field("info", validation_alias=_aliases("log_level"))
     log_format: str = Field("auto", validation_alias=_aliases("log_format"))
 

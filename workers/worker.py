@@ -8,6 +8,10 @@ Synchronous activities (the blocking ``kubernetes`` client) run on a ThreadPoolE
 ``max_concurrent_activities``. SIGINT/SIGTERM start a graceful shutdown: no new tasks are
 polled, running activities get ``graceful_shutdown_seconds`` to finish, then they are
 cancelled. Workflows lose nothing either way: their state is in Temporal's history.
+
+With ``LOCKKEEPER_HEALTH_PORT`` the worker serves ``/healthz`` and ``/readyz``
+(:mod:`workers.health`; not ready until it polls, and again from the start of a shutdown); with
+``LOCKKEEPER_METRICS_PORT`` it exports Prometheus metrics (:mod:`workers.metrics`).
 """
 
 from __future__ import annotations
@@ -60,8 +64,24 @@ async def run_worker(
     if workflows is None:
         workflows = registry.all_workflows()
     if client is None:
+        from workers.metrics import install_prometheus_runtime
+
+        install_prometheus_runtime(settings)  # before connecting: the client's runtime exports
         client = await connect(settings, identity=_identity(settings))
     stop = stop or asyncio.Event()
+    worker: Worker | None = None
+
+    def readiness() -> str:
+        if stop.is_set():
+            return "stopping"
+        return "ready" if worker is not None and worker.is_running else "starting"
+
+    health = None
+    if settings.health_port is not None:
+        from workers.health import HealthServer
+
+        health = HealthServer(settings.listen_host, settings.health_port, readiness)
+        await health.start()  # before the signal handlers: a taken port fails with nothing to undo
     loop = asyncio.get_running_loop()
     installed: list[int] = []
     if install_signal_handlers:
@@ -72,9 +92,10 @@ async def run_worker(
             except (NotImplementedError, RuntimeError):  # not the main thread / not Unix
                 pass
 
-    with ThreadPoolExecutor(
+    executor = ThreadPoolExecutor(
         max_workers=settings.max_concurrent_activities, thread_name_prefix="lockkeeper-activity"
-    ) as executor:
+    )
+    try:
         worker = Worker(
             client,
             task_queue=settings.task_queue,
@@ -104,8 +125,12 @@ async def run_worker(
                 await run
         finally:
             stopper.cancel()
-            for sig in installed:
-                loop.remove_signal_handler(sig)
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        executor.shutdown(wait=True)
+        if health is not None:
+            await health.stop()
     log.info("worker stopped")
 
 

@@ -1,0 +1,51 @@
+"""Deployment tests: the compose file, the image's lock, the Kubernetes manifests, RBAC proven by
+recording, graceful shutdown and the metrics/health endpoints (dev server + clustersim + worker
+subprocesses, as in tests/e2e)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from clustersim import ClusterSim
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+KUBECTL = Path(sys.executable).parent / "kubectl"
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def sim_factory() -> AsyncIterator[Callable[..., Awaitable[ClusterSim]]]:
+    """``await make(scenario, time_scale=...)`` → a started ClusterSim, stopped after the test."""
+    sims: list[ClusterSim] = []
+
+    async def make(scenario: Any = "r1-ovn-interrupted", **kwargs: Any) -> ClusterSim:
+        sim = ClusterSim(scenario, **kwargs)
+        await sim.start()
+        sims.append(sim)
+        return sim
+
+    yield make
+    for sim in sims:
+        await sim.stop()
+
+
+def kustomize_build(path: Path) -> list[dict[str, Any]]:
+    """``kubectl kustomize PATH`` → the rendered objects. Fails the test with kubectl's stderr."""
+    proc = subprocess.run([str(KUBECTL), "kustomize", str(path)], capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        pytest.fail(f"kubectl kustomize {path} failed:\n{proc.stderr}")
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+@pytest.fixture(scope="session")
+def rendered_example() -> list[dict[str, Any]]:
+    """The example overlay, built once per session."""
+    return kustomize_build(DEPLOY / "k8s" / "overlays" / "example")
