@@ -17,6 +17,7 @@ already rebooting the node, so the child completes the node and reports that saf
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -49,6 +50,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.planning import is_at_target
 
 
+#: ``workflow.patched`` id: progress signals to the parent are sent without awaiting each one.
+PATCH_ASYNC_PROGRESS = "async-progress-signals"
+#: ``workflow.patched`` id: the node run starts by setting desiredConfig (which also reads the node).
+PATCH_SET_DESIRED_FIRST = "set-desired-config-first"
+
+
 class _Stopped(Exception):
     """Internal: a skip/abort signal reached a safe point before the drain hand-off."""
 
@@ -68,6 +75,7 @@ class NodeRolloutWorkflow:
         self._cordoned_by_us = False
         self._warned: set[str] = set()
         self._event_recorded = False
+        self._signals: list[asyncio.Future[None]] = []
         self._timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds)
 
     # --- signals and query --------------------------------------------------------------------
@@ -122,7 +130,21 @@ class NodeRolloutWorkflow:
             return
         self._progress = progress
         parent = workflow.get_external_workflow_handle(self._in.parent_id)
-        await parent.signal("node_progress", self._progress)
+        if workflow.patched(PATCH_ASYNC_PROGRESS):
+            # Fire and forget: the signal command goes out with the next activity's command in
+            # the same workflow task instead of costing a server round trip before every step
+            # (the reaction latency to the daemon and the rollout overhead both depend on it).
+            # Tasks run in creation order, so the parent still sees the steps in order; ``run``
+            # waits for all of them before the node run closes.
+            self._signals.append(asyncio.ensure_future(self._send_progress(parent, self._progress)))
+        else:
+            await parent.signal("node_progress", self._progress)
+
+    async def _send_progress(self, parent: workflow.ExternalWorkflowHandle, progress: NodeProgress) -> None:
+        try:
+            await parent.signal("node_progress", progress)
+        except Exception as err:  # noqa: BLE001 - progress is advisory; a gone parent must not fail the node
+            workflow.logger.warning("progress signal to %s failed: %s", self._in.parent_id, err)
 
     async def _read(self) -> NodeInfo:
         return await acts.call(acts.READ_NODE, ReadNodeInput(node=self._in.node), NodeInfo, timeouts=self._timeouts)
@@ -198,14 +220,27 @@ class NodeRolloutWorkflow:
 
     @workflow.run
     async def run(self, input: NodeRolloutInput) -> NodeRolloutResult:
+        result = await self._handshake(input)
+        if self._signals:
+            await asyncio.gather(*self._signals)
+        return result
+
+    async def _handshake(self, input: NodeRolloutInput) -> NodeRolloutResult:
         self._started = workflow.now()
         target, drain_v, uncordon_v = input.target, drain_value(input.target), uncordon_value(input.target)
         wait_s = input.wait_activity_timeout_seconds
         drain_seconds: float | None = None
 
-        # 1. Where is the node?
-        await self._report(NodePhase.RUNNING, NodeStep.READ)
-        node = await self._read()
+        # 1. Where is the node? Asking for the target config first is safe in every state the
+        # node can be in (at target already: the daemon sees desired == current and does
+        # nothing; mid-handshake for the target: no request at all), and the answer is the
+        # node as observed, so one activity does both the read and step 2.
+        if not self._stop and workflow.patched(PATCH_SET_DESIRED_FIRST):
+            await self._report(NodePhase.RUNNING, NodeStep.SET_DESIRED_CONFIG)
+            node = await self._annotate({ANN_DESIRED_CONFIG: target})
+        else:
+            await self._report(NodePhase.RUNNING, NodeStep.READ)
+            node = await self._read()
         if node.cordoned_by == input.owner:
             self._cordoned_by_us = True
         if is_at_target(node, target):
