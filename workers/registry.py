@@ -38,8 +38,18 @@ def build_gateway(settings: Settings) -> Any:
 
 
 def build_activities(gateway: Any) -> list[Callable[..., Any]]:
-    """Every activity of every procedure, bound to ``gateway``."""
+    """Every activity of every procedure: the cluster ones bound to ``gateway``, plus the host
+    ones (:func:`build_host_activities`)."""
     from activities.machineconfig import make_activities
 
     acts: Sequence[Callable[..., Any]] = make_activities(gateway)
-    return list(acts)
+    return list(acts) + build_host_activities()
+
+
+def build_host_activities() -> list[Callable[..., Any]]:
+    """The node-command and etcd activities. They need no kubeconfig (SSH keys, known_hosts and,
+    for the debug-pod backend only, the kubeconfig come from the environment on first use), so
+    a worker serving only host procedures can run with just these."""
+    from activities.etcd import make_etcd_activities
+
+    return make_etcd_activities()

@@ -1,0 +1,402 @@
+"""EtcdQuorumRestoreWorkflow: bring an etcd cluster that lost quorum back to all its members (R3).
+
+Order (R3, and the etcd v3.5 disaster-recovery guide):
+
+1. preflight (read-only): binaries, the survivor's data or the snapshot, stop/start methods;
+   problems fail the workflow (InvalidRestoreInput) before anything is stopped;
+2. gate ``stop-members``, then stop every member;
+3. survivor: ``force-new-cluster`` — start it on its own data with ``--force-new-cluster``,
+   wait healthy, fix its peer URL (``member update``), restart it without the flag; or
+   ``snapshot-restore`` — gate ``move-data/<survivor>``, move its data dir aside,
+   ``etcdutl snapshot restore`` into a fresh data dir, start it, fix its peer URL;
+4. every other member, one at a time: ``member add`` (never twice), gate ``move-data/<name>``,
+   move its old data dir aside, start it with the printed ``ETCD_INITIAL_CLUSTER`` and
+   ``--initial-cluster-state existing``, wait until it has joined and is healthy;
+5. verify: every endpoint healthy, the member list exactly the input, one raft index.
+
+Each member step first reads the member list and health, so a member that has already joined
+(a resumed or re-run restore) is left alone. Data is only ever moved aside, with a suffix from
+the workflow's start time. The ``status`` query gives the step, the member, what it waits for
+and since when; ``approve``/``reject`` decide gates (validated, attributed, in history).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.etcd_models import (
+        ClusterStatus,
+        ClusterStatusInput,
+        EtcdMember,
+        MemberActionResult,
+        MemberAddInput,
+        MemberAddResult,
+        MemberInput,
+        MemberUpdateInput,
+        MoveAsideInput,
+        MoveAsideResult,
+        PreflightRestoreInput,
+        PreflightRestoreResult,
+        SnapshotRestoreInput,
+        StartMemberInput,
+        StartOverrides,
+        VerifyInput,
+        VerifyResult,
+        WaitHealthyInput,
+    )
+    from workflows.etcd_models import (
+        EtcdRestoreInput,
+        EtcdRestoreResult,
+        MemberRestoreState,
+        RestorePhase,
+        RestoreStatus,
+        RestoreStep,
+        RestoreStrategy,
+    )
+    from workflows.models import (
+        ApproveInput,
+        Gate,
+        GateDecisionResult,
+        GateKind,
+        GateRecord,
+        GateState,
+        RejectInput,
+    )
+
+#: Errors no retry can fix: a person must look.
+NON_RETRYABLE = ["InvalidRestoreInput", "DataDirMoveRefused", "MemberRunning", "StashConflict"]
+
+
+class _Rejected(Exception):
+    def __init__(self, gate: Gate) -> None:
+        super().__init__(gate.id)
+        self.gate = gate
+
+
+def _message(err: BaseException) -> str:
+    msg = str(err)
+    cur: BaseException | None = err
+    while cur is not None:
+        msg = getattr(cur, "message", None) or str(cur) or msg
+        cur = cur.__cause__
+    return msg
+
+
+@workflow.defn
+class EtcdQuorumRestoreWorkflow:
+    """Restore quorum (see module docstring). Input :class:`EtcdRestoreInput`, result
+    :class:`EtcdRestoreResult`. Fails (non-retryable) with InvalidRestoreInput when preflight
+    finds problems, or with the type of a non-retryable activity error."""
+
+    @workflow.init
+    def __init__(self, input: EtcdRestoreInput) -> None:
+        self._in = input
+        self._gates: dict[str, Gate] = {}
+        self._status = RestoreStatus(
+            workflow_id=workflow.info().workflow_id,
+            strategy=input.strategy,
+            survivor=input.survivor_name,
+            members={m.name: MemberRestoreState(name=m.name) for m in input.members},
+            started_at=workflow.now(),
+            since=workflow.now(),
+        )
+        self._suffix = "lockkeeper-" + workflow.info().start_time.strftime("%Y%m%dT%H%M%SZ")
+        self._retry = RetryPolicy(
+            initial_interval=timedelta(seconds=1),
+            backoff_coefficient=2.0,
+            maximum_interval=timedelta(seconds=10),
+            non_retryable_error_types=NON_RETRYABLE,
+        )
+
+    # --- queries and updates ----------------------------------------------------------------------
+
+    @workflow.query
+    def status(self) -> RestoreStatus:
+        """Step, member, waiting for, since; gates; members; log."""
+        s = self._status.model_copy(deep=True)
+        s.gates = [g.model_copy() for g in self._gates.values()]
+        return s
+
+    def _find_gate(self, gate_id: str | None) -> Gate:
+        waiting = [g for g in self._gates.values() if g.state == GateState.WAITING]
+        if gate_id is None:
+            if not waiting:
+                raise ValueError("no gate is waiting for a decision")
+            return waiting[0]
+        gate = self._gates.get(gate_id)
+        if gate is None:
+            raise ValueError(f"unknown gate {gate_id!r}; waiting gates: {', '.join(g.id for g in waiting) or 'none'}")
+        if gate.state != GateState.WAITING:
+            raise ValueError(f"gate {gate_id!r} is not waiting for a decision (state {gate.state})")
+        return gate
+
+    def _check_identity(self, identity: str, *, approving: bool) -> None:
+        if not identity.strip():
+            raise ValueError("an identity is required to decide a gate")
+        if approving and self._in.four_eyes and identity == self._in.requested_by:
+            raise ValueError(f"four-eyes rule: {identity} requested this restore and may not approve its gates")
+        if self._in.allowed_approvers and identity not in self._in.allowed_approvers:
+            raise ValueError(f"{identity} is not an allowed approver ({', '.join(self._in.allowed_approvers)})")
+
+    @workflow.update
+    def approve(self, input: ApproveInput) -> GateDecisionResult:
+        """Approve the waiting gate ``gate_id`` (None = the waiting one)."""
+        gate = self._find_gate(input.gate_id)
+        self._decide(gate, GateState.APPROVED, input.identity, input.comment)
+        return GateDecisionResult(gate_id=gate.id, state=gate.state, message=f"gate {gate.id} approved by {input.identity}")
+
+    @approve.validator
+    def _validate_approve(self, input: ApproveInput) -> None:
+        self._find_gate(input.gate_id)
+        self._check_identity(input.identity, approving=True)
+
+    @workflow.update
+    def reject(self, input: RejectInput) -> GateDecisionResult:
+        """Reject the waiting gate: the restore stops there (outcome ``rejected``)."""
+        gate = self._find_gate(input.gate_id)
+        self._decide(gate, GateState.REJECTED, input.identity, input.comment)
+        return GateDecisionResult(
+            gate_id=gate.id, state=gate.state, message=f"gate {gate.id} rejected by {input.identity}; restore stops"
+        )
+
+    @reject.validator
+    def _validate_reject(self, input: RejectInput) -> None:
+        self._find_gate(input.gate_id)
+        self._check_identity(input.identity, approving=False)
+
+    def _decide(self, gate: Gate, state: GateState, identity: str, comment: str) -> None:
+        gate.state, gate.decided_by, gate.decided_at, gate.comment = state, identity, workflow.now(), comment
+        action = "approved" if state == GateState.APPROVED else "rejected"
+        self._status.gate_history.append(GateRecord(gate_id=gate.id, action=action, by=identity, at=workflow.now(), comment=comment))
+
+    # --- helpers --------------------------------------------------------------------------------------
+
+    def _step(self, step: RestoreStep, member: str | None, waiting_for: str) -> None:
+        self._status.step, self._status.member, self._status.waiting_for = step, member, waiting_for
+        self._status.since = workflow.now()
+        if self._status.phase == RestorePhase.WAITING_APPROVAL:
+            self._status.phase = RestorePhase.RUNNING
+
+    def _log(self, line: str) -> None:
+        self._status.log.append(f"{workflow.now():%H:%M:%S} {line}")
+        workflow.logger.info("etcd restore: %s", line)
+
+    def _member_state(self, name: str, state: str, **fields: Any) -> None:
+        ms = self._status.members[name]
+        ms.state = state
+        for k, v in fields.items():
+            setattr(ms, k, v)
+
+    async def _act(self, name: str, arg: Any, result_type: type, *, seconds: float = 30.0) -> Any:
+        return await workflow.execute_activity(
+            name, arg, result_type=result_type,
+            start_to_close_timeout=timedelta(seconds=seconds + 30),
+            heartbeat_timeout=timedelta(seconds=self._in.heartbeat_timeout_seconds),
+            retry_policy=self._retry,
+        )
+
+    async def _gate(self, gate_id: str, what: str) -> None:
+        """Wait for approval of a destructive step (or pass at once with ``auto_approve``)."""
+        if gate_id in self._gates and self._gates[gate_id].state == GateState.APPROVED:
+            return
+        now = workflow.now()
+        timeout = self._in.gate_timeout_seconds
+        gate = Gate(id=gate_id, kind=GateKind.STEP, opened_at=now,
+                    timeout_at=now + timedelta(seconds=timeout) if timeout else None, comment=what)
+        self._gates[gate_id] = gate
+        self._status.gate_history.append(GateRecord(gate_id=gate_id, action="opened", by="lockkeeper", at=now, comment=what))
+        if self._in.auto_approve:
+            self._decide(gate, GateState.APPROVED, "auto-approve", "input auto_approve")
+            return
+        self._status.phase = RestorePhase.WAITING_APPROVAL
+        self._status.waiting_for, self._status.since = f"approval of gate {gate_id}: {what}", now
+        try:
+            await workflow.wait_condition(
+                lambda: gate.state != GateState.WAITING, timeout=timedelta(seconds=timeout) if timeout else None
+            )
+        except TimeoutError:
+            gate.state, gate.decided_by, gate.decided_at = GateState.TIMED_OUT, "timeout", workflow.now()
+            self._status.gate_history.append(GateRecord(gate_id=gate_id, action="timeout", by="timeout", at=workflow.now()))
+        self._status.phase = RestorePhase.RUNNING
+        if gate.state != GateState.APPROVED:
+            raise _Rejected(gate)
+
+    def _status_input(self, via: EtcdMember, endpoints: list[str]) -> ClusterStatusInput:
+        return ClusterStatusInput(via=via, members=self._in.members, endpoints=endpoints, timeouts=self._in.timeouts)
+
+    async def _wait_healthy(self, member: EtcdMember, via: EtcdMember, *, joined: bool) -> None:
+        self._step(RestoreStep.WAIT_JOINED, member.name, f"member {member.name} healthy" + (" and joined" if joined else ""))
+        await self._act(
+            "etcd_wait_member_healthy",
+            WaitHealthyInput(member=member, via=via, members=self._in.members, joined=joined,
+                             timeout_seconds=self._in.join_timeout_seconds, timeouts=self._in.timeouts),
+            ClusterStatus, seconds=self._in.join_timeout_seconds,
+        )
+
+    # --- main flow --------------------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, input: EtcdRestoreInput) -> EtcdRestoreResult:
+        try:
+            return await self._run(input)
+        except _Rejected as rej:
+            g = rej.gate
+            done = "; ".join(self._status.log[-3:]) or "nothing changed yet"
+            self._status.phase = RestorePhase.REJECTED
+            return self._result(
+                "rejected",
+                f"gate {g.id} {'timed out' if g.state == GateState.TIMED_OUT else f'rejected by {g.decided_by}'}; "
+                f"stopped before it (last steps: {done})",
+            )
+        except (ActivityError, ApplicationError) as err:
+            self._status.phase = RestorePhase.FAILED
+            self._status.error = _message(err)
+            if isinstance(err, ActivityError) and isinstance(err.cause, ApplicationError):
+                raise ApplicationError(
+                    f"{self._status.step} ({self._status.member or 'all'}): {_message(err)}",
+                    type=err.cause.type, non_retryable=True,
+                ) from err
+            raise
+
+    def _result(self, outcome: str, message: str, verification: VerifyResult | None = None) -> EtcdRestoreResult:
+        now = workflow.now()
+        started = self._status.started_at or now
+        return EtcdRestoreResult(
+            outcome=outcome,  # type: ignore[arg-type]
+            message=message, strategy=self._in.strategy, survivor=self._in.survivor_name,
+            members={k: v.model_copy() for k, v in self._status.members.items()},
+            verification=verification, gate_history=list(self._status.gate_history), log=list(self._status.log),
+            started_at=started, finished_at=now, duration_seconds=(now - started).total_seconds(),
+        )
+
+    async def _run(self, input: EtcdRestoreInput) -> EtcdRestoreResult:
+        members = input.members
+        survivor = next(m for m in members if m.name == input.survivor_name)
+        others = [m for m in members if m.name != survivor.name]
+
+        self._step(RestoreStep.PREFLIGHT, None, "read-only checks on every host")
+        pre: PreflightRestoreResult = await self._act(
+            "etcd_preflight_restore",
+            PreflightRestoreInput(members=members, survivor=survivor.name, strategy=str(input.strategy), snapshot=input.snapshot),
+            PreflightRestoreResult, seconds=60,
+        )
+        if pre.problems:
+            raise ApplicationError("preflight refused: " + "; ".join(pre.problems), type="InvalidRestoreInput", non_retryable=True)
+        self._log(f"preflight ok; member list before: {[m.name for m in pre.status.members or []] if pre.status else '?'}")
+
+        await self._gate("stop-members", f"stop all {len(members)} etcd members ({', '.join(m.name for m in members)})")
+        self._step(RestoreStep.STOP_MEMBERS, None, "every member stopped")
+        for m in members:
+            r: MemberActionResult = await self._act(
+                "etcd_stop_member", MemberInput(member=m, timeout_seconds=input.stop_timeout_seconds),
+                MemberActionResult, seconds=input.stop_timeout_seconds,
+            )
+            self._member_state(m.name, "stopped", detail=r.detail)
+        self._log("all members stopped")
+
+        if input.strategy == RestoreStrategy.FORCE_NEW_CLUSTER:
+            await self._force_new_cluster(survivor)
+        else:
+            await self._restore_snapshot(survivor, input.snapshot or "")
+
+        for m in others:
+            await self._rejoin(m, survivor)
+
+        self._step(RestoreStep.VERIFY, None, "all endpoints healthy, exact member list, one raft index")
+        verification: VerifyResult = await self._act(
+            "etcd_verify_cluster",
+            VerifyInput(via=survivor, members=members, timeout_seconds=input.verify_timeout_seconds, timeouts=input.timeouts),
+            VerifyResult, seconds=input.verify_timeout_seconds,
+        )
+        self._step(RestoreStep.DONE, None, "nothing")
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        if verification.ok:
+            self._status.phase = RestorePhase.DONE
+            self._log(f"verified: {len(members)} members healthy at raft index {verification.raft_index}")
+            return self._result("completed", f"quorum restored: {len(members)}/{len(members)} members healthy", verification)
+        self._status.phase = RestorePhase.FAILED
+        return self._result("unverified", "restore finished but verification failed: " + "; ".join(verification.problems), verification)
+
+    async def _fix_peer_url(self, survivor: EtcdMember) -> None:
+        self._step(RestoreStep.FIX_PEER_URL, survivor.name, f"member update to {survivor.peer_url}")
+        r: MemberActionResult = await self._act(
+            "etcd_member_update", MemberUpdateInput(via=survivor, member=survivor, timeouts=self._in.timeouts), MemberActionResult
+        )
+        self._log(f"{survivor.name}: {r.detail}")
+
+    async def _force_new_cluster(self, survivor: EtcdMember) -> None:
+        self._step(RestoreStep.FORCE_NEW_CLUSTER, survivor.name, f"{survivor.name} started with --force-new-cluster")
+        await self._act("etcd_start_member", StartMemberInput(member=survivor, overrides=StartOverrides(force_new_cluster=True)),
+                        MemberActionResult)
+        await self._wait_healthy(survivor, survivor, joined=True)
+        self._member_state(survivor.name, "restored", detail="new cluster forced from its own data")
+        self._log(f"{survivor.name}: new one-member cluster forced from its data")
+        await self._fix_peer_url(survivor)
+        self._step(RestoreStep.RESTART_SURVIVOR, survivor.name, f"{survivor.name} restarted without --force-new-cluster")
+        await self._act("etcd_stop_member", MemberInput(member=survivor, timeout_seconds=self._in.stop_timeout_seconds),
+                        MemberActionResult, seconds=self._in.stop_timeout_seconds)
+        await self._act("etcd_start_member", StartMemberInput(member=survivor), MemberActionResult)
+        await self._wait_healthy(survivor, survivor, joined=True)
+        self._member_state(survivor.name, "joined")
+        self._log(f"{survivor.name}: restarted without --force-new-cluster, healthy")
+
+    async def _restore_snapshot(self, survivor: EtcdMember, snapshot: str) -> None:
+        await self._gate(f"move-data/{survivor.name}", f"move {survivor.data_dir} aside on {survivor.name} (restored from {snapshot})")
+        self._step(RestoreStep.MOVE_DATA, survivor.name, f"{survivor.data_dir} moved aside")
+        moved: MoveAsideResult = await self._act(
+            "etcd_move_data_aside", MoveAsideInput(member=survivor, suffix=self._suffix), MoveAsideResult
+        )
+        self._member_state(survivor.name, "stopped", moved_to=moved.moved_to)
+        self._step(RestoreStep.RESTORE_SNAPSHOT, survivor.name, f"etcdutl snapshot restore {snapshot}")
+        await self._act("etcd_snapshot_restore",
+                        SnapshotRestoreInput(member=survivor, snapshot=snapshot, attempt_suffix=self._suffix),
+                        MemberActionResult, seconds=120)
+        self._log(f"{survivor.name}: {snapshot} restored into {survivor.data_dir}")
+        self._step(RestoreStep.START_MEMBER, survivor.name, f"{survivor.name} started on the restored data")
+        await self._act("etcd_start_member", StartMemberInput(member=survivor), MemberActionResult)
+        await self._wait_healthy(survivor, survivor, joined=True)
+        await self._fix_peer_url(survivor)
+        self._member_state(survivor.name, "joined", detail=f"restored from {snapshot}")
+
+    async def _rejoin(self, m: EtcdMember, survivor: EtcdMember) -> None:
+        self._step(RestoreStep.ADD_MEMBER, m.name, f"member list and health before adding {m.name}")
+        st: ClusterStatus = await self._act(
+            "etcd_cluster_status", self._status_input(survivor, [survivor.client_url, m.client_url]), ClusterStatus
+        )
+        info = st.member_with_peer(m.peer_url)
+        if info is not None and info.name == m.name and st.healthy(m.client_url):
+            self._member_state(m.name, "joined", id=info.id, detail="already a healthy member")
+            self._log(f"{m.name}: already a healthy member ({info.id}); left alone")
+            return
+        self._step(RestoreStep.ADD_MEMBER, m.name, f"member add {m.name} (retried while etcd says unhealthy cluster)")
+        added: MemberAddResult = await self._act(
+            "etcd_member_add",
+            MemberAddInput(via=survivor, member=m, unhealthy_retry_seconds=self._in.member_add_retry_seconds,
+                           timeouts=self._in.timeouts),
+            MemberAddResult, seconds=self._in.member_add_retry_seconds,
+        )
+        self._member_state(m.name, "added", id=added.id)
+        self._log(f"{m.name}: {'already in member list' if added.already_present else 'member add'} as {added.id}")
+        if info is None or not info.started:
+            await self._gate(f"move-data/{m.name}", f"move {m.data_dir} aside on {m.name} before it rejoins empty")
+            self._step(RestoreStep.MOVE_DATA, m.name, f"{m.data_dir} moved aside")
+            moved: MoveAsideResult = await self._act(
+                "etcd_move_data_aside", MoveAsideInput(member=m, suffix=self._suffix), MoveAsideResult
+            )
+            self._member_state(m.name, "added", moved_to=moved.moved_to)
+            self._log(f"{m.name}: {moved.detail}")
+        self._step(RestoreStep.START_MEMBER, m.name, f"{m.name} started with --initial-cluster-state existing")
+        await self._act(
+            "etcd_start_member",
+            StartMemberInput(member=m, overrides=StartOverrides(initial_cluster=added.initial_cluster, initial_cluster_state="existing")),
+            MemberActionResult,
+        )
+        await self._wait_healthy(m, survivor, joined=True)
+        self._member_state(m.name, "joined")
+        self._log(f"{m.name}: joined and healthy")
