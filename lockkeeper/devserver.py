@@ -191,6 +191,9 @@ class DevServer:
             args += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
         for name, kind in SEARCH_ATTRIBUTES.items():
             args += ["--search-attribute", f"{name}={kind}"]
+        # Eager activity dispatch: the activity a workflow task schedules comes back in the
+        # task's own completion response, saving a round trip on every step of a node run.
+        args += ["--dynamic-config-value", "system.enableActivityEagerExecution=true"]
         return args
 
     async def start(self) -> None:
