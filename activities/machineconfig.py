@@ -56,6 +56,8 @@ from activities.models import (
     CordonResult,
     DaemonState,
     DeleteAllPodsInput,
+    DeleteBlockingPodsInput,
+    DeleteBlockingPodsResult,
     DeleteAllPodsResult,
     DrainInput,
     DrainReport,
@@ -506,6 +508,7 @@ class ClusterActivities:
             self.check_pods_ready,
             self.delete_all_pods,
             self.set_network_type,
+            self.delete_blocking_pods,
         ]
 
     # --- reads ----------------------------------------------------------------------------------
@@ -908,6 +911,38 @@ class ClusterActivities:
             message=input.message,
             type=input.type,
         )
+
+    @activity.defn(name="delete_blocking_pods")
+    def delete_blocking_pods(self, input: DeleteBlockingPodsInput) -> DeleteBlockingPodsResult:
+        """The ``delete-pod`` decision: DELETE each named pod (its own grace period) although
+        its PodDisruptionBudget refuses the eviction, but only while it still runs on
+        ``input.node`` (GET first: a pod rescheduled elsewhere or gone is not touched; 404 counts
+        as gone). Idempotent: a retry finds the deleted pods gone or terminating."""
+        gw = self.gateway
+        deleted: list[str] = []
+        gone: list[str] = []
+        for key in input.pods:
+            namespace, _, name = key.partition("/")
+            if not namespace or not name:
+                raise _fail("InvalidInput", f"pod {key!r} is not namespace/name")
+            try:
+                pod = gw.get_pod(namespace, name)
+                if (pod.get("spec") or {}).get("nodeName") != input.node:
+                    gone.append(key)
+                    continue
+                if _meta(pod).get("deletionTimestamp"):
+                    deleted.append(key)
+                    continue
+                gw.delete_pod(namespace, name)
+            except NotFound:
+                gone.append(key)
+                continue
+            deleted.append(key)
+        _log().warning(
+            f"node {input.node}: deleted {', '.join(deleted) or 'no pod'} despite their disruption budgets "
+            f"(decision delete-pod by {input.decided_by}" + (f": {input.comment}" if input.comment else "") + ")"
+        )
+        return DeleteBlockingPodsResult(deleted=deleted, gone=gone)
 
     # --- pools and cluster health ---------------------------------------------------------------
 

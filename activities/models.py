@@ -348,3 +348,80 @@ class SetNetworkTypeInput(BaseModel):
 class SetNetworkTypeResult(BaseModel):
     changed: bool
     previous: str | None = None
+
+
+# --- blocked drain: decisions and diagnosis ----------------------------------------------------
+
+
+class DeleteBlockingPodsInput(BaseModel):
+    """Delete the pods that block a drain despite their PodDisruptionBudget: the operator's
+    ``delete-pod`` decision (R2). ``pods`` are ``namespace/name`` from the drain report; a pod
+    is deleted only while it still runs on ``node`` (a pod that moved or is gone is left alone).
+    ``decided_by`` and ``comment`` go into the log and the Event on the node."""
+
+    node: str
+    pods: list[str]
+    decided_by: str
+    comment: str = ""
+
+
+class DeleteBlockingPodsResult(BaseModel):
+    """``deleted``: DELETE requests that succeeded; ``gone``: pods already gone or no longer on the node."""
+
+    deleted: list[str] = Field(default_factory=list)
+    gone: list[str] = Field(default_factory=list)
+
+
+class PoolConditionReport(BaseModel):
+    """One MachineConfigPool condition as the API shows it."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+
+class NodeDiagnosis(BaseModel):
+    """A pool node that is not at the pool's target config, or degraded, or cordoned."""
+
+    name: str
+    current_config: str | None = None
+    desired_config: str | None = None
+    state: str | None = None
+    reason: str | None = None
+    desired_drain: str | None = None
+    last_applied_drain: str | None = None
+    unschedulable: bool = False
+    cordoned_by: str | None = None
+    ready: bool = False
+
+
+class DrainBlocker(BaseModel):
+    """A PodDisruptionBudget that allows no disruption, with its pods on the pool's nodes."""
+
+    pdb: PDBReport
+    pods: list[str] = Field(default_factory=list)
+
+
+class PoolDiagnosis(BaseModel):
+    """``lockkeeper diagnose pool NAME``: everything R2's operator needed, read-only from the API.
+
+    ``target_config``: spec.configuration.name (what the pool wants); ``nodes_not_at_target``;
+    ``degraded`` (state Degraded/Unreconcilable with their ``reason`` annotation);
+    ``drain_blockers`` (budgets with 0 disruptions allowed covering pods on the pool's nodes);
+    ``pending_pods`` (cluster-wide, with their latest FailedScheduling message);
+    ``conditions`` and machine counts of the pool."""
+
+    pool: str
+    target_config: str | None = None
+    current_config: str | None = None
+    machine_count: int = 0
+    updated_machine_count: int = 0
+    ready_machine_count: int = 0
+    degraded_machine_count: int = 0
+    nodes: list[str] = Field(default_factory=list)
+    nodes_not_at_target: list[NodeDiagnosis] = Field(default_factory=list)
+    degraded: list[NodeDiagnosis] = Field(default_factory=list)
+    drain_blockers: list[DrainBlocker] = Field(default_factory=list)
+    pending_pods: list[PendingPodReport] = Field(default_factory=list)
+    conditions: list[PoolConditionReport] = Field(default_factory=list)

@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         UncordonResult,
     )
     from workflows import activity_calls as acts
+    from workflows.decisions import check_decision
     from workflows.lease import LeaseWorkflow
     from workflows.models import (
         FINAL_NODE_PHASES,
@@ -48,6 +49,10 @@ with workflow.unsafe.imports_passed_through():
         ApproveInput,
         ControlInput,
         ControlResult,
+        DecideInput,
+        DecideResult,
+        DrainDecision,
+        DrainDecisionSignal,
         Gate,
         GateDecisionResult,
         GateKind,
@@ -149,6 +154,8 @@ class MachineConfigRolloutWorkflow:
         self._sa_status: str | None = None
         self._abort_reason = ""
         self._timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds)
+        #: node -> (attempt, number of its decision records already in gate_history)
+        self._decisions_seen: dict[str, tuple[int, int]] = {}
 
     # --- queries ------------------------------------------------------------------------------
 
@@ -180,6 +187,9 @@ class MachineConfigRolloutWorkflow:
         ns.cordoned_by_us = progress.cordoned_by_us
         if progress.drain_report is not None or progress.phase != NodePhase.BLOCKED:
             ns.drain_report = progress.drain_report
+        ns.blocked_since = progress.blocked_since
+        ns.decision_gate = progress.decision_gate
+        self._merge_decisions(progress.node, progress.attempt, progress.decisions)
         if progress.warning and progress.warning != ns.warning:
             ns.warning = progress.warning
             self._status.warnings.append(f"{progress.node}: {progress.warning}")
@@ -257,6 +267,64 @@ class MachineConfigRolloutWorkflow:
         if state == GateState.REJECTED:
             self._pause(f"gate {gate.id} rejected by {identity}" + (f": {comment}" if comment else ""))
         self._touch()
+
+    # --- updates: blocked-drain decisions -------------------------------------------------------
+
+    def _merge_decisions(self, node: str, attempt: int, records: list[GateRecord]) -> None:
+        """Append a node run's new decision-gate records (opened/decided/timeout/cancelled) to
+        gate_history; the child sends its whole list, so only the unseen tail is added."""
+        seen_attempt, seen = self._decisions_seen.get(node, (attempt, 0))
+        if seen_attempt != attempt:
+            seen = 0
+        if len(records) > seen:
+            self._status.gate_history.extend(r.model_copy() for r in records[seen:])
+            self._decisions_seen[node] = (attempt, len(records))
+
+    @workflow.update
+    async def decide(self, input: DecideInput) -> DecideResult:
+        """Answer a blocked drain's decision gate (``drain/{node}``): wait, skip, delete-pod or
+        abort. The node run applies it and records who/when/which/comment; ``abort`` also aborts
+        the whole rollout."""
+        ns = self._status.nodes[input.node]
+        gate = ns.decision_gate
+        assert gate is not None
+        # Marked at once so a second decision on the same gate is refused by the validator.
+        gate.state, gate.decided_by, gate.decided_at = GateState.DECIDED, input.identity, workflow.now()
+        gate.decision, gate.comment = input.decision, input.comment
+        handle = self._children.get(input.node)
+        signal = DrainDecisionSignal(
+            decision=input.decision, identity=input.identity, comment=input.comment, at=workflow.now()
+        )
+        if handle is not None:
+            await handle.signal("drain_decision", signal)
+        if input.decision == DrainDecision.ABORT:
+            self._request_abort(
+                f"abort decided on the blocked drain of {input.node} by {input.identity}"
+                + (f": {input.comment}" if input.comment else ""),
+                input.identity,
+            )
+        self._touch()
+        return DecideResult(
+            gate_id=gate.id, decision=input.decision, message=f"{input.decision} decided for node {input.node} by {input.identity}"
+        )
+
+    @decide.validator
+    def _validate_decide(self, input: DecideInput) -> None:
+        ns = self._status.nodes.get(input.node)
+        if ns is None:
+            known = ", ".join(sorted(self._status.nodes)) or "none yet (still planning)"
+            raise ValueError(f"unknown node {input.node!r}; nodes of this rollout: {known}")
+        if self._finished():
+            raise ValueError(f"rollout already {self._base_phase}")
+        if input.node not in self._children:
+            raise ValueError(f"node {input.node} is not in flight (it is {ns.phase})")
+        check_decision(
+            input,
+            ns.decision_gate,
+            requested_by=self._in.requested_by,
+            four_eyes=self._in.four_eyes,
+            allowed_approvers=self._in.allowed_approvers,
+        )
 
     # --- updates: control ---------------------------------------------------------------------
 
@@ -425,7 +493,18 @@ class MachineConfigRolloutWorkflow:
                     totals.pending += 1
         s.totals = totals
         waiting = [g for g in s.gates if g.state == GateState.WAITING]
-        if waiting:
+        deciding = [
+            n for n in s.nodes.values() if n.decision_gate is not None and n.decision_gate.state == GateState.WAITING
+        ]
+        if deciding and not waiting:
+            n = deciding[0]
+            gate = n.decision_gate
+            s.waiting_for = (
+                f"a decision on the blocked drain of node {n.name} (gate {gate.id}): "
+                f"lockkeeper decide {s.workflow_id} {n.name} wait|skip|delete-pod|abort"
+            )
+            s.since, s.deadline = gate.opened_at, gate.timeout_at
+        elif waiting:
             g = waiting[0]
             s.waiting_for, s.since, s.deadline = f"approval of gate {g.id}", g.opened_at, g.timeout_at
         elif s.phase == RolloutPhase.PAUSED:
@@ -701,6 +780,9 @@ class MachineConfigRolloutWorkflow:
             wait_activity_timeout_seconds=i.wait_activity_timeout_seconds,
             activity_timeout_seconds=i.activity_timeout_seconds,
             activity_heartbeat_timeout_seconds=i.activity_heartbeat_timeout_seconds,
+            decide_after_seconds=i.decide_after_seconds,
+            decision_timeout_seconds=i.decision_timeout_seconds,
+            decision_timeout_outcome=i.decision_timeout_outcome,
         )
         handle = await workflow.start_child_workflow(
             NodeRolloutWorkflow.run,
@@ -722,6 +804,10 @@ class MachineConfigRolloutWorkflow:
             result = NodeRolloutResult(node=node, outcome="failed", attempt=attempt, reason=message, finished_at=workflow.now())
         self._children.pop(node, None)
         self._results[node] = result
+        self._merge_decisions(node, attempt, result.decisions)
+        if result.abort_requested and not self._abort:
+            # The node's decision gate timed out with the declared default "abort".
+            self._request_abort(f"node {node}: {result.reason}", "timeout")
         ns = self._status.nodes[node]
         ns.phase = {
             "done": NodePhase.DONE,
@@ -734,7 +820,7 @@ class MachineConfigRolloutWorkflow:
         ns.cordoned_by_us = result.cordoned_by_us
         ns.finished_at = result.finished_at or workflow.now()
         ns.since = ns.finished_at
-        ns.waiting_for, ns.deadline = None, None
+        ns.waiting_for, ns.deadline, ns.blocked_since = None, None, None
         if result.outcome in ("done", "skipped", "aborted"):
             ns.step = "finished"
         if result.outcome == "degraded" and not self._in.pause_on_degraded:

@@ -16,7 +16,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from activities.models import DrainReport
 
@@ -62,6 +62,28 @@ class GateKind(StrEnum):
     NODE = "node"
     CANARY = "canary"
     STEP = "step"
+    #: A blocked drain's decision gate (id ``drain/{node}``), answered with ``decide``.
+    DRAIN = "drain"
+
+
+class DrainDecision(StrEnum):
+    """The operator's answer to a blocked drain (R2; kured #78/#82, MCO's 1 h drain degrade).
+
+    ``wait``: keep retrying the drain and ask again after another ``decide_after``;
+    ``skip``: uncordon only if we cordoned, put the node back (desiredConfig=currentConfig for a
+    MachineConfig rollout) and go on with the next node; ``delete-pod``: delete the blocking pods
+    despite their PodDisruptionBudget (needs an identity; four-eyes and allowed approvers apply);
+    ``abort``: stop the whole procedure at its safe points.
+    """
+
+    WAIT = "wait"
+    SKIP = "skip"
+    DELETE_POD = "delete-pod"
+    ABORT = "abort"
+
+
+#: Outcomes a decision timeout may apply: never ``delete-pod`` (nobody approved it).
+TIMEOUT_DECISIONS = frozenset({DrainDecision.WAIT, DrainDecision.SKIP, DrainDecision.ABORT})
 
 
 class GateState(StrEnum):
@@ -70,6 +92,8 @@ class GateState(StrEnum):
     REJECTED = "rejected"
     TIMED_OUT = "timed-out"
     CANCELLED = "cancelled"
+    #: A drain decision gate answered (``Gate.decision`` says which).
+    DECIDED = "decided"
 
 
 class RolloutPhase(StrEnum):
@@ -123,6 +147,12 @@ class NodeStep(StrEnum):
 # --- input ---------------------------------------------------------------------------------------
 
 
+def _check_timeout_outcome(v: DrainDecision) -> DrainDecision:
+    if v not in TIMEOUT_DECISIONS:
+        raise ValueError("a decision timeout may only wait, skip or abort; delete-pod needs a person's approval")
+    return v
+
+
 class MachineConfigRolloutInput(BaseModel):
     """Start a MachineConfig rollout (lockkeeper standing in for the machine-config-controller).
 
@@ -144,6 +174,10 @@ class MachineConfigRolloutInput(BaseModel):
       crashed worker is retried. Both short, because the daemon's deadlines keep running.
     - ``search_attributes``: upsert the Lockkeeper* search attributes (turn off only where the
       server has not registered them, e.g. the time-skipping test server).
+    - ``decide_after_seconds``: a drain blocked this long (seconds) opens the node's decision gate
+      (``drain/{node}``; None never asks); ``decision_timeout_seconds`` (None: wait forever) then
+      applies ``decision_timeout_outcome`` (wait, skip or abort; never delete-pod), recorded as
+      a timeout.
     """
 
     cluster: str = "default"
@@ -173,6 +207,14 @@ class MachineConfigRolloutInput(BaseModel):
     activity_timeout_seconds: float = 10.0
     activity_heartbeat_timeout_seconds: float = 10.0
     search_attributes: bool = True
+    decide_after_seconds: float | None = 600.0
+    decision_timeout_seconds: float | None = None
+    decision_timeout_outcome: DrainDecision = DrainDecision.WAIT
+
+    @field_validator("decision_timeout_outcome")
+    @classmethod
+    def _no_unapproved_delete(cls, v: DrainDecision) -> DrainDecision:
+        return _check_timeout_outcome(v)
 
 
 # --- plan ----------------------------------------------------------------------------------------
@@ -246,6 +288,8 @@ class NodeStatus(BaseModel):
     finished_at: datetime | None = None
     attempt: int = 0
     cordoned_by_us: bool = False
+    blocked_since: datetime | None = None
+    decision_gate: Gate | None = None
 
 
 class Gate(BaseModel):
@@ -261,20 +305,25 @@ class Gate(BaseModel):
     decided_by: str | None = None
     decided_at: datetime | None = None
     comment: str = ""
+    decision: DrainDecision | None = None
+    choices: list[DrainDecision] = Field(default_factory=list)
 
 
 class GateRecord(BaseModel):
-    """One entry of the gate history: ``action`` opened/approved/rejected/timeout/cancelled.
+    """One entry of the gate history: ``action`` opened/approved/rejected/decided/timeout/cancelled.
 
-    For a timeout ``by`` is ``"timeout"`` and ``outcome`` the declared outcome applied.
+    For a timeout ``by`` is ``"timeout"`` and ``outcome`` the declared outcome applied (for a
+    drain decision gate ``decision`` holds the applied decision). ``decided`` records a drain
+    decision: ``by`` who, ``at`` when, ``decision`` which, ``comment`` why.
     """
 
     gate_id: str
-    action: Literal["opened", "approved", "rejected", "timeout", "cancelled"]
+    action: Literal["opened", "approved", "rejected", "decided", "timeout", "cancelled"]
     by: str
     at: datetime
     comment: str = ""
     outcome: GateTimeoutOutcome | None = None
+    decision: DrainDecision | None = None
 
 
 class RolloutTotals(BaseModel):
@@ -358,6 +407,30 @@ class NodeControlInput(BaseModel):
     comment: str = ""
 
 
+class DecideInput(BaseModel):
+    """Answer ``node``'s open drain decision gate with ``decision`` as ``identity``."""
+
+    node: str
+    decision: DrainDecision
+    identity: str
+    comment: str = ""
+
+
+class DecideResult(BaseModel):
+    gate_id: str
+    decision: DrainDecision
+    message: str
+
+
+class DrainDecisionSignal(BaseModel):
+    """Parent -> node run (signal ``drain_decision``): a validated decision to apply."""
+
+    decision: DrainDecision
+    identity: str
+    comment: str = ""
+    at: datetime | None = None
+
+
 class GateDecisionResult(BaseModel):
     gate_id: str
     state: GateState
@@ -422,6 +495,9 @@ class NodeRolloutInput(BaseModel):
     wait_activity_timeout_seconds: float = 60.0
     activity_timeout_seconds: float = 10.0
     activity_heartbeat_timeout_seconds: float = 10.0
+    decide_after_seconds: float | None = None
+    decision_timeout_seconds: float | None = None
+    decision_timeout_outcome: DrainDecision = DrainDecision.WAIT
 
 
 class NodeRolloutResult(BaseModel):
@@ -438,6 +514,8 @@ class NodeRolloutResult(BaseModel):
     drain_seconds: float | None = None
     reboot_seconds: float | None = None
     drain_report: DrainReport | None = None
+    decisions: list[GateRecord] = Field(default_factory=list)
+    abort_requested: bool = False
 
 
 class NodeProgress(BaseModel):
@@ -454,6 +532,62 @@ class NodeProgress(BaseModel):
     reason: str | None = None
     drain_report: DrainReport | None = None
     cordoned_by_us: bool = False
+    blocked_since: datetime | None = None
+    decision_gate: Gate | None = None
+    decisions: list[GateRecord] = Field(default_factory=list)
+
+
+# --- standalone node drain -----------------------------------------------------------------------
+
+#: Procedure name of the standalone drain (``LockkeeperProcedure``).
+PROCEDURE_NODE_DRAIN = "node-drain"
+
+
+class NodeDrainInput(BaseModel):
+    """Take one node out for maintenance durably (node-maintenance-operator style): cordon
+    (recording ``lockkeeper.io/cordoned-by``), drain with the blocked-drain report and decision
+    gate, optionally run ``reboot_command`` (argv) and, with ``uncordon_after``, uncordon it again
+    (only if we cordoned it). Knobs and decision rules as in :class:`MachineConfigRolloutInput`.
+    """
+
+    node: str
+    cluster: str = "default"
+    requested_by: str = "unknown"
+    four_eyes: bool = False
+    allowed_approvers: list[str] = Field(default_factory=list)
+    reboot_command: list[str] | None = None
+    uncordon_after: bool = False
+    decide_after_seconds: float | None = 600.0
+    decision_timeout_seconds: float | None = None
+    decision_timeout_outcome: DrainDecision = DrainDecision.WAIT
+    drain_backoff_initial_seconds: float = 5.0
+    drain_backoff_max_seconds: float = 60.0
+    drain_wait_seconds: float = 30.0
+    activity_timeout_seconds: float = 10.0
+    activity_heartbeat_timeout_seconds: float = 10.0
+    search_attributes: bool = True
+
+    @field_validator("decision_timeout_outcome")
+    @classmethod
+    def _no_unapproved_delete(cls, v: DrainDecision) -> DrainDecision:
+        return _check_timeout_outcome(v)
+
+    @field_validator("reboot_command")
+    @classmethod
+    def _argv(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and (not v or not v[0].strip()):
+            raise ValueError("reboot_command must be a non-empty argv list")
+        return v
+
+
+class NodeDrainResult(MachineConfigRolloutResult):
+    """A rollout-shaped result (so ``lockkeeper status`` reads both): ``outcome`` completed
+    (drained, and uncordoned with ``uncordon_after``) or aborted (abort or skip decision: the
+    node was uncordoned if we had cordoned it); ``nodes`` holds the one node."""
+
+    node: str = ""
+    drained: bool = False
+    uncordoned: bool = False
 
 
 # --- lease ---------------------------------------------------------------------------------------

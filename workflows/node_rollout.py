@@ -31,12 +31,9 @@ with workflow.unsafe.imports_passed_through():
         ANN_LAST_APPLIED_DRAIN,
         CordonInput,
         CordonResult,
-        DrainInput,
         DrainReport,
-        DrainResult,
         NodeInfo,
         ReadNodeInput,
-        RecordEventInput,
         SetNodeAnnotationsInput,
         UncordonInput,
         UncordonResult,
@@ -46,7 +43,15 @@ with workflow.unsafe.imports_passed_through():
         uncordon_value,
     )
     from workflows import activity_calls as acts
-    from workflows.models import NodePhase, NodeProgress, NodeRolloutInput, NodeRolloutResult, NodeStep
+    from workflows.decisions import DrainGateState, DrainLoop, drain_until_done
+    from workflows.models import (
+        DrainDecisionSignal,
+        NodePhase,
+        NodeProgress,
+        NodeRolloutInput,
+        NodeRolloutResult,
+        NodeStep,
+    )
     from workflows.planning import is_at_target
 
 
@@ -74,7 +79,10 @@ class NodeRolloutWorkflow:
         self._progress = NodeProgress(node=input.node, attempt=input.attempt, phase=NodePhase.PENDING)
         self._cordoned_by_us = False
         self._warned: set[str] = set()
-        self._event_recorded = False
+        self._drain = DrainGateState(
+            input.node, input.decide_after_seconds, input.decision_timeout_seconds, input.decision_timeout_outcome
+        )
+        self._abort_requested = False
         self._signals: list[asyncio.Future[None]] = []
         self._timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds)
 
@@ -90,6 +98,13 @@ class NodeRolloutWorkflow:
     def abort(self, identity: str = "") -> None:
         """Abort at the next safe point (rollback before the drain hand-off, complete after it)."""
         self._stop, self._stop_by = "abort", identity
+
+    @workflow.signal
+    def drain_decision(self, decision: DrainDecisionSignal) -> None:
+        """A decision on this node's blocked drain, validated by the procedure's ``decide``
+        update; applied at the end of the current backoff (ignored when no gate waits)."""
+        if not self._drain.receive(decision):
+            workflow.logger.info("node %s: decision %s ignored, no gate waiting", self._in.node, decision.decision)
 
     @workflow.query
     def progress(self) -> NodeProgress:
@@ -125,6 +140,9 @@ class NodeRolloutWorkflow:
             reason=reason,
             drain_report=drain_report,
             cordoned_by_us=self._cordoned_by_us,
+            blocked_since=self._drain.blocked_since if phase == NodePhase.BLOCKED else None,
+            decision_gate=self._drain.gate.model_copy() if self._drain.gate is not None else None,
+            decisions=list(self._drain.records),
         )
         if progress == p:
             return
@@ -194,6 +212,8 @@ class NodeRolloutWorkflow:
             cordoned_by_us=self._cordoned_by_us,
             started_at=self._started,
             finished_at=workflow.now(),
+            decisions=list(self._drain.records),
+            abort_requested=self._abort_requested,
             **kw,
         )
 
@@ -352,48 +372,56 @@ class NodeRolloutWorkflow:
             timeouts=self._timeouts,
         )
         self._cordoned_by_us = self._cordoned_by_us or cordon.cordoned_by_us
-        backoff = input.drain_backoff_initial_seconds
-        while True:
-            if self._stop:
-                raise _Stopped()
+
+        async def before_pass() -> None:
             warning = self._warn_deadline("drain hand-off", asked, input.daemon_drain_deadline_seconds)
             if self._progress.phase != NodePhase.BLOCKED:
                 await self._report(NodePhase.RUNNING, NodeStep.DRAIN, "evicted pods to be gone", deadline=deadline, warning=warning)
-            drain: DrainResult = await acts.call(
-                acts.DRAIN_NODE,
-                DrainInput(node=input.node, wait_seconds=input.drain_wait_seconds),
-                DrainResult,
-                seconds=input.drain_wait_seconds,
-                heartbeat=True,
-                timeouts=self._timeouts,
-            )
-            if drain.done:
-                break
+
+        async def blocked(report: DrainReport, reason: str) -> None:
             warning = self._warn_deadline("drain hand-off", asked, input.daemon_drain_deadline_seconds)
-            report = drain.blocked or DrainReport()
-            blocked_pods = ", ".join(f"{p.namespace}/{p.name}" for p in report.blocked_pods) or ", ".join(drain.remaining)
-            reason = f"drain blocked by {blocked_pods}" if report.blocked_pods else f"pods still terminating: {blocked_pods}"
             await self._report(
-                NodePhase.BLOCKED, NodeStep.DRAIN, "the blocking pods to become evictable (drain retried with backoff)",
+                NodePhase.BLOCKED, NodeStep.DRAIN, self._blocked_waiting_for(),
                 deadline=deadline, warning=warning, reason=reason, drain_report=report,
             )
-            if not self._event_recorded:
-                self._event_recorded = True
-                await acts.call(
-                    acts.RECORD_NODE_EVENT,
-                    RecordEventInput(node=input.node, reason="DrainBlocked", message=reason, type="Warning"),
-                    None,
-                    timeouts=self._timeouts,
-                )
-            # The timer is interruptible: skip/abort should not wait out a 60 s backoff.
-            try:
-                await workflow.wait_condition(lambda: self._stop is not None, timeout=backoff)
-            except TimeoutError:
-                pass
-            backoff = min(backoff * 2, input.drain_backoff_max_seconds)
+
+        async def changed() -> None:
+            p = self._progress
+            await self._report(
+                p.phase, p.step, self._blocked_waiting_for(), deadline=p.deadline, reason=p.reason, drain_report=p.drain_report
+            )
+
+        outcome = await drain_until_done(
+            DrainLoop(
+                node=input.node,
+                wait_seconds=input.drain_wait_seconds,
+                backoff_initial=input.drain_backoff_initial_seconds,
+                backoff_max=input.drain_backoff_max_seconds,
+                timeouts=self._timeouts,
+                before_pass=before_pass,
+                blocked=blocked,
+                changed=changed,
+                stopped=lambda: self._stop is not None,
+            ),
+            self._drain,
+        )
+        if outcome != "drained":
+            if outcome in ("skip", "abort") and self._stop is None:
+                gate = self._drain.gate
+                self._stop, self._stop_by = outcome, (gate.decided_by if gate else None)
+                self._abort_requested = outcome == "abort"
+            raise _Stopped()
         await self._report(NodePhase.RUNNING, NodeStep.HAND_OFF_DRAIN, deadline=deadline)
         await self._annotate({ANN_LAST_APPLIED_DRAIN: drain_v})
         return (workflow.now() - asked).total_seconds()
+
+    def _blocked_waiting_for(self) -> str:
+        gate = self._drain.open_gate
+        if gate is not None:
+            return f"a decision on gate {gate.id}: wait, skip, delete-pod or abort"
+        if self._drain.next_ask is not None:
+            return f"the blocking pods to become evictable (decision asked at {self._drain.next_ask.isoformat()})"
+        return "the blocking pods to become evictable (drain retried with backoff)"
 
     async def _degraded(self, node: NodeInfo, step: NodeStep) -> NodeRolloutResult:
         reason = node.reason or f"state {node.state}"
