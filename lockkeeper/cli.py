@@ -526,6 +526,143 @@ async def _watch(handle: Any, console: Any, *, live: bool, interval: float = 1.0
     return await handle.result()
 
 
+# --- start etcd-backup / etcd-restore (R3) -----------------------------------------------------------
+
+
+def load_members_file(path: str, **overrides: Any) -> Any:
+    """Read and validate ``members.yaml`` (:class:`workflows.etcd_models.EtcdMembersFile`);
+    ``overrides`` (None values ignored) replace its top-level fields. Raises :class:`CliError`
+    (exit 2) with one line per problem; nothing is contacted."""
+    from pathlib import Path
+
+    import yaml
+    from pydantic import ValidationError
+
+    from workflows.etcd_models import EtcdMembersFile
+
+    try:
+        doc = yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        raise CliError(f"--members: cannot read {path}: {exc.strerror or exc}", EXIT_USAGE) from None
+    except yaml.YAMLError as exc:
+        raise CliError(f"--members: {path} is not valid YAML: {exc}", EXIT_USAGE) from None
+    if isinstance(doc, list):
+        doc = {"members": doc}
+    if not isinstance(doc, dict):
+        raise CliError(f"--members: {path} must hold a mapping with `members:`", EXIT_USAGE)
+    doc.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return EtcdMembersFile.model_validate(doc)
+    except ValidationError as exc:
+        raise CliError(f"invalid members file {path}:\n  " + _validation_lines(exc), EXIT_USAGE) from None
+
+
+def _validation_lines(exc: Any) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        lines.append(f"{loc}: {msg}" if loc else msg)
+    return "\n  ".join(lines)
+
+
+def _etcd_id(kind: str) -> str:
+    import secrets
+    from datetime import UTC, datetime
+
+    return f"{kind}-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+async def _start_etcd(settings: Any, workflow: str, inp: Any, result_type: Any, wid: str, wait: bool, output: str, who: str) -> int:
+    from lockkeeper import output as out
+
+    client = await _connect(settings, identity=who)
+    from temporalio.exceptions import WorkflowAlreadyStartedError
+
+    try:
+        handle = await client.start_workflow(workflow, inp, id=wid, task_queue=settings.task_queue, result_type=result_type)
+    except WorkflowAlreadyStartedError:
+        raise CliError(f"refused: a workflow with ID {wid} already exists", EXIT_FAILED) from None
+    _err(f"started {handle.id}")
+    if not wait:
+        print(out.dump({"workflow_id": handle.id}, "json" if output == "table" else output))
+        _err(f"follow it with: temporal workflow query --name status -w {handle.id}")
+        return EXIT_OK
+    res = await handle.result()
+    print(out.dump(res, "yaml" if output == "table" else output))
+    ok = res.ok if hasattr(res, "ok") else res.outcome == "completed"
+    _err(res.message)
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+@start_app.command("etcd-backup")
+def start_etcd_backup(
+    ctx: typer.Context,
+    members: str = typer.Option(..., "--members", help="members.yaml (validated before anything runs)."),
+    attempts: int = typer.Option(2, "--attempts", min=1, help="Tries per member."),
+    workflow_id: str | None = typer.Option(None, "--id", help="Workflow ID (default: generated)."),
+    wait: bool = typer.Option(False, "--wait", help="Wait; exit 0 only if every member was backed up."),
+    identity: str | None = IdentityOpt,
+    output: str = OutputOpt,
+) -> None:
+    """Snapshot every etcd member (a barrier: the result names any member that failed)."""
+    from workflows.etcd_models import EtcdBackupInput, EtcdBackupResult
+
+    output = _check_output(output)
+    try:
+        mf = load_members_file(members)
+    except CliError as exc:
+        _err(f"error: {exc}")
+        raise typer.Exit(exc.code) from None
+    settings = _cli_settings(ctx)
+    inp = EtcdBackupInput(members=mf.members, attempts=attempts)
+    _run(_start_etcd(settings, "EtcdBackupWorkflow", inp, EtcdBackupResult, workflow_id or _etcd_id("etcd-backup"),
+                     wait, output, _identity(identity)))
+
+
+@start_app.command("etcd-restore")
+def start_etcd_restore(
+    ctx: typer.Context,
+    members: str = typer.Option(..., "--members", help="members.yaml (validated before anything is stopped)."),
+    strategy: str = typer.Option(..., "--strategy", help="force-new-cluster | snapshot-restore"),
+    survivor: str | None = typer.Option(None, "--survivor", help="Member the new cluster starts from (default: first)."),
+    snapshot: str | None = typer.Option(None, "--snapshot", help="Snapshot path on the survivor's host (snapshot-restore)."),
+    auto_approve: bool = typer.Option(False, "--auto-approve", help="Pass the gates without asking (demo/test)."),
+    four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve."),
+    allowed_approver: list[str] = typer.Option([], "--allowed-approver", help="Who may approve (repeatable)."),
+    workflow_id: str | None = typer.Option(None, "--id", help="Workflow ID (default: generated)."),
+    wait: bool = typer.Option(False, "--wait", help="Wait; exit 0 only if the restore completed and verified."),
+    identity: str | None = IdentityOpt,
+    output: str = OutputOpt,
+) -> None:
+    """Restore etcd quorum (R3): stop all, new cluster from the survivor, re-add the others."""
+    from pydantic import ValidationError
+
+    from workflows.etcd_models import EtcdRestoreInput, EtcdRestoreResult, RestoreStrategy
+
+    output = _check_output(output)
+    try:
+        strat = RestoreStrategy(strategy)
+    except ValueError:
+        raise typer.BadParameter("must be force-new-cluster or snapshot-restore", param_hint="'--strategy'") from None
+    who = _identity(identity)
+    try:
+        mf = load_members_file(members, survivor=survivor, snapshot=snapshot)
+        inp = EtcdRestoreInput(
+            members=mf.members, strategy=strat, survivor=mf.survivor, snapshot=mf.snapshot, auto_approve=auto_approve,
+            requested_by=who, four_eyes=four_eyes, allowed_approvers=allowed_approver,
+        )
+    except CliError as exc:
+        _err(f"error: {exc}")
+        raise typer.Exit(exc.code) from None
+    except ValidationError as exc:
+        _err(f"error: invalid restore request:\n  {_validation_lines(exc)}")
+        raise typer.Exit(EXIT_USAGE) from None
+    settings = _cli_settings(ctx)
+    _run(_start_etcd(settings, "EtcdQuorumRestoreWorkflow", inp, EtcdRestoreResult,
+                     workflow_id or _etcd_id("etcd-restore"), wait, output, who))
+
+
 # --- status / list --------------------------------------------------------------------------------
 
 
