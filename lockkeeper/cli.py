@@ -920,6 +920,12 @@ def sim(ctx: typer.Context) -> None:
     raise typer.Exit(code if isinstance(code, int) else EXIT_OK)
 
 
+# Blocked drains (R2): decide, diagnose pool, start drain.
+from lockkeeper import cli_drain as _cli_drain  # noqa: E402 - it imports this module's helpers
+
+_cli_drain.register(app, start_app)
+
+
 def main() -> None:
     """Console entrypoint ``lockkeeper``.
 

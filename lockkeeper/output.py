@@ -12,9 +12,12 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from activities.models import PoolDiagnosis
 from workflows.models import (
+    GateState,
     MachineConfigRolloutResult,
     NodePhase,
+    NodeStatus,
     RolloutPlan,
     RolloutStatus,
 )
@@ -165,6 +168,9 @@ def status_view(st: RolloutStatus, now: datetime | None = None) -> RenderableTyp
             note.strip() or "-",
         )
     parts.append(nodes)
+    for n in st.nodes.values():
+        if n.drain_report is not None and (n.phase == NodePhase.BLOCKED or n.decision_gate is not None):
+            parts.append(blocked_view(n, st.workflow_id, now))
     if st.gates or st.gate_history:
         gates = Table(title="Gates", title_justify="left")
         for col in ("gate", "state", "opened", "timeout", "decided by", "at", "comment"):
@@ -192,6 +198,80 @@ def status_view(st: RolloutStatus, now: datetime | None = None) -> RenderableTyp
         )
     for w in st.warnings:
         parts.append(Text(f"warning: {w}", style="yellow"))
+    return Group(*parts)
+
+
+def blocked_view(n: NodeStatus, workflow_id: str = "ID", now: datetime | None = None) -> RenderableType:
+    """One readable block per blocked drain (R2): how long, which pods, which budgets with
+    their counts, the Pending replacements' FailedScheduling messages, and the decision gate."""
+    now = now or datetime.now(UTC)
+    t = Text()
+    t.append(f"Blocked drain on node {n.name}", style="bold yellow")
+    if n.blocked_since:
+        t.append(f": blocked for {fmt_duration((now - n.blocked_since).total_seconds())} (since {fmt_time(n.blocked_since)})")
+    rep = n.drain_report
+    for bp in rep.blocked_pods if rep else []:
+        t.append(f"\n  pod {bp.namespace}/{bp.name}: {bp.message}")
+        for c in bp.causes:
+            t.append(f"\n    {c}")
+        for pdb in bp.pdbs:
+            limit = f"minAvailable {pdb.min_available}" if pdb.min_available is not None else f"maxUnavailable {pdb.max_unavailable}"
+            t.append(
+                f"\n    PodDisruptionBudget {pdb.namespace}/{pdb.name}: {limit}, currentHealthy {pdb.current_healthy}, "
+                f"desiredHealthy {pdb.desired_healthy}, disruptionsAllowed {pdb.disruptions_allowed}"
+            )
+    for pr in rep.pending_replacements if rep else []:
+        t.append(f"\n  replacement {pr.namespace}/{pr.name} Pending: {pr.message or '(no FailedScheduling event)'}")
+    g = n.decision_gate
+    if g is not None and g.state == GateState.WAITING:
+        t.append(f"\n  decision gate {g.id} open since {fmt_time(g.opened_at, now)}", style="magenta")
+        if g.timeout_at:
+            t.append(f"; times out {fmt_time(g.timeout_at, now)}", style="magenta")
+        t.append(f"\n  decide: lockkeeper decide {workflow_id} {n.name} wait|skip|delete-pod|abort [--comment ...]")
+    elif g is not None:
+        t.append(f"\n  last decision on {g.id}: {g.decision or g.state} by {g.decided_by or '-'} at {fmt_time(g.decided_at)}")
+    return t
+
+
+def diagnosis_view(d: PoolDiagnosis) -> RenderableType:
+    """``lockkeeper diagnose pool``: target, nodes behind, degraded, drain blockers, Pending pods, conditions."""
+    head = Text()
+    head.append(f"MachineConfigPool {d.pool}", style="bold")
+    head.append(
+        f"  target {d.target_config or '-'}  current {d.current_config or '-'}\n"
+        f"machines {d.machine_count}, updated {d.updated_machine_count}, ready {d.ready_machine_count}, "
+        f"degraded {d.degraded_machine_count}"
+    )
+    parts: list[RenderableType] = [head]
+    cond = Table(title="Conditions", title_justify="left")
+    for col in ("type", "status", "reason", "message"):
+        cond.add_column(col, overflow="fold")
+    for c in d.conditions:
+        cond.add_row(c.type, c.status, c.reason or "-", c.message or "-")
+    parts.append(cond)
+    nodes = Table(title="Nodes not at the target config", title_justify="left")
+    for col in ("node", "currentConfig", "desiredConfig", "state", "reason", "desiredDrain", "lastAppliedDrain", "cordoned"):
+        nodes.add_column(col, overflow="fold")
+    for n in d.nodes_not_at_target:
+        nodes.add_row(
+            n.name, n.current_config or "-", n.desired_config or "-", n.state or "-", n.reason or "-",
+            n.desired_drain or "-", n.last_applied_drain or "-",
+            (f"yes ({n.cordoned_by})" if n.cordoned_by else "yes") if n.unschedulable else "no",
+        )
+    parts.append(nodes if d.nodes_not_at_target else Text("every node is at the target config", style="green"))
+    for n in d.degraded:
+        parts.append(Text(f"degraded: {n.name}: {n.reason or n.state}", style="bold red"))
+    for b in d.drain_blockers:
+        p = b.pdb
+        limit = f"minAvailable {p.min_available}" if p.min_available is not None else f"maxUnavailable {p.max_unavailable}"
+        parts.append(Text(
+            f"drain blocker: PodDisruptionBudget {p.namespace}/{p.name} ({limit}, currentHealthy {p.current_healthy}, "
+            f"desiredHealthy {p.desired_healthy}, disruptionsAllowed {p.disruptions_allowed}) covers {', '.join(b.pods)}",
+            style="yellow",
+        ))
+    for pp in d.pending_pods:
+        extra = f" (would replace {pp.replaces})" if pp.replaces else ""
+        parts.append(Text(f"pending: {pp.namespace}/{pp.name}{extra}: {pp.message or '(no FailedScheduling event)'}"))
     return Group(*parts)
 
 

@@ -8,9 +8,11 @@ from workflows.etcd_restore import EtcdQuorumRestoreWorkflow
 from workflows.lease import LeaseWorkflow
 from workflows.machineconfig_rollout import MachineConfigRolloutWorkflow
 from workflows.models import PROCEDURE_MACHINECONFIG_ROLLOUT
+from workflows.node_drain import NodeDrainWorkflow
 from workflows.node_rollout import NodeRolloutWorkflow
 
 WORKFLOWS = [MachineConfigRolloutWorkflow, NodeRolloutWorkflow, LeaseWorkflow]
+WORKFLOWS.append(NodeDrainWorkflow)
 #: etcd backup (barrier) and quorum restore (R3); their activities need no kubeconfig.
 WORKFLOWS += [EtcdBackupWorkflow, EtcdQuorumRestoreWorkflow]
 
@@ -22,4 +24,5 @@ __all__ = [
     "LeaseWorkflow",
     "MachineConfigRolloutWorkflow",
     "NodeRolloutWorkflow",
+    "NodeDrainWorkflow",
 ]
