@@ -286,7 +286,8 @@ class SSHExecutor:
                 try:
                     res = await conn.run(
                         self.remote_command(argv, env),
-                        input=stdin,
+                        # Always send EOF: a command reading stdin must not wait forever.
+                        input=(stdin or "").encode(),
                         timeout=timeout,
                         check=False,
                         encoding=None,

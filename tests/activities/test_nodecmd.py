@@ -1,0 +1,192 @@
+"""Node command backends: local subprocess, SSH against asyncssh's own server on loopback (host
+and client keys generated here), and the debug-pod request building (clustersim has no exec
+endpoint, so the pod manifest and exec argv are checked as data)."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+import pytest
+import pytest_asyncio
+
+from activities.etcd import override_flags, static_pod_with_overrides, systemd_dropin
+from activities.etcd_models import ExecBackend, HostAccess
+from activities.nodecmd import (
+    DebugPodExecutor,
+    ExecutorFactory,
+    LocalExecutor,
+    NodeCommandError,
+    SSHExecutor,
+    debug_exec_argv,
+    debug_pod_manifest,
+    debug_pod_name,
+)
+from lockkeeper.devserver import free_port
+
+TRICKY = ["printf", "%s|", "two words", "$(touch /tmp/lockkeeper-pwned)", "a;b", "'q'"]
+
+
+async def test_local_runs_argv_without_shell_and_caps_output() -> None:
+    ex = LocalExecutor()
+    res = await ex.run(TRICKY, timeout=10)
+    assert res.ok and res.stdout == "two words|$(touch /tmp/lockkeeper-pwned)|a;b|'q'|"
+    big = await ex.run([sys.executable, "-c", "print('x' * 5000)"], timeout=10, max_output=1000)
+    assert big.ok and len(big.stdout) == 1000 and big.stdout_truncated
+    err = await ex.run([sys.executable, "-c", "import sys; sys.stderr.write('bad'); sys.exit(3)"], timeout=10)
+    assert err.exit_code == 3 and err.stderr == "bad" and not err.ok
+    fed = await ex.run(["cat"], timeout=10, stdin="manifest: yes\n")
+    assert fed.stdout == "manifest: yes\n"
+    missing = await ex.run(["/no/such/binary"], timeout=5)
+    assert missing.exit_code == 127
+
+
+async def test_local_timeout_kills_the_command() -> None:
+    res = await LocalExecutor().run(["sleep", "30"], timeout=0.5)
+    assert res.timed_out and res.exit_code is None and res.duration_seconds < 10
+
+
+# --- ssh -------------------------------------------------------------------------------------------
+
+
+class _Server(asyncssh.SSHServer):
+    def begin_auth(self, username: str) -> bool:
+        return True
+
+    def password_auth_supported(self) -> bool:
+        return False
+
+
+async def _handle(process: asyncssh.SSHServerProcess) -> None:
+    """Run the command as the login shell would: split by shell rules, no interpolation needed
+    here because the client quoted every argument."""
+    argv = shlex.split(process.command or "")
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        data = await asyncio.wait_for(process.stdin.read(), 2)
+    except TimeoutError:
+        data = ""
+    out, err = await proc.communicate(data.encode() if isinstance(data, str) else data)
+    process.stdout.write(out.decode())
+    process.stderr.write(err.decode())
+    process.exit(proc.returncode or 0)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def ssh_server(tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
+    host_key = asyncssh.generate_private_key("ssh-ed25519")
+    client_key = asyncssh.generate_private_key("ssh-ed25519")
+    (tmp_path / "id_ed25519").write_bytes(client_key.export_private_key())
+    (tmp_path / "authorized_keys").write_bytes(client_key.export_public_key())
+    port = free_port()
+    (tmp_path / "known_hosts").write_text(
+        f"[127.0.0.1]:{port} {host_key.export_public_key().decode().strip()}\n"
+    )
+    other = asyncssh.generate_private_key("ssh-ed25519")
+    (tmp_path / "wrong_known_hosts").write_text(f"[127.0.0.1]:{port} {other.export_public_key().decode().strip()}\n")
+    server = await asyncssh.create_server(
+        _Server, "127.0.0.1", port, server_host_keys=[host_key],
+        authorized_client_keys=str(tmp_path / "authorized_keys"), process_factory=_handle,
+    )
+    try:
+        yield {"port": port, "dir": tmp_path}
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_ssh_runs_quoted_argv_with_verified_host_key(ssh_server: dict[str, Any]) -> None:
+    d = ssh_server["dir"]
+    factory = ExecutorFactory(
+        {"LOCKKEEPER_SSH_KEY": str(d / "id_ed25519"), "LOCKKEEPER_SSH_KNOWN_HOSTS": str(d / "known_hosts"),
+         "LOCKKEEPER_SSH_USER": "core"}
+    )
+    ex = factory.for_access(HostAccess(backend=ExecBackend.SSH, host="127.0.0.1", port=ssh_server["port"]))
+    assert isinstance(ex, SSHExecutor) and ex.user == "core"
+    res = await ex.run(TRICKY, timeout=10)
+    assert res.ok, res
+    assert res.stdout == "two words|$(touch /tmp/lockkeeper-pwned)|a;b|'q'|"
+    assert not Path("/tmp/lockkeeper-pwned").exists()
+    fail = await ex.run(["sh", "-c", "echo oops >&2; exit 4"], timeout=10)
+    assert fail.exit_code == 4 and fail.stderr == "oops\n"
+    envd = await ex.run(["sh", "-c", 'echo "$ETCD_NAME"'], timeout=10, env={"ETCD_NAME": "m2"}, stdin="")
+    assert envd.stdout == "m2\n"
+    slow = await ex.run(["sleep", "5"], timeout=0.5)
+    assert slow.timed_out and slow.exit_code is None
+
+
+async def test_ssh_refuses_unknown_host_key_and_missing_known_hosts(ssh_server: dict[str, Any]) -> None:
+    d = ssh_server["dir"]
+    wrong = SSHExecutor("127.0.0.1", port=ssh_server["port"], user="core", known_hosts=d / "wrong_known_hosts",
+                        client_keys=[str(d / "id_ed25519")])
+    with pytest.raises(NodeCommandError, match="127.0.0.1"):
+        await wrong.run(["true"], timeout=5)
+    missing = SSHExecutor("127.0.0.1", port=ssh_server["port"], user="core", known_hosts=d / "nope",
+                          client_keys=[str(d / "id_ed25519")])
+    with pytest.raises(NodeCommandError, match="host keys must be verified"):
+        await missing.run(["true"], timeout=5)
+
+
+# --- debug pod -------------------------------------------------------------------------------------
+
+
+def test_debug_pod_manifest_is_what_oc_debug_node_creates() -> None:
+    name = debug_pod_name("master-0.example.com", token="abc123")
+    assert name == "master-0-example-com-lockkeeper-debug-abc123" and len(name) <= 63
+    assert len(debug_pod_name("n" * 80, token="abc123")) <= 63
+    pod = debug_pod_manifest("master-0", namespace="openshift-etcd", image="img:1", name=name, lifetime_seconds=120)
+    spec = pod["spec"]
+    assert spec["nodeName"] == "master-0" and spec["hostPID"] and spec["hostNetwork"] and spec["hostIPC"]
+    assert spec["tolerations"] == [{"operator": "Exists"}] and spec["restartPolicy"] == "Never"
+    assert spec["activeDeadlineSeconds"] >= 120
+    (c,) = spec["containers"]
+    assert c["securityContext"] == {"privileged": True, "runAsUser": 0}
+    assert c["volumeMounts"] == [{"name": "host", "mountPath": "/host"}]
+    assert spec["volumes"] == [{"name": "host", "hostPath": {"path": "/", "type": "Directory"}}]
+    assert pod["metadata"]["namespace"] == "openshift-etcd"
+
+
+def test_debug_exec_argv_chroots_without_a_shell() -> None:
+    assert debug_exec_argv(["etcdctl", "member", "list"]) == ["chroot", "/host", "etcdctl", "member", "list"]
+    assert debug_exec_argv(["a b", "$(x)"], {"K": "v w"}) == ["chroot", "/host", "env", "K=v w", "a b", "$(x)"]
+    factory = ExecutorFactory({}, api_client_factory=lambda: pytest.fail("no API call while choosing a backend"))
+    ex = factory.for_access(HostAccess(backend=ExecBackend.DEBUG_POD, node="worker-1", namespace="ns"))
+    assert isinstance(ex, DebugPodExecutor) and ex.node == "worker-1" and ex.namespace == "ns"
+    with pytest.raises(ValueError, match="needs `node`"):
+        HostAccess(backend=ExecBackend.DEBUG_POD)
+
+
+# --- how one-off etcd starts are expressed -----------------------------------------------------------
+
+
+def test_override_flags_replaces_every_spelling() -> None:
+    argv = ["etcd", "--name=m1", "--initial-cluster", "a=1", "--force-new-cluster", "--initial-cluster-state=new", "-data-dir", "/d"]
+    out = override_flags(argv, {"initial-cluster": "m1=u", "initial-cluster-state": "existing", "force-new-cluster": "true"})
+    assert out == ["etcd", "--name=m1", "-data-dir", "/d", "--initial-cluster=m1=u", "--initial-cluster-state=existing",
+                   "--force-new-cluster=true"]
+    assert override_flags(["etcd", "--force-new-cluster=true", "--x=1"], {}) == ["etcd", "--force-new-cluster=true", "--x=1"]
+
+
+def test_systemd_dropin_and_static_pod_overrides() -> None:
+    text = systemd_dropin({"force-new-cluster": "true"})
+    assert "[Service]" in text and 'Environment="ETCD_FORCE_NEW_CLUSTER=true"' in text
+    manifest = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: etcd}\nspec:\n  containers:\n"
+        "  - name: etcd\n    env: [{name: ETCD_INITIAL_CLUSTER_STATE, value: new}, {name: KEEP, value: x}]\n"
+        "  - name: metrics\n"
+    )
+    import yaml
+
+    doc = yaml.safe_load(static_pod_with_overrides(manifest, "etcd", {"initial-cluster-state": "existing"}))
+    env = {e["name"]: e["value"] for e in doc["spec"]["containers"][0]["env"]}
+    assert env == {"KEEP": "x", "ETCD_INITIAL_CLUSTER_STATE": "existing"}
+    assert doc["metadata"]["annotations"]["lockkeeper.io/restore-overrides"] == "initial-cluster-state"
+    with pytest.raises(ValueError, match="no container"):
+        static_pod_with_overrides(manifest, "nope", {"force-new-cluster": "true"})
