@@ -19,7 +19,10 @@ from tests.e2e.harness import ClusterObserver, drive, start_rollout, successful_
 
 pytestmark = pytest.mark.e2e
 
-SCALE = 0.05
+# Kill recovery (activity heartbeat/start-to-close timeouts) costs seconds of real time per
+# kill; at 0.1 the daemon's scaled 10-minute uncordon deadline (60 s) leaves room for two kills
+# on the same node even on a loaded machine.
+SCALE = 0.1
 MCO = "machineconfiguration.openshift.io/"
 
 
@@ -60,6 +63,7 @@ NODE_POINTS: list[tuple[str, int, Callable[[Any], bool]]] = [
 ]
 
 
+@pytest.mark.timeout(540)
 async def test_worker_killed_at_every_handshake_step(sim_factory, worker_for, temporal_client, task_queue) -> None:
     scenario = generate_scenario(
         nodes=6, pods=24, pools={"worker": 6}, name="crash-matrix", reboot_seconds=20, pod_start_seconds=1,
@@ -104,9 +108,12 @@ async def test_worker_killed_at_every_handshake_step(sim_factory, worker_for, te
         temporal_client, task_queue, cluster="crash", pools=["worker"], max_unavailable=2,
         drain_backoff_initial_seconds=1, drain_backoff_max_seconds=3, drain_wait_seconds=5,
         daemon_drain_deadline_seconds=3600 * SCALE, daemon_uncordon_deadline_seconds=600 * SCALE,
+        # A killed worker's activities are retried after these timeouts: short ones keep the
+        # ten kills within the suite's time budget (the calls themselves take milliseconds).
+        activity_timeout_seconds=6, activity_heartbeat_timeout_seconds=5,
     )
     try:
-        result = await drive(handle, timeout=420, on_status=watch_evictions)
+        result = await drive(handle, timeout=500, on_status=watch_evictions)
     finally:
         watcher.cancel()
         sub.close()
