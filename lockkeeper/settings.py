@@ -86,6 +86,9 @@ class Settings(BaseSettings):
     kubeconfig: Path | None = Field(None, validation_alias=_aliases("kubeconfig", "KUBECONFIG"))
     kube_context: str | None = Field(None, validation_alias=_aliases("kube_context", "KUBE_CONTEXT"))
     in_cluster: bool = Field(False, validation_alias=_aliases("in_cluster"))
+    #: A worker for host procedures only (etcd, node commands), e.g. on a bastion host: it needs
+    #: no cluster credentials and registers no Kubernetes activities. Give it its own task queue.
+    host_only: bool = Field(False, validation_alias=_aliases("host_only"))
     cluster: str = Field("default", validation_alias=_aliases("cluster"))
     max_concurrent_activities: int = Field(50, ge=1, validation_alias=_aliases("max_concurrent_activities"))
     graceful_shutdown_seconds: float = Field(

@@ -58,7 +58,9 @@ async def run_worker(
     from lockkeeper.client import connect
     from workers import registry
 
-    if activities is None:
+    if activities is None and settings.host_only:
+        activities = registry.build_host_activities()
+    elif activities is None:
         settings.check_kubeconfig()
         activities = registry.build_activities(registry.build_gateway(settings))
     if workflows is None:
