@@ -319,6 +319,15 @@ def start_machineconfig_rollout(
     four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve."),
     allowed_approver: list[str] = typer.Option([], "--allowed-approver", help="Who may approve (repeatable)."),
     repair_network: bool = typer.Option(False, "--repair-network", help="R1: then wait for OVN, delete all pods (gated)."),
+    decide_after: float = typer.Option(
+        600.0, "--decide-after", help="Seconds a drain may stay blocked before its decision gate opens (0: never)."
+    ),
+    decision_timeout: float | None = typer.Option(
+        None, "--decision-timeout", help="Seconds a drain decision gate waits (default: forever)."
+    ),
+    decision_timeout_outcome: str = typer.Option(
+        "wait", "--decision-timeout-outcome", help="wait | skip | abort (never delete-pod)."
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and stop."),
     cluster: str | None = typer.Option(None, "--cluster", help="Cluster name (LOCKKEEPER_CLUSTER)."),
     workflow_id: str | None = typer.Option(None, "--id", help="Workflow ID (default: generated)."),
@@ -354,6 +363,14 @@ def start_machineconfig_rollout(
             raise typer.BadParameter("give a timezone (e.g. 2024-05-01T10:00:00Z)", param_hint="'--not-before'")
     if gate_timeout is not None and gate_timeout <= 0:
         raise typer.BadParameter("must be > 0 seconds", param_hint="'--gate-timeout'")
+    if decide_after < 0:
+        raise typer.BadParameter("must be >= 0 seconds", param_hint="'--decide-after'")
+    if decision_timeout is not None and decision_timeout <= 0:
+        raise typer.BadParameter("must be > 0 seconds", param_hint="'--decision-timeout'")
+    if decision_timeout_outcome not in ("wait", "skip", "abort"):
+        raise typer.BadParameter(
+            "must be wait, skip or abort (delete-pod always needs a person)", param_hint="'--decision-timeout-outcome'"
+        )
 
     settings = _cli_settings(ctx)
     who = _identity(identity)
@@ -373,6 +390,9 @@ def start_machineconfig_rollout(
             four_eyes=four_eyes,
             allowed_approvers=allowed_approver,
             repair_network=repair_network,
+            decide_after_seconds=decide_after or None,
+            decision_timeout_seconds=decision_timeout,
+            decision_timeout_outcome=decision_timeout_outcome,
         )
     except ValidationError as exc:
         _err(f"error: {exc}")

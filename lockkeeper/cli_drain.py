@@ -160,10 +160,41 @@ def start_drain(
         if argv:
             _err("note: --reboot-command is recorded but not run yet (no node-command activity is wired)")
         print(handle.id)
+        # Bad input (an unknown node) fails the workflow at its first read, before any write:
+        # report that here with exit 1 instead of leaving it to a later `status`.
+        await _wait_started(handle, node)
         _err(f"follow it with: lockkeeper status {handle.id}")
         return EXIT_OK
 
     _run(body())
+
+
+async def _wait_started(handle: Any, node: str, timeout: float = 30.0) -> None:
+    """Wait until the drain has cordoned ``node`` (its first write) or the workflow closed.
+
+    A closed run raises WorkflowFailureError (mapped to exit 1 with the cause, e.g.
+    ``NodeNotFound: node X not found``); after ``timeout`` seconds without either, returns
+    quietly (a worker may simply be slow to pick it up; ``status`` tells more)."""
+    import asyncio
+    import time
+
+    from temporalio.client import WorkflowExecutionStatus
+
+    from workflows.models import RolloutStatus
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+            await handle.result()
+            return
+        try:
+            st: RolloutStatus = await handle.query("status", result_type=RolloutStatus)
+        except Exception:  # noqa: BLE001 - no worker has the run yet; keep waiting
+            st = None
+        ns = st.nodes.get(node) if st is not None else None
+        if ns is not None and (ns.cordoned_by_us or ns.step not in (None, "cordon")):
+            return
+        await asyncio.sleep(0.3)
 
 
 def register(app: typer.Typer, start_app: typer.Typer) -> None:
