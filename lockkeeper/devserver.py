@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import TracebackType
+from typing import Self
 
 #: Search attributes (name → Temporal type) every lockkeeper procedure may upsert.
 SEARCH_ATTRIBUTES: dict[str, str] = {
@@ -109,7 +109,61 @@ async def stop_child(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> in
     return await asyncio.to_thread(proc.wait)
 
 
-class DevServer:
+class ChildProcess:
+    """The life cycle the dev server and worker children share: SIGTERM-then-SIGKILL ``stop``,
+    crash-like ``kill``, ``running``/``pid``, the tail of the log, and ``async with``.
+
+    Subclasses set ``_proc``, ``log_path`` and ``stop_timeout`` and define ``start()``.
+    """
+
+    _proc: subprocess.Popen[bytes] | None
+    log_path: Path
+    stop_timeout: float
+
+    @property
+    def running(self) -> bool:
+        """The child process exists and has not exited."""
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process ID while it runs."""
+        return self._proc.pid if self.running and self._proc else None
+
+    async def start(self) -> None:  # pragma: no cover - every subclass defines its own
+        raise TypeError(f"{type(self).__name__} must define start()")
+
+    async def stop(self) -> int | None:
+        """SIGTERM, then SIGKILL after ``stop_timeout`` seconds; returns the exit code."""
+        code = None
+        if self._proc is not None:
+            code = await stop_child(self._proc, self.stop_timeout)
+        self._proc = None
+        return code
+
+    async def kill(self) -> None:
+        """SIGKILL at once, as a crash would."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            await asyncio.to_thread(self._proc.wait)
+        self._proc = None
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last ``lines`` lines of the child's log (for error messages)."""
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return f"(no log at {self.log_path})"
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+class DevServer(ChildProcess):
     """``temporal server start-dev`` on loopback with an SQLite file in ``state_dir``.
 
     Use as ``async with DevServer(state_dir) as server: ... server.address``. Ports are chosen
@@ -157,16 +211,6 @@ class DevServer:
     def ui_url(self) -> str | None:
         """The Web UI, or None when headless."""
         return None if self.ui_port is None else f"http://{self.host}:{self.ui_port}"
-
-    @property
-    def running(self) -> bool:
-        """True while the server process is alive."""
-        return self._proc is not None and self._proc.poll() is None
-
-    @property
-    def pid(self) -> int | None:
-        """The server's process ID while it runs."""
-        return self._proc.pid if self.running and self._proc else None
 
     def command(self) -> list[str]:
         """The exact command line used to start the server."""
@@ -240,36 +284,7 @@ class DevServer:
             f"({last_error}):\n{self.log_tail()}"
         )
 
-    async def stop(self) -> None:
-        """Stop the server: SIGTERM, then SIGKILL after ``stop_timeout`` seconds."""
-        if self._proc is not None:
-            await stop_child(self._proc, self.stop_timeout)
-        self._proc = None
-
-    async def kill(self) -> None:
-        """SIGKILL the server at once, as a crash would."""
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
-            await asyncio.to_thread(self._proc.wait)
-        self._proc = None
-
     async def restart(self, *, hard: bool = False) -> None:
         """Stop (``hard``: SIGKILL) and start again on the same database file and ports."""
         await (self.kill() if hard else self.stop())
         await self.start()
-
-    def log_tail(self, lines: int = 20) -> str:
-        """The last ``lines`` lines of the server log (for error messages)."""
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no server log)"
-
-    async def __aenter__(self) -> DevServer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()

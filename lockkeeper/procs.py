@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from lockkeeper.devserver import popen_child, stop_child
+from lockkeeper.devserver import ChildProcess, popen_child
 from workers.worker import READY_EVENT
 
 
@@ -24,7 +23,7 @@ class WorkerProcessError(RuntimeError):
     """The worker exited before it was ready, or did not become ready in time (log tail in the message)."""
 
 
-class WorkerProcess:
+class WorkerProcess(ChildProcess):
     """Start / stop / kill -9 / restart a worker child process.
 
     ``address``: Temporal ``host:port``; ``kubeconfig``: path to the cluster's kubeconfig;
@@ -75,14 +74,6 @@ class WorkerProcess:
         env.update(self.extra_env)
         return env
 
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self.running and self._proc else None
-
     async def start(self, *, wait_ready: bool = True) -> None:
         """Start the worker (no-op if running) and, by default, wait until it polls its queue."""
         if self.running:
@@ -113,35 +104,8 @@ class WorkerProcess:
             await asyncio.sleep(0.05)
         raise WorkerProcessError(f"worker not ready after {self.ready_timeout:.0f}s:\n{self.log_tail()}")
 
-    async def stop(self) -> int | None:
-        """Graceful stop (SIGTERM, SIGKILL after ``stop_timeout``); returns the exit code."""
-        code = None
-        if self._proc is not None:
-            code = await stop_child(self._proc, self.stop_timeout)
-        self._proc = None
-        return code
-
-    async def kill(self) -> None:
-        """SIGKILL at once: a crashed worker."""
-        if self._proc is not None and self._proc.poll() is None:
-            os.kill(self._proc.pid, signal.SIGKILL)
-            await asyncio.to_thread(self._proc.wait)
-        self._proc = None
-
     async def restart(self, *, hard: bool = True) -> None:
         """Kill (``hard``) or stop, then start again and wait until ready."""
         await (self.kill() if hard else self.stop())
         await self.start()
 
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no worker log)"
-
-    async def __aenter__(self) -> WorkerProcess:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
