@@ -13,7 +13,6 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
 import yaml
 
 from activities import nodecmd
