@@ -105,6 +105,11 @@ def start_drain(
     ctx: typer.Context,
     node: str = typer.Option(..., "--node", help="The node to take out for maintenance."),
     reboot_command: str | None = typer.Option(None, "--reboot-command", help="Command to run after the drain (argv, shell-split)."),
+    exec_via: str = typer.Option(
+        "debug-pod", "--exec-via", help="How --reboot-command reaches the node: debug-pod | ssh | local."
+    ),
+    ssh_host: str | None = typer.Option(None, "--ssh-host", help="Node address for --exec-via ssh."),
+    ssh_user: str | None = typer.Option(None, "--ssh-user", help="SSH user (default LOCKKEEPER_SSH_USER or core)."),
     uncordon_after: bool = typer.Option(False, "--uncordon-after", help="Uncordon when done (only if we cordoned)."),
     decide_after: float = typer.Option(600.0, "--decide-after", help="Seconds blocked before asking for a decision."),
     decision_timeout: float | None = typer.Option(None, "--decision-timeout", help="Seconds a decision waits (default forever)."),
@@ -128,10 +133,20 @@ def start_drain(
             argv = shlex.split(reboot_command)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="'--reboot-command'") from None
+    from activities.etcd_models import ExecBackend, HostAccess
+
+    try:
+        backend = ExecBackend(exec_via)
+    except ValueError:
+        raise typer.BadParameter("must be debug-pod, ssh or local", param_hint="'--exec-via'") from None
+    if backend == ExecBackend.SSH and not ssh_host:
+        raise typer.BadParameter("--exec-via ssh needs --ssh-host", param_hint="'--ssh-host'")
     settings = _cli_settings(ctx)
     who = _identity(identity)
     try:
+        access = HostAccess(backend=backend, node=node, host=ssh_host or "127.0.0.1", user=ssh_user)
         inp = NodeDrainInput(
+            reboot_access=access if argv else None,
             node=node, cluster=cluster or settings.cluster, requested_by=who, four_eyes=four_eyes,
             allowed_approvers=allowed_approver, reboot_command=argv, uncordon_after=uncordon_after,
             decide_after_seconds=decide_after, decision_timeout_seconds=decision_timeout,
@@ -157,8 +172,6 @@ def start_drain(
             )
         except WorkflowAlreadyStartedError:
             raise CliError(f"refused: a workflow with ID {wid} already exists", EXIT_FAILED) from None
-        if argv:
-            _err("note: --reboot-command is recorded but not run yet (no node-command activity is wired)")
         print(handle.id)
         # Bad input (an unknown node) fails the workflow at its first read, before any write:
         # report that here with exit 1 instead of leaving it to a later `status`.

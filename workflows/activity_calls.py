@@ -27,6 +27,8 @@ CHECK_PODS_READY = "check_pods_ready"
 DELETE_ALL_PODS = "delete_all_pods"
 SET_NETWORK_TYPE = "set_network_type"
 DELETE_BLOCKING_PODS = "delete_blocking_pods"
+#: Host command on a node (activities/etcd.py; local, SSH or debug-pod backend).
+RUN_NODE_COMMAND = "run_node_command"
 
 #: ApplicationError types that fail an activity at once (raised non-retryable by the activities
 #: too; listing them here keeps the workflow safe if one is raised retryable by mistake).

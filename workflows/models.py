@@ -18,6 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from activities.etcd_models import ExecBackend, HostAccess
 from activities.models import DrainReport
 
 #: Procedure name recorded in the ``LockkeeperProcedure`` search attribute.
@@ -556,6 +557,13 @@ class NodeDrainInput(BaseModel):
     four_eyes: bool = False
     allowed_approvers: list[str] = Field(default_factory=list)
     reboot_command: list[str] | None = None
+    #: How ``reboot_command`` reaches the node (default: a privileged debug pod pinned to it,
+    #: as ``oc debug node/NODE -- chroot /host ...``); see :class:`activities.etcd_models.HostAccess`.
+    reboot_access: HostAccess | None = None
+    reboot_timeout_seconds: float = Field(600.0, gt=0)
+    #: After the reboot command, how long the node may take to report Ready again (seconds)
+    #: before the procedure fails (leaving the node cordoned).
+    ready_timeout_seconds: float = Field(1800.0, gt=0)
     uncordon_after: bool = False
     decide_after_seconds: float | None = 600.0
     decision_timeout_seconds: float | None = None
@@ -578,6 +586,10 @@ class NodeDrainInput(BaseModel):
         if v is not None and (not v or not v[0].strip()):
             raise ValueError("reboot_command must be a non-empty argv list")
         return v
+
+    def command_access(self) -> HostAccess:
+        """Where the reboot command runs: ``reboot_access``, or a debug pod on the node."""
+        return self.reboot_access or HostAccess(backend=ExecBackend.DEBUG_POD, node=self.node)
 
 
 class NodeDrainResult(MachineConfigRolloutResult):

@@ -5,17 +5,32 @@ report and the decision gate of :mod:`workflows.decisions` → optionally the re
 with ``uncordon_after``, uncordon (only if we cordoned). A ``skip`` or ``abort`` decision (or
 the ``abort`` update) uncordons the node if we cordoned it and ends with outcome ``aborted``.
 
-The reboot command is validated and recorded but not run: no node-command activity is wired
-into this procedure yet; the status carries a warning saying so.
+The reboot command (an argv list, never a shell string) runs once through the
+``run_node_command`` activity on the node (debug pod by default, or SSH / local), without
+automatic retries: a reboot is not idempotent, so a failed or lost command fails the procedure
+and leaves the node cordoned for a person to look at. With ``uncordon_after`` the procedure then
+waits for the node to report Ready again before it uncordons it.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey
+from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.models import CordonInput, CordonResult, DrainReport, UncordonInput, UncordonResult
+    from activities.etcd_models import CommandResult, RunCommandInput
+    from activities.models import (
+        CordonInput,
+        CordonResult,
+        DrainReport,
+        NodeInfo,
+        ReadNodeInput,
+        UncordonInput,
+        UncordonResult,
+    )
     from workflows import activity_calls as acts
     from workflows.decisions import DrainGateState, DrainLoop, check_decision, drain_until_done
     from workflows.models import (
@@ -51,10 +66,7 @@ class NodeDrainWorkflow:
         self._phase = RolloutPhase.RUNNING
         self._node = NodeStatus(name=input.node, pool="-", phase=NodePhase.RUNNING, step="cordon", since=workflow.now())
         self._warnings: list[str] = []
-        if input.reboot_command:
-            self._warnings.append(
-                f"reboot command {input.reboot_command!r} not run: no node-command activity is wired into node-drain yet"
-            )
+        self._command: CommandResult | None = None
         self._started = workflow.now()
 
     @workflow.query
@@ -111,6 +123,51 @@ class NodeDrainWorkflow:
         for k, v in kw.items():
             setattr(n, k, v)
 
+    async def _run_reboot_command(self, input: NodeDrainInput, timeouts: acts.Timeouts) -> None:
+        """Run ``reboot_command`` once; with ``uncordon_after`` wait for the node to be Ready.
+
+        Raises a non-retryable ApplicationError (``RebootCommandFailed`` / ``NodeNotReady``)
+        that fails the procedure with the node still cordoned."""
+        access = input.command_access()
+        self._set(NodePhase.RUNNING, "reboot-command", f"{' '.join(input.reboot_command or [])} via {access.describe()}")
+        try:
+            result: CommandResult = await workflow.execute_activity(
+                acts.RUN_NODE_COMMAND,
+                RunCommandInput(access=access, argv=list(input.reboot_command or []), timeout_seconds=input.reboot_timeout_seconds),
+                result_type=CommandResult,
+                start_to_close_timeout=timedelta(seconds=input.reboot_timeout_seconds) + timeouts.short_call,
+                heartbeat_timeout=max(timedelta(seconds=30), timeouts.heartbeat),
+                # A reboot is not idempotent: never run it twice on our own.
+                retry_policy=RetryPolicy(maximum_attempts=1),
+            )
+        except ActivityError as err:
+            self._set(NodePhase.FAILED, "reboot-command", reason=f"reboot command lost: {err.cause or err}; node left cordoned")
+            self._phase = RolloutPhase.FAILED
+            raise ApplicationError(self._node.reason or "reboot command failed", type="RebootCommandFailed", non_retryable=True) from err
+        self._command = result
+        if result.timed_out or result.exit_code != 0:
+            tail = (result.stderr or result.stdout).strip()[-500:]
+            why = "timed out" if result.timed_out else f"exited {result.exit_code}"
+            self._set(NodePhase.FAILED, "reboot-command", reason=f"reboot command {why}: {tail}; node left cordoned")
+            self._phase = RolloutPhase.FAILED
+            raise ApplicationError(self._node.reason or why, type="RebootCommandFailed", non_retryable=True)
+        if not input.uncordon_after:
+            return
+        # The node comes back from the reboot: poll its Ready condition on a durable timer.
+        deadline = workflow.now() + timedelta(seconds=input.ready_timeout_seconds)
+        self._set(NodePhase.RUNNING, "wait-ready", "node Ready after the reboot command", deadline=deadline)
+        delay = 2.0
+        while True:
+            node: NodeInfo = await acts.call(acts.READ_NODE, ReadNodeInput(node=input.node), NodeInfo, timeouts=timeouts)
+            if node.ready:
+                return
+            if workflow.now() >= deadline:
+                self._set(NodePhase.FAILED, "wait-ready", reason=f"node not Ready {input.ready_timeout_seconds:.0f}s after the reboot command; left cordoned")
+                self._phase = RolloutPhase.FAILED
+                raise ApplicationError(self._node.reason or "node not Ready", type="NodeNotReady", non_retryable=True)
+            await workflow.sleep(delay)
+            delay = min(30.0, delay * 2)
+
     @workflow.run
     async def run(self, input: NodeDrainInput) -> NodeDrainResult:
         if input.search_attributes:
@@ -142,6 +199,8 @@ class NodeDrainWorkflow:
         )
         drained = outcome == "drained"
         uncordoned = False
+        if drained and input.reboot_command:
+            await self._run_reboot_command(input, timeouts)
         if not drained or input.uncordon_after:
             self._set(NodePhase.RUNNING, "uncordon")
             unc: UncordonResult = await acts.call(acts.UNCORDON_NODE, UncordonInput(node=input.node, owner=self._id), UncordonResult, timeouts=timeouts)

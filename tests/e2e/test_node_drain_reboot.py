@@ -1,0 +1,63 @@
+"""The standalone drain procedure with a reboot command, end to end: cordon, drain, run the
+command once on the node (local backend against clustersim), wait for Ready, uncordon."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+
+import pytest
+from temporalio.client import WorkflowFailureError
+
+from activities.etcd_models import ExecBackend, HostAccess
+from clustersim.scenario import generate_scenario
+from workflows.models import NodeDrainInput, NodeDrainResult
+
+pytestmark = pytest.mark.e2e
+
+
+def _scenario() -> object:
+    return generate_scenario(nodes=2, pods=4, pools={"worker": 2}, name="drain", pod_start_seconds=1,
+                             namespaces=1, pods_per_deployment=2)
+
+
+async def _run(temporal_client, task_queue, node: str, argv: list[str], marker: str) -> object:
+    handle = await temporal_client.start_workflow(
+        "NodeDrainWorkflow",
+        NodeDrainInput(
+            node=node, requested_by="e2e", reboot_command=argv, uncordon_after=True,
+            reboot_access=HostAccess(backend=ExecBackend.LOCAL), reboot_timeout_seconds=30,
+            drain_backoff_initial_seconds=1, drain_wait_seconds=5,
+        ),
+        id=f"drain-e2e-{marker}-{uuid.uuid4().hex[:6]}", task_queue=task_queue, result_type=NodeDrainResult,
+    )
+    return handle
+
+
+async def test_reboot_command_runs_once_then_node_is_uncordoned(sim_factory, worker_for, temporal_client, task_queue, tmp_path) -> None:
+    sim = await sim_factory(_scenario(), time_scale=0.05)
+    await worker_for(sim)
+    node = sorted(n["metadata"]["name"] for n in sim.store.list("nodes"))[0]
+    runs = tmp_path / "runs"
+    argv = [sys.executable, "-c", f"open({str(runs)!r}, 'a').write('reboot\\n')"]
+    handle = await _run(temporal_client, task_queue, node, argv, "ok")
+    result = await handle.result()
+    assert result.outcome == "completed" and result.drained and result.uncordoned, result.message
+    assert runs.read_text() == "reboot\n", "the reboot command ran exactly once"
+    assert not (sim.store.get("nodes", node).get("spec") or {}).get("unschedulable")
+    assert "lockkeeper.io/cordoned-by" not in sim.store.get("nodes", node)["metadata"]["annotations"]
+    evicted = {e.name for e in sim.requests.entries(verb="create", subresource="eviction") if e.code == 201}
+    assert evicted, "the drain evicted the node's pods before the command ran"
+
+
+async def test_failing_reboot_command_fails_and_leaves_the_node_cordoned(sim_factory, worker_for, temporal_client, task_queue) -> None:
+    sim = await sim_factory(_scenario(), time_scale=0.05)
+    await worker_for(sim)
+    node = sorted(n["metadata"]["name"] for n in sim.store.list("nodes"))[0]
+    handle = await _run(temporal_client, task_queue, node, [sys.executable, "-c", "import sys; sys.exit('disk busy')"], "fail")
+    with pytest.raises(WorkflowFailureError) as info:
+        await handle.result()
+    assert "exited 1" in str(info.value.cause) and "disk busy" in str(info.value.cause)
+    node_obj = sim.store.get("nodes", node)
+    assert node_obj["spec"].get("unschedulable") is True, "a failed reboot leaves the node cordoned for a person"
+    assert node_obj["metadata"]["annotations"]["lockkeeper.io/cordoned-by"] == handle.id
