@@ -12,7 +12,12 @@ pool with ``max_unavailable``. Prints:
   uncordon PATCH in clustersim's request record). Target p99 < 1 s.
 
 Usage: ``python benchmarks/rollout_overhead.py [--nodes 100] [--max-unavailable 10]
-[--reboot-seconds 300] [--drain-seconds 30] [--time-scale 0.02]``
+[--reboot-seconds 300] [--drain-seconds 30] [--time-scale 0.2]``
+
+The simulator compresses the cluster's own time by ``--time-scale`` but lockkeeper's overhead
+(Temporal round trips, a fixed few hundred milliseconds per node) is real time, so the ratio
+depends on the scale: measured 1.16 at 0.05 (about 3 minutes) and 1.035 at the default 0.2
+(about 11 minutes) on the 2-core machine, for 100 nodes with max_unavailable 10.
 """
 
 from __future__ import annotations
@@ -132,5 +137,5 @@ if __name__ == "__main__":
     p.add_argument("--drain-seconds", type=float, default=30.0, help="simulated pod termination time")
     p.add_argument("--files-seconds", type=float, default=2.0, help="simulated time the daemon writes files")
     p.add_argument("--pods-per-node", type=int, default=2)
-    p.add_argument("--time-scale", type=float, default=0.02)
+    p.add_argument("--time-scale", type=float, default=0.2)
     asyncio.run(main(p.parse_args()))
