@@ -22,6 +22,7 @@ from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
+    from workflows.approvers import check_approver
     from activities.models import (
         ANN_DESIRED_CONFIG,
         DeleteAllPodsInput,
@@ -223,16 +224,14 @@ class MachineConfigRolloutWorkflow:
         return gate
 
     def _check_approver(self, identity: str, *, approving: bool) -> None:
-        if not identity.strip():
-            raise ValueError("an identity is required to decide a gate")
-        if approving and self._in.four_eyes and identity == self._in.requested_by:
-            raise ValueError(
-                f"four-eyes rule: {identity} requested this rollout and may not approve its gates"
-            )
-        if self._in.allowed_approvers and identity not in self._in.allowed_approvers:
-            raise ValueError(
-                f"{identity} is not an allowed approver ({', '.join(self._in.allowed_approvers)})"
-            )
+        check_approver(
+            identity,
+            approving=approving,
+            requested_by=self._in.requested_by,
+            four_eyes=self._in.four_eyes,
+            allowed_approvers=self._in.allowed_approvers,
+            procedure="rollout",
+        )
 
     @workflow.update
     def approve(self, input: ApproveInput) -> GateDecisionResult:
