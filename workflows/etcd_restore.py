@@ -30,7 +30,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.approvers import check_approver
+    from workflows.approvers import check_approver, find_waiting_gate
     from activities.etcd_models import (
         ClusterStatus,
         ClusterStatusInput,
@@ -125,17 +125,7 @@ class EtcdQuorumRestoreWorkflow:
         return s
 
     def _find_gate(self, gate_id: str | None) -> Gate:
-        waiting = [g for g in self._gates.values() if g.state == GateState.WAITING]
-        if gate_id is None:
-            if not waiting:
-                raise ValueError("no gate is waiting for a decision")
-            return waiting[0]
-        gate = self._gates.get(gate_id)
-        if gate is None:
-            raise ValueError(f"unknown gate {gate_id!r}; waiting gates: {', '.join(g.id for g in waiting) or 'none'}")
-        if gate.state != GateState.WAITING:
-            raise ValueError(f"gate {gate_id!r} is not waiting for a decision (state {gate.state})")
-        return gate
+        return find_waiting_gate(self._gates, gate_id)
 
     def _check_identity(self, identity: str, *, approving: bool) -> None:
         check_approver(

@@ -22,7 +22,7 @@ from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.approvers import check_approver
+    from workflows.approvers import check_approver, find_waiting_gate
     from activities.models import (
         ANN_DESIRED_CONFIG,
         DeleteAllPodsInput,
@@ -208,20 +208,7 @@ class MachineConfigRolloutWorkflow:
     # --- updates: gates -----------------------------------------------------------------------
 
     def _find_gate(self, gate_id: str | None) -> Gate:
-        waiting = [g for g in self._gates.values() if g.state == GateState.WAITING]
-        if gate_id is None:
-            if not waiting:
-                raise ValueError("no gate is waiting for a decision")
-            if len(waiting) > 1:
-                raise ValueError(f"several gates are waiting ({', '.join(g.id for g in waiting)}); name one")
-            return waiting[0]
-        gate = self._gates.get(gate_id)
-        if gate is None:
-            known = ", ".join(g.id for g in waiting) or "none"
-            raise ValueError(f"unknown gate {gate_id!r}; waiting gates: {known}")
-        if gate.state != GateState.WAITING:
-            raise ValueError(f"gate {gate_id!r} is not waiting for a decision (state {gate.state})")
-        return gate
+        return find_waiting_gate(self._gates, gate_id)
 
     def _check_approver(self, identity: str, *, approving: bool) -> None:
         check_approver(
