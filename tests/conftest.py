@@ -6,6 +6,8 @@
 - ``temporal_client`` (session): a client on ``dev_server`` with the pydantic data converter.
 - ``task_queue``: a fresh task queue name per test (so workers of other tests never pick up
   this test's tasks).
+- ``sim_factory``: ``await make(scenario, time_scale=...)`` → a started ClusterSim in the
+  test's event loop, stopped after the test.
 - ``worker_process_factory``: builds :class:`lockkeeper.procs.WorkerProcess` children
   (``python -m workers.worker``) that are stopped at the end of the test.
 """
@@ -20,6 +22,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from clustersim import ClusterSim
 from lockkeeper.devserver import DevServer
 from lockkeeper.procs import WorkerProcess
 
@@ -76,3 +79,19 @@ async def worker_process_factory(tmp_path: Path) -> AsyncIterator[Callable[..., 
     yield make
     for p in procs:
         await p.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def sim_factory() -> AsyncIterator[Callable[..., Awaitable[ClusterSim]]]:
+    """``await make(scenario, time_scale=...)`` → a started ClusterSim, stopped after the test."""
+    sims: list[ClusterSim] = []
+
+    async def make(scenario: Any = "r1-ovn-interrupted", **kwargs: Any) -> ClusterSim:
+        sim = ClusterSim(scenario, **kwargs)
+        await sim.start()
+        sims.append(sim)
+        return sim
+
+    yield make
+    for sim in sims:
+        await sim.stop()

@@ -6,35 +6,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 import yaml
-
-from clustersim import ClusterSim
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 KUBECTL = Path(sys.executable).parent / "kubectl"
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def sim_factory() -> AsyncIterator[Callable[..., Awaitable[ClusterSim]]]:
-    """``await make(scenario, time_scale=...)`` → a started ClusterSim, stopped after the test."""
-    sims: list[ClusterSim] = []
-
-    async def make(scenario: Any = "r1-ovn-interrupted", **kwargs: Any) -> ClusterSim:
-        sim = ClusterSim(scenario, **kwargs)
-        await sim.start()
-        sims.append(sim)
-        return sim
-
-    yield make
-    for sim in sims:
-        await sim.stop()
 
 
 def kustomize_build(path: Path) -> list[dict[str, Any]]:

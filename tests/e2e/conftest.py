@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -12,22 +12,6 @@ import pytest_asyncio
 from clustersim import ClusterSim
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def sim_factory() -> AsyncIterator[Callable[..., Awaitable[ClusterSim]]]:
-    """``await make(scenario, time_scale=...)`` → a started ClusterSim, stopped after the test."""
-    sims: list[ClusterSim] = []
-
-    async def make(scenario: Any = "r1-ovn-interrupted", **kwargs: Any) -> ClusterSim:
-        sim = ClusterSim(scenario, **kwargs)
-        await sim.start()
-        sims.append(sim)
-        return sim
-
-    yield make
-    for sim in sims:
-        await sim.stop()
 
 
 @pytest_asyncio.fixture(loop_scope="session")
