@@ -1,24 +1,13 @@
-"""lockkeeper's side effects: the Kubernetes gateway and the activities built on it.
+"""lockkeeper's side effects, cut along the same seam as ``workflows/``: generic parts below,
+one package per procedure beside them.
 
-Workflows import only :mod:`activities.models` (plain pydantic models), so this package
-imports nothing heavy up front: ``KubeGateway``, ``ClusterActivities`` and
-``make_activities`` load ``kubernetes`` on first access.
+- :mod:`activities.kube`: the Kubernetes gateway (the only importer of ``kubernetes``), its
+  resource table, error types and pure object readers.
+- :mod:`activities.host`: host commands (local, SSH, debug-pod executors) and ``run_node_command``.
+- :mod:`activities.cluster`: generic node, drain, workload and record activities.
+- :mod:`activities.machineconfig`, :mod:`activities.etcd`: procedure activities.
+- :mod:`activities.context`: heartbeat, cancellation and failure helpers.
+
+Workflows import only the ``models`` modules (plain pydantic models); nothing here is imported
+up front, so ``import activities.cluster.models`` loads no client.
 """
-
-from __future__ import annotations
-
-from typing import Any
-
-__all__ = ["ClusterActivities", "KubeGateway", "make_activities"]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "KubeGateway":
-        from activities.k8s import KubeGateway
-
-        return KubeGateway
-    if name in ("ClusterActivities", "make_activities"):
-        from activities import machineconfig
-
-        return getattr(machineconfig, name)
-    raise AttributeError(f"module 'activities' has no attribute {name!r}")

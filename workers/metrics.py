@@ -7,7 +7,7 @@ bound to ``LOCKKEEPER_LISTEN_HOST:LOCKKEEPER_METRICS_PORT``, path ``/metrics``).
   ``temporal_worker_task_slots_available``, ``temporal_request_failure``, ...; reference:
   https://docs.temporal.io/references/sdk-metrics), names as Temporal's community dashboards
   expect them (no ``_total`` suffix, durations in milliseconds);
-- lockkeeper's metrics, recorded in workflow code with :mod:`workflows.metrics`
+- lockkeeper's metrics, recorded in workflow code with :mod:`workflows.kit.metrics`
   (``lockkeeper_nodes_completed``, ``lockkeeper_gates_waiting``, ``lockkeeper_drains_blocked``)
   through ``workflow.metric_meter()``, which the SDK keeps silent during replay. Workflows
   cannot use ``prometheus_client``; going through the runtime keeps one exporter and one port.
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from temporalio.runtime import Runtime
 
-    from lockkeeper.settings import Settings
+    from workers.settings import Settings
 
 
 def prometheus_runtime(bind_address: str) -> Runtime:

@@ -1,55 +1,87 @@
 """The one list of what a lockkeeper worker runs: every procedure's workflows and activities.
 
-Workflows come from :data:`workflows.WORKFLOWS`; activities are bound methods made by
-:func:`activities.machineconfig.make_activities` around one Kubernetes gateway
-(:class:`activities.k8s.KubeGateway`) built from the worker's settings. Tests that mock
-activities register their own functions under the same names instead of calling
-:func:`build_activities`.
+Workflows come from :data:`workflows.WORKFLOWS` (derived from ``workflows.PROCEDURES``);
+activities are the bound methods of the generic cluster activities
+(:mod:`activities.cluster.activities`), the MachineConfig ones
+(:mod:`activities.machineconfig.activities`) around one Kubernetes gateway
+(:class:`activities.kube.gateway.KubeGateway`) built from the worker's settings, plus the host
+ones (host commands and etcd). Tests that mock activities register their own functions under the
+same names instead of calling :func:`build_activities`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from lockkeeper.settings import Settings
+    from workers.settings import Settings
 
 
-def all_workflows() -> list[type]:
-    """Every workflow class of every procedure (``workflows.WORKFLOWS``)."""
-    from workflows import WORKFLOWS
+def all_workflows(host_only: bool = False) -> list[type]:
+    """The workflow classes a worker registers, read from ``workflows.PROCEDURES``: every
+    procedure's workflow and children plus the helpers (``workflows.WORKFLOWS``), or with
+    ``host_only`` only those of the procedures whose spec says ``task_queue="host"`` (they need no
+    cluster credentials) and the helper workflows they start (the lease)."""
+    from workflows import PROCEDURES, WORKFLOWS
 
-    return list(WORKFLOWS)
+    if not host_only:
+        return list(WORKFLOWS)
+    procedures = {c for spec in PROCEDURES for c in (spec.workflow, *spec.children)}
+    host = {c for spec in PROCEDURES if spec.task_queue == "host" for c in (spec.workflow, *spec.children)}
+    return [c for c in WORKFLOWS if c in host or c not in procedures]
 
 
 def build_gateway(settings: Settings) -> Any:
     """The Kubernetes gateway for ``settings`` (kubeconfig + context, or in-cluster).
 
-    Raises :class:`activities.errors.KubeconfigError` when the credentials cannot be loaded.
+    Raises :class:`activities.kube.errors.KubeconfigError` when the credentials cannot be loaded.
     """
-    from activities.k8s import KubeGateway
+    from activities.kube.gateway import KubeGateway
 
+    # One API connection per activity thread: the pool is sized to the activity concurrency.
+    pool = settings.max_concurrent_activities
     if settings.in_cluster:
-        return KubeGateway.in_cluster()
+        return KubeGateway.in_cluster(pool_size=pool)
     return KubeGateway.from_kubeconfig(
-        str(settings.kubeconfig) if settings.kubeconfig else None, context=settings.kube_context
+        str(settings.kubeconfig) if settings.kubeconfig else None, context=settings.kube_context, pool_size=pool
     )
 
 
 def build_activities(gateway: Any) -> list[Callable[..., Any]]:
-    """Every activity of every procedure: the cluster ones bound to ``gateway``, plus the host
-    ones (:func:`build_host_activities`)."""
-    from activities.machineconfig import make_activities
+    """Every activity of every procedure: the cluster and MachineConfig ones bound to
+    ``gateway``, plus the host ones, whose debug-pod backend shares ``gateway``."""
+    from activities.cluster.activities import make_cluster_activities
+    from activities.machineconfig.activities import make_machineconfig_activities
+    from activities.network_migration.activities import make_network_migration_activities
+    from activities.control_plane.activities import make_control_plane_activities
+    from activities.gluster.activities import make_gluster_activities
+    from activities.node_selectors.activities import make_node_selector_activities
+    from activities.node_upgrade.activities import make_node_upgrade_activities
+    from activities.runtime_migration.activities import make_runtime_migration_activities
+    from activities.vxlan_port.activities import make_vxlan_activities
 
-    acts: Sequence[Callable[..., Any]] = make_activities(gateway)
-    return list(acts) + build_host_activities()
+    return (
+        make_cluster_activities(gateway)
+        + make_machineconfig_activities(gateway)
+        + make_network_migration_activities(lambda: gateway)
+        + make_node_upgrade_activities(gateway)
+        + make_control_plane_activities(gateway)
+        + make_gluster_activities(gateway)
+        + make_node_selector_activities(gateway)
+        + make_runtime_migration_activities(lambda: gateway)
+        + make_vxlan_activities(lambda: gateway)
+        + build_host_activities(gateway_factory=lambda: gateway)
+    )
 
 
-def build_host_activities() -> list[Callable[..., Any]]:
-    """The node-command and etcd activities. They need no kubeconfig (SSH keys, known_hosts and,
-    for the debug-pod backend only, the kubeconfig come from the environment on first use), so
-    a worker serving only host procedures can run with just these."""
-    from activities.etcd import make_etcd_activities
+def build_host_activities(gateway_factory: Callable[[], Any] | None = None) -> list[Callable[..., Any]]:
+    """The host-command and etcd activities. They need no kubeconfig (SSH keys, known_hosts and,
+    for the debug-pod backend only, the cluster come from ``gateway_factory`` or the environment
+    on first use), so a worker serving only host procedures can run with just these."""
+    from activities.etcd.activities import EtcdActivities
+    from activities.host.activities import HostActivities
+    from activities.host.factory import ExecutorFactory
 
-    return make_etcd_activities()
+    executors = ExecutorFactory(gateway_factory=gateway_factory)
+    return HostActivities(executors).activities() + EtcdActivities(executors).activities()

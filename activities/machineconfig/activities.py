@@ -1,0 +1,297 @@
+"""Activities of the MachineConfig rollout: lockkeeper standing in for the
+machine-config-controller's pool logic (preflight, the daemon handshake watch, pool status,
+the network-type switch of R1).
+
+Synchronous (the gateway blocks), read first and write only what differs. Errors: conditions
+no retry can fix are non-retryable ``ApplicationError(type=...)`` (``UnknownPool``,
+``MissingConfig``, ``ConfigOfOtherPool``, ``ConfigTooOld``, ``NoNodes``, ``NodeNotFound``,
+``PoolsNotSettled``, ``NetworkConfigNotFound``); API errors (:mod:`activities.kube.errors`)
+propagate and are retried per the caller's policy. The generic node, drain and pod activities
+the rollout also calls are in :mod:`activities.cluster`.
+
+Sources: MCO ``pkg/controller/node/node_controller.go`` (pools, rendered configs) and
+``pkg/daemon/drain.go`` (the desiredDrain/lastAppliedDrain handshake).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from temporalio import activity
+
+from activities.cluster.base import GatewayActivities
+from activities.cluster.models import ANN_CURRENT_CONFIG, ANN_STATE, DaemonState, NodeInfo
+from activities.cluster.nodeinfo import node_info, node_summary
+from activities.context import HEARTBEAT_INTERVAL_SECONDS, check_cancelled, fail, heartbeat, log, pause
+from activities.kube import objects
+from activities.kube.errors import Gone, NotFound, Unavailable
+from activities.machineconfig.models import (
+    PoolInfo,
+    PoolStatus,
+    PoolsStatusInput,
+    PoolsStatusResult,
+    PreflightInput,
+    PreflightResult,
+    SetNetworkTypeInput,
+    SetNetworkTypeResult,
+    WaitForNodeInput,
+    WaitForNodeResult,
+)
+
+if TYPE_CHECKING:
+    from activities.kube.gateway import KubeGateway
+
+
+def pool_status(mcp: dict[str, Any]) -> PoolStatus:
+    """A MachineConfigPool -> :class:`PoolStatus` (conditions Updated/Updating/Degraded)."""
+    status = mcp.get("status") or {}
+    return PoolStatus(
+        name=objects.meta(mcp).get("name", ""),
+        updated=objects.condition(mcp, "Updated") == "True",
+        updating=objects.condition(mcp, "Updating") == "True",
+        degraded=objects.condition(mcp, "Degraded") == "True",
+        machine_count=int(status.get("machineCount") or 0),
+        updated_machine_count=int(status.get("updatedMachineCount") or 0),
+        ready_machine_count=int(status.get("readyMachineCount") or 0),
+        degraded_machine_count=int(status.get("degradedMachineCount") or 0),
+    )
+
+
+def config_pool(mc: dict[str, Any], known_pools: Iterable[str]) -> str | None:
+    """The pool a rendered MachineConfig belongs to: its MachineConfigPool ownerReference, else
+    the longest pool name ``P`` with ``rendered-P-`` as prefix. None if neither says."""
+    for ref in objects.meta(mc).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("kind") == "MachineConfigPool" and ref.get("name"):
+            return str(ref["name"])
+    name = objects.meta(mc).get("name", "")
+    matches = [p for p in known_pools if name.startswith(f"rendered-{p}-")]
+    return max(matches, key=len) if matches else None
+
+
+def newest_rendered_config(pool: str, machineconfigs: Iterable[dict[str, Any]], known_pools: Iterable[str]) -> dict[str, Any] | None:
+    """The newest (creationTimestamp, then name) ``rendered-<pool>-*`` MachineConfig of ``pool``."""
+    known = list(known_pools)
+    mine = [
+        mc for mc in machineconfigs if objects.meta(mc).get("name", "").startswith("rendered-") and config_pool(mc, known) == pool
+    ]
+    if not mine:
+        return None
+    return max(mine, key=lambda mc: (objects.meta(mc).get("creationTimestamp") or "", objects.meta(mc).get("name", "")))
+
+
+def _pool_info(mcp: dict[str, Any], target: dict[str, Any], nodes: list[dict[str, Any]]) -> PoolInfo:
+    name = objects.meta(mcp).get("name", "")
+    spec = mcp.get("spec") or {}
+    return PoolInfo(
+        name=name,
+        target_config=objects.meta(target).get("name", ""),
+        target_created=objects.parse_time(objects.meta(target).get("creationTimestamp")),
+        spec_max_unavailable=spec.get("maxUnavailable"),
+        node_selector=dict((spec.get("nodeSelector") or {}).get("matchLabels") or {}),
+        nodes=[node_info(n, pool=name) for n in nodes],
+        conditions={
+            str(c.get("type")): str(c.get("status"))
+            for c in (mcp.get("status") or {}).get("conditions") or []
+            if isinstance(c, dict)
+        },
+    )
+
+
+class MachineConfigActivities(GatewayActivities):
+    """The MachineConfig rollout's own activities, bound to one cluster (see
+    :class:`~activities.cluster.base.GatewayActivities`)."""
+
+    ACTIVITIES = ("preflight_machineconfig_rollout", "wait_for_node", "get_pools_status", "set_network_type")
+
+    @activity.defn(name="preflight_machineconfig_rollout")
+    def preflight_machineconfig_rollout(self, input: PreflightInput) -> PreflightResult:
+        """Resolve pools, target rendered configs and nodes; change nothing (GETs and LISTs only).
+
+        Raises non-retryable ApplicationErrors: ``UnknownPool`` (lists the known pools),
+        ``MissingConfig`` (explicit config absent, or a pool without any rendered config),
+        ``ConfigOfOtherPool`` (explicit config owned by / named for another pool),
+        ``ConfigTooOld`` (target created before ``not_before``), ``NoNodes`` (an explicitly
+        requested pool whose nodeSelector matches no node).
+        """
+        gw = self.gateway
+        try:
+            mcps = {(objects.meta(p).get("name") or ""): p for p in gw.list_machineconfigpools()}
+        except NotFound:
+            raise fail("UnknownPool", "this cluster serves no MachineConfigPools (not OpenShift?)") from None
+        known = sorted(mcps)
+        requested = list(dict.fromkeys(input.pools))
+        unknown = [p for p in [*requested, *input.target_configs] if p not in mcps]
+        if unknown:
+            raise fail(
+                "UnknownPool",
+                f"unknown MachineConfigPool(s): {', '.join(dict.fromkeys(unknown))}; known pools: {', '.join(known) or 'none'}",
+            )
+        machineconfigs = gw.list_machineconfigs()
+        by_name = {objects.meta(mc).get("name"): mc for mc in machineconfigs}
+        candidates = requested or known
+        result: list[PoolInfo] = []
+        for pool in candidates:
+            explicit = input.target_configs.get(pool)
+            if explicit:
+                target = by_name.get(explicit)
+                if target is None:
+                    raise fail("MissingConfig", f"MachineConfig {explicit} (target of pool {pool}) does not exist")
+                owner = config_pool(target, known)
+                if owner != pool:
+                    whose = f"pool {owner}" if owner else "no pool (not a rendered-<pool>- config)"
+                    raise fail("ConfigOfOtherPool", f"MachineConfig {explicit} belongs to {whose}, not to pool {pool}")
+            else:
+                target = newest_rendered_config(pool, machineconfigs, known)
+                if target is None:
+                    raise fail("MissingConfig", f"pool {pool} has no rendered-{pool}-* MachineConfig")
+            created = objects.parse_time(objects.meta(target).get("creationTimestamp"))
+            if input.not_before is not None and (created is None or created < input.not_before):
+                raise fail(
+                    "ConfigTooOld",
+                    f"target {objects.meta(target).get('name')} of pool {pool} was created at "
+                    f"{objects.meta(target).get('creationTimestamp')}, before not_before {input.not_before.isoformat()}",
+                )
+            selector = objects.label_selector_string((mcps[pool].get("spec") or {}).get("nodeSelector"))
+            nodes = [] if selector is None else gw.list_nodes(label_selector=selector or None)
+            info = _pool_info(mcps[pool], target, nodes)
+            if not nodes:
+                if requested:
+                    raise fail("NoNodes", f"pool {pool}'s nodeSelector ({selector or 'nil'}) matches no node")
+                continue
+            if not requested and all(
+                n.current_config == info.target_config and n.desired_config in (None, info.target_config) for n in info.nodes
+            ):
+                continue
+            result.append(info)
+        network_type: str | None = None
+        try:
+            net = gw.get_network_config()
+            network_type = (net.get("status") or {}).get("networkType") or (net.get("spec") or {}).get("networkType")
+        except NotFound:
+            network_type = None
+        log().info(
+            "preflight: "
+            + (", ".join(f"pool {p.name} -> {p.target_config} ({len(p.nodes)} nodes)" for p in result) or "nothing to roll"),
+        )
+        return PreflightResult(pools=result, network_type=network_type)
+
+    @activity.defn(name="wait_for_node")
+    def wait_for_node(self, input: WaitForNodeInput) -> WaitForNodeResult:
+        """Watch the Node until the condition holds, the daemon degrades, or ``timeout_seconds``.
+
+        Condition: ``annotations[annotation] == value`` (``kind='annotation'``) or
+        ``currentConfig == value and state == Done`` (``kind='config_done'``), or any
+        ``any_of`` pair. ``degraded`` is set whenever the daemon's state is Degraded or
+        Unreconcilable (callers check it first: it may coincide with ``matched``).
+
+        One LIST (fieldSelector metadata.name=NODE) then WATCH from its resourceVersion in
+        windows of :data:`HEARTBEAT_INTERVAL_SECONDS`, heartbeating the last observed node
+        summary between events; an expired resourceVersion (410) or a broken stream re-lists.
+        A change is seen as soon as the API server sends it. Raises non-retryable
+        ``NodeNotFound`` when the node does not exist or is deleted.
+        """
+        deadline = time.monotonic() + max(0.0, input.timeout_seconds)
+        obj, info, rv = self._list_node(input.node)
+        last_beat = 0.0
+        while True:
+            result = _wait_outcome(input, obj, info)
+            if result is not None:
+                return result
+            now = time.monotonic()
+            if now >= deadline:
+                return WaitForNodeResult(node=info, matched=False, timed_out=True)
+            if now - last_beat >= HEARTBEAT_INTERVAL_SECONDS:
+                heartbeat(node_summary(info))
+                last_beat = now
+            check_cancelled()
+            window = max(1, min(int(HEARTBEAT_INTERVAL_SECONDS), int(deadline - now + 0.999)))
+            try:
+                for type_, event_obj in self.gateway.watch_node(input.node, resource_version=rv, timeout_seconds=window):
+                    rv = objects.meta(event_obj).get("resourceVersion") or rv
+                    if type_ == "BOOKMARK":
+                        continue
+                    if type_ == "DELETED":
+                        raise fail("NodeNotFound", f"node {input.node} was deleted")
+                    if type_ in ("ADDED", "MODIFIED"):
+                        obj, info = event_obj, node_info(event_obj)
+                        if _wait_outcome(input, obj, info) is not None:
+                            break
+                    if time.monotonic() - last_beat >= HEARTBEAT_INTERVAL_SECONDS:
+                        heartbeat(node_summary(info))
+                        last_beat = time.monotonic()
+            except Gone:
+                obj, info, rv = self._list_node(input.node)
+            except Unavailable as exc:
+                log().warning(f"node {input.node}: watch broke ({exc}); re-listing")
+                pause(0.5)
+                obj, info, rv = self._list_node(input.node)
+
+    def _list_node(self, name: str) -> tuple[dict[str, Any], NodeInfo, str | None]:
+        items, rv = self.gateway.list_nodes_with_rv(field_selector=f"metadata.name={name}")
+        if not items:
+            raise fail("NodeNotFound", f"node {name} not found")
+        return items[0], node_info(items[0]), rv
+
+    @activity.defn(name="get_pools_status")
+    def get_pools_status(self, input: PoolsStatusInput) -> PoolsStatusResult:
+        """MachineConfigPool conditions and machine counts (all pools when ``pools`` is empty).
+        Raises non-retryable ``UnknownPool`` for a name that does not exist."""
+        mcps = {(objects.meta(p).get("name") or ""): p for p in self.gateway.list_machineconfigpools()}
+        names = list(dict.fromkeys(input.pools)) or sorted(mcps)
+        unknown = [n for n in names if n not in mcps]
+        if unknown:
+            raise fail("UnknownPool", f"unknown MachineConfigPool(s): {', '.join(unknown)}; known pools: {', '.join(sorted(mcps))}")
+        return PoolsStatusResult(pools=[pool_status(mcps[n]) for n in names])
+
+    @activity.defn(name="set_network_type")
+    def set_network_type(self, input: SetNetworkTypeInput) -> SetNetworkTypeResult:
+        """Set ``networks.config.openshift.io/cluster`` spec.networkType (merge patch).
+
+        Guard (R1): raises non-retryable ``PoolsNotSettled`` naming every pool that is not
+        Updated=True/Updating=False. No write when the type is already set.
+        """
+        pools = [pool_status(p) for p in self.gateway.list_machineconfigpools()]
+        unsettled = [p for p in pools if not (p.updated and not p.updating)]
+        if unsettled:
+            names = ", ".join(
+                f"{p.name} (updated={p.updated}, updating={p.updating}, degraded={p.degraded})" for p in unsettled
+            )
+            raise fail("PoolsNotSettled", f"refusing to switch the network type while pools are not settled: {names}")
+        try:
+            net = self.gateway.get_network_config()
+        except NotFound:
+            raise fail("NetworkConfigNotFound", "networks.config.openshift.io/cluster does not exist") from None
+        previous = (net.get("spec") or {}).get("networkType")
+        if previous == input.network_type:
+            return SetNetworkTypeResult(changed=False, previous=previous)
+        self.gateway.patch_network_config({"spec": {"networkType": input.network_type}})
+        log().info(f"network type switched from {previous} to {input.network_type}")
+        return SetNetworkTypeResult(changed=True, previous=previous)
+
+
+def _wait_outcome(input: WaitForNodeInput, obj: dict[str, Any], info: NodeInfo) -> WaitForNodeResult | None:
+    """The wait's result if the Node ``obj`` (parsed as ``info``) ends it, else None."""
+    matched = wait_condition_holds(input, objects.annotations(obj))
+    if matched or info.degraded:
+        return WaitForNodeResult(node=info, matched=matched, degraded=info.degraded)
+    return None
+
+
+def wait_condition_holds(input: WaitForNodeInput, annotations: dict[str, str]) -> bool:
+    """True when a Node with these annotations satisfies the wait's main condition
+    (``annotation == value``, or for ``config_done`` currentConfig == value and state Done)
+    or one of the ``any_of`` pairs."""
+    if input.kind == "config_done":
+        if annotations.get(ANN_CURRENT_CONFIG) == input.value and annotations.get(ANN_STATE) == DaemonState.DONE:
+            return True
+    elif annotations.get(input.annotation) == input.value:
+        return True
+    return any(annotations.get(key) == value for key, value in input.any_of)
+
+
+def make_machineconfig_activities(gateway: KubeGateway | Callable[[], KubeGateway]) -> list[Callable[..., Any]]:
+    """The MachineConfig activities for a Worker, bound to ``gateway`` (or a factory)."""
+    factory = (lambda: gateway) if hasattr(gateway, "get_node") else gateway
+    return MachineConfigActivities(factory).activities()  # type: ignore[arg-type]

@@ -1,0 +1,204 @@
+"""Inputs and results of the MachineConfig activities: preflight, the daemon watch, pools,
+the network type and the pool diagnosis.
+
+Plain pydantic v2 models (no Kubernetes import), carried in workflow history by the pydantic
+data converter. Annotation values follow the machine-config-operator
+(``pkg/daemon/constants/constants.go`` and ``pkg/daemon/drain.go``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from activities.cluster.models import ANN_DESIRED_DRAIN, NodeInfo, PDBReport, PendingPodReport
+
+
+def drain_value(rendered: str) -> str:
+    """``drain-<rendered>``: the desiredDrain/lastAppliedDrain value that asks for a drain."""
+    return f"drain-{rendered}"
+
+
+def uncordon_value(rendered: str) -> str:
+    """``uncordon-<rendered>``: the desiredDrain/lastAppliedDrain value that asks for an uncordon."""
+    return f"uncordon-{rendered}"
+
+
+class PoolInfo(BaseModel):
+    """A MachineConfigPool resolved for a rollout: its target rendered config and its nodes."""
+
+    name: str
+    target_config: str
+    target_created: datetime | None = None
+    spec_max_unavailable: int | str | None = None
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    nodes: list[NodeInfo] = Field(default_factory=list)
+    conditions: dict[str, str] = Field(default_factory=dict)
+
+
+# --- preflight ---------------------------------------------------------------------------------
+
+
+class PreflightInput(BaseModel):
+    """Read-only checks before a MachineConfig rollout.
+
+    ``pools`` empty means: every pool that has a node not at the pool's newest rendered config.
+    ``target_configs`` maps pool name to an explicit rendered config; a pool missing from it gets
+    the newest ``rendered-<pool>-*`` MachineConfig by creationTimestamp.
+    ``not_before``: refuse a target rendered config created before this instant.
+    """
+
+    pools: list[str] = Field(default_factory=list)
+    target_configs: dict[str, str] = Field(default_factory=dict)
+    not_before: datetime | None = None
+
+
+class PreflightResult(BaseModel):
+    """The pools to roll, each with its target and its nodes (unsorted; planning sorts).
+
+    ``network_type``: ``networks.config.openshift.io/cluster`` status.networkType (what runs),
+    else spec.networkType; None on a cluster without that object."""
+
+    pools: list[PoolInfo]
+    network_type: str | None = None
+
+
+# --- node handshake ----------------------------------------------------------------------------
+
+
+class WaitForNodeInput(BaseModel):
+    """Watch a Node until ``annotation == value`` (or, for ``kind='config_done'``, until
+    ``currentConfig == value`` and ``state == Done``).
+
+    Returns early with ``degraded=True`` when the daemon sets Degraded or Unreconcilable.
+    ``timeout_seconds`` bounds one activity attempt; the workflow loops, so a long wait shows in
+    history as a few short attempts, never one hour-long blocking call.
+    ``any_of``: extra (annotation, value) pairs that also end the wait (e.g. resuming after a crash
+    when the daemon has moved further than expected).
+    """
+
+    node: str
+    kind: Literal["annotation", "config_done"] = "annotation"
+    annotation: str = ANN_DESIRED_DRAIN
+    value: str
+    any_of: list[tuple[str, str]] = Field(default_factory=list)
+    timeout_seconds: float = 60.0
+
+
+class WaitForNodeResult(BaseModel):
+    """What ended the wait, and the Node as last observed."""
+
+    node: NodeInfo
+    matched: bool
+    degraded: bool = False
+    timed_out: bool = False
+
+
+# --- pool / cluster health ----------------------------------------------------------------------
+
+
+class PoolStatus(BaseModel):
+    """The MachineConfigPool conditions and counters (status.*MachineCount)."""
+
+    name: str
+    updated: bool
+    updating: bool
+    degraded: bool
+    machine_count: int = 0
+    updated_machine_count: int = 0
+    ready_machine_count: int = 0
+    degraded_machine_count: int = 0
+
+
+class PoolsStatusInput(BaseModel):
+    """``pools`` empty: all MachineConfigPools."""
+
+    pools: list[str] = Field(default_factory=list)
+
+
+class PoolsStatusResult(BaseModel):
+    """The pools asked for, in order."""
+
+    pools: list[PoolStatus]
+
+    @property
+    def all_settled(self) -> bool:
+        """Every pool Updated=True and Updating=False (R1's guard before a network-type switch)."""
+        return all(p.updated and not p.updating for p in self.pools)
+
+
+class SetNetworkTypeInput(BaseModel):
+    """Switch ``networks.config.openshift.io/cluster`` spec.networkType.
+
+    Guarded (R1): refused with a non-retryable ``PoolsNotSettled`` ApplicationError while any
+    MachineConfigPool is not Updated=True/Updating=False.
+    """
+
+    network_type: Literal["OVNKubernetes", "OpenShiftSDN"]
+
+
+class SetNetworkTypeResult(BaseModel):
+    """``changed`` False when the type was already set; ``previous`` spec.networkType."""
+
+    changed: bool
+    previous: str | None = None
+
+
+# --- diagnosis ---------------------------------------------------------------------------------
+
+
+class PoolConditionReport(BaseModel):
+    """One MachineConfigPool condition as the API shows it."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+
+class NodeDiagnosis(BaseModel):
+    """A pool node that is not at the pool's target config, or degraded, or cordoned."""
+
+    name: str
+    current_config: str | None = None
+    desired_config: str | None = None
+    state: str | None = None
+    reason: str | None = None
+    desired_drain: str | None = None
+    last_applied_drain: str | None = None
+    unschedulable: bool = False
+    cordoned_by: str | None = None
+    ready: bool = False
+
+
+class DrainBlocker(BaseModel):
+    """A PodDisruptionBudget that allows no disruption, with its pods on the pool's nodes."""
+
+    pdb: PDBReport
+    pods: list[str] = Field(default_factory=list)
+
+
+class PoolDiagnosis(BaseModel):
+    """``lockkeeper diagnose pool NAME``: everything R2's operator needed, read-only from the API.
+
+    ``target_config``: spec.configuration.name (what the pool wants); ``nodes_not_at_target``;
+    ``degraded`` (state Degraded/Unreconcilable with their ``reason`` annotation);
+    ``drain_blockers`` (budgets with 0 disruptions allowed covering pods on the pool's nodes);
+    ``pending_pods`` (cluster-wide, with their latest FailedScheduling message);
+    ``conditions`` and machine counts of the pool."""
+
+    pool: str
+    target_config: str | None = None
+    current_config: str | None = None
+    machine_count: int = 0
+    updated_machine_count: int = 0
+    ready_machine_count: int = 0
+    degraded_machine_count: int = 0
+    nodes: list[str] = Field(default_factory=list)
+    nodes_not_at_target: list[NodeDiagnosis] = Field(default_factory=list)
+    degraded: list[NodeDiagnosis] = Field(default_factory=list)
+    drain_blockers: list[DrainBlocker] = Field(default_factory=list)
+    pending_pods: list[PendingPodReport] = Field(default_factory=list)
+    conditions: list[PoolConditionReport] = Field(default_factory=list)

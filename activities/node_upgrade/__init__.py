@@ -1,0 +1,1 @@
+"""Activities of the node upgrade (R3d nodes): the Node facts planning and the "done" check read."""

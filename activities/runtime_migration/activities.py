@@ -1,0 +1,175 @@
+"""Activities of the container-runtime migration (R4, procedures-spec §6).
+
+- Kubernetes reads and writes the migration needs beyond the generic cluster activities: the
+  full Node object (the record taken before the Node is deleted, and the re-registration check:
+  new uid, Ready, runtime, labels), a Node delete guarded by the recorded uid, the pods of a
+  selector on one node (the GlusterFS pod), every Node's labels (the post-check's peers).
+- External commands on the worker (``ansible-playbook`` runs, inventory hooks): a subprocess,
+  argv only, heartbeating while it runs. A command that ran and failed is a result (exit code),
+  not an error; whether it may run again is the workflow's decision (``maximum_attempts=1``).
+
+The Kubernetes ones are synchronous (the gateway's client blocks); the command ones are async.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from temporalio import activity
+
+from activities.cluster.base import GatewayActivities
+from activities.context import log
+from activities.gluster.models import GlusterReadInput, GlusterReport
+from activities.host.executors import LocalExecutor
+from activities.host.models import CommandResult
+from activities.kube import objects
+from activities.kube.errors import NotFound
+from activities.runtime_migration.models import (
+    DeleteRecordedNodeInput,
+    DeleteRecordedNodeResult,
+    ExternalCommandInput,
+    ListNodesInput,
+    NodeLabels,
+    NodeObject,
+    NodeObjectInput,
+    PodOnNode,
+    PodsOnNode,
+    PodsOnNodeInput,
+    WhichInput,
+    WhichResult,
+)
+
+#: Activity names, as workflows call them.
+READ_NODE_OBJECT = "read_node_object"
+DELETE_RECORDED_NODE = "delete_recorded_node"
+LIST_PODS_ON_NODE = "list_pods_on_node"
+LIST_NODE_LABELS = "list_node_labels"
+RUN_EXTERNAL_COMMAND = "run_external_command"
+WHICH_PROGRAMS = "which_programs"
+
+
+def node_object(name: str, obj: dict[str, Any] | None) -> NodeObject:
+    """A Node JSON object (or None: absent) as :class:`NodeObject` (pure)."""
+    if obj is None:
+        return NodeObject(name=name)
+    status = obj.get("status") or {}
+    return NodeObject(
+        name=name,
+        exists=True,
+        uid=objects.meta(obj).get("uid", ""),
+        ready=objects.condition(obj, "Ready") == "True",
+        runtime=(status.get("nodeInfo") or {}).get("containerRuntimeVersion", ""),
+        labels=dict(objects.labels(obj)),
+        unschedulable=bool((obj.get("spec") or {}).get("unschedulable")),
+        addresses=[a.get("address", "") for a in status.get("addresses") or [] if a.get("address")],
+        raw=obj,
+    )
+
+
+class MigrationKubeActivities(GatewayActivities):
+    """The Kubernetes activities of the migration (see the module doc)."""
+
+    ACTIVITIES: ClassVar[tuple[str, ...]] = ("read_node_object", "delete_recorded_node", "list_pods_on_node", "list_node_labels")
+
+    @activity.defn(name=READ_NODE_OBJECT)
+    def read_node_object(self, input: NodeObjectInput) -> NodeObject:
+        """GET the Node; absent → ``exists`` False (during the migration that is a state, not
+        an error)."""
+        try:
+            return node_object(input.node, self.gateway.get_node(input.node))
+        except NotFound:
+            return node_object(input.node, None)
+
+    @activity.defn(name=DELETE_RECORDED_NODE)
+    def delete_recorded_node(self, input: DeleteRecordedNodeInput) -> DeleteRecordedNodeResult:
+        """DELETE the Node while it still has the recorded uid. Safe to repeat: a resumed step
+        finds it gone (or re-registered with a new uid) and sends nothing."""
+        try:
+            obj = self.gateway.get_node(input.node)
+        except NotFound:
+            return DeleteRecordedNodeResult(already_gone=True, detail=f"node {input.node} is absent")
+        uid = objects.meta(obj).get("uid", "")
+        if uid != input.uid:
+            return DeleteRecordedNodeResult(already_gone=True, detail=f"node {input.node} has uid {uid}, not the recorded {input.uid}")
+        try:
+            self.gateway.delete("Node", input.node)
+        except NotFound:
+            return DeleteRecordedNodeResult(already_gone=True, detail=f"node {input.node} vanished before the delete")
+        log().warning(f"node {input.node} (uid {uid}) deleted")
+        return DeleteRecordedNodeResult(deleted=True, detail=f"node {input.node} uid {uid} deleted")
+
+    @activity.defn(name=LIST_PODS_ON_NODE)
+    def list_pods_on_node(self, input: PodsOnNodeInput) -> PodsOnNode:
+        """The selector's pods bound to the node (field selector ``spec.nodeName``)."""
+        items = self.gateway.list(
+            "Pod", input.namespace, label_selector=input.label_selector, field_selector=f"spec.nodeName={input.node}"
+        )
+        out = []
+        for p in items:
+            md = objects.meta(p)
+            ready = objects.condition(p, "Ready") == "True"
+            out.append(PodOnNode(name=md.get("name", ""), uid=md.get("uid", ""), phase=(p.get("status") or {}).get("phase", ""),
+                                 ready=ready, terminating=bool(md.get("deletionTimestamp"))))
+        return PodsOnNode(pods=out)
+
+    @activity.defn(name=LIST_NODE_LABELS)
+    def list_node_labels(self, input: ListNodesInput) -> NodeLabels:
+        """Every Node's name and labels."""
+        return NodeLabels(nodes={objects.meta(n).get("name", ""): dict(objects.labels(n)) for n in self.gateway.list_nodes()})
+
+
+class ExternalActivities:
+    """Commands run on the worker itself (see the module doc)."""
+
+    def __init__(self, executor: LocalExecutor | None = None) -> None:
+        self.executor = executor or LocalExecutor()
+
+    def activities(self) -> list[Callable[..., Any]]:
+        """Every activity of this class, bound."""
+        return [self.run_external_command, self.which_programs]
+
+    @activity.defn(name=RUN_EXTERNAL_COMMAND)
+    async def run_external_command(self, input: ExternalCommandInput) -> CommandResult:
+        """Run ``argv`` as a subprocess of the worker, heartbeating; killed at its timeout.
+        A program that does not exist is exit 127 with the OS error in stderr."""
+        log().info(f"external command: {' '.join(input.argv)}")
+        return await self.executor.run(list(input.argv), timeout=input.timeout_seconds, env=input.env)
+
+    @activity.defn(name=WHICH_PROGRAMS)
+    async def which_programs(self, input: WhichInput) -> WhichResult:
+        """Resolve each program on the worker's PATH (an absolute path must be executable)."""
+        out = WhichResult()
+        for prog in input.programs:
+            path = shutil.which(prog)
+            if path:
+                out.found[prog] = path
+            else:
+                out.missing.append(prog)
+        return out
+
+
+def gluster_read_adapter(gateway_factory: Callable[[], Any]) -> list[Callable[..., Any]]:
+    """``read_gluster`` for the migration while the GlusterFS package's method is not an
+    activity yet (no ``@activity.defn`` on it): a thin activity calling it. Empty once the
+    GlusterFS package defines the activity itself (its worker registration then serves it)."""
+    from activities.gluster.activities import GlusterActivities
+
+    if hasattr(GlusterActivities.read_gluster, "__temporal_activity_definition"):
+        return []
+    impl = GlusterActivities(gateway_factory)
+
+    @activity.defn(name="read_gluster")
+    def read_gluster(input: GlusterReadInput) -> GlusterReport:
+        """See :meth:`activities.gluster.activities.GlusterActivities.read_gluster`."""
+        return impl.read_gluster(input)
+
+    return [read_gluster]
+
+
+def make_runtime_migration_activities(gateway_factory: Callable[[], Any]) -> list[Callable[..., Any]]:
+    """Every activity of the migration, the Kubernetes ones on ``gateway_factory``'s gateway
+    (plus the GlusterFS read, see :func:`gluster_read_adapter`)."""
+    return (MigrationKubeActivities(gateway_factory).activities() + ExternalActivities().activities()
+            + gluster_read_adapter(gateway_factory))

@@ -1,0 +1,113 @@
+"""Inputs and results of the runtime-migration activities (procedures-spec §6, R4).
+
+Plain pydantic v2 models; workflows import them through ``imports_passed_through``. Nothing here
+holds a secret: the external commands' credentials (an Ansible inventory, SSH keys) live on the
+worker, only their argv travels in history.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class ExternalCommandInput(BaseModel):
+    """Run ``argv`` on the worker (an ``ansible-playbook`` run, an inventory hook). No shell:
+    each element is one argument. ``timeout_seconds``: the command is killed after this;
+    ``env``: extra non-secret environment variables."""
+
+    argv: list[str] = Field(min_length=1)
+    timeout_seconds: float = Field(3600.0, gt=0)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class WhichInput(BaseModel):
+    """Program names (``argv[0]`` of the external steps) to resolve on the worker's PATH."""
+
+    programs: list[str]
+
+
+class WhichResult(BaseModel):
+    """``found``: program → resolved path; ``missing``: programs not found."""
+
+    found: dict[str, str] = Field(default_factory=dict)
+    missing: list[str] = Field(default_factory=list)
+
+
+class NodeObjectInput(BaseModel):
+    """Read Node ``node`` (absent is an answer, not an error)."""
+
+    node: str
+
+
+class NodeObject(BaseModel):
+    """A Node as the migration sees it: ``exists``; ``uid``; ``ready`` (condition Ready=True);
+    ``runtime`` (``status.nodeInfo.containerRuntimeVersion``, e.g. ``docker://1.13.1``,
+    ``cri-o://1.11.16``); ``labels``; ``unschedulable``; ``addresses``; ``raw`` the full object
+    as served (the record kept before the delete)."""
+
+    name: str
+    exists: bool = False
+    uid: str = ""
+    ready: bool = False
+    runtime: str = ""
+    labels: dict[str, str] = Field(default_factory=dict)
+    unschedulable: bool = False
+    addresses: list[str] = Field(default_factory=list)
+    raw: dict[str, Any] | None = None
+
+
+class DeleteRecordedNodeInput(BaseModel):
+    """DELETE Node ``node`` only while it still has the recorded ``uid`` (a Node that is gone or
+    registered again with another uid is left alone)."""
+
+    node: str
+    uid: str
+
+
+class DeleteRecordedNodeResult(BaseModel):
+    """``deleted``: this call sent the DELETE; ``already_gone``: no Node with the recorded uid;
+    ``detail``: what was seen."""
+
+    deleted: bool = False
+    already_gone: bool = False
+    detail: str = ""
+
+
+class PodsOnNodeInput(BaseModel):
+    """Pods of ``namespace`` matching ``label_selector`` bound to ``node``."""
+
+    namespace: str
+    label_selector: str
+    node: str
+
+
+class PodOnNode(BaseModel):
+    """One such pod: name, uid, phase, Ready, being deleted."""
+
+    name: str
+    uid: str = ""
+    phase: str = ""
+    ready: bool = False
+    terminating: bool = False
+
+    @property
+    def healthy(self) -> bool:
+        return self.phase == "Running" and self.ready and not self.terminating
+
+
+class PodsOnNode(BaseModel):
+    """The pods found (possibly none)."""
+
+    pods: list[PodOnNode] = Field(default_factory=list)
+
+
+class ListNodesInput(BaseModel):
+    """Every Node's name and labels (peers for the package post-check)."""
+
+
+class NodeLabels(BaseModel):
+    """``nodes``: node name → labels."""
+
+    nodes: dict[str, dict[str, str]] = Field(default_factory=dict)

@@ -1,0 +1,212 @@
+"""Settings of every lockkeeper process (CLI, worker, demo), read from the environment.
+
+Names: ``LOCKKEEPER_<FIELD>`` for everything, and the conventional names other tools use
+(``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, ``TEMPORAL_API_KEY``, ``TEMPORAL_TLS_CERT``,
+``TEMPORAL_TLS_KEY``, ``KUBECONFIG``, ``KUBE_CONTEXT``) as aliases, so an operator's existing
+shell works unchanged. ``LOCKKEEPER_`` names win when both are set.
+
+Secrets (the Temporal API key) are :class:`pydantic.SecretStr`: their ``repr`` is masked, and
+they are only read in :func:`workers.client.connect`. They never go into workflow input.
+
+Validation errors are raised as :class:`SettingsError` with one human line per problem, naming
+the variable and, for files, the path.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_TASK_QUEUE = "lockkeeper"
+
+
+class SettingsError(ValueError):
+    """Settings are invalid; ``str()`` is a message for people, one problem per line."""
+
+
+def _aliases(field: str, *plain: str) -> AliasChoices:
+    return AliasChoices(f"LOCKKEEPER_{field.upper()}", *plain)
+
+
+class Settings(BaseSettings):
+    """Where Temporal and the cluster are, and how to authenticate to them.
+
+    Fields:
+    - ``temporal_address``: ``host:port`` of the Temporal frontend (gRPC), default ``localhost:7233``.
+    - ``temporal_namespace``: default ``default``.
+    - ``temporal_api_key``: Temporal Cloud API key (implies TLS).
+    - ``temporal_tls_cert`` / ``temporal_tls_key``: client certificate and key (PEM files) for mTLS;
+      both or neither. ``temporal_tls_ca``: server CA (PEM), optional.
+    - ``temporal_tls``: force TLS without a client certificate.
+    - ``task_queue``: the worker's and the client's task queue, default ``lockkeeper``.
+    - ``kubeconfig``: path to a kubeconfig file (``KUBECONFIG``; only the first entry of a
+      ``:``-separated list is used); ``kube_context``: context name in it.
+    - ``in_cluster``: use the pod's service account instead of a kubeconfig.
+    - ``cluster``: the name lockkeeper uses for the cluster in workflow IDs and search attributes.
+    - ``max_concurrent_activities``: worker thread pool size (sync activities), default 50.
+    - ``graceful_shutdown_seconds``: how long a stopping worker lets running activities finish.
+    - ``metrics_port``: worker only; serve Prometheus metrics (the Temporal SDK's and lockkeeper's,
+      see :mod:`workers.metrics`) on ``listen_host:metrics_port`` at ``/metrics``. Off when unset.
+    - ``health_port``: worker only; serve ``/healthz`` and ``/readyz`` (see :mod:`workers.health`)
+      on ``listen_host:health_port``. Off when unset. ``listen_host``: default ``0.0.0.0``.
+    - ``log_level``, ``log_format`` (``auto`` = console on a terminal, JSON otherwise).
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="LOCKKEEPER_",
+        populate_by_name=True,
+        extra="ignore",
+        validate_default=True,
+    )
+
+    temporal_address: str = Field(
+        "localhost:7233", validation_alias=_aliases("temporal_address", "TEMPORAL_ADDRESS")
+    )
+    temporal_namespace: str = Field(
+        "default", validation_alias=_aliases("temporal_namespace", "TEMPORAL_NAMESPACE")
+    )
+    temporal_api_key: SecretStr | None = Field(
+        None, validation_alias=_aliases("temporal_api_key", "TEMPORAL_API_KEY")
+    )
+    temporal_tls: bool = Field(False, validation_alias=_aliases("temporal_tls", "TEMPORAL_TLS"))
+    temporal_tls_cert: Path | None = Field(
+        None, validation_alias=_aliases("temporal_tls_cert", "TEMPORAL_TLS_CERT")
+    )
+    temporal_tls_key: Path | None = Field(
+        None, validation_alias=_aliases("temporal_tls_key", "TEMPORAL_TLS_KEY")
+    )
+    temporal_tls_ca: Path | None = Field(
+        None, validation_alias=_aliases("temporal_tls_ca", "TEMPORAL_TLS_CA")
+    )
+    task_queue: str = Field(DEFAULT_TASK_QUEUE, validation_alias=_aliases("task_queue"))
+    kubeconfig: Path | None = Field(None, validation_alias=_aliases("kubeconfig", "KUBECONFIG"))
+    kube_context: str | None = Field(None, validation_alias=_aliases("kube_context", "KUBE_CONTEXT"))
+    in_cluster: bool = Field(False, validation_alias=_aliases("in_cluster"))
+    #: A worker for host procedures only (etcd, node commands), e.g. on a bastion host: it needs
+    #: no cluster credentials and registers no Kubernetes activities. Give it its own task queue.
+    host_only: bool = Field(False, validation_alias=_aliases("host_only"))
+    cluster: str = Field("default", validation_alias=_aliases("cluster"))
+    max_concurrent_activities: int = Field(50, ge=1, validation_alias=_aliases("max_concurrent_activities"))
+    graceful_shutdown_seconds: float = Field(
+        30.0, ge=0, validation_alias=_aliases("graceful_shutdown_seconds")
+    )
+    metrics_port: int | None = Field(None, ge=1, le=65535, validation_alias=_aliases("metrics_port"))
+    health_port: int | None = Field(None, ge=1, le=65535, validation_alias=_aliases("health_port"))
+    listen_host: str = Field("0.0.0.0", validation_alias=_aliases("listen_host"))
+    log_level: str = Field("info", validation_alias=_aliases("log_level"))
+    log_format: str = Field("auto", validation_alias=_aliases("log_format"))
+
+    @field_validator("temporal_address")
+    @classmethod
+    def _host_port(cls, v: str) -> str:
+        host, sep, port = v.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"TEMPORAL_ADDRESS must be host:port (e.g. localhost:7233), got {v!r}")
+        return v
+
+    @field_validator("kubeconfig", mode="before")
+    @classmethod
+    def _first_kubeconfig(cls, v: Any) -> Any:
+        # KUBECONFIG may be a list like PATH; kubectl merges them, we use the first existing one.
+        if isinstance(v, str):
+            parts = [p for p in v.split(os.pathsep) if p]
+            if not parts:
+                return None
+            existing = [p for p in parts if Path(p).expanduser().exists()]
+            return Path((existing or parts)[0]).expanduser()
+        return v
+
+    @field_validator("log_level")
+    @classmethod
+    def _level(cls, v: str) -> str:
+        if v.lower() not in ("debug", "info", "warning", "error", "critical"):
+            raise ValueError(f"log level must be debug|info|warning|error|critical, got {v!r}")
+        return v.lower()
+
+    @field_validator("log_format")
+    @classmethod
+    def _format(cls, v: str) -> str:
+        if v.lower() not in ("auto", "console", "json"):
+            raise ValueError(f"log format must be auto|console|json, got {v!r}")
+        return v.lower()
+
+    @model_validator(mode="after")
+    def _check_files(self) -> Settings:
+        problems: list[str] = []
+        if (self.temporal_tls_cert is None) != (self.temporal_tls_key is None):
+            missing = "TEMPORAL_TLS_KEY" if self.temporal_tls_key is None else "TEMPORAL_TLS_CERT"
+            problems.append(f"TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together: {missing} is not set")
+        for name, path in (
+            ("TEMPORAL_TLS_CERT", self.temporal_tls_cert),
+            ("TEMPORAL_TLS_KEY", self.temporal_tls_key),
+            ("TEMPORAL_TLS_CA", self.temporal_tls_ca),
+        ):
+            if path is not None and not path.is_file():
+                problems.append(f"{name}: file {path} does not exist")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def uses_tls(self) -> bool:
+        """TLS is on with a client certificate, an API key (Temporal Cloud) or when forced."""
+        return self.temporal_tls or self.temporal_tls_cert is not None or self.temporal_api_key is not None
+
+    def check_kubeconfig(self) -> None:
+        """Validate the cluster credentials source; the worker calls this before it starts.
+
+        Raises :class:`SettingsError` when the kubeconfig is missing, not YAML, not a kubeconfig
+        (no ``clusters``/``contexts``), or lacks ``kube_context``. The message names the file.
+        In-cluster mode needs the service account token file instead.
+        """
+        if self.in_cluster:
+            token = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+            if not token.is_file():
+                raise SettingsError(f"in-cluster mode: service account token {token} does not exist")
+            return
+        path = self.kubeconfig or Path("~/.kube/config").expanduser()
+        if not path.is_file():
+            raise SettingsError(f"KUBECONFIG: file {path} does not exist")
+        import yaml  # lazy: the CLI's --help should not pay for it
+
+        try:
+            doc = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise SettingsError(f"KUBECONFIG: file {path} is not valid YAML: {exc}") from None
+        except OSError as exc:
+            raise SettingsError(f"KUBECONFIG: cannot read {path}: {exc}") from None
+        if not isinstance(doc, dict) or not doc.get("clusters") or not doc.get("contexts"):
+            raise SettingsError(f"KUBECONFIG: file {path} is not a kubeconfig (no clusters or contexts)")
+        if self.kube_context:
+            names = [c.get("name") for c in doc.get("contexts") or [] if isinstance(c, dict)]
+            if self.kube_context not in names:
+                raise SettingsError(
+                    f"KUBE_CONTEXT: context {self.kube_context!r} not in {path} (has {', '.join(map(str, names))})"
+                )
+
+    def safe_dict(self) -> dict[str, Any]:
+        """Settings for logs: secrets shown only as set/unset."""
+        d = self.model_dump(mode="json")
+        d["temporal_api_key"] = "***" if self.temporal_api_key else None
+        return d
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read settings from the environment, ``overrides`` (CLI flags; ``None`` values ignored) win.
+
+    Raises :class:`SettingsError` with one line per invalid setting.
+    """
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"]) or "settings"
+            msg = err["msg"].removeprefix("Value error, ")
+            lines.append(f"{loc}: {msg}" if err["loc"] else msg)
+        raise SettingsError("invalid settings:\n  " + "\n  ".join(lines)) from None

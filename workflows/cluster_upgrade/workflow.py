@@ -1,0 +1,207 @@
+"""ClusterUpgradeWorkflow: the whole OKD 3.9 → 3.10 upgrade of field report R3 as child procedures
+in R3's order: GlusterFS check and recovery → etcd backup → control plane → the masters' node
+upgrade → infra nodes (canary) → compute nodes → nodeSelector migration (:data:`workflows.cluster_upgrade.models.PHASES`).
+
+Each phase is the procedure itself, started as a child with ID ``<this>/<phase>/<attempt>``:
+its gates (canary, API, plan, ...) are approved on the child's ID (``lockkeeper approve <child>``),
+and ``lockkeeper status <child>`` shows its own status; this workflow's status names the phase and
+the child. A phase that fails (or ends other than completed) opens gate ``phase/<name>/<n>``: fix
+the cause, then approve to retry the phase (a new child; the node procedures skip nodes already at
+the target, the control plane re-checks its masters), or reject to abort. A finished phase is never
+run again. ``dry_run`` runs the planning children dry (node batches, the selector plan) and prints
+every phase.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ChildWorkflowError
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.cluster_upgrade.models import (
+        PHASES,
+        PROCEDURE_CLUSTER_UPGRADE,
+        ClusterUpgradeInput,
+        ClusterUpgradeResult,
+        ClusterUpgradeStatus,
+        PhaseStatus,
+    )
+    from workflows.control_plane.workflow import ControlPlaneUpgradeWorkflow
+    from workflows.etcd.backup import EtcdBackupWorkflow
+    from workflows.gluster.workflow import GlusterRecoveryWorkflow
+    from workflows.kit.models import ApprovalRules, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase, failure_message
+    from workflows.kit.procedure import ProcedureWorkflow
+    from workflows.node_selectors.workflow import NodeSelectorMigrationWorkflow
+    from workflows.node_upgrade.plan import plan_lines
+    from workflows.node_upgrade.report import ChildReport
+    from workflows.node_upgrade.workflow import NodeUpgradeWorkflow
+
+#: phase → the child's workflow class.
+CHILDREN: dict[str, Any] = {
+    "gluster": GlusterRecoveryWorkflow,
+    "etcd-backup": EtcdBackupWorkflow,
+    "control-plane": ControlPlaneUpgradeWorkflow,
+    "master-nodes": NodeUpgradeWorkflow,
+    "infra-nodes": NodeUpgradeWorkflow,
+    "compute-nodes": NodeUpgradeWorkflow,
+    "node-selectors": NodeSelectorMigrationWorkflow,
+}
+
+
+def _succeeded(result: Any) -> tuple[bool, str]:
+    """A child's result: ok when its outcome is completed (the etcd backup: ``ok``; GlusterFS:
+    ``ok``), with its message."""
+    outcome = getattr(result, "outcome", None)
+    ok = getattr(result, "ok", None)
+    message = getattr(result, "message", "") or ""
+    if ok is not None and not ok:
+        return False, message or f"outcome {outcome}"
+    return outcome in ("completed", None), message or f"outcome {outcome}"
+
+
+@workflow.defn
+class ClusterUpgradeWorkflow(ProcedureWorkflow):
+    """Input :class:`ClusterUpgradeInput`, result :class:`ClusterUpgradeResult`, status
+    :class:`ClusterUpgradeStatus` (see the module doc)."""
+
+    @workflow.init
+    def __init__(self, input: ClusterUpgradeInput) -> None:
+        self._in = input
+        self._id = workflow.info().workflow_id
+        self._status = ClusterUpgradeStatus(phases=[
+            PhaseStatus(name=p, child_type=CHILDREN[p].__name__, state="pending" if input.plan.phase_input(p) is not None else "skipped")
+            for p in PHASES])
+        self.kit_init(
+            procedure=PROCEDURE_CLUSTER_UPGRADE, noun="cluster upgrade", cluster=input.plan.cluster,
+            rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
+            status=self._status, search_attributes=input.search_attributes, pause_on_reject=False, reject_note="cluster upgrade stops",
+        )
+
+    @workflow.query
+    def status(self) -> ClusterUpgradeStatus:
+        """The phases, the current one and its child procedure."""
+        return self.procedure_status()  # type: ignore[return-value]
+
+    @workflow.signal
+    def child_status(self, report: ChildReport) -> None:
+        """A phase's child reports its own status (only the current child of a phase counts)."""
+        for ph in self._status.phases:
+            if ph.child_id == report.workflow_id and (ph.child_status is None or report.seq > ph.child_status.seq):
+                ph.child_status = report
+                self.touch()
+
+    def procedure_status(self) -> ClusterUpgradeStatus:
+        """The kit's status; while nothing of its own waits, what the current child waits for."""
+        s = super().procedure_status()
+        assert isinstance(s, ClusterUpgradeStatus)
+        cur = next((p for p in s.phases if p.name == s.current_phase), None)
+        if s.waiting_for is None and cur is not None and cur.child_status is not None:
+            c = cur.child_status
+            gates = f" (gates {', '.join(c.gates_waiting)} on {c.workflow_id})" if c.gates_waiting else ""
+            s.waiting_for = f"phase {cur.name}: {c.waiting_for or c.phase}{gates}"
+            s.since, s.deadline = c.since, c.deadline
+        return s
+
+    def _child_input(self, phase: str) -> Any:
+        inp = self._in.plan.phase_input(phase)
+        assert inp is not None
+        update: dict[str, Any] = {}
+        if hasattr(inp, "requested_by"):
+            update["requested_by"] = self._in.requested_by
+        if hasattr(inp, "search_attributes"):
+            update["search_attributes"] = False  # the child's ID carries the parent's; keep one set of attributes
+        if hasattr(inp, "dry_run"):
+            update["dry_run"] = self._in.dry_run
+        if hasattr(inp, "report_to"):
+            update["report_to"] = self._id
+        return inp.model_copy(update=update)
+
+    @workflow.run
+    async def run(self, input: ClusterUpgradeInput) -> ClusterUpgradeResult:
+        self.kit_status_attributes(patch_id=None)
+        self.touch()
+        for ph in self._status.phases:
+            if ph.state == "skipped" or self.control.abort:
+                continue
+            self._status.current_phase = ph.name
+            if input.dry_run:
+                await self._dry_run(ph)
+                continue
+            await self._phase(ph)
+        self._status.current_phase = None
+        outcome = "dry-run" if input.dry_run else ("aborted" if self.control.abort else "completed")
+        self.control.base_phase = {"aborted": ProcedurePhase.ABORTED}.get(outcome, ProcedurePhase.DONE)
+        self.touch()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        lines = [f"{p.name}: {p.state}" + (f" ({p.child_id})" if p.child_id else "") for p in self._status.phases]
+        return ClusterUpgradeResult(workflow_id=self._id, outcome=outcome, phases=[p.model_copy() for p in self._status.phases],
+                                    message=self.control.abort_reason if outcome == "aborted" else "; ".join(lines))
+
+    async def _run_child(self, ph: PhaseStatus) -> Any:
+        ph.attempts += 1
+        ph.child_id = f"{self._id}/{ph.name}/{ph.attempts}"
+        ph.state, ph.outcome, ph.message = "running", None, None
+        self.touch()
+        return await workflow.execute_child_workflow(
+            CHILDREN[ph.name].run, self._child_input(ph.name), id=ph.child_id,
+            parent_close_policy=workflow.ParentClosePolicy.TERMINATE,
+            static_summary=f"phase {ph.name} (attempt {ph.attempts})",
+        )
+
+    async def _phase(self, ph: PhaseStatus) -> None:
+        while not self.control.abort:
+            try:
+                result = await self._run_child(ph)
+                ok, message = _succeeded(result)
+                ph.outcome = getattr(result, "outcome", None)
+            except ChildWorkflowError as err:
+                ok, message = False, failure_message(err)
+                ph.outcome = "failed"
+            ph.message = message
+            if ok:
+                ph.state = "done"
+                self.touch()
+                return
+            ph.state = "waiting-retry"
+            gate_id = f"phase/{ph.name}/{ph.attempts}"
+            comment = f"phase {ph.name} did not complete ({ph.child_id}): {message}. Fix it, then approve to retry the phase, reject to abort."
+            gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=self._in.gate_timeout_seconds, comment=comment,
+                                   opened_by="lockkeeper", record_comment=comment)
+            self.touch()
+            await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=self._in.gate_timeout_seconds)
+            if gate.state != GateState.APPROVED:
+                ph.state = "aborted"
+                if not self.control.abort:
+                    self.control.request_abort(f"phase {ph.name} not retried: gate {gate_id} {gate.state}", gate.decided_by or "timeout")
+                self.touch()
+                return
+
+    async def _dry_run(self, ph: PhaseStatus) -> None:
+        """Print the phase: the node phases and the selector migration plan against the cluster
+        (their own dry runs), the others from the plan file."""
+        inp = self._in.plan.phase_input(ph.name)
+        if ph.name in ("master-nodes", "infra-nodes", "compute-nodes", "node-selectors"):
+            try:
+                result = await self._run_child(ph)
+                plan = getattr(result, "plan", None)
+                if ph.name == "node-selectors":
+                    ph.dry_run_lines = plan.lines() if plan is not None else [result.message]
+                else:
+                    ph.dry_run_lines = plan_lines(plan) if plan is not None else [result.message]
+                ph.state = "done"
+            except ChildWorkflowError as err:
+                ph.state, ph.dry_run_lines = "failed", [f"would fail today: {failure_message(err)}"]
+        elif ph.name == "control-plane":
+            ph.dry_run_lines = [f"masters one at a time: {' -> '.join(m.name for m in inp.masters)}",  # type: ignore[union-attr]
+                                f"action {inp.action.kind}; restart {', '.join(inp.action.restart) or 'none'}"]  # type: ignore[union-attr]
+            ph.state = "done"
+        elif ph.name == "etcd-backup":
+            ph.dry_run_lines = [f"snapshot every member: {', '.join(m.name for m in inp.members)}"]  # type: ignore[union-attr]
+            ph.state = "done"
+        else:
+            ph.dry_run_lines = [f"GlusterFS {inp.mode} in namespace {inp.namespace}"]  # type: ignore[union-attr]
+            ph.state = "done"
+        self.touch()
+

@@ -1,0 +1,159 @@
+"""Inputs, status and result of the control-plane upgrade (R3d masters, procedures-spec §4.1).
+
+Pure pydantic models shared by the CLI, the worker and the workflow (stored in history: add
+fields with defaults, never rename). Durations are seconds; times UTC.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from activities.host.models import HostAccess
+from workflows.etcd.models import EtcdBackupInput
+from workflows.kit.models import ProcedureResult, ProcedureStatus
+
+PROCEDURE_CONTROL_PLANE_UPGRADE = "control-plane-upgrade"
+#: openshift-ansible's static pod location (``openshift_control_plane_static_pod_location``).
+STATIC_POD_DIR = "/etc/origin/node/pods/"
+#: The gate word that re-runs ``master-restart api`` instead of only waiting again.
+RESTART_AGAIN = "restart"
+
+
+class MasterSpec(BaseModel):
+    """One master: ``name`` (its Node name), ``api_url`` (this master's own API, e.g.
+    ``https://master01.example.com:8443``), ``access`` (host commands: master-restart,
+    master-logs, manifests), ``gluster_host`` (it serves GlusterFS bricks: the gate after it)."""
+
+    name: str
+    api_url: str
+    access: HostAccess
+    gluster_host: bool = False
+
+
+class StaticPodManifest(BaseModel):
+    """A static pod manifest to write on each master: ``path`` and the full ``content``."""
+
+    path: str = Field(min_length=2)
+    content: str = Field(min_length=1)
+
+
+class MasterAction(BaseModel):
+    """The master action (procedures-spec §4.1 step 2): ``external`` runs ``argv`` on the worker
+    (``{master}`` replaced; e.g. ``ansible-playbook ... upgrade_control_plane.yml -l {master}``);
+    ``static-pods`` writes ``manifests`` over the master's host access (each recorded first).
+    Both are followed by ``master-restart`` of ``restart`` (default api, controllers), unless
+    ``restart`` is empty (an external action that restarts by itself)."""
+
+    kind: Literal["external", "static-pods"] = "static-pods"
+    argv: list[str] = Field(default_factory=list)
+    manifests: list[StaticPodManifest] = Field(default_factory=list)
+    restart: list[str] = Field(default_factory=lambda: ["api", "controllers"])
+    timeout_seconds: float = Field(900.0, gt=0)
+
+    @model_validator(mode="after")
+    def _complete(self) -> MasterAction:
+        if self.kind == "external" and not self.argv:
+            raise ValueError("an external master action needs argv")
+        if self.kind == "static-pods" and not self.manifests:
+            raise ValueError("a static-pods master action needs at least one manifest")
+        bad = [c for c in self.restart if c not in ("api", "controllers", "etcd")]
+        if bad:
+            raise ValueError(f"master-restart knows api, controllers, etcd; not {', '.join(bad)}")
+        return self
+
+
+class ControlPlaneUpgradeInput(BaseModel):
+    """Input of :class:`workflows.control_plane.workflow.ControlPlaneUpgradeWorkflow`.
+
+    ``etcd_backup``: the backup barrier's input (required) unless ``etcd_backup_skip_reason``
+    says why not (recorded in status; e.g. a test world without etcd). ``expected_image``: the
+    mirror pods' image after the action (None: Ready is enough). ``approve_each``: a gate before
+    every master (default: before the first only). ``api_ready_timeout_seconds``: o-a's
+    120 × 1 s before the API gate opens.
+    """
+
+    cluster: str = "default"
+    requested_by: str = "unknown"
+    four_eyes: bool = False
+    allowed_approvers: list[str] = Field(default_factory=list)
+    search_attributes: bool = True
+    dry_run: bool = False
+    #: The parent procedure that gets ``child_status`` reports (set by the cluster upgrade).
+    report_to: str | None = None
+    masters: list[MasterSpec] = Field(min_length=1)
+    action: MasterAction
+    expected_image: str | None = None
+    etcd_backup: EtcdBackupInput | None = None
+    etcd_backup_skip_reason: str | None = None
+    gluster_check: bool = True
+    gluster_namespace: str = "glusterfs"
+    gluster_timeout_seconds: float = Field(600.0, gt=0)
+    approve_first: bool = True
+    approve_each: bool = False
+    api_ready_timeout_seconds: float = Field(120.0, gt=0)
+    api_poll_seconds: float = Field(1.0, gt=0)
+    api_ca_file: str | None = None
+    api_insecure: bool = False
+    pods_ready_timeout_seconds: float = Field(120.0, gt=0)
+    logs_tail: int = Field(50, ge=1)
+    host_command_timeout_seconds: float = Field(120.0, gt=0)
+    gate_timeout_seconds: float | None = Field(None, gt=0)
+    activity_timeout_seconds: float = Field(10.0, gt=0)
+
+    @model_validator(mode="after")
+    def _checked(self) -> ControlPlaneUpgradeInput:
+        if self.etcd_backup is None and not self.etcd_backup_skip_reason:
+            raise ValueError("the etcd backup barrier is required: give etcd_backup, or etcd_backup_skip_reason saying why not")
+        names = [m.name for m in self.masters]
+        if len(set(names)) != len(names):
+            raise ValueError(f"masters listed twice: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
+        return self
+
+
+class ManifestRecord(BaseModel):
+    """What a manifest was before we wrote it: ``sha256_before`` (None: absent), ``content_before``
+    and the ``sha256_after`` we wrote."""
+
+    path: str
+    sha256_before: str | None = None
+    content_before: str | None = None
+    sha256_after: str | None = None
+
+
+class MasterRow(BaseModel):
+    """One master in ``status``: ``state`` pending / running / waiting-gate / done / aborted,
+    ``step``, ``since``, ``detail``; ``commands`` every host/external command run (argv and exit
+    code, in order); ``records`` the manifests recorded; ``logs_tail`` the last ``master-logs api
+    api`` read when the API did not come back."""
+
+    name: str
+    state: Literal["pending", "running", "waiting-gate", "done", "aborted"] = "pending"
+    step: str | None = None
+    since: datetime | None = None
+    detail: str | None = None
+    commands: list[str] = Field(default_factory=list)
+    records: list[ManifestRecord] = Field(default_factory=list)
+    logs_tail: str | None = None
+    restarts: int = 0
+
+
+class ControlPlaneStatus(ProcedureStatus):
+    """``status``: preflight findings (``preflight``: check → result words), the masters in
+    order with their rows, the master in progress."""
+
+    preflight: dict[str, str] = Field(default_factory=dict)
+    masters: list[MasterRow] = Field(default_factory=list)
+    current_master: str | None = None
+
+
+class ControlPlaneResult(ProcedureResult):
+    """``outcome`` completed / aborted / dry-run; the rows; ``message``."""
+
+    workflow_id: str = ""
+    outcome: str = "completed"
+    masters: list[MasterRow] = Field(default_factory=list)
+    preflight: dict[str, str] = Field(default_factory=dict)
+    message: str = ""

@@ -1,0 +1,227 @@
+"""ControlPlaneUpgradeWorkflow: the control plane master by master, strictly one at a time
+(R3d masters, procedures-spec §4.1; openshift-ansible 3.10 ``upgrade_control_plane.yml``).
+
+Preflight (once, read-only except the backup): the etcd backup barrier (the etcd procedure as a
+child; required unless the input says why not) → the GlusterFS health gate → every master's own
+``/healthz/ready`` → etcd healthy (``etcd_cluster_status`` through the backup's members; without
+members this is recorded as not checked). Then per master, in the given order:
+
+1. a gate before the first master (or each, ``approve_each``);
+2. the master action (:mod:`workflows.control_plane.steps`): manifests recorded then written, or
+   the external command, then ``master-restart api`` / ``controllers``; each at most once (an
+   unknown outcome opens gate ``host/<step>``);
+3. **this master's** ``/healthz/ready`` until ``ok``; after ``api_ready_timeout_seconds`` gate
+   ``api/<master>/<n>`` shows the ``master-logs api api --tail=N`` tail: approve = wait again
+   (after a fix), approve with comment ``restart`` = ``master-restart api`` again, reject = abort;
+4. its mirror pods Ready (on ``expected_image`` when given), gated the same way;
+5. the GlusterFS gate when the master hosts bricks;
+
+and the next master never starts while one is not back. A master already ``done`` in this run is
+never repeated (the loop resumes at the exact step after a worker restart).
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.etcd.models import ClusterStatus, ClusterStatusInput
+    from activities.gluster.models import GlusterTarget
+    from workflows.control_plane.models import (
+        PROCEDURE_CONTROL_PLANE_UPGRADE,
+        ControlPlaneResult,
+        ControlPlaneStatus,
+        ControlPlaneUpgradeInput,
+        MasterRow,
+        MasterSpec,
+    )
+    from workflows.control_plane.steps import MasterSteps, StepAborted
+    from workflows.etcd.backup import require_etcd_backup
+    from workflows.gluster.health import GlusterHealth
+    from workflows.gluster.models import GlusterHealthParams
+    from workflows.kit import calls as acts
+    from workflows.kit.host import HostSteps
+    from workflows.kit.models import ApprovalRules, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase
+    from workflows.node_upgrade.report import ParentReporter
+    from workflows.kit.procedure import ProcedureWorkflow
+    from workflows.kit.scopes import node_scope
+
+ETCD_CLUSTER_STATUS = "etcd_cluster_status"
+
+
+@workflow.defn
+class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
+    """Input :class:`ControlPlaneUpgradeInput`, result :class:`ControlPlaneResult`, status
+    :class:`ControlPlaneStatus`. Fails (non-retryable ApplicationError) before any master is
+    touched when a preflight check fails (``PreflightFailed``), the etcd backup is incomplete
+    (``EtcdBackupIncomplete``) or another procedure holds a master (``LeaseHeld``)."""
+
+    @workflow.init
+    def __init__(self, input: ControlPlaneUpgradeInput) -> None:
+        self._in = input
+        self._id = workflow.info().workflow_id
+        self._status = ControlPlaneStatus(masters=[MasterRow(name=m.name) for m in input.masters])
+        self._timeouts = acts.Timeouts(input.activity_timeout_seconds, 10.0)
+        self.kit_init(
+            procedure=PROCEDURE_CONTROL_PLANE_UPGRADE, noun="control-plane upgrade", cluster=input.cluster,
+            rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
+            status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
+            reject_note="control-plane upgrade stops", base_phase=ProcedurePhase.PLANNING,
+        )
+        self.host = HostSteps(self.gates, board=self._status.host_steps, on_change=self.touch, timeouts=self._timeouts,
+                              gate_timeout_seconds=input.gate_timeout_seconds)
+        self.gluster = GlusterHealth(
+            target=GlusterTarget(namespace=input.gluster_namespace),
+            params=GlusterHealthParams(timeout_s=input.gluster_timeout_seconds, interval_s=5.0),
+            gates=self.gates, control=self.control, board=self._status.health, progress={}, on_change=self.touch,
+            short_call_s=input.activity_timeout_seconds * 3,
+        )
+        self.reporter = ParentReporter(input.report_to)  # last: touch() reports only once all is built
+
+    @workflow.query
+    def status(self) -> ControlPlaneStatus:
+        """Preflight, the masters' rows, gates and what the upgrade waits for."""
+        return self.procedure_status()  # type: ignore[return-value]
+
+    def _row(self, name: str) -> MasterRow:
+        return next(r for r in self._status.masters if r.name == name)
+
+    def touch(self) -> None:
+        """The kit's touch, then the parent's ``child_status`` report when the summary changed."""
+        super().touch()
+        if getattr(self, "reporter", None) is not None and self.reporter.parent_id is not None:
+            self.reporter.report(self.procedure_status())
+
+    @workflow.run
+    async def run(self, input: ControlPlaneUpgradeInput) -> ControlPlaneResult:
+        self.kit_status_attributes(patch_id=None)
+        self.touch()
+        try:
+            result = await self._run(input)
+        except ApplicationError as err:
+            self.control.base_phase = ProcedurePhase.FAILED
+            self._status.error = str(err)
+            self.touch()
+            await self.reporter.settle()
+            raise
+        await self.reporter.settle()
+        return result
+
+    def _result(self, outcome: str, message: str) -> ControlPlaneResult:
+        return ControlPlaneResult(workflow_id=self._id, outcome=outcome, masters=[r.model_copy() for r in self._status.masters],
+                                  preflight=dict(self._status.preflight), message=message)
+
+    async def _run(self, input: ControlPlaneUpgradeInput) -> ControlPlaneResult:
+        if input.dry_run:
+            self.control.base_phase = ProcedurePhase.DONE
+            self.touch()
+            order = " -> ".join(m.name for m in input.masters)
+            return self._result("dry-run", f"dry run: masters one at a time: {order}; action {input.action.kind}, "
+                                           f"restart {', '.join(input.action.restart) or 'none'}")
+        await self.leases.acquire([node_scope(input.cluster, m.name) for m in input.masters], probe_cluster=True)
+        await self._preflight(input)
+        self.control.base_phase = ProcedurePhase.RUNNING
+        self.touch()
+        steps = MasterSteps(input, self.gates, self.control, self.host, self._status, self.touch)
+        for i, master in enumerate(input.masters):
+            row = self._row(master.name)
+            if row.state == "done" or self.control.abort:
+                continue
+            if (i == 0 and input.approve_first) or input.approve_each:
+                if not await self._approve(f"master/{master.name}", f"upgrade master {master.name} next"):
+                    break
+            self._status.current_master = master.name
+            try:
+                await self._master(steps, master, row)
+            except StepAborted as stop:
+                row.state, row.detail = "aborted", str(stop)
+                self.control.request_abort(str(stop), "lockkeeper")
+                break
+        self._status.current_master = None
+        await self.leases.release()
+        if self.control.abort:
+            self.control.base_phase = ProcedurePhase.ABORTED
+            self.touch()
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            return self._result("aborted", self.control.abort_reason or "aborted")
+        left = [r.name for r in self._status.masters if r.state != "done"]
+        if left:  # o-a's gate play: "The following masters did not finish updating"
+            raise ApplicationError(f"Upgrade cannot continue. The following masters did not finish updating: {', '.join(left)}",
+                                   type="MastersNotUpdated", non_retryable=True)
+        self.control.base_phase = ProcedurePhase.DONE
+        self.touch()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return self._result("completed", f"{len(input.masters)} master(s) upgraded one at a time")
+
+    async def _approve(self, gate_id: str, comment: str) -> bool:
+        gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=self._in.gate_timeout_seconds, comment=comment)
+        self.touch()
+        await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=self._in.gate_timeout_seconds)
+        self.touch()
+        if gate.state != GateState.APPROVED and not self.control.abort:
+            self.control.request_abort(f"gate {gate_id} {gate.state}", gate.decided_by or "timeout")
+        return gate.state == GateState.APPROVED
+
+    async def _preflight(self, input: ControlPlaneUpgradeInput) -> None:
+        pf = self._status.preflight
+        if input.etcd_backup is not None:
+            pf["etcd-backup"] = "running"
+            self.touch()
+            backup = await require_etcd_backup(input.etcd_backup.model_copy(update={"search_attributes": False}))
+            pf["etcd-backup"] = f"ok: {backup.message}"
+        else:
+            pf["etcd-backup"] = f"skipped: {input.etcd_backup_skip_reason}"
+            self._status.warnings.append(f"etcd backup barrier skipped: {input.etcd_backup_skip_reason}")
+        if input.gluster_check:
+            pf["gluster"] = "waiting"
+            self.touch()
+            res = await self.gluster.gate("preflight")
+            if res.outcome != "healthy":
+                pf["gluster"] = f"{res.outcome}: {res.detail}"
+                raise ApplicationError(f"GlusterFS not healthy before the control plane: {res.detail}", type="PreflightFailed",
+                                       non_retryable=True)
+            pf["gluster"] = "healthy"
+        steps = MasterSteps(input, self.gates, self.control, self.host, self._status, self.touch)
+        down = []
+        for m in input.masters:
+            probe = await steps.probe(m)
+            pf[f"api/{m.name}"] = "ok" if probe.ready else (probe.error or f"HTTP {probe.status}: {probe.body}")
+            if not probe.ready:
+                down.append(m.name)
+        if down:
+            raise ApplicationError(f"master API not ready on {', '.join(down)}: no master is taken down while another is",
+                                   type="PreflightFailed", non_retryable=True)
+        await self._etcd_health(input)
+        self.touch()
+
+    async def _etcd_health(self, input: ControlPlaneUpgradeInput) -> None:
+        pf = self._status.preflight
+        if input.etcd_backup is None or not input.etcd_backup.members:
+            pf["etcd-health"] = "not checked: no etcd members given"
+            self._status.warnings.append("etcd health not checked: no etcd members in the input")
+            return
+        members = input.etcd_backup.members
+        st: ClusterStatus = await acts.call(ETCD_CLUSTER_STATUS, ClusterStatusInput(via=members[0], members=members), ClusterStatus,
+                                            seconds=60, timeouts=self._timeouts)
+        bad = [e.endpoint + (f" ({e.error})" if e.error else "") for e in st.endpoints if not e.healthy]
+        if bad or not st.endpoints:
+            pf["etcd-health"] = f"unhealthy: {', '.join(bad) or 'no endpoint answered'}"
+            raise ApplicationError(f"etcd not healthy: {', '.join(bad) or 'no endpoint answered'}", type="PreflightFailed",
+                                   non_retryable=True)
+        pf["etcd-health"] = f"ok: {len(st.endpoints)} endpoint(s) healthy"
+
+    async def _master(self, steps: MasterSteps, master: MasterSpec, row: MasterRow) -> None:
+        row.state, row.since = "running", workflow.now()
+        self.touch()
+        await steps.action(master, row)
+        await steps.api_back(master, row)
+        await steps.pods_ready(master, row)
+        if master.gluster_host and self._in.gluster_check:
+            steps.set(row, "gluster", "GlusterFS healthy again")
+            res = await self.gluster.gate(f"after-{master.name}")
+            if res.outcome != "healthy":
+                raise StepAborted(f"GlusterFS not healthy after {master.name}: {res.detail}")
+        row.state, row.step, row.detail, row.since = "done", "finished", None, workflow.now()
+        self.touch()
+

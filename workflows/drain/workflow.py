@@ -1,0 +1,252 @@
+"""NodeDrainWorkflow: take one node out for maintenance, durably (node-maintenance-operator style).
+
+Cordon (recording ``lockkeeper.io/cordoned-by`` = this workflow's ID) → drain with the blocked
+report and the decision gate of :mod:`workflows.kit.drain` → optionally the reboot command →
+with ``uncordon_after``, wait until the node is Ready and uncordon it (only if we cordoned). A
+``skip`` or ``abort`` decision, or the ``abort`` update, uncordons the node if we cordoned it and
+ends with outcome ``aborted``.
+
+The reboot command (an argv list, never a shell string) is a :class:`workflows.kit.host.HostStep`
+that is not safe to repeat: it runs at most once on the node (debug pod by default, or SSH /
+local). A command that ran and failed fails the procedure (RebootCommandFailed) and leaves the
+node cordoned for a person to look at. An unknown outcome (lost worker, the command's own
+timeout) opens gate ``host/reboot-command``: approve runs it again, reject or the gate's timeout
+fails as before. The wait for Ready is a :func:`workflows.kit.health.wait_until` health wait.
+
+Kit operator surface: ``status`` (:class:`DrainStatus`), ``approve``/``reject`` (the host gate),
+``pause`` (holds before the reboot command and before uncordon), ``resume``, ``abort``,
+``decide``; ``skip_node``/``retry_node`` are refused (one node). The drain holds the lease
+``node/<cluster>/<node>``. Runs recorded before the kit (no ``drain-kit`` patch) keep their
+commands: no lease, no status search attribute, no safe points, a lost command fails at once.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.cluster.models import (
+        CordonInput,
+        CordonResult,
+        DrainReport,
+        NodeInfo,
+        ReadNodeInput,
+        UncordonInput,
+        UncordonResult,
+    )
+    from workflows.drain.models import (
+        PROCEDURE_DRAIN,
+        PROCEDURE_NODE_DRAIN,
+        DrainStatus,
+        NodeDrainInput,
+        NodeDrainResult,
+    )
+    from workflows.kit import calls as acts
+    from workflows.kit.control import Aborted
+    from workflows.kit.drain import DrainGateState, DrainLoop, check_decision, drain_until_done
+    from workflows.kit.health import Backoff, Check, wait_until
+    from workflows.kit.host import HostStep, HostStepFailed, HostSteps
+    from workflows.kit.models import (
+        ApprovalRules,
+        DecideInput,
+        DecideResult,
+        DrainDecisionSignal,
+        NodeControlInput,
+        NodePhase,
+        NodeResult,
+        NodeStatus,
+        ProcedurePhase,
+        ProcedureStatus,
+    )
+    from workflows.kit.procedure import NodeProcedureWorkflow
+    from workflows.kit.scopes import node_scope
+
+#: workflow.patched ID of everything the kit changed in the drain's commands.
+PATCH_KIT = "drain-kit"
+
+
+@workflow.defn
+class NodeDrainWorkflow(NodeProcedureWorkflow):
+    """Input :class:`NodeDrainInput`, result :class:`NodeDrainResult`, status
+    :class:`DrainStatus` (see the module doc)."""
+
+    @workflow.init
+    def __init__(self, input: NodeDrainInput) -> None:
+        self._in = input
+        self._id = workflow.info().workflow_id
+        self._gate = DrainGateState(input.node, input.decide_after_seconds, input.decision_timeout_seconds, input.decision_timeout_outcome)
+        self._node = NodeStatus(name=input.node, pool="-", phase=NodePhase.RUNNING, step="cordon", since=workflow.now())
+        self._status = DrainStatus(reboot_command=input.reboot_command, uncordon_after=input.uncordon_after)
+        self.kit_init(
+            procedure=PROCEDURE_DRAIN, noun="drain", cluster=input.cluster,
+            rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
+            status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
+            reject_note="the reboot command is not run again", defer_status_attributes=True,
+        )
+        self._kit = False
+
+    # --- status and the node hooks ----------------------------------------------------------------
+
+    def procedure_status(self) -> ProcedureStatus:
+        st = super().procedure_status()
+        assert isinstance(st, DrainStatus)
+        ns = self._node.model_copy(deep=True)
+        ns.blocked_since = self._gate.blocked_since if ns.phase == NodePhase.BLOCKED else None
+        ns.decision_gate = self._gate.gate.model_copy() if self._gate.gate else None
+        st.node = ns
+        st.gate_history = sorted([*st.gate_history, *self._gate.records], key=lambda r: r.at)
+        if ns.decision_gate is not None:
+            st.gates.append(ns.decision_gate)
+        gate = self._gate.open_gate
+        if gate is not None:
+            st.waiting_for = (f"a decision on the blocked drain of node {ns.name}: "
+                              f"lockkeeper decide {self._id} {ns.name} wait|skip|delete-pod|abort")
+            st.since, st.deadline = gate.opened_at, gate.timeout_at
+        elif not st.waiting_for or not (self.control.paused or self.gates.waiting()):
+            st.waiting_for = f"node {ns.name}: {ns.step}" + (f" ({ns.waiting_for})" if ns.waiting_for else "")
+            st.since, st.deadline = ns.since, ns.deadline
+        return st
+
+    def check_skip_node(self, input: NodeControlInput) -> None:
+        raise ValueError(f"a drain has one node ({self._in.node}): answer its blocked drain with decide ... skip, or abort")
+
+    def check_retry_node(self, input: NodeControlInput) -> None:
+        raise ValueError(f"a drain has one node ({self._in.node}): start a new drain to try again")
+
+    def check_decide(self, input: DecideInput) -> None:
+        if input.node != self._in.node:
+            raise ValueError(f"unknown node {input.node!r}; this procedure drains {self._in.node}")
+        if self._gate.pending is not None:
+            raise ValueError(f"node {input.node} has no drain decision waiting (one is being applied)")
+        check_decision(input, self._gate.open_gate, requested_by=self._in.requested_by,
+                       four_eyes=self._in.four_eyes, allowed_approvers=self._in.allowed_approvers)
+
+    async def on_decide(self, input: DecideInput) -> DecideResult:
+        self._gate.receive(DrainDecisionSignal(decision=input.decision, identity=input.identity, comment=input.comment, at=workflow.now()))
+        return DecideResult(gate_id=self._gate.gate.id if self._gate.gate else "", decision=input.decision,
+                            message=f"{input.decision} decided for node {input.node} by {input.identity}")
+
+    # --- steps ------------------------------------------------------------------------------------
+
+    def _set(self, phase: NodePhase, step: str, waiting_for: str | None = None, **kw) -> None:
+        n = self._node
+        if (n.phase, n.step) != (phase, step):
+            n.since = workflow.now()
+        n.phase, n.step, n.waiting_for = phase, step, waiting_for
+        for k, v in kw.items():
+            setattr(n, k, v)
+        self.touch()
+
+    def _fail(self, step: str, reason: str, kind: str) -> ApplicationError:
+        self._set(NodePhase.FAILED, step, reason=reason)
+        self.control.base_phase = ProcedurePhase.FAILED
+        self.touch()
+        return ApplicationError(reason, type=kind, non_retryable=True)
+
+    async def _safe_point(self) -> None:
+        if self._kit:
+            await self.control.safe_point()
+
+    async def _run_reboot_command(self, input: NodeDrainInput, timeouts: acts.Timeouts) -> None:
+        """Run ``reboot_command`` once; with ``uncordon_after`` wait for the node to be Ready.
+
+        Raises a non-retryable ApplicationError (``RebootCommandFailed`` / ``NodeNotReady``)
+        that fails the procedure with the node still cordoned."""
+        access = input.command_access()
+        self._set(NodePhase.RUNNING, "reboot-command", f"{' '.join(input.reboot_command or [])} via {access.describe()}")
+        steps = HostSteps(self.gates, board=self._status.host_steps, on_change=self.touch, timeouts=timeouts,
+                          heartbeat_seconds=30, gate_timeout_seconds=input.unknown_outcome_gate_seconds)
+        step = HostStep(name="reboot-command", argv=list(input.reboot_command or []), timeout_seconds=input.reboot_timeout_seconds)
+        try:
+            self._status.command = await steps.run(step, access, unknown_opens_gate=self._kit)
+        except HostStepFailed as err:
+            self._status.command = err.result
+            if err.status.state == "unknown" and err.result is None:
+                reason = f"reboot command lost: {err.status.detail}; node left cordoned"
+            else:
+                reason = f"reboot command {err.status.detail}; node left cordoned"
+            raise self._fail("reboot-command", reason, "RebootCommandFailed") from err
+        if not input.uncordon_after:
+            return
+        # The node comes back from the reboot: poll its Ready condition on a durable timer.
+        deadline = workflow.now() + timedelta(seconds=input.ready_timeout_seconds)
+        self._set(NodePhase.RUNNING, "wait-ready", "node Ready after the reboot command", deadline=deadline)
+
+        async def ready() -> Check:
+            node: NodeInfo = await acts.call(acts.READ_NODE, ReadNodeInput(node=input.node), NodeInfo, timeouts=timeouts)
+            return Check(node.ready, "Ready" if node.ready else "NotReady")
+
+        health = await wait_until(ready, name="node-ready", backoff=Backoff(initial=2.0, maximum=30.0), deadline=deadline,
+                                  board=self._status.health, on_poll=lambda _: self.touch())
+        if health.state != "ok":
+            raise self._fail("wait-ready", f"node not Ready {input.ready_timeout_seconds:.0f}s after the reboot command; left cordoned",
+                             "NodeNotReady")
+
+    @workflow.run
+    async def run(self, input: NodeDrainInput) -> NodeDrainResult:
+        self._kit = workflow.patched(PATCH_KIT)
+        self.kit_identity_attributes(procedure_value=PROCEDURE_DRAIN if self._kit else PROCEDURE_NODE_DRAIN)
+        self.kit_status_attributes(PATCH_KIT)
+        if self._kit:
+            await self.leases.acquire([node_scope(input.cluster, input.node)])
+            self._status.leases = list(self.leases.held)
+        self.touch()
+        timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds)
+        cordon: CordonResult = await acts.call(acts.CORDON_NODE, CordonInput(node=input.node, owner=self._id), CordonResult, timeouts=timeouts)
+        self._node.cordoned_by_us = cordon.cordoned_by_us
+
+        async def before_pass() -> None:
+            if self._node.phase != NodePhase.BLOCKED:
+                self._set(NodePhase.RUNNING, "drain", "evicted pods to be gone")
+
+        async def blocked(report: DrainReport, reason: str) -> None:
+            gate = self._gate.open_gate
+            self._set(NodePhase.BLOCKED, "drain", f"a decision on gate {gate.id}" if gate else "the blocking pods to become evictable",
+                      reason=reason, drain_report=report)
+
+        async def changed() -> None:
+            await blocked(self._node.drain_report or DrainReport(), self._node.reason or "")
+
+        outcome = await drain_until_done(
+            DrainLoop(node=input.node, wait_seconds=input.drain_wait_seconds, backoff_initial=input.drain_backoff_initial_seconds,
+                      backoff_max=input.drain_backoff_max_seconds, timeouts=timeouts, before_pass=before_pass,
+                      blocked=blocked, changed=changed, stopped=lambda: self.control.abort),
+            self._gate,
+        )
+        drained = outcome == "drained"
+        uncordoned = False
+        try:
+            if drained and input.reboot_command:
+                await self._safe_point()
+                await self._run_reboot_command(input, timeouts)
+            if drained and input.uncordon_after:
+                await self._safe_point()
+        except Aborted:
+            drained, outcome = False, "stopped"
+        if not drained or input.uncordon_after:
+            self._set(NodePhase.RUNNING, "uncordon")
+            unc: UncordonResult = await acts.call(acts.UNCORDON_NODE, UncordonInput(node=input.node, owner=self._id), UncordonResult, timeouts=timeouts)
+            uncordoned = unc.uncordoned
+        if drained:
+            phase, message = NodePhase.DONE, f"node {input.node} drained" + (" and uncordoned" if uncordoned else "; left cordoned for maintenance")
+        else:
+            by = self.control.abort_by or (self._gate.gate.decided_by if self._gate.gate else "unknown")
+            phase = NodePhase.SKIPPED if outcome == "skip" else NodePhase.ABORTED
+            message = f"{outcome if outcome != 'stopped' else 'abort'} by {by}; node uncordoned if we had cordoned it"
+        self._set(phase, "finished", reason=message)
+        self.control.base_phase = ProcedurePhase.DONE if drained else ProcedurePhase.ABORTED
+        self.touch()
+        await self.leases.release()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        now = workflow.now()
+        started = self._status.started_at or now
+        return NodeDrainResult(
+            outcome="completed" if drained else "aborted", workflow_id=self._id, node=input.node, drained=drained,
+            uncordoned=uncordoned, message=message, started_at=started, finished_at=now, command=self._status.command,
+            node_result=NodeResult(name=input.node, pool="-", phase=phase, attempts=1,
+                                   duration_seconds=(now - started).total_seconds(), reason=message),
+            gate_history=sorted([*self._status.gate_history, *self._gate.records], key=lambda r: r.at),
+        )

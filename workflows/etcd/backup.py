@@ -1,0 +1,124 @@
+"""EtcdBackupWorkflow: a snapshot of every etcd member, as a barrier (R3: "every etcd host must
+have finished its backup before anything else proceeds").
+
+Every member is snapshotted concurrently (``etcd_snapshot_save``: ``etcdctl snapshot save`` then
+``etcdutl snapshot status``), each with ``attempts`` tries, through :class:`workflows.kit.barrier.Barrier`.
+The result is ``ok`` only when all succeeded; otherwise it names the members that failed. Other
+procedures use it as a gate with :func:`require_etcd_backup` (a child workflow that fails the
+parent's step when incomplete). The kit's operator surface applies: ``status`` shows the barrier;
+``pause`` before the snapshots start holds them; ``abort`` then ends the run as aborted.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.etcd.models import EtcdMember, SnapshotInfo, SnapshotSaveInput
+    from workflows.etcd.models import PROCEDURE_ETCD_BACKUP, EtcdBackupInput, EtcdBackupResult, EtcdBackupStatus
+    from workflows.kit.barrier import Barrier
+    from workflows.kit.control import Aborted
+    from workflows.kit.models import ApprovalRules, ProcedurePhase
+    from workflows.kit.procedure import ProcedureWorkflow
+
+SNAPSHOT_SAVE = "etcd_snapshot_save"
+#: workflow.patched ID of the backup's kit changes (LockkeeperStatus upserts).
+PATCH_KIT = "etcd-backup-kit"
+
+
+def snapshot_path(member: EtcdMember, stamp: str) -> str:
+    """``<backup_dir>/snapshot-<member>-<stamp>.db`` on the member's host."""
+    return f"{member.effective_backup_dir}/snapshot-{member.name}-{stamp}.db"
+
+
+@workflow.defn
+class EtcdBackupWorkflow(ProcedureWorkflow):
+    """Back up every member (input :class:`EtcdBackupInput`, result :class:`EtcdBackupResult`,
+    status :class:`EtcdBackupStatus`). Fails with EtcdBackupIncomplete only when
+    ``fail_on_incomplete``."""
+
+    @workflow.init
+    def __init__(self, input: EtcdBackupInput) -> None:
+        self.kit_init(
+            procedure=PROCEDURE_ETCD_BACKUP, noun="backup", cluster=input.cluster, rules=ApprovalRules(),
+            status=EtcdBackupStatus(members=[m.name for m in input.members]), search_attributes=input.search_attributes,
+            defer_status_attributes=True,
+        )
+
+    @workflow.run
+    async def run(self, input: EtcdBackupInput) -> EtcdBackupResult:
+        self.kit_status_attributes(PATCH_KIT)
+        started = workflow.now()
+        stamp = started.strftime("%Y%m%dT%H%M%SZ")
+        retry = RetryPolicy(
+            initial_interval=timedelta(seconds=1),
+            maximum_interval=timedelta(seconds=5),
+            maximum_attempts=input.attempts,
+            non_retryable_error_types=["InvalidRestoreInput"],
+        )
+
+        async def snapshot(member: EtcdMember) -> SnapshotInfo:
+            return await workflow.execute_activity(
+                SNAPSHOT_SAVE,
+                SnapshotSaveInput(
+                    member=member, path=snapshot_path(member, stamp), timeouts=input.timeouts,
+                    timeout_seconds=input.snapshot_timeout_seconds,
+                ),
+                result_type=SnapshotInfo,
+                start_to_close_timeout=timedelta(seconds=input.snapshot_timeout_seconds + 30),
+                heartbeat_timeout=timedelta(seconds=input.heartbeat_timeout_seconds),
+                retry_policy=retry,
+            )
+
+        self.touch()
+        barrier = Barrier("backup", input.members, snapshot, key=lambda m: m.name,
+                          board=self.kit_status.barriers, on_change=self.touch)
+        try:
+            await self.control.safe_point()
+        except Aborted as ab:
+            return await self._finish(EtcdBackupResult(ok=False, outcome="aborted", message=f"aborted before any snapshot: {ab.reason}",
+                                                       started_at=started), ProcedurePhase.ABORTED)
+        outcome = await barrier.run()
+        snapshots = list(outcome.done.values())
+        failed = outcome.failed
+        if failed:
+            message = f"backup failed on {len(failed)} of {len(input.members)} member(s): {', '.join(failed)}"
+            workflow.logger.warning(message)
+        else:
+            message = "all members backed up"
+        result = EtcdBackupResult(
+            ok=not failed, outcome="incomplete" if failed else "completed", message=message, snapshots=snapshots,
+            failed=failed, started_at=started,
+        )
+        if failed and input.fail_on_incomplete:
+            self.control.base_phase = ProcedurePhase.FAILED
+            self.touch()
+            raise ApplicationError(message, result.model_dump(mode="json"), type="EtcdBackupIncomplete", non_retryable=True)
+        return await self._finish(result, ProcedurePhase.DONE if not failed else ProcedurePhase.FAILED)
+
+    async def _finish(self, result: EtcdBackupResult, phase: str) -> EtcdBackupResult:
+        self.control.base_phase = phase
+        self.touch()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        result.workflow_id = self.kit_status.workflow_id
+        result.finished_at = workflow.now()
+        return result
+
+
+async def require_etcd_backup(input: EtcdBackupInput, *, workflow_id: str | None = None) -> EtcdBackupResult:
+    """From inside another workflow: run :class:`EtcdBackupWorkflow` as a child and return its
+    result when every member is backed up; raise a non-retryable ``ApplicationError`` (type
+    EtcdBackupIncomplete, naming the failed members) otherwise, so nothing after the barrier
+    runs. ``workflow_id`` default: ``<parent id>/etcd-backup``."""
+    wid = workflow_id or f"{workflow.info().workflow_id}/etcd-backup"
+    result: EtcdBackupResult = await workflow.execute_child_workflow(
+        EtcdBackupWorkflow.run, input.model_copy(update={"fail_on_incomplete": False}), id=wid,
+        result_type=EtcdBackupResult, static_summary="etcd backup barrier: a snapshot of every member",
+    )
+    if not result.ok:
+        raise ApplicationError(result.message, type="EtcdBackupIncomplete", non_retryable=True)
+    return result

@@ -1,0 +1,232 @@
+"""Inputs, results and status of the etcd backup and quorum-restore workflows (field report R3).
+
+Pure pydantic v2 models shared by the CLI, the worker and the workflows. The members file the
+CLI reads (``--members members.yaml``) is :class:`EtcdMembersFile`; its validation (unknown
+survivor, duplicate names or URLs, missing snapshot) runs before anything is started, let alone
+stopped. Status and result extend the kit's :class:`ProcedureStatus` / :class:`ProcedureResult`;
+gate, approval and control models are the kit's, so ``lockkeeper approve/reject/pause/resume/
+abort`` work as for every procedure. Times are UTC datetimes, durations seconds.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from activities.etcd.models import EtcdMember, EtcdctlTimeouts, SnapshotInfo, VerifyResult
+from workflows.kit.models import GateTimeoutOutcome, ProcedureResult, ProcedureStatus
+
+PROCEDURE_ETCD_BACKUP = "etcd-backup"
+PROCEDURE_ETCD_RESTORE = "etcd-restore"
+
+
+def member_problems(members: list[EtcdMember]) -> list[str]:
+    """Duplicate names, peer URLs, client URLs or data dirs on one host (empty list = fine)."""
+    problems = []
+    if not members:
+        problems.append("no members given")
+    for what, values in (
+        ("name", [m.name for m in members]),
+        ("peer URL", [m.peer_url for m in members]),
+        ("client URL", [m.client_url for m in members]),
+        ("data dir on one host", [f"{m.host.describe()}:{m.host.host}:{m.data_dir}" for m in members]),
+    ):
+        problems += [f"duplicate {what} {v!r}" for v, n in Counter(values).items() if n > 1]
+    return problems
+
+
+class _MembersMixin(BaseModel):
+    @model_validator(mode="after")
+    def _unique(self) -> _MembersMixin:
+        problems = member_problems(self.members)  # type: ignore[attr-defined]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class EtcdMembersFile(_MembersMixin):
+    """``members.yaml``: the members, and optionally the restore's ``survivor`` and
+    ``snapshot`` (the CLI flags win)."""
+
+    members: list[EtcdMember]
+    survivor: str | None = None
+    snapshot: str | None = None
+
+
+# --- backup -----------------------------------------------------------------------------------------------
+
+
+class EtcdBackupInput(_MembersMixin):
+    """Snapshot every member (``etcdctl snapshot save`` + ``etcdutl snapshot status``) into its
+    ``backup_dir`` as ``snapshot-<member>-<UTC time>.db``. ``attempts`` per member before it
+    counts as failed; ``fail_on_incomplete``: fail the workflow (type EtcdBackupIncomplete)
+    instead of returning ``ok=False``."""
+
+    members: list[EtcdMember]
+    #: The cluster these members belong to (search attribute LockkeeperCluster, lease scopes).
+    cluster: str = "default"
+    search_attributes: bool = True
+    attempts: int = Field(2, ge=1)
+    fail_on_incomplete: bool = False
+    timeouts: EtcdctlTimeouts = Field(default_factory=EtcdctlTimeouts)
+    snapshot_timeout_seconds: float = 120.0
+    heartbeat_timeout_seconds: float = 10.0
+
+
+class EtcdBackupResult(ProcedureResult):
+    """The barrier's answer: ``ok`` only when every member has a checked snapshot;
+    ``outcome`` completed / incomplete / aborted; ``message`` is "all members backed up" or
+    names the failed members; ``snapshots`` says where each lives; ``failed`` member → why."""
+
+    procedure: str = PROCEDURE_ETCD_BACKUP
+    ok: bool
+    outcome: Literal["completed", "incomplete", "aborted"] = "completed"
+    message: str
+    snapshots: list[SnapshotInfo] = Field(default_factory=list)
+    failed: dict[str, str] = Field(default_factory=dict)
+
+
+class EtcdBackupStatus(ProcedureStatus):
+    """Answer of the backup's ``status`` query: the barrier (``barriers["backup"]``: members
+    done, failed, pending) and the members asked for."""
+
+    procedure: str = PROCEDURE_ETCD_BACKUP
+    members: list[str] = Field(default_factory=list)
+
+
+# --- restore ----------------------------------------------------------------------------------------------
+
+
+class RestoreStrategy(StrEnum):
+    """``force-new-cluster``: keep the survivor's data (newest writes survive);
+    ``snapshot-restore``: the survivor starts from a snapshot (data as of the snapshot)."""
+
+    FORCE_NEW_CLUSTER = "force-new-cluster"
+    SNAPSHOT_RESTORE = "snapshot-restore"
+
+
+class RestoreStep(StrEnum):
+    """Steps of the restore, in R3's order."""
+
+    PREFLIGHT = "preflight"
+    STOP_MEMBERS = "stop-members"
+    FORCE_NEW_CLUSTER = "force-new-cluster"
+    RESTORE_SNAPSHOT = "restore-snapshot"
+    FIX_PEER_URL = "fix-peer-url"
+    RESTART_SURVIVOR = "restart-survivor"
+    ADD_MEMBER = "add-member"
+    MOVE_DATA = "move-data"
+    START_MEMBER = "start-member"
+    WAIT_JOINED = "wait-joined"
+    VERIFY = "verify"
+    DONE = "done"
+
+
+class RestorePhase(StrEnum):
+    """The kit's phase values a restore goes through (``paused``/``aborted`` since the kit)."""
+
+    RUNNING = "running"
+    PAUSED = "paused"
+    WAITING_APPROVAL = "waiting-approval"
+    DONE = "done"
+    REJECTED = "rejected"
+    ABORTED = "aborted"
+    FAILED = "failed"
+
+
+class EtcdRestoreInput(_MembersMixin):
+    """Restore etcd quorum (R3).
+
+    - ``members``: every member the cluster must end with; ``survivor``: the member the new
+      cluster starts from (default: the first); ``strategy``; ``snapshot``: path of the snapshot
+      on the survivor's host (snapshot-restore only, required there).
+    - Gates before each destructive step (stopping the members, moving a data dir aside) wait
+      for the ``approve`` update unless ``auto_approve``; ``gate_timeout_seconds`` None waits
+      forever; a timeout applies ``gate_timeout_outcome`` (reject: the restore stops before the
+      step; approve: it goes on; abort: it stops as aborted), recorded as a timeout.
+      ``four_eyes``/``allowed_approvers`` as in rollouts.
+    - ``pause`` holds the restore before its next step; ``abort`` stops it there (nothing is
+      undone: the result says what was done). ``cluster``: the lease scope ``etcd/<cluster>``
+      and the search attribute.
+    - ``join_timeout_seconds``: how long one wait for a healthy (and joined) member polls before
+      Temporal retries it; ``member_add_retry_seconds``: how long ``member add`` retries
+      "unhealthy cluster" inside one attempt.
+    """
+
+    members: list[EtcdMember]
+    cluster: str = "default"
+    search_attributes: bool = True
+    strategy: RestoreStrategy = RestoreStrategy.FORCE_NEW_CLUSTER
+    survivor: str | None = None
+    snapshot: str | None = None
+    auto_approve: bool = False
+    requested_by: str = "unknown"
+    four_eyes: bool = False
+    allowed_approvers: list[str] = Field(default_factory=list)
+    gate_timeout_seconds: float | None = None
+    gate_timeout_outcome: GateTimeoutOutcome = GateTimeoutOutcome.REJECT
+    timeouts: EtcdctlTimeouts = Field(default_factory=EtcdctlTimeouts)
+    join_timeout_seconds: float = 60.0
+    member_add_retry_seconds: float = 30.0
+    verify_timeout_seconds: float = 60.0
+    heartbeat_timeout_seconds: float = 10.0
+    stop_timeout_seconds: float = 60.0
+
+    @model_validator(mode="after")
+    def _choices(self) -> EtcdRestoreInput:
+        names = [m.name for m in self.members]
+        if self.survivor is not None and self.survivor not in names:
+            raise ValueError(f"unknown survivor {self.survivor!r}; members are {', '.join(names)}")
+        if self.strategy == RestoreStrategy.SNAPSHOT_RESTORE and not self.snapshot:
+            raise ValueError("strategy snapshot-restore needs a backup: give the snapshot path (--snapshot)")
+        if self.strategy == RestoreStrategy.FORCE_NEW_CLUSTER and self.snapshot:
+            raise ValueError("a snapshot is only used by strategy snapshot-restore")
+        return self
+
+    @property
+    def survivor_name(self) -> str:
+        return self.survivor or self.members[0].name
+
+
+class MemberRestoreState(BaseModel):
+    """Per member: ``state`` pending/stopped/restored/added/started/joined; ``id`` once known;
+    ``moved_to`` where its old data dir went."""
+
+    name: str
+    state: str = "pending"
+    id: str | None = None
+    moved_to: str | None = None
+    detail: str = ""
+
+
+class RestoreStatus(ProcedureStatus):
+    """Answer of the ``status`` query: the step, the member it concerns, what it waits for,
+    since when; gates and their history (kit fields); the log of finished steps."""
+
+    procedure: str = PROCEDURE_ETCD_RESTORE
+    phase: RestorePhase = RestorePhase.RUNNING
+    strategy: RestoreStrategy = RestoreStrategy.FORCE_NEW_CLUSTER
+    survivor: str = ""
+    step: RestoreStep = RestoreStep.PREFLIGHT
+    member: str | None = None
+    members: dict[str, MemberRestoreState] = Field(default_factory=dict)
+    log: list[str] = Field(default_factory=list)
+
+
+class EtcdRestoreResult(ProcedureResult):
+    """``outcome`` completed (verified), rejected (a gate was rejected or timed out with outcome
+    reject; ``message`` says what had been done), aborted (``abort``, or a gate timed out with
+    outcome abort) or unverified (the final check found ``verification.problems``)."""
+
+    procedure: str = PROCEDURE_ETCD_RESTORE
+    outcome: Literal["completed", "rejected", "aborted", "unverified"]
+    message: str
+    strategy: RestoreStrategy
+    survivor: str
+    members: dict[str, MemberRestoreState] = Field(default_factory=dict)
+    verification: VerifyResult | None = None
+    log: list[str] = Field(default_factory=list)
+    duration_seconds: float | None = None

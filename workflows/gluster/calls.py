@@ -1,0 +1,73 @@
+"""The GlusterFS activities as the workflows call them: names and call options.
+
+Names match :mod:`activities.gluster.activities`. ``read_gluster`` may run ``heal info`` on
+many volumes (minutes on big ones, procedures-spec §3.3), so it heartbeats per CLI call and gets
+a long start-to-close; its retries are bounded so a check never hangs on a broken cluster. The
+pod delete is safe to retry (it is guarded by the recorded uid).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from activities.gluster.models import (
+        DeletePodResult,
+        GlusterReadInput,
+        GlusterReport,
+        PodRef,
+        ReplacementInput,
+        ReplacementState,
+        VolumeStartInput,
+        VolumeStartResult,
+    )
+
+READ_GLUSTER = "read_gluster"
+DELETE_GLUSTER_POD = "delete_gluster_pod"
+FIND_GLUSTER_REPLACEMENT = "find_gluster_replacement"
+GLUSTER_VOLUME_START_FORCE = "gluster_volume_start_force"
+
+#: Errors retrying cannot fix: no usable pod, a CLI refusal, unreadable output.
+NON_RETRYABLE = ["NoGlusterPod", "GlusterCommandFailed", "GlusterParseError", "KubeconfigError", "InvalidInput"]
+
+READ_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=20),
+                         maximum_attempts=4, non_retryable_error_types=NON_RETRYABLE)
+WRITE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=20),
+                          maximum_attempts=10, non_retryable_error_types=NON_RETRYABLE)
+#: heal info on big volumes can take many minutes (procedures-spec §3.3: >= 30 min).
+READ_START_TO_CLOSE = timedelta(minutes=30)
+
+
+async def read(input: GlusterReadInput, short_call_s: float) -> GlusterReport:
+    """``read_gluster``: heartbeat within a command's timeout plus slack."""
+    return await workflow.execute_activity(
+        READ_GLUSTER, input, result_type=GlusterReport, start_to_close_timeout=READ_START_TO_CLOSE,
+        heartbeat_timeout=timedelta(seconds=input.command_timeout_seconds + short_call_s), retry_policy=READ_RETRY,
+    )
+
+
+async def delete_pod(ref: PodRef, short_call_s: float) -> DeletePodResult:
+    """``delete_gluster_pod`` (uid-guarded, so retries are safe)."""
+    return await workflow.execute_activity(
+        DELETE_GLUSTER_POD, ref, result_type=DeletePodResult, start_to_close_timeout=timedelta(seconds=short_call_s),
+        retry_policy=WRITE_RETRY,
+    )
+
+
+async def find_replacement(input: ReplacementInput, short_call_s: float) -> ReplacementState:
+    """``find_gluster_replacement`` (one list call)."""
+    return await workflow.execute_activity(
+        FIND_GLUSTER_REPLACEMENT, input, result_type=ReplacementState, start_to_close_timeout=timedelta(seconds=short_call_s),
+        retry_policy=READ_RETRY,
+    )
+
+
+async def start_force(input: VolumeStartInput, short_call_s: float) -> VolumeStartResult:
+    """``gluster_volume_start_force`` (restarting only offline bricks, so a repeat is harmless)."""
+    return await workflow.execute_activity(
+        GLUSTER_VOLUME_START_FORCE, input, result_type=VolumeStartResult,
+        start_to_close_timeout=timedelta(seconds=short_call_s + 120), retry_policy=READ_RETRY,
+    )

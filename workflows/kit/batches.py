@@ -1,0 +1,494 @@
+"""The node window: nodes through a procedure ``maxUnavailable`` at a time, one child per node.
+
+DESIGN.md "Batch": nodes go through ``max_unavailable`` at a time in the plan's stable order, never
+counting a node that is already unavailable as free capacity. :class:`NodeBatches` runs one
+group (a pool) at a time as a sliding window of node-run children (:mod:`workflows.kit.noderun`):
+
+- it starts the next node when the window has room, opening the plan's gates on the way (``pool``
+  before the first node, ``node`` before each, ``canary`` after the first node and before the rest);
+- nodes already unavailable that we have not taken over shrink the window; when nothing is in
+  flight and the window is empty, ``recheck_unavailable`` re-reads them, and if none came back the
+  procedure pauses saying which they are;
+- ``skip_node`` / ``retry_node`` are queued requests applied between steps (and while a gate
+  waits): a pending node is skipped, a degraded/failed node is rolled back (``rollback``) then
+  skipped, a node in flight is signalled ``skip``; a retry starts a new child attempt and resumes;
+- children end with a :class:`workflows.kit.noderun.NodeRunResult`; a degraded/failed node pauses
+  the procedure when ``pause_on_degraded`` (else it is marked failed and the window goes on).
+
+Where each node stands (its ``node_progress`` reports, ``decide`` on a blocked drain, totals) is
+the board's (:class:`workflows.kit.board.NodeBoard`); the window only moves the nodes.
+
+Hooks (the procedure's own code): ``start_child(node, group, attempt)`` starts the child and
+returns its handle; ``rollback(node)`` undoes a node without a child; ``recheck_unavailable(nodes)``
+returns those still unavailable. The window shares the procedure's :class:`Control` (pause/abort)
+and :class:`Gates`; the procedure passes aborts on with ``Control(on_abort=batches.abort_children)``.
+
+Sources: MCO ``pkg/controller/node/node_controller.go`` (``getAllCandidateMachines``, the
+unavailable machines), kubectl-style drains per node in :mod:`workflows.kit.drain`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+from temporalio import workflow
+from temporalio.exceptions import ChildWorkflowError
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.kit import metrics as lk_metrics
+    from workflows.kit.board import NodeBoard
+    from workflows.kit.control import Control
+    from workflows.kit.gates import Gates
+    from workflows.kit.models import (
+        FINAL_NODE_PHASES,
+        Gate,
+        GateKind,
+        GateTimeoutOutcome,
+        NodeControlInput,
+        NodePhase,
+        NodeResult,
+        NodeStatus,
+        failure_message,
+    )
+    from workflows.kit.noderun import NodeRunResult
+    from workflows.kit.plan import PlannedGate
+
+#: Node phases a ``retry_node`` accepts.
+RETRYABLE_PHASES = frozenset({NodePhase.DEGRADED, NodePhase.FAILED, NodePhase.ABORTED})
+
+_OUTCOME_PHASE = {
+    "done": NodePhase.DONE,
+    "degraded": NodePhase.DEGRADED,
+    "skipped": NodePhase.SKIPPED,
+    "aborted": NodePhase.ABORTED,
+    "failed": NodePhase.FAILED,
+}
+
+_Action = Literal["requests", "done", "abort", "hold", "gate", "start", "no-capacity", "stuck"]
+RequestKind = Literal["skip", "retry"]
+
+
+@dataclass
+class Group:
+    """Mutable state of one group (pool) in the window (lives only inside one workflow run).
+
+    ``max_unavailable`` resolved node count; ``nodes`` to do in order; ``unavailable`` nodes that
+    already count against the window; ``gates`` the plan's gates of the group; ``queue`` nodes not
+    started yet (a retry puts a node back in front); ``started`` nodes we took over.
+    """
+
+    name: str
+    max_unavailable: int
+    nodes: list[str]
+    unavailable: list[str]
+    gates: list[PlannedGate]
+    queue: list[str] = field(default_factory=list)
+    started: set[str] = field(default_factory=set)
+    finished: bool = False
+
+    def __post_init__(self) -> None:
+        self.queue = list(self.nodes)
+
+
+class GroupState(BaseModel):
+    """What a group's window carries over a continue-as-new (see :meth:`NodeBatches.export_groups`)."""
+
+    queue: list[str] = Field(default_factory=list)
+    started: list[str] = Field(default_factory=list)
+    unavailable: list[str] = Field(default_factory=list)
+    finished: bool = False
+
+
+class NodeBatches:
+    """The node window of one procedure run (see the module docstring).
+
+    ``board`` holds the node statuses ``status`` shows (:class:`workflows.kit.board.NodeBoard`,
+    whose ``on_change()`` is the procedure's touch: ``updated_at``, search attributes, gauges);
+    ``result_type`` is the children's result model (a failed child is recorded as one with
+    outcome ``failed``); ``gate_timeout_*`` apply to the plan's gates. ``hold()`` true asks the
+    window to start nothing more (no node, no gate): once its children finished, a group's
+    :meth:`run_group` returns without finishing the group (a procedure handing over to its next
+    run with continue-as-new, see :meth:`export_groups`).
+    """
+
+    def __init__(
+        self,
+        *,
+        board: NodeBoard,
+        control: Control,
+        gates: Gates,
+        start_child: Callable[[str, Group, int], Awaitable[workflow.ChildWorkflowHandle]],
+        rollback: Callable[[str], Awaitable[None]],
+        recheck_unavailable: Callable[[list[str]], Awaitable[list[str]]],
+        result_type: type[NodeRunResult] = NodeRunResult,
+        pause_on_degraded: bool = True,
+        gate_timeout_seconds: float | None = None,
+        gate_timeout_outcome: GateTimeoutOutcome = GateTimeoutOutcome.REJECT,
+        hold: Callable[[], bool] | None = None,
+    ) -> None:
+        self.board = board
+        self.hold = hold
+        self.nodes = board.nodes
+        self.on_change = board.on_change
+        self.control = control
+        self.gates = gates
+        self.start_child = start_child
+        self.rollback = rollback
+        self.recheck_unavailable = recheck_unavailable
+        self.result_type = result_type
+        self.pause_on_degraded = pause_on_degraded
+        self.gate_timeout_seconds = gate_timeout_seconds
+        self.gate_timeout_outcome = gate_timeout_outcome
+        self.groups: dict[str, Group] = {}
+        self.group_of: dict[str, str] = {}
+        self.children: dict[str, workflow.ChildWorkflowHandle] = {}
+        self.tasks: list[asyncio.Task[Any]] = []
+        self.attempts: dict[str, int] = {}
+        self.results: dict[str, NodeRunResult] = {}
+        self.requests: list[tuple[RequestKind, NodeControlInput]] = []
+        self.current: str | None = None
+        #: Groups whose window is open now, in the order they opened (several with run_groups).
+        self.running: list[str] = []
+
+    # --- plan -------------------------------------------------------------------------------------
+
+    def add_group(
+        self,
+        name: str,
+        *,
+        max_unavailable: int,
+        nodes: Sequence[str],
+        unavailable: Sequence[str] = (),
+        gates: Sequence[PlannedGate] = (),
+        skipped: Sequence[str] = (),
+        skipped_reason: str = "already at target",
+    ) -> Group:
+        """Add a group (a pool) in plan order: its ``nodes`` become pending on the board, its
+        ``skipped`` nodes skipped with ``skipped_reason``. Returns the group."""
+        group = Group(name, max_unavailable, list(nodes), list(unavailable), list(gates))
+        self.groups[name] = group
+        for n in nodes:
+            self.group_of[n] = name
+            self.board.add(n, name)
+        for n in skipped:
+            self.group_of[n] = name
+            self.board.add(n, name, phase=NodePhase.SKIPPED, reason=skipped_reason)
+        return group
+
+    def export_groups(self) -> dict[str, GroupState]:
+        """The window's state per group for the next run of the procedure (continue-as-new)."""
+        return {
+            name: GroupState(queue=list(g.queue), started=sorted(g.started), unavailable=list(g.unavailable), finished=g.finished)
+            for name, g in self.groups.items()
+        }
+
+    def restore(self, groups: dict[str, GroupState], attempts: dict[str, int], results: dict[str, NodeRunResult]) -> None:
+        """Take over the window's state exported by the previous run (groups added already)."""
+        for name, st in groups.items():
+            g = self.groups[name]
+            g.queue, g.started, g.unavailable, g.finished = list(st.queue), set(st.started), list(st.unavailable), st.finished
+        self.attempts.update(attempts)
+        self.results.update(results)
+
+    # --- signals and updates ------------------------------------------------------------------------
+
+    def check_request(self, input: NodeControlInput, kind: RequestKind, *, finished: bool) -> NodeStatus:
+        """Validator of ``skip_node`` / ``retry_node``; raises ValueError (the operator's message)
+        for no identity, an unknown node, an aborting or ``finished`` procedure, a finished
+        group, a skip already pending, or a node in the wrong phase."""
+        if not input.identity.strip():
+            raise ValueError("an identity is required")
+        ns = self.nodes.get(input.node)
+        if ns is None:
+            raise self.board.unknown_node(input.node)
+        if self.control.abort or finished:
+            raise ValueError(f"{self.board.noun} is aborting or finished")
+        group = self.groups.get(ns.pool)
+        if group is not None and group.finished:
+            raise ValueError(f"node {input.node} belongs to pool {ns.pool}, which has finished")
+        if any(k == "skip" and r.node == input.node for k, r in self.requests):
+            raise ValueError(f"a request for node {input.node} is already pending")
+        if kind == "retry" and ns.phase not in RETRYABLE_PHASES:
+            raise ValueError(
+                f"node {input.node} is {ns.phase}; only {', '.join(sorted(RETRYABLE_PHASES))} nodes can be retried"
+            )
+        if kind == "skip" and ns.phase in FINAL_NODE_PHASES:
+            raise ValueError(f"node {input.node} is already {ns.phase}")
+        return ns
+
+    def request(self, kind: RequestKind, input: NodeControlInput) -> str:
+        """Queue a validated skip/retry (applied between steps); returns the operator's message."""
+        self.requests.append((kind, input))
+        verb = "skipped" if kind == "skip" else "retried"
+        return f"node {input.node} will be {verb} (requested by {input.identity})"
+
+    def abort_children(self, identity: str) -> None:
+        """Signal ``abort`` to every child in flight (each stops at its next safe point)."""
+        for node, handle in list(self.children.items()):
+            self.tasks.append(asyncio.create_task(self._signal_child(node, handle, "abort", identity)))
+
+    async def _signal_child(self, node: str, handle: workflow.ChildWorkflowHandle, name: str, identity: str) -> None:
+        try:
+            await handle.signal(name, identity)
+        except Exception as err:  # noqa: BLE001 - a child that just finished needs no signal
+            workflow.logger.info("signal %s to node %s not delivered: %s", name, node, err)
+
+    # --- the window ---------------------------------------------------------------------------------
+
+    def in_flight(self, group: Group | None = None) -> list[str]:
+        """Nodes with a running child (of ``group`` when given)."""
+        if group is None:
+            return sorted(self.children)
+        return [n for n in self.children if self.group_of.get(n) == group.name]
+
+    def _limit(self, group: Group) -> int:
+        """maxUnavailable minus the nodes already unavailable that we have not taken over."""
+        external = [n for n in group.unavailable if n not in group.started]
+        return group.max_unavailable - len(external)
+
+    def _canary_pending(self, group: Group, node: str) -> PlannedGate | None:
+        for g in group.gates:
+            if g.after_node and g.after_node != node and g.id not in self.gates.passed:
+                return g
+        return None
+
+    def _next_action(self, group: Group) -> tuple[_Action, PlannedGate | str | None] | None:
+        if self.requests:
+            return ("requests", None)
+        in_flight = self.in_flight(group)
+        if self.control.abort:
+            return None if in_flight else ("abort", None)
+        # any() stops at the first unfinished node: this runs on every wake-up of the window.
+        if not any(self.nodes[n].phase not in FINAL_NODE_PHASES for n in group.nodes):
+            return ("done", None)
+        if self.hold is not None and self.hold():
+            return None if in_flight else ("hold", None)
+        if self.control.paused:
+            return None
+        if group.queue:
+            node = group.queue[0]
+            canary = self._canary_pending(group, node)
+            if canary is not None:
+                after = self.nodes.get(canary.after_node or "")
+                if after is not None and after.phase in (NodePhase.DONE, NodePhase.SKIPPED) and not in_flight:
+                    return ("gate", canary)
+                if after is not None and after.phase not in FINAL_NODE_PHASES and canary.after_node not in group.queue and not in_flight:
+                    return ("stuck", None)
+                return None
+            if len(in_flight) >= self._limit(group):
+                return ("no-capacity", None) if not in_flight else None
+            for g in group.gates:
+                if g.before_node == node and g.id not in self.gates.passed:
+                    return ("gate", g)
+            return ("start", node)
+        if not in_flight:
+            return ("stuck", None)
+        return None
+
+    async def run_group(self, name: str) -> None:
+        """Run group ``name`` until every node is final (or the procedure aborts and nothing is in
+        flight). Pauses (never fails) when the window cannot move on its own."""
+        group = self.groups[name]
+        self.current = name
+        self.running.append(name)
+        try:
+            await self._run_group(group)
+        finally:
+            self.running.remove(name)
+
+    async def run_groups(self, names: Sequence[str]) -> None:
+        """Run the groups ``names`` at once, each in its own window of its own maxUnavailable
+        (the machine-config-controller's pools); returns when every one returned. Pause, abort,
+        skip/retry requests and gates are shared as in :meth:`run_group`."""
+        if len(names) == 1:
+            await self.run_group(names[0])
+            return
+        await asyncio.gather(*(self.run_group(n) for n in names))
+
+    async def _run_group(self, group: Group) -> None:
+        group.queue = [n for n in group.queue if self.nodes[n].phase not in FINAL_NODE_PHASES]
+        self.on_change()
+        while True:
+            await workflow.wait_condition(lambda: self._next_action(group) is not None)
+            action, arg = self._next_action(group)  # type: ignore[misc]
+            match action:
+                case "requests":
+                    await self.process_requests()
+                case "done" | "abort":
+                    group.finished = True
+                    return
+                case "hold":
+                    return
+                case "gate":
+                    assert isinstance(arg, PlannedGate)
+                    await self._gate(arg)
+                case "start":
+                    assert isinstance(arg, str)
+                    await self._start_node(group, arg)
+                case "no-capacity":
+                    external = [n for n in group.unavailable if n not in group.started]
+                    await self._refresh_unavailable(group)
+                    if self._next_action(group) == ("no-capacity", None):
+                        self.control.pause(
+                            f"pool {group.name} has no capacity: maxUnavailable={group.max_unavailable} and "
+                            f"{len(external)} node(s) already unavailable ({', '.join(external)})"
+                        )
+                case "stuck":
+                    stuck = [n for n in group.nodes if self.nodes[n].phase not in FINAL_NODE_PHASES and n not in self.children]
+                    reasons = "; ".join(f"{n} {self.nodes[n].phase}: {self.nodes[n].reason}" for n in stuck)
+                    self.control.pause(f"pool {group.name} cannot finish: {reasons}; retry-node or skip-node")
+
+    async def _gate(self, planned: PlannedGate) -> bool:
+        """Pass a planned gate; a node gate shows its node as waiting for approval meanwhile, and
+        skip/retry requests are applied while it waits (skipping the gated node cancels it)."""
+        node_status = self.nodes.get(planned.before_node or "")
+        marked = node_status if node_status is not None and planned.kind == GateKind.NODE else None
+
+        def on_open(gate: Gate) -> None:
+            if marked is not None:
+                marked.phase, marked.waiting_for, marked.since = NodePhase.WAITING_APPROVAL, f"approval of gate {gate.id}", gate.opened_at
+                marked.deadline = gate.timeout_at
+
+        passed = await pass_planned_gate(
+            self.gates, planned, timeout_seconds=self.gate_timeout_seconds, timeout_outcome=self.gate_timeout_outcome,
+            on_open=on_open, on_change=self.on_change, interrupt=lambda: bool(self.requests),
+            while_waiting=self.process_requests, noun=self.board.noun,
+        )
+        if node_status is not None and node_status.phase == NodePhase.WAITING_APPROVAL:
+            node_status.phase, node_status.waiting_for, node_status.deadline = NodePhase.PENDING, None, None
+        self.on_change()
+        return passed
+
+    async def _refresh_unavailable(self, group: Group) -> None:
+        """Re-read the nodes that blocked capacity: one may have come back since planning."""
+        taken = [n for n in group.unavailable if n in group.started]
+        others = [n for n in group.unavailable if n not in group.started]
+        still = set(await self.recheck_unavailable(others)) if others else set()
+        group.unavailable = [n for n in group.unavailable if n in taken or n in still]
+
+    async def _start_node(self, group: Group, node: str) -> None:
+        group.queue.remove(node)
+        group.started.add(node)
+        attempt = self.attempts.get(node, 0) + 1
+        self.attempts[node] = attempt
+        ns = self.nodes[node]
+        now = workflow.now()
+        ns.phase, ns.step, ns.attempt, ns.since = NodePhase.RUNNING, None, attempt, now
+        ns.reason, ns.warning, ns.waiting_for, ns.deadline, ns.drain_report = None, None, None, None, None
+        ns.started_at = ns.started_at or now
+        handle = await self.start_child(node, group, attempt)
+        self.children[node] = handle
+        if self.control.abort:  # the abort arrived while the child was starting: it missed the broadcast
+            self.tasks.append(asyncio.create_task(self._signal_child(node, handle, "abort", "abort")))
+        self.on_change()
+        self.tasks.append(asyncio.create_task(self._watch_child(node, attempt, handle)))
+
+    async def _watch_child(self, node: str, attempt: int, handle: workflow.ChildWorkflowHandle) -> None:
+        try:
+            result: NodeRunResult = await handle
+        except ChildWorkflowError as err:
+            result = self.result_type(
+                node=node, outcome="failed", attempt=attempt, reason=failure_message(err), finished_at=workflow.now()
+            )
+        self.children.pop(node, None)
+        self.results[node] = result
+        self.board.merge_decisions(node, attempt, result.decisions)
+        if result.abort_requested and not self.control.abort:
+            # The node's decision gate timed out with the declared default "abort".
+            self.control.request_abort(f"node {node}: {result.reason}", "timeout")
+        ns = self.nodes[node]
+        ns.phase = _OUTCOME_PHASE[result.outcome]
+        ns.reason = result.reason
+        ns.cordoned_by_us = result.cordoned_by_us
+        ns.finished_at = result.finished_at or workflow.now()
+        ns.since = ns.finished_at
+        ns.waiting_for, ns.deadline, ns.blocked_since = None, None, None
+        if result.outcome in ("done", "skipped", "aborted"):
+            ns.step = "finished"
+        if result.outcome == "degraded" and not self.pause_on_degraded:
+            ns.phase = NodePhase.FAILED
+        if result.outcome in ("degraded", "failed") and self.pause_on_degraded and not self.control.abort:
+            self.control.pause(f"node {node} {result.outcome}: {result.reason}")
+        lk_metrics.record_node_finished(procedure=self.board.procedure, cluster=self.board.cluster, pool=ns.pool, outcome=result.outcome)
+        self.on_change()
+
+    async def process_requests(self) -> None:
+        """Apply the queued skip/retry requests in order (see the module docstring)."""
+        while self.requests:
+            kind, req = self.requests.pop(0)
+            ns = self.nodes[req.node]
+            group = self.groups[ns.pool]
+            if kind == "retry":
+                if ns.phase not in RETRYABLE_PHASES or req.node in self.children:
+                    continue
+                ns.phase, ns.reason, ns.waiting_for = NodePhase.PENDING, f"retry requested by {req.identity}", None
+                ns.since = workflow.now()
+                group.queue.insert(0, req.node)
+                if self.control.paused:
+                    self.control.unpause_quietly()
+                workflow.logger.info("node %s retry requested by %s", req.node, req.identity)
+            elif req.node in self.children:
+                await self._signal_child(req.node, self.children[req.node], "skip", req.identity)
+            elif ns.phase not in FINAL_NODE_PHASES:
+                if req.node in group.queue:
+                    group.queue.remove(req.node)
+                for g in self.gates.waiting():
+                    if g.node == req.node:
+                        self.gates.cancel(g, req.identity, f"node {req.node} skipped")
+                if ns.phase in (NodePhase.DEGRADED, NodePhase.FAILED) or req.node in group.started:
+                    await self.rollback(req.node)
+                ns.phase, ns.reason = NodePhase.SKIPPED, f"skipped by {req.identity}" + (f": {req.comment}" if req.comment else "")
+                ns.finished_at = ns.since = workflow.now()
+                reason = self.control.paused_reason
+                if self.control.paused and reason and req.node in reason:
+                    self.control.unpause_quietly()
+            self.on_change()
+
+    async def settle(self) -> None:
+        """Let the signal and watch tasks still in flight finish (before the procedure closes)."""
+        if self.tasks:
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    def totals(self) -> dict[str, int]:
+        """The board's counts per node phase with this window's children in flight."""
+        return self.board.totals(len(self.children))
+
+    def node_results(self) -> dict[str, NodeResult]:
+        """Every node's final state with its attempts and its last child's result."""
+        return self.board.node_results(self.attempts, self.results)
+
+
+async def pass_planned_gate(
+    gates: Gates,
+    planned: PlannedGate,
+    *,
+    timeout_seconds: float | None,
+    timeout_outcome: GateTimeoutOutcome,
+    on_change: Callable[[], None],
+    on_open: Callable[[Gate], None] | None = None,
+    interrupt: Callable[[], bool] = lambda: False,
+    while_waiting: Callable[[], Awaitable[None]] | None = None,
+    noun: str = "procedure",
+) -> bool:
+    """Open a gate of the plan and wait for it (:meth:`Gates.wait`); True when passed.
+
+    ``on_open(gate)`` runs right after the gate opened (status of the gated node), then
+    ``on_change()``. A timeout applies ``timeout_outcome`` (recorded as a timeout); an abort
+    while waiting cancels the gate ("{noun} aborted")."""
+    gate = gates.open(
+        planned.id, planned.kind, timeout_seconds=timeout_seconds, pool=planned.pool, node=planned.before_node
+    )
+    if on_open is not None:
+        on_open(gate)
+    on_change()
+    workflow.logger.info("gate %s waiting for approval", gate.id)
+    return await gates.wait(
+        gate, timeout_outcome=timeout_outcome, timeout_seconds=timeout_seconds, interrupt=interrupt,
+        while_waiting=while_waiting, abort_comment=f"{noun} aborted",
+    )
+
+

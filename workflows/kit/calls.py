@@ -1,0 +1,152 @@
+"""Activity names and their call options, as the workflows use them.
+
+Workflows call activities BY NAME with ``result_type=`` so they never import the implementations
+(workflows import only models from ``activities``). Procedure packages keep their own activity
+names beside these shared ones.
+Timeouts are seconds; retry policies back off exponentially; the error types listed as
+non-retryable are the contract's "bad input / object gone" errors that retrying cannot fix.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+PREFLIGHT = "preflight_machineconfig_rollout"
+READ_NODE = "read_node"
+SET_NODE_ANNOTATIONS = "set_node_annotations"
+WAIT_FOR_NODE = "wait_for_node"
+CORDON_NODE = "cordon_node"
+UNCORDON_NODE = "uncordon_node"
+DRAIN_NODE = "drain_node"
+RECORD_NODE_EVENT = "record_node_event"
+GET_POOLS_STATUS = "get_pools_status"
+CHECK_PODS_READY = "check_pods_ready"
+DELETE_ALL_PODS = "delete_all_pods"
+SET_NETWORK_TYPE = "set_network_type"
+DELETE_BLOCKING_PODS = "delete_blocking_pods"
+#: Host command on a node (local, SSH or debug-pod backend).
+RUN_NODE_COMMAND = "run_node_command"
+
+#: ApplicationError types that fail an activity at once (raised non-retryable by the activities
+#: too; listing them here keeps the workflow safe if one is raised retryable by mistake).
+NON_RETRYABLE = [
+    "UnknownPool",
+    "MissingConfig",
+    "ConfigOfOtherPool",
+    "ConfigTooOld",
+    "NoNodes",
+    "NodeNotFound",
+    "PoolsNotSettled",
+    "InvalidInput",
+]
+
+#: Transient API trouble (5xx, connection refused while the API server restarts) retries for
+#: a long time: a rollout should outlive an API outage rather than fail in the middle of a node.
+DEFAULT_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    non_retryable_error_types=NON_RETRYABLE,
+)
+
+#: Default start-to-close of the short API calls (one or two requests each), seconds. Short, so
+#: that a call lost with a crashed worker is retried quickly: the daemon's uncordon deadline
+#: (10 min, much less in scaled simulations) keeps running while we wait for a timeout.
+SHORT_CALL_SECONDS = 10.0
+#: Default heartbeat timeout of the watching/draining activities, seconds (they heartbeat every
+#: 2 s; a watch window plus its read grace stays under 8 s).
+HEARTBEAT_SECONDS = 10.0
+
+
+class Timeouts:
+    """Activity timeouts of one workflow run (seconds), from its input."""
+
+    def __init__(self, short_call: float = SHORT_CALL_SECONDS, heartbeat: float = HEARTBEAT_SECONDS) -> None:
+        self.short_call = timedelta(seconds=short_call)
+        self.heartbeat = timedelta(seconds=heartbeat)
+
+
+DEFAULT_TIMEOUTS = Timeouts()
+
+
+def summary_of(name: str, arg: Any) -> str | None:
+    """The Temporal UI's summary of an activity call: the step (activity name) and the node it
+    acts on (``arg.node``, a pydantic input's field), e.g. ``drain_node · node app-1``; None when
+    the input names no node. Summaries are user metadata: replay does not compare them, so adding
+    them leaves stored histories replayable."""
+    node = getattr(arg, "node", None)
+    if isinstance(arg, dict):
+        node = arg.get("node")
+    return f"{name} · node {node}" if isinstance(node, str) and node else None
+
+
+async def call(
+    name: str,
+    arg: Any,
+    result_type: type | None,
+    *,
+    seconds: float | None = None,
+    heartbeat: bool = False,
+    timeouts: Timeouts = DEFAULT_TIMEOUTS,
+) -> Any:
+    """Execute activity ``name`` with the project's options.
+
+    ``seconds``: the activity's own bound (a wait or drain window); start-to-close then gets the
+    short-call timeout as slack on top. ``heartbeat``: the activity heartbeats, so a dead worker
+    is noticed within the heartbeat timeout instead of at start-to-close.
+    """
+    start_to_close = timeouts.short_call if seconds is None else timedelta(seconds=seconds) + timeouts.short_call
+    return await workflow.execute_activity(
+        name,
+        arg,
+        result_type=result_type,
+        start_to_close_timeout=start_to_close,
+        heartbeat_timeout=timeouts.heartbeat if heartbeat else None,
+        retry_policy=DEFAULT_RETRY,
+        summary=summary_of(name, arg),
+    )
+
+
+def start(
+    name: str, arg: Any, result_type: type | None, *, seconds: float, heartbeat: bool = True,
+    timeouts: Timeouts = DEFAULT_TIMEOUTS,
+) -> Any:
+    """Start activity ``name`` (same options as :func:`call`) and return its handle, so the
+    caller can race it against a signal and cancel it."""
+    return workflow.start_activity(
+        name,
+        arg,
+        result_type=result_type,
+        start_to_close_timeout=timedelta(seconds=seconds) + timeouts.short_call,
+        heartbeat_timeout=timeouts.heartbeat if heartbeat else None,
+        retry_policy=DEFAULT_RETRY,
+        summary=summary_of(name, arg),
+    )
+
+
+async def call_with(
+    name: str,
+    arg: Any,
+    result_type: type | None,
+    *,
+    retry: RetryPolicy,
+    seconds: float,
+    heartbeat_seconds: float | None = None,
+    slack_seconds: float = 30.0,
+) -> Any:
+    """Execute activity ``name`` with a procedure's own retry policy: start-to-close is the
+    activity's own bound ``seconds`` plus ``slack_seconds``; ``heartbeat_seconds`` None means the
+    activity does not heartbeat. Raises ActivityError when the retries are exhausted."""
+    return await workflow.execute_activity(
+        name,
+        arg,
+        result_type=result_type,
+        start_to_close_timeout=timedelta(seconds=seconds + slack_seconds),
+        heartbeat_timeout=timedelta(seconds=heartbeat_seconds) if heartbeat_seconds else None,
+        retry_policy=retry,
+        summary=summary_of(name, arg),
+    )

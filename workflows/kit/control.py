@@ -1,0 +1,139 @@
+"""Control: a procedure's pause / resume / abort state, shared by its gates, batches and steps.
+
+DESIGN.md "Procedure": pause starts nothing new (work in flight finishes), resume continues, abort
+starts nothing more and stops what runs at its next safe point. The state lives here so the gates
+(a rejected or timed-out gate pauses or aborts) and the procedure's own loop read the same flags.
+``on_change`` is called after every change (the procedure's ``touch``: updated_at, the status
+search attribute, the gates gauge); ``on_abort(identity)`` lets the procedure pass the abort on
+(the rollout signals its node runs).
+
+Deterministic: no I/O; call from workflow code only (it logs with ``workflow.logger``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.kit.models import FINAL_PHASES, ProcedurePhase
+
+
+class Aborted(Exception):
+    """Raised by :meth:`Control.safe_point` when an abort was requested: the procedure stops
+    at this step boundary (``reason`` says who and why)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Control:
+    """Pause/abort flags and reasons plus the procedure's base phase.
+
+    ``base_phase``: the phase the procedure itself sets (planning, running, completing, done,
+    aborted, failed, rejected); :meth:`phase` overlays paused and waiting-approval on running.
+    """
+
+    def __init__(
+        self,
+        *,
+        on_change: Callable[[], None] = lambda: None,
+        on_abort: Callable[[str], None] = lambda identity: None,
+        base_phase: str = ProcedurePhase.RUNNING,
+        noun: str = "procedure",
+    ) -> None:
+        self.on_change = on_change
+        self.on_abort = on_abort
+        self.base_phase = base_phase
+        self.noun = noun
+        self.paused = False
+        self.paused_reason: str | None = None
+        self.abort = False
+        self.abort_reason = ""
+        self.abort_by: str | None = None
+
+    # --- state ---------------------------------------------------------------------------------
+
+    def finished(self) -> bool:
+        """True once the base phase is final (done, aborted, failed, rejected)."""
+        return str(self.base_phase) in FINAL_PHASES
+
+    def phase(self, *, gates_waiting: bool) -> str:
+        """The phase to show: the base phase unless running; then paused, waiting-approval
+        (a gate waits) or running."""
+        if self.base_phase != ProcedurePhase.RUNNING:
+            return self.base_phase
+        if self.paused:
+            return ProcedurePhase.PAUSED
+        if gates_waiting:
+            return ProcedurePhase.WAITING_APPROVAL
+        return ProcedurePhase.RUNNING
+
+    # --- changes -------------------------------------------------------------------------------
+
+    def pause(self, reason: str, by: str | None = None) -> None:
+        """Pause with ``reason`` (kept for ``status``); logged once when newly paused."""
+        if not self.paused:
+            workflow.logger.warning("%s paused: %s", self.noun, reason)
+        self.paused = True
+        self.paused_reason = reason
+        self.on_change()
+
+    def resume(self, by: str) -> None:
+        """Clear the pause (``by`` is logged)."""
+        self.paused = False
+        self.paused_reason = None
+        workflow.logger.info("%s resumed by %s", self.noun, by)
+        self.on_change()
+
+    def unpause_quietly(self) -> None:
+        """Clear the pause without a log line or a change callback (a retry request resumes the
+        rollout as a side effect; the caller touches afterwards)."""
+        self.paused = False
+        self.paused_reason = None
+
+    def request_abort(self, reason: str, identity: str) -> None:
+        """Abort: clears a pause, records ``reason``, calls ``on_abort(identity)`` then ``on_change``."""
+        self.abort = True
+        self.abort_by = identity
+        self.paused_reason = None
+        self.paused = False
+        self.abort_reason = reason
+        workflow.logger.warning("abort requested by %s: %s", identity, reason)
+        self.on_abort(identity)
+        self.on_change()
+
+    # --- validators (raise ValueError: the update's rejection message) ----------------------------
+
+    def check_pause(self) -> None:
+        if self.finished():
+            raise ValueError(f"{self.noun} already {self.base_phase}")
+        if self.paused:
+            raise ValueError(f"{self.noun} already paused: {self.paused_reason}")
+
+    def check_resume(self) -> None:
+        if self.finished():
+            raise ValueError(f"{self.noun} already {self.base_phase}")
+        if not self.paused:
+            raise ValueError(f"{self.noun} is not paused")
+
+    def check_abort(self) -> None:
+        if self.finished():
+            raise ValueError(f"{self.noun} already {self.base_phase}")
+        if self.abort:
+            raise ValueError("abort already requested")
+
+    # --- waiting -------------------------------------------------------------------------------
+
+    async def safe_point(self) -> None:
+        """A step boundary: raise :class:`Aborted` on abort; while paused, wait for resume or
+        abort. Adds no command when neither is set (nothing is awaited then), so a procedure can
+        add safe points without changing the histories of runs that never paused."""
+        if self.abort:
+            raise Aborted(self.abort_reason)
+        if self.paused:
+            await workflow.wait_condition(lambda: not self.paused or self.abort)
+            if self.abort:
+                raise Aborted(self.abort_reason)

@@ -1,0 +1,178 @@
+"""The Temporal Web UI as a live view of a procedure: the workflow's *current details*.
+
+Temporal shows a workflow's current details (``workflow.set_current_details``, markdown) in the
+UI's summary panel and returns them from the built-in ``__temporal_workflow_metadata`` query.
+They are held in the worker's memory, never written to history, so setting them cannot change a
+stored history's replay.
+
+:func:`render` turns a procedure's status into markdown: the phase; what it waits for, since and
+until when; the open gates with the exact ``lockkeeper approve``/``decide`` command; a compact
+node table (nodes that are in flight or need attention, at most :data:`MAX_NODE_ROWS`, plus
+counts per phase); the blocked-drain report of a node whose drain is blocked.
+:func:`publish` sets it only when the text changed, and nothing in it moves per poll (a health
+check's last reading and poll count are left out), so the details change with the phase, a gate,
+a node's step, never with a poll.
+
+Pure over the status models; no I/O (workflow code).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.kit.models import FINAL_NODE_PHASES, Gate, GateKind, NodePhase, NodeStatus, ProcedureStatus
+
+#: Node rows shown at most (in flight and problem nodes first); the rest are counted per phase.
+MAX_NODE_ROWS = 20
+#: Pods of a blocked-drain report shown at most per node.
+MAX_BLOCKED_PODS = 5
+
+
+def _t(t: datetime | None) -> str:
+    return "-" if t is None else t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _cell(text: Any) -> str:
+    # A pipe would end the markdown table cell; newlines end the row.
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def gate_command(workflow_id: str, gate: Gate) -> str:
+    """The command that answers ``gate``: ``lockkeeper approve ID GATE`` (and reject), or for a
+    blocked drain's decision gate ``lockkeeper decide ID NODE wait|skip|delete-pod|abort``."""
+    if gate.kind == GateKind.DRAIN and gate.node:
+        choices = "|".join(str(c) for c in gate.choices) or "wait|skip|delete-pod|abort"
+        return f"lockkeeper decide {workflow_id} {gate.node} {choices}"
+    return f"lockkeeper approve {workflow_id} {gate.id}"
+
+
+def waiting_line(
+    status: ProcedureStatus, gates: Iterable[Gate], paused_reason: str | None, paused_since: datetime | None = None
+) -> tuple[str, datetime | None, datetime | None] | None:
+    """``(what, since, until)`` the procedure waits for: a waiting gate first, then a pause
+    (since ``paused_since``), then the procedure's own ``waiting_for``, then a health check; None
+    when it waits for nothing."""
+    waiting = [g for g in gates if g.state == "waiting"]
+    if waiting:
+        g = waiting[0]
+        what = f"decision on the blocked drain of {g.node}" if g.kind == GateKind.DRAIN else f"approval of gate {g.id}"
+        return what, g.opened_at, g.timeout_at
+    if paused_reason:
+        return f"resume (paused: {paused_reason})", paused_since, None
+    if status.waiting_for:
+        return status.waiting_for, status.since, status.deadline
+    for h in status.health.values():
+        if h.state == "waiting":
+            return f"health check {h.name}", h.since, h.deadline
+    return None
+
+
+def node_statuses(status: ProcedureStatus) -> dict[str, NodeStatus]:
+    """The procedure's ``nodes`` that are kit :class:`NodeStatus` rows; a procedure whose
+    ``nodes`` holds its own row type (or none) gives ``{}``, so the live view and the
+    notifications never fail a workflow task over a shape they do not know."""
+    nodes = getattr(status, "nodes", None)
+    if not isinstance(nodes, dict):
+        return {}
+    return {k: n for k, n in nodes.items() if isinstance(n, NodeStatus)}
+
+
+def _node_rows(nodes: dict[str, NodeStatus]) -> tuple[list[NodeStatus], Counter[str]]:
+    counts: Counter[str] = Counter(str(n.phase) for n in nodes.values())
+    # Problem nodes first, then those in flight; pending and finished nodes are only counted.
+    order = {NodePhase.BLOCKED: 0, NodePhase.DEGRADED: 0, NodePhase.WAITING_APPROVAL: 1, NodePhase.RUNNING: 2}
+    shown = [n for n in nodes.values() if n.phase in order]
+    shown.sort(key=lambda n: order[n.phase])
+    return shown[:MAX_NODE_ROWS], counts
+
+
+def render(
+    status: ProcedureStatus,
+    *,
+    phase: str,
+    gates: Iterable[Gate],
+    paused_reason: str | None,
+    noun: str,
+    paused_since: datetime | None = None,
+) -> str:
+    """The markdown details of a procedure (see the module doc). ``status``: the procedure's
+    status model (``nodes`` when it has them); ``phase``: the phase now; ``gates``: the gates
+    known now; ``paused_reason`` / ``paused_since``: the pause; ``noun``: "rollout", "drain", ...
+    Deterministic: equal inputs give equal text (``updated_at`` is never shown: it moves on
+    every change)."""
+    gates = list(gates)
+    wid = status.workflow_id
+    lines = [f"**{status.procedure or noun}** on cluster `{status.cluster}` — phase **{phase}**"]
+    wait = waiting_line(status, gates, paused_reason, paused_since)
+    if wait:
+        what, since, until = wait
+        lines.append("")
+        lines.append(f"Waiting for {what} since {_t(since)}" + (f", until {_t(until)}" if until else ""))
+    open_gates = [g for g in gates if g.state == "waiting"]
+    if open_gates:
+        lines += ["", "**Open gates**", ""]
+        for g in open_gates:
+            where = ", ".join(x for x in (f"pool {g.pool}" if g.pool else "", f"node {g.node}" if g.node else "") if x)
+            lines.append(f"- `{g.id}` ({g.kind}{', ' + where if where else ''}) opened {_t(g.opened_at)}"
+                         + (f", times out {_t(g.timeout_at)}" if g.timeout_at else ""))
+            lines.append(f"  - `{gate_command(wid, g)}`")
+    nodes = node_statuses(status)
+    if nodes:
+        shown, counts = _node_rows(nodes)
+        lines += ["", "**Nodes** " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())), ""]
+        if shown:
+            lines += ["| node | pool | phase | step | waiting for |", "|---|---|---|---|---|"]
+            for n in shown:
+                lines.append(f"| {_cell(n.name)} | {_cell(n.pool)} | {n.phase} | {_cell(n.step or '-')} | {_cell(n.waiting_for or n.reason or '-')} |")
+            if len(shown) < sum(1 for n in nodes.values() if n.phase not in FINAL_NODE_PHASES and n.phase != NodePhase.PENDING):
+                lines.append(f"(first {MAX_NODE_ROWS} shown; `lockkeeper status {wid}` lists all)")
+        for n in nodes.values():
+            if n.drain_report is not None and n.phase == NodePhase.BLOCKED:
+                lines += _drain_report(n)
+    if status.error:
+        lines += ["", f"**Error:** {_cell(status.error)}"]
+    return "\n".join(lines)
+
+
+def _drain_report(n: NodeStatus) -> list[str]:
+    rep = n.drain_report
+    assert rep is not None
+    out = ["", f"**Drain of {n.name} blocked** since {_t(n.blocked_since)}", ""]
+    for p in rep.blocked_pods[:MAX_BLOCKED_PODS]:
+        budgets = "; ".join(
+            f"PDB {b.namespace}/{b.name}: {b.current_healthy} healthy, needs {b.desired_healthy}, "
+            f"{b.disruptions_allowed} disruptions allowed" for b in p.pdbs
+        )
+        out.append(f"- pod `{p.namespace}/{p.name}`: {_cell(p.message)}" + (f" ({_cell(budgets)})" if budgets else ""))
+    for r in rep.pending_replacements[:MAX_BLOCKED_PODS]:
+        out.append(f"- replacement `{r.namespace}/{r.name}` Pending: {_cell(r.message or '-')}")
+    return out
+
+
+class DetailsPublisher:
+    """Keeps the last text set, so :meth:`publish` calls ``set_current_details`` only on change,
+    and when the current pause began (the kit's control keeps no such time)."""
+
+    def __init__(self) -> None:
+        self._last: str | None = None
+        self._pause: tuple[str, datetime] | None = None
+
+    def publish(self, status: ProcedureStatus, *, phase: str, gates: Iterable[Gate], paused_reason: str | None, noun: str) -> bool:
+        """Render and set the current details if they changed; returns whether they did."""
+        if paused_reason is None:
+            self._pause = None
+        elif self._pause is None or self._pause[0] != paused_reason:
+            self._pause = (paused_reason, workflow.now())
+        since = self._pause[1] if self._pause else None
+        text = render(status, phase=phase, gates=gates, paused_reason=paused_reason, noun=noun, paused_since=since)
+        if text == self._last:
+            return False
+        self._last = text
+        workflow.set_current_details(text)
+        return True

@@ -1,0 +1,248 @@
+"""Gates: where a procedure waits for a person (DESIGN.md "Gate").
+
+A gate is opened with an ID, waits for ``approve`` or ``reject`` (validated, attributed updates
+of the procedure), for its timeout, or for an abort. A timeout applies the outcome the procedure
+declared (:class:`GateTimeoutOutcome` reject / approve / abort) and is recorded as a timeout
+(``by="timeout"``, the outcome in the record), never as an approval. Who may decide is the
+approver policy: an identity is required, the four-eyes rule forbids the requester to approve
+their own procedure's gates, and a non-empty list names the allowed approvers. The policy is
+enforced in the update validators, so a refused decision never reaches history.
+
+What a rejection does is the procedure's rule: ``pause_on_reject`` (the rollout: pause, and
+``resume`` opens the gate again) or not (the etcd restore: :meth:`Gates.wait` returns False and
+the procedure stops). The same holds for a timeout with outcome reject.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.kit.control import Control
+    from workflows.kit.models import (
+        ApprovalRules,
+        Gate,
+        GateKind,
+        GateRecord,
+        GateState,
+        GateTimeoutOutcome,
+    )
+
+
+def check_approver(
+    identity: str,
+    *,
+    approving: bool,
+    requested_by: str,
+    four_eyes: bool,
+    allowed_approvers: list[str],
+    procedure: str = "procedure",
+) -> None:
+    """Raise ValueError (the validator's message) when ``identity`` may not decide.
+
+    ``approving``: the four-eyes rule applies to approvals only; anyone allowed may reject.
+    ``procedure`` names the thing in the message ("rollout", "restore").
+    """
+    if not identity.strip():
+        raise ValueError("an identity is required to decide a gate")
+    if approving and four_eyes and identity == requested_by:
+        raise ValueError(f"four-eyes rule: {identity} requested this {procedure} and may not approve its gates")
+    if allowed_approvers and identity not in allowed_approvers:
+        raise ValueError(f"{identity} is not an allowed approver ({', '.join(allowed_approvers)})")
+
+
+def find_waiting_gate(gates: dict[str, Gate], gate_id: str | None) -> Gate:
+    """The gate an approve/reject addresses; ``gate_id`` None means the only waiting gate.
+
+    Raises ValueError (the validator's message) for an unknown gate, a gate that is not
+    waiting, no waiting gate, or several waiting gates when none is named.
+    """
+    waiting = [g for g in gates.values() if g.state == GateState.WAITING]
+    if gate_id is None:
+        if not waiting:
+            raise ValueError("no gate is waiting for a decision")
+        if len(waiting) > 1:
+            raise ValueError(f"several gates are waiting ({', '.join(g.id for g in waiting)}); name one")
+        return waiting[0]
+    gate = gates.get(gate_id)
+    if gate is None:
+        known = ", ".join(g.id for g in waiting) or "none"
+        raise ValueError(f"unknown gate {gate_id!r}; waiting gates: {known}")
+    if gate.state != GateState.WAITING:
+        raise ValueError(f"gate {gate_id!r} is not waiting for a decision (state {gate.state})")
+    return gate
+
+
+class Gates:
+    """The gates of one procedure run, their history, and the approver policy.
+
+    ``history``: the list the procedure's status shows as ``gate_history`` (appended to in
+    place). ``noun``: the procedure in messages ("rollout", "restore"). ``pause_on_reject``: a
+    rejection (and a timeout with outcome reject) pauses ``control``.
+    """
+
+    def __init__(
+        self,
+        control: Control,
+        rules: ApprovalRules,
+        history: list[GateRecord],
+        *,
+        noun: str = "procedure",
+        pause_on_reject: bool = True,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.control = control
+        self.rules = rules
+        self.history = history
+        self.noun = noun
+        self.pause_on_reject = pause_on_reject
+        self.on_change = on_change or control.on_change
+        self.gates: dict[str, Gate] = {}
+        self.passed: set[str] = set()
+
+    # --- policy (validators) ----------------------------------------------------------------------
+
+    def find_waiting(self, gate_id: str | None) -> Gate:
+        """See :func:`find_waiting_gate`."""
+        return find_waiting_gate(self.gates, gate_id)
+
+    def check_approver(self, identity: str, *, approving: bool) -> None:
+        """See :func:`check_approver` with this procedure's rules."""
+        check_approver(
+            identity, approving=approving, requested_by=self.rules.requested_by, four_eyes=self.rules.four_eyes,
+            allowed_approvers=self.rules.allowed_approvers, procedure=self.noun,
+        )
+
+    # --- state --------------------------------------------------------------------------------------
+
+    def waiting(self) -> list[Gate]:
+        return [g for g in self.gates.values() if g.state == GateState.WAITING]
+
+    def record(self, gate_id: str, action: str, by: str, comment: str = "", outcome: GateTimeoutOutcome | None = None) -> None:
+        """Append a :class:`GateRecord` stamped ``workflow.now()``."""
+        self.history.append(
+            GateRecord(gate_id=gate_id, action=action, by=by, at=workflow.now(), comment=comment, outcome=outcome)  # type: ignore[arg-type]
+        )
+
+    def decide(self, gate: Gate, state: GateState, identity: str, comment: str = "") -> None:
+        """Approve or reject ``gate`` as ``identity`` (recorded); a rejection pauses the
+        procedure when ``pause_on_reject``."""
+        gate.state = state
+        gate.decided_by = identity
+        gate.decided_at = workflow.now()
+        gate.comment = comment
+        action = "approved" if state == GateState.APPROVED else "rejected"
+        self.record(gate.id, action, identity, comment)
+        if state == GateState.REJECTED and self.pause_on_reject:
+            self.control.pause(f"gate {gate.id} rejected by {identity}" + (f": {comment}" if comment else ""))
+        self.on_change()
+
+    def cancel(self, gate: Gate, by: str, comment: str) -> None:
+        """Cancel a waiting gate (its node was skipped, the procedure aborted)."""
+        gate.state = GateState.CANCELLED
+        self.record(gate.id, "cancelled", by, comment)
+
+    def open(
+        self,
+        gate_id: str,
+        kind: GateKind = GateKind.STEP,
+        *,
+        timeout_seconds: float | None = None,
+        pool: str | None = None,
+        node: str | None = None,
+        comment: str = "",
+        opened_by: str = "workflow",
+        record_comment: str = "",
+    ) -> Gate:
+        """Open (or re-open) gate ``gate_id``: state waiting, ``timeout_at`` now + timeout.
+        Records "opened"; the caller then waits with :meth:`wait`."""
+        now = workflow.now()
+        gate = Gate(
+            id=gate_id, kind=kind, pool=pool, node=node, opened_at=now, comment=comment,
+            timeout_at=now + timedelta(seconds=timeout_seconds) if timeout_seconds is not None else None,
+        )
+        self.gates[gate_id] = gate
+        self.record(gate_id, "opened", opened_by, record_comment)
+        return gate
+
+    async def wait(
+        self,
+        gate: Gate,
+        *,
+        timeout_outcome: GateTimeoutOutcome = GateTimeoutOutcome.REJECT,
+        timeout_seconds: float | None = None,
+        interrupt: Callable[[], bool] = lambda: False,
+        while_waiting: Callable[[], Awaitable[None]] | None = None,
+        abort_comment: str | None = None,
+    ) -> bool:
+        """Wait for a decision on ``gate``, its timeout, or an abort; True when passed
+        (approved, or timed out with outcome approve).
+
+        ``interrupt``: wake up while the gate waits (the rollout's skip/retry requests) and run
+        ``while_waiting`` before waiting again. A timeout is recorded with ``by="timeout"`` and
+        ``timeout_outcome``, then applied: approve passes; abort requests an abort; reject pauses
+        (``pause_on_reject``) or just returns False. An abort while waiting cancels the gate.
+        """
+        timeout = timeout_seconds
+        while True:
+            remaining = None if gate.timeout_at is None else (gate.timeout_at - workflow.now()).total_seconds()
+            try:
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError
+                await workflow.wait_condition(
+                    lambda: gate.state != GateState.WAITING or self.control.abort or interrupt(), timeout=remaining
+                )
+            except TimeoutError:
+                self.timed_out(gate, timeout, timeout_outcome)
+                break
+            if interrupt() and gate.state == GateState.WAITING and not self.control.abort and while_waiting is not None:
+                await while_waiting()
+                continue
+            break
+        if gate.state == GateState.WAITING:  # aborted while waiting
+            self.cancel(gate, "workflow", abort_comment or f"{self.noun} aborted")
+        if gate.state == GateState.APPROVED:
+            self.passed.add(gate.id)
+        return gate.id in self.passed
+
+    def timed_out(self, gate: Gate, timeout: float | None, outcome: GateTimeoutOutcome) -> None:
+        """Apply the declared ``outcome`` of a timed-out gate and record it as a timeout."""
+        gate.state, gate.decided_by, gate.decided_at = GateState.TIMED_OUT, "timeout", workflow.now()
+        self.record(gate.id, "timeout", "timeout", f"no decision within {timeout}s", outcome=outcome)
+        workflow.logger.warning("gate %s timed out; declared outcome %s", gate.id, outcome)
+        if outcome == GateTimeoutOutcome.APPROVE:
+            self.passed.add(gate.id)
+        elif outcome == GateTimeoutOutcome.ABORT:
+            self.control.request_abort(f"gate {gate.id} timed out after {timeout}s (declared outcome: abort)", "timeout")
+        elif self.pause_on_reject:
+            self.control.pause(f"gate {gate.id} timed out after {timeout}s (declared outcome: reject)")
+
+    async def approval(
+        self,
+        gate_id: str,
+        what: str,
+        *,
+        timeout_seconds: float | None,
+        timeout_outcome: GateTimeoutOutcome = GateTimeoutOutcome.REJECT,
+        auto_approve: bool = False,
+        kind: GateKind = GateKind.STEP,
+    ) -> Gate:
+        """A step's approval gate (the etcd restore's shape): already approved → return it;
+        otherwise open it (``what`` as comment), pass at once with ``auto_approve`` (recorded as
+        approved by "auto-approve"), else wait. Returns the gate; the caller checks
+        ``gate.id in gates.passed`` and the state (rejected, timed-out, cancelled)."""
+        known = self.gates.get(gate_id)
+        if known is not None and known.state == GateState.APPROVED:
+            return known
+        gate = self.open(gate_id, kind, timeout_seconds=timeout_seconds, comment=what, opened_by="lockkeeper", record_comment=what)
+        if auto_approve:
+            self.decide(gate, GateState.APPROVED, "auto-approve", "input auto_approve")
+            self.passed.add(gate.id)
+            return gate
+        self.on_change()
+        await self.wait(gate, timeout_outcome=timeout_outcome, timeout_seconds=timeout_seconds)
+        self.on_change()
+        return gate

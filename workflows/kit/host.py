@@ -1,0 +1,159 @@
+"""Host steps: commands on a node, checked before they act, never repeated blindly.
+
+DESIGN.md "Host command": a step is an argv (never a shell string) run on a node through the
+``run_node_command`` activity (local, SSH or debug pod: :class:`HostAccess`).
+
+- Check before act: a step with a ``check`` argv runs the check first; exit 0 means the work is
+  already done (a resumed or re-run procedure), so the step is not run.
+- A step that is not safe to repeat (``idempotent=False``, e.g. a reboot, ``member add``) runs at
+  most once per decision: the activity gets ``maximum_attempts=1``.
+- An unknown outcome (the activity timed out or its worker died, or the command hit its own
+  timeout: it may or may not have acted) does not run the step again. With ``unknown_opens_gate``
+  it opens gate ``host/<step>``: approve runs it again (after the check, if any), reject or the
+  gate's timeout stops with :class:`HostStepFailed`. Without, it fails at once.
+- A command that ran and failed (exit code != 0) is a known failure: :class:`HostStepFailed`.
+
+Each step's :class:`HostStepStatus` (pending / already-done / running / done / failed / unknown,
+attempts, detail) is kept in the procedure's status board.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+from pydantic import BaseModel, Field
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+from temporalio.exceptions import TimeoutError as TemporalTimeoutError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.host.models import CommandResult, HostAccess, RunCommandInput
+    from workflows.kit import calls as acts
+    from workflows.kit.gates import Gates
+    from workflows.kit.models import GateKind, GateState, GateTimeoutOutcome, HostStepStatus, failure_message
+
+
+class HostStep(BaseModel):
+    """One host step: ``name`` (unique in the procedure; status key and gate ``host/<name>``),
+    ``argv``, ``check`` (argv; exit 0 = already done), ``idempotent`` (safe to repeat: retried
+    like any activity), ``timeout_seconds`` of the command itself."""
+
+    name: str
+    argv: list[str] = Field(min_length=1)
+    check: list[str] | None = None
+    idempotent: bool = False
+    timeout_seconds: float = Field(60.0, gt=0)
+
+
+class HostStepFailed(Exception):
+    """The step failed (``status.state`` failed) or its unknown outcome was not confirmed for a
+    re-run (``status.state`` unknown). ``result``: the command's result when it ran."""
+
+    def __init__(self, status: HostStepStatus, result: CommandResult | None = None) -> None:
+        super().__init__(f"host step {status.name}: {status.detail}")
+        self.status = status
+        self.result = result
+
+
+def _unknown(err: ActivityError) -> bool:
+    """A lost activity (start-to-close or heartbeat timeout, worker gone): it may have run."""
+    return isinstance(err.cause, TemporalTimeoutError)
+
+
+class HostSteps:
+    """Runs :class:`HostStep` s for one procedure. ``gates``: where unknown outcomes ask a
+    person; ``board``: the status's ``host_steps``; ``heartbeat_seconds``: the activity's
+    heartbeat timeout; ``task_queue``: None = the workflow's own (host-only workers serve
+    procedures whose spec says "host")."""
+
+    def __init__(
+        self,
+        gates: Gates,
+        *,
+        board: dict[str, HostStepStatus] | None = None,
+        on_change: Callable[[], None] = lambda: None,
+        timeouts: acts.Timeouts = acts.DEFAULT_TIMEOUTS,
+        heartbeat_seconds: float = 30.0,
+        task_queue: str | None = None,
+        gate_timeout_seconds: float | None = None,
+    ) -> None:
+        self.gates = gates
+        self.board = board if board is not None else {}
+        self.on_change = on_change
+        self.timeouts = timeouts
+        self.heartbeat = timedelta(seconds=heartbeat_seconds)
+        self.task_queue = task_queue
+        self.gate_timeout_seconds = gate_timeout_seconds
+
+    async def _exec(self, argv: list[str], access: HostAccess, timeout: float, *, once: bool) -> CommandResult:
+        return await workflow.execute_activity(
+            acts.RUN_NODE_COMMAND,
+            RunCommandInput(access=access, argv=list(argv), timeout_seconds=timeout),
+            result_type=CommandResult,
+            start_to_close_timeout=timedelta(seconds=timeout) + self.timeouts.short_call,
+            heartbeat_timeout=max(self.heartbeat, self.timeouts.heartbeat),
+            task_queue=self.task_queue,
+            retry_policy=RetryPolicy(maximum_attempts=1) if once else acts.DEFAULT_RETRY,
+        )
+
+    async def _checked(self, step: HostStep, access: HostAccess, st: HostStepStatus) -> bool:
+        if not step.check:
+            return False
+        result = await self._exec(step.check, access, step.timeout_seconds, once=False)
+        if result.exit_code == 0 and not result.timed_out:
+            st.state, st.detail = "already-done", f"check {' '.join(step.check)} passed"
+            self.on_change()
+            return True
+        return False
+
+    async def run(self, step: HostStep, access: HostAccess, *, unknown_opens_gate: bool = True) -> CommandResult | None:
+        """Run ``step`` on ``access`` (see the module doc). Returns the command's result, or
+        None when the check said it is already done. Raises :class:`HostStepFailed`."""
+        st = self.board.setdefault(step.name, HostStepStatus(name=step.name))
+        while True:
+            if await self._checked(step, access, st):
+                return None
+            st.state, st.attempts = "running", st.attempts + 1
+            st.detail = f"{' '.join(step.argv)} via {access.describe()}"
+            self.on_change()
+            result: CommandResult | None = None
+            try:
+                result = await self._exec(step.argv, access, step.timeout_seconds, once=not step.idempotent)
+            except ActivityError as err:
+                if not _unknown(err):
+                    st.state, st.detail = "failed", f"{' '.join(step.argv)}: {failure_message(err)}"
+                    self.on_change()
+                    raise HostStepFailed(st) from err
+                st.state, st.detail = "unknown", f"outcome unknown ({failure_message(err)}); it may have run"
+            if result is not None:
+                if result.exit_code == 0 and not result.timed_out:
+                    st.state, st.detail = "done", result.summary()
+                    self.on_change()
+                    return result
+                if not result.timed_out:
+                    tail = (result.stderr or result.stdout).strip()[-500:]
+                    st.state, st.detail = "failed", f"exited {result.exit_code}: {tail}"
+                    self.on_change()
+                    raise HostStepFailed(st, result)
+                st.state, st.detail = "unknown", f"timed out after {step.timeout_seconds:.0f}s; it may have acted"
+            self.on_change()
+            if step.idempotent:
+                continue  # safe to repeat: the check (if any) decides again
+            if not unknown_opens_gate:
+                raise HostStepFailed(st, result)
+            if not await self._confirm_rerun(step, st):
+                raise HostStepFailed(st, result)
+
+    async def _confirm_rerun(self, step: HostStep, st: HostStepStatus) -> bool:
+        """Gate ``host/<name>``: approve = run again, reject / timeout / abort = stop."""
+        gate_id = f"host/{step.name}"
+        what = f"{step.name}: {st.detail}; approve runs {' '.join(step.argv)} again, reject stops"
+        gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=self.gate_timeout_seconds, comment=what, record_comment=what)
+        self.gates.on_change()
+        await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=self.gate_timeout_seconds)
+        self.gates.on_change()
+        self.gates.passed.discard(gate_id)  # a later unknown outcome asks afresh
+        return gate.state == GateState.APPROVED
+

@@ -1,0 +1,257 @@
+"""Leases by scope: one procedure at a time on a node, a pool, a cluster or a named subsystem.
+
+Scopes (DESIGN.md "Lease"; :mod:`workflows.kit.scopes`): ``node/<cluster>/<node>``,
+``pool/<cluster>/<pool>``, ``cluster/<cluster>``, ``gluster/<cluster>``, ``sdn/<cluster>``,
+``etcd/<cluster>``. Two scopes overlap when they are the same string, or when one is
+``cluster/<c>`` and the other any scope of <c>.
+
+Mechanism. Each held scope is one :class:`LeaseWorkflow`, started as a child of the holder with
+the scope's workflow ID (:func:`scope_workflow_id`). Temporal allows one running workflow per ID,
+so a second start fails with WorkflowAlreadyStartedError: the same scope is exclusive atomically.
+The refused procedure then signals ``contend`` to that lease, the lease answers with a
+``lease_denied`` signal carrying :class:`LeaseInfo`, and the refusal (ApplicationError type
+``LeaseHeld``, details ``[holder workflow ID]``) names the holder. The lease ends on ``release``
+or when the holder closes (parent close policy TERMINATE), so a crashed or terminated procedure
+never leaves a stale lock behind.
+
+``cluster/<c>`` against the rest of <c>: a procedure taking ``cluster/<c>`` also takes the
+subsystem scopes of <c> and the node and pool scopes it names (``covers``); a procedure taking
+scopes of <c> without the cluster scope then probes the cluster lease (a ``contend`` signal: a
+running cluster lease answers with its holder, a missing one makes the signal fail). Whichever
+starts its lease second is refused. Limit: a node or pool the cluster-wide procedure does not
+name is only protected by the probe, which can miss a lease taken in the same instant before the
+cluster lease existed.
+
+The holder workflow must have a ``lease_denied`` signal handler that calls :meth:`Leases.denied`
+(:class:`workflows.kit.procedure.ProcedureWorkflow` has it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.kit.models import LeaseInfo, LeaseInput
+    from workflows.kit.scopes import SUBSYSTEM_SCOPES, LeaseScope, cluster_scope, scope_workflow_id
+
+#: How long a refused lease waits for the holder's answer before failing with the lease ID only.
+LEASE_ANSWER_TIMEOUT = timedelta(seconds=30)
+
+
+@workflow.defn
+class LeaseWorkflow:
+    """Hold ``input.scope`` of ``input.cluster`` for ``input.holder`` until released."""
+
+    @workflow.init
+    def __init__(self, input: LeaseInput) -> None:
+        self._info = LeaseInfo(
+            cluster=input.cluster, scope=input.scope, holder=input.holder, procedure=input.procedure
+        )
+        self._released = False
+        self._contenders: list[str] = []
+
+    @workflow.signal
+    def release(self, holder: str = "") -> None:
+        """Give the lease up (the holder calls this with its workflow ID when it finishes)."""
+        if holder and holder != self._info.holder:
+            workflow.logger.warning("lease %s: release by %s ignored (held by %s)", self._info.scope, holder, self._info.holder)
+            return
+        self._released = True
+
+    @workflow.signal
+    def contend(self, requester_workflow_id: str) -> None:
+        """Somebody wants this lease: answer them with ``lease_denied`` naming the holder."""
+        self._contenders.append(requester_workflow_id)
+
+    @workflow.query
+    def holder(self) -> LeaseInfo:
+        """Who holds the lease, for which procedure, since when."""
+        return self._info
+
+    @workflow.run
+    async def run(self, input: LeaseInput) -> LeaseInfo:
+        self._info.acquired_at = workflow.now()
+        while True:
+            await workflow.wait_condition(lambda: self._released or bool(self._contenders))
+            while self._contenders:
+                requester = self._contenders.pop(0)
+                try:
+                    await workflow.get_external_workflow_handle(requester).signal("lease_denied", self._info)
+                except Exception as err:  # noqa: BLE001 - a requester that is gone needs no answer
+                    workflow.logger.info("lease contender %s not reachable: %s", requester, err)
+            if self._released:
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                return self._info
+
+
+def holder_noun(procedure: str) -> str:
+    """The word for a holder in a refusal: the last part of its procedure name
+    ("machineconfig-rollout" → "rollout", "drain" → "drain", "etcd-restore" → "restore")."""
+    return procedure.rsplit("-", 1)[-1] or "procedure"
+
+
+class Leases:
+    """The leases one procedure run holds (see the module doc).
+
+    ``holder``: this run's workflow ID; ``procedure``: its spec name (shown to the refused).
+    """
+
+    def __init__(self, holder: str, procedure: str) -> None:
+        self.holder = holder
+        self.procedure = procedure
+        self.held: dict[str, workflow.ChildWorkflowHandle] = {}
+        self._denied: LeaseInfo | None = None
+
+    def denied(self, info: LeaseInfo) -> None:
+        """The ``lease_denied`` signal's handler body: a lease's answer naming its holder."""
+        self._denied = info
+
+    @staticmethod
+    def expand(scopes: list[str], covers: list[str] = ()) -> list[str]:  # type: ignore[assignment]
+        """The scopes to take, in order and without duplicates: ``scopes`` (validated with
+        :meth:`LeaseScope.parse`), and for each ``cluster/<c>`` also the subsystem scopes of <c>
+        and the ``covers`` scopes of <c>. Raises ValueError for a malformed scope."""
+        out: list[str] = []
+        for s in scopes:
+            parsed = LeaseScope.parse(s)
+            extra = []
+            if parsed.kind == "cluster":
+                extra = [f"{k}/{parsed.cluster}" for k in SUBSYSTEM_SCOPES]
+                extra += [c for c in covers if LeaseScope.parse(c).cluster == parsed.cluster]
+            for x in (str(parsed), *extra):
+                if x not in out:
+                    out.append(x)
+        return out
+
+    async def acquire(
+        self,
+        scopes: list[str],
+        *,
+        covers: list[str] = (),  # type: ignore[assignment]
+        probe_cluster: bool = True,
+        input_scope: dict[str, str] | None = None,
+        concurrent: bool = False,
+    ) -> None:
+        """Take every scope (see :meth:`expand`), in order; then, with ``probe_cluster``, probe
+        the ``cluster/<c>`` lease of every cluster whose cluster scope we do not take.
+
+        Raises a non-retryable ApplicationError type ``LeaseHeld`` (details: the holder's
+        workflow ID, or the lease's ID when the holder does not answer) naming the holder:
+        "<scope in words> is held by <noun> <workflow ID>". Leases already taken stay until the
+        run closes (parent close policy) or :meth:`release`.
+
+        ``input_scope``: scope → the ``LeaseInput.scope`` text to send instead (the rollout's
+        pool leases keep ``pool/<pool>``). ``concurrent``: start all lease children in one
+        workflow task instead of one round trip each (a rollout leasing thousands of nodes); the
+        first refused scope in order is reported. Changes the history shape, so a procedure
+        turns it on under a ``workflow.patched`` ID.
+        """
+        wanted = self.expand(list(scopes), list(covers))
+        if concurrent:
+            await self._acquire_concurrently([s for s in wanted if s not in self.held], input_scope or {})
+        for scope in wanted:
+            if scope in self.held:
+                continue
+            parsed = LeaseScope.parse(scope)
+            lease_id = scope_workflow_id(scope)
+            try:
+                self.held[scope] = await workflow.start_child_workflow(
+                    LeaseWorkflow.run,
+                    LeaseInput(cluster=parsed.cluster, scope=(input_scope or {}).get(scope, scope), holder=self.holder,
+                               procedure=self.procedure),
+                    id=lease_id,
+                    parent_close_policy=workflow.ParentClosePolicy.TERMINATE,
+                )
+            except WorkflowAlreadyStartedError as err:
+                raise await self._refusal(parsed, lease_id) from err
+        if not probe_cluster:
+            return
+        for cluster in dict.fromkeys(LeaseScope.parse(s).cluster for s in wanted):
+            if cluster_scope(cluster) in self.held:
+                continue
+            lease_id = scope_workflow_id(cluster_scope(cluster))
+            exists, holder = await self._ask(lease_id)
+            if exists and (holder is None or holder.holder != self.holder):
+                raise self._error(LeaseScope.parse(cluster_scope(cluster)), holder, lease_id)
+
+    async def _acquire_concurrently(self, todo: list[str], input_scope: dict[str, str]) -> None:
+        """Start the lease children of ``todo`` together; raise the refusal of the first scope
+        (in order) that another procedure holds. Other start failures propagate."""
+
+        async def start(scope: str) -> workflow.ChildWorkflowHandle:
+            parsed = LeaseScope.parse(scope)
+            return await workflow.start_child_workflow(
+                LeaseWorkflow.run,
+                LeaseInput(cluster=parsed.cluster, scope=input_scope.get(scope, scope), holder=self.holder,
+                           procedure=self.procedure),
+                id=scope_workflow_id(scope),
+                parent_close_policy=workflow.ParentClosePolicy.TERMINATE,
+            )
+
+        results = await asyncio.gather(*(start(s) for s in todo), return_exceptions=True)
+        refused: tuple[str, BaseException] | None = None
+        for scope, res in zip(todo, results, strict=True):
+            if isinstance(res, WorkflowAlreadyStartedError):
+                refused = refused or (scope, res)
+            elif isinstance(res, BaseException):
+                raise res
+            else:
+                self.held[scope] = res
+        if refused is not None:
+            scope, err = refused
+            raise await self._refusal(LeaseScope.parse(scope), scope_workflow_id(scope)) from err
+
+    async def release(self, *, concurrent: bool = False) -> None:
+        """Signal ``release`` to every held lease (a lease already gone is ignored); with
+        ``concurrent`` all signals go out in one workflow task (see :meth:`acquire`)."""
+
+        async def release_one(scope: str, handle: workflow.ChildWorkflowHandle) -> None:
+            try:
+                await handle.signal("release", self.holder)
+            except Exception as err:  # noqa: BLE001 - a lease that already ended needs no release
+                workflow.logger.info("release of lease %s not delivered: %s", scope, err)
+
+        if concurrent:
+            await asyncio.gather(*(release_one(s, h) for s, h in list(self.held.items())))
+            return
+        for scope, handle in list(self.held.items()):
+            await release_one(scope, handle)
+
+    async def _ask(self, lease_id: str) -> tuple[bool, LeaseInfo | None]:
+        """Signal ``contend`` to ``lease_id`` and wait for its ``lease_denied`` answer.
+
+        Returns (exists, holder): a signal that cannot be delivered means no such lease runs
+        (False, None); a delivered one means it runs, even when its answer does not come within
+        LEASE_ANSWER_TIMEOUT (True, None): a silent lease still counts as held."""
+        self._denied = None
+        try:
+            await workflow.get_external_workflow_handle(lease_id).signal("contend", self.holder)
+        except Exception as err:  # noqa: BLE001 - the lease does not run
+            workflow.logger.info("lease %s not running: %s", lease_id, err)
+            return False, None
+        try:
+            await workflow.wait_condition(lambda: self._denied is not None, timeout=LEASE_ANSWER_TIMEOUT)
+        except TimeoutError:
+            workflow.logger.info("lease %s did not answer within %s", lease_id, LEASE_ANSWER_TIMEOUT)
+            return True, None
+        return True, self._denied
+
+    async def _refusal(self, scope: LeaseScope, lease_id: str) -> ApplicationError:
+        _, holder = await self._ask(lease_id)
+        return self._error(scope, holder, lease_id)
+
+    def _error(self, scope: LeaseScope, holder: LeaseInfo | None, lease_id: str) -> ApplicationError:
+        if holder is not None:
+            who = f"{holder_noun(holder.procedure)} {holder.holder}"
+        else:
+            who = f"another procedure (lease workflow {lease_id})"
+        return ApplicationError(
+            f"{scope.describe()} is held by {who}",
+            holder.holder if holder else lease_id,
+            type="LeaseHeld",
+            non_retryable=True,
+        )

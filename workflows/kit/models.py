@@ -1,0 +1,452 @@
+"""Models every procedure shares: gates, operator updates, node status, leases, and the status and
+result bases each procedure extends.
+
+Pure pydantic v2 (no Temporal import), so the CLI, the worker and the workflows share them; the
+Temporal pydantic data converter carries them in history, so field names are a stored format:
+add fields with defaults, never rename. Times are timezone-aware UTC datetimes (inside workflows
+from ``workflow.now()``); durations are seconds.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny
+
+from activities.cluster.models import DrainReport
+
+# --- search attributes ------------------------------------------------------------------------------
+
+#: Search attribute names (Keyword unless noted), registered on the server with
+#: ``--search-attribute LockkeeperCluster=Keyword`` etc. Never rename: `lockkeeper list` and
+#: stored histories use them.
+SA_CLUSTER = "LockkeeperCluster"
+SA_PROCEDURE = "LockkeeperProcedure"
+SA_STATUS = "LockkeeperStatus"
+SA_POOLS = "LockkeeperPools"  # KeywordList
+
+
+# --- gates --------------------------------------------------------------------------------------------
+
+
+class GateTimeoutOutcome(StrEnum):
+    """What a gate timeout does. Recorded as a timeout (decided_by ``"timeout"``), never as an approval."""
+
+    REJECT = "reject"
+    APPROVE = "approve"
+    ABORT = "abort"
+
+
+class GateKind(StrEnum):
+    POOL = "pool"
+    NODE = "node"
+    CANARY = "canary"
+    STEP = "step"
+    #: A blocked drain's decision gate (id ``drain/{node}``), answered with ``decide``.
+    DRAIN = "drain"
+
+
+class DrainDecision(StrEnum):
+    """The operator's answer to a blocked drain (R2; kured #78/#82, MCO's 1 h drain degrade).
+
+    ``wait``: keep retrying the drain and ask again after another ``decide_after``;
+    ``skip``: uncordon only if we cordoned, put the node back and go on with the next node;
+    ``delete-pod``: delete the blocking pods despite their PodDisruptionBudget (needs an identity;
+    four-eyes and allowed approvers apply); ``abort``: stop the whole procedure at its safe points.
+    """
+
+    WAIT = "wait"
+    SKIP = "skip"
+    DELETE_POD = "delete-pod"
+    ABORT = "abort"
+
+
+#: Outcomes a decision timeout may apply: never ``delete-pod`` (nobody approved it).
+TIMEOUT_DECISIONS = frozenset({DrainDecision.WAIT, DrainDecision.SKIP, DrainDecision.ABORT})
+
+
+def check_timeout_decision(v: DrainDecision) -> DrainDecision:
+    """Field validator of ``decision_timeout_outcome``: raises ValueError for ``delete-pod``."""
+    if v not in TIMEOUT_DECISIONS:
+        raise ValueError("a decision timeout may only wait, skip or abort; delete-pod needs a person's approval")
+    return v
+
+
+class GateState(StrEnum):
+    WAITING = "waiting"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    TIMED_OUT = "timed-out"
+    CANCELLED = "cancelled"
+    #: A drain decision gate answered (``Gate.decision`` says which).
+    DECIDED = "decided"
+
+
+class Gate(BaseModel):
+    """A gate known to the procedure (``state`` waiting until somebody or the timeout decides)."""
+
+    id: str
+    kind: GateKind
+    state: GateState = GateState.WAITING
+    pool: str | None = None
+    node: str | None = None
+    opened_at: datetime | None = None
+    timeout_at: datetime | None = None
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    comment: str = ""
+    decision: DrainDecision | None = None
+    choices: list[DrainDecision] = Field(default_factory=list)
+
+
+class GateRecord(BaseModel):
+    """One entry of the gate history: ``action`` opened/approved/rejected/decided/timeout/cancelled.
+
+    For a timeout ``by`` is ``"timeout"`` and ``outcome`` the declared outcome applied (for a
+    drain decision gate ``decision`` holds the applied decision). ``decided`` records a drain
+    decision: ``by`` who, ``at`` when, ``decision`` which, ``comment`` why.
+    """
+
+    gate_id: str
+    action: Literal["opened", "approved", "rejected", "decided", "timeout", "cancelled"]
+    by: str
+    at: datetime
+    comment: str = ""
+    outcome: GateTimeoutOutcome | None = None
+    decision: DrainDecision | None = None
+
+
+class ApprovalRules(BaseModel):
+    """Who may decide a procedure's gates (DESIGN.md "Gate"): ``requested_by`` may not approve
+    its own gates under ``four_eyes``; a non-empty ``allowed_approvers`` lists who may decide."""
+
+    requested_by: str = "unknown"
+    four_eyes: bool = False
+    allowed_approvers: list[str] = Field(default_factory=list)
+
+
+# --- node status ----------------------------------------------------------------------------------------
+
+
+class NodePhase(StrEnum):
+    """Phase of one node in a procedure; ``step`` in :class:`NodeStatus` says where inside ``running``."""
+
+    PENDING = "pending"
+    WAITING_APPROVAL = "waiting-approval"
+    RUNNING = "running"
+    BLOCKED = "blocked"
+    DONE = "done"
+    SKIPPED = "skipped"
+    DEGRADED = "degraded"
+    FAILED = "failed"
+    ABORTED = "aborted"
+
+
+#: Node phases after which a node needs nothing more in this procedure.
+FINAL_NODE_PHASES = frozenset({NodePhase.DONE, NodePhase.SKIPPED, NodePhase.FAILED, NodePhase.ABORTED})
+
+
+class NodeStatus(BaseModel):
+    """Where one node stands: phase, step inside it, what it waits for, since when, until when."""
+
+    name: str
+    pool: str
+    phase: NodePhase = NodePhase.PENDING
+    step: str | None = None
+    waiting_for: str | None = None
+    since: datetime | None = None
+    deadline: datetime | None = None
+    warning: str | None = None
+    reason: str | None = None
+    drain_report: DrainReport | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    attempt: int = 0
+    cordoned_by_us: bool = False
+    blocked_since: datetime | None = None
+    decision_gate: Gate | None = None
+
+
+class NodeProgress(BaseModel):
+    """Signal payload node run -> parent (``node_progress``) on every step change."""
+
+    node: str
+    attempt: int
+    phase: NodePhase
+    step: str | None = None
+    waiting_for: str | None = None
+    since: datetime | None = None
+    deadline: datetime | None = None
+    warning: str | None = None
+    reason: str | None = None
+    drain_report: DrainReport | None = None
+    cordoned_by_us: bool = False
+    blocked_since: datetime | None = None
+    decision_gate: Gate | None = None
+    decisions: list[GateRecord] = Field(default_factory=list)
+
+
+class NodeResult(BaseModel):
+    """Final state of one node: phase, attempts, durations (seconds)."""
+
+    name: str
+    pool: str
+    phase: NodePhase
+    attempts: int = 0
+    duration_seconds: float | None = None
+    drain_seconds: float | None = None
+    reboot_seconds: float | None = None
+    reason: str | None = None
+    safe_point: str | None = None
+
+
+# --- health waits, barriers, records, host steps (what status shows of them) ----------------------------
+
+
+class HealthStatus(BaseModel):
+    """One health wait (:func:`workflows.kit.health.wait_until`): ``state`` waiting / ok /
+    timed-out / stopped; ``last`` what the last check said; ``polls`` how many checks ran."""
+
+    name: str
+    state: Literal["waiting", "ok", "timed-out", "stopped"] = "waiting"
+    since: datetime | None = None
+    deadline: datetime | None = None
+    polls: int = 0
+    last: str = ""
+
+
+class BarrierStatus(BaseModel):
+    """One barrier (:mod:`workflows.kit.barrier`): targets done, failed (target -> why), pending."""
+
+    name: str
+    state: Literal["running", "passed", "failed"] = "running"
+    pending: list[str] = Field(default_factory=list)
+    done: list[str] = Field(default_factory=list)
+    failed: dict[str, str] = Field(default_factory=dict)
+    rounds: int = 0
+
+
+class HostStepStatus(BaseModel):
+    """One host step (:mod:`workflows.kit.host`): ``state`` pending / already-done / running /
+    done / failed / unknown (the command may or may not have run: a gate asks a person)."""
+
+    name: str
+    state: Literal["pending", "already-done", "running", "done", "failed", "unknown"] = "pending"
+    attempts: int = 0
+    detail: str = ""
+
+
+class RecordStatus(BaseModel):
+    """One record (:mod:`workflows.kit.records`): the object, the recorded paths, ``state``
+    recorded (originals stored, change pending) / changed / reverted / refused (the object
+    changed since we wrote it: nothing was reverted), ``detail`` why."""
+
+    name: str
+    object: str
+    paths: list[str] = Field(default_factory=list)
+    state: Literal["recorded", "changed", "reverted", "refused"] = "recorded"
+    detail: str = ""
+
+
+# --- operator updates -------------------------------------------------------------------------------------
+
+
+class ApproveInput(BaseModel):
+    """Approve ``gate_id`` (None = the only waiting gate) as ``identity``."""
+
+    gate_id: str | None = None
+    identity: str
+    comment: str = ""
+
+
+class RejectInput(BaseModel):
+    """Reject ``gate_id`` (None = the only waiting gate); what follows is the procedure's rule
+    (the rollout pauses and ``resume`` re-opens the gate; the etcd restore stops)."""
+
+    gate_id: str | None = None
+    identity: str
+    comment: str = ""
+
+
+class ControlInput(BaseModel):
+    """pause / resume / abort, attributed to ``identity``."""
+
+    identity: str
+    comment: str = ""
+    reason: str | None = None
+
+
+class NodeControlInput(BaseModel):
+    """skip_node / retry_node on ``node``."""
+
+    node: str
+    identity: str
+    comment: str = ""
+
+
+class DecideInput(BaseModel):
+    """Answer ``node``'s open drain decision gate with ``decision`` as ``identity``."""
+
+    node: str
+    decision: DrainDecision
+    identity: str
+    comment: str = ""
+
+
+class DecideResult(BaseModel):
+    gate_id: str
+    decision: DrainDecision
+    message: str
+
+
+class DrainDecisionSignal(BaseModel):
+    """Parent -> node run (signal ``drain_decision``): a validated decision to apply."""
+
+    decision: DrainDecision
+    identity: str
+    comment: str = ""
+    at: datetime | None = None
+
+
+class GateDecisionResult(BaseModel):
+    gate_id: str
+    state: GateState
+    message: str
+
+
+# --- status and result bases ------------------------------------------------------------------------------
+
+
+class ProcedurePhase(StrEnum):
+    """The phases the kit itself computes (a procedure's own phase enum uses these values for
+    the same states, and the ``LockkeeperStatus`` search attribute carries them)."""
+
+    PLANNING = "planning"
+    RUNNING = "running"
+    PAUSED = "paused"
+    WAITING_APPROVAL = "waiting-approval"
+    COMPLETING = "completing"
+    DONE = "done"
+    ABORTED = "aborted"
+    FAILED = "failed"
+    REJECTED = "rejected"
+
+
+#: Phases after which a procedure accepts no control update.
+FINAL_PHASES = frozenset({"done", "aborted", "failed", "rejected"})
+
+
+class ProcedureStatus(BaseModel):
+    """What every procedure's ``status`` query returns at least; each procedure's status model
+    extends it (narrowing ``phase`` to its own enum). Unknown fields are kept, so a client that
+    only knows this base (``lockkeeper status`` of a newer procedure) still shows everything.
+
+    ``waiting_for`` / ``since`` / ``deadline`` summarise the current wait; ``gates`` the gates
+    known now, ``gate_history`` every opened/decided/timed-out/cancelled record; ``health`` the
+    health waits, ``barriers`` the barriers, ``host_steps`` the host steps, ``records`` the
+    records (by name); ``leases`` the scopes held.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    procedure: str = ""
+    workflow_id: str = ""
+    cluster: str = "default"
+    phase: str = ProcedurePhase.RUNNING
+    paused_reason: str | None = None
+    abort_requested: bool = False
+    gates: list[Gate] = Field(default_factory=list)
+    gate_history: list[GateRecord] = Field(default_factory=list)
+    health: dict[str, HealthStatus] = Field(default_factory=dict)
+    barriers: dict[str, BarrierStatus] = Field(default_factory=dict)
+    host_steps: dict[str, HostStepStatus] = Field(default_factory=dict)
+    records: dict[str, RecordStatus] = Field(default_factory=dict)
+    leases: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    started_at: datetime | None = None
+    updated_at: datetime | None = None
+    waiting_for: str | None = None
+    since: datetime | None = None
+    deadline: datetime | None = None
+    error: str | None = None
+
+
+class ProcedureResult(BaseModel):
+    """What every procedure's run returns at least; each procedure's result extends it.
+    ``outcome`` is the procedure's word (completed, aborted, rejected, ...)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    procedure: str = ""
+    workflow_id: str = ""
+    outcome: str = "completed"
+    message: str = ""
+    gate_history: list[GateRecord] = Field(default_factory=list)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class ControlResult(BaseModel):
+    """Answer of pause / resume / abort / skip_node / retry_node: a message and (pause, resume,
+    abort) the procedure's status right after; serialised with all of the procedure's fields."""
+
+    message: str
+    status: SerializeAsAny[ProcedureStatus] | None = None
+
+
+# --- leases -------------------------------------------------------------------------------------------------
+
+# Scope strings and lease IDs live in workflows.kit.scopes; the names are re-exported here.
+from workflows.kit.scopes import (  # noqa: E402,F401 - re-exported for importers of the models
+    LeaseScope,
+    cluster_scope,
+    lease_workflow_id,
+    node_scope,
+    pool_scope,
+    scope_workflow_id,
+    scopes_overlap,
+    subsystem_scope,
+)
+
+class LeaseInput(BaseModel):
+    """A lease on ``scope`` of ``cluster`` held by ``holder`` (a workflow ID) for ``procedure``.
+
+    ``scope`` is a scope string (``pool/c1/worker``, :mod:`workflows.kit.scopes`); leases started
+    before scopes existed carry ``pool/<pool>``. The lease workflow's ID is
+    :func:`workflows.kit.scopes.scope_workflow_id`; it runs until
+    released (signal ``release``) or until its parent closes (parent close policy TERMINATE).
+    """
+
+    cluster: str
+    scope: str
+    holder: str
+    procedure: str = "machineconfig-rollout"
+
+
+class LeaseInfo(BaseModel):
+    """Answer of the lease's ``holder`` query and of its ``lease_denied`` signal."""
+
+    cluster: str
+    scope: str
+    holder: str
+    procedure: str
+    acquired_at: datetime | None = None
+
+
+# --- failures -----------------------------------------------------------------------------------------------
+
+
+def failure_message(err: BaseException) -> str:
+    """The innermost failure message of a Temporal error chain (the activity's own words):
+    follows ``.cause`` (Temporal failures) and ``__cause__`` (raise ... from)."""
+    message = str(err)
+    cur: BaseException | None = err
+    seen: set[int] = set()
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        message = getattr(cur, "message", None) or str(cur) or message
+        nxt: Any = getattr(cur, "cause", None)
+        cur = nxt if isinstance(nxt, BaseException) else cur.__cause__
+    return message

@@ -1,0 +1,155 @@
+"""Pure planning functions every node procedure shares: decide, never do.
+
+Deterministic and side-effect free, so a workflow calls them directly and unit tests table-test
+them (tests/unit/test_planning.py). The rules follow the machine-config-controller
+(``pkg/controller/node/node_controller.go``: ``getAllCandidateMachines``,
+``getUnavailableMachines``, ``getMaxUnavailable``) and apimachinery
+``intstr.GetScaledValueFromIntOrPercent``. Procedure-specific planning (which nodes need the
+change at all) lives in the procedure's own ``plan`` module and calls these.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from pydantic import BaseModel
+
+from activities.cluster.models import NodeInfo
+from workflows.kit.models import GateKind
+
+_PERCENT = re.compile(r"^\s*(\d+)\s*%\s*$")
+_INT = re.compile(r"^\s*(\d+)\s*$")
+_EPOCH = datetime.min.replace(tzinfo=UTC)
+
+#: The default node order: zone label, then creationTimestamp (oldest first), then name.
+ZONE_OLDEST = "zone-oldest"
+
+#: ``maxUnavailable`` as in MachineConfigPool.spec: an integer count or a percent string ("25%").
+#: A plain digit string ("2") is accepted as a count.
+MaxUnavailable = int | str
+
+
+class ApprovalPolicy(StrEnum):
+    """Where a node procedure waits for a person.
+
+    ``none``: never (except steps a procedure always gates, such as R1's delete-all-pods);
+    ``pool``: one gate before each pool; ``node``: a gate before each node;
+    ``canary``: a gate after the first node of each pool completed, before the rest.
+    """
+
+    NONE = "none"
+    POOL = "pool"
+    NODE = "node"
+    CANARY = "canary"
+
+
+class PlannedGate(BaseModel):
+    """A gate the plan will open: ``id`` (e.g. "pool/worker"), kind, and where.
+
+    ``before_node``: the gate opens before this node starts (pool/node gates);
+    ``after_node``: it opens after this node is done (canary gates).
+    """
+
+    id: str
+    kind: GateKind
+    pool: str | None = None
+    before_node: str | None = None
+    after_node: str | None = None
+
+
+class PlanError(ValueError):
+    """The procedure's input cannot be planned (bad maxUnavailable, unknown node in node_order,
+    unknown approval policy)."""
+
+
+def resolve_max_unavailable(value: MaxUnavailable, pool_size: int) -> int:
+    """Resolve ``maxUnavailable`` (int, "N" or "N%") against ``pool_size`` nodes; a node count >= 1.
+
+    A percent is scaled and rounded DOWN (``intstr.GetScaledValueFromIntOrPercent(roundUp=false)``,
+    as the MCO does), then raised to at least 1 so a rollout always progresses (MCO
+    ``getMaxUnavailable``: "if maxunavail == 0 { maxunavail = 1 }"). An integer is used as is
+    (at least 1). Raises :class:`PlanError` on a negative number, a bool or a malformed string.
+    """
+    if isinstance(value, bool):
+        raise PlanError(f"invalid max_unavailable {value!r}: expected an integer or a percent like '25%'")
+    if isinstance(value, int):
+        resolved = value
+    else:
+        if m := _PERCENT.match(value):
+            resolved = math.floor(int(m.group(1)) * pool_size / 100)
+        elif m := _INT.match(value):
+            resolved = int(m.group(1))
+        else:
+            raise PlanError(f"invalid max_unavailable {value!r}: expected an integer or a percent like '25%'")
+    if resolved < 0:
+        raise PlanError(f"invalid max_unavailable {value!r}: must not be negative")
+    return max(resolved, 1)
+
+
+def node_sort_key(node: NodeInfo) -> tuple[str, datetime, str]:
+    """Zone label, then creationTimestamp (oldest first), then name: MCO's candidate order."""
+    return (node.zone or "", node.created or _EPOCH, node.name)
+
+
+def order_nodes(nodes: Iterable[NodeInfo], node_order: str | Sequence[str] = ZONE_OLDEST) -> list[NodeInfo]:
+    """Sort ``nodes`` for a procedure, deterministically (a repeated pass picks the same nodes).
+
+    ``"zone-oldest"``: by :func:`node_sort_key`. An explicit list of names puts those nodes first in
+    that order and the rest after them zone-oldest; names not among ``nodes`` are ignored here (use
+    :func:`check_node_order` to refuse them). Raises :class:`PlanError` for any other string.
+    """
+    ordered = sorted(nodes, key=node_sort_key)
+    if isinstance(node_order, str):
+        if node_order != ZONE_OLDEST:
+            raise PlanError(f"unknown node_order {node_order!r}: expected 'zone-oldest' or a list of node names")
+        return ordered
+    rank = {name: i for i, name in enumerate(node_order)}
+    listed = sorted((n for n in ordered if n.name in rank), key=lambda n: rank[n.name])
+    return listed + [n for n in ordered if n.name not in rank]
+
+
+def check_node_order(node_order: str | Sequence[str], known: Iterable[str], where: str = "the pools") -> None:
+    """Raise :class:`PlanError` when an explicit ``node_order`` names a node not in ``known``."""
+    if isinstance(node_order, str):
+        return
+    names = set(known)
+    unknown = [n for n in node_order if n not in names]
+    if unknown:
+        raise PlanError(f"node_order names nodes that are in none of {where}: {', '.join(unknown)}")
+
+
+def is_unavailable(node: NodeInfo) -> bool:
+    """True when the node already counts against maxUnavailable (MCO ``isNodeUnavailable``-like):
+    not Ready, Degraded/Unreconcilable, or cordoned by somebody else (unschedulable without our
+    ``lockkeeper.io/cordoned-by`` record). Such a node is never free capacity."""
+    return (not node.ready) or node.degraded or (node.unschedulable and not node.cordoned_by)
+
+
+def plan_gates(pool: str, nodes: Sequence[str], policy: ApprovalPolicy) -> list[PlannedGate]:
+    """Gates of one group of nodes (a pool) for ``policy`` (see :class:`ApprovalPolicy`).
+
+    pool: ``pool/<pool>`` before the first node; node: ``node/<node>`` before each node;
+    canary: ``canary/<pool>`` after the first node, only when other nodes follow; none: no gate.
+    A group with nothing to do gets no gate. Raises :class:`PlanError` for an unknown policy.
+    """
+    if not nodes or policy == ApprovalPolicy.NONE:
+        return []
+    if policy == ApprovalPolicy.POOL:
+        return [PlannedGate(id=f"pool/{pool}", kind=GateKind.POOL, pool=pool, before_node=nodes[0])]
+    if policy == ApprovalPolicy.NODE:
+        return [PlannedGate(id=f"node/{n}", kind=GateKind.NODE, pool=pool, before_node=n) for n in nodes]
+    if policy == ApprovalPolicy.CANARY:
+        if len(nodes) < 2:
+            return []
+        return [PlannedGate(id=f"canary/{pool}", kind=GateKind.CANARY, pool=pool, after_node=nodes[0])]
+    raise PlanError(f"unknown approval policy {policy!r}")
+
+
+def batches(nodes: Sequence[str], size: int) -> list[list[str]]:
+    """Split ``nodes`` into consecutive groups of ``size`` (at least 1) for display."""
+    size = max(size, 1)
+    return [list(nodes[i : i + size]) for i in range(0, len(nodes), size)]

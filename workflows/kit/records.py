@@ -1,0 +1,134 @@
+"""Records: store the original values before a change; revert restores exactly those.
+
+DESIGN.md "Record": a procedure that changes an object (a DaemonSet's image and trigger
+annotation, a Service's selector, a node's labels) first stores the original values of exactly
+the fields it will write, then writes them; a revert puts back exactly those originals, and only
+while the object still holds what the procedure wrote. Somebody else's change since is never
+overwritten: the revert is refused (state ``refused``, the activity's message naming the fields)
+and nothing is written.
+
+Activities (by name; models in ``activities.cluster.models``, JSON Pointers of RFC 6901, JSON
+Patch of RFC 6902 with ``test`` operations as the guard):
+
+- ``snapshot_fields(SnapshotFieldsInput) -> FieldRecord``: read the fields (absent ones too);
+- ``patch_object(PatchObjectInput) -> PatchObjectResult``: the change, guarded by ``test`` ops on
+  the recorded values (non-retryable ``RecordChanged`` when the object moved in between);
+- ``restore_fields(RestoreFieldsInput) -> RestoreFieldsResult``: the revert, guarded by ``test``
+  ops on the values we wrote (non-retryable ``RecordChanged``).
+
+The record lives in workflow state (so in history): a retried or resumed step that changes the
+same record again keeps the FIRST originals, never the values it wrote itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.cluster.models import (
+        FieldRecord,
+        ObjectRef,
+        PatchObjectInput,
+        PatchObjectResult,
+        RestoreFieldsInput,
+        RestoreFieldsResult,
+        SnapshotFieldsInput,
+    )
+    from workflows.kit import calls as acts
+    from workflows.kit.models import RecordStatus, failure_message
+
+SNAPSHOT_FIELDS = "snapshot_fields"
+PATCH_OBJECT = "patch_object"
+RESTORE_FIELDS = "restore_fields"
+
+#: Marker value for :meth:`Records.change`: remove the field.
+REMOVE = object()
+
+
+class RecordRefused(Exception):
+    """A revert (or a change) was refused because the object changed since; ``message`` names
+    the fields (the activity's words)."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"record {name}: {message}")
+        self.name = name
+        self.message = message
+
+
+class Records:
+    """The records of one procedure run, by name. ``board``: the status's ``records`` dict
+    (kept up to date); ``on_change``: the procedure's ``touch``."""
+
+    def __init__(
+        self,
+        *,
+        board: dict[str, RecordStatus] | None = None,
+        on_change: Callable[[], None] = lambda: None,
+        timeouts: acts.Timeouts = acts.DEFAULT_TIMEOUTS,
+    ) -> None:
+        self.board = board if board is not None else {}
+        self.on_change = on_change
+        self.timeouts = timeouts
+        self.records: dict[str, FieldRecord] = {}
+        self.written: dict[str, dict[str, Any]] = {}
+
+    def _status(self, name: str, ref: ObjectRef, paths: list[str]) -> RecordStatus:
+        st = self.board.get(name)
+        if st is None:
+            st = self.board[name] = RecordStatus(name=name, object=ref.describe(), paths=paths)
+        return st
+
+    async def change(self, name: str, ref: ObjectRef, values: dict[str, Any]) -> FieldRecord:
+        """Record the originals of ``values``' paths (once per ``name``), then write ``values``
+        (path → new value, or :data:`REMOVE`). Returns the record. Raises
+        :class:`RecordRefused` when the object changed between the snapshot and the write."""
+        paths = list(values)
+        st = self._status(name, ref, paths)
+        record = self.records.get(name)
+        if record is None:
+            record = await acts.call(SNAPSHOT_FIELDS, SnapshotFieldsInput(ref=ref, paths=paths), FieldRecord, timeouts=self.timeouts)
+            self.records[name] = record
+            st.state, st.detail = "recorded", f"originals stored at resourceVersion {record.resource_version}"
+            self.on_change()
+        ops = [
+            {"op": "remove", "path": p} if v is REMOVE else {"op": "add", "path": p, "value": v}
+            for p, v in values.items()
+        ]
+        try:
+            await acts.call(PATCH_OBJECT, PatchObjectInput(ref=ref, ops=ops, record=record), PatchObjectResult, timeouts=self.timeouts)
+        except ActivityError as err:
+            if isinstance(err.cause, ApplicationError) and err.cause.type == "RecordChanged":
+                st.state, st.detail = "refused", failure_message(err)
+                self.on_change()
+                raise RecordRefused(name, st.detail) from err
+            raise
+        self.written[name] = {p: v for p, v in values.items() if v is not REMOVE}
+        st.state, st.detail = "changed", f"wrote {', '.join(paths)}"
+        self.on_change()
+        return record
+
+    async def revert(self, name: str) -> RestoreFieldsResult:
+        """Put back exactly the recorded originals of ``name``, only where the object still
+        holds what :meth:`change` wrote. Raises :class:`RecordRefused` (state ``refused``,
+        nothing written) when somebody changed a field since, KeyError for an unknown name."""
+        record = self.records[name]
+        st = self._status(name, record.ref, [f.path for f in record.fields])
+        try:
+            result: RestoreFieldsResult = await acts.call(
+                RESTORE_FIELDS, RestoreFieldsInput(record=record, expected=self.written.get(name, {})),
+                RestoreFieldsResult, timeouts=self.timeouts,
+            )
+        except ActivityError as err:
+            if isinstance(err.cause, ApplicationError) and err.cause.type == "RecordChanged":
+                st.state, st.detail = "refused", failure_message(err)
+                self.on_change()
+                raise RecordRefused(name, st.detail) from err
+            raise
+        st.state = "reverted"
+        st.detail = f"restored {', '.join(result.restored) or 'nothing'}" + (f"; already original: {', '.join(result.unchanged)}" if result.unchanged else "")
+        self.on_change()
+        return result

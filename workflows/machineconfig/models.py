@@ -1,0 +1,313 @@
+"""Inputs, plan, status and results of the MachineConfig rollout (R1, R2) and its node runs.
+
+Pure pydantic v2 models (no Temporal, no Kubernetes import) so the CLI, the worker and the
+workflows share them; the Temporal pydantic data converter carries them in history, so field names
+are a stored format (add fields with defaults, never rename). The status and result extend the
+kit's :class:`ProcedureStatus` / :class:`ProcedureResult`; the node run's result extends
+:class:`NodeRunResult`. Times are timezone-aware UTC datetimes; durations are seconds (float).
+Names follow the machine-config-operator (``maxUnavailable``, rendered config, desiredConfig,
+currentConfig).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from activities.cluster.models import DrainReport
+from workflows.kit.models import (
+    DrainDecision,
+    Gate,
+    GateRecord,
+    GateTimeoutOutcome,
+    NodeResult,
+    NodeStatus,
+    ProcedureResult,
+    ProcedureStatus,
+    check_timeout_decision,
+)
+from workflows.kit.noderun import NodeRunResult
+from workflows.kit.plan import ApprovalPolicy, MaxUnavailable, PlannedGate
+
+#: Procedure name recorded in the ``LockkeeperProcedure`` search attribute (and the CLI's name).
+PROCEDURE_MACHINECONFIG_ROLLOUT = "machineconfig-rollout"
+
+
+class RolloutPhase(StrEnum):
+    """Phase of the whole rollout (also the ``LockkeeperStatus`` search attribute value)."""
+
+    PLANNING = "planning"
+    RUNNING = "running"
+    PAUSED = "paused"
+    WAITING_APPROVAL = "waiting-approval"
+    COMPLETING = "completing"
+    DONE = "done"
+    ABORTED = "aborted"
+    FAILED = "failed"
+
+
+class NodeStep(StrEnum):
+    """Steps of the node handshake (DESIGN.md, "The MachineConfig node handshake")."""
+
+    READ = "read-node"
+    SET_DESIRED_CONFIG = "set-desired-config"
+    WAIT_DRAIN_REQUEST = "wait-drain-request"
+    CORDON = "cordon"
+    DRAIN = "drain"
+    HAND_OFF_DRAIN = "hand-off-drain"
+    WAIT_REBOOT = "wait-reboot"
+    UNCORDON = "uncordon"
+    HAND_OFF_UNCORDON = "hand-off-uncordon"
+    WAIT_DONE = "wait-done"
+    ROLLBACK = "rollback"
+    FINISHED = "finished"
+
+
+# --- input ---------------------------------------------------------------------------------------
+
+
+class PoolOrder(StrEnum):
+    """How the pools of a rollout follow each other.
+
+    ``sequential``: one pool after the other in plan order (lockkeeper's order so far, kept as
+    the default: the field reports' runs and the demo roll that way); ``parallel``: every pool
+    at once, each in its own maxUnavailable window, as the machine-config-controller does
+    (``pkg/controller/node/node_controller.go`` syncs each MachineConfigPool on its own);
+    ``masters-first``: the master pool alone first, then every other pool in parallel.
+    """
+
+    SEQUENTIAL = "sequential"
+    PARALLEL = "parallel"
+    MASTERS_FIRST = "masters-first"
+
+
+class MachineConfigRolloutInput(BaseModel):
+    """Start a MachineConfig rollout (lockkeeper standing in for the machine-config-controller).
+
+    - ``pools`` empty: preflight picks every pool with a node not at its newest rendered config;
+      order: as given, else master first then alphabetical.
+    - ``target_configs``: pool -> rendered config; missing pools get their newest rendered config.
+    - ``not_before``: refuse a target rendered config created before this instant (R1 check).
+    - ``max_unavailable``: int or "N%" of the pool size, rounded down, at least 1 (MCO/intstr).
+    - ``node_order``: ``"zone-oldest"`` (zone label, then creationTimestamp, then name) or an
+      explicit list of node names (listed nodes first in that order, the rest zone-oldest).
+    - ``pool_order``: :class:`PoolOrder` (sequential, parallel, masters-first).
+    - ``gate_timeout_seconds``: None waits forever; on timeout ``gate_timeout_outcome`` applies.
+    - ``four_eyes``: ``requested_by`` may not approve; ``allowed_approvers`` empty = anyone.
+    - ``repair_network`` (R1): after all pools wait for ovnkube-node Ready on every node, then a
+      gate "delete-all-pods", delete all pods, then wait for all pods Ready.
+    - Daemon deadlines (MCO ``pkg/daemon/drain.go``): the daemon waits 1 h for lastAppliedDrain=drain-X
+      and 10 min for uncordon-X; a warning is raised at ``deadline_warn_fraction`` of each.
+    - ``activity_timeout_seconds``: start-to-close of one short API call (and the slack added to
+      waits/drains); ``activity_heartbeat_timeout_seconds``: how soon a watch/drain lost with a
+      crashed worker is retried. Both short, because the daemon's deadlines keep running.
+    - ``search_attributes``: upsert the Lockkeeper* search attributes (turn off only where the
+      server has not registered them, e.g. the time-skipping test server).
+    - ``decide_after_seconds``: a drain blocked this long (seconds) opens the node's decision gate
+      (``drain/{node}``; None never asks); ``decision_timeout_seconds`` (None: wait forever) then
+      applies ``decision_timeout_outcome`` (wait, skip or abort; never delete-pod), recorded as
+      a timeout.
+    - ``continue_as_new_after_events``: once the run's history reaches this many events, the
+      window starts nothing more, lets its nodes finish and continues as new (0: never); Temporal
+      caps a history at 51,200 events and slows down well before. ``carried``: set by the
+      rollout itself on continue-as-new (:mod:`workflows.machineconfig.handover`), never by a caller.
+    """
+
+    cluster: str = "default"
+    pools: list[str] = Field(default_factory=list)
+    target_configs: dict[str, str] = Field(default_factory=dict)
+    not_before: datetime | None = None
+    max_unavailable: MaxUnavailable = 1
+    node_order: Literal["zone-oldest"] | list[str] = "zone-oldest"
+    pool_order: PoolOrder = PoolOrder.SEQUENTIAL
+    approval: ApprovalPolicy = ApprovalPolicy.NONE
+    gate_timeout_seconds: float | None = None
+    gate_timeout_outcome: GateTimeoutOutcome = GateTimeoutOutcome.REJECT
+    pause_on_degraded: bool = True
+    dry_run: bool = False
+    requested_by: str = "unknown"
+    four_eyes: bool = False
+    allowed_approvers: list[str] = Field(default_factory=list)
+    repair_network: bool = False
+    daemon_drain_deadline_seconds: float = 3600.0
+    daemon_uncordon_deadline_seconds: float = 600.0
+    deadline_warn_fraction: float = 0.5
+    drain_backoff_initial_seconds: float = 5.0
+    drain_backoff_max_seconds: float = 60.0
+    drain_wait_seconds: float = 30.0
+    wait_activity_timeout_seconds: float = 60.0
+    network_poll_initial_seconds: float = 5.0
+    network_poll_max_seconds: float = 60.0
+    activity_timeout_seconds: float = 10.0
+    activity_heartbeat_timeout_seconds: float = 10.0
+    search_attributes: bool = True
+    decide_after_seconds: float | None = 600.0
+    decision_timeout_seconds: float | None = None
+    decision_timeout_outcome: DrainDecision = DrainDecision.WAIT
+    continue_as_new_after_events: int = 10_000
+    carried: str | None = None
+
+    @field_validator("decision_timeout_outcome")
+    @classmethod
+    def _no_unapproved_delete(cls, v: DrainDecision) -> DrainDecision:
+        return check_timeout_decision(v)
+
+
+# --- plan ----------------------------------------------------------------------------------------
+
+
+class PoolPlan(BaseModel):
+    """One pool of the plan.
+
+    ``nodes``: nodes to roll in order; ``skipped``: already at target; ``unavailable``: nodes that
+    already count against ``max_unavailable`` (not Ready, cordoned by somebody else, Degraded);
+    ``capacity`` = ``max_unavailable`` - len(unavailable), at least 0 (the rollout waits for the
+    pool to recover when 0, see ``RolloutStatus.waiting_for``); ``batches``: the nodes grouped by
+    ``max(capacity, 1)`` for display (the workflow runs a sliding window of ``capacity``).
+    """
+
+    name: str
+    target_config: str
+    size: int
+    max_unavailable: int
+    capacity: int
+    nodes: list[str] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list)
+    unavailable: list[str] = Field(default_factory=list)
+    batches: list[list[str]] = Field(default_factory=list)
+    gates: list[PlannedGate] = Field(default_factory=list)
+
+
+class RolloutPlan(BaseModel):
+    """The ordered pools of a rollout plus anything gated after them (``final_gates``);
+    ``pool_order`` says whether the pools roll one after another or at once (:class:`PoolOrder`)."""
+
+    pools: list[PoolPlan] = Field(default_factory=list)
+    pool_order: PoolOrder = PoolOrder.SEQUENTIAL
+    final_gates: list[PlannedGate] = Field(default_factory=list)
+    network_type: str | None = None
+
+    @property
+    def node_count(self) -> int:
+        return sum(len(p.nodes) for p in self.pools)
+
+
+# --- status --------------------------------------------------------------------------------------
+
+
+class RolloutTotals(BaseModel):
+    done: int = 0
+    skipped: int = 0
+    failed: int = 0
+    pending: int = 0
+    in_flight: int = 0
+    degraded: int = 0
+    aborted: int = 0
+
+
+class NetworkRepairStatus(BaseModel):
+    """R1 completion: ``stage`` wait-ovnkube / gate / delete-pods / wait-workloads / done."""
+
+    stage: str = "pending"
+    ovnkube_ready: bool = False
+    pods_deleted: int | None = None
+    workloads_ready: bool = False
+    not_ready: list[str] = Field(default_factory=list)
+    polls: int = 0
+
+
+class RolloutStatus(ProcedureStatus):
+    """Answer of the ``status`` query. ``waiting_for``/``since``/``deadline`` summarise the wait."""
+
+    procedure: str = PROCEDURE_MACHINECONFIG_ROLLOUT
+    workflow_id: str = ""
+    cluster: str = "default"
+    phase: RolloutPhase = RolloutPhase.PLANNING
+    paused_reason: str | None = None
+    plan: RolloutPlan | None = None
+    current_pool: str | None = None
+    #: Pools whose window is open now (several with pool_order parallel / masters-first).
+    current_pools: list[str] = Field(default_factory=list)
+    nodes: dict[str, NodeStatus] = Field(default_factory=dict)
+    gates: list[Gate] = Field(default_factory=list)
+    gate_history: list[GateRecord] = Field(default_factory=list)
+    totals: RolloutTotals = Field(default_factory=RolloutTotals)
+    in_flight: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    started_at: datetime | None = None
+    updated_at: datetime | None = None
+    waiting_for: str | None = None
+    since: datetime | None = None
+    deadline: datetime | None = None
+    abort_requested: bool = False
+    network_repair: NetworkRepairStatus | None = None
+    error: str | None = None
+    #: Continue-as-new boundaries this rollout crossed (its runs minus one).
+    continued: int = 0
+
+
+# --- result --------------------------------------------------------------------------------------
+
+
+class MachineConfigRolloutResult(ProcedureResult):
+    """``outcome`` completed / aborted / failed / dry-run; ``summary`` counts per node phase."""
+
+    procedure: str = PROCEDURE_MACHINECONFIG_ROLLOUT
+    outcome: Literal["completed", "aborted", "failed", "dry-run"]
+    plan: RolloutPlan | None = None
+    nodes: dict[str, NodeResult] = Field(default_factory=dict)
+    gate_history: list[GateRecord] = Field(default_factory=list)
+    summary: RolloutTotals = Field(default_factory=RolloutTotals)
+    network_repair: NetworkRepairStatus | None = None
+    message: str = ""
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+# --- node run ------------------------------------------------------------------------------------
+
+
+class NodeRolloutInput(BaseModel):
+    """One node's handshake. ``owner`` is ``{parent_id}/node/{node}`` (no attempt suffix) so a
+    retry attempt recognises the cordon of an earlier attempt as ours."""
+
+    node: str
+    pool: str
+    target: str
+    parent_id: str
+    owner: str
+    attempt: int = 1
+    daemon_drain_deadline_seconds: float = 3600.0
+    daemon_uncordon_deadline_seconds: float = 600.0
+    deadline_warn_fraction: float = 0.5
+    drain_backoff_initial_seconds: float = 5.0
+    drain_backoff_max_seconds: float = 60.0
+    drain_wait_seconds: float = 30.0
+    wait_activity_timeout_seconds: float = 60.0
+    activity_timeout_seconds: float = 10.0
+    activity_heartbeat_timeout_seconds: float = 10.0
+    decide_after_seconds: float | None = None
+    decision_timeout_seconds: float | None = None
+    decision_timeout_outcome: DrainDecision = DrainDecision.WAIT
+
+
+class NodeRolloutResult(NodeRunResult):
+    """One node's handshake result (:class:`NodeRunResult` plus the handshake's durations in
+    seconds and the last drain report); ``safe_point`` the step where it stopped."""
+
+    drain_seconds: float | None = None
+    reboot_seconds: float | None = None
+    drain_report: DrainReport | None = None
+
+
+def node_owner(parent_id: str, node: str) -> str:
+    """Owner string of a node run (cordoned-by value): ``{parent_id}/node/{node}``."""
+    return f"{parent_id}/node/{node}"
+
+
+def node_workflow_id(parent_id: str, node: str, attempt: int) -> str:
+    """Child workflow ID of a node attempt: ``{parent_id}/node/{node}/{attempt}``."""
+    return f"{node_owner(parent_id, node)}/{attempt}"

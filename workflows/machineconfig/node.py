@@ -1,0 +1,253 @@
+"""NodeRolloutWorkflow: one node through the MachineConfig handshake (DESIGN.md), idempotently.
+
+The child compares what it observes with what it wants and does only what is missing, so a new
+attempt (retry_node) or a worker crash anywhere resumes at the right step. Its owner string
+(``{parent_id}/node/{node}``, without the attempt) is the cordoned-by record, so a retry
+recognises an earlier attempt's cordon as ours and a node somebody else cordoned stays cordoned.
+
+Handshake (MCO ``pkg/daemon/drain.go``, ``pkg/controller/drain/drain_controller.go``):
+desiredConfig=X → daemon desiredDrain=drain-X → cordon + drain → lastAppliedDrain=drain-X
+(within 1 h) → reboot → desiredDrain=uncordon-X → uncordon → lastAppliedDrain=uncordon-X
+(within 10 min) → currentConfig=X, state Done.
+
+Signals ``skip`` / ``abort`` (from :class:`workflows.kit.noderun.NodeRunWorkflow`) are honoured
+at safe points: before the drain hand-off the child rolls back (desiredConfig=currentConfig,
+uncordon if we cordoned); after it, the daemon is already rebooting the node, so the child
+completes the node and reports that safe point. Progress, safe points, deadline warnings and the
+cordon-and-drain with its decision gate are the kit's (:mod:`workflows.kit.noderun`).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.cluster.models import (
+        ANN_CURRENT_CONFIG,
+        ANN_DESIRED_CONFIG,
+        ANN_DESIRED_DRAIN,
+        ANN_LAST_APPLIED_DRAIN,
+        NodeInfo,
+        ReadNodeInput,
+        SetNodeAnnotationsInput,
+    )
+    from activities.machineconfig.models import (
+        WaitForNodeInput,
+        WaitForNodeResult,
+        drain_value,
+        uncordon_value,
+    )
+    from workflows.kit import calls as acts
+    from workflows.kit.drain import DrainGateState
+    from workflows.kit.noderun import NodeRun, NodeRunWorkflow, Stopped
+    from workflows.machineconfig.plan import is_at_target
+    from workflows.kit.models import NodePhase
+    from workflows.machineconfig.models import NodeRolloutInput, NodeRolloutResult, NodeStep
+
+#: ``workflow.patched`` id: the node run starts by setting desiredConfig (which also reads the node).
+PATCH_SET_DESIRED_FIRST = "set-desired-config-first"
+
+#: Steps a node rollout signals to its parent (besides blocked drains, warnings and decisions):
+#: one signal per node on the normal path instead of one per step.
+REPORTED_STEPS = frozenset({str(NodeStep.WAIT_REBOOT)})
+
+
+@workflow.defn
+class NodeRolloutWorkflow(NodeRunWorkflow):
+    """Drive one node to ``input.target``. Returns :class:`NodeRolloutResult` (never raises for a
+    degraded node: outcome ``degraded`` with the daemon's reason). Signals the parent
+    (``node_progress``, :class:`workflows.kit.models.NodeProgress`) only at :data:`REPORTED_STEPS`,
+    a blocked drain, a warning or a decision; the ``progress`` query has every step."""
+
+    @workflow.init
+    def __init__(self, input: NodeRolloutInput) -> None:
+        self._in = input
+        self._timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds)
+        self.node_run = NodeRun(
+            node=input.node,
+            attempt=input.attempt,
+            parent_id=input.parent_id,
+            owner=input.owner,
+            warn_fraction=input.deadline_warn_fraction,
+            timeouts=self._timeouts,
+            drain=DrainGateState(
+                input.node, input.decide_after_seconds, input.decision_timeout_seconds, input.decision_timeout_outcome
+            ),
+            # The parent learns the outcome from our result; of the steps it shows only when the
+            # node is in the daemon's hands (rebooting), the rest stays in our progress query.
+            report_steps=REPORTED_STEPS,
+        )
+
+    # --- activities -----------------------------------------------------------------------------
+
+    async def _read(self) -> NodeInfo:
+        return await acts.call(acts.READ_NODE, ReadNodeInput(node=self._in.node), NodeInfo, timeouts=self._timeouts)
+
+    async def _annotate(self, annotations: dict[str, str | None]) -> NodeInfo:
+        return await acts.call(
+            acts.SET_NODE_ANNOTATIONS, SetNodeAnnotationsInput(node=self._in.node, annotations=annotations), NodeInfo,
+            timeouts=self._timeouts,
+        )
+
+    async def _wait(self, wait: WaitForNodeInput, *, interruptible: bool) -> WaitForNodeResult:
+        """Loop short watch attempts until matched or degraded. When ``interruptible``, a
+        skip/abort signal cancels the watch and raises :class:`Stopped` (a safe point)."""
+        run = self.node_run
+        while True:
+            if interruptible:
+                run.check_stop()
+            handle = acts.start(acts.WAIT_FOR_NODE, wait, WaitForNodeResult, seconds=wait.timeout_seconds, timeouts=self._timeouts)
+            result: WaitForNodeResult = await (run.until_stopped(handle) if interruptible else handle)
+            if result.matched or result.degraded:
+                return result
+
+    async def _undo_desired_config(self) -> None:
+        """Rollback before the hand-off: desiredConfig back to currentConfig."""
+        node = await self._read()
+        if node.current_config and node.desired_config != node.current_config:
+            await self._annotate({ANN_DESIRED_CONFIG: node.current_config})
+
+    async def _degraded(self, node: NodeInfo, step: NodeStep) -> NodeRolloutResult:
+        reason = node.reason or f"state {node.state}"
+        workflow.logger.warning("node %s degraded at %s: %s", self._in.node, step, reason)
+        await self.node_run.report(NodePhase.DEGRADED, step, "retry-node or skip-node", reason=reason)
+        return self.node_run.result(NodeRolloutResult, "degraded", reason=reason, safe_point=str(step))
+
+    # --- the handshake ------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, input: NodeRolloutInput) -> NodeRolloutResult:
+        result = await self._handshake(input)
+        await self.node_run.settle()
+        return result
+
+    async def _handshake(self, input: NodeRolloutInput) -> NodeRolloutResult:
+        run = self.node_run
+        target, drain_v, uncordon_v = input.target, drain_value(input.target), uncordon_value(input.target)
+        wait_s = input.wait_activity_timeout_seconds
+        drain_seconds: float | None = None
+
+        # 1. Where is the node? Asking for the target config first is safe in every state the
+        # node can be in (at target already: the daemon sees desired == current and does
+        # nothing; mid-handshake for the target: no request at all), and the answer is the
+        # node as observed, so one activity does both the read and step 2.
+        if not run.stop and workflow.patched(PATCH_SET_DESIRED_FIRST):
+            await run.report(NodePhase.RUNNING, NodeStep.SET_DESIRED_CONFIG)
+            node = await self._annotate({ANN_DESIRED_CONFIG: target})
+        else:
+            await run.report(NodePhase.RUNNING, NodeStep.READ)
+            node = await self._read()
+        if node.cordoned_by == input.owner:
+            run.cordoned_by_us = True
+        if is_at_target(node, target):
+            if run.cordoned_by_us:
+                await run.uncordon()
+                run.cordoned_by_us = False
+            await run.report(NodePhase.DONE, NodeStep.FINISHED, reason="already at target")
+            return run.result(NodeRolloutResult, "done", reason="already at target", safe_point="already at target")
+
+        try:
+            handed_off = node.last_applied_drain in (drain_v, uncordon_v) or (
+                node.current_config == target and node.desired_drain == uncordon_v
+            )
+            if not handed_off:
+                # 2. Ask for the config.
+                run.check_stop()
+                if node.desired_config != target:
+                    await run.report(NodePhase.RUNNING, NodeStep.SET_DESIRED_CONFIG)
+                    node = await self._annotate({ANN_DESIRED_CONFIG: target})
+                # 3. Wait for the daemon's drain request.
+                if node.desired_drain not in (drain_v, uncordon_v):
+                    await run.report(
+                        NodePhase.RUNNING, NodeStep.WAIT_DRAIN_REQUEST, f"daemon to set desiredDrain={drain_v}"
+                    )
+                    res = await self._wait(
+                        WaitForNodeInput(
+                            node=input.node,
+                            annotation=ANN_DESIRED_DRAIN,
+                            value=drain_v,
+                            any_of=[(ANN_DESIRED_DRAIN, uncordon_v), (ANN_CURRENT_CONFIG, target)],
+                            timeout_seconds=wait_s,
+                        ),
+                        interruptible=True,
+                    )
+                    node = res.node
+                    if res.degraded:
+                        return await self._degraded(node, NodeStep.WAIT_DRAIN_REQUEST)
+                # 4. Cordon, drain, hand off (lastAppliedDrain=drain-X; the daemon waits 1 h).
+                if node.desired_drain == drain_v and node.last_applied_drain != drain_v:
+
+                    async def hand_off() -> None:
+                        await self._annotate({ANN_LAST_APPLIED_DRAIN: drain_v})
+
+                    drain_seconds = await run.cordon_and_drain(
+                        wait_seconds=input.drain_wait_seconds,
+                        backoff_initial=input.drain_backoff_initial_seconds,
+                        backoff_max=input.drain_backoff_max_seconds,
+                        deadline_seconds=input.daemon_drain_deadline_seconds,
+                        hand_off=hand_off,
+                    )
+        except Stopped:
+            return await run.roll_back(
+                NodeRolloutResult,
+                f"before drain hand-off ({run.progress.step})",
+                self._undo_desired_config,
+                before="the drain hand-off",
+            )
+
+        # 5. Past the hand-off the daemon owns the node until it asks for the uncordon.
+        after_handoff = "after drain hand-off: the daemon was rebooting the node, so it was completed"
+        reboot_started = workflow.now()
+        # A node found already at its target (e.g. currentConfig was right, only desiredConfig lagged)
+        # needs neither reboot nor uncordon hand-off; only our own cordon is undone.
+        done = is_at_target(node, target)
+        if not done and node.desired_drain != uncordon_v and node.last_applied_drain != uncordon_v:
+            await run.report(NodePhase.RUNNING, NodeStep.WAIT_REBOOT, f"daemon to reboot and set desiredDrain={uncordon_v}")
+            res = await self._wait(
+                WaitForNodeInput(
+                    node=input.node,
+                    annotation=ANN_DESIRED_DRAIN,
+                    value=uncordon_v,
+                    any_of=[(ANN_LAST_APPLIED_DRAIN, uncordon_v), (ANN_CURRENT_CONFIG, target)],
+                    timeout_seconds=wait_s,
+                ),
+                interruptible=False,
+            )
+            node = res.node
+            if res.degraded:
+                return await self._degraded(node, NodeStep.WAIT_REBOOT)
+        reboot_seconds = (workflow.now() - reboot_started).total_seconds()
+
+        # 6. Uncordon (only ours) and hand back; the daemon allows 10 minutes.
+        if not done and node.last_applied_drain != uncordon_v:
+            uncordon_asked = workflow.now()
+            deadline = uncordon_asked + timedelta(seconds=input.daemon_uncordon_deadline_seconds)
+            await run.report(
+                NodePhase.RUNNING, NodeStep.UNCORDON, f"lastAppliedDrain={uncordon_v} before the daemon deadline", deadline=deadline
+            )
+            await run.uncordon()
+            run.cordoned_by_us = False
+            warning = run.warn_deadline("uncordon hand-off", uncordon_asked, input.daemon_uncordon_deadline_seconds)
+            await run.report(NodePhase.RUNNING, NodeStep.HAND_OFF_UNCORDON, deadline=deadline, warning=warning)
+            node = await self._annotate({ANN_LAST_APPLIED_DRAIN: uncordon_v})
+        elif run.cordoned_by_us or node.cordoned_by == input.owner:
+            await run.uncordon()
+            run.cordoned_by_us = False
+
+        # 7. The daemon reports the config done.
+        if not is_at_target(node, target):
+            await run.report(NodePhase.RUNNING, NodeStep.WAIT_DONE, f"daemon to set currentConfig={target}, state=Done")
+            res = await self._wait(
+                WaitForNodeInput(node=input.node, kind="config_done", value=target, timeout_seconds=wait_s),
+                interruptible=False,
+            )
+            if res.degraded:
+                return await self._degraded(res.node, NodeStep.WAIT_DONE)
+        safe_point = after_handoff if run.stop else None
+        await run.report(NodePhase.DONE, NodeStep.FINISHED, reason=safe_point)
+        return run.result(
+            NodeRolloutResult, "done", drain_seconds=drain_seconds, reboot_seconds=reboot_seconds, safe_point=safe_point,
+            reason=safe_point,
+        )

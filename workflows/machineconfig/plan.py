@@ -1,0 +1,136 @@
+"""Pure planning of the MachineConfig rollout: which nodes of which pools, in which order.
+
+Deterministic and side-effect free (tests/unit/test_planning.py). The generic parts (maxUnavailable,
+node order, unavailable nodes, gates, batches) are the kit's (:mod:`workflows.kit.plan`); what is
+MachineConfig-specific is "at target" (currentConfig == desiredConfig == the rendered config, state
+Done) and the pool order (master first, as the machine-config-controller's pools are independent
+but the masters carry the control plane).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from activities.cluster.models import DaemonState, NodeInfo
+from activities.machineconfig.models import PoolInfo
+from workflows.kit.models import GateKind
+from workflows.kit.plan import (
+    ZONE_OLDEST,
+    ApprovalPolicy,
+    MaxUnavailable,
+    PlannedGate,
+    batches,
+    check_node_order,
+    is_unavailable,
+    order_nodes,
+    plan_gates,
+    resolve_max_unavailable,
+)
+from workflows.machineconfig.models import PoolOrder, PoolPlan, RolloutPlan
+
+#: Gate id of R1's cluster-wide pod deletion; always gated whatever the approval policy.
+DELETE_ALL_PODS_GATE = "delete-all-pods"
+
+
+def order_pools(pools: Sequence[str], *, explicit: bool) -> list[str]:
+    """Order pools: as given when the operator listed them (``explicit``), else master first then
+    alphabetical (masters carry the control plane; the others are independent)."""
+    unique = list(dict.fromkeys(pools))
+    if explicit:
+        return unique
+    return sorted(unique, key=lambda p: (p != "master", p))
+
+
+def is_at_target(node: NodeInfo, target: str) -> bool:
+    """True when the node needs nothing: currentConfig == desiredConfig == target and state Done."""
+    return (
+        node.current_config == target
+        and node.state == DaemonState.DONE
+        and node.desired_config in (None, target)
+    )
+
+
+def plan_pool(
+    pool: PoolInfo,
+    *,
+    max_unavailable: MaxUnavailable,
+    node_order: str | Sequence[str] = ZONE_OLDEST,
+    approval: ApprovalPolicy = ApprovalPolicy.NONE,
+) -> PoolPlan:
+    """Plan one pool: order its nodes, skip those at target, count the unavailable ones.
+
+    ``capacity`` = resolved maxUnavailable minus the nodes already unavailable (a node that is
+    unavailable is never free capacity, whether or not it still needs the update), at least 0.
+    Raises :class:`workflows.kit.plan.PlanError` for a bad maxUnavailable or node_order.
+    """
+    ordered = order_nodes(pool.nodes, node_order)
+    size = len(ordered)
+    resolved = resolve_max_unavailable(max_unavailable, size)
+    todo = [n.name for n in ordered if not is_at_target(n, pool.target_config)]
+    skipped = [n.name for n in ordered if is_at_target(n, pool.target_config)]
+    unavailable = [n.name for n in ordered if is_unavailable(n)]
+    capacity = max(resolved - len(unavailable), 0)
+    return PoolPlan(
+        name=pool.name,
+        target_config=pool.target_config,
+        size=size,
+        max_unavailable=resolved,
+        capacity=capacity,
+        nodes=todo,
+        skipped=skipped,
+        unavailable=unavailable,
+        batches=batches(todo, capacity),
+        gates=plan_gates(pool.name, todo, approval),
+    )
+
+
+def plan_rollout(
+    pools: Sequence[PoolInfo],
+    *,
+    requested_pools: Sequence[str] = (),
+    max_unavailable: MaxUnavailable = 1,
+    node_order: str | Sequence[str] = ZONE_OLDEST,
+    approval: ApprovalPolicy = ApprovalPolicy.NONE,
+    repair_network: bool = False,
+    network_type: str | None = None,
+    pool_order: PoolOrder = PoolOrder.SEQUENTIAL,
+) -> RolloutPlan:
+    """Plan a whole rollout from preflight's pools.
+
+    Pools are ordered by :func:`order_pools` (``requested_pools`` non-empty = explicit order).
+    ``pool_order`` is recorded in the plan (see :func:`pool_stages`).
+    ``repair_network`` adds the always-present ``delete-all-pods`` gate after the pools.
+    Raises :class:`workflows.kit.plan.PlanError` for an explicit ``node_order`` naming a node that
+    is in no pool (and for what :func:`plan_pool` refuses).
+    """
+    by_name = {p.name: p for p in pools}
+    names = order_pools(
+        [p for p in requested_pools if p in by_name] + [p for p in by_name if p not in requested_pools],
+        explicit=bool(requested_pools),
+    )
+    check_node_order(node_order, (n.name for p in pools for n in p.nodes))
+    plan = RolloutPlan(
+        pools=[
+            plan_pool(by_name[n], max_unavailable=max_unavailable, node_order=node_order, approval=approval)
+            for n in names
+        ],
+        network_type=network_type,
+        pool_order=pool_order,
+    )
+    if repair_network:
+        plan.final_gates.append(PlannedGate(id=DELETE_ALL_PODS_GATE, kind=GateKind.STEP))
+    return plan
+
+
+def pool_stages(plan: RolloutPlan) -> list[list[str]]:
+    """The pools of ``plan`` as stages: the pools of one stage roll at once (each in its own
+    window), a stage starts when the previous one finished. ``sequential``: one pool per stage
+    in plan order; ``parallel``: one stage with every pool; ``masters-first``: the master pool,
+    then the rest together (just the rest when there is no master pool)."""
+    names = [p.name for p in plan.pools]
+    if plan.pool_order == PoolOrder.PARALLEL:
+        return [names] if names else []
+    if plan.pool_order == PoolOrder.MASTERS_FIRST:
+        rest = [n for n in names if n != "master"]
+        return [s for s in (["master"] if "master" in names else [], rest) if s]
+    return [[n] for n in names]

@@ -1,0 +1,438 @@
+"""MachineConfigRolloutWorkflow: lockkeeper standing in for the machine-config-controller (R1, R2).
+
+Flow: search attributes → preflight (read-only) → plan (:mod:`workflows.machineconfig.plan`) →
+dry run stops here → leases (the pools, and the nodes of the plan) → pools in stages (``pool_order``:
+one after another, all at once, or masters first then the rest at once), each through
+the kit's node window (:class:`workflows.kit.batches.NodeBatches`) of NodeRolloutWorkflow children,
+never exceeding maxUnavailable (minus nodes already unavailable), gated per the approval policy →
+optional R1 network repair (:mod:`workflows.machineconfig.network_repair`) → result.
+
+The operator surface (status, approve, reject, pause, resume, abort, skip_node, retry_node,
+decide, node_progress) is the kit's :class:`workflows.kit.procedure.NodeProcedureWorkflow`; this
+module adds only what is MachineConfig: the plan, the child input, the rollback of a node without
+a child (desiredConfig := currentConfig) and the recheck of unavailable nodes. The ``plan`` query
+returns the plan once computed.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.cluster.models import (
+        ANN_DESIRED_CONFIG,
+        NodeInfo,
+        ReadNodeInput,
+        SetNodeAnnotationsInput,
+        UncordonInput,
+        UncordonResult,
+    )
+    from activities.machineconfig.models import PreflightInput, PreflightResult
+    from workflows.kit import calls as acts
+    from workflows.kit.batches import Group, NodeBatches
+    from workflows.kit.board import NodeBoard
+    from workflows.kit.models import (
+        ApprovalRules,
+        ControlResult,
+        DecideInput,
+        DecideResult,
+        NodeControlInput,
+        NodeProgress,
+    )
+    from workflows.kit.plan import PlanError, is_unavailable
+    from workflows.kit.procedure import SA_KEY_POOLS, NodeProcedureWorkflow
+    from workflows.kit.scopes import node_scope, pool_scope
+    from workflows.machineconfig.models import (
+        PROCEDURE_MACHINECONFIG_ROLLOUT,
+        MachineConfigRolloutInput,
+        MachineConfigRolloutResult,
+        NetworkRepairStatus,
+        NodeRolloutInput,
+        NodeRolloutResult,
+        PoolPlan,
+        RolloutPhase,
+        RolloutPlan,
+        RolloutStatus,
+        RolloutTotals,
+        node_owner,
+        node_workflow_id,
+    )
+    from workflows.machineconfig.handover import (
+        PATCH_CONTINUE_AS_NEW,
+        RolloutCarry,
+        lease_scopes_to_retake,
+        pack,
+        retake_leases,
+        unpack,
+    )
+    from workflows.machineconfig.network_repair import RepairContext, repair_network
+    from workflows.machineconfig.node import NodeRolloutWorkflow
+    from workflows.machineconfig.plan import plan_rollout, pool_stages
+
+#: ``workflow.patched`` id: the rollout leases the node scopes of its plan as well as its pools,
+#: and probes the cluster-wide lease (runs recorded before took pool leases only).
+PATCH_LEASE_SCOPES = "lease-scopes"
+
+
+@workflow.defn
+class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
+    """Roll rendered MachineConfigs onto the nodes of one or more pools (see module docstring).
+
+    Input :class:`MachineConfigRolloutInput`, result :class:`MachineConfigRolloutResult`, status
+    :class:`RolloutStatus`. Fails (non-retryable ApplicationError) when preflight refuses (types
+    UnknownPool, MissingConfig, ConfigOfOtherPool, ConfigTooOld, NoNodes), when the plan is
+    invalid (InvalidPlan) or when another procedure holds a pool's or node's lease (LeaseHeld,
+    naming its ID).
+    """
+
+    @workflow.init
+    def __init__(self, input: MachineConfigRolloutInput) -> None:
+        self._in = input
+        self._id = workflow.info().workflow_id
+        self._status = RolloutStatus(workflow_id=self._id, cluster=input.cluster, started_at=workflow.now())
+        self._timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds)
+        self._pool_plans: dict[str, PoolPlan] = {}
+        self._leases_concurrent = False
+        self.kit_init(
+            procedure=PROCEDURE_MACHINECONFIG_ROLLOUT,
+            noun="rollout",
+            cluster=input.cluster,
+            rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes,
+                                allowed_approvers=input.allowed_approvers),
+            status=self._status,
+            search_attributes=input.search_attributes,
+            reject_note="rollout paused",
+            base_phase=RolloutPhase.PLANNING,
+        )
+        self.board = NodeBoard(
+            procedure=PROCEDURE_MACHINECONFIG_ROLLOUT, cluster=input.cluster, nodes=self._status.nodes,
+            gate_history=self._status.gate_history, warnings=self._status.warnings, on_change=self.touch, noun="rollout",
+        )
+        self.batches = NodeBatches(
+            board=self.board,
+            control=self.control,
+            gates=self.gates,
+            start_child=self._start_child,
+            rollback=self._cleanup_node,
+            recheck_unavailable=self._recheck_unavailable,
+            result_type=NodeRolloutResult,
+            pause_on_degraded=input.pause_on_degraded,
+            gate_timeout_seconds=input.gate_timeout_seconds,
+            gate_timeout_outcome=input.gate_timeout_outcome,
+            hold=self._hold,
+        )
+        #: Continue-as-new allowed (decided once per run under PATCH_CONTINUE_AS_NEW).
+        self._can = False
+        self._base_events = 0
+        self._carry = unpack(input.carried) if input.carried else None
+        if self._carry is not None:
+            self._restore(self._carry)
+
+    # --- the kit's hooks ----------------------------------------------------------------------------
+
+    @workflow.query
+    def status(self) -> RolloutStatus:
+        """Everything an operator needs (see :meth:`procedure_status`); typed as the rollout's
+        own status so clients decode nodes, totals and the plan."""
+        return self.procedure_status()
+
+    @workflow.query
+    def plan(self) -> RolloutPlan | None:
+        """The plan once computed (None while planning)."""
+        return self._status.plan
+
+    def on_abort(self, identity: str) -> None:
+        self.batches.abort_children(identity)
+
+    def on_node_progress(self, progress: NodeProgress) -> None:
+        self.board.on_progress(progress)
+
+    def check_skip_node(self, input: NodeControlInput) -> None:
+        self.batches.check_request(input, "skip", finished=self.control.finished())
+
+    def on_skip_node(self, input: NodeControlInput) -> ControlResult:
+        return ControlResult(message=self.batches.request("skip", input))
+
+    def check_retry_node(self, input: NodeControlInput) -> None:
+        self.batches.check_request(input, "retry", finished=self.control.finished())
+
+    def on_retry_node(self, input: NodeControlInput) -> ControlResult:
+        return ControlResult(message=self.batches.request("retry", input))
+
+    def check_decide(self, input: DecideInput) -> None:
+        finished = str(self.control.base_phase) if self.control.finished() else None
+        self.board.check_decide(input, self.gates.rules, finished=finished, in_flight=input.node in self.batches.children)
+
+    async def on_decide(self, input: DecideInput) -> DecideResult:
+        return await self.board.decide(input, self.batches.children.get(input.node), self.control)
+
+    def procedure_status(self) -> RolloutStatus:
+        """Phase, paused reason, per-node status, gates, totals and what the rollout waits for,
+        since when, until when (a drain decision, an approval, a resume, the network repair, or
+        the in-flight node closest to its daemon deadline)."""
+        s = self._status.model_copy(deep=True)
+        s.phase = RolloutPhase(self.phase())
+        s.paused_reason, s.abort_requested = self.control.paused_reason, self.control.abort
+        s.current_pool = self.batches.current
+        s.current_pools = list(self.batches.running)
+        s.gates = [g.model_copy() for g in self.gates.gates.values()]
+        s.in_flight = self.batches.in_flight()
+        s.totals = RolloutTotals(**self.batches.totals())
+        waiting = self.gates.waiting()
+        deciding = self.board.deciding(s.workflow_id)
+        in_flight = self.board.in_flight_summary(s.in_flight, s.updated_at)
+        if deciding and not waiting:
+            s.waiting_for, s.since, s.deadline = deciding
+        elif waiting:
+            g = waiting[0]
+            s.waiting_for, s.since, s.deadline = f"approval of gate {g.id}", g.opened_at, g.timeout_at
+        elif s.phase == RolloutPhase.PAUSED:
+            s.waiting_for, s.since, s.deadline = f"resume (paused: {s.paused_reason})", s.updated_at, None
+        elif s.network_repair is not None and s.phase == RolloutPhase.COMPLETING:
+            s.waiting_for = f"network repair: {s.network_repair.stage}"
+        elif in_flight:
+            s.waiting_for, s.since, s.deadline = in_flight
+        return s
+
+    # --- main flow ----------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, input: MachineConfigRolloutInput) -> MachineConfigRolloutResult:
+        self.kit_status_attributes(patch_id=None)  # the rollout upserted its status from the start
+        self.kit_identity_attributes()
+        self.touch()
+        try:
+            return await self._run(input)
+        except ApplicationError as err:
+            self.control.base_phase = RolloutPhase.FAILED
+            self._status.error = str(err)
+            self.touch()
+            raise
+
+    def _result(self, outcome: str, plan: RolloutPlan, message: str) -> MachineConfigRolloutResult:
+        snap = self.procedure_status()
+        return MachineConfigRolloutResult(
+            workflow_id=self._id,
+            outcome=outcome,  # type: ignore[arg-type]
+            plan=plan,
+            nodes=self.batches.node_results(),
+            gate_history=snap.gate_history,
+            summary=snap.totals,
+            network_repair=snap.network_repair,
+            message=message,
+            started_at=snap.started_at,
+            finished_at=workflow.now(),
+        )
+
+    async def _run(self, input: MachineConfigRolloutInput) -> MachineConfigRolloutResult:
+        if self._carry is not None:
+            plan = self._carry.plan
+            await self._retake_leases(input, plan, self._carry)
+        else:
+            plan = await self._make_plan(input)
+            if input.dry_run:
+                self.control.base_phase = RolloutPhase.DONE
+                self.touch()
+                return self._result("dry-run", plan, f"dry run: {plan.node_count} node(s) in {len(plan.pools)} pool(s) would be rolled")
+            await self._acquire_leases(input, plan)
+        self._can = input.continue_as_new_after_events > 0 and workflow.patched(PATCH_CONTINUE_AS_NEW)
+        # Counted from here: a run that re-took thousands of node leases must still move nodes.
+        self._base_events = workflow.info().get_current_history_length()
+        self.control.base_phase = RolloutPhase.RUNNING
+        self.touch()
+        # Stages of pools (pool_order): one pool each when sequential, all of them when parallel.
+        for stage in pool_stages(plan):
+            if self.control.abort:
+                break
+            todo = [name for name in stage if not self.batches.groups[name].finished]
+            if todo:
+                await self.batches.run_groups(todo)
+            if self._hold():
+                await self._continue_as_new(input, plan)
+        if input.repair_network and not self.control.abort:
+            net = self._status.network_repair = NetworkRepairStatus()
+            await repair_network(
+                RepairContext(
+                    control=self.control, gates=self.gates, touch=self.touch, health=self._status.health,
+                    timeouts=self._timeouts, poll_initial_seconds=input.network_poll_initial_seconds,
+                    poll_max_seconds=input.network_poll_max_seconds, gate_timeout_seconds=input.gate_timeout_seconds,
+                    gate_timeout_outcome=input.gate_timeout_outcome,
+                ),
+                net,
+                plan,
+            )
+        # A skip/abort signal task may still be in flight; let it settle before closing.
+        await self.batches.settle()
+        await self.leases.release(concurrent=self._leases_concurrent)
+        if self.control.abort:
+            self.board.abort_pending()
+        self.control.base_phase = RolloutPhase.ABORTED if self.control.abort else RolloutPhase.DONE
+        self.touch()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        totals = self.batches.totals()
+        message = self.control.abort_reason if self.control.abort else f"{totals['done']} node(s) updated"
+        return self._result("aborted" if self.control.abort else "completed", plan, message)
+
+    # --- continue-as-new (workflows.machineconfig.handover) -----------------------------------------
+
+    def _hold(self) -> bool:
+        """The window holds once this run's history grew by ``continue_as_new_after_events`` since
+        its nodes began to move (never while aborting: an abort finishes in this run)."""
+        limit = self._in.continue_as_new_after_events
+        grown = workflow.info().get_current_history_length() - self._base_events
+        return self._can and not self.control.abort and grown >= limit
+
+    async def _continue_as_new(self, input: MachineConfigRolloutInput, plan: RolloutPlan) -> None:
+        """Hand over to the next run: the window is empty; let signal tasks and handlers finish,
+        then continue as new with the carry. Never returns."""
+        await self.batches.settle()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        # Release rather than leave the leases to the parent close policy: servers differ on
+        # whether it applies at continue-as-new, and the next run takes them again either way.
+        await self.leases.release(concurrent=True)
+        st = self._status
+        carry = RolloutCarry(
+            plan=plan, nodes=st.nodes, groups=self.batches.export_groups(), attempts=self.batches.attempts,
+            results={n: r.model_copy(update={"decisions": [], "drain_report": None}) for n, r in self.batches.results.items()},
+            gates=self.gates.gates, passed=sorted(self.gates.passed), gate_history=st.gate_history, warnings=st.warnings,
+            paused=self.control.paused, paused_reason=self.control.paused_reason, started_at=st.started_at,
+            continued=st.continued + 1, leases=sorted(self.leases.held),
+        )
+        workflow.logger.info("continuing as new after %d events (%d)", workflow.info().get_current_history_length(), carry.continued)
+        workflow.continue_as_new(input.model_copy(update={"carried": pack(carry)}))
+
+    def _restore(self, carry: RolloutCarry) -> None:
+        """Take the previous run's state (from ``__init__``, so the first query sees it)."""
+        for pp in carry.plan.pools:
+            self._pool_plans[pp.name] = pp
+            self.batches.add_group(
+                pp.name, max_unavailable=pp.max_unavailable, nodes=pp.nodes, unavailable=pp.unavailable, gates=pp.gates,
+                skipped=pp.skipped,
+            )
+        st = self._status
+        st.nodes.update(carry.nodes)
+        st.plan, st.continued, st.started_at = carry.plan, carry.continued, carry.started_at or st.started_at
+        st.gate_history.extend(carry.gate_history)
+        st.warnings.extend(carry.warnings)
+        self.batches.restore(carry.groups, carry.attempts, dict(carry.results))
+        self.gates.gates.update(carry.gates)
+        self.gates.passed.update(carry.passed)
+        if carry.paused:
+            self.control.paused, self.control.paused_reason = True, carry.paused_reason
+
+    async def _retake_leases(self, input: MachineConfigRolloutInput, plan: RolloutPlan, carry: RolloutCarry) -> None:
+        """Take the pools' leases and those of the nodes still to do again (the previous run's
+        ended with it), before anything starts."""
+        pools = {pool_scope(input.cluster, pp.name): f"pool/{pp.name}" for pp in plan.pools}
+        nodes = {n: node_scope(input.cluster, n) for pp in plan.pools for n in pp.nodes}
+        self._leases_concurrent = True
+        await retake_leases(self.leases, self._id, lease_scopes_to_retake(carry, list(pools), nodes), pools)
+
+    async def _make_plan(self, input: MachineConfigRolloutInput) -> RolloutPlan:
+        try:
+            pre: PreflightResult = await acts.call(
+                acts.PREFLIGHT,
+                PreflightInput(pools=input.pools, target_configs=input.target_configs, not_before=input.not_before),
+                PreflightResult,
+                seconds=60,
+                timeouts=self._timeouts,
+            )
+        except ActivityError as err:
+            cause = err.cause
+            kind = cause.type if isinstance(cause, ApplicationError) else None
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+            raise ApplicationError(f"preflight refused the rollout: {message}", type=kind or "PreflightFailed", non_retryable=True) from err
+        try:
+            plan = plan_rollout(
+                pre.pools,
+                requested_pools=input.pools,
+                max_unavailable=input.max_unavailable,
+                node_order=input.node_order,
+                approval=input.approval,
+                repair_network=input.repair_network,
+                network_type=pre.network_type,
+                pool_order=input.pool_order,
+            )
+        except PlanError as err:
+            raise ApplicationError(str(err), type="InvalidPlan", non_retryable=True) from err
+        for pp in plan.pools:
+            self._pool_plans[pp.name] = pp
+            self.batches.add_group(
+                pp.name, max_unavailable=pp.max_unavailable, nodes=pp.nodes, unavailable=pp.unavailable, gates=pp.gates,
+                skipped=pp.skipped,
+            )
+        self._status.plan = plan
+        if input.search_attributes:
+            workflow.upsert_search_attributes([SA_KEY_POOLS.value_set([p.name for p in plan.pools])])
+        self.touch()
+        return plan
+
+    async def _acquire_leases(self, input: MachineConfigRolloutInput, plan: RolloutPlan) -> None:
+        """Lease every pool (``lease/{cluster}/{pool}``, the ID since the first lease) and, in runs
+        with :data:`PATCH_LEASE_SCOPES`, every planned node (all started at once), then probe the
+        cluster-wide lease. A scope held by another procedure fails us with LeaseHeld naming its
+        holder."""
+        pools = {pool_scope(input.cluster, pp.name): f"pool/{pp.name}" for pp in plan.pools}
+        if workflow.patched(PATCH_LEASE_SCOPES):
+            # Thousands of node leases: start them in one workflow task, release them likewise.
+            self._leases_concurrent = True
+            nodes = [node_scope(input.cluster, n) for pp in plan.pools for n in pp.nodes]
+            await self.leases.acquire([*pools, *nodes], input_scope=pools, probe_cluster=True, concurrent=True)
+        else:
+            await self.leases.acquire(list(pools), input_scope=pools, probe_cluster=False)
+
+    # --- hooks of the node window -------------------------------------------------------------------
+
+    async def _start_child(self, node: str, group: Group, attempt: int) -> workflow.ChildWorkflowHandle:
+        """Start the node's NodeRolloutWorkflow attempt (ID ``{rollout}/node/{node}/{attempt}``)."""
+        i = self._in
+        child_input = NodeRolloutInput(
+            node=node,
+            pool=group.name,
+            target=self._pool_plans[group.name].target_config,
+            parent_id=self._id,
+            owner=node_owner(self._id, node),
+            attempt=attempt,
+            daemon_drain_deadline_seconds=i.daemon_drain_deadline_seconds,
+            daemon_uncordon_deadline_seconds=i.daemon_uncordon_deadline_seconds,
+            deadline_warn_fraction=i.deadline_warn_fraction,
+            drain_backoff_initial_seconds=i.drain_backoff_initial_seconds,
+            drain_backoff_max_seconds=i.drain_backoff_max_seconds,
+            drain_wait_seconds=i.drain_wait_seconds,
+            wait_activity_timeout_seconds=i.wait_activity_timeout_seconds,
+            activity_timeout_seconds=i.activity_timeout_seconds,
+            activity_heartbeat_timeout_seconds=i.activity_heartbeat_timeout_seconds,
+            decide_after_seconds=i.decide_after_seconds,
+            decision_timeout_seconds=i.decision_timeout_seconds,
+            decision_timeout_outcome=i.decision_timeout_outcome,
+        )
+        return await workflow.start_child_workflow(
+            NodeRolloutWorkflow.run,
+            child_input,
+            id=node_workflow_id(self._id, node, attempt),
+            parent_close_policy=workflow.ParentClosePolicy.TERMINATE,
+            static_summary=f"node {node} · MachineConfig handshake (attempt {attempt})",
+        )
+
+    async def _cleanup_node(self, node: str) -> None:
+        """Child-free rollback of a degraded/failed node: desiredConfig back to currentConfig,
+        uncordon only if we cordoned it."""
+        info: NodeInfo = await acts.call(acts.READ_NODE, ReadNodeInput(node=node), NodeInfo, timeouts=self._timeouts)
+        if info.current_config and info.desired_config != info.current_config:
+            await acts.call(
+                acts.SET_NODE_ANNOTATIONS,
+                SetNodeAnnotationsInput(node=node, annotations={ANN_DESIRED_CONFIG: info.current_config}),
+                NodeInfo,
+                timeouts=self._timeouts,
+            )
+        await acts.call(acts.UNCORDON_NODE, UncordonInput(node=node, owner=node_owner(self._id, node)), UncordonResult, timeouts=self._timeouts)
+
+    async def _recheck_unavailable(self, nodes: list[str]) -> list[str]:
+        """Re-read the nodes that blocked capacity (one at a time); those still unavailable."""
+        still: list[str] = []
+        for name in nodes:
+            info: NodeInfo = await acts.call(acts.READ_NODE, ReadNodeInput(node=name), NodeInfo, timeouts=self._timeouts)
+            if is_unavailable(info):
+                still.append(name)
+        return still

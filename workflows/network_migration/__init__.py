@@ -1,0 +1,30 @@
+"""The SDN→OVN-Kubernetes network migration (issue 15, R1 prevented):
+``lockkeeper start network-migration``.
+
+:mod:`.workflow` (``NetworkMigrationWorkflow``), :mod:`.guard` (the pools guard as a health gate
+any procedure can require), :mod:`.plan` (pure), :mod:`.models`. ``SPEC`` is the procedure as the
+worker registry and the CLI see it.
+"""
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.kit.spec import ProcedureSpec
+    from workflows.network_migration.models import (
+        PROCEDURE_NETWORK_MIGRATION,
+        NetworkMigrationInput,
+        NetworkMigrationResult,
+        NetworkMigrationStatus,
+    )
+from workflows.network_migration.workflow import NetworkMigrationWorkflow
+
+SPEC = ProcedureSpec(
+    name=PROCEDURE_NETWORK_MIGRATION,
+    workflow=NetworkMigrationWorkflow,
+    input_model=NetworkMigrationInput,
+    status_model=NetworkMigrationStatus,
+    result_model=NetworkMigrationResult,
+    id_prefix="network-migration",
+)
+
+__all__ = ["SPEC", "NetworkMigrationWorkflow"]

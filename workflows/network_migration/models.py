@@ -1,0 +1,129 @@
+"""Input, status and result of the SDN→OVN-Kubernetes network migration (issue 15, R1).
+
+Pure pydantic models (the CLI, the worker and the workflow share them; field names are a stored
+format). Durations are seconds.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from workflows.kit.models import ProcedureResult, ProcedureStatus
+
+PROCEDURE_NETWORK_MIGRATION = "network-migration"
+NETWORK_TYPES = ("OVNKubernetes", "OpenShiftSDN")
+
+
+class NetworkMigrationInput(BaseModel):
+    """Start a network migration (OpenShift 4.14 offline migration, driven step by step).
+
+    - ``to``: the target plugin (``OVNKubernetes``).
+    - ``reboot_via``: how the reboot command reaches a node (``debug-pod`` or ``ssh``);
+      ``reboot_command``: the argv run on the node (once per node).
+    - ``max_unavailable``: nodes rebooted at once outside the master pool (masters: one at a time);
+      also the child rollout's maxUnavailable when lockkeeper takes over from the controller.
+    - ``stall_seconds``: no progress in the pools for this long opens gate ``takeover``.
+    - ``poll_seconds``: between reads while waiting.
+    - ``ready_timeout_seconds``: how long a rebooted node may take to come back Ready;
+      ``unknown_grace_seconds``: after a lost reboot call, a node still Ready on the same boot id
+      this long never got the command, which is then sent again (never otherwise).
+    - ``pools_timeout_seconds``: at most this long for the pools after unpausing.
+    - ``ssh_port``: SSH port of the nodes (``ssh``); ``ssh_hosts``: node -> ``host:port`` when the
+      nodes are not reached at their InternalIP (a bastion's forwards, the simulator);
+      ``ssh_user``: None = the worker's ``LOCKKEEPER_SSH_USER`` or ``core``.
+    """
+
+    cluster: str = "default"
+    to: Literal["OVNKubernetes"] = "OVNKubernetes"
+    reboot_via: Literal["debug-pod", "ssh"] = "debug-pod"
+    reboot_command: list[str] = Field(default_factory=lambda: ["systemctl", "reboot"], min_length=1)
+    max_unavailable: int = Field(1, ge=1)
+    stall_seconds: float = Field(600.0, gt=0)
+    poll_seconds: float = Field(10.0, gt=0)
+    ready_timeout_seconds: float = Field(1800.0, gt=0)
+    #: After a lost reboot call: a node Ready on the same boot id this long never got the command.
+    unknown_grace_seconds: float = Field(180.0, gt=0)
+    pools_timeout_seconds: float = Field(3600.0, gt=0)
+    ssh_port: int = Field(22, ge=1, le=65535)
+    ssh_hosts: dict[str, str] = Field(default_factory=dict)
+    ssh_user: str | None = None
+    dry_run: bool = False
+    requested_by: str = "unknown"
+    four_eyes: bool = False
+    allowed_approvers: list[str] = Field(default_factory=list)
+    gate_timeout_seconds: float | None = None
+    activity_timeout_seconds: float = 30.0
+    search_attributes: bool = True
+
+    @field_validator("reboot_command")
+    @classmethod
+    def _argv(cls, v: list[str]) -> list[str]:
+        if not all(isinstance(a, str) and a for a in v):
+            raise ValueError("reboot_command must be a list of non-empty arguments")
+        return v
+
+
+class NodeReboot(BaseModel):
+    """One node's reboot: ``state`` pending / rebooting / done; ``boot_before`` the boot id
+    recorded before the command (a different boot id later proves the reboot)."""
+
+    node: str
+    master: bool = False
+    state: Literal["pending", "rebooting", "done"] = "pending"
+    boot_before: str = ""
+    commands_sent: int = 0
+    detail: str = ""
+
+
+class PoolProgress(BaseModel):
+    """A pool as the wait shows it: updated of machine count, and the conditions."""
+
+    name: str
+    updated: int = 0
+    machines: int = 0
+    conditions: str = ""
+    paused: bool = False
+
+
+class NetworkMigrationStatus(ProcedureStatus):
+    """``step`` (preflight, migration-field, wait-pools, takeover, guard, pause-pools, switch,
+    wait-multus, reboots, unpause, verify, cleanup, revert, done), ``pools`` progress,
+    ``guard_behind`` (what the guard found behind, when it refused), ``reboots`` per node,
+    ``baseline`` pool -> rendered config before the migration field, ``takeovers`` child IDs,
+    ``reverting`` after a revert was requested."""
+
+    to: str = "OVNKubernetes"
+    step: str = "preflight"
+    pools: list[PoolProgress] = Field(default_factory=list)
+    guard_behind: list[str] = Field(default_factory=list)
+    reboots: list[NodeReboot] = Field(default_factory=list)
+    baseline: dict[str, str] = Field(default_factory=dict)
+    takeovers: list[str] = Field(default_factory=list)
+    switched: bool = False
+    reverting: bool = False
+    plan: list[list[str]] = Field(default_factory=list)
+
+
+class NetworkMigrationResult(ProcedureResult):
+    """``outcome``: completed, dry-run, reverted, refused, aborted, failed; ``plan``: reboot
+    batches; ``reboots``: per node; ``cleaned_up``: the cleanup ran."""
+
+    plan: list[list[str]] = Field(default_factory=list)
+    reboots: list[NodeReboot] = Field(default_factory=list)
+    cleaned_up: bool = False
+    status_type: str = ""
+
+
+class RevertInput(BaseModel):
+    """``lockkeeper revert ID``: who asks and why."""
+
+    identity: str
+    reason: str = ""
+
+
+class RevertResult(BaseModel):
+    """The update's answer."""
+
+    message: str

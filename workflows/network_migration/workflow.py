@@ -1,0 +1,416 @@
+"""NetworkMigrationWorkflow: the OpenShift 4.14 offline SDN→OVN-Kubernetes migration, guarded (R1).
+
+Steps (each visible in ``status``; every change recorded first, so ``revert`` restores exactly it):
+
+1. **preflight**: read network configs, pools, nodes; refuse (nothing written) when the type is
+   already the target, a pool is Degraded or paused. ``dry_run`` stops with the reboot plan.
+2. **migration field**: record, then set ``network.operator/cluster`` ``spec.migration.networkType``.
+3. **wait for the pools** until the guard holds. No progress for ``stall_seconds`` opens gate
+   ``takeover``: approve runs the MachineConfig rollout (``MachineConfigRolloutWorkflow``) as a
+   child on the pools behind (lockkeeper playing the controller, as in R1's repair).
+4. **guard** (:mod:`workflows.network_migration.guard`): re-checked right before the pause, right
+   before the switch, and after a resume; otherwise the status names what is behind.
+5. **pause the pools** (recorded), **switch** ``network.config/cluster`` ``spec.networkType``
+   (recorded), **wait for multus**.
+6. **reboots**: batches (masters one at a time), the reboot command once per node (its boot id is
+   recorded before; a lost command is never re-sent when the boot id changed), Ready before the next.
+7. **unpause** (the records reverted), **verify** (status type, ovnkube-node, pools Updated),
+   gate ``delete-broken-pods`` for pods still on the old network.
+8. gate ``cleanup``: remove the migration field and ``openshiftSDNConfig``, delete ``openshift-sdn``.
+   Before it, ``revert`` (update) runs the documented rollback: pause, migration field and type
+   back, multus, reboots, unpause, migration field removed.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.cluster.models import DeleteAllPodsInput, DeleteAllPodsResult, ObjectRef
+    from activities.host.models import CommandResult, ExecBackend, HostAccess, RunCommandInput
+    from activities.network_migration.models import (
+        DeleteNamespaceInput,
+        DeleteNamespaceResult,
+        MigrationState,
+        MigrationStateInput,
+    )
+    from workflows.kit import calls as acts
+    from workflows.kit.control import Aborted
+    from workflows.kit.health import Backoff, Check, wait_until
+    from workflows.kit.models import ApprovalRules, GateKind, GateState, GateTimeoutOutcome, ProcedureStatus
+    from workflows.kit.procedure import ProcedureWorkflow
+    from workflows.kit.records import REMOVE, RecordRefused, Records
+    from workflows.network_migration.guard import GuardRefused, PoolsGuard
+    from workflows.network_migration.models import (
+        PROCEDURE_NETWORK_MIGRATION,
+        NetworkMigrationInput,
+        NetworkMigrationResult,
+        NetworkMigrationStatus,
+        NodeReboot,
+        RevertInput,
+        RevertResult,
+    )
+    from workflows.network_migration.plan import preflight_problems, progress, reboot_batches, signature
+
+READ_STATE = "read_migration_state"
+DELETE_NAMESPACE = "delete_namespace"
+NET_OP = ObjectRef(kind="Network.operator.openshift.io", name="cluster")
+NET_CFG = ObjectRef(kind="Network", name="cluster")
+ONCE = RetryPolicy(maximum_attempts=1)
+
+
+class Refused(Exception):
+    """The run stops before (or instead of) a change: ``reason``."""
+
+
+@workflow.defn
+class NetworkMigrationWorkflow(ProcedureWorkflow):
+    """Input :class:`NetworkMigrationInput`, status :class:`NetworkMigrationStatus`, result
+    :class:`NetworkMigrationResult` (see the module doc)."""
+
+    @workflow.init
+    def __init__(self, input: NetworkMigrationInput) -> None:
+        self._in = input
+        self._st = NetworkMigrationStatus(to=input.to)
+        self.kit_init(procedure=PROCEDURE_NETWORK_MIGRATION, noun="network migration", cluster=input.cluster,
+                      rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes,
+                                          allowed_approvers=input.allowed_approvers),
+                      status=self._st, search_attributes=input.search_attributes, pause_on_reject=False,
+                      reject_note="the step is not taken")
+        self._t = acts.Timeouts(short_call=input.activity_timeout_seconds)
+        self.records = Records(board=self._st.records, on_change=self.touch, timeouts=self._t)
+        self.guard = PoolsGuard(board=self._st.health, on_change=self.touch, timeouts=self._t, stop=lambda: self.control.abort)
+        self._revert_by: str | None = None
+        self._cleanup_started = False
+
+    # --- operator surface ------------------------------------------------------------------------
+
+    @workflow.update
+    def revert(self, input: RevertInput) -> RevertResult:
+        """Roll the migration back (before the cleanup): the recorded configs go back in the
+        documented rollback order."""
+        self._revert_by = input.identity
+        self._st.reverting = True
+        self.touch()
+        return RevertResult(message=f"revert requested by {input.identity}; the rollback starts at the next step")
+
+    @revert.validator
+    def _validate_revert(self, input: RevertInput) -> None:
+        if self._cleanup_started:
+            raise ValueError("the cleanup has started: the migration can no longer be reverted")
+        if self._revert_by is not None:
+            raise ValueError(f"a revert was already requested by {self._revert_by}")
+        if "network-type" not in self.records.records and "migration-field" not in self.records.records:
+            raise ValueError("nothing has been changed yet: abort the run instead")
+
+    def procedure_status(self) -> ProcedureStatus:
+        st = super().procedure_status()
+        if not st.waiting_for:
+            st.waiting_for = f"step {self._st.step}"
+        return st
+
+    # --- helpers ---------------------------------------------------------------------------------
+
+    def _step(self, step: str) -> None:
+        self._st.step = step
+        self.touch()
+        if self.control.abort:
+            raise Aborted(self.control.abort_reason)
+
+    async def _read(self, count_pods: bool = False) -> MigrationState:
+        state: MigrationState = await acts.call(READ_STATE, MigrationStateInput(count_pods=count_pods), MigrationState, timeouts=self._t)
+        self._st.pools = progress(state.pools)
+        return state
+
+    async def _gate(self, gate_id: str, comment: str) -> bool:
+        gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=self._in.gate_timeout_seconds, comment=comment,
+                               opened_by="lockkeeper", record_comment=comment)
+        self.touch()
+        await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=self._in.gate_timeout_seconds,
+                              interrupt=lambda: self._revert_by is not None)
+        if gate.state == GateState.WAITING and self._revert_by is not None:
+            self.gates.cancel(gate, self._revert_by, "revert requested")
+        self.touch()
+        if self.control.abort:
+            raise Aborted(self.control.abort_reason)
+        return gate.state == GateState.APPROVED
+
+    async def _hold(self) -> None:
+        """Wait while the run is paused (an operator's pause holds before the switch); abort ends it."""
+        await workflow.wait_condition(lambda: not self.control.paused or self.control.abort)
+        if self.control.abort:
+            raise Aborted(self.control.abort_reason)
+
+    async def _sleep(self, seconds: float) -> None:
+        try:
+            await workflow.wait_condition(lambda: self.control.abort, timeout=timedelta(seconds=seconds))
+        except TimeoutError:
+            pass
+        if self.control.abort:
+            raise Aborted(self.control.abort_reason)
+        await workflow.wait_condition(lambda: not self.control.paused or self.control.abort)
+
+    # --- run -------------------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, input: NetworkMigrationInput) -> NetworkMigrationResult:
+        self.kit_status_attributes(None)
+        try:
+            return await self._run(input)
+        except Refused as err:
+            return self._result("refused", str(err))
+        except RecordRefused as err:
+            return self._result("refused", f"{err} (somebody else changed it; nothing of theirs was overwritten)")
+        except GuardRefused as err:
+            # Refused after pausing: the pools go back to what was recorded before refusing.
+            for name in [n for n in self.records.records if n.startswith("pool-paused/")]:
+                await self.records.revert(name)
+            return self._result("refused", f"{err.message}; the network type was not switched")
+        except Aborted as err:
+            return self._result("aborted", f"aborted: {err}")
+
+    def _result(self, outcome: str, message: str, status_type: str = "") -> NetworkMigrationResult:
+        self._st.step = "done" if outcome in ("completed", "reverted") else self._st.step
+        self.touch()
+        return NetworkMigrationResult(procedure=PROCEDURE_NETWORK_MIGRATION, workflow_id=workflow.info().workflow_id, outcome=outcome,
+                                      message=message, gate_history=list(self._st.gate_history), started_at=self._st.started_at,
+                                      finished_at=workflow.now(), plan=self._st.plan, reboots=self._st.reboots,
+                                      cleaned_up=self._cleanup_started and outcome == "completed", status_type=status_type)
+
+    async def _run(self, i: NetworkMigrationInput) -> NetworkMigrationResult:
+        self._step("preflight")
+        state = await self._read()
+        problems = preflight_problems(state, i.to)
+        if problems:
+            raise Refused("; ".join(problems))
+        self._st.plan = reboot_batches(state.nodes, i.max_unavailable)
+        self._st.baseline = {p.name: p.target for p in state.pools}
+        if i.dry_run:
+            return self._result("dry-run", f"plan: set the migration field, wait for {len(state.pools)} pools, switch to {i.to}, "
+                                           f"reboot {len(state.nodes)} nodes in {len(self._st.plan)} batches")
+        pools = [p.name for p in state.pools]
+        self._step("migration-field")
+        await self.records.change("migration-field", NET_OP, {"/spec/migration": {"networkType": i.to}})
+        await self._wait_pools(i)
+        if self._revert_by:
+            return await self._revert(i, pools)
+        await self._hold()
+        self._step("pause-pools")
+        await self.guard.require(self._st.baseline, self._st)  # right before the first write of the switch phase
+        for p in pools:
+            await self.records.change(f"pool-paused/{p}", ObjectRef(kind="MachineConfigPool", name=p), {"/spec/paused": True})
+        await self._hold()
+        self._step("guard")
+        await self.guard.require(self._st.baseline, self._st)  # re-checked right before the patch (and after a resume)
+        self._step("switch")
+        await self.records.change("network-type", NET_CFG, {"/spec/networkType": i.to})
+        self._st.switched = True
+        await self._after_switch(i, pools, i.to)
+        if self._revert_by:
+            return await self._revert(i, pools)
+        self._step("verify")
+        state = await self._verify(i)
+        if self._revert_by:
+            return await self._revert(i, pools)
+        if await self._gate("cleanup", "remove spec.migration and openshiftSDNConfig from network.operator/cluster and delete "
+                                       "namespace openshift-sdn (after this the migration cannot be reverted)"):
+            if self._revert_by:
+                return await self._revert(i, pools)
+            self._cleanup_started = True
+            self._step("cleanup")
+            await self.records.change("cleanup", NET_OP, {"/spec/migration": REMOVE, "/spec/defaultNetwork/openshiftSDNConfig": REMOVE})
+            await acts.call(DELETE_NAMESPACE, DeleteNamespaceInput(name="openshift-sdn"), DeleteNamespaceResult, timeouts=self._t)
+        elif self._revert_by:
+            return await self._revert(i, pools)
+        return self._result("completed", f"migrated to {i.to}" + ("" if self._cleanup_started else "; cleanup not approved"),
+                            state.status_type)
+
+    async def _after_switch(self, i: NetworkMigrationInput, pools: list[str], to: str, pause_prefix: str = "pool-paused") -> None:
+        self._step("wait-multus")
+        await self._wait("multus", lambda s: s.multus.complete and s.status_type == to,
+                         lambda s: f"multus {s.multus.updated}/{s.multus.desired} updated, {s.multus.available} available; "
+                                   f"status.networkType {s.status_type}", i.pools_timeout_seconds)
+        self._step("reboots")
+        await self._reboots(i)
+        self._step("unpause")
+        for p in pools:
+            await self.records.revert(f"{pause_prefix}/{p}")
+
+    async def _wait(self, name: str, ok: object, detail: object, timeout: float) -> MigrationState:
+        seen: list[MigrationState] = []
+
+        async def check() -> Check:
+            s = await self._read()
+            seen.append(s)
+            return Check(ok(s), detail(s))  # type: ignore[operator]
+
+        hs = await wait_until(check, name=name, backoff=Backoff(initial=self._in.poll_seconds, maximum=self._in.poll_seconds * 3),
+                              deadline=workflow.now() + timedelta(seconds=timeout), stop=lambda: self.control.abort,
+                              board=self._st.health, on_poll=lambda _: self.touch())
+        if hs.state == "stopped":
+            raise Aborted(self.control.abort_reason)
+        if hs.state != "ok":
+            raise ApplicationError(f"{name}: not reached within {timeout:.0f}s ({hs.last})", type="WaitTimedOut", non_retryable=True)
+        return seen[-1]
+
+    # --- pools, stall and takeover ---------------------------------------------------------------
+
+    async def _wait_pools(self, i: NetworkMigrationInput) -> None:
+        self._step("wait-pools")
+        last_sig: tuple[object, ...] | None = None
+        since = workflow.now()
+        while not self._revert_by:
+            state = await self._read()
+            verdict = self.guard.evaluate(state, self._st.baseline)
+            self._st.guard_behind = verdict.behind
+            self.touch()
+            if verdict.ok:
+                return
+            sig = signature(state)
+            if sig != last_sig:
+                last_sig, since = sig, workflow.now()
+            elif (workflow.now() - since).total_seconds() >= i.stall_seconds:
+                behind = [p.name for p in state.pools if p.nodes_behind or not p.updated]
+                if await self._gate("takeover", f"the machine-config-controller made no progress for {i.stall_seconds:.0f}s; "
+                                                f"run lockkeeper's MachineConfig rollout on pools {', '.join(behind)}"):
+                    await self._takeover(i, behind)
+                self._step("wait-pools")
+                last_sig, since = None, workflow.now()
+                continue
+            await self._sleep(i.poll_seconds)
+
+    async def _takeover(self, i: NetworkMigrationInput, pools: list[str]) -> None:
+        self._step("takeover")
+        child_id = f"{workflow.info().workflow_id}/takeover-{len(self._st.takeovers) + 1}"
+        self._st.takeovers.append(child_id)
+        self.touch()
+        # Started by type name with a plain input: the procedure packages stay independent.
+        result = await workflow.execute_child_workflow(
+            "MachineConfigRolloutWorkflow",
+            {"cluster": i.cluster, "pools": pools, "max_unavailable": i.max_unavailable, "requested_by": f"{i.requested_by} (takeover)",
+             "search_attributes": i.search_attributes, "drain_backoff_initial_seconds": 1.0, "drain_wait_seconds": 10.0},
+            id=child_id, result_type=dict,
+            static_summary=f"takeover: MachineConfig rollout of pools {', '.join(pools)}",
+        )
+        outcome = (result or {}).get("outcome")
+        if outcome not in ("completed", "succeeded", None) and not (result or {}).get("ok", True):
+            raise Refused(f"the takeover rollout ended {outcome}: {(result or {}).get('message', '')}")
+
+    # --- reboots -----------------------------------------------------------------------------------
+
+    def _access(self, node: str, address: str) -> HostAccess:
+        if self._in.reboot_via == "ssh":
+            host, _, port = (self._in.ssh_hosts.get(node) or "").rpartition(":")
+            if host:
+                return HostAccess(backend=ExecBackend.SSH, host=host, port=int(port), node=node, user=self._in.ssh_user)
+            return HostAccess(backend=ExecBackend.SSH, host=address or node, port=self._in.ssh_port, node=node, user=self._in.ssh_user)
+        return HostAccess(backend=ExecBackend.DEBUG_POD, node=node, namespace="default")
+
+    async def _reboots(self, i: NetworkMigrationInput) -> None:
+        state = await self._read()
+        by_name = {n.name: n for n in state.nodes}
+        if not self._st.reboots:
+            self._st.reboots = [NodeReboot(node=n, master=by_name[n].master) for batch in self._st.plan for n in batch if n in by_name]
+        runs = {r.node: r for r in self._st.reboots}
+        for batch in self._st.plan:
+            todo = [runs[n] for n in batch if n in runs and runs[n].state != "done"]
+            if not todo:
+                continue
+            await workflow.wait_condition(lambda: not self.control.paused or self.control.abort)
+            if self.control.abort:
+                raise Aborted(self.control.abort_reason)
+            for r in todo:  # the boot id BEFORE any command: proof of a reboot later
+                if r.state == "pending":
+                    r.boot_before = by_name[r.node].boot_id
+                    r.state = "rebooting"
+            self.touch()
+            unknown: set[str] = set()
+            for r in todo:
+                if r.commands_sent == 0 and not await self._send_reboot(i, r, by_name[r.node].address):
+                    unknown.add(r.node)
+            for r in todo:
+                if r.node in unknown:
+                    await self._confirm_or_resend(i, r, by_name[r.node].address)
+                await self._wait(f"reboot/{r.node}", lambda s, r=r: any(n.name == r.node and n.ready and n.boot_id and n.boot_id != r.boot_before
+                                                                       for n in s.nodes),
+                                 lambda s, r=r: next((f"Ready={n.ready} bootID {n.boot_id}" for n in s.nodes if n.name == r.node), "node gone"),
+                                 i.ready_timeout_seconds)
+                r.state = "done"
+                self.touch()
+
+    async def _send_reboot(self, i: NetworkMigrationInput, r: NodeReboot, address: str) -> bool:
+        """Send the reboot command once (maximum one attempt); False when its outcome is unknown."""
+        r.commands_sent += 1  # counted before the call: a lost call is never re-sent blindly
+        self.touch()
+        try:
+            res: CommandResult = await acts.call_with(
+                acts.RUN_NODE_COMMAND, RunCommandInput(access=self._access(r.node, address), argv=i.reboot_command, timeout_seconds=60.0),
+                CommandResult, retry=ONCE, seconds=60.0)
+        except ActivityError as err:  # the worker died, or the session dropped as the node went down
+            r.detail = f"reboot command outcome unknown ({err.cause or err}); judged by the boot id"
+            self.touch()
+            return False
+        r.detail = f"reboot command exit {res.exit_code}"
+        if res.exit_code not in (0, None):
+            # A reboot usually cuts its own session (debug pod gone: 137, SSH dropped): the boot
+            # id, not the exit code, says whether the node rebooted.
+            r.detail += f" ({(res.stderr or res.stdout).strip()[:200]}); judged by the boot id"
+        self.touch()
+        return True
+
+    async def _confirm_or_resend(self, i: NetworkMigrationInput, r: NodeReboot, address: str) -> None:
+        """After an unknown outcome: a node that went down or has a new boot id got the command.
+        One that stayed Ready on the same boot id for ``unknown_grace_seconds`` never got it (the
+        call was lost before it ran): then, and only then, the command is sent again."""
+        def moved(s: MigrationState) -> bool:
+            return any(n.name == r.node and (not n.ready or (n.boot_id and n.boot_id != r.boot_before)) for n in s.nodes)
+
+        try:
+            await self._wait(f"reboot-outcome/{r.node}", moved, lambda s: "Ready on the same boot id" if not moved(s) else "rebooting",
+                             i.unknown_grace_seconds)
+        except ApplicationError:
+            r.detail = f"the lost reboot command never reached {r.node} (Ready on the same boot id for {i.unknown_grace_seconds:.0f}s); sent again"
+            await self._send_reboot(i, r, address)
+
+    # --- verify, revert -----------------------------------------------------------------------------
+
+    async def _verify(self, i: NetworkMigrationInput) -> MigrationState:
+        state = await self._wait("pools-updated", lambda s: self.guard.evaluate(s, {}).ok,
+                                 lambda s: "; ".join(self.guard.evaluate(s, {}).behind[:3]), i.pools_timeout_seconds)
+        state = await self._wait("ovnkube-node", lambda s: s.status_type == i.to and s.ovnkube.present and s.ovnkube.ready == s.ovnkube.desired > 0,
+                                 lambda s: f"status.networkType {s.status_type}; ovnkube-node {s.ovnkube.ready}/{s.ovnkube.desired} Ready",
+                                 i.pools_timeout_seconds)
+        state = await self._read(count_pods=True)
+        if state.broken_pod_count:
+            if await self._gate("delete-broken-pods", f"{state.broken_pod_count} pods are not Ready after the switch (old pod IPs), "
+                                                      f"e.g. {', '.join(state.broken_pods[:5])}: delete all pods (oc delete pod -A --all)"):
+                await acts.call(acts.DELETE_ALL_PODS, DeleteAllPodsInput(exclude_namespaces=["openshift-ovn-kubernetes", "openshift-multus",
+                                                                                              "openshift-machine-config-operator"]),
+                                DeleteAllPodsResult, timeouts=self._t)
+        return state
+
+    async def _revert(self, i: NetworkMigrationInput, pools: list[str]) -> NetworkMigrationResult:
+        """The documented rollback order: pause the pools, migration field to the old type, the
+        type back, multus, reboot every node, unpause, migration field removed (its record)."""
+        self._step("revert")
+        old = "OpenShiftSDN"
+        if "network-type" in self.records.records:
+            # New record names: a record guards on its first originals, and these objects have
+            # moved on since (pools unpaused again, the migration field set by us).
+            for p in pools:
+                await self.records.change(f"revert/pool-paused/{p}", ObjectRef(kind="MachineConfigPool", name=p), {"/spec/paused": True})
+            await self.records.change("revert/migration-field", NET_OP, {"/spec/migration": {"networkType": old}})
+            await self.records.revert("network-type")
+            self._st.reboots = []
+            await self._after_switch(i, pools, old, pause_prefix="revert/pool-paused")
+            await self.records.change("revert/migration-removed", NET_OP, {"/spec/migration": REMOVE})
+        else:
+            await self.records.revert("migration-field")
+        state = await self._wait("reverted", lambda s: s.status_type == old and self.guard.evaluate(s, {}).ok,
+                                 lambda s: f"status.networkType {s.status_type}; " + "; ".join(self.guard.evaluate(s, {}).behind[:3]),
+                                 i.pools_timeout_seconds)
+        return self._result("reverted", f"reverted to {old} (requested by {self._revert_by})", state.status_type)

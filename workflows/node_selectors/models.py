@@ -1,0 +1,127 @@
+"""Inputs, plan, status and result of the nodeSelector migration (R3e, procedures-spec §5.2).
+
+Pure pydantic models (stored in history: add fields with defaults, never rename).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from activities.cluster.models import ObjectRef
+from workflows.kit.models import ProcedureResult, ProcedureStatus
+
+PROCEDURE_NODE_SELECTOR_MIGRATION = "node-selector-migration"
+
+
+class NodeSelectorMigrationInput(BaseModel):
+    """``mapping``: ``{"region=infra": {"node-role.kubernetes.io/infra": "true"}}``; ``drop_keys``:
+    keys removed from selectors without replacement (``zone=default``); ``remove_labels``: node
+    labels removed at the end (after the gate); ``revert_window_seconds``: how long the finished
+    migration stays open for ``lockkeeper revert`` (0: it closes at once and cannot be reverted
+    by lockkeeper any more). Timeouts in seconds."""
+
+    cluster: str = "default"
+    requested_by: str = "unknown"
+    four_eyes: bool = False
+    allowed_approvers: list[str] = Field(default_factory=list)
+    search_attributes: bool = True
+    dry_run: bool = False
+    #: The parent procedure that gets ``child_status`` reports (set by the cluster upgrade).
+    report_to: str | None = None
+    mapping: dict[str, dict[str, str]] = Field(min_length=1)
+    drop_keys: list[str] = Field(default_factory=lambda: ["zone"])
+    remove_labels: list[str] = Field(default_factory=lambda: ["region", "zone"])
+    approve_plan: bool = True
+    approve_label_removal: bool = True
+    rollout_timeout_seconds: float = Field(600.0, gt=0)
+    pods_timeout_seconds: float = Field(300.0, gt=0)
+    poll_seconds: float = Field(2.0, gt=0)
+    revert_window_seconds: float = Field(86400.0, ge=0)
+    gate_timeout_seconds: float | None = Field(None, gt=0)
+    activity_timeout_seconds: float = Field(15.0, gt=0)
+
+    @field_validator("mapping")
+    @classmethod
+    def _pairs(cls, v: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+        for old, new in v.items():
+            if "=" not in old or not old.split("=", 1)[0]:
+                raise ValueError(f"mapping key {old!r} must be KEY=VALUE")
+            if not new:
+                raise ValueError(f"mapping {old!r} has no new label")
+        return v
+
+
+class MigrationItem(BaseModel):
+    """One object to change: ``old``/``new`` selector (a Namespace's annotation as
+    ``{"annotation": "k=v"}``); ``blocked`` reasons (empty = ok); ``state`` as the run goes."""
+
+    ref: ObjectRef
+    path: str
+    old: dict[str, str]
+    new: dict[str, str]
+    blocked: list[str] = Field(default_factory=list)
+    state: Literal["planned", "patched", "rolled-out", "failed", "reverted", "revert-refused"] = "planned"
+    detail: str | None = None
+
+
+class MigrationPlan(BaseModel):
+    """The objects to change (in order) and the nodes whose ``remove_labels`` go at the end."""
+
+    items: list[MigrationItem] = Field(default_factory=list)
+    remove_labels: list[str] = Field(default_factory=list)
+    label_nodes: list[str] = Field(default_factory=list)
+    node_labels: dict[str, list[str]] = Field(default_factory=dict)
+
+    def blocked(self) -> list[MigrationItem]:
+        """Items the capacity check blocked."""
+        return [i for i in self.items if i.blocked]
+
+    def lines(self) -> list[str]:
+        """The plan for ``--dry-run`` and ``status``."""
+        out = []
+        for i in self.items:
+            verdict = "BLOCKED: " + "; ".join(i.blocked) if i.blocked else "ok"
+            out.append(f"{i.ref.describe()} {i.path}: {i.old} -> {i.new} [{verdict}]")
+        out.append(f"then remove labels {', '.join(self.remove_labels)} from: {', '.join(self.label_nodes) or 'no node'}")
+        return out
+
+
+class NodeSelectorMigrationStatus(ProcedureStatus):
+    """``status``: the plan, the step, the pod regressions seen, the re-scan findings and the
+    revert outcome."""
+
+    plan: MigrationPlan | None = None
+    step: str | None = None
+    regressions: list[str] = Field(default_factory=list)
+    rescan: list[str] = Field(default_factory=list)
+    labels_removed: list[str] = Field(default_factory=list)
+    reverted: list[str] = Field(default_factory=list)
+    revert_refused: list[str] = Field(default_factory=list)
+
+
+class NodeSelectorMigrationResult(ProcedureResult):
+    """``outcome`` completed / reverted / aborted / dry-run, the plan, the message."""
+
+    workflow_id: str = ""
+    outcome: str = "completed"
+    plan: MigrationPlan | None = None
+    labels_removed: list[str] = Field(default_factory=list)
+    reverted: list[str] = Field(default_factory=list)
+    revert_refused: list[str] = Field(default_factory=list)
+    message: str = ""
+
+
+class RevertRequest(BaseModel):
+    """The generic ``lockkeeper revert`` body: who and why."""
+
+    identity: str
+    reason: str = ""
+
+
+class RevertAnswer(BaseModel):
+    """What the revert update answers: accepted, and the words."""
+
+    accepted: bool
+    message: str

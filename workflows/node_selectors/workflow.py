@@ -1,0 +1,302 @@
+"""NodeSelectorMigrationWorkflow: move workloads off old node labels, verify, then remove the labels
+(R3e, procedures-spec §5.3; seed 002: patch ``dc/docker-registry`` to
+``node-role.kubernetes.io/infra: "true"``, check every pod runs, only then ``oc label node X region-
+zone-``).
+
+1. scan, plan (:mod:`workflows.node_selectors.plan`); a blocked object fails the run before any
+   write, naming the object and the reason (``PlanBlocked``); ``dry_run`` stops after the plan;
+2. baseline of every pod; gate ``plan``;
+3. per object: the kit's record (the selector's original), then a JSON patch guarded by ``test``
+   ops (:class:`workflows.kit.records.Records`); wait for its rollout (gate ``rollout/<obj>`` on
+   failure or timeout: approve waits again, reject reverts that object and stops);
+4. "all pods run": no regression against the baseline and no Pending pod on a node selector
+   (gate ``pods/<n>`` when it does not settle);
+5. the re-scan must find nothing still selecting a label to remove (else ``RescanFound``);
+6. gate ``remove-labels``, then per node a record and the label removal;
+7. the post-check (step 4 again), then the run stays open ``revert_window_seconds`` for
+   ``lockkeeper revert ID``: labels back first, then selectors, each refused (and reported) when
+   somebody changed the object since.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.cluster.models import ObjectRef
+    from activities.node_selectors.models import (
+        READ_POD_STATES,
+        READ_ROLLOUT,
+        SCAN_NODE_SELECTORS,
+        PodStates,
+        RolloutInput,
+        RolloutState,
+        ScanInput,
+        ScanResult,
+    )
+    from workflows.kit import calls as acts
+    from workflows.kit.health import Backoff, Check, wait_until
+    from workflows.kit.models import ApprovalRules, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase
+    from workflows.node_upgrade.report import ParentReporter
+    from workflows.kit.procedure import ProcedureWorkflow
+    from workflows.kit.records import REMOVE, RecordRefused, Records
+    from workflows.node_selectors.models import (
+        PROCEDURE_NODE_SELECTOR_MIGRATION,
+        MigrationItem,
+        MigrationPlan,
+        NodeSelectorMigrationInput,
+        NodeSelectorMigrationResult,
+        NodeSelectorMigrationStatus,
+        RevertAnswer,
+        RevertRequest,
+    )
+    from workflows.node_selectors.plan import plan_migration, pod_regressions, still_referencing
+
+
+def _label_path(key: str) -> str:
+    """JSON Pointer of a node label (RFC 6901: ``~`` → ``~0``, ``/`` → ``~1``)."""
+    return "/metadata/labels/" + key.replace("~", "~0").replace("/", "~1")
+
+
+class _Stop(Exception):
+    """A person rejected a gate: stop here."""
+
+
+@workflow.defn
+class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
+    """Input :class:`NodeSelectorMigrationInput`, result :class:`NodeSelectorMigrationResult`,
+    status :class:`NodeSelectorMigrationStatus`; ``revert`` update (the generic ``lockkeeper
+    revert``). Fails before any write with ``PlanBlocked`` (capacity check) or ``NothingToDo``."""
+
+    @workflow.init
+    def __init__(self, input: NodeSelectorMigrationInput) -> None:
+        self._in = input
+        self._id = workflow.info().workflow_id
+        self._status = NodeSelectorMigrationStatus()
+        self._timeouts = acts.Timeouts(input.activity_timeout_seconds, 10.0)
+        self.kit_init(
+            procedure=PROCEDURE_NODE_SELECTOR_MIGRATION, noun="nodeSelector migration", cluster=input.cluster,
+            rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
+            status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
+            reject_note="migration stops", base_phase=ProcedurePhase.PLANNING,
+        )
+        self.records = Records(board=self._status.records, on_change=self.touch, timeouts=self._timeouts)
+        self._order: list[str] = []  # record names in the order they were changed
+        self._revert: RevertRequest | None = None
+        self._n = 0
+        self.reporter = ParentReporter(input.report_to)  # last: touch() reports only once all is built
+
+    @workflow.query
+    def status(self) -> NodeSelectorMigrationStatus:
+        """The plan, the step, regressions, re-scan findings, records and gates."""
+        return self.procedure_status()  # type: ignore[return-value]
+
+    @workflow.update
+    async def revert(self, input: RevertRequest) -> RevertAnswer:
+        """Revert from the records (labels first, then selectors); the run reverts and closes."""
+        self._revert = input
+        return RevertAnswer(accepted=True, message=f"revert of {len(self._order)} record(s) requested by {input.identity}")
+
+    @revert.validator
+    def _validate_revert(self, input: RevertRequest) -> None:
+        if not input.identity:
+            raise ValueError("revert needs an identity")
+        if self._revert is not None:
+            raise ValueError("a revert was already requested")
+        if not self._order:
+            raise ValueError("nothing to revert: no change was made")
+
+    def _step(self, step: str) -> None:
+        self._status.step = step
+        self.touch()
+
+    async def _gate(self, gate_id: str, comment: str) -> None:
+        gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=self._in.gate_timeout_seconds, comment=comment,
+                               opened_by="lockkeeper", record_comment=comment)
+        self.touch()
+        await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=self._in.gate_timeout_seconds)
+        self.touch()
+        if gate.state != GateState.APPROVED:
+            raise _Stop(f"gate {gate_id} {gate.state} by {gate.decided_by or 'timeout'}")
+
+    def touch(self) -> None:
+        """The kit's touch, then the parent's ``child_status`` report when the summary changed."""
+        super().touch()
+        if getattr(self, "reporter", None) is not None and self.reporter.parent_id is not None:
+            self.reporter.report(self.procedure_status())
+
+    @workflow.run
+    async def run(self, input: NodeSelectorMigrationInput) -> NodeSelectorMigrationResult:
+        self.kit_status_attributes(patch_id=None)
+        self.touch()
+        try:
+            result = await self._run(input)
+        except ApplicationError as err:
+            self.control.base_phase = ProcedurePhase.FAILED
+            self._status.error = str(err)
+            self.touch()
+            await self.reporter.settle()
+            raise
+        await self.reporter.settle()
+        return result
+
+    def _result(self, outcome: str, message: str) -> NodeSelectorMigrationResult:
+        s = self._status
+        return NodeSelectorMigrationResult(workflow_id=self._id, outcome=outcome, plan=s.plan, labels_removed=list(s.labels_removed),
+                                           reverted=list(s.reverted), revert_refused=list(s.revert_refused), message=message)
+
+    async def _scan(self) -> ScanResult:
+        return await acts.call(SCAN_NODE_SELECTORS, ScanInput(), ScanResult, seconds=60, timeouts=self._timeouts)
+
+    async def _pods(self) -> PodStates:
+        return await acts.call(READ_POD_STATES, ScanInput(), PodStates, seconds=60, timeouts=self._timeouts)
+
+    async def _run(self, input: NodeSelectorMigrationInput) -> NodeSelectorMigrationResult:
+        self._step("scan")
+        scan = await self._scan()
+        plan = plan_migration(scan.workloads, scan.namespaces, scan.nodes, input.mapping, input.drop_keys, input.remove_labels)
+        self._status.plan = plan
+        self.touch()
+        blocked = plan.blocked()
+        if blocked:
+            raise ApplicationError("the plan is blocked, nothing was changed: " + "; ".join(
+                f"{i.ref.describe()}: {', '.join(i.blocked)}" for i in blocked), type="PlanBlocked", non_retryable=True)
+        if input.dry_run:
+            self.control.base_phase = ProcedurePhase.DONE
+            self.touch()
+            return self._result("dry-run", "\n".join(plan.lines()))
+        if not plan.items and not plan.label_nodes:
+            raise ApplicationError("nothing selects the old labels and no node carries them", type="NothingToDo", non_retryable=True)
+        baseline = await self._pods()
+        self.control.base_phase = ProcedurePhase.RUNNING
+        try:
+            if input.approve_plan:
+                self._step("approve-plan")
+                await self._gate("plan", "apply this plan: " + " | ".join(plan.lines()))
+            for item in plan.items:
+                await self._apply(item)
+            await self._all_pods_run(baseline, "after-patch")
+            self._step("rescan")
+            again = await self._scan()
+            self._status.rescan = still_referencing(again.workloads, again.namespaces, input.remove_labels)
+            if self._status.rescan:
+                raise ApplicationError("the re-scan still finds selectors on labels to remove: " + ", ".join(self._status.rescan),
+                                       type="RescanFound", non_retryable=True)
+            if input.approve_label_removal and plan.label_nodes:
+                self._step("approve-label-removal")
+                await self._gate("remove-labels", f"remove {', '.join(input.remove_labels)} from {', '.join(plan.label_nodes)}")
+            await self._remove_labels(plan)
+            await self._all_pods_run(baseline, "post-check")
+        except _Stop as stop:
+            self.control.request_abort(str(stop), "lockkeeper")
+        outcome, message = ("aborted", self.control.abort_reason or "aborted") if self.control.abort else (
+            "completed", f"{len(plan.items)} selector(s) moved, labels removed from {len(self._status.labels_removed)} node(s)")
+        self.control.base_phase = ProcedurePhase.ABORTED if self.control.abort else ProcedurePhase.DONE
+        self._step("revert-window" if self._order and input.revert_window_seconds else "finished")
+        if self._order and input.revert_window_seconds > 0:
+            try:
+                await workflow.wait_condition(lambda: self._revert is not None, timeout=timedelta(seconds=input.revert_window_seconds))
+            except TimeoutError:
+                pass
+        if self._revert is not None:
+            await self._revert_all()
+            outcome = "reverted"
+            message = f"reverted {len(self._status.reverted)} record(s)" + (
+                f"; refused (changed since): {', '.join(self._status.revert_refused)}" if self._status.revert_refused else "")
+            self._step("reverted")
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return self._result(outcome, message)
+
+    async def _apply(self, item: MigrationItem) -> None:
+        name = f"selector/{item.ref.describe()}"
+        self._step(f"patch {item.ref.describe()}")
+        before: RolloutState | None = None
+        if item.ref.kind != "Namespace":
+            before = await acts.call(READ_ROLLOUT, RolloutInput(ref=item.ref), RolloutState, timeouts=self._timeouts)
+        value: object = item.new["annotation"] if item.ref.kind == "Namespace" else dict(item.new)
+        try:
+            await self.records.change(name, item.ref, {item.path: value})
+        except RecordRefused as err:
+            item.state, item.detail = "failed", err.message
+            raise ApplicationError(f"{item.ref.describe()} changed under us: {err.message}", type="RecordChanged", non_retryable=True) from err
+        self._order.append(name)
+        item.state = "patched"
+        self.touch()
+        if before is None:
+            item.state = "rolled-out"
+            return
+        ref = item.ref
+        while True:
+            self._step(f"rollout {ref.describe()}")
+            deadline = workflow.now() + timedelta(seconds=self._in.rollout_timeout_seconds)
+            failed: list[str] = []
+
+            async def check() -> Check:
+                st: RolloutState = await acts.call(READ_ROLLOUT, RolloutInput(ref=ref, after_version=before.latest_version,
+                                                                               after_generation=before.generation),
+                                                   RolloutState, timeouts=self._timeouts)
+                if st.failed:
+                    failed.append(st.detail)
+                return Check(st.done, st.detail)
+
+            hs = await wait_until(check, name=f"rollout/{ref.describe()}", deadline=deadline, stop=lambda: bool(failed),
+                                  backoff=Backoff(initial=self._in.poll_seconds, maximum=self._in.poll_seconds * 4),
+                                  board=self._status.health, on_poll=lambda _: self.touch())
+            if hs.state == "ok":
+                item.state, item.detail = "rolled-out", hs.last
+                self.touch()
+                return
+            item.detail = failed[0] if failed else hs.last
+            try:
+                await self._gate(f"rollout/{ref.describe()}", f"rollout of {ref.describe()} did not complete: {item.detail}. "
+                                                               "Approve to wait again, reject to revert this object and stop.")
+            except _Stop:
+                await self._revert_one(name)
+                raise
+
+    async def _all_pods_run(self, baseline: PodStates, what: str) -> None:
+        while True:
+            self._step(f"all-pods-run ({what})")
+            deadline = workflow.now() + timedelta(seconds=self._in.pods_timeout_seconds)
+
+            async def check() -> Check:
+                now = await self._pods()
+                self._status.regressions = pod_regressions(baseline.pods, now.pods)
+                return Check(not self._status.regressions, "; ".join(self._status.regressions) or "every pod runs")
+
+            hs = await wait_until(check, name=f"pods/{what}", deadline=deadline,
+                                  backoff=Backoff(initial=self._in.poll_seconds, maximum=self._in.poll_seconds * 4),
+                                  board=self._status.health, on_poll=lambda _: self.touch())
+            if hs.state == "ok":
+                return
+            self._n += 1
+            await self._gate(f"pods/{self._n}", f"pods not all running ({what}): {hs.last}. Approve to check again, reject to stop.")
+
+    async def _remove_labels(self, plan: MigrationPlan) -> None:
+        for node in plan.label_nodes:
+            self._step(f"remove labels on {node}")
+            name = f"labels/{node}"
+            await self.records.change(name, ObjectRef(kind="Node", name=node),
+                                      {_label_path(k): REMOVE for k in plan.node_labels.get(node, plan.remove_labels)})
+            self._order.append(name)
+            self._status.labels_removed.append(node)
+            self.touch()
+
+    async def _revert_one(self, name: str) -> None:
+        try:
+            await self.records.revert(name)
+            self._status.reverted.append(name)
+        except RecordRefused as err:
+            self._status.revert_refused.append(f"{name}: {err.message}")
+        self.touch()
+
+    async def _revert_all(self) -> None:
+        """Labels first (reverse order), then selectors (reverse order)."""
+        self._step("revert")
+        labels = [n for n in reversed(self._order) if n.startswith("labels/")]
+        selectors = [n for n in reversed(self._order) if not n.startswith("labels/")]
+        for name in labels + selectors:
+            await self._revert_one(name)

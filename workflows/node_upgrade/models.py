@@ -1,0 +1,208 @@
+"""Inputs, plan, status and results of the node upgrade (R3d nodes, procedures-spec §1.2, §4.2).
+
+Pure pydantic v2 models (no Temporal, no Kubernetes import) shared by the CLI, the worker and the
+workflows; the Temporal pydantic converter stores them in history, so field names are a stored
+format (add fields with defaults, never rename). Durations are seconds (float); times UTC.
+Names follow openshift-ansible (``openshift_upgrade_nodes_label``, ``..._serial``,
+``..._max_fail_percentage``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from activities.host.models import HostAccess
+from activities.node_upgrade.models import NodeFacts  # noqa: F401 - re-exported: the plan's input model
+from workflows.kit.models import NodeResult, NodeStatus, ProcedureResult, ProcedureStatus
+from workflows.kit.noderun import NodeRunResult
+
+_SERIAL = re.compile(r"^\s*\d+(\.\d+)?\s*%\s*$|^\s*\d+\s*$")
+
+#: Procedure name (CLI, search attribute, lease holder).
+PROCEDURE_NODE_UPGRADE = "node-upgrade"
+#: The label that marks a master (openshift-ansible 3.10 node groups).
+MASTER_LABEL_SELECTOR = "node-role.kubernetes.io/master=true"
+#: The OKD 3.10 kubelet (seed 002 ``oc version``; the simulator's stand-in sets the same).
+OKD_310_KUBELET = "v1.10.0+b81c8f8"
+
+
+class NodeSelection(BaseModel):
+    """Which nodes (procedures-spec §1.2): ``label_selector`` (``openshift_upgrade_nodes_label``)
+    and/or explicit ``nodes``; masters are excluded by ``exclude_selector`` and by name
+    (``masters``)."""
+
+    label_selector: str | None = None
+    nodes: list[str] = Field(default_factory=list)
+    exclude_selector: str | None = MASTER_LABEL_SELECTOR
+    masters: list[str] = Field(default_factory=list)
+
+
+class BatchPolicy(BaseModel):
+    """How (procedures-spec §1.2): ``serial`` N or "N%"; ``canary`` explicit nodes or the first k
+    still to do; ``gate_after_canary``; ``max_fail_percentage`` (o-a default 0); ``skip_done``."""
+
+    serial: int | str = 1
+    canary: list[str] | int = 0
+    gate_after_canary: bool = True
+    max_fail_percentage: float = Field(0.0, ge=0, le=100)
+    skip_done: bool = True
+
+
+class UpgradePlan(BaseModel):
+    """The plan: ``selected`` (name order), ``excluded`` masters with the reason, ``done`` nodes
+    skipped, ``canary`` batch, ``canary_gate``, ``batches`` after it, the serial and both sizes
+    (``batch_size`` over the nodes still to do, ``size_over_selected`` over all selected)."""
+
+    target_version: str
+    selector: str | None = None
+    selected: list[str] = Field(default_factory=list)
+    excluded: dict[str, str] = Field(default_factory=dict)
+    done: list[str] = Field(default_factory=list)
+    canary: list[str] = Field(default_factory=list)
+    canary_gate: bool = False
+    batches: list[list[str]] = Field(default_factory=list)
+    serial: str = "1"
+    batch_size: int = 0
+    size_over_selected: int = 0
+    max_fail_percentage: float = 0.0
+
+    def all_batches(self) -> list[tuple[str, list[str]]]:
+        """``("canary", nodes)`` (when there is a canary) then ``("batch-<i>", nodes)``, i from 1."""
+        out: list[tuple[str, list[str]]] = [("canary", list(self.canary))] if self.canary else []
+        return out + [(f"batch-{i}", list(b)) for i, b in enumerate(self.batches, 1)]
+
+
+class NodeAction(BaseModel):
+    """The node action (procedures-spec §4.2 ``node_action``): ``kind`` ``external`` runs
+    ``argv`` on the worker (e.g. ``ansible-playbook -i hosts upgrade_nodes.yml -e
+    openshift_upgrade_nodes_label=kubernetes.io/hostname={node}``), ``host`` runs it on the node
+    through ``host_access``. ``{node}`` in any argument is replaced by the node's name. The
+    action runs at most once per attempt (an unknown outcome asks a person)."""
+
+    kind: Literal["external", "host"] = "external"
+    argv: list[str] = Field(min_length=1)
+    timeout_seconds: float = Field(900.0, gt=0)
+    env: dict[str, str] = Field(default_factory=dict)
+
+    def argv_for(self, node: str) -> list[str]:
+        """``argv`` with ``{node}`` replaced."""
+        return [a.replace("{node}", node) for a in self.argv]
+
+
+class NodeUpgradeInput(BaseModel):
+    """Input of :class:`workflows.node_upgrade.workflow.NodeUpgradeWorkflow`.
+
+    ``target_version``: the kubelet version that means done; ``action``: what upgrades a node;
+    ``host_access``: per node, for ``action.kind == "host"`` (and the node-config sha256);
+    the drain runs until the node is empty; blocked for ``decide_after_seconds`` it opens R2's
+    decision gate (wait, skip, delete-pod, abort; ``lockkeeper decide``); ``gluster_label``: nodes carrying it are
+    GlusterFS hosts and get the GlusterFS gate after uncordon.
+    """
+
+    cluster: str = "default"
+    requested_by: str = "unknown"
+    four_eyes: bool = False
+    allowed_approvers: list[str] = Field(default_factory=list)
+    search_attributes: bool = True
+    dry_run: bool = False
+    #: The parent procedure that gets ``child_status`` reports (set by the cluster upgrade).
+    report_to: str | None = None
+    selection: NodeSelection
+    policy: BatchPolicy = Field(default_factory=BatchPolicy)
+    target_version: str = OKD_310_KUBELET
+    action: NodeAction
+    host_access: dict[str, HostAccess] = Field(default_factory=dict)
+    drain_wait_seconds: float = Field(30.0, gt=0)
+    decide_after_seconds: float = Field(600.0, gt=0)
+    decision_timeout_seconds: float | None = Field(None, gt=0)
+    drain_backoff_initial_seconds: float = Field(2.0, gt=0)
+    drain_backoff_max_seconds: float = Field(30.0, gt=0)
+    ready_timeout_seconds: float = Field(180.0, gt=0)
+    ready_poll_seconds: float = Field(2.0, gt=0)
+    gluster_label: str = "glusterfs"
+    gluster_namespace: str = "glusterfs"
+    gluster_timeout_seconds: float = Field(600.0, gt=0)
+    gate_timeout_seconds: float | None = Field(None, gt=0)
+    activity_timeout_seconds: float = Field(10.0, gt=0)
+    activity_heartbeat_timeout_seconds: float = Field(10.0, gt=0)
+
+    @field_validator("policy")
+    @classmethod
+    def _serial_ok(cls, v: BatchPolicy) -> BatchPolicy:
+        # The same forms plan.serial_size accepts (Ansible serial: N or N%), refused here already
+        # so a bad value fails before any workflow starts.
+        s = v.serial
+        if isinstance(s, bool) or (isinstance(s, int) and s < 0) or (isinstance(s, str) and not _SERIAL.match(s)):
+            raise ValueError(f"invalid serial {s!r}: expected N or N%")
+        return v
+
+
+class NodeUpgradeNodeInput(BaseModel):
+    """One node's child run: the parent's input fields it needs, plus ``node``, ``batch``,
+    ``parent_id``, ``owner`` (the cordoned-by value) and ``attempt``."""
+
+    node: str
+    batch: str
+    parent_id: str
+    owner: str
+    attempt: int = 1
+    run: NodeUpgradeInput
+    gluster_host: bool = False
+
+
+class NodeUpgradeNodeResult(NodeRunResult):
+    """A node run's result: the kit's fields plus the kubelet version seen at the end, whether
+    the action ran in this attempt, the drain outcome and the node-config.yaml sha256s."""
+
+    kubelet_version: str | None = None
+    action_ran: bool = False
+    drain: Literal["drained", "skipped-already-done"] | None = None
+    node_config_sha256_before: str | None = None
+    node_config_sha256_after: str | None = None
+
+
+class BatchStatus(BaseModel):
+    """One batch in ``status``: nodes, state (pending / running / done / stopped) and failures."""
+
+    name: str
+    nodes: list[str]
+    state: Literal["pending", "running", "done", "stopped"] = "pending"
+    failed: list[str] = Field(default_factory=list)
+
+
+class NodeUpgradeStatus(ProcedureStatus):
+    """``status`` of a node upgrade: the plan, its batches, each node's row (kit NodeStatus) and
+    ``current_batch``."""
+
+    plan: UpgradePlan | None = None
+    plan_lines: list[str] = Field(default_factory=list)
+    batches: list[BatchStatus] = Field(default_factory=list)
+    current_batch: str | None = None
+    nodes: dict[str, NodeStatus] = Field(default_factory=dict)
+    in_flight: list[str] = Field(default_factory=list)
+    totals: dict[str, int] = Field(default_factory=dict)
+
+
+class NodeUpgradeResult(ProcedureResult):
+    """What a node upgrade returns: ``outcome`` completed / stopped (max_fail_percentage) /
+    aborted / dry-run, the plan, per-node results and the message."""
+
+    workflow_id: str = ""
+    outcome: str = "completed"
+    plan: UpgradePlan | None = None
+    nodes: dict[str, NodeResult] = Field(default_factory=dict)
+    message: str = ""
+
+
+def node_owner(parent_id: str, node: str) -> str:
+    """The cordoned-by value of this upgrade's node runs (the same for every attempt)."""
+    return f"{parent_id}/{node}"
+
+
+def node_workflow_id(parent_id: str, node: str, attempt: int) -> str:
+    """Child workflow ID of one node attempt."""
+    return f"{parent_id}/node/{node}/{attempt}"
+

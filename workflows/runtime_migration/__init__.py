@@ -1,0 +1,33 @@
+"""The container-runtime migration of GlusterFS nodes (``lockkeeper start runtime-migration``, R4).
+
+:mod:`.workflow` (``RuntimeMigrationWorkflow``: preflight, one child per node, post-check),
+:mod:`.node` (``RuntimeMigrationNodeWorkflow``: the 22 steps of one node), :mod:`.runner` (host
+commands, gates, run-once steps), :mod:`.plan` (pure decisions), :mod:`.gluster` (the GlusterFS
+read) and :mod:`.models`. ``SPEC`` is the procedure as the worker registry and the CLI see it.
+"""
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.kit.spec import ProcedureSpec
+    from workflows.runtime_migration.models import (
+        PROCEDURE_RUNTIME_MIGRATION,
+        RuntimeMigrationInput,
+        RuntimeMigrationResult,
+        RuntimeMigrationStatus,
+    )
+from workflows.runtime_migration.node import RuntimeMigrationNodeWorkflow
+from workflows.runtime_migration.workflow import RuntimeMigrationWorkflow
+
+SPEC = ProcedureSpec(
+    name=PROCEDURE_RUNTIME_MIGRATION,
+    workflow=RuntimeMigrationWorkflow,
+    input_model=RuntimeMigrationInput,
+    status_model=RuntimeMigrationStatus,
+    result_model=RuntimeMigrationResult,
+    id_prefix="runtime-migration",
+    node_procedure=True,
+    children=(RuntimeMigrationNodeWorkflow,),
+)
+
+__all__ = ["SPEC", "RuntimeMigrationNodeWorkflow", "RuntimeMigrationWorkflow"]

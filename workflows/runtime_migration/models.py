@@ -1,0 +1,293 @@
+"""Input, status and result of the container-runtime migration (R4, procedures-spec §6.2).
+
+``RuntimeMigrationInput`` is what ``lockkeeper start runtime-migration`` sends; the per-node
+child gets a :class:`NodeMigrationInput`. Times are UTC datetimes, durations seconds. Pure pydantic.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from activities.cluster.models import DrainReport
+from activities.host.models import CommandResult, HostAccess
+from workflows.kit.models import Gate, GateRecord, GateState, ProcedureResult, ProcedureStatus
+
+#: Procedure name (spec name, LockkeeperProcedure, CLI ``start runtime-migration``).
+PROCEDURE_RUNTIME_MIGRATION = "runtime-migration"
+
+#: Seed 003's ``yum -y remove`` list, in its order.
+SEED_PACKAGES = [
+    "criu", "docker", "atomic-openshift-excluder", "atomic-openshift-docker-excluder", "cri-tools",
+    "atomic-openshift-hyperkube", "atomic-openshift-node", "docker-client", "cri-o", "atomic-openshift-clients", "dnsmasq",
+]
+
+
+class ExternalStep(BaseModel):
+    """A command run on the worker (an ``ansible-playbook`` run or an inventory hook): ``argv``
+    (no shell), ``timeout_seconds``, non-secret ``env``. It runs at most once; an unknown
+    outcome opens a gate."""
+
+    argv: list[str] = Field(min_length=1)
+    timeout_seconds: float = Field(3600.0, gt=0)
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("argv")
+    @classmethod
+    def _argv(cls, v: list[str]) -> list[str]:
+        if not v[0].strip():
+            raise ValueError("argv[0] must name a program")
+        return v
+
+
+class GlusterTargetSpec(BaseModel):
+    """Where GlusterFS runs: ``namespace``, ``clusters`` (pods labelled
+    ``glusterfs=<cluster>-pod``), ``node_label`` (``key=value`` the GlusterFS DaemonSet selects:
+    ``glusterfs=storage-host``)."""
+
+    namespace: str = "glusterfs"
+    clusters: list[str] = Field(default_factory=lambda: ["storage"], min_length=1)
+    node_label: str = "glusterfs=storage-host"
+
+    @field_validator("node_label")
+    @classmethod
+    def _kv(cls, v: str) -> str:
+        if "=" not in v or not v.split("=", 1)[0]:
+            raise ValueError("node_label must be key=value")
+        return v
+
+    def pod_selector(self) -> str:
+        """Label selector of the GlusterFS pods of every cluster (``glusterfs in (storage-pod)``)."""
+        return f"glusterfs in ({','.join(f'{c}-pod' for c in self.clusters)})"
+
+    def label_pair(self) -> tuple[str, str]:
+        k, v = self.node_label.split("=", 1)
+        return k, v
+
+
+class Timing(BaseModel):
+    """Bounds and poll intervals (seconds). Defaults follow the spec (reboot 15 min, GlusterFS
+    pod 300 s, heal 1200 s with a stall gate after 300 s of no progress)."""
+
+    host_command_timeout: float = Field(120.0, gt=0)
+    reboot_timeout: float = Field(900.0, gt=0)
+    reboot_poll: float = Field(5.0, gt=0)
+    register_timeout: float = Field(1800.0, gt=0)
+    gluster_pod_timeout: float = Field(600.0, gt=0)
+    bricks_timeout: float = Field(600.0, gt=0)
+    heal_timeout: float = Field(1200.0, gt=0)
+    heal_stall: float = Field(300.0, gt=0)
+    poll: float = Field(5.0, gt=0)
+    poll_max: float = Field(30.0, gt=0)
+    drain_wait: float = Field(30.0, gt=0)
+    drain_backoff_initial: float = Field(5.0, gt=0)
+    drain_backoff_max: float = Field(60.0, gt=0)
+    drain_deadline: float = Field(3600.0, gt=0)
+    decide_after: float | None = 600.0
+    activity: float = Field(30.0, gt=0)
+    heartbeat: float = Field(30.0, gt=0)
+
+
+class RuntimeMigrationInput(BaseModel):
+    """``lockkeeper start runtime-migration`` (procedures-spec §6.2): migrate ``nodes`` one at a
+    time from CRI-O to Docker. ``host_access``: SSH to each node and peer (the Node object is
+    deleted during the run, so debug pods cannot serve); ``peers``: nodes to compare packages
+    with (None = every non-master Node in ``host_access``); ``inventory_step`` None = a
+    human_action gate showing the exact change; ``inventory_restore_step`` None = a human_action
+    gate. ``expected_labels`` None = the recorded labels minus ``runtime=cri-o``."""
+
+    cluster: str = "default"
+    nodes: list[str] = Field(min_length=1)
+    host_access: dict[str, HostAccess]
+    target_runtime: Literal["docker"] = "docker"
+    gluster: GlusterTargetSpec = Field(default_factory=GlusterTargetSpec)
+    packages_to_remove: list[str] = Field(default_factory=lambda: list(SEED_PACKAGES))
+    runtime_services: list[str] = Field(default_factory=lambda: ["atomic-openshift-node", "crio", "docker"])
+    wipe_paths: list[str] = Field(default_factory=lambda: ["/etc/origin", "/etc/sysconfig/atomic-openshift-node.rpmsave"])
+    wipe_dir_contents: list[str] = Field(default_factory=lambda: ["/etc/dnsmasq.d"])
+    dns_probe_names: list[str] = Field(default_factory=list)
+    inventory_step: ExternalStep | None = None
+    node_group_step: ExternalStep | None = None
+    scaleup_step: ExternalStep
+    inventory_restore_step: ExternalStep | None = None
+    expected_labels: dict[str, str] | None = None
+    peers: list[str] | None = None
+    package_ignore: list[str] = Field(default_factory=lambda: ["cri-o", "criu", "cri-tools"])
+    offer_package_install: bool = True
+    timing: Timing = Field(default_factory=Timing)
+    gate_timeout_seconds: float | None = None
+    requested_by: str = "unknown"
+    four_eyes: bool = False
+    allowed_approvers: list[str] = Field(default_factory=list)
+    search_attributes: bool = True
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RuntimeMigrationInput:
+        if len(set(self.nodes)) != len(self.nodes):
+            raise ValueError("a node is listed twice")
+        missing = [n for n in self.nodes + (self.peers or []) if n not in self.host_access]
+        if missing:
+            raise ValueError(f"no SSH access for {', '.join(missing)}")
+        for p in self.wipe_paths + self.wipe_dir_contents:
+            if not p.startswith("/") or p.rstrip("/") in ("", "/etc", "/usr", "/var") or any(c in p for c in "*?["):
+                raise ValueError(f"wipe path {p!r} must be absolute, specific and without glob characters")
+        return self
+
+
+# --- per node -----------------------------------------------------------------------------------
+
+#: The steps of one node, in order (procedures-spec §6.3 table, # 1..22).
+STEPS = [
+    "safety", "approve-migration", "drain", "record", "stop-services", "resolv-conf", "dnsmasq", "remove-packages",
+    "wipe", "reboot", "post-reboot-checks", "approve-delete", "delete-node", "inventory", "node-group", "scale-up",
+    "wait-registered", "gluster-pod", "bricks-online", "heal-clean", "inventory-restore", "uncordon",
+]
+
+
+class LastCommand(BaseModel):
+    """The last host or external command of a node: argv, where, exit code (None: no exit status,
+    e.g. the connection dropped), output tail, when."""
+
+    step: str
+    argv: list[str]
+    where: str = ""
+    exit_code: int | None = None
+    tail: str = ""
+    at: datetime | None = None
+
+    @classmethod
+    def of(cls, step: str, where: str, result: CommandResult, at: datetime) -> LastCommand:
+        text = (result.stdout + ("\n" + result.stderr if result.stderr else "")).strip()
+        return cls(step=step, argv=list(result.argv), where=where, exit_code=result.exit_code, tail=text[-600:], at=at)
+
+
+class NodeRecordView(BaseModel):
+    """What was recorded before the node went down: the Node uid, labels, runtime, the
+    bootstrap config line, the boot_id, the packages (name → version) and the full Node."""
+
+    uid: str = ""
+    labels: dict[str, str] = Field(default_factory=dict)
+    runtime: str = ""
+    bootstrap_config: str = ""
+    boot_id: str = ""
+    packages: dict[str, str] = Field(default_factory=dict)
+    addresses: list[str] = Field(default_factory=list)
+    node_object: dict | None = None
+
+
+class NodeMigrationStatus(BaseModel):
+    """One node's row: ``phase`` pending/running/waiting/done/failed/aborted; ``step`` (one of
+    :data:`STEPS`); ``waiting_for``; ``since``; ``last_command``; ``heal`` (volume → pending
+    entries while the heal wait runs); ``node_deleted`` (the Node object is gone and not yet
+    registered again: reported, never forgotten); ``new_uid``/``new_boot_id``; ``gates`` the
+    node's gates (waiting ones first); ``reason``; ``findings`` (label or health messages)."""
+
+    node: str
+    phase: Literal["pending", "running", "waiting", "done", "failed", "aborted"] = "pending"
+    step: str | None = None
+    waiting_for: str | None = None
+    since: datetime | None = None
+    last_command: LastCommand | None = None
+    heal: dict[str, int | None] = Field(default_factory=dict)
+    node_deleted: bool = False
+    record: NodeRecordView | None = None
+    new_uid: str = ""
+    new_boot_id: str = ""
+    gates: list[Gate] = Field(default_factory=list)
+    reason: str | None = None
+    findings: list[str] = Field(default_factory=list)
+    done_steps: list[str] = Field(default_factory=list)
+    #: The fields the kit's node views read from every procedure's node rows (the live details
+    #: of the Temporal UI): a pool column, the blocked-drain report.
+    pool: str = "-"
+    drain_report: DrainReport | None = None
+    blocked_since: datetime | None = None
+
+    @property
+    def name(self) -> str:
+        """The node name (the kit's node views call it ``name``)."""
+        return self.node
+
+    def waiting_gates(self) -> list[Gate]:
+        return [g for g in self.gates if g.state == GateState.WAITING]
+
+
+class NodeMigrationInput(BaseModel):
+    """The child's input: the parent's input, the node, the parent workflow ID (progress and
+    gate mirror), and the node's index."""
+
+    run: RuntimeMigrationInput
+    node: str
+    parent_id: str
+    index: int = 0
+
+
+class GateDecision(BaseModel):
+    """A decision on one of the node's gates, forwarded by the parent's approve/reject."""
+
+    gate_id: str
+    state: GateState
+    identity: str
+    comment: str = ""
+    choice: Literal["rerun", "mark-done", "abort"] | None = None
+
+
+class UnknownOutcomeInput(BaseModel):
+    """The ``resolve_unknown`` update: answer an unknown-outcome gate with ``rerun``,
+    ``mark-done`` (a comment saying what was checked is required) or ``abort``."""
+
+    gate_id: str
+    choice: Literal["rerun", "mark-done", "abort"]
+    identity: str
+    comment: str = ""
+
+
+# --- post-check ---------------------------------------------------------------------------------
+
+
+class PackageFinding(BaseModel):
+    """One post-check finding: ``kind`` missing (present before or on peers, missing now) or
+    version (differs from the peers); ``node``, ``package``, ``message``."""
+
+    kind: Literal["missing", "version"]
+    node: str
+    package: str
+    message: str
+
+
+class NodeMigrationResult(BaseModel):
+    """What a node's child returns."""
+
+    node: str
+    outcome: Literal["done", "failed", "aborted"]
+    reason: str | None = None
+    status: NodeMigrationStatus
+    gate_history: list[GateRecord] = Field(default_factory=list)
+
+
+class RuntimeMigrationStatus(ProcedureStatus):
+    """``status`` of the migration: ``stage`` preflight/nodes/post-check/done; per node its row
+    (:class:`NodeMigrationStatus`); the preflight's findings; the post-check findings and the
+    install offer; ``current`` the node being migrated."""
+
+    procedure: str = PROCEDURE_RUNTIME_MIGRATION
+    stage: Literal["preflight", "nodes", "post-check", "done", "failed"] = "preflight"
+    nodes: dict[str, NodeMigrationStatus] = Field(default_factory=dict)
+    current: str | None = None
+    preflight: list[str] = Field(default_factory=list)
+    peers: list[str] = Field(default_factory=list)
+    findings: list[PackageFinding] = Field(default_factory=list)
+    installed: dict[str, list[str]] = Field(default_factory=dict)
+
+
+class RuntimeMigrationResult(ProcedureResult):
+    """``outcome`` completed / failed / aborted; per-node results; the post-check findings."""
+
+    procedure: str = PROCEDURE_RUNTIME_MIGRATION
+    outcome: Literal["completed", "failed", "aborted"] = "completed"
+    nodes: list[NodeMigrationResult] = Field(default_factory=list)
+    findings: list[PackageFinding] = Field(default_factory=list)
+    installed: dict[str, list[str]] = Field(default_factory=dict)
+    preflight: list[str] = Field(default_factory=list)

@@ -1,0 +1,265 @@
+"""The building blocks of one node's migration: host commands that record what they did, gates
+that ask a person, and the run-once steps (reboot, external commands) whose lost outcome asks
+instead of running again (procedures-spec §1.3, §1.8).
+
+:class:`NodeSteps` lives in the node workflow's state, so a replay after a worker crash rebuilds it
+exactly; the Temporal history is what makes a finished step never run again. Run-once steps run in
+activities with ``maximum_attempts=1``; when such an activity is lost (its worker died, its
+heartbeat stopped) the outcome is unknown: the reboot is confirmed by a new ``boot_id``, anything
+else opens an unknown-outcome gate (re-run, mark done with a comment, abort).
+
+Gate ids are ``<node>/<kind>/<step>`` with kind ``destructive``, ``unknown``, ``health``,
+``human`` or ``failed`` (the spec's gate kinds; the kit's :class:`GateKind` has no such values,
+so the kind travels in the id and the comment).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Literal
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+from temporalio.exceptions import TimeoutError as TemporalTimeoutError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.host.models import CommandResult, HostAccess, RunCommandInput
+    from activities.runtime_migration.models import ExternalCommandInput
+    from workflows.kit import calls as acts
+    from workflows.kit.gates import Gates
+    from workflows.kit.health import Backoff, Check, wait_until
+    from workflows.kit.models import GateKind, GateState, GateTimeoutOutcome, HealthStatus, failure_message
+    from workflows.runtime_migration.models import LastCommand, NodeMigrationStatus, Timing
+
+RUN_EXTERNAL_COMMAND = "run_external_command"
+ONCE = RetryPolicy(maximum_attempts=1)
+#: Idempotent host commands: retried while the host is unreachable, but not forever.
+REPEATABLE = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=30),
+                         maximum_attempts=20)
+
+Choice = Literal["rerun", "mark-done", "abort"]
+
+
+class StepStopped(Exception):
+    """The node's migration stops here: ``step`` and why (a rejected gate, a failed check, an
+    abort). The node is left as it is and reported (e.g. deleted and not yet registered)."""
+
+    def __init__(self, step: str, reason: str, *, aborted: bool = False) -> None:
+        super().__init__(f"{step}: {reason}")
+        self.step = step
+        self.reason = reason
+        self.aborted = aborted
+
+
+def lost(err: ActivityError) -> bool:
+    """The activity's outcome is unknown: it timed out (start-to-close or heartbeat: the worker
+    died or the host stopped answering mid-command); it may have acted."""
+    return isinstance(err.cause, TemporalTimeoutError)
+
+
+class NodeSteps:
+    """Commands and gates of one node. ``status``: the node's row (kept current); ``push``: send
+    the row to the parent; ``gates``: this node's gates (decisions arrive from the parent)."""
+
+    def __init__(self, node: str, access: HostAccess, timing: Timing, status: NodeMigrationStatus, gates: Gates,
+                 push: Callable[[], None], gate_timeout: float | None) -> None:
+        self.node = node
+        self.access = access
+        self.timing = timing
+        self.st = status
+        self.gates = gates
+        self.push = push
+        self.gate_timeout = gate_timeout
+        #: Gate id → the choice made on an unknown-outcome gate (rerun / mark-done / abort).
+        self.choices: dict[str, Choice] = {}
+
+    # --- status ---------------------------------------------------------------------------------
+
+    def set(self, step: str, waiting_for: str | None = None, phase: str = "running") -> None:
+        """Move the row to ``step`` (``since`` restarts when the step or phase changes)."""
+        if (self.st.step, self.st.phase) != (step, phase):
+            self.st.since = workflow.now()
+        self.st.step, self.st.phase, self.st.waiting_for = step, phase, waiting_for  # type: ignore[assignment]
+        self.push()
+
+    def done(self, step: str) -> None:
+        if step not in self.st.done_steps:
+            self.st.done_steps.append(step)
+        self.push()
+
+    def _remember(self, step: str, where: str, result: CommandResult) -> None:
+        self.st.last_command = LastCommand.of(step, where, result, workflow.now())
+        self.push()
+
+    # --- host commands --------------------------------------------------------------------------
+
+    async def cmd(self, step: str, argv: list[str], *, once: bool = False, timeout: float | None = None) -> CommandResult:
+        """Run ``argv`` on the node over SSH and record it as the row's last command. ``once``:
+        ``maximum_attempts=1`` (the caller handles a lost outcome). Raises ActivityError when the
+        host stays unreachable."""
+        t = timeout or self.timing.host_command_timeout
+        self.st.last_command = LastCommand(step=step, argv=list(argv), where=self.access.describe(), at=workflow.now(),
+                                           tail="(running)")
+        self.push()
+        result: CommandResult = await workflow.execute_activity(
+            acts.RUN_NODE_COMMAND, RunCommandInput(access=self.access, argv=list(argv), timeout_seconds=t),
+            result_type=CommandResult, start_to_close_timeout=timedelta(seconds=t + 30),
+            heartbeat_timeout=timedelta(seconds=self.timing.heartbeat), retry_policy=ONCE if once else REPEATABLE,
+        )
+        self._remember(step, self.access.describe(), result)
+        return result
+
+    async def probe(self, step: str, argv: list[str]) -> CommandResult | None:
+        """A read-only command for a check; None when the host does not answer (one attempt)."""
+        try:
+            return await workflow.execute_activity(
+                acts.RUN_NODE_COMMAND, RunCommandInput(access=self.access, argv=list(argv), timeout_seconds=30),
+                result_type=CommandResult, start_to_close_timeout=timedelta(seconds=60),
+                heartbeat_timeout=timedelta(seconds=self.timing.heartbeat), retry_policy=ONCE,
+            )
+        except ActivityError:
+            return None
+
+    # --- gates ----------------------------------------------------------------------------------
+
+    async def gate(self, kind: str, step: str, what: str) -> bool:
+        """Open gate ``<node>/<kind>/<step>`` showing ``what`` and wait; True when approved. A
+        rejection, a timeout or an abort returns False. A gate approved earlier in this run (the
+        same id) is asked again: each call is a new question."""
+        gate_id = f"{self.node}/{kind}/{step}"
+        gate = self.gates.open(gate_id, GateKind.NODE if kind != "destructive" else GateKind.STEP, node=self.node,
+                               timeout_seconds=self.gate_timeout, comment=f"[{kind}] {what}", opened_by="lockkeeper",
+                               record_comment=what)
+        self.set(step, f"approval of gate {gate_id}: {what}", phase="waiting")
+        passed = await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=self.gate_timeout)
+        self.gates.passed.discard(gate_id)
+        self.set(step)
+        return passed and gate.state == GateState.APPROVED
+
+    async def require(self, kind: str, step: str, what: str) -> None:
+        """:meth:`gate`, raising :class:`StepStopped` unless approved."""
+        if not await self.gate(kind, step, what):
+            raise StepStopped(step, f"gate {self.node}/{kind}/{step} not approved", aborted=self.gates.control.abort)
+
+    async def unknown(self, step: str, what: str) -> Choice:
+        """An unknown-outcome gate ``<node>/unknown/<step>``: approve = mark done (say in the
+        comment what you checked), approve with a comment starting ``rerun`` or the
+        ``resolve_unknown`` update's ``rerun`` = run again, reject = abort."""
+        gate_id = f"{self.node}/unknown/{step}"
+        self.choices.pop(gate_id, None)
+        text = (f"{what}. Outcome unknown: check by hand, then approve with a comment saying what you checked "
+                f"(= mark done), or choose rerun, or reject (= abort)")
+        ok = await self.gate("unknown", step, text)
+        gate = self.gates.gates[gate_id]
+        choice = self.choices.get(gate_id)
+        if choice is None:
+            choice = ("rerun" if gate.comment.strip().lower().startswith("rerun") else "mark-done") if ok else "abort"
+        self.choices[gate_id] = choice
+        return choice
+
+    # --- run-once steps -------------------------------------------------------------------------
+
+    async def external(self, step: str, argv: list[str], timeout: float, env: dict[str, str]) -> CommandResult | None:
+        """Run an external command on the worker at most once per decision. Exit 0 → the result.
+        A command that ran and failed → gate ``failed`` showing the output tail (approve = run
+        again after fixing the cause, reject = stop). A lost outcome → the unknown-outcome gate;
+        ``mark-done`` returns None. Raises :class:`StepStopped`."""
+        while True:
+            self.set(step, f"{' '.join(argv)} (on the worker, runs once)")
+            self.st.last_command = LastCommand(step=step, argv=list(argv), where="worker", at=workflow.now(), tail="(running)")
+            self.push()
+            try:
+                result: CommandResult = await workflow.execute_activity(
+                    RUN_EXTERNAL_COMMAND, ExternalCommandInput(argv=list(argv), timeout_seconds=timeout, env=env),
+                    result_type=CommandResult, start_to_close_timeout=timedelta(seconds=timeout + 60),
+                    heartbeat_timeout=timedelta(seconds=self.timing.heartbeat), retry_policy=ONCE,
+                )
+            except ActivityError as err:
+                self.st.last_command.tail = f"outcome unknown: {failure_message(err)}"
+                self.push()
+                choice = await self.unknown(step, f"{' '.join(argv)} lost its worker ({failure_message(err)}); it may have run")
+                if choice == "mark-done":
+                    return None
+                if choice == "abort":
+                    raise StepStopped(step, "aborted at the unknown-outcome gate", aborted=True) from err
+                continue
+            self._remember(step, "worker", result)
+            if result.ok:
+                return result
+            tail = self.st.last_command.tail if self.st.last_command else ""
+            if not await self.gate("failed", step, f"{' '.join(argv)} exited {result.exit_code}: {tail[-400:]}; "
+                                   f"approve runs it again (fix the cause first), reject stops"):
+                raise StepStopped(step, f"{argv[0]} exited {result.exit_code}: {tail[-200:]}")
+
+    async def boot_id(self, step: str) -> str | None:
+        """The node's boot_id now, None when it does not answer."""
+        res = await self.probe(step, ["cat", "/proc/sys/kernel/random/boot_id"])
+        return res.stdout.strip() if res is not None and res.ok and res.stdout.strip() else None
+
+    async def reboot(self, old_boot_id: str, argv: list[str], board: dict[str, HealthStatus]) -> str:
+        """Reboot once, confirmed by a new boot_id within ``reboot_timeout``. The command's SSH
+        session dropping is expected (no exit status); a lost activity is the same. Without a new
+        boot_id in time, the unknown-outcome gate decides (rerun / mark-done / abort). Returns the
+        new boot_id ("" when marked done by a person). Raises :class:`StepStopped`."""
+        while True:
+            current = await self.boot_id("reboot")
+            if current is not None and current != old_boot_id:
+                return current  # already rebooted (a resumed or re-run step)
+            self.set("reboot", f"{' '.join(argv)} (runs once), then a new boot_id")
+            try:
+                res = await self.cmd("reboot", argv, once=True, timeout=60)
+                if res.exit_code not in (0, None) and not res.timed_out:
+                    if not await self.gate("failed", "reboot", f"{' '.join(argv)} exited {res.exit_code}: {res.summary()}; approve runs it again"):
+                        raise StepStopped("reboot", f"reboot command failed: {res.summary()}")
+                    continue
+            except ActivityError as err:
+                # The session drops as the host goes down, or the worker died: either way, look.
+                self.st.last_command = LastCommand(step="reboot", argv=list(argv), where=self.access.describe(), at=workflow.now(),
+                                                   tail=f"no exit status ({failure_message(err)}): expected while the host reboots")
+                self.push()
+            new = await self.wait_new_boot(old_boot_id, board)
+            if new is not None:
+                return new
+            choice = await self.unknown("reboot", f"no new boot_id within {self.timing.reboot_timeout:.0f}s after {' '.join(argv)}")
+            if choice == "mark-done":
+                return ""
+            if choice == "abort":
+                raise StepStopped("reboot", "aborted at the unknown-outcome gate", aborted=True)
+
+    async def wait_new_boot(self, old: str, board: dict[str, HealthStatus]) -> str | None:
+        """Poll the boot_id until it differs from ``old`` (the host answers again) or the
+        reboot timeout passes; None on timeout."""
+        seen: dict[str, str] = {}
+        deadline = workflow.now() + timedelta(seconds=self.timing.reboot_timeout)
+
+        async def check() -> Check:
+            bid = await self.boot_id("reboot")
+            if bid is None:
+                return Check(False, "host not answering (rebooting)")
+            if bid != old:
+                seen["new"] = bid
+                return Check(True, f"new boot_id {bid}")
+            return Check(False, f"boot_id still {bid}")
+
+        self.set("reboot", "a new boot_id (the host answering again)")
+        hs = await wait_until(check, name=f"{self.node}/reboot", backoff=Backoff(self.timing.reboot_poll, self.timing.reboot_poll * 2),
+                              deadline=deadline, board=board, stop=lambda: self.gates.control.abort, on_poll=lambda _: self.push())
+        return seen.get("new") if hs.state == "ok" else None
+
+    async def wait_ok(self, step: str, what: str, check: Callable[[], Awaitable[Check]], timeout: float,
+                      board: dict[str, HealthStatus], *, initial: float | None = None) -> None:
+        """Health wait for ``check`` up to ``timeout`` s; on timeout gate ``health`` (approve =
+        wait again, reject = stop). Raises :class:`StepStopped`."""
+        while True:
+            self.set(step, what)
+            hs = await wait_until(check, name=f"{self.node}/{step}",
+                                  backoff=Backoff(initial or self.timing.poll, self.timing.poll_max),
+                                  deadline=workflow.now() + timedelta(seconds=timeout), board=board,
+                                  stop=lambda: self.gates.control.abort, on_poll=lambda _: self.push())
+            if hs.state == "ok":
+                return
+            if hs.state == "stopped":
+                raise StepStopped(step, "aborted", aborted=True)
+            await self.require("health", step, f"{what}: not reached within {timeout:.0f}s ({hs.last}); approve waits again, reject stops")

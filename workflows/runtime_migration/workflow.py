@@ -1,0 +1,381 @@
+"""RuntimeMigrationWorkflow: CRI-O → Docker on GlusterFS nodes, one node at a time (R4,
+procedures-spec §6.3).
+
+1. Preflight, changing nothing: the external commands resolve on the worker; every GlusterFS brick
+   online and heal clean; each node exists, carries the GlusterFS label and runs a Ready GlusterFS
+   pod; SSH reaches every node and peer; package baselines (name and version) from nodes and peers.
+   Any finding ends the run ``failed`` with the findings, before a single write.
+2. Per node, in the given order, a child :class:`RuntimeMigrationNodeWorkflow` (steps 1-22); the
+   next node starts only after the previous one ended ``done``. A node that stopped ends the run
+   (the node is reported as it was left, e.g. deleted and not registered again).
+3. Post-check: packages present before (or on the peers) but missing now, and version
+   differences, then a gated ``yum -y install`` of the missing ones.
+
+The children's gates are mirrored here, so ``approve``/``reject`` on this workflow reach them
+(forwarded as the child's ``gate_decision`` signal); ``resolve_unknown`` answers an unknown-outcome
+gate with rerun / mark-done / abort; ``decide`` answers a blocked drain; ``abort`` stops the node at
+its next safe point. Leases: ``node/<cluster>/<node>`` for every migrated node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.host.models import CommandResult, RunCommandInput
+    from activities.runtime_migration.models import ListNodesInput, NodeLabels, NodeObject, NodeObjectInput, PodsOnNode, PodsOnNodeInput, WhichInput, WhichResult
+    from workflows.kit import calls as acts
+    from workflows.kit.control import Aborted
+    from workflows.kit.drain import check_decision
+    from workflows.kit.models import (
+        ApprovalRules,
+        DecideInput,
+        DecideResult,
+        DrainDecisionSignal,
+        Gate,
+        GateState,
+        GateTimeoutOutcome,
+        NodePhase,
+        NodeProgress,
+        ProcedurePhase,
+        ProcedureStatus,
+        failure_message,
+    )
+    from workflows.kit.procedure import NodeProcedureWorkflow
+    from workflows.kit.scopes import node_scope
+    from workflows.runtime_migration import plan
+    from workflows.runtime_migration.gluster import read_assessment
+    from workflows.runtime_migration.models import (
+        PROCEDURE_RUNTIME_MIGRATION,
+        GateDecision,
+        NodeMigrationInput,
+        NodeMigrationResult,
+        NodeMigrationStatus,
+        RuntimeMigrationInput,
+        RuntimeMigrationResult,
+        RuntimeMigrationStatus,
+        UnknownOutcomeInput,
+    )
+    from workflows.runtime_migration.node import RuntimeMigrationNodeWorkflow
+    from workflows.runtime_migration.runner import REPEATABLE
+
+MASTER_LABEL = "node-role.kubernetes.io/master"
+
+
+def child_id(parent: str, node: str) -> str:
+    """Workflow ID of a node's child run."""
+    return f"{parent}/node/{node}"
+
+
+@workflow.defn
+class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
+    """Input :class:`RuntimeMigrationInput`, result :class:`RuntimeMigrationResult`, status
+    :class:`RuntimeMigrationStatus` (see the module doc)."""
+
+    @workflow.init
+    def __init__(self, input: RuntimeMigrationInput) -> None:
+        self._in = input
+        self._id = workflow.info().workflow_id
+        self._status = RuntimeMigrationStatus(nodes={n: NodeMigrationStatus(node=n) for n in input.nodes})
+        self.kit_init(
+            procedure=PROCEDURE_RUNTIME_MIGRATION, noun="runtime migration", cluster=input.cluster,
+            rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
+            status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
+            reject_note="the node's migration stops there",
+        )
+        self.gates.on_change = self._gates_changed
+        self._mirror: dict[str, str] = {}  # gate id → node (a child's gate shown here)
+        self._forwarded: set[tuple[str, str]] = set()
+        self._choice: dict[str, str] = {}
+        self._drain: dict[str, NodeProgress] = {}
+        self._pending: list[asyncio.Future[None]] = []
+
+    # --- status ----------------------------------------------------------------------------------
+
+    def procedure_status(self) -> ProcedureStatus:
+        st = super().procedure_status()
+        assert isinstance(st, RuntimeMigrationStatus)
+        for node, prog in self._drain.items():
+            row = st.nodes.get(node)
+            if row is not None and prog.phase == NodePhase.BLOCKED and row.step == "drain":
+                row.waiting_for = (f"blocked drain ({prog.reason}); lockkeeper decide {self._id} {node} wait|skip|delete-pod|abort")
+                if prog.decision_gate is not None:
+                    st.gates.append(prog.decision_gate.model_copy())
+        if st.stage == "preflight" and not st.waiting_for:
+            st.waiting_for, st.since = self._status.waiting_for, self._status.since
+        cur = st.nodes.get(st.current or "")
+        if cur is not None and not st.waiting_for and cur.waiting_for:
+            st.waiting_for, st.since = f"node {cur.node}: {cur.step} ({cur.waiting_for})", cur.since
+        return st
+
+    # --- child links -------------------------------------------------------------------------------
+
+    @workflow.signal
+    def migration_progress(self, row: NodeMigrationStatus) -> None:
+        """A node's row from its child; its gates are mirrored so approve/reject reach them."""
+        self._status.nodes[row.node] = row
+        for g in row.gates:
+            mine = self.gates.gates.get(g.id)
+            if g.state == GateState.WAITING:
+                if mine is None or mine.opened_at != g.opened_at:
+                    self.gates.gates[g.id] = g.model_copy()
+                    self._mirror[g.id] = row.node
+            elif mine is not None and mine.state == GateState.WAITING and mine.opened_at == g.opened_at:
+                mine.state, mine.decided_by, mine.decided_at = g.state, g.decided_by, g.decided_at
+        self.touch()
+
+    def _gates_changed(self) -> None:
+        """After a decision here: forward decisions on mirrored gates to their child."""
+        self.touch()
+        for gate_id, node in self._mirror.items():
+            g = self.gates.gates.get(gate_id)
+            if g is None or g.state not in (GateState.APPROVED, GateState.REJECTED):
+                continue
+            key = (gate_id, str(g.opened_at))
+            if key in self._forwarded:
+                continue
+            self._forwarded.add(key)
+            d = GateDecision(gate_id=gate_id, state=g.state, identity=g.decided_by or "", comment=g.comment,
+                             choice=self._choice.pop(gate_id, None))  # type: ignore[arg-type]
+            self._signal_child(node, "gate_decision", d)
+
+    def on_node_progress(self, progress: NodeProgress) -> None:
+        self._drain[progress.node] = progress
+        self.touch()
+
+    def check_decide(self, input: DecideInput) -> None:
+        prog = self._drain.get(input.node)
+        if prog is None:
+            raise ValueError(f"node {input.node} has no drain running")
+        gate = prog.decision_gate if prog.decision_gate and prog.decision_gate.state == GateState.WAITING else None
+        check_decision(input, gate, requested_by=self._in.requested_by, four_eyes=self._in.four_eyes,
+                       allowed_approvers=self._in.allowed_approvers)
+
+    async def on_decide(self, input: DecideInput) -> DecideResult:
+        sig = DrainDecisionSignal(decision=input.decision, identity=input.identity, comment=input.comment, at=workflow.now())
+        await workflow.get_external_workflow_handle(child_id(self._id, input.node)).signal("drain_decision", sig)
+        prog = self._drain[input.node]
+        return DecideResult(gate_id=prog.decision_gate.id if prog.decision_gate else "", decision=input.decision,
+                            message=f"{input.decision} decided for node {input.node} by {input.identity}")
+
+    def on_abort(self, identity: str) -> None:
+        cur = self._status.current
+        if cur:
+            self._signal_child(cur, "abort_migration", identity)
+
+    def _signal_child(self, node: str, name: str, arg: object) -> None:
+        """Signal a node's child without awaiting it here (handlers may be sync); :meth:`_settle`
+        waits for every such signal before the run ends."""
+        handle = workflow.get_external_workflow_handle(child_id(self._id, node))
+        self._pending.append(asyncio.ensure_future(self._send(handle, name, arg)))
+
+    async def _send(self, handle: workflow.ExternalWorkflowHandle, name: str, arg: object) -> None:
+        try:
+            await handle.signal(name, arg)
+        except Exception as err:  # noqa: BLE001 - a finished child needs no decision
+            workflow.logger.warning("signal %s to %s failed: %s", name, handle.id, err)
+
+    @workflow.update
+    def resolve_unknown(self, input: UnknownOutcomeInput) -> Gate:
+        """Answer an unknown-outcome gate: ``rerun``, ``mark-done`` (comment required: what was
+        checked) or ``abort``."""
+        gate = self.gates.find_waiting(input.gate_id)
+        self._choice[gate.id] = input.choice
+        self.gates.decide(gate, GateState.REJECTED if input.choice == "abort" else GateState.APPROVED, input.identity,
+                          input.comment or input.choice)
+        return gate
+
+    @resolve_unknown.validator
+    def _validate_resolve_unknown(self, input: UnknownOutcomeInput) -> None:
+        gate = self.gates.find_waiting(input.gate_id)
+        if "/unknown/" not in gate.id:
+            raise ValueError(f"gate {gate.id} is not an unknown-outcome gate; use approve/reject")
+        self.gates.check_approver(input.identity, approving=input.choice != "abort")
+        if input.choice == "mark-done" and not input.comment.strip():
+            raise ValueError("mark-done needs a comment saying what was checked")
+
+    # --- helpers -----------------------------------------------------------------------------------
+
+    async def _host(self, node: str, argv: list[str]) -> CommandResult | None:
+        """An idempotent command on a node or peer; None when the host stays unreachable."""
+        try:
+            return await workflow.execute_activity(
+                acts.RUN_NODE_COMMAND, RunCommandInput(access=self._in.host_access[node], argv=list(argv), timeout_seconds=120),
+                result_type=CommandResult, start_to_close_timeout=timedelta(seconds=150),
+                heartbeat_timeout=timedelta(seconds=self._in.timing.heartbeat), retry_policy=REPEATABLE,
+            )
+        except ActivityError as err:
+            workflow.logger.warning("%s on %s: %s", argv[0], node, failure_message(err))
+            return None
+
+    async def _packages(self, nodes: list[str]) -> tuple[dict[str, dict[str, str]], list[str]]:
+        """name → version per node (``rpm -qa``), and the nodes that did not answer."""
+        out: dict[str, dict[str, str]] = {}
+        bad: list[str] = []
+        for n in nodes:
+            r = await self._host(n, plan.RPM_QA)
+            if r is None or not r.ok:
+                bad.append(f"{n}: rpm -qa failed ({r.summary() if r else 'unreachable'})")
+            else:
+                out[n] = plan.parse_rpm_qa(r.stdout)
+        return out, bad
+
+    def _phase(self, phase: ProcedurePhase, stage: str) -> None:
+        self.control.base_phase = phase
+        self._status.stage = stage  # type: ignore[assignment]
+        self.touch()
+
+    # --- preflight -------------------------------------------------------------------------------
+
+    async def _preflight(self) -> tuple[list[str], dict[str, dict[str, str]]]:
+        """Checks that change nothing; returns (findings, package baselines)."""
+        inp, t = self._in, acts.Timeouts(self._in.timing.activity, 10.0)
+        found: list[str] = []
+        self._preflight_step("external commands resolvable on the worker")
+        programs = sorted({s.argv[0] for s in (inp.inventory_step, inp.node_group_step, inp.scaleup_step, inp.inventory_restore_step) if s})
+        which: WhichResult = await acts.call("which_programs", WhichInput(programs=programs), WhichResult, timeouts=t)
+        found += [f"external command {p} not found on the worker" for p in which.missing]
+        self._preflight_step("GlusterFS: every brick online, heal clean")
+        try:
+            a = await read_assessment(inp.gluster, exclude_node=None, heal=True)
+            found += [f"GlusterFS: {x}" for x in a.fatal]
+            found += [f"GlusterFS brick offline: {b}" for b in a.offline]
+            found += [f"GlusterFS heal {v.name}: {p}" for v in a.volumes for p in v.heal_problems]
+            found += [f"GlusterFS peer {p} disconnected" for p in a.disconnected_peers]
+        except ActivityError as err:
+            found.append(f"GlusterFS could not be read: {failure_message(err)}")
+        key, value = inp.gluster.label_pair()
+        self._preflight_step("each node: GlusterFS label and a Ready GlusterFS pod")
+        for n in inp.nodes:
+            obj: NodeObject = await acts.call("read_node_object", NodeObjectInput(node=n), NodeObject, timeouts=t)
+            if not obj.exists:
+                found.append(f"node {n} does not exist")
+                continue
+            if obj.labels.get(key) != value:
+                found.append(f"node {n} lacks the GlusterFS label {key}={value}")
+            pods: PodsOnNode = await acts.call("list_pods_on_node", PodsOnNodeInput(namespace=inp.gluster.namespace,
+                                               label_selector=inp.gluster.pod_selector(), node=n), PodsOnNode, timeouts=t)
+            if not any(p.healthy for p in pods.pods):
+                found.append(f"node {n} runs no Ready GlusterFS pod")
+        peers = inp.peers
+        if peers is None:
+            labels: NodeLabels = await acts.call("list_node_labels", ListNodesInput(), NodeLabels, timeouts=t)
+            peers = sorted(n for n in inp.host_access if n not in inp.nodes and n in labels.nodes and MASTER_LABEL not in labels.nodes[n])
+        self._status.peers = list(peers)
+        self._preflight_step("SSH to every node and peer")
+        for n in [*inp.nodes, *peers]:
+            r = await self._host(n, ["hostname"])
+            if r is None or not r.ok:
+                found.append(f"SSH to {n} ({inp.host_access[n].describe()}) failed")
+        self._preflight_step("package baselines (rpm -qa) of nodes and peers")
+        baseline, bad = await self._packages([*inp.nodes, *peers]) if not found else ({}, [])
+        self._preflight_step(None)
+        return found + bad, baseline
+
+    def _preflight_step(self, what: str | None) -> None:
+        """Show the running preflight check in ``status`` (``waiting_for``)."""
+        self._status.waiting_for = f"preflight: {what}" if what else None
+        self._status.since = workflow.now() if what else None
+        self.touch()
+
+    # --- post-check ------------------------------------------------------------------------------
+
+    async def _post_check(self, baseline: dict[str, dict[str, str]]) -> None:
+        inp = self._in
+        peers = self._status.peers
+        now, bad = await self._packages([*inp.nodes, *peers])
+        self._status.warnings += bad
+        self._status.findings = plan.package_findings(baseline, now, inp.nodes, peers, inp.package_ignore)
+        self.touch()
+        missing: dict[str, list[str]] = {}
+        for f in self._status.findings:
+            if f.kind == "missing":
+                missing.setdefault(f.node, []).append(f.package)
+        if not missing or not inp.offer_package_install:
+            return
+        what = "; ".join(f"yum -y install {' '.join(p)} on {n}" for n, p in missing.items())
+        gate = await self.gates.approval("post-check/install", f"post-check found missing packages: {what}; approve installs them, "
+                                         "reject leaves them for later", timeout_seconds=inp.gate_timeout_seconds,
+                                         timeout_outcome=GateTimeoutOutcome.REJECT)
+        if gate.state != GateState.APPROVED:
+            return
+        for n, pkgs in missing.items():
+            q = await self._host(n, ["rpm", "-q", *pkgs])
+            todo = plan.packages_installed(q.stdout, pkgs) if q else []
+            todo = [p for p in pkgs if p not in todo]
+            if todo:
+                r = await self._host(n, ["yum", "-y", "install", *todo])
+                if r is None or not r.ok:
+                    self._status.warnings.append(f"install on {n} failed: {r.summary() if r else 'unreachable'}")
+                    continue
+            q = await self._host(n, ["rpm", "-q", *pkgs])
+            self._status.installed[n] = plan.packages_installed(q.stdout, pkgs) if q else []
+        self.touch()
+
+    # --- run ---------------------------------------------------------------------------------------
+
+    async def _settle(self) -> None:
+        if self._pending:
+            await asyncio.gather(*self._pending)
+
+    def _result(self, outcome: str, message: str, nodes: list[NodeMigrationResult]) -> RuntimeMigrationResult:
+        return RuntimeMigrationResult(
+            workflow_id=self._id, outcome=outcome, message=message, nodes=nodes,  # type: ignore[arg-type]
+            findings=list(self._status.findings), installed=dict(self._status.installed), preflight=list(self._status.preflight),
+            gate_history=sorted([*self._status.gate_history, *(r for n in nodes for r in n.gate_history)], key=lambda r: r.at),
+            started_at=self._status.started_at, finished_at=workflow.now(),
+        )
+
+    @workflow.run
+    async def run(self, input: RuntimeMigrationInput) -> RuntimeMigrationResult:
+        self.kit_status_attributes(None)
+        await self.leases.acquire([node_scope(input.cluster, n) for n in input.nodes])
+        self._status.leases = list(self.leases.held)
+        self._phase(ProcedurePhase.RUNNING, "preflight")
+        findings, baseline = await self._preflight()
+        self._status.preflight = findings
+        if findings:
+            self._phase(ProcedurePhase.FAILED, "failed")
+            await self.leases.release()
+            return self._result("failed", "preflight: " + "; ".join(findings) + " (nothing was changed)", [])
+        self._phase(ProcedurePhase.RUNNING, "nodes")
+        results: list[NodeMigrationResult] = []
+        for i, node in enumerate(input.nodes):
+            try:
+                await self.control.safe_point()
+            except Aborted:
+                break
+            self._status.current = node
+            self.touch()
+            res: NodeMigrationResult = await workflow.execute_child_workflow(
+                RuntimeMigrationNodeWorkflow.run, NodeMigrationInput(run=input, node=node, parent_id=self._id, index=i),
+                id=child_id(self._id, node), result_type=NodeMigrationResult,
+                static_summary=f"node {node} · runtime migration to {input.target_runtime}",
+            )
+            results.append(res)
+            self._status.nodes[node] = res.status
+            if res.outcome != "done":
+                break
+        self._status.current = None
+        done = len(results) == len(input.nodes) and all(r.outcome == "done" for r in results)
+        if not done:
+            last = results[-1] if results else None
+            aborted = self.control.abort or (last is not None and last.outcome == "aborted")
+            self._phase(ProcedurePhase.ABORTED if aborted else ProcedurePhase.FAILED, "failed")
+            await self._settle()
+            await self.leases.release()
+            return self._result("aborted" if aborted else "failed",
+                                (last.reason if last else "aborted before the first node") or "stopped", results)
+        self._phase(ProcedurePhase.RUNNING, "post-check")
+        await self._post_check(baseline)
+        self._phase(ProcedurePhase.DONE, "done")
+        await self._settle()
+        await self.leases.release()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        names = ", ".join(f.package for f in self._status.findings if f.kind == "missing")
+        return self._result("completed", f"{len(results)} nodes migrated to {input.target_runtime}"
+                            + (f"; post-check: missing {names}" if names else ""), results)

@@ -1,0 +1,24 @@
+"""R5: change the OpenShift SDN VXLAN port on a live 3.11 cluster (``lockkeeper start vxlan-port-change``).
+
+:mod:`.workflow` (``VxlanPortChangeWorkflow``, phases A–H), :mod:`.steps` (B, C, D, E, G),
+:mod:`.masters` (F), :mod:`.plan` (pure decisions) and :mod:`.models`. ``SPEC`` is the procedure
+as the worker registry and the CLI see it.
+"""
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.kit.spec import ProcedureSpec
+    from workflows.vxlan_port.models import PROCEDURE_VXLAN_PORT, VxlanPortChangeInput, VxlanPortChangeResult, VxlanStatus
+from workflows.vxlan_port.workflow import VxlanPortChangeWorkflow
+
+SPEC = ProcedureSpec(
+    name=PROCEDURE_VXLAN_PORT,
+    workflow=VxlanPortChangeWorkflow,
+    input_model=VxlanPortChangeInput,
+    status_model=VxlanStatus,
+    result_model=VxlanPortChangeResult,
+    id_prefix="vxlan-port",
+)
+
+__all__ = ["SPEC", "VxlanPortChangeWorkflow"]
