@@ -1,7 +1,9 @@
 """``sim`` command group: run a simulated cluster (mounted by lockkeeper's CLI as ``lockkeeper sim``).
 
 ``serve --scenario NAME [--port P] [--time-scale X] [--kubeconfig-out PATH]`` runs until SIGINT or
-SIGTERM and prints where its kubeconfig is; ``scenarios`` lists the bundled scenarios.
+SIGTERM and prints where its kubeconfig is, then the SSH client settings and map of the simulated
+hosts and the per-master API URLs when the scenario has them; ``scenarios`` lists the bundled
+scenarios.
 Data goes to stdout, messages for people to stderr. Exit codes: 0 ok, 2 bad arguments/unknown scenario.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -34,7 +37,8 @@ def serve(
     kubeconfig_out: Path | None = typer.Option(None, "--kubeconfig-out",
                                                help="Where to write the kubeconfig (default: a temp file)."),
 ) -> None:
-    """Serve the simulated cluster until interrupted; prints KUBECONFIG=<path> and URL=<url> on stdout."""
+    """Serve the simulated cluster until interrupted; prints KUBECONFIG=<path>, URL=<url> and the
+    components' access details (SSH key, known_hosts, SSH map, master API URLs) on stdout."""
     if time_scale <= 0:
         typer.echo("error: --time-scale must be > 0", err=True)
         raise typer.Exit(2)
@@ -55,10 +59,30 @@ async def _serve(scenario: str, port: int, time_scale: float, kubeconfig_out: Pa
     async with ClusterSim(scenario, time_scale=time_scale, port=port, kubeconfig_path=kubeconfig_out) as sim:
         typer.echo(f"KUBECONFIG={sim.kubeconfig_path}")
         typer.echo(f"URL={sim.url}")
+        for line in component_lines(sim):
+            typer.echo(line)
         typer.echo(f"clustersim: scenario {scenario!r} serving on {sim.url}; "
                    f"export KUBECONFIG={sim.kubeconfig_path}; Ctrl-C stops", err=True)
         await stop.wait()
     typer.echo("clustersim: stopped", err=True)
+
+
+def component_lines(sim: Any) -> list[str]:
+    """``KEY=VALUE`` lines describing the running components, for people and scripts:
+    the SSH client environment (key, known_hosts, user, node -> address map file), one
+    ``SSH_HOST <node>=<127.0.0.1:port>`` line per simulated host, and ``MASTER_API <master>=<url>``
+    per master API listener. Components that are absent print nothing."""
+    lines: list[str] = []
+    hosts = sim.components.get("hosts")
+    if hosts is not None:
+        env = hosts.client_env() if hasattr(hosts, "client_env") else {}
+        lines.extend(f"{k}={v}" for k, v in sorted(env.items()))
+        lines.extend(f"SSH_HOST {node}={addr}" for node, addr in sorted(getattr(hosts, "ssh_map", {}).items()))
+    masters = sim.components.get("masters")
+    if masters is not None and hasattr(masters, "api_url"):
+        lines.extend(f"MASTER_API {name}={masters.api_url(name)}" for name in sorted(getattr(masters, "masters", {})))
+    lines.append("EXEC_LOG=" + sim.url + "/_sim/exec")
+    return lines
 
 
 def main() -> None:

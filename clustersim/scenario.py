@@ -3,20 +3,24 @@
 A scenario (``clustersim/scenarios/<name>.yaml``) lists MachineConfigs, rendered
 configs, MachineConfigPools, nodes, DaemonSets, Deployments, PodDisruptionBudgets, the
 cluster network state and agent options; :meth:`Scenario.populate` expands it into
-complete, schema-valid API objects in a :class:`clustersim.store.Store`.
+complete, schema-valid API objects in a :class:`clustersim.store.Store`. Raw objects of any
+served kind go under ``objects:``; the optional component sections (``hosts``, ``gluster``,
+``sdn``, ``masters``, ``external``) are kept as dicts for clustersim.components.
+
+The section models live in clustersim.scenario_specs, the object builders in
+clustersim.scenario_builders; this module re-exports both.
 """
 
 from __future__ import annotations
 
 import heapq
 import json
-import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from clustersim.agents import logic
 from clustersim.agents.objects import (
@@ -25,149 +29,54 @@ from clustersim.agents.objects import (
     make_pod,
     make_pool,
     new_uid,
-    pod_template,
     random_suffix,
     rfc3339,
     short_hash,
 )
-from clustersim.agents.podstatus import LABEL_REQUIRES_OVN, NetworkState, kubelet_status
+from clustersim.agents.podstatus import NetworkState, kubelet_status
+from clustersim.components import SECTIONS
+from clustersim.scenario_builders import (
+    build_daemonset,
+    build_deployment,
+    build_network_objects,
+    build_pdb,
+    daemon_pod_affinity,
+    daemon_tolerations,
+    deployment_status,
+    replicaset_status,
+    resource_key_for,
+    template_hash,
+    unschedulable_status,
+)
+from clustersim.scenario_specs import (
+    RENDERED_RE,
+    DaemonSetSpec,
+    DeploymentSpec,
+    MachineConfigSpec,
+    NetworkSpec,
+    NodeSpec,
+    PdbSpec,
+    PoolSpec,
+    RenderedConfigSpec,
+    ScenarioOptions,
+    TaintSpec,
+    TolerationSpec,
+    _Strict,
+)
 
 if TYPE_CHECKING:
     from clustersim.store import Store
 
+# Names other modules import from here (kept stable across the split into scenario_specs/_builders).
+__all__ = [
+    "RENDERED_RE", "SCENARIO_DIR", "DaemonSetSpec", "DeploymentSpec", "MachineConfigSpec", "NetworkSpec", "NodeSpec",
+    "PdbSpec", "PoolSpec", "RenderedConfigSpec", "Scenario", "ScenarioError", "ScenarioOptions", "TaintSpec",
+    "TolerationSpec", "build_daemonset", "build_deployment", "build_network_objects", "build_pdb",
+    "daemon_pod_affinity", "daemon_tolerations", "deployment_status", "generate_scenario", "list_scenarios",
+    "load_scenario", "replicaset_status", "template_hash", "unschedulable_status",
+]
+
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
-RENDERED_RE = re.compile(r"^rendered-[a-z0-9-]+-[0-9a-f]{32}$")
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ScenarioOptions(_Strict):
-    """Agent timings in simulated seconds (scaled by ``Clock.time_scale``) and behaviour switches."""
-
-    reboot_seconds: float = 30.0
-    write_files_seconds: float = 2.0
-    drain_deadline_seconds: float = 3600.0  # MCO pkg/daemon/drain.go: 1 hour
-    uncordon_deadline_seconds: float = 600.0  # 10 minutes
-    pod_start_seconds: float = 2.0
-    crashloop_seconds: float = 10.0  # interval between restarts of a crash-looping container
-    # "current": kube-scheduler >= 1.23 filter order; "legacy": 1.19-1.21 (OKD 4.6-4.8),
-    # NodeAffinity before TaintToleration (changes which reason a node is counted under).
-    scheduler_filters: Literal["current", "legacy"] = "current"
-
-
-class MachineConfigSpec(_Strict):
-    name: str
-    role: str
-    files: list[str] = Field(default_factory=list)
-    created: datetime
-
-
-class RenderedConfigSpec(_Strict):
-    name: str
-    pool: str
-    sources: list[str]
-    created: datetime
-    carries_ovn: bool = False  # R1: has the OVN-Kubernetes host files
-
-    @field_validator("name")
-    @classmethod
-    def _rendered_name(cls, v: str) -> str:
-        if not RENDERED_RE.match(v):
-            raise ValueError(f"rendered config name {v!r} must look like rendered-<pool>-<32 hex>")
-        return v
-
-
-class PoolSpec(_Strict):
-    name: str
-    node_selector: dict[str, str]
-    current: str  # status.configuration: what the nodes are at
-    target: str  # spec.configuration: the rendered config the pool should reach
-    max_unavailable: int | str = 1
-
-
-class TaintSpec(_Strict):
-    key: str
-    value: str | None = None
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
-
-
-class NodeSpec(_Strict):
-    name: str
-    roles: list[str]
-    config: str
-    zone: str | None = None
-    unschedulable: bool = False
-    taints: list[TaintSpec] = Field(default_factory=list)
-    labels: dict[str, str] = Field(default_factory=dict)
-    created: datetime | None = None
-
-
-class TolerationSpec(_Strict):
-    key: str | None = None
-    operator: Literal["Exists", "Equal"] = "Equal"
-    value: str | None = None
-    effect: str | None = None
-
-
-class DaemonSetSpec(_Strict):
-    name: str
-    namespace: str
-    labels: dict[str, str]
-    image: str
-    container: str = "main"
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    tolerations: list[TolerationSpec] = Field(default_factory=list)
-    host_network: bool = False
-    requires_ovn: bool = False  # crash-loops on nodes whose config lacks the OVN files (R1)
-    update_strategy: Literal["RollingUpdate", "OnDelete"] = "RollingUpdate"
-    max_unavailable: int | str = 1
-    created: datetime | None = None
-
-
-class DeploymentSpec(_Strict):
-    name: str
-    namespace: str
-    replicas: int = Field(ge=0)
-    labels: dict[str, str]
-    image: str
-    container: str = "main"
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    tolerations: list[TolerationSpec] = Field(default_factory=list)
-    template_hash: str | None = None  # pod-template-hash; derived from the template when absent
-    pod_names: list[str] = Field(default_factory=list)  # explicit names for the first pods
-    # requiredDuringScheduling pod anti-affinity on kubernetes.io/hostname (one pod per node),
-    # as the OpenShift ingress operator sets for router-default.
-    spread_one_per_node: bool = False
-    created: datetime | None = None
-
-
-class PdbSpec(_Strict):
-    name: str
-    namespace: str
-    selector: dict[str, str]
-    min_available: int | str | None = None
-    max_unavailable: int | str | None = None
-    #: policy/v1 spec.unhealthyPodEvictionPolicy (k8s >= 1.27): IfHealthyBudget (the API default)
-    #: or AlwaysAllow (unready pods may always be evicted).
-    unhealthy_pod_eviction_policy: Literal["IfHealthyBudget", "AlwaysAllow"] | None = None
-
-    @model_validator(mode="after")
-    def _one_of(self) -> PdbSpec:
-        if (self.min_available is None) == (self.max_unavailable is None):
-            raise ValueError(f"PDB {self.name}: set exactly one of min_available / max_unavailable")
-        return self
-
-
-class NetworkSpec(_Strict):
-    """config.openshift.io/v1 Network ``cluster``. ``switched_at`` set means the R1 model
-    is on: pod networking needs a node config with carries_ovn."""
-
-    spec_type: str = "OVNKubernetes"
-    status_type: str = "OVNKubernetes"
-    switched_at: datetime | None = None
-    migration: str | None = None  # status.migration.networkType
 
 
 class Scenario(_Strict):
@@ -186,6 +95,15 @@ class Scenario(_Strict):
     pdbs: list[PdbSpec] = Field(default_factory=list)
     network: NetworkSpec | None = None
     objects: list[dict[str, Any]] = Field(default_factory=list)
+    # Component sections (clustersim.components): kept as plain dicts and validated by the
+    # component that owns them. A key given with no value (``hosts:``) means "defaults".
+    hosts: dict[str, Any] | None = None
+    gluster: dict[str, Any] | None = None
+    sdn: dict[str, Any] | None = None
+    masters: dict[str, Any] | None = None
+    external: dict[str, Any] | None = None
+    cno: dict[str, Any] | None = None
+    mcc: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _references(self) -> Scenario:
@@ -211,6 +129,10 @@ class Scenario(_Strict):
             if n.config not in rendered:
                 raise ValueError(f"node {n.name}: unknown rendered config {n.config!r}")
         return self
+
+    def component_sections(self) -> dict[str, dict[str, Any]]:
+        """The component sections present in the scenario: name -> dict (``{}`` when empty)."""
+        return {name: dict(getattr(self, name) or {}) for name in sorted(SECTIONS) if name in self.model_fields_set}
 
     # ------------------------------------------------------------ network model
 
@@ -266,6 +188,8 @@ class Scenario(_Strict):
                 n.name, roles=n.roles, config=n.config, created=ts(n.created), zone=n.zone,
                 unschedulable=n.unschedulable, taints=[t.model_dump(exclude_none=True) for t in n.taints],
                 extra_labels=n.labels, index=i))
+            if n.address:
+                nodes[-1]["status"]["addresses"][0]["address"] = n.address
         out.extend(("nodes", n) for n in nodes)
 
         for p in self.pools:
@@ -290,7 +214,8 @@ class Scenario(_Strict):
                 if not logic.daemonset_should_run(ds, node):
                     continue
                 nn = node["metadata"]["name"]
-                pod = make_pod(f"{d.name}-{random_suffix(d.namespace + d.name + nn)}", d.namespace, ds["spec"]["template"],
+                pod_name = d.pod_names.get(nn) or f"{d.name}-{random_suffix(d.namespace + d.name + nn)}"
+                pod = make_pod(pod_name, d.namespace, ds["spec"]["template"],
                                owner=ds, extra_labels={"controller-revision-hash": rev_hash, "pod-template-generation": "1"},
                                node_name=nn, created=ts(d.created), generate_name=f"{d.name}-")
                 pod["spec"]["affinity"] = daemon_pod_affinity(nn)
@@ -330,7 +255,8 @@ class Scenario(_Strict):
                     heapq.heappush(heap, (count + 1, target))
                     message = ""
                 else:
-                    target, message = logic.schedule(pod, nodes, pods_per_node, filters, node_pods)
+                    target, message = logic.schedule(pod, nodes, pods_per_node, filters, node_pods,
+                                                     self.options.scheduler_messages)
                 if target is None:
                     pod["status"] = unschedulable_status(message, t_now)
                 else:
@@ -377,7 +303,7 @@ class Scenario(_Strict):
         if self.network is not None:
             out.extend(build_network_objects(self.network, default_created))
         for raw in self.objects:
-            out.append((_resource_key_for(raw), raw))
+            out.append((resource_key_for(raw), raw))
         return out
 
     def populate(self, store: Store) -> None:
@@ -390,193 +316,12 @@ class Scenario(_Strict):
         store.load(self.build_objects(now))
 
 
-# ---------------------------------------------------------------- workload builders
-
-
 def _dups(items: list[str]) -> set[str]:
     seen: set[str] = set()
     dup: set[str] = set()
     for x in items:
         (dup if x in seen else seen).add(x)
     return dup
-
-
-def _owned_by(obj: dict[str, Any], owner: dict[str, Any]) -> bool:
-    return any(r.get("uid") == owner["metadata"]["uid"] for r in obj["metadata"].get("ownerReferences") or [])
-
-
-def template_hash(template: dict[str, Any]) -> str:
-    """Stable hash of a pod template (stands in for pod-template-hash / controller-revision-hash)."""
-    return short_hash(json.dumps(template, sort_keys=True), length=10)
-
-
-def daemon_tolerations(existing: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
-    """Tolerations the DaemonSet controller adds to its pods (pkg/controller/daemon/util)."""
-    tols = list(existing or [])
-    for key, effect in (
-        ("node.kubernetes.io/not-ready", "NoExecute"),
-        ("node.kubernetes.io/unreachable", "NoExecute"),
-        ("node.kubernetes.io/disk-pressure", "NoSchedule"),
-        ("node.kubernetes.io/memory-pressure", "NoSchedule"),
-        ("node.kubernetes.io/pid-pressure", "NoSchedule"),
-        ("node.kubernetes.io/unschedulable", "NoSchedule"),
-    ):
-        if not any(t.get("key") == key and t.get("effect") == effect for t in tols):
-            tols.append({"key": key, "operator": "Exists", "effect": effect})
-    return tols
-
-
-def daemon_pod_affinity(node_name: str) -> dict[str, Any]:
-    """DaemonSet pods are bound through required node affinity on metadata.name."""
-    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}}}
-
-
-def build_daemonset(d: DaemonSetSpec, created: str) -> dict[str, Any]:
-    """A DaemonSet object from its scenario spec (status filled by the caller/agent)."""
-    lbls = dict(d.labels)
-    if d.requires_ovn:
-        lbls[LABEL_REQUIRES_OVN] = "true"
-    tmpl = pod_template(lbls, d.image, container=d.container, node_selector=d.node_selector,
-                        tolerations=[t.model_dump(exclude_none=True) for t in d.tolerations],
-                        host_network=d.host_network, priority_class="system-node-critical")
-    strategy: dict[str, Any] = {"type": d.update_strategy}
-    if d.update_strategy == "RollingUpdate":
-        strategy["rollingUpdate"] = {"maxUnavailable": d.max_unavailable, "maxSurge": 0}
-    ds = {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": d.name, "namespace": d.namespace, "uid": new_uid(f"ds/{d.namespace}/{d.name}"),
-                     "creationTimestamp": created, "generation": 1, "labels": dict(d.labels),
-                     "annotations": {"deprecated.daemonset.template.generation": "1"}},
-        "spec": {"selector": {"matchLabels": dict(d.labels)}, "template": tmpl, "updateStrategy": strategy,
-                 "revisionHistoryLimit": 10},
-        "status": {"currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0, "numberReady": 0},
-    }
-    ds["metadata"]["annotations"]["clustersim.lockkeeper.io/template-hash"] = template_hash(tmpl)
-    return ds
-
-
-def build_deployment(d: DeploymentSpec, created: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A Deployment and its current ReplicaSet (named <deployment>-<pod-template-hash>)."""
-    tmpl = pod_template(d.labels, d.image, container=d.container, node_selector=d.node_selector,
-                        tolerations=[t.model_dump(exclude_none=True) for t in d.tolerations])
-    if d.spread_one_per_node:
-        tmpl["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {"labelSelector": {"matchLabels": dict(d.labels)}, "topologyKey": "kubernetes.io/hostname"}]}}
-    h = d.template_hash or template_hash(tmpl)
-    dep = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": d.name, "namespace": d.namespace, "uid": new_uid(f"deploy/{d.namespace}/{d.name}"),
-                     "creationTimestamp": created, "generation": 1, "labels": dict(d.labels),
-                     "annotations": {"deployment.kubernetes.io/revision": "1"}},
-        "spec": {"replicas": d.replicas, "selector": {"matchLabels": dict(d.labels)}, "template": tmpl,
-                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}},
-                 "revisionHistoryLimit": 10, "progressDeadlineSeconds": 600},
-        "status": {},
-    }
-    rs_tmpl = {"metadata": {"labels": {**d.labels, "pod-template-hash": h}}, "spec": tmpl["spec"]}
-    rs = {
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "metadata": {"name": f"{d.name}-{h}", "namespace": d.namespace, "uid": new_uid(f"rs/{d.namespace}/{d.name}-{h}"),
-                     "creationTimestamp": created, "generation": 1, "labels": {**d.labels, "pod-template-hash": h},
-                     "annotations": {"deployment.kubernetes.io/revision": "1",
-                                     "deployment.kubernetes.io/desired-replicas": str(d.replicas)}},
-        "spec": {"replicas": d.replicas, "selector": {"matchLabels": {**d.labels, "pod-template-hash": h}},
-                 "template": rs_tmpl},
-        "status": {"replicas": 0},
-    }
-    rs["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "Deployment", "name": d.name,
-                                          "uid": dep["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
-    return dep, rs
-
-
-def replicaset_status(rs: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any]:
-    """ReplicaSet status counters from its non-terminating pods."""
-    live = [p for p in pods if not logic.is_terminating(p)]
-    ready = sum(1 for p in live if logic.pod_ready(p))
-    return {"replicas": len(live), "fullyLabeledReplicas": len(live), "readyReplicas": ready,
-            "availableReplicas": ready, "observedGeneration": rs["metadata"].get("generation", 1)}
-
-
-def deployment_status(dep: dict[str, Any], pods: list[dict[str, Any]], now: str) -> dict[str, Any]:
-    """Deployment status counters and Available/Progressing conditions."""
-    live = [p for p in pods if not logic.is_terminating(p)]
-    ready = sum(1 for p in live if logic.pod_ready(p))
-    want = dep["spec"].get("replicas", 1)
-    status: dict[str, Any] = {"observedGeneration": dep["metadata"].get("generation", 1), "replicas": len(live),
-                              "updatedReplicas": len(live), "readyReplicas": ready, "availableReplicas": ready,
-                              "unavailableReplicas": max(0, want - ready),
-                              "conditions": [dict(c) for c in (dep.get("status") or {}).get("conditions") or []]}
-    max_unavail = 0 if want <= 1 else want // 4
-    available = ready >= want - max_unavail
-    logic.set_condition(status, {"type": "Available", "status": "True" if available else "False",
-                                 "reason": "MinimumReplicasAvailable" if available else "MinimumReplicasUnavailable",
-                                 "message": "Deployment has minimum availability." if available
-                                 else "Deployment does not have minimum availability.", "lastUpdateTime": now}, now)
-    logic.set_condition(status, {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
-                                 "message": f'ReplicaSet "{dep["metadata"]["name"]}" has successfully progressed.',
-                                 "lastUpdateTime": now}, now)
-    return status
-
-
-def unschedulable_status(message: str, now: str) -> dict[str, Any]:
-    """Pending pod status with PodScheduled False / Unschedulable."""
-    return {"phase": "Pending", "qosClass": "Burstable", "conditions": [{
-        "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
-        "lastProbeTime": None, "lastTransitionTime": now}]}
-
-
-def build_pdb(p: PdbSpec, created: str) -> dict[str, Any]:
-    """A policy/v1 PodDisruptionBudget."""
-    spec: dict[str, Any] = {"selector": {"matchLabels": dict(p.selector)}}
-    if p.min_available is not None:
-        spec["minAvailable"] = p.min_available
-    if p.max_unavailable is not None:
-        spec["maxUnavailable"] = p.max_unavailable
-    if p.unhealthy_pod_eviction_policy is not None:
-        spec["unhealthyPodEvictionPolicy"] = p.unhealthy_pod_eviction_policy
-    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-            "metadata": {"name": p.name, "namespace": p.namespace, "uid": new_uid(f"pdb/{p.namespace}/{p.name}"),
-                         "creationTimestamp": created, "generation": 1},
-            "spec": spec}
-
-
-def build_network_objects(n: NetworkSpec, created: str) -> list[tuple[str, dict[str, Any]]]:
-    """config.openshift.io and operator.openshift.io Network ``cluster`` objects."""
-    status: dict[str, Any] = {"networkType": n.status_type, "clusterNetworkMTU": 1400,
-                              "clusterNetwork": [{"cidr": "10.128.0.0/14", "hostPrefix": 23}],
-                              "serviceNetwork": ["172.30.0.0/16"]}
-    if n.migration:
-        status["migration"] = {"networkType": n.migration}
-    cfg = {"apiVersion": "config.openshift.io/v1", "kind": "Network",
-           "metadata": {"name": "cluster", "uid": new_uid("network/config/cluster"), "creationTimestamp": created,
-                        "generation": 2},
-           "spec": {"networkType": n.spec_type, "clusterNetwork": status["clusterNetwork"],
-                    "serviceNetwork": status["serviceNetwork"], "externalIP": {"policy": {}}},
-           "status": status}
-    if n.switched_at:
-        cfg["metadata"]["annotations"] = {"clustersim.lockkeeper.io/network-switched-at": rfc3339(n.switched_at)}
-    op = {"apiVersion": "operator.openshift.io/v1", "kind": "Network",
-          "metadata": {"name": "cluster", "uid": new_uid("network/operator/cluster"), "creationTimestamp": created,
-                       "generation": 2},
-          "spec": {"defaultNetwork": {"type": n.spec_type}, "managementState": "Managed",
-                   **({"migration": {"networkType": n.migration}} if n.migration else {})},
-          "status": {}}
-    return [("networks.config.openshift.io", cfg), ("networks.operator.openshift.io", op)]
-
-
-def _resource_key_for(obj: dict[str, Any]) -> str:
-    from clustersim.store import RESOURCES
-
-    api_version, kind = obj.get("apiVersion", ""), obj.get("kind", "")
-    group = api_version.split("/")[0] if "/" in api_version else ""
-    for key, rt in RESOURCES.items():
-        if rt.kind == kind and rt.group == group:
-            return key
-    raise ValueError(f"scenario object of unknown kind {api_version}/{kind}")
 
 
 # ---------------------------------------------------------------- loading

@@ -4,8 +4,10 @@ Serves what /work/shared/k8s-api-contract.md lists: legacy discovery (/api, /api
 /apis/G, /apis/G/V, /version, trailing slashes), CRUD, list and watch with label and field
 selectors, the three PATCH types, eviction, graceful pod deletion, dryRun=All, bookmarks and the
 watch-list ``k8s.io/initial-events-end`` bookmark, 410 Expired as a watch ERROR event, protobuf
-DeleteOptions bodies, Go ``strconv.ParseBool`` booleans. It always answers JSON (Accept asking for
-protobuf or Table gets plain JSON, which kubectl and client-go accept). Every error is a ``Status``.
+DeleteOptions bodies, Go ``strconv.ParseBool`` booleans, and ``pods/exec`` over WebSocket
+(clustersim.execws). Gets and lists asking for a ``meta.k8s.io`` Table get one
+(clustersim.tables); otherwise it answers plain JSON (also when Accept prefers protobuf, which
+kubectl and client-go accept); watches stay plain objects. Every error is a ``Status``.
 
 Admin endpoints (outside /api, never faulted or recorded): ``GET|DELETE /_sim/requests``,
 ``GET|POST /_sim/faults``, ``POST|DELETE /_sim/nodes/{name}/fault``, ``GET /_sim/healthz``.
@@ -16,197 +18,61 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
+from clustersim.apihttp import (
+    ReqInfo,
+    json_response,
+    parse_bool,
+    status_response,
+)
+from clustersim.discovery import SERVER_VERSION, api_group_list, api_resource_list
+from clustersim.execsim import ExecRouter
+from clustersim.execws import ExecServer
 from clustersim.faults import FaultInjector, RequestEntry, RequestRecord, now
 from clustersim.patch import PATCH_TYPES, PatchError, apply_patch
-from clustersim.selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
-from clustersim.store import RESOURCES, ApiError, Event, ResourceType, Store
+from clustersim.protobuf import decode_protobuf_delete_options
+from clustersim.store import RESOURCES, ApiError, Store
+from clustersim.tables import build_table, table_version
+from clustersim.watchstream import parse_selectors, serve_watch
 
-_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
-_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
-# Real apiservers end a watch without timeoutSeconds after a random 30-60 min.
-_DEFAULT_WATCH_SECONDS = 1800.0
-# Idle bookmark period (real apiserver: about once a minute; shorter keeps clients' RVs fresh).
-_BOOKMARK_EVERY = 5.0
-SERVER_VERSION = {"major": "1", "minor": "37", "gitVersion": "v1.37.0-clustersim", "gitCommit": "clustersim",
-                  "gitTreeState": "clean", "buildDate": "2025-01-01T00:00:00Z", "goVersion": "go1.25.0",
-                  "compiler": "gc", "platform": "linux/amd64"}
+# Re-exported for callers that imported them from here before the split.
+__all__ = ["SERVER_VERSION", "ApiServer", "ReqInfo", "api_group_list", "api_resource_list",
+           "decode_protobuf_delete_options", "json_response", "parse_bool", "status_response"]
 
 
-def parse_bool(value: str | None, default: bool = False) -> bool:
-    """Go ``strconv.ParseBool``: 1,t,T,TRUE,true,True / 0,f,F,FALSE,false,False; else 400."""
-    if value is None or value == "":
-        return default
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ApiError.bad_request(f'strconv.ParseBool: parsing "{value}": invalid syntax')
-
-
-def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
-
-
-def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    """A JSON response (``Content-Type: application/json``)."""
-    return web.Response(body=_dumps(obj), status=status, content_type="application/json", headers=headers)
-
-
-def status_response(err: ApiError) -> web.Response:
-    """The Status body of an ApiError with the matching HTTP status (apiserver's spacing)."""
-    return web.Response(body=json.dumps(err.to_status()).encode(), status=err.status,
-                        content_type="application/json", headers=err.headers or None)
-
-
-@dataclass
-class ReqInfo:
-    """A parsed resource request."""
-
-    verb: str
-    rt: ResourceType | None
-    group: str
-    version: str
-    plural: str
-    namespace: str
-    name: str
-    subresource: str
-
-
-# ----------------------------------------------------------------------------- protobuf DeleteOptions
-def _varint(buf: bytes, i: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        b = buf[i]
-        i += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, i
-        shift += 7
-
-
-def _fields(buf: bytes) -> list[tuple[int, Any]]:
-    out: list[tuple[int, Any]] = []
-    i = 0
-    while i < len(buf):
-        tag, i = _varint(buf, i)
-        num, wt = tag >> 3, tag & 7
-        if wt == 0:
-            v, i = _varint(buf, i)
-        elif wt == 2:
-            n, i = _varint(buf, i)
-            v, i = buf[i:i + n], i + n
-        elif wt == 1:
-            v, i = buf[i:i + 8], i + 8
-        elif wt == 5:
-            v, i = buf[i:i + 4], i + 4
-        else:
-            raise ValueError("unsupported wire type")
-        out.append((num, v))
-    return out
-
-
-def decode_protobuf_delete_options(body: bytes) -> dict:
-    """Decode a ``k8s\\0`` + runtime.Unknown{raw=DeleteOptions} body into the DeleteOptions JSON shape.
-
-    Fields (k8s.io/apimachinery meta/v1 generated.proto): 1 gracePeriodSeconds, 2 preconditions
-    {1 uid, 2 resourceVersion}, 3 orphanDependents, 4 propagationPolicy, 5 dryRun.
-    Anything undecodable yields ``{}`` (the body is then ignored, never a 415).
-    """
-    try:
-        if body.startswith(b"k8s\x00"):
-            body = body[4:]
-        raw = next((v for n, v in _fields(body) if n == 2), b"")
-        opts: dict[str, Any] = {}
-        for n, v in _fields(raw):
-            if n == 1:
-                opts["gracePeriodSeconds"] = v - (1 << 64) if v >= 1 << 63 else v
-            elif n == 2:
-                pre = {}
-                for pn, pv in _fields(v):
-                    pre["uid" if pn == 1 else "resourceVersion"] = pv.decode()
-                opts["preconditions"] = pre
-            elif n == 3:
-                opts["orphanDependents"] = bool(v)
-            elif n == 4:
-                opts["propagationPolicy"] = v.decode()
-            elif n == 5:
-                opts.setdefault("dryRun", []).append(v.decode())
-        return opts
-    except (ValueError, IndexError, TypeError, AttributeError, UnicodeDecodeError):
-        return {}
-
-
-# ----------------------------------------------------------------------------- discovery
-def _groups() -> dict[str, list[ResourceType]]:
-    out: dict[str, list[ResourceType]] = {}
-    for rt in RESOURCES.values():
-        out.setdefault(rt.api_version, []).append(rt)
-    return out
-
-
-_SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "scale": ["get", "patch", "update"]}
-
-
-def api_resource_list(group_version: str) -> dict | None:
-    """The legacy APIResourceList for one group/version, or None if not served."""
-    rts = _groups().get(group_version)
-    if group_version == "policy/v1" and rts is None:
-        rts = []
-    if rts is None:
-        return None
-    resources: list[dict] = []
-    for rt in rts:
-        resources.append({"name": rt.plural, "singularName": rt.singular, "namespaced": rt.namespaced,
-                          "kind": rt.kind, "verbs": list(rt.verbs), "shortNames": list(rt.short_names)})
-        for sub in rt.subresources:
-            entry: dict[str, Any] = {"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced}
-            if sub == "eviction":
-                entry.update(group="policy", version="v1", kind="Eviction", verbs=["create"])
-            elif sub == "scale":
-                entry.update(group="autoscaling", version="v1", kind="Scale", verbs=_SUBRESOURCE_VERBS[sub])
-            else:
-                entry.update(kind=rt.kind, verbs=_SUBRESOURCE_VERBS[sub])
-            resources.append(entry)
-    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}
-
-
-def _api_group(name: str, versions: list[str]) -> dict:
-    vs = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
-    return {"name": name, "versions": vs, "preferredVersion": vs[0]}
-
-
-def api_group_list() -> dict:
-    """The APIGroupList served at /apis."""
-    groups: dict[str, list[str]] = {}
-    for rt in RESOURCES.values():
-        if rt.group and rt.version not in groups.setdefault(rt.group, []):
-            groups[rt.group].append(rt.version)
-    return {"kind": "APIGroupList", "apiVersion": "v1",
-            "groups": [_api_group(g, vs) for g, vs in groups.items()]}
-
-
-# ----------------------------------------------------------------------------- server
 class ApiServer:
     """The aiohttp application (``self.app``) serving a Store.
 
     ``agents`` is a zero-argument callable returning the running Agents (or None) for the node
-    fault admin endpoints; ``advertise`` the host:port shown in /api.
+    fault admin endpoints; ``advertise`` the host:port shown in /api; ``exec_router`` runs
+    ``pods/exec`` commands (clustersim.execws serves the WebSocket protocol).
     """
 
     def __init__(self, store: Store, faults: FaultInjector | None = None, requests: RequestRecord | None = None,
-                 agents: Callable[[], Any] | None = None) -> None:
+                 agents: Callable[[], Any] | None = None, exec_router: ExecRouter | None = None) -> None:
         self.store = store
+        self.exec_router = exec_router if exec_router is not None else ExecRouter()
+        self.exec = ExecServer(store, self.exec_router)
         self.faults = faults if faults is not None else FaultInjector()
         self.requests = requests if requests is not None else RequestRecord()
         self._agents = agents or (lambda: None)
         self.advertise = "127.0.0.1:0"
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self._dispatch)
+
+    def add_admin_route(self, method: str, path: str, handler: Callable[[web.Request], Any]) -> None:
+        """Mount ``handler`` at ``/_sim/<path>`` (aiohttp path syntax, e.g. ``hosts/{name}``).
+
+        These routes bypass the fault injector and the request record. aiohttp resolves the
+        longest static prefix first, so they take precedence over the catch-all API route.
+        Must be called before the server starts (the router is frozen then): RuntimeError after.
+        Raises clustersim.components.ComponentError for a path outside /_sim/."""
+        from clustersim.components import normalise_admin_path
+
+        self.app.router.add_route(method, normalise_admin_path(path), handler)
 
     # ------------------------------------------------------------------ entry
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
@@ -294,13 +160,15 @@ class ApiServer:
     async def _handle(self, request: web.Request, path: str, info: ReqInfo) -> web.StreamResponse:
         if info.rt is None:
             return self._nonresource(request, path)
+        if info.subresource == "exec":
+            return await self.exec.serve(request, info.namespace, info.name)
         verb = info.verb
         if verb == "get":
-            return self._get(info)
+            return self._get(request, info)
         if verb == "list":
             return self._list(request, info)
         if verb == "watch":
-            return await self._watch(request, info)
+            return await serve_watch(self.store, self.faults, request, info)
         body = await request.read()
         dry_run = "All" in request.query.getall("dryRun", [])
         if verb == "create":
@@ -348,166 +216,42 @@ class ApiServer:
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
 
     # ------------------------------------------------------------------ reads
-    def _get(self, info: ReqInfo) -> web.Response:
+    def _get(self, request: web.Request, info: ReqInfo) -> web.Response:
         assert info.rt is not None
         obj = self.store.get_ref(info.rt.key, info.name, info.namespace)
         if info.subresource == "scale":
             return json_response(_scale_of(obj))
         if info.subresource == "eviction":
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        if not info.subresource:
+            table = self._table(request, info, [obj], obj["metadata"].get("resourceVersion", ""))
+            if table is not None:
+                return table
         return json_response(obj)
 
-    @staticmethod
-    def _selectors(request: web.Request) -> tuple[str | None, str | None]:
-        lsel = request.query.get("labelSelector")
-        fsel = request.query.get("fieldSelector")
+    def _table(self, request: web.Request, info: ReqInfo, objs: list[dict],
+               rv: str) -> web.Response | None:
+        """The Table response when the client asked for one (kubectl get), else None."""
+        version = table_version(request.headers.get("Accept"))
+        if version is None or info.rt is None:
+            return None
         try:
-            parse_label_selector(lsel)
-            parse_field_selector(fsel)
+            table = build_table(info.rt, objs, self.store.clock.now(), version=version,
+                                include_object=request.query.get("includeObject"), resource_version=rv)
         except ValueError as e:
-            raise ApiError.bad_request(f"unable to parse requirement: {e}") from None
-        return lsel, fsel
+            raise ApiError.bad_request(str(e)) from None
+        return json_response(table)
 
     def _list(self, request: web.Request, info: ReqInfo) -> web.Response:
         assert info.rt is not None
-        lsel, fsel = self._selectors(request)
+        lsel, fsel = parse_selectors(request)
         items = self.store.list_refs(info.rt.key, info.namespace or None, lsel, fsel)
+        table = self._table(request, info, items, str(self.store.resource_version))
+        if table is not None:
+            return table
         body = {"kind": f"{info.rt.kind}List", "apiVersion": info.rt.api_version,
                 "metadata": {"resourceVersion": str(self.store.resource_version)}, "items": items}
         return json_response(body)
-
-    # ------------------------------------------------------------------ watch
-    async def _watch(self, request: web.Request, info: ReqInfo) -> web.StreamResponse:
-        rt = info.rt
-        assert rt is not None
-        q = request.query
-        lsel_s, fsel_s = self._selectors(request)
-        lsel, fsel = parse_label_selector(lsel_s), parse_field_selector(fsel_s)
-        namespace = info.namespace
-        bookmarks = parse_bool(q.get("allowWatchBookmarks"))
-        initial = parse_bool(q.get("sendInitialEvents"))
-        rv_s = q.get("resourceVersion", "")
-        try:
-            timeout = float(q.get("timeoutSeconds") or _DEFAULT_WATCH_SECONDS)
-        except ValueError:
-            raise ApiError.bad_request(f"invalid timeoutSeconds {q.get('timeoutSeconds')!r}") from None
-        if rv_s not in ("", "0"):
-            try:
-                rv = int(rv_s)
-            except ValueError:
-                raise ApiError.bad_request(f'invalid resource version "{rv_s}"') from None
-        else:
-            rv = None
-
-        def match(obj: dict | None) -> bool:
-            if obj is None:
-                return False
-            meta = obj["metadata"]
-            if namespace and meta.get("namespace") != namespace:
-                return False
-            if lsel and not matches_labels(lsel, meta.get("labels")):
-                return False
-            return not fsel or matches_fields(fsel, obj)
-
-        def render(ev: Event) -> bytes | None:
-            new_m = match(ev.object)
-            if ev.type == "MODIFIED":
-                old_m = match(ev.old)
-                if new_m and old_m:
-                    return ev.line()
-                if new_m or old_m:
-                    t = "ADDED" if new_m else "DELETED"
-                    return _dumps({"type": t, "object": ev.object}) + b"\n"
-                return None
-            return ev.line() if new_m else None
-
-        def bookmark(extra_annotations: dict | None = None) -> bytes:
-            meta: dict[str, Any] = {"resourceVersion": str(self.store.resource_version)}
-            if extra_annotations:
-                meta["annotations"] = extra_annotations
-            return _dumps({"type": "BOOKMARK", "object": {"kind": rt.kind, "apiVersion": rt.api_version,
-                                                          "metadata": meta}}) + b"\n"
-
-        # Subscribe before reading the current state: no await in between, so nothing is missed.
-        sub = self.store.subscribe([rt.key])
-        stop = self.faults.register_watch()
-        resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
-        resp.enable_chunked_encoding()
-        dropped = False
-        try:
-            await resp.prepare(request)
-            first: list[bytes] = []
-            expired_msg = None
-            if self.faults.take_forced_expiry():
-                expired_msg = f"too old resource version: {rv or 0} ({self.store.resource_version})"
-            elif initial or rv is None:
-                for obj in self.store.list_refs(rt.key, namespace or None, lsel_s, fsel_s):
-                    first.append(_dumps({"type": "ADDED", "object": obj}) + b"\n")
-                if initial and bookmarks:
-                    first.append(bookmark({"k8s.io/initial-events-end": "true"}))
-            else:
-                events = self.store.events_since(rv)
-                if events is None:
-                    expired_msg = f"too old resource version: {rv} ({self.store.oldest_replayable_rv + 1})"
-                else:
-                    for ev in events:
-                        if ev.resource == rt.key:
-                            line = render(ev)
-                            if line is not None:
-                                first.append(line)
-            if expired_msg is not None:
-                err = ApiError.expired(expired_msg)
-                await resp.write(_dumps({"type": "ERROR", "object": err.to_status()}) + b"\n")
-                await resp.write_eof()
-                return resp
-            if first:
-                await resp.write(b"".join(first))
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + timeout
-            last_write = loop.time()
-            stop_wait = asyncio.ensure_future(stop.wait())
-            try:
-                while True:
-                    left = deadline - loop.time()
-                    if left <= 0:
-                        break
-                    get = asyncio.ensure_future(sub.queue.get())
-                    done, _ = await asyncio.wait({get, stop_wait}, timeout=min(left, 1.0),
-                                                 return_when=asyncio.FIRST_COMPLETED)
-                    if stop_wait in done:
-                        get.cancel()
-                        dropped = True
-                        break
-                    if get not in done:
-                        get.cancel()
-                        if request.transport is None or request.transport.is_closing():
-                            return resp
-                        if bookmarks and loop.time() - last_write >= _BOOKMARK_EVERY:
-                            await resp.write(bookmark())
-                            last_write = loop.time()
-                        continue
-                    batch = [get.result()]
-                    while not sub.queue.empty():
-                        batch.append(sub.queue.get_nowait())
-                    out = [line for line in map(render, batch) if line is not None]
-                    if out:
-                        await resp.write(b"".join(out))
-                        last_write = loop.time()
-            finally:
-                stop_wait.cancel()
-            if dropped:
-                if request.transport is not None:
-                    request.transport.abort()
-                return resp
-            if bookmarks:
-                await resp.write(bookmark())
-            await resp.write_eof()
-            return resp
-        except (ConnectionResetError, ConnectionError):
-            return resp
-        finally:
-            sub.close()
-            self.faults.unregister_watch(stop)
 
     # ------------------------------------------------------------------ writes
     @staticmethod
@@ -641,7 +385,7 @@ class ApiServer:
         rt = info.rt
         assert rt is not None
         opts = self._delete_options(request, body)
-        lsel, fsel = self._selectors(request)
+        lsel, fsel = parse_selectors(request)
         items = self.store.delete_collection(rt.key, info.namespace or None, lsel, fsel,
                                              grace_period_seconds=opts.get("gracePeriodSeconds"),
                                              dry_run=dry_run or "All" in (opts.get("dryRun") or []))
@@ -690,13 +434,15 @@ class ApiServer:
 
 
 def _scale_of(obj: dict) -> dict:
-    """The autoscaling/v1 Scale view of a Deployment/ReplicaSet."""
+    """The autoscaling/v1 Scale view of a Deployment/ReplicaSet/StatefulSet/ReplicationController/DC."""
     meta = obj["metadata"]
-    sel = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    sel = (obj.get("spec") or {}).get("selector") or {}
+    if "matchLabels" in sel or "matchExpressions" in sel:
+        sel = sel.get("matchLabels") or {}
+    # else a plain map selector (ReplicationController, DeploymentConfig)
     return {"kind": "Scale", "apiVersion": "autoscaling/v1",
             "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
                          if k in meta},
             "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 1)},
             "status": {"replicas": (obj.get("status") or {}).get("replicas", 0),
                        "selector": ",".join(f"{k}={v}" for k, v in sorted(sel.items()))}}
-

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from clustersim.clock import Clock
+from clustersim.components import SimComponent, build_components
+from clustersim.execsim import ExecRouter
 from clustersim.faults import FaultInjector, RequestRecord
 from clustersim.kubeconfig import write_kubeconfig
 from clustersim.server import ApiServer
@@ -37,12 +39,19 @@ class ClusterSim:
     ``start_agents=False`` populates the scenario without running agents; ``event_history`` is how
     many events are kept for watch resumption (older resourceVersions get 410 Expired).
     Attributes once started: ``url``, ``port``, ``kubeconfig_path``, ``store``, ``clock``,
-    ``agents`` (None without a scenario), ``faults``, ``requests``, ``scenario``.
+    ``agents`` (None without a scenario), ``faults``, ``requests``, ``scenario``, ``server`` (the
+    ``ApiServer``), ``runner`` (its aiohttp ``AppRunner``; extra listeners can add sites to it).
+    ``components``: name -> component built from the scenario's ``hosts``/``gluster``/``sdn``/
+    ``masters``/``external`` sections (clustersim.components), in start order.
+    ``exec_router``: the ``ExecRouter`` behind ``pods/exec`` (clustersim.execsim).
+    ``component_sections`` (optional) overrides/adds sections (name -> dict) to the scenario's, for
+    tests that combine a bundled scenario with a component.
     """
 
     def __init__(self, scenario: str | Path | Scenario | None = "r1-ovn-interrupted", *, time_scale: float = 1.0,
                  host: str = "127.0.0.1", port: int = 0, kubeconfig_path: str | Path | None = None,
-                 start_agents: bool = True, event_history: int = EVENT_HISTORY) -> None:
+                 start_agents: bool = True, event_history: int = EVENT_HISTORY,
+                 component_sections: dict[str, dict[str, Any]] | None = None) -> None:
         self.clock = Clock(time_scale)
         self.store = Store(self.clock, history=event_history)
         self.faults = FaultInjector()
@@ -57,8 +66,22 @@ class ClusterSim:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._kubeconfig_arg = Path(kubeconfig_path) if kubeconfig_path else None
         self.kubeconfig_path: Path = self._kubeconfig_arg or Path()
-        self.server = ApiServer(self.store, self.faults, self.requests, agents=lambda: self.agents)
+        self.exec_router = ExecRouter()
+        self.components: dict[str, SimComponent] = {}
+        self._component_sections = dict(component_sections or {})
+        self._started_components: list[SimComponent] = []
+        self.server = ApiServer(self.store, self.faults, self.requests, agents=lambda: self.agents,
+                                exec_router=self.exec_router)
+        self.server.add_admin_route("GET", "exec", self._exec_log)
         self._runner: web.AppRunner | None = None
+
+    @property
+    def runner(self) -> web.AppRunner | None:
+        """The aiohttp runner of the API server (None before ``start``)."""
+        return self._runner
+
+    async def _exec_log(self, request: web.Request) -> web.Response:
+        return web.json_response({"execs": self.exec_router.log_json()})
 
     def _load_scenario(self) -> Any:
         arg = self._scenario_arg
@@ -73,6 +96,13 @@ class ClusterSim:
     async def start(self) -> None:
         """Populate the store, start the HTTP server and the agents, write the kubeconfig."""
         self.scenario = self._load_scenario()
+        sections = dict(self.scenario.component_sections()) if self.scenario is not None else {}
+        sections.update(self._component_sections)
+        # Built before the server listens: their admin routes must be in the router before it freezes.
+        self.components = build_components(sections, self)
+        for component in self.components.values():
+            for method, path, handler in component.admin_routes():
+                self.server.add_admin_route(method, path, handler)
         if self.scenario is not None:
             self.scenario.populate(self.store)
         self._runner = web.AppRunner(self.server.app, access_log=None, handle_signals=False,
@@ -94,9 +124,19 @@ class ClusterSim:
 
             self.agents = Agents(self.store, self.clock, self.scenario)
             await self.agents.start()
+        for component in self.components.values():
+            self._started_components.append(component)
+            await component.start(self)
 
     async def stop(self) -> None:
-        """Stop agents, drop watches, stop the server, remove the temporary kubeconfig."""
+        """Stop components (reverse start order), agents, drop watches, stop the server, remove the
+        temporary kubeconfig."""
+        errors: list[BaseException] = []
+        while self._started_components:
+            try:
+                await self._started_components.pop().stop()
+            except Exception as exc:  # keep stopping the others; re-raised below
+                errors.append(exc)
         if self.agents is not None:
             await self.agents.stop()
         self.faults.drop_watches()
@@ -107,6 +147,8 @@ class ClusterSim:
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
+        if errors:
+            raise errors[0]
 
     async def __aenter__(self) -> ClusterSim:
         try:

@@ -18,19 +18,25 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
+from clustersim.apierrors import ApiError
 from clustersim.clock import Clock
+from clustersim.eviction import EvictionMixin
+from clustersim.nodereg import NodeRegistrationMixin
+from clustersim.resources import RESOURCES, ResourceType, resource
 from clustersim.selectors import (
     matches_fields,
-    matches_label_selector_object,
     matches_labels,
     parse_field_selector,
     parse_label_selector,
 )
+from clustersim.storeevents import Event, Subscription
+
+# Re-exported: most of clustersim imports these from here.
+__all__ = ["EVENT_HISTORY", "RESOURCES", "ApiError", "Event", "ResourceType", "Store", "Subscription", "resource"]
 
 # How many committed events are kept for watch-from-resourceVersion replay (older -> 410 Expired).
 EVENT_HISTORY = 50_000
@@ -45,204 +51,11 @@ def _timestamp(clock: Clock) -> str:
     return clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class ApiError(Exception):
-    """An API failure rendered as a Kubernetes ``Status`` (apimachinery pkg/api/errors).
-
-    ``status`` is the HTTP code, ``reason`` the canonical StatusReason (NotFound, AlreadyExists,
-    Conflict, Invalid, TooManyRequests, MethodNotAllowed, UnsupportedMediaType, Expired,
-    InternalError, BadRequest, ServiceUnavailable), ``message`` the apiserver wording,
-    ``details`` the Status details dict, ``headers`` extra HTTP headers (e.g. Retry-After).
-    """
-
-    def __init__(self, status: int, reason: str, message: str, details: dict | None = None,
-                 headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
-        self.message = message
-        self.details = details
-        self.headers = headers or {}
-
-    def to_status(self) -> dict:
-        """The ``Status`` JSON body, keys in the order kube-apiserver writes them."""
-        body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                                "message": self.message, "reason": self.reason, "code": self.status}
-        if self.details is not None:
-            body["details"] = self.details
-        return body
-
-    @staticmethod
-    def _details(rt: ResourceType, name: str | None) -> dict:
-        details: dict[str, Any] = {}
-        if name:
-            details["name"] = name
-        if rt.group:
-            details["group"] = rt.group
-        details["kind"] = rt.plural
-        return details
-
-    @classmethod
-    def not_found(cls, rt: ResourceType, name: str) -> ApiError:
-        """404: ``pods "x" not found`` / ``daemonsets.apps "x" not found``."""
-        return cls(404, "NotFound", f'{rt.qualified} "{name}" not found', cls._details(rt, name))
-
-    @classmethod
-    def conflict(cls, rt: ResourceType, name: str, detail: str | None = None) -> ApiError:
-        """409 Conflict for a stale resourceVersion or a failed precondition."""
-        detail = detail or "the object has been modified; please apply your changes to the latest version and try again"
-        return cls(409, "Conflict", f'Operation cannot be fulfilled on {rt.qualified} "{name}": {detail}',
-                   cls._details(rt, name))
-
-    @classmethod
-    def already_exists(cls, rt: ResourceType, name: str) -> ApiError:
-        """409 AlreadyExists on create of an existing name."""
-        return cls(409, "AlreadyExists", f'{rt.qualified} "{name}" already exists', cls._details(rt, name))
-
-    @classmethod
-    def invalid(cls, rt: ResourceType, name: str, field_path: str, detail: str) -> ApiError:
-        """422 Invalid: ``Pod "x" is invalid: metadata.name: Required value``."""
-        qkind = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
-        details: dict[str, Any] = {"name": name}
-        if rt.group:
-            details["group"] = rt.group
-        details["kind"] = rt.kind
-        details["causes"] = [{"reason": "FieldValueInvalid", "message": detail, "field": field_path}]
-        return cls(422, "Invalid", f'{qkind} "{name}" is invalid: {field_path}: {detail}', details)
-
-    @classmethod
-    def bad_request(cls, message: str) -> ApiError:
-        """400 BadRequest."""
-        return cls(400, "BadRequest", message)
-
-    @classmethod
-    def internal(cls, message: str) -> ApiError:
-        """500 InternalError: ``Internal error occurred: <message>``."""
-        return cls(500, "InternalError", f"Internal error occurred: {message}", {"causes": [{"message": message}]})
-
-    @classmethod
-    def expired(cls, message: str) -> ApiError:
-        """410 Expired (too old resource version)."""
-        return cls(410, "Expired", message)
-
-
-@dataclass(frozen=True)
-class ResourceType:
-    """One served resource (a row of an APIResourceList)."""
-
-    group: str
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool
-    singular: str
-    short_names: tuple[str, ...] = ()
-    verbs: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
-    subresources: tuple[str, ...] = ()
-
-    @property
-    def key(self) -> str:
-        """``pods``, ``daemonsets.apps``, ``networks.config.openshift.io`` ..."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
-
-    @property
-    def qualified(self) -> str:
-        """Resource name as apiserver messages print it (same as key)."""
-        return self.key
-
-    @property
-    def api_version(self) -> str:
-        """``v1``, ``apps/v1`` ..."""
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-
-def _rt(group: str, version: str, plural: str, kind: str, namespaced: bool, short: tuple[str, ...] = (),
-        sub: tuple[str, ...] = ()) -> ResourceType:
-    return ResourceType(group, version, plural, kind, namespaced, kind.lower(), short, subresources=sub)
-
-
-RESOURCES: dict[str, ResourceType] = {
-    rt.key: rt
-    for rt in (
-        _rt("", "v1", "namespaces", "Namespace", False, ("ns",), ("status",)),
-        _rt("", "v1", "nodes", "Node", False, ("no",), ("status",)),
-        _rt("", "v1", "pods", "Pod", True, ("po",), ("status", "eviction")),
-        _rt("", "v1", "events", "Event", True, ("ev",)),
-        _rt("", "v1", "configmaps", "ConfigMap", True, ("cm",)),
-        _rt("apps", "v1", "daemonsets", "DaemonSet", True, ("ds",), ("status",)),
-        _rt("apps", "v1", "deployments", "Deployment", True, ("deploy",), ("status", "scale")),
-        _rt("apps", "v1", "replicasets", "ReplicaSet", True, ("rs",), ("status", "scale")),
-        _rt("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",), ("status",)),
-        _rt("machineconfiguration.openshift.io", "v1", "machineconfigs", "MachineConfig", False, ("mc",)),
-        _rt("machineconfiguration.openshift.io", "v1", "machineconfigpools", "MachineConfigPool", False,
-            ("mcp",), ("status",)),
-        _rt("config.openshift.io", "v1", "networks", "Network", False, (), ("status",)),
-        _rt("operator.openshift.io", "v1", "networks", "Network", False, (), ("status",)),
-    )
-}
-
-
-def resource(key: str) -> ResourceType:
-    """The ResourceType for a key (``pods``, ``daemonsets.apps`` ...); KeyError if not served."""
-    return RESOURCES[key]
-
-
-@dataclass
-class Event:
-    """A committed change. ``object``/``old`` are the stored dicts: READ ONLY."""
-
-    type: str
-    resource: str
-    object: dict
-    old: dict | None
-    rv: int
-    _line: bytes | None = field(default=None, repr=False, compare=False)
-
-    def line(self) -> bytes:
-        """The watch-stream line ``{"type":T,"object":{...}}\\n``, serialized once and cached."""
-        if self._line is None:
-            self._line = (json.dumps({"type": self.type, "object": self.object}, separators=(",", ":"))
-                          + "\n").encode()
-        return self._line
-
-
-class Subscription:
-    """Receives every committed Event (optionally filtered by resource key) in commit order."""
-
-    def __init__(self, store: Store, resources: frozenset[str] | None) -> None:
-        self._store = store
-        self.resources = resources
-        self.queue: asyncio.Queue[Event] = asyncio.Queue()
-        self.closed = False
-
-    async def get(self) -> Event:
-        """Next event (waits)."""
-        return await self.queue.get()
-
-    def close(self) -> None:
-        """Stop receiving events (idempotent)."""
-        self.closed = True
-        self._store._unsubscribe(self)
-
-    def __aiter__(self) -> Subscription:
-        return self
-
-    async def __anext__(self) -> Event:
-        if self.closed and self.queue.empty():
-            raise StopAsyncIteration
-        return await self.queue.get()
-
-    def __enter__(self) -> Subscription:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
 def _spec_part(obj: dict) -> dict:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "kind", "apiVersion")}
 
 
-class Store:
+class Store(EvictionMixin, NodeRegistrationMixin):
     """In-memory object store with a global resourceVersion, event history and subscriptions.
 
     Keys: ``resource`` arguments are ResourceType keys (``pods``, ``daemonsets.apps`` ...);
@@ -254,7 +67,8 @@ class Store:
     def __init__(self, clock: Clock | None = None, *, history: int = EVENT_HISTORY) -> None:
         self.clock = clock or Clock()
         self.resource_version = 0
-        self._objects: dict[str, dict[tuple[str, str], dict]] = {k: {} for k in RESOURCES}
+        # Keyed by every served resource, including ones registered after this store was made.
+        self._objects: defaultdict[str, dict[tuple[str, str], dict]] = defaultdict(dict)
         self._pods_by_node: dict[str, dict[tuple[str, str], None]] = {}
         self._history: deque[Event] = deque(maxlen=history)
         # Replay from rv N is complete iff N >= _replay_floor (events with rv <= floor were dropped).
@@ -329,7 +143,7 @@ class Store:
     # ----------------------------------------------------------------- events
     def subscribe(self, resources: Iterable[str] | None = None) -> Subscription:
         """Subscribe to committed events (all resources, or only these keys)."""
-        sub = Subscription(self, frozenset(resources) if resources is not None else None)
+        sub = Subscription(self._unsubscribe, frozenset(resources) if resources is not None else None)
         self._subs.append(sub)
         return sub
 
@@ -646,69 +460,6 @@ class Store:
                 continue
         return out
 
-    # ----------------------------------------------------------------- eviction
-    def evict(self, name: str, namespace: str, delete_options: dict | None = None, *,
-              dry_run: bool = False) -> dict:
-        """The pods/eviction subresource (k8s pkg/registry/core/pod/storage/eviction.go).
-
-        Returns the 201 Success Status. Raises ApiError: 404 missing pod, 429 PDB violation
-        (exact apiserver body, no Retry-After), 429 + Retry-After 10 while a PDB's
-        observedGeneration lags, 500 for more than one matching PDB.
-        """
-        opts = delete_options or {}
-        dry_run = dry_run or "All" in (opts.get("dryRun") or [])
-        pod = self.get_ref("pods", name, namespace)
-        grace = opts.get("gracePeriodSeconds")
-        pre = opts.get("preconditions")
-        phase = (pod.get("status") or {}).get("phase")
-        ignore_pdb = bool(pod["metadata"].get("deletionTimestamp")) or phase in ("Succeeded", "Failed", "Pending")
-        if not ignore_pdb:
-            labels = pod["metadata"].get("labels")
-            pdbs = [p for p in self.list_refs("poddisruptionbudgets.policy", namespace)
-                    if matches_label_selector_object((p.get("spec") or {}).get("selector"), labels)]
-            if len(pdbs) > 1:
-                raise ApiError.internal(
-                    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.")
-            if pdbs:
-                pdb = pdbs[0]
-                pname = pdb["metadata"]["name"]
-                st = pdb.get("status") or {}
-                if st.get("observedGeneration", 0) < pdb["metadata"].get("generation", 1):
-                    raise ApiError(429, "TooManyRequests",
-                                   "Cannot evict pod as it would violate the pod's disruption budget.",
-                                   {"causes": [{"reason": "DisruptionBudget", "message":
-                                                f"The disruption budget {pname} is still being processed by the server."}],
-                                    "retryAfterSeconds": 10},
-                                   headers={"Retry-After": "10"})
-                # eviction.go: an unready pod does not count towards healthy, so evicting it
-                # takes no disruption: always with unhealthyPodEvictionPolicy AlwaysAllow, and
-                # under the default IfHealthyBudget only while the budget is met.
-                policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy", "IfHealthyBudget")
-                if not _pod_ready(pod) and (
-                    policy == "AlwaysAllow"
-                    or (st.get("currentHealthy", 0) >= st.get("desiredHealthy", 0) > 0)
-                ):
-                    self.delete("pods", name, namespace, grace_period_seconds=grace, preconditions=pre,
-                                dry_run=dry_run)
-                    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
-                if st.get("disruptionsAllowed", 0) <= 0:
-                    raise ApiError(429, "TooManyRequests",
-                                   "Cannot evict pod as it would violate the pod's disruption budget.",
-                                   {"causes": [{"reason": "DisruptionBudget", "message":
-                                                f"The disruption budget {pname} needs {st.get('desiredHealthy', 0)}"
-                                                f" healthy pods and has {st.get('currentHealthy', 0)} currently"}]})
-                if not dry_run:
-                    now = _timestamp(self.clock)
-
-                    def take(p: dict) -> None:
-                        s = p.setdefault("status", {})
-                        s["disruptionsAllowed"] = s.get("disruptionsAllowed", 0) - 1
-                        s.setdefault("disruptedPods", {})[name] = now
-
-                    self.mutate("poddisruptionbudgets.policy", pname, namespace, take, subresource="status")
-        self.delete("pods", name, namespace, grace_period_seconds=grace, preconditions=pre, dry_run=dry_run)
-        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
-
     # ----------------------------------------------------------------- helpers
     def iter_keys(self, resource: str) -> Iterator[tuple[str, str]]:
         """(namespace, name) keys of a resource (namespace "" for cluster-scoped)."""
@@ -721,9 +472,3 @@ class Store:
         self._timers.clear()
         for sub in list(self._subs):
             sub.close()
-
-
-def _pod_ready(pod: dict) -> bool:
-    """The pod's Ready condition is True (podutil.IsPodReady)."""
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])

@@ -43,6 +43,19 @@ REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 # Filters whose failure preemption can never resolve (UnschedulableAndUnresolvable upstream).
 _UNRESOLVABLE = ("node(s) were unschedulable", "node(s) had untolerated taint", "node(s) didn't match Pod's node affinity")
 
+# FailedScheduling wording styles (ScenarioOptions.scheduler_messages); see fit_error_message.
+MESSAGES_CURRENT = "current"
+MESSAGES_V1_11 = "v1.11"
+# Current reason (prefix) -> the 1.11 predicate failure reason(s). InterPodAffinityMatches
+# reports two reasons for a node that breaks the pod's anti-affinity: ErrPodAffinityNotMatch
+# and ErrPodAntiAffinityRulesNotMatch, and FitError counts each.
+_V1_11_REASONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("node(s) were unschedulable", ("node(s) were unschedulable",)),
+    ("node(s) had untolerated taint", ("node(s) had taints that the pod didn't tolerate",)),
+    ("node(s) didn't match Pod's node affinity", ("node(s) didn't match node selector",)),
+    (REASON_ANTI_AFFINITY, ("node(s) didn't match pod affinity/anti-affinity", "node(s) didn't match pod anti-affinity rules")),
+)
+
 
 # ---------------------------------------------------------------- helpers
 
@@ -367,19 +380,33 @@ def filter_node(
     return None
 
 
-def fit_error_message(num_nodes: int, reasons: Iterable[str]) -> str:
-    """kube-scheduler FitError.Error() plus the default preemption PostFilter's message:
+def _v1_11_reasons(reason: str) -> tuple[str, ...]:
+    for prefix, legacy in _V1_11_REASONS:
+        if reason.startswith(prefix):
+            return legacy
+    raise ValueError(f"no kube-scheduler 1.11 wording for reason {reason!r}")
 
-    "0/4 nodes are available: 1 node(s) were unschedulable, 3 node(s) didn't match Pod's
-    node affinity/selector. preemption: 0/4 nodes are available: 4 Preemption is not
-    helpful for scheduling."  Reasons are counted, formatted "N reason" and sorted as strings, as upstream.
-    Unschedulable/taint/affinity failures cannot be fixed by preempting pods ("Preemption
-    is not helpful for scheduling"); anti-affinity with equal-priority pods finds "No
-    preemption victims found for incoming pod".
+
+def fit_error_message(num_nodes: int, reasons: Iterable[str], style: str = MESSAGES_CURRENT) -> str:
+    """The FailedScheduling message for ``num_nodes`` nodes failing with ``reasons`` (one
+    :func:`filter_node` reason per node). Style "current": FitError.Error() plus the default
+    preemption PostFilter's message, e.g. "0/4 nodes are available: 1 node(s) were
+    unschedulable, 3 node(s) didn't match Pod's node affinity/selector. preemption: 0/4 nodes
+    are available: 4 Preemption is not helpful for scheduling." (unschedulable/taint/affinity
+    failures: "Preemption is not helpful..."; anti-affinity: "No preemption victims found for
+    incoming pod"). Style "v1.11": kube-scheduler 1.10/1.11 FitError.Error() with the
+    predicate errors of pkg/scheduler/algorithm/predicates/error.go and no preemption part:
+    "0/7 nodes are available: 7 node(s) didn't match node selector." Both count reasons,
+    format "N reason" and sort the strings, as upstream. Raises ValueError for an unknown style.
     """
     reasons = list(reasons)
     if num_nodes == 0:
         return "no nodes available to schedule pods"
+    if style == MESSAGES_V1_11:
+        counts = Counter(r for reason in reasons for r in _v1_11_reasons(reason))
+        return f"0/{num_nodes} nodes are available: {', '.join(sorted(f'{n} {r}' for r, n in counts.items()))}."
+    if style != MESSAGES_CURRENT:
+        raise ValueError(f"unknown scheduler message style {style!r}")
     counts = Counter(reasons)
     # Upstream formats "N reason" then sort.Strings()s the formatted strings.
     parts = ", ".join(sorted(f"{n} {r}" for r, n in counts.items()))
@@ -397,10 +424,11 @@ def schedule(
     pods_per_node: Mapping[str, int],
     order: Sequence[str] = FILTERS_CURRENT,
     node_pods: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+    messages: str = MESSAGES_CURRENT,
 ) -> tuple[str | None, str]:
     """Choose a node for ``pod``: filter every node, then spread (fewest pods, then name).
-    ``node_pods`` (node name -> pods bound there) feeds the anti-affinity filter.
-    Returns (node_name, "") or (None, FitError message)."""
+    ``node_pods`` (node name -> pods bound there) feeds the anti-affinity filter; ``messages``
+    is the :func:`fit_error_message` style. Returns (node_name, "") or (None, FitError message)."""
     fits: list[str] = []
     reasons: list[str] = []
     for node in nodes:
@@ -411,7 +439,7 @@ def schedule(
             reasons.append(why)
     if fits:
         return min(fits, key=lambda n: (pods_per_node.get(n, 0), n)), ""
-    return None, fit_error_message(len(nodes), reasons)
+    return None, fit_error_message(len(nodes), reasons, messages)
 
 
 # ---------------------------------------------------------------- DaemonSet

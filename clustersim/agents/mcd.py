@@ -1,0 +1,200 @@
+"""The machine-config-daemon, one task per node (MCO pkg/daemon, the node handshake of DESIGN.md):
+desiredConfig -> Working + desiredDrain=drain-X -> wait lastAppliedDrain (1 h deadline) -> write
+files, reboot -> desiredDrain=uncordon-X -> wait (10 min) -> currentConfig=X, Done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from clustersim.agents import logic
+from clustersim.agents.base import MC, AgentBase
+from clustersim.agents.logic import (
+    ANN_CURRENT_CONFIG,
+    ANN_DESIRED_CONFIG,
+    ANN_DESIRED_DRAIN,
+    ANN_LAST_APPLIED_DRAIN,
+    ANN_REASON,
+    ANN_STATE,
+    STATE_DEGRADED,
+    STATE_DONE,
+    STATE_REBOOTING,
+    STATE_UNRECONCILABLE,
+    STATE_WORKING,
+    annotations,
+)
+from clustersim.agents.objects import new_uid
+from clustersim.agents.podstatus import kubelet_status
+
+log = logging.getLogger("clustersim.agents")
+
+
+class MachineConfigDaemonMixin(AgentBase):
+    """Mixed into ``clustersim.agents.Agents``; see the module docstring."""
+
+    def _set_annotations(self, node: str, values: dict[str, str]) -> dict[str, Any] | None:
+        def fn(o: dict[str, Any]) -> None:
+            o["metadata"].setdefault("annotations", {}).update(values)
+
+        return self.store.mutate("nodes", node, None, fn)
+
+    async def _wait_node(self, node: str, pred: Callable[[dict[str, Any]], Any], timeout_real: float | None) -> Any:
+        """Wait until ``pred(node)`` is truthy (returns its value) or the timeout (returns None)."""
+        ev = self._wake[node]
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout_real is None else loop.time() + timeout_real
+        while True:
+            ev.clear()
+            obj = self._node(node)
+            if obj is None:
+                raise asyncio.CancelledError
+            got = pred(obj)
+            if got:
+                return got
+            remaining = None if deadline is None else deadline - loop.time()
+            if remaining is not None and remaining <= 0:
+                return None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ev.wait(), remaining)
+
+    async def _daemon(self, node: str) -> None:
+        while True:
+            obj = self._node(node)
+            if obj is None:
+                return
+            a = annotations(obj)
+            cur, des, state = a.get(ANN_CURRENT_CONFIG, ""), a.get(ANN_DESIRED_CONFIG, ""), a.get(ANN_STATE, "")
+            seen = (des, a.get(ANN_LAST_APPLIED_DRAIN, ""))
+            fault = self._faults.get(node)
+            act = bool(des) and des != cur
+            if state in (STATE_DEGRADED, STATE_UNRECONCILABLE) and self._degraded_seen.get(node) == seen:
+                act = False  # failed on exactly this; retry only on a change or clear_node_fault
+            if fault is not None and fault.kind == "stuck_reboot" and state == STATE_REBOOTING:
+                act = False
+            if act:
+                try:
+                    await self._apply(node, cur, des)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("machine-config-daemon %s failed", node)
+                    await asyncio.sleep(0.05)
+                continue
+            self._wake[node].clear()
+            await self._wake[node].wait()
+
+    def _fail(self, node: str, state: str, reason: str) -> None:
+        obj = self._set_annotations(node, {ANN_STATE: state, ANN_REASON: reason})
+        if obj is not None:
+            a = annotations(obj)
+            self._degraded_seen[node] = (a.get(ANN_DESIRED_CONFIG, ""), a.get(ANN_LAST_APPLIED_DRAIN, ""))
+
+    async def _apply(self, node: str, cur: str, rendered: str) -> None:
+        """One update attempt of ``node`` from ``cur`` to ``rendered`` (MCO daemon update path)."""
+        fault = self._faults.get(node)
+        if fault and fault.kind == "unreconcilable":
+            self._fail(node, STATE_UNRECONCILABLE, fault.reason or
+                       f"can't reconcile config {cur} with {rendered}: ignition file changes unsupported")
+            return
+        if self.store.try_get(MC, rendered) is None:
+            self._fail(node, STATE_DEGRADED,
+                       f'machineconfig.machineconfiguration.openshift.io "{rendered}" not found')
+            return
+        if fault and fault.kind == "degrade":
+            self._fail(node, STATE_DEGRADED, fault.reason or f"failed to apply {rendered}: injected fault")
+            return
+        drain = f"drain-{rendered}"
+        self._degraded_seen.pop(node, None)
+        obj = self._node(node)
+        if obj is None:
+            return
+        values = {ANN_STATE: STATE_WORKING, ANN_REASON: ""}
+        if annotations(obj).get(ANN_LAST_APPLIED_DRAIN) != drain:
+            values[ANN_DESIRED_DRAIN] = drain
+        self._set_annotations(node, values)
+
+        def drained_or_changed(o: dict[str, Any]) -> str | None:
+            a = annotations(o)
+            if a.get(ANN_DESIRED_CONFIG) != rendered:
+                return "changed"
+            if a.get(ANN_LAST_APPLIED_DRAIN) == drain:
+                return "drained"
+            if self._faults.get(node) is not None and self._faults[node].kind in ("degrade", "unreconcilable"):
+                return "fault"
+            return None
+
+        got = await self._wait_node(node, drained_or_changed, self.clock.real(self.options.drain_deadline_seconds))
+        if got is None:
+            self._fail(node, STATE_DEGRADED, f"failed to drain node: {node} after 1 hour. "
+                       "Please see machine-config-controller logs for more information")
+            return
+        if got == "fault":
+            return  # the loop re-enters _apply and applies the fault
+        if got == "changed":
+            a = annotations(self._node(node) or {})
+            if a.get(ANN_DESIRED_CONFIG) == a.get(ANN_CURRENT_CONFIG):
+                # Rolled back / skipped while waiting for the drain: back to idle at the current config.
+                self._set_annotations(node, {ANN_STATE: STATE_DONE, ANN_REASON: "",
+                                             ANN_DESIRED_DRAIN: f"uncordon-{a.get(ANN_CURRENT_CONFIG, '')}"})
+            return
+        # Drained: write files, then reboot.
+        await self.clock.sleep(self.options.write_files_seconds)
+        self._set_annotations(node, {ANN_STATE: STATE_REBOOTING})
+        self._set_node_ready(node, False)
+        if self._faults.get(node) is not None and self._faults[node].kind == "stuck_reboot":
+            await self._wait_node(node, lambda o: self._faults.get(node) is None, None)
+        else:
+            await self.clock.sleep(self.options.reboot_seconds)
+        self._set_node_ready(node, True, rebooted=True)
+        self._restart_pods(node)
+        uncordon = f"uncordon-{rendered}"
+        self._set_annotations(node, {ANN_STATE: STATE_WORKING, ANN_DESIRED_DRAIN: uncordon})
+        ok = await self._wait_node(node, lambda o: annotations(o).get(ANN_LAST_APPLIED_DRAIN) == uncordon,
+                                   self.clock.real(self.options.uncordon_deadline_seconds))
+        if not ok:
+            self._fail(node, STATE_DEGRADED, f"failed to uncordon node: {node} after 10 minutes. "
+                       "Please see machine-config-controller logs for more information")
+            return
+        self._set_annotations(node, {ANN_CURRENT_CONFIG: rendered, ANN_STATE: STATE_DONE, ANN_REASON: ""})
+
+    def _set_node_ready(self, node: str, ready: bool, rebooted: bool = False) -> None:
+        now = self._now()
+
+        def fn(o: dict[str, Any]) -> None:
+            st = o.setdefault("status", {})
+            for c in st.get("conditions") or []:
+                if c.get("type") == "Ready":
+                    new = "True" if ready else "False"
+                    if c.get("status") != new:
+                        c["lastTransitionTime"] = now
+                    c["status"] = new
+                    c["reason"] = "KubeletReady" if ready else "KubeletNotReady"
+                    c["message"] = "kubelet is posting ready status" if ready else "node is rebooting"
+                    c["lastHeartbeatTime"] = now
+            if rebooted:
+                st.setdefault("nodeInfo", {})["bootID"] = new_uid()
+            taints = [t for t in (o["spec"].get("taints") or []) if t.get("key") != logic.TAINT_NOT_READY]
+            if not ready:
+                taints.append({"key": logic.TAINT_NOT_READY, "effect": "NoSchedule", "timeAdded": now})
+            if taints:
+                o["spec"]["taints"] = taints
+            else:
+                o["spec"].pop("taints", None)
+
+        self.store.mutate("nodes", node, None, fn)
+
+    def _restart_pods(self, node: str) -> None:
+        """After a reboot every container on the node restarted once."""
+        now = self._now()
+        target = self._node(node)
+        for pod in self.store.list_refs("pods", field_selector=f"spec.nodeName={node}"):
+            if logic.is_terminating(pod):
+                continue
+            count = max([c.get("restartCount", 0) for c in (pod.get("status") or {}).get("containerStatuses") or []] + [0])
+            st = kubelet_status(pod, target, self.net, now, restarts=count + 1)
+            self.store.mutate("pods", pod["metadata"]["name"], pod["metadata"]["namespace"],
+                              lambda o, st=st: o.__setitem__("status", st), subresource="status")

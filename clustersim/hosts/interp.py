@@ -1,0 +1,173 @@
+"""The host command interpreter: argv in, (stdout, stderr, exit code) out. Never a real shell.
+
+Dispatch order for ``argv[0]`` (a path such as ``/usr/libexec/iptables/iptables.init`` is
+matched by its full text first, then by its base name):
+
+1. commands registered by other components (``register_command``: ``ovs-vsctl``,
+   ``master-restart``, ``gluster`` ...), called as ``handler(host, argv)``;
+2. the built-in commands of :mod:`fs`, :mod:`pkg`, :mod:`netcmd`, :mod:`runtime`;
+3. anything else exits 127 with ``sh: CMD: command not found`` (procedures-spec §8.2).
+
+A binary that belongs to a package (``docker`` to ``docker-client``/``docker``, ``crictl`` to
+``cri-tools``) is "not found" once that package is removed. ``env K=V CMD...`` (how lockkeeper's
+executors pass variables) runs CMD. ``sh -c SCRIPT`` accepts only simple commands joined by
+``&&`` or ``;`` with at most a ``DIR/*`` glob per word; other shell syntax exits 2.
+``reboot``, ``systemctl reboot`` and ``shutdown -r now`` start the reboot sequence and raise
+:class:`~clustersim.hosts.ctx.SessionDropped` (the session dies without an exit status).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Awaitable, Callable
+
+from clustersim.hosts import fs, netcmd, pkg, runtime
+from clustersim.hosts.ctx import Ctx, HostWorld, SessionDropped
+from clustersim.hosts.model import CommandRecord, HostState, norm
+
+Result = tuple[str, str, int]
+#: What other components register: ``handler(host, argv) -> (stdout, stderr, exit code)``.
+CommandHandler = Callable[[HostState, list[str]], Awaitable[Result]]
+#: Log entries kept per host.
+LOG_LIMIT = 5000
+
+#: Binaries that vanish with their packages (any one of the packages provides the binary).
+PACKAGED: dict[str, tuple[str, ...]] = {
+    "docker": ("docker-client", "docker"),
+    "crictl": ("cri-tools",),
+    "dnsmasq": ("dnsmasq",),
+    "oc": ("atomic-openshift-clients", "origin-clients"),
+}
+SHELL_FORBIDDEN = ("|", ">", "<", "$", "`", "(", ")", "{", "}", "||")
+
+
+def _fs(fn: Callable[[HostState, list[str], bytes], Result]) -> Callable[[Ctx], Awaitable[Result]]:
+    async def run(ctx: Ctx) -> Result:
+        return fn(ctx.host, ctx.args, ctx.stdin)
+    return run
+
+
+async def _reboot(ctx: Ctx) -> Result:
+    if ctx.argv[0] == "shutdown" and ctx.args[:1] != ["-r"]:
+        return "", "shutdown: only 'shutdown -r now' is simulated\n", 1
+    ctx.world.request_reboot(ctx.host)
+    raise SessionDropped
+
+
+async def _true(ctx: Ctx) -> Result:
+    return "", "", 0
+
+
+async def _false(ctx: Ctx) -> Result:
+    return "", "", 1
+
+
+async def _echo(ctx: Ctx) -> Result:
+    return " ".join(ctx.args) + "\n", "", 0
+
+
+BUILTINS: dict[str, Callable[[Ctx], Awaitable[Result]]] = {
+    **{name: _fs(fn) for name, fn in fs.FS_COMMANDS.items()},
+    "systemctl": pkg.cmd_systemctl, "rpm": pkg.cmd_rpm, "yum": pkg.cmd_yum,
+    "iptables": netcmd.cmd_iptables, "iptables-save": netcmd.cmd_iptables_save,
+    "/usr/libexec/iptables/iptables.init": netcmd.cmd_iptables_init, "service": netcmd.cmd_service,
+    "getent": netcmd.cmd_getent, "nslookup": netcmd.cmd_nslookup, "hostname": netcmd.cmd_hostname,
+    "docker": runtime.cmd_docker, "crictl": runtime.cmd_crictl,
+    "reboot": _reboot, "shutdown": _reboot, "true": _true, "false": _false, "echo": _echo,
+}
+
+
+class Interpreter:
+    """Runs argv lists against hosts (see module docstring). ``world`` is the HostWorld the
+    commands act on; ``clock_now`` returns the RFC 3339 time for the command log."""
+
+    def __init__(self, world: HostWorld, clock_now: Callable[[], str]) -> None:
+        self.world = world
+        self._now = clock_now
+        self._extra: dict[str, CommandHandler] = {}
+
+    def register_command(self, name: str, handler: CommandHandler) -> None:
+        """Add (or replace) a command; ``name`` is a base name (``ovs-vsctl``) or a full path."""
+        self._extra[name] = handler
+
+    def _lookup(self, cmd: str) -> tuple[CommandHandler | None, Callable[[Ctx], Awaitable[Result]] | None]:
+        base = cmd.rsplit("/", 1)[-1]
+        for key in (cmd, base):
+            if key in self._extra:
+                return self._extra[key], None
+        for key in (cmd, base):
+            if key in BUILTINS:
+                return None, BUILTINS[key]
+        return None, None
+
+    async def run(self, host: HostState, argv: list[str], *, stdin: bytes = b"", via: str = "ssh") -> Result:
+        """Run ``argv`` on ``host`` and log it (argv, via, start, end, exit). Raises
+        SessionDropped when the command reboots the host (logged with exit None)."""
+        rec = CommandRecord(argv=list(argv), via=via, start=self._now())
+        host.log.append(rec)
+        if len(host.log) > LOG_LIMIT:
+            del host.log[: len(host.log) - LOG_LIMIT]
+        try:
+            out, err, code = await self.dispatch(host, list(argv), stdin, via)
+        except SessionDropped:
+            rec.end = self._now()
+            raise
+        rec.end, rec.exit = self._now(), code
+        return out, err, code
+
+    async def dispatch(self, host: HostState, argv: list[str], stdin: bytes, via: str) -> Result:
+        """Run ``argv`` without logging (``sh -c`` parts come back through here)."""
+        while argv and argv[0] == "env":
+            argv = argv[1:]
+            while argv and "=" in argv[0] and not argv[0].startswith("-"):
+                argv = argv[1:]
+        if not argv:
+            return "", "", 0
+        cmd = argv[0]
+        if cmd in ("sh", "bash", "/bin/sh", "/bin/bash") and len(argv) == 3 and argv[1] == "-c":
+            return await self._shell(host, argv[2], stdin, via)
+        base = cmd.rsplit("/", 1)[-1]
+        if base in PACKAGED and not any(p in host.packages for p in PACKAGED[base]):
+            return "", f"sh: {cmd}: command not found\n", 127
+        extra, builtin = self._lookup(cmd)
+        if extra is not None:
+            return await extra(host, argv)
+        if builtin is not None:
+            async def nested(inner: list[str]) -> Result:
+                return await self.dispatch(host, inner, stdin, via)
+
+            return await builtin(Ctx(host=host, argv=argv, stdin=stdin, world=self.world, via=via, dispatch=nested))
+        return "", f"sh: {cmd}: command not found\n", 127
+
+    async def _shell(self, host: HostState, script: str, stdin: bytes, via: str) -> Result:
+        try:
+            lex = shlex.shlex(script, posix=True, punctuation_chars=";&|<>()")
+            lex.whitespace_split = True
+            tokens = list(lex)
+        except ValueError as exc:
+            return "", f"sh: -c: line 0: syntax error: {exc}\n", 2
+        bad = [t for t in tokens if t in SHELL_FORBIDDEN or any(c in t for c in "$`")]
+        if bad:
+            return "", f"sh: -c: shell syntax {bad[0]!r} is not simulated (only ';', '&&' and DIR/* globs)\n", 2
+        out, err, code = [], [], 0
+        command: list[str] = []
+        op = ";"
+        for tok in [*tokens, ";"]:
+            if tok not in (";", "&&"):
+                command.extend(self._glob(host, tok))
+                continue
+            if command and (op == ";" or code == 0):
+                o, e, code = await self.dispatch(host, command, stdin, via)
+                out.append(o)
+                err.append(e)
+            command, op = [], tok
+        return "".join(out), "".join(err), code
+
+    @staticmethod
+    def _glob(host: HostState, word: str) -> list[str]:
+        """``DIR/*`` expands to DIR's entries (sorted); no match leaves the word as is (sh)."""
+        if not word.endswith("/*") or "*" in word[:-1]:
+            return [word]
+        d = norm(word[:-2])
+        names = fs.children(host, d) if host.is_dir(d) else []
+        return [f"{d}/{n}" for n in names] or [word]

@@ -1,0 +1,154 @@
+"""The pydantic models of a scenario file's sections (nodes, pools, workloads, network, options).
+
+``clustersim.scenario.Scenario`` assembles them; every model rejects unknown keys.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+RENDERED_RE = re.compile(r"^rendered-[a-z0-9-]+-[0-9a-f]{32}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ScenarioOptions(_Strict):
+    """Agent timings in simulated seconds (scaled by ``Clock.time_scale``) and behaviour switches."""
+
+    reboot_seconds: float = 30.0
+    write_files_seconds: float = 2.0
+    drain_deadline_seconds: float = 3600.0  # MCO pkg/daemon/drain.go: 1 hour
+    uncordon_deadline_seconds: float = 600.0  # 10 minutes
+    pod_start_seconds: float = 2.0
+    crashloop_seconds: float = 10.0  # interval between restarts of a crash-looping container
+    # pod GC: pods bound to a deleted Node are force-deleted this long after the deletion
+    # (kube-controller-manager's podgc orphan cleanup; real clusters take up to ~40 s).
+    pod_gc_seconds: float = 2.0
+    # "current": kube-scheduler >= 1.23 filter order; "legacy": 1.19-1.21 (OKD 4.6-4.8),
+    # NodeAffinity before TaintToleration (changes which reason a node is counted under).
+    scheduler_filters: Literal["current", "legacy"] = "current"
+    # FailedScheduling wording: "current" (>= 1.23 reasons plus the preemption suffix) or
+    # "v1.11" (kube-scheduler 1.10/1.11 of OpenShift 3.10/3.11: "N node(s) didn't match node selector.").
+    scheduler_messages: Literal["current", "v1.11"] = "current"
+
+
+class MachineConfigSpec(_Strict):
+    name: str
+    role: str
+    files: list[str] = Field(default_factory=list)
+    created: datetime
+
+
+class RenderedConfigSpec(_Strict):
+    name: str
+    pool: str
+    sources: list[str]
+    created: datetime
+    carries_ovn: bool = False  # R1: has the OVN-Kubernetes host files
+
+    @field_validator("name")
+    @classmethod
+    def _rendered_name(cls, v: str) -> str:
+        if not RENDERED_RE.match(v):
+            raise ValueError(f"rendered config name {v!r} must look like rendered-<pool>-<32 hex>")
+        return v
+
+
+class PoolSpec(_Strict):
+    name: str
+    node_selector: dict[str, str]
+    current: str  # status.configuration: what the nodes are at
+    target: str  # spec.configuration: the rendered config the pool should reach
+    max_unavailable: int | str = 1
+
+
+class TaintSpec(_Strict):
+    key: str
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class NodeSpec(_Strict):
+    name: str
+    roles: list[str]
+    config: str
+    zone: str | None = None
+    unschedulable: bool = False
+    taints: list[TaintSpec] = Field(default_factory=list)
+    labels: dict[str, str] = Field(default_factory=dict)
+    created: datetime | None = None
+    # status.addresses InternalIP (hostNetwork pods get it as podIP); default 10.0.x.y by position.
+    address: str | None = None
+
+
+class TolerationSpec(_Strict):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str | None = None
+    effect: str | None = None
+
+
+class DaemonSetSpec(_Strict):
+    name: str
+    namespace: str
+    labels: dict[str, str]
+    image: str
+    container: str = "main"
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[TolerationSpec] = Field(default_factory=list)
+    host_network: bool = False
+    requires_ovn: bool = False  # crash-loops on nodes whose config lacks the OVN files (R1)
+    update_strategy: Literal["RollingUpdate", "OnDelete"] = "RollingUpdate"
+    max_unavailable: int | str = 1
+    created: datetime | None = None
+    pod_names: dict[str, str] = Field(default_factory=dict)  # node -> explicit name of its pod at start
+
+
+class DeploymentSpec(_Strict):
+    name: str
+    namespace: str
+    replicas: int = Field(ge=0)
+    labels: dict[str, str]
+    image: str
+    container: str = "main"
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[TolerationSpec] = Field(default_factory=list)
+    template_hash: str | None = None  # pod-template-hash; derived from the template when absent
+    pod_names: list[str] = Field(default_factory=list)  # explicit names for the first pods
+    # requiredDuringScheduling pod anti-affinity on kubernetes.io/hostname (one pod per node),
+    # as the OpenShift ingress operator sets for router-default.
+    spread_one_per_node: bool = False
+    created: datetime | None = None
+
+
+class PdbSpec(_Strict):
+    name: str
+    namespace: str
+    selector: dict[str, str]
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+    #: policy/v1 spec.unhealthyPodEvictionPolicy (k8s >= 1.27): IfHealthyBudget (the API default)
+    #: or AlwaysAllow (unready pods may always be evicted).
+    unhealthy_pod_eviction_policy: Literal["IfHealthyBudget", "AlwaysAllow"] | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> PdbSpec:
+        if (self.min_available is None) == (self.max_unavailable is None):
+            raise ValueError(f"PDB {self.name}: set exactly one of min_available / max_unavailable")
+        return self
+
+
+class NetworkSpec(_Strict):
+    """config.openshift.io/v1 Network ``cluster``. ``switched_at`` set means the R1 model
+    is on: pod networking needs a node config with carries_ovn."""
+
+    spec_type: str = "OVNKubernetes"
+    status_type: str = "OVNKubernetes"
+    switched_at: datetime | None = None
+    migration: str | None = None  # status.migration.networkType
