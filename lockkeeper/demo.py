@@ -74,12 +74,15 @@ async def _demo_in(
     state: Path, interactive: bool, time_scale: float, scenario: str, timeout: float, err: Console, out: Console
 ) -> int:
     from clustersim import ClusterSim
-    from lockkeeper.cli import start_rollout, wait_for_plan
-    from lockkeeper.client import connect
     from lockkeeper.devserver import DevServer
-    from lockkeeper.settings import Settings
+    from lockkeeper.starter import rollout_planned, start_procedure, wait_for_status
+    from workers.client import connect
+    from workers.settings import Settings
     from workers.worker import run_worker
-    from workflows.models import ApprovalPolicy, MachineConfigRolloutInput
+    from workflows import machineconfig
+    from workflows.kit.plan import ApprovalPolicy
+    from workflows.kit.scopes import pool_scope
+    from workflows.machineconfig.models import MachineConfigRolloutInput
 
     t0 = time.monotonic()
 
@@ -119,9 +122,13 @@ async def _demo_in(
                     network_poll_initial_seconds=0.5,
                     network_poll_max_seconds=3.0,
                 )
-                handle = await start_rollout(client, settings, inp)
+                handle = await start_procedure(
+                    client, settings, machineconfig.SPEC, inp, cluster=inp.cluster,
+                    scopes=[pool_scope(inp.cluster, p) for p in inp.pools], pools=inp.pools,
+                    summary=f"MachineConfig rollout on {inp.cluster} by {inp.requested_by} (demo)",
+                )
                 err.print(f"started rollout [bold]{handle.id}[/]")
-                st = await wait_for_plan(handle)
+                st = await wait_for_status(handle, machineconfig.SPEC, rollout_planned)
                 if st is not None and st.plan is not None:
                     from lockkeeper.output import plan_table
 
@@ -154,7 +161,8 @@ async def _follow(handle: Any, address: str, interactive: bool, out: Console, er
     from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
 
     from lockkeeper.output import status_view
-    from workflows.models import ApproveInput, GateDecisionResult, GateState, RolloutStatus
+    from workflows.kit.models import ApproveInput, GateDecisionResult, GateState
+    from workflows.machineconfig.models import RolloutStatus
 
     announced: set[str] = set()
     live = Live(console=out, auto_refresh=False) if out.is_terminal else None
@@ -206,14 +214,16 @@ async def _follow(handle: Any, address: str, interactive: bool, out: Console, er
 
 async def _verify(kubeconfig: Path) -> tuple[bool, list[tuple[str, bool, str]]]:
     """Check through the API: pools Updated, ovnkube-node Ready everywhere, all pods Ready."""
-    from activities.k8s import KubeGateway
-    from activities.machineconfig import ClusterActivities
-    from activities.models import PodsReadyInput, PoolsStatusInput
+    from activities.cluster.models import PodsReadyInput
+    from activities.cluster.workloads import WorkloadActivities
+    from activities.kube.gateway import KubeGateway
+    from activities.machineconfig.activities import MachineConfigActivities
+    from activities.machineconfig.models import PoolsStatusInput
 
     def check() -> list[tuple[str, bool, str]]:
         gateway = KubeGateway.from_kubeconfig(str(kubeconfig))
-        acts = ClusterActivities(lambda: gateway)
-        pools = acts.get_pools_status(PoolsStatusInput())
+        acts = WorkloadActivities(lambda: gateway)
+        pools = MachineConfigActivities(lambda: gateway).get_pools_status(PoolsStatusInput())
         ovn = acts.check_pods_ready(
             PodsReadyInput(namespace="openshift-ovn-kubernetes", label_selector="app=ovnkube-node", expect_per_node=True)
         )

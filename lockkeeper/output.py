@@ -12,19 +12,14 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from activities.models import PoolDiagnosis
-from workflows.models import (
-    GateState,
-    MachineConfigRolloutResult,
-    NodePhase,
-    NodeStatus,
-    RolloutPlan,
-    RolloutStatus,
-)
+from activities.machineconfig.models import PoolDiagnosis
+from workflows.kit.models import GateState, NodePhase, NodeStatus
+from workflows.machineconfig.models import MachineConfigRolloutResult, RolloutPlan, RolloutStatus
 
 FORMATS = ("table", "json", "yaml")
 
-_PHASE_STYLE = {
+#: rich style of each node phase in tables.
+PHASE_STYLE = {
     NodePhase.DONE: "green",
     NodePhase.SKIPPED: "dim",
     NodePhase.RUNNING: "cyan",
@@ -111,6 +106,10 @@ def plan_table(plan: RolloutPlan) -> RenderableType:
             ", ".join(g.id for g in p.gates) or "-",
         )
     parts: list[RenderableType] = [t]
+    order = str(plan.pool_order)
+    how = {"parallel": "every pool at once, each in its own maxUnavailable window",
+           "masters-first": "master first, then the other pools at once"}.get(order, "one pool after the other")
+    parts.append(Text(f"pool order: {order} ({how})"))
     if plan.final_gates:
         parts.append(Text("then: " + ", ".join(g.id for g in plan.final_gates)))
     if plan.network_type:
@@ -125,7 +124,9 @@ def status_view(st: RolloutStatus, now: datetime | None = None) -> RenderableTyp
     head.append(f"{st.workflow_id}  ", style="bold")
     head.append(f"cluster {st.cluster}  phase ")
     head.append(str(st.phase), style="bold cyan")
-    if st.current_pool:
+    if len(st.current_pools) > 1:
+        head.append(f"  pools {', '.join(st.current_pools)}")
+    elif st.current_pool:
         head.append(f"  pool {st.current_pool}")
     if st.paused_reason:
         head.append(f"\npaused: {st.paused_reason}", style="yellow")
@@ -160,7 +161,7 @@ def status_view(st: RolloutStatus, now: datetime | None = None) -> RenderableTyp
         nodes.add_row(
             n.name,
             n.pool,
-            Text(str(n.phase), style=_PHASE_STYLE.get(n.phase, "")),
+            Text(str(n.phase), style=PHASE_STYLE.get(n.phase, "")),
             n.step or "-",
             n.waiting_for or "-",
             fmt_time(n.since, now) if n.since else "-",
@@ -293,7 +294,7 @@ def result_view(res: MachineConfigRolloutResult) -> RenderableType:
             t.add_row(
                 n.name,
                 n.pool,
-                Text(str(n.phase), style=_PHASE_STYLE.get(n.phase, "")),
+                Text(str(n.phase), style=PHASE_STYLE.get(n.phase, "")),
                 str(n.attempts),
                 fmt_duration(n.duration_seconds),
                 fmt_duration(n.drain_seconds),

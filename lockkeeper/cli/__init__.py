@@ -1,0 +1,75 @@
+"""The ``lockkeeper`` command: start procedures, watch them, answer them, run a worker.
+
+The app is assembled here from one module per concern, each of which registers its commands
+and none of which imports this package back: :mod:`.common` (exit codes, errors, options,
+settings, connection, updates), :mod:`.operate` (approve, reject, pause, resume, abort,
+skip-node, retry-node, decide), :mod:`.observe` (status, list), :mod:`.start` (one module per
+procedure), :mod:`.diagnose`, :mod:`.worker` and :mod:`.sim` (sim, demo). Every module imports
+only typer at load time, so ``--help`` stays fast; the procedures come from
+``workflows.PROCEDURES`` when a command runs.
+
+Exit codes: 0 ok; 1 the procedure failed, was aborted or refused the request; 2 usage or
+validation error; 3 not found or cannot connect. Settings come from the environment
+(:mod:`workers.settings`); the global flags override them.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from lockkeeper.cli import diagnose, history, observe, operate, setup, sim, start, worker
+
+app = typer.Typer(
+    name="lockkeeper",
+    help="Run OpenShift/Kubernetes maintenance procedures as durable Temporal workflows.",
+    no_args_is_help=True,
+    add_completion=True,  # typer's --install-completion / --show-completion (bash, zsh, fish, PowerShell)
+    pretty_exceptions_enable=False,
+)
+start_app = typer.Typer(help="Start a procedure.", no_args_is_help=True)
+app.add_typer(start_app, name="start")
+
+
+@app.callback()
+def _main(
+    ctx: typer.Context,
+    address: str | None = typer.Option(None, "--address", help="Temporal host:port (TEMPORAL_ADDRESS)."),
+    namespace: str | None = typer.Option(None, "--namespace", "-n", help="Temporal namespace."),
+    task_queue: str | None = typer.Option(None, "--task-queue", help="Task queue (LOCKKEEPER_TASK_QUEUE)."),
+    log_level: str | None = typer.Option(None, "--log-level", help="debug|info|warning|error"),
+) -> None:
+    ctx.obj = {"temporal_address": address, "temporal_namespace": namespace, "task_queue": task_queue, "log_level": log_level}
+
+
+start.register(start_app)
+observe.register(app)
+operate.register(app)
+diagnose.register(app)
+worker.register(app)
+setup.register(app)
+history.register(app)
+sim.register(app)
+
+
+def main() -> None:
+    """Console entrypoint ``lockkeeper``.
+
+    Exits through ``os._exit`` after flushing: the Temporal core runtime's threads can abort the
+    interpreter's own finalization (``PyGILState_Release``), which would turn exit code 3 into
+    a crash (-6).
+    """
+    import os
+
+    code: int = 0
+    try:
+        app()  # standalone mode: usage errors are printed by typer and end in SystemExit(2)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+__all__ = ["app", "main", "start_app"]

@@ -1,0 +1,110 @@
+"""``lockkeeper diagnose gluster``: a read-only GlusterFS report straight from the cluster, and the
+report views ``start gluster-recovery --check-only`` prints too.
+
+The diagnosis runs the same read as the procedure (``read_gluster``: pods, nodes, ``volume
+info``/``status``, peers, heal info, in a usable GlusterFS pod through the API's exec) and the
+same pure assessment (:func:`workflows.gluster.plan.assess`); it writes nothing. Exit 0 when
+healthy, 1 when not, 3 when the cluster or the GlusterFS pods cannot be reached.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from lockkeeper.cli.common import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, CliError, OutputOpt, check_output, err, run, settings_of
+
+
+def assessment_view(a: Any, title: str = "GlusterFS") -> Any:
+    """A rich renderable of an :class:`~workflows.gluster.models.Assessment`: one row per
+    brick (volume, replica set, brick, node, pod, online, why offline, heal entries), then the
+    hosts to restart and anything that stops a recovery."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(title=f"{title} (read in {a.exec_pod or '-'})", show_lines=False)
+    for col in ("volume", "set", "brick", "node", "pod", "online", "state", "heal"):
+        t.add_column(col)
+    for v in a.volumes:
+        heal = "skipped" if v.heal_skipped else ("-" if v.heal_entries is None and not v.heal_problems else str(v.heal_entries))
+        for i, b in enumerate(v.bricks):
+            t.add_row(v.name if i == 0 else "", str(b.replica_set), b.name + (" (arbiter)" if b.arbiter else ""), b.node or "-",
+                      b.pod or "-", "Y" if b.online else "[red]N[/red]", b.reason or "", heal if i == 0 else "")
+    parts: list[Any] = [t]
+    for h in a.hosts:
+        state = "safe to restart" if h.safe else f"UNSAFE: {h.unsafe_reason}"
+        parts.append(Text(f"restart host {h.host} (node {h.node}, pod {h.pod}): {state}; offline: {', '.join(h.offline_bricks)}"))
+    for line in [*a.fatal, *a.unmapped]:
+        parts.append(Text(f"STOP: {line}", style="bold red"))
+    for v in a.volumes:
+        for p in v.heal_problems:
+            parts.append(Text(f"heal {v.name}: {p}", style="yellow"))
+    parts.append(Text("healthy" if a.healthy else "NOT healthy", style="bold green" if a.healthy else "bold red"))
+    return Group(*parts)
+
+
+def diagnosis_data(report: Any, a: Any) -> dict[str, Any]:
+    """The JSON/YAML document of ``diagnose gluster``: healthy, the assessment, the pods, peers
+    and the CLI calls made."""
+    return {
+        "healthy": a.healthy, "exec_pod": report.exec_pod, "assessment": a.model_dump(mode="json"),
+        "peers": [p.model_dump(mode="json") for p in report.peers], "calls": [c.model_dump(mode="json") for c in report.calls],
+    }
+
+
+def diagnose_gluster_cmd(
+    ctx: typer.Context,
+    namespace: str = typer.Option("glusterfs", "--namespace", help="Namespace of the GlusterFS pods."),
+    gluster_cluster: list[str] = typer.Option(["storage"], "--gluster-cluster", help="GlusterFS cluster name(s): pods glusterfs=<name>-pod."),
+    exclude_node: str | None = typer.Option(None, "--exclude-node", help="Never run the CLI in this node's pod."),
+    heal: bool = typer.Option(True, "--heal/--no-heal", help="Also read heal info of every replicated volume."),
+    rule: str = typer.Option("per-volume", "--quorum-rule", help="per-volume | per-replica-set"),
+    kubeconfig: str | None = typer.Option(None, "--kubeconfig", help="Path (KUBECONFIG)."),
+    context: str | None = typer.Option(None, "--context", help="kubeconfig context (KUBE_CONTEXT)."),
+    output: str = OutputOpt,
+) -> None:
+    """GlusterFS volumes, bricks, hosts, pods and heal entries, read-only (exit 1 when not healthy)."""
+    output = check_output(output)
+    if rule not in ("per-volume", "per-replica-set"):
+        raise typer.BadParameter("must be per-volume or per-replica-set", param_hint="'--quorum-rule'")
+    try:
+        settings = settings_of(ctx, kubeconfig=kubeconfig, kube_context=context)
+    except CliError as exc:
+        err(f"error: {exc}")
+        raise typer.Exit(exc.code) from None
+    run(_diagnose(settings, namespace, gluster_cluster, exclude_node, heal, rule, output))
+
+
+async def _diagnose(settings: Any, namespace: str, clusters: list[str], exclude_node: str | None, heal: bool, rule: str,
+                    output: str) -> int:
+    import asyncio
+
+    from temporalio.exceptions import ApplicationError
+
+    from activities.gluster.activities import GlusterActivities
+    from activities.gluster.models import GlusterReadInput, GlusterTarget
+    from activities.kube.errors import KubeconfigError, KubeError
+    from lockkeeper import output as out
+    from workers.registry import build_gateway
+    from workflows.gluster.plan import assess
+
+    def work() -> Any:
+        gw = build_gateway(settings)
+        try:
+            target = GlusterTarget(namespace=namespace, clusters=clusters, exclude_node=exclude_node)
+            return GlusterActivities(lambda: gw).read_gluster(GlusterReadInput(target=target, heal=heal))
+        finally:
+            gw.close()
+
+    try:
+        report = await asyncio.to_thread(work)
+    except (KubeconfigError, KubeError, ApplicationError) as exc:
+        raise CliError(str(exc), EXIT_NOT_FOUND) from None
+    a = assess(report, rule)  # type: ignore[arg-type]
+    if output == "table":
+        out.console().print(assessment_view(a))
+    else:
+        print(out.dump(diagnosis_data(report, a), output))
+    return EXIT_OK if a.healthy else EXIT_FAILED

@@ -1,0 +1,196 @@
+"""``lockkeeper status`` and ``lockkeeper list``: generic over every procedure type.
+
+``status ID`` describes the workflow, finds its :class:`~workflows.kit.spec.ProcedureSpec` by
+workflow type in ``workflows.PROCEDURES``, queries ``status`` and validates it with the spec's
+status model (a closed run: its result with the result model), then renders the procedure's own
+panel (:mod:`lockkeeper.panels`); ``-o json|yaml`` prints that model. ``list`` is a visibility
+query on the ``Lockkeeper*`` search attributes, which the starter sets for every procedure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import typer
+
+from lockkeeper.cli.common import (
+    EXIT_FAILED,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    CliError,
+    OutputOpt,
+    check_output,
+    cli_settings,
+    connect,
+    run,
+)
+
+
+def spec_of(workflow_type: str) -> Any:
+    """The spec of a workflow type; :class:`CliError` (exit 3) for a type that is no procedure
+    (a node run or a lease: their parent is the procedure)."""
+    from workflows import PROCEDURES
+    from workflows.kit.spec import spec_for_workflow_type
+
+    spec = spec_for_workflow_type(PROCEDURES, workflow_type)
+    if spec is None:
+        known = ", ".join(s.workflow_type for s in PROCEDURES)
+        raise CliError(f"{workflow_type} is not a lockkeeper procedure (procedures: {known})", EXIT_NOT_FOUND)
+    return spec
+
+
+def status(
+    ctx: typer.Context,
+    workflow_id: str = typer.Argument(..., metavar="ID"),
+    output: str = OutputOpt,
+    watch: bool = typer.Option(False, "--watch", "-w", help="Live view until the procedure ends."),
+) -> None:
+    """Where a procedure is: its phase, what it waits for since when, gates, and its own panel
+    (per node phase/step for the rollout, members for an etcd restore)."""
+    output = check_output(output)
+    settings = cli_settings(ctx)
+    run(show_status(settings, workflow_id, output, watch))
+
+
+async def show_status(settings: Any, wid: str, output: str, watch: bool) -> int:
+    """Body of ``status``: exit 0 while running or after success, 1 after a failed outcome."""
+    from temporalio.client import WorkflowExecutionStatus
+
+    from lockkeeper import output as out
+    from lockkeeper import panels
+    from lockkeeper.starter import query_status
+
+    client = await connect(settings)
+    handle = client.get_workflow_handle(wid)
+    desc = await handle.describe()
+    spec = spec_of(desc.workflow_type)
+    handle = client.get_workflow_handle(wid, result_type=spec.result_model)
+    console = out.console()
+    if desc.status == WorkflowExecutionStatus.RUNNING:
+        if watch and output == "table":
+            res = await watch_until_closed(handle, spec, console, live=True)
+            console.print(panels.result_panel(spec.name, res))
+            return EXIT_OK if panels.result_ok(res) else EXIT_FAILED
+        st = await query_status(handle, spec, timeout=15)
+        if output == "table":
+            console.print(panels.status_panel(spec.name, st))
+        else:
+            print(out.dump(st, output))
+        return EXIT_OK
+    # Closed: the result holds the final state (no worker needed to answer).
+    res = await handle.result()
+    if output == "table":
+        console.print(panels.result_panel(spec.name, res))
+    else:
+        print(out.dump(res, output))
+    return EXIT_OK if panels.result_ok(res) else EXIT_FAILED
+
+
+async def watch_until_closed(handle: Any, spec: Any, console: Any, *, live: bool, interval: float = 1.0) -> Any:
+    """Show the status (a live rich view, or one line per change when not on a terminal) until
+    the workflow closes; returns its result (validated with the spec's result model)."""
+    from rich.live import Live
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.service import RPCError
+
+    from lockkeeper import panels
+    from lockkeeper.starter import query_status
+
+    async def closed() -> bool:
+        return (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
+
+    if live:
+        with Live(console=console, auto_refresh=False, transient=False) as lv:
+            while not await closed():
+                try:
+                    lv.update(panels.status_panel(spec.name, await query_status(handle, spec)), refresh=True)
+                except RPCError:
+                    pass  # a query can time out while no worker runs; keep watching
+                await asyncio.sleep(interval)
+    else:
+        last = None
+        while not await closed():
+            try:
+                st = await query_status(handle, spec)
+                line = f"{getattr(st, 'phase', '')} {getattr(st, 'waiting_for', None) or ''}".strip()
+                if line != last:
+                    console.print(line)
+                    last = line
+            except RPCError:
+                pass
+            await asyncio.sleep(interval)
+    return await handle.result()
+
+
+def list_(
+    ctx: typer.Context,
+    cluster: str | None = typer.Option(None, "--cluster", help="Only this cluster."),
+    procedure: str | None = typer.Option(None, "--procedure", help="e.g. machineconfig-rollout, drain, etcd-restore"),
+    state: str | None = typer.Option(None, "--status", help="LockkeeperStatus, e.g. running, paused, done"),
+    running: bool = typer.Option(False, "--running", help="Only executions still running."),
+    limit: int = typer.Option(50, "--limit"),
+    output: str = OutputOpt,
+) -> None:
+    """List procedures of every type (visibility query on LockkeeperProcedure/Cluster/Status)."""
+    output = check_output(output)
+    settings = cli_settings(ctx)
+    run(show_list(settings, cluster, procedure, state, running, limit, output))
+
+
+def build_list_query(cluster: str | None, procedure: str | None, state: str | None, running: bool) -> str:
+    """The visibility query of ``lockkeeper list``."""
+    from lockkeeper.starter import quote
+    from workflows.kit.models import SA_CLUSTER, SA_PROCEDURE, SA_STATUS
+
+    terms = [f"{SA_PROCEDURE} = {quote(procedure)}" if procedure else f"{SA_PROCEDURE} IS NOT NULL"]
+    if cluster:
+        terms.append(f"{SA_CLUSTER} = {quote(cluster)}")
+    if state:
+        terms.append(f"{SA_STATUS} = {quote(state)}")
+    if running:
+        terms.append("ExecutionStatus = 'Running'")
+    return " AND ".join(terms)
+
+
+async def list_rows(client: Any, query: str, limit: int) -> list[dict[str, Any]]:
+    """The rows of ``lockkeeper list``: id, procedure, cluster, pools, status, execution, started."""
+    from workflows.kit.models import SA_CLUSTER, SA_POOLS, SA_PROCEDURE, SA_STATUS
+
+    rows = []
+    async for wf in client.list_workflows(query, limit=limit):
+        sa = wf.search_attributes
+        first = lambda k: (sa.get(k) or [None])[0]  # noqa: E731 - untyped SAs come as lists
+        rows.append(
+            {
+                "id": wf.id,
+                "procedure": first(SA_PROCEDURE),
+                "cluster": first(SA_CLUSTER),
+                "pools": list(sa.get(SA_POOLS) or []),
+                "status": first(SA_STATUS),
+                "execution": wf.status.name.lower() if wf.status else None,
+                "started": wf.start_time.isoformat(timespec="seconds") if wf.start_time else None,
+            }
+        )
+    return rows
+
+
+async def show_list(
+    settings: Any, cluster: str | None, procedure: str | None, state: str | None, running: bool, limit: int, output: str
+) -> int:
+    """Body of ``list``."""
+    from lockkeeper import output as out
+
+    client = await connect(settings)
+    rows = await list_rows(client, build_list_query(cluster, procedure, state, running), limit)
+    if output == "table":
+        out.console().print(out.list_table(rows))
+    else:
+        print(out.dump(rows, output))
+    return EXIT_OK
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``status`` and ``list``."""
+    app.command("status")(status)
+    app.command("list")(list_)

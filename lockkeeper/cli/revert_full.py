@@ -1,0 +1,63 @@
+"""``lockkeeper revert ID --full``: reverse a whole change, for procedures that can.
+
+A run that is still going gets the ``revert`` Update with ``full`` set (its validator says
+whether it can, and why not). A run that has ended is reversed by a NEW run of the same
+procedure whose input comes from the ended run's own input (read from its history) through the
+procedure's reverse function (:data:`REVERSERS`; the VXLAN port change swaps the ports:
+fan-out back, masters and ClusterNetwork to the old port, the DaemonSet restored at the end).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from lockkeeper.cli.common import EXIT_OK, EXIT_USAGE, CliError, connect, err
+
+#: Procedure name -> "module:function" taking (the ended run's input, its workflow ID) and
+#: returning the reverse run's input.
+REVERSERS: dict[str, str] = {"vxlan-port-change": "workflows.vxlan_port.plan:reverse_input"}
+
+
+def reverser(name: str) -> Any:
+    """The reverse function of procedure ``name``, or None."""
+    target = REVERSERS.get(name)
+    if target is None:
+        return None
+    module, _, fn = target.partition(":")
+    return getattr(importlib.import_module(module), fn)
+
+
+async def started_input(client: Any, handle: Any, model: type) -> Any:
+    """The input the run ``handle`` was started with, decoded as ``model``."""
+    history = await handle.fetch_history()
+    attrs = history.events[0].workflow_execution_started_event_attributes
+    (value,) = await client.data_converter.decode(list(attrs.input.payloads), [model])
+    return value
+
+
+async def revert_full(settings: Any, wid: str, who: str, output: str, reason: str) -> int:
+    """See the module doc. Exit codes as every command (a refusal is exit 2 or 1)."""
+    from temporalio.client import WorkflowExecutionStatus
+
+    from lockkeeper.cli.start.shared import Launch, launch
+    from workflows import PROCEDURES
+    from workflows.kit.scopes import cluster_scope
+    from workflows.kit.spec import spec_for_workflow_type
+
+    client = await connect(settings, identity=who)
+    handle = client.get_workflow_handle(wid)
+    desc = await handle.describe()
+    spec = spec_for_workflow_type(PROCEDURES, desc.workflow_type)
+    if desc.status == WorkflowExecutionStatus.RUNNING:
+        res = await handle.execute_update("revert", {"identity": who, "full": True, "reason": reason}, result_type=dict)
+        err(str(res.get("message", res)))
+        return EXIT_OK
+    fn = reverser(spec.name) if spec is not None else None
+    if spec is None or fn is None:
+        raise CliError(f"{wid} ({desc.workflow_type}) has ended and has no full revert", EXIT_USAGE)
+    inp = fn(await started_input(client, handle, spec.input_model), wid)
+    cluster = getattr(inp, "cluster", "default")
+    req = Launch(name=spec.name, input=inp, cluster=cluster, who=who, output=output, scopes=[cluster_scope(cluster)],
+                 id_name=f"revert-{wid}"[-60:], summary=f"full revert of {wid} by {who}" + (f": {reason}" if reason else ""))
+    return await launch(req, settings)

@@ -1,0 +1,123 @@
+"""``lockkeeper start gluster-recovery``: GlusterFS brick check and recovery (R3a).
+
+Without ``--check-only`` it starts ``GlusterRecoveryWorkflow`` in recover mode (lease
+``gluster/<cluster>``): one host at a time, an approval gate before each pod delete, then the
+heal gate; follow it with ``lockkeeper status ID`` and answer its gates with ``approve`` /
+``reject``. With ``--check-only`` it runs the same workflow in check mode (nothing is written,
+no lease is taken), waits for it, prints the report and exits 0 when GlusterFS is healthy, 1 when
+not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from lockkeeper.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    ClusterOpt,
+    CliError,
+    DryRunOpt,
+    IdentityOpt,
+    IdOpt,
+    OutputOpt,
+    check_output,
+    cli_settings,
+    connect,
+    err,
+    identity_of,
+    run,
+    validation_lines,
+)
+from lockkeeper.cli.start.shared import Launch, dry_run_report, launch, spec_named
+
+PROCEDURE = "gluster-recovery"
+
+
+def start_gluster_recovery(
+    ctx: typer.Context,
+    check_only: bool = typer.Option(False, "--check-only", help="Read and assess only; exit 0 healthy, 1 not. Changes nothing."),
+    namespace: str = typer.Option("glusterfs", "--namespace", help="Namespace of the GlusterFS pods."),
+    gluster_cluster: list[str] = typer.Option(["storage"], "--gluster-cluster", help="GlusterFS cluster(s): pods glusterfs=<name>-pod."),
+    exclude_node: str | None = typer.Option(None, "--exclude-node", help="Never run the CLI in, or count on, this node's pod."),
+    quorum_rule: str = typer.Option("per-volume", "--quorum-rule", help="per-volume | per-replica-set: when a volume is down."),
+    approve_pod_delete: bool = typer.Option(True, "--approve-pod-delete/--no-approve-pod-delete", help="Gate each host's pod delete."),
+    max_restarts: int = typer.Option(2, "--max-restarts", help="Pod restarts per host before asking a person."),
+    allow_start_force: bool = typer.Option(False, "--allow-start-force", help="Offer 'gluster volume start VOL force' (gated)."),
+    heal_timeout: float = typer.Option(1200.0, "--heal-timeout", help="Seconds the heal gate waits before asking."),
+    stall_after: float = typer.Option(300.0, "--stall-after", help="Seconds without heal progress before asking."),
+    gate_timeout: float | None = typer.Option(None, "--gate-timeout", help="Seconds a gate waits (default forever; then rejects)."),
+    four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve the gates."),
+    allowed_approver: list[str] = typer.Option([], "--allowed-approver", help="Who may decide (repeatable)."),
+    dry_run: bool = DryRunOpt,
+    cluster: str | None = ClusterOpt,
+    workflow_id: str | None = IdOpt,
+    wait: bool = typer.Option(False, "--wait", help="Wait until the run ends; exit 0 only if GlusterFS is healthy."),
+    identity: str | None = IdentityOpt,
+    output: str = OutputOpt,
+) -> None:
+    """Check GlusterFS bricks and heal info; recover offline bricks one host at a time."""
+    output = check_output(output)
+    settings = cli_settings(ctx)
+    who = identity_of(identity)
+    fields: dict[str, Any] = dict(
+        cluster=cluster or settings.cluster, namespace=namespace, clusters=gluster_cluster,
+        mode="check" if check_only else "recover", exclude_node=exclude_node, quorum_rule=quorum_rule,
+        approve_pod_delete=approve_pod_delete, max_restarts_per_host=max_restarts, allow_volume_start_force=allow_start_force,
+        heal={"timeout_s": heal_timeout, "stall_after_s": stall_after, "gate_timeout_s": gate_timeout},
+        gate_timeout_s=gate_timeout, requested_by=who, four_eyes=four_eyes, allowed_approvers=allowed_approver,
+    )
+    run(_start(settings, fields, dry_run, workflow_id, wait, output, who))
+
+
+async def _start(settings: Any, fields: dict[str, Any], dry_run: bool, workflow_id: str | None, wait: bool, output: str,
+                 who: str) -> int:
+    from pydantic import ValidationError
+
+    from workflows.kit.scopes import subsystem_scope
+
+    spec = spec_named(PROCEDURE)
+    try:
+        inp = spec.input_model(**fields)
+    except ValidationError as exc:
+        err(f"error: invalid gluster-recovery:\n  {validation_lines(exc)}")
+        return EXIT_USAGE
+    check = inp.mode == "check"
+    req = Launch(
+        name=spec.name, input=inp, cluster=inp.cluster, who=who, output=output, wait=wait, dry_run=dry_run,
+        scopes=[] if check else [subsystem_scope("gluster", inp.cluster)], workflow_id=workflow_id,
+        id_name="check" if check else None,
+        summary=f"gluster {'check' if check else 'recovery'} of {inp.namespace}/{','.join(inp.clusters)} on {inp.cluster} by {who}",
+    )
+    if dry_run:
+        return await dry_run_report(req, settings)
+    if check:
+        return await _check_only(req, settings)
+    return await launch(req, settings)
+
+
+async def _check_only(req: Launch, settings: Any) -> int:
+    """Run the check-mode workflow to its end and print its report (exit 0 healthy, 1 not)."""
+    from lockkeeper import output as out
+    from lockkeeper.cli.gluster import assessment_view
+    from lockkeeper.starter import StartRefused, start_procedure
+
+    spec = spec_named(req.name)
+    client = await connect(settings, identity=req.who)
+    try:
+        handle = await start_procedure(client, settings, spec, req.input, cluster=req.cluster, scopes=(),
+                                       workflow_id=req.workflow_id, id_name=req.id_name, summary=req.summary)
+    except StartRefused as exc:
+        raise CliError(f"refused: {exc}", EXIT_FAILED) from None
+    err(f"started {handle.id} (check only); waiting for its report")
+    res = await handle.result()
+    if req.output == "table":
+        if res.assessment_end is not None:
+            out.console().print(assessment_view(res.assessment_end, title=f"GlusterFS check {handle.id}"))
+        err(res.message)
+    else:
+        print(out.dump({"workflow_id": handle.id, "result": out.to_data(res)}, req.output))
+    return EXIT_OK if res.ok else EXIT_FAILED

@@ -1,0 +1,149 @@
+"""``lockkeeper start node-upgrade``: nodes by label in openshift-ansible ``serial`` batches with a
+canary first (R3d nodes, procedures-spec §1.2, §4.2).
+
+``--selector region=infra --serial 50% --canary node01.example.com --action-command
+"ansible-playbook -i hosts upgrade_nodes.yml -e openshift_upgrade_nodes_label=kubernetes.io/hostname={node}"``.
+``{node}`` in the action is replaced per node. ``--dry-run`` runs the workflow's own planning
+(it reads the Nodes) and prints the plan: selection, excluded masters, done nodes, canary,
+batches; nothing is written.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+import typer
+
+from lockkeeper.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    ClusterOpt,
+    DryRunOpt,
+    IdentityOpt,
+    IdOpt,
+    OutputOpt,
+    check_output,
+    cli_settings,
+    connect,
+    err,
+    identity_of,
+    run,
+    validation_lines,
+)
+from lockkeeper.cli.start.shared import Launch, launch, spec_named
+
+
+def parse_serial(value: str) -> int | str:
+    """``--serial``: ``N`` (an int) or ``N%`` (kept as the string); raises BadParameter."""
+    v = value.strip()
+    if v.endswith("%") and v[:-1].replace(".", "", 1).isdigit():
+        return v
+    if v.isdigit():
+        return int(v)
+    raise typer.BadParameter("expected N or N%", param_hint="'--serial'")
+
+
+def parse_argv(value: str, hint: str) -> list[str]:
+    """Shell-split a command option into an argv (never run through a shell)."""
+    try:
+        argv = shlex.split(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=hint) from None
+    if not argv:
+        raise typer.BadParameter("empty command", param_hint=hint)
+    return argv
+
+
+def start_node_upgrade(
+    ctx: typer.Context,
+    selector: str = typer.Option(..., "--selector", help="Label selector of the nodes (openshift_upgrade_nodes_label)."),
+    serial: str = typer.Option("1", "--serial", help="Batch size: N or N% (openshift_upgrade_nodes_serial)."),
+    canary: list[str] = typer.Option([], "--canary", help="Canary node (repeatable); upgraded first, then a gate."),
+    canary_count: int = typer.Option(0, "--canary-count", help="Or: the first K nodes still to do are the canary."),
+    max_fail_percentage: float = typer.Option(0.0, "--max-fail-percentage", help="Stop after a batch above this failure %."),
+    action_command: str = typer.Option(..., "--action-command", help="What upgrades one node ({node} is replaced)."),
+    action_on: str = typer.Option("external", "--action-on", help="external (run by the worker) | host (on the node over SSH)."),
+    target_version: str = typer.Option("v1.10.0+b81c8f8", "--target-version", help="Kubelet version that means done."),
+    master: list[str] = typer.Option([], "--master", help="Master node names, excluded by name (repeatable)."),
+    ready_timeout: float = typer.Option(180.0, "--ready-timeout", help="Seconds a node may take to be Ready at the target."),
+    decide_after: float = typer.Option(600.0, "--decide-after", help="Seconds a blocked drain waits before asking."),
+    four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve gates."),
+    allowed_approver: list[str] = typer.Option([], "--allowed-approver", help="Who may approve (repeatable)."),
+    dry_run: bool = DryRunOpt,
+    cluster: str | None = ClusterOpt,
+    workflow_id: str | None = IdOpt,
+    wait: bool = typer.Option(False, "--wait", help="Wait until the upgrade ends; exit 0 only if it completed."),
+    identity: str | None = IdentityOpt,
+    output: str = OutputOpt,
+) -> None:
+    """Upgrade nodes by label in serial batches with a canary first (R3d)."""
+    output = check_output(output)
+    if canary and canary_count:
+        raise typer.BadParameter("give --canary or --canary-count, not both", param_hint="'--canary'")
+    if action_on not in ("external", "host"):
+        raise typer.BadParameter("must be external or host", param_hint="'--action-on'")
+    if action_on == "host":
+        raise typer.BadParameter("host actions need per-node host access, which only an input file gives (not done yet)",
+                                 param_hint="'--action-on'")
+    settings = cli_settings(ctx)
+    who = identity_of(identity)
+    fields: dict[str, Any] = dict(
+        cluster=cluster or settings.cluster, requested_by=who, four_eyes=four_eyes, allowed_approvers=allowed_approver,
+        dry_run=dry_run, target_version=target_version, ready_timeout_seconds=ready_timeout, decide_after_seconds=decide_after,
+        selection=dict(label_selector=selector, masters=master),
+        policy=dict(serial=parse_serial(serial), canary=list(canary) or canary_count, max_fail_percentage=max_fail_percentage),
+        action=dict(kind=action_on, argv=parse_argv(action_command, "'--action-command'")),
+    )
+    run(_start(settings, fields, workflow_id, wait, output, who))
+
+
+def _planned(st: Any) -> bool:
+    return getattr(st, "plan", None) is not None or str(getattr(st, "phase", "")) in ("failed", "done")
+
+
+async def _start(settings: Any, fields: dict[str, Any], workflow_id: str | None, wait: bool, output: str, who: str) -> int:
+    from pydantic import ValidationError
+
+    spec = spec_named("node-upgrade")
+    try:
+        inp = spec.input_model(**fields)
+    except (ValidationError, ValueError) as exc:
+        lines = validation_lines(exc) if isinstance(exc, ValidationError) else str(exc)
+        err(f"error: invalid node upgrade:\n  {lines}")
+        return EXIT_USAGE
+    req = Launch(
+        name=spec.name, input=inp, cluster=inp.cluster, who=who, output=output, wait=wait, dry_run=inp.dry_run,
+        workflow_id=workflow_id, id_name=inp.selection.label_selector.replace("=", "-").replace("/", "-") if inp.selection.label_selector else None,
+        summary=f"node upgrade of {inp.selection.label_selector} on {inp.cluster} by {who}",
+        ready=_planned, show_ready=lambda st: "\n".join(st.plan_lines) if st.plan_lines else (st.error or "no plan"),
+        ready_timeout=60.0, ready_required=False,
+    )
+    if not inp.dry_run:
+        return await launch(req, settings)
+    return await _dry_run(req, settings, spec)
+
+
+async def _dry_run(req: Launch, settings: Any, spec: Any) -> int:
+    """The workflow's own dry run: read the Nodes and plan, write nothing; print the plan."""
+    from lockkeeper import output as out
+    from lockkeeper.cli.common import CliError
+    from lockkeeper.starter import StartRefused, start_procedure
+    from workflows.node_upgrade.plan import plan_lines
+
+    client = await connect(settings, identity=req.who)
+    try:
+        handle = await start_procedure(client, settings, spec, req.input, cluster=req.cluster, workflow_id=req.workflow_id,
+                                       id_name=req.id_name, summary=req.summary, precheck=False)
+    except StartRefused as exc:
+        raise CliError(f"refused: {exc}", EXIT_FAILED) from None
+    if req.output == "table":
+        print(handle.id, flush=True)
+    err(f"started {handle.id} (dry run)")
+    res = await handle.result()
+    if req.output == "table":
+        print("\n".join(plan_lines(res.plan)) if res.plan else res.message)
+    else:
+        print(out.dump({"workflow_id": handle.id, "plan": out.to_data(res.plan)}, req.output))
+    return EXIT_OK if res.outcome == "dry-run" else EXIT_FAILED

@@ -1,0 +1,192 @@
+"""``lockkeeper start runtime-migration``: CRI-O → Docker on GlusterFS nodes, one node at a time
+(R4, procedures-spec §6).
+
+Host access is SSH (the Node object is deleted during the run, so debug pods cannot serve): the
+node → address map is a JSON file ``{"gluster1.demo": "10.0.0.5" | "10.0.0.5:22", ...}`` given
+with ``--ssh-map`` (or ``LOCKKEEPER_SSH_MAP``). Key and known_hosts come from the worker's
+environment, never from here. External commands are shell-split argv; ``{node}`` in them becomes
+the node's name and ``{group}`` its Docker node group, so one command line serves every node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from lockkeeper.cli.common import (
+    EXIT_USAGE,
+    ClusterOpt,
+    DryRunOpt,
+    IdentityOpt,
+    IdOpt,
+    OutputOpt,
+    check_output,
+    cli_settings,
+    err,
+    identity_of,
+    run,
+    validation_lines,
+)
+from lockkeeper.cli.start.shared import Launch, dry_run_report, launch, spec_named
+
+PROCEDURE = "runtime-migration"
+ENV_SSH_MAP = "LOCKKEEPER_SSH_MAP"
+
+
+def nodes_table(model: Any) -> Any:
+    """Per node: phase, step, what it waits for and since when, the last host command (argv,
+    where, exit code, output tail), the heal entries while the heal wait runs, and whether the
+    Node object is deleted and not yet registered again."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from lockkeeper.output import fmt_time
+
+    t = Table(title="Nodes", title_justify="left")
+    for col in ("node", "phase", "step", "waiting for / reason", "since", "last command", "heal entries"):
+        t.add_column(col, overflow="fold")
+    nodes = getattr(model, "nodes", None) or {}
+    rows = list(nodes.values()) if isinstance(nodes, dict) else [r.status for r in nodes]  # status: dict; result: list
+    for row in rows:
+        name = row.node
+        cmd = row.last_command
+        last = Text("-")
+        if cmd is not None:
+            code = "no exit status" if cmd.exit_code is None else f"exit {cmd.exit_code}"
+            last = Text(f"{' '.join(cmd.argv)[:120]} ({cmd.where}): {code}")
+            if cmd.tail:
+                last.append("\n" + "\n".join(cmd.tail.strip().splitlines()[-3:]), style="dim")
+        heal = ", ".join(f"{v}={'?' if n is None else n}" for v, n in row.heal.items()) if row.heal else "-"
+        what = row.waiting_for or row.reason or "-"
+        if row.node_deleted:
+            what = f"NODE DELETED, not registered again; {what}"
+        t.add_row(name, str(row.phase), row.step or "-", what, fmt_time(row.since) if row.since else "-", last, heal)
+    return t
+
+
+def panel(model: Any) -> Any:
+    """The status/result panel: the generic view, the node rows and the post-check findings."""
+    from rich.console import Group
+    from rich.text import Text
+
+    from lockkeeper.panels import procedure_view
+
+    parts: list[Any] = [procedure_view(model, skip=frozenset({"nodes", "findings"})), nodes_table(model)]
+    for f in getattr(model, "findings", None) or []:
+        parts.append(Text(f"post-check: {f.message}", style="yellow"))
+    return Group(*parts)
+
+
+def register_panel() -> None:
+    """Show runtime-migration runs with :func:`panel` in ``status`` and results (the panels table
+    is keyed by procedure name; registering from here keeps the procedure's view with its CLI)."""
+    from lockkeeper.panel_registry import register
+
+    register(PROCEDURE, panel, panel)
+
+
+register_panel()
+
+
+def read_ssh_map(path: Path, user: str | None) -> dict[str, dict[str, Any]]:
+    """``node → HostAccess fields`` from a JSON map of node → ``host`` or ``host:port``.
+    Raises typer.BadParameter for an unreadable or malformed file."""
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise typer.BadParameter(f"{path}: {exc}", param_hint="'--ssh-map'") from None
+    if not isinstance(raw, dict):
+        raise typer.BadParameter(f"{path}: expected a JSON object node -> address", param_hint="'--ssh-map'")
+    out: dict[str, dict[str, Any]] = {}
+    for node, addr in raw.items():
+        host, _, port = str(addr).rpartition(":") if ":" in str(addr) else (str(addr), "", "22")
+        try:
+            out[node] = dict(backend="ssh", host=host, port=int(port), user=user, node=node)
+        except ValueError:
+            raise typer.BadParameter(f"{path}: bad address {addr!r} for {node}", param_hint="'--ssh-map'") from None
+    return out
+
+
+def _argv(value: str | None, option: str) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    try:
+        argv = shlex.split(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=f"'{option}'") from None
+    if not argv:
+        raise typer.BadParameter("must not be empty", param_hint=f"'{option}'")
+    return {"argv": argv}
+
+
+def start_runtime_migration(
+    ctx: typer.Context,
+    node: list[str] = typer.Option(..., "--node", help="A GlusterFS node to migrate (repeatable; migrated in this order)."),
+    to: str = typer.Option(..., "--to", help="Target container runtime (docker)."),
+    scaleup_command: str = typer.Option(..., "--scaleup-command", help="The scale-up playbook run (shell-split; {node} {group})."),
+    inventory_command: str | None = typer.Option(None, "--inventory-command", help="Moves {node} to the new_nodes group; default: a gate shows the edit."),
+    inventory_restore_command: str | None = typer.Option(None, "--inventory-restore-command", help="Moves {node} back; default: a gate."),
+    node_group_command: str | None = typer.Option(None, "--node-group-command", help="The node-group playbook run (optional)."),
+    dns_probe: list[str] = typer.Option([], "--dns-probe", help="A name that must resolve on the node after the reboot (repeatable)."),
+    ssh_map: Path | None = typer.Option(None, "--ssh-map", envvar=ENV_SSH_MAP, help="JSON node -> host[:port] for every node and peer."),
+    ssh_user: str | None = typer.Option(None, "--ssh-user", help="SSH user (default LOCKKEEPER_SSH_USER on the worker, or core)."),
+    peer: list[str] = typer.Option([], "--peer", help="Node to compare packages with (default: every non-master node in the map)."),
+    namespace: str = typer.Option("glusterfs", "--gluster-namespace", help="Namespace of the GlusterFS pods."),
+    gluster_cluster: list[str] = typer.Option(["storage"], "--gluster-cluster", help="GlusterFS cluster(s): pods glusterfs=<name>-pod."),
+    gluster_label: str = typer.Option("glusterfs=storage-host", "--gluster-label", help="The node label the GlusterFS DaemonSet selects."),
+    gate_timeout: float | None = typer.Option(None, "--gate-timeout", help="Seconds a gate waits (default forever; a timeout stops)."),
+    four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve gates."),
+    allowed_approver: list[str] = typer.Option([], "--allowed-approver", help="Who may decide (repeatable)."),
+    dry_run: bool = DryRunOpt,
+    cluster: str | None = ClusterOpt,
+    workflow_id: str | None = IdOpt,
+    wait: bool = typer.Option(False, "--wait", help="Wait until the migration ends; exit 0 only if it completed."),
+    identity: str | None = IdentityOpt,
+    output: str = OutputOpt,
+) -> None:
+    """Migrate GlusterFS nodes from CRI-O to Docker, one node at a time."""
+    output = check_output(output)
+    if ssh_map is None:
+        env_map = os.environ.get("CLUSTERSIM_SSH_MAP")
+        if not env_map:
+            raise typer.BadParameter(f"give --ssh-map or set {ENV_SSH_MAP}", param_hint="'--ssh-map'")
+        ssh_map = Path(env_map)
+    settings = cli_settings(ctx)
+    who = identity_of(identity)
+    fields: dict[str, Any] = dict(
+        cluster=cluster or settings.cluster, nodes=node, host_access=read_ssh_map(ssh_map, ssh_user), target_runtime=to,
+        gluster={"namespace": namespace, "clusters": gluster_cluster, "node_label": gluster_label},
+        dns_probe_names=dns_probe, scaleup_step=_argv(scaleup_command, "--scaleup-command"),
+        inventory_step=_argv(inventory_command, "--inventory-command"),
+        inventory_restore_step=_argv(inventory_restore_command, "--inventory-restore-command"),
+        node_group_step=_argv(node_group_command, "--node-group-command"), peers=peer or None,
+        gate_timeout_seconds=gate_timeout, requested_by=who, four_eyes=four_eyes, allowed_approvers=allowed_approver,
+    )
+    run(_start(settings, fields, dry_run, workflow_id, wait, output, who))
+
+
+async def _start(settings: Any, fields: dict[str, Any], dry_run: bool, workflow_id: str | None, wait: bool, output: str,
+                 who: str) -> int:
+    from pydantic import ValidationError
+
+    from workflows.kit.scopes import node_scope
+
+    spec = spec_named(PROCEDURE)
+    try:
+        inp = spec.input_model(**fields)
+    except ValidationError as exc:
+        err(f"error: invalid runtime-migration:\n  {validation_lines(exc)}")
+        return EXIT_USAGE
+    req = Launch(
+        name=spec.name, input=inp, cluster=inp.cluster, who=who, output=output, wait=wait, dry_run=dry_run,
+        scopes=[node_scope(inp.cluster, n) for n in inp.nodes], workflow_id=workflow_id, id_name=inp.nodes[0].split(".")[0],
+        summary=f"runtime migration of {', '.join(inp.nodes)} to {inp.target_runtime} on {inp.cluster} by {who}",
+    )
+    if dry_run:
+        return await dry_run_report(req, settings)
+    return await launch(req, settings)

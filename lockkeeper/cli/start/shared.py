@@ -1,0 +1,127 @@
+"""What every ``lockkeeper start`` subcommand does after it has built its input.
+
+:func:`launch` starts the procedure through :func:`lockkeeper.starter.start_procedure` (lease
+pre-check, ID scheme, search attributes), prints the workflow ID (stdout: the first line of a
+table, ``workflow_id`` of a JSON/YAML document), optionally waits for a first status (the
+rollout's plan), and with ``--wait`` follows the run to its end: exit 0 only when it succeeded.
+A ``--dry-run`` of a procedure without a planning step of its own validates the input, checks the
+leases and prints what would run, starting nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lockkeeper.cli.common import EXIT_FAILED, EXIT_OK, CliError, connect, err
+
+
+@dataclass
+class Launch:
+    """One start request: the procedure (spec ``name``), its validated ``input``, the
+    ``cluster`` and lease ``scopes`` for the pre-check, ``pools`` for the pool check (the rollout),
+    ``workflow_id`` or an ``id_name`` part for the generated ID, and the common options.
+    ``ready``: a condition on the first statuses to wait for (a failed run raises its failure
+    here, exit 1), ``show_ready`` what to print then; ``ready_required`` False lets a timeout
+    pass quietly."""
+
+    name: str
+    input: Any
+    cluster: str
+    who: str
+    output: str
+    wait: bool = False
+    dry_run: bool = False
+    scopes: Sequence[str] = ()
+    pools: Sequence[str] | None = None
+    workflow_id: str | None = None
+    id_name: str | None = None
+    summary: str | None = None
+    ready: Callable[[Any], bool] | None = None
+    show_ready: Callable[[Any], Any] | None = None
+    ready_timeout: float = 120.0
+    ready_required: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def spec_named(name: str) -> Any:
+    """The procedure spec called ``name`` from ``workflows.PROCEDURES``."""
+    from workflows import PROCEDURES
+    from workflows.kit.spec import spec_by_name
+
+    return spec_by_name(PROCEDURES, name)
+
+
+def _emit(data: dict[str, Any], output: str) -> None:
+    from lockkeeper import output as out
+
+    print(out.dump(data, output))
+
+
+async def dry_run_report(req: Launch, settings: Any) -> int:
+    """Validate-only dry run: the input and the leases that would refuse it; nothing starts."""
+    from lockkeeper import output as out
+    from lockkeeper.starter import lease_holders
+
+    client = await connect(settings, identity=req.who)
+    held = await lease_holders(client, req.scopes)
+    conflicts = [{"scope": s, "holder": h, "procedure": p} for s, h, p in held]
+    if req.output == "table":
+        err(f"dry run: {req.name} on cluster {req.cluster} would take {', '.join(req.scopes) or 'no lease'}")
+        for c in conflicts:
+            err(f"  refused today: {c['procedure']} {c['holder']} holds {c['scope']}")
+        print(out.dump({"input": req.input}, "yaml"))
+    else:
+        _emit({"dry_run": True, "procedure": req.name, "scopes": list(req.scopes), "conflicts": conflicts,
+               "input": req.input}, req.output)
+    return EXIT_FAILED if conflicts else EXIT_OK
+
+
+async def launch(req: Launch, settings: Any) -> int:
+    """Start, print the ID, then (``ready``) show the first ready status, (``wait``) follow it."""
+    from rich.console import Console
+
+    from lockkeeper import output as out
+    from lockkeeper import panels
+    from lockkeeper.cli.observe import watch_until_closed
+    from lockkeeper.starter import StartRefused, start_procedure, wait_for_status
+
+    spec = spec_named(req.name)
+    client = await connect(settings, identity=req.who)
+    try:
+        handle = await start_procedure(
+            client, settings, spec, req.input, cluster=req.cluster, scopes=req.scopes, pools=req.pools,
+            workflow_id=req.workflow_id, id_name=req.id_name, summary=req.summary, precheck=not req.dry_run,
+        )
+    except StartRefused as exc:
+        raise CliError(f"refused: {exc}", EXIT_FAILED) from None
+    if req.output == "table":
+        print(handle.id, flush=True)
+    err(f"started {handle.id}" + (" (dry run)" if req.dry_run else ""))
+    doc: dict[str, Any] = {"workflow_id": handle.id, **req.extra}
+    if req.ready is not None:
+        try:
+            st = await wait_for_status(handle, spec, req.ready, timeout=req.ready_timeout)
+        except TimeoutError as exc:
+            if req.ready_required:
+                raise CliError(f"{exc} (lockkeeper status {handle.id})", EXIT_FAILED) from None
+            st = None  # a worker may simply be slow to pick it up; `status` tells more
+        if st is not None and req.show_ready is not None:
+            shown = req.show_ready(st)
+            if req.output == "table":
+                out.console().print(shown)
+            else:
+                doc["status"] = out.to_data(st)
+    if not req.wait:
+        if req.output != "table":
+            _emit(doc, req.output)
+        err(f"follow it with: lockkeeper status {handle.id} --watch")
+        return EXIT_OK
+    err_console = Console(stderr=True)
+    res = await watch_until_closed(handle, spec, err_console, live=err_console.is_terminal)
+    if req.output == "table":
+        out.console().print(panels.result_panel(spec.name, res))
+    else:
+        _emit({**doc, "result": out.to_data(res)}, req.output)
+    return EXIT_OK if panels.result_ok(res) else EXIT_FAILED

@@ -1,0 +1,46 @@
+"""``lockkeeper worker``: run every procedure's workflows and activities on the task queue
+(:func:`workers.worker.run_worker`)."""
+
+from __future__ import annotations
+
+import typer
+
+from lockkeeper.cli.common import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, CliError, err, run, settings_of
+
+
+def worker(
+    ctx: typer.Context,
+    kubeconfig: str | None = typer.Option(None, "--kubeconfig", help="Path (KUBECONFIG)."),
+    context: str | None = typer.Option(None, "--context", help="kubeconfig context (KUBE_CONTEXT)."),
+    in_cluster: bool | None = typer.Option(None, "--in-cluster", help="Use the pod's service account."),
+) -> None:
+    """Run a worker: every procedure's workflows and activities on the task queue."""
+    try:
+        settings = settings_of(ctx, kubeconfig=kubeconfig, kube_context=context, in_cluster=in_cluster)
+    except CliError as exc:
+        err(f"error: {exc}")
+        raise typer.Exit(exc.code) from None
+    from workers.logging import configure_logging
+
+    configure_logging(settings.log_level, settings.log_format)
+
+    async def body() -> int:
+        from activities.kube.errors import KubeconfigError
+        from workers.search_attributes import SearchAttributesRefused
+        from workers.settings import SettingsError
+        from workers.worker import run_worker
+
+        try:
+            await run_worker(settings)
+        except (SettingsError, KubeconfigError) as exc:
+            raise CliError(str(exc), EXIT_USAGE) from None
+        except SearchAttributesRefused as exc:
+            raise CliError(str(exc), EXIT_NOT_FOUND) from None
+        return EXIT_OK
+
+    run(body())
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``worker``."""
+    app.command("worker")(worker)

@@ -1,0 +1,230 @@
+"""Starting any procedure the same way: :func:`start_procedure`.
+
+Used by every ``lockkeeper start`` subcommand and by the demo (which does not go through the
+CLI). For every procedure it
+
+1. refuses early when another procedure holds an overlapping lease scope (a courtesy pre-check:
+   the workflow's own leases stay the authority, this only answers before a run is started);
+2. picks the workflow ID (``<id_prefix>-<cluster>[-<name>]-<UTC time>-<4 hex>`` unless given);
+3. sets the search attributes ``LockkeeperCluster``, ``LockkeeperProcedure``,
+   ``LockkeeperStatus`` and ``LockkeeperPools`` at start, so ``lockkeeper list`` shows drains and
+   etcd procedures as well as rollouts (start-time attributes are not workflow commands: no
+   history changes);
+4. starts the spec's workflow type on its task queue.
+
+:func:`wait_for_status` then polls the ``status`` query (validated with the spec's status model)
+until a condition holds, e.g. the rollout's plan exists.
+
+Sources: Temporal visibility list filter syntax (``ExecutionStatus``, ``WorkflowType``), the
+lease scopes of :mod:`workflows.kit.scopes`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+
+class StartRefused(Exception):
+    """The procedure was not started: ``holder`` (a workflow ID) holds an overlapping scope, or
+    the workflow ID is taken. The message names it and says what to look at."""
+
+    def __init__(self, message: str, holder: str | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
+def quote(value: str) -> str:
+    """A string literal for a visibility query."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def new_workflow_id(spec: Any, cluster: str, name: str | None = None, now: datetime | None = None) -> str:
+    """``<id_prefix>-<cluster>[-<name>]-<YYYYmmdd-HHMMSS>-<4 hex>`` (UTC): sortable by start
+    time, and unique for two starts within a second."""
+    stamp = f"{(now or datetime.now(UTC)):%Y%m%d-%H%M%S}"
+    parts = [spec.id_prefix, cluster, *([name] if name else []), stamp, secrets.token_hex(2)]
+    return "-".join(parts)
+
+
+def _lease_ids_to_check(scopes: Iterable[str]) -> tuple[list[str], set[str]]:
+    """Lease workflow IDs that would conflict with ``scopes``: each scope's own lease and its
+    cluster's ``cluster/<c>`` lease; plus the clusters whose every lease conflicts (the new
+    procedure takes ``cluster/<c>`` itself)."""
+    from workflows.kit.scopes import LeaseScope, cluster_scope, scope_workflow_id
+
+    ids: list[str] = []
+    whole: set[str] = set()
+    for scope in scopes:
+        parsed = LeaseScope.parse(scope)
+        for sid in (scope_workflow_id(scope), scope_workflow_id(cluster_scope(parsed.cluster))):
+            if sid not in ids:
+                ids.append(sid)
+        if parsed.kind == "cluster":
+            whole.add(parsed.cluster)
+    return ids, whole
+
+
+async def lease_holders(client: Any, scopes: Sequence[str]) -> list[tuple[str, str, str]]:
+    """Running leases that overlap ``scopes``: ``[(scope, holder workflow ID, holder procedure)]``.
+
+    Asks each candidate lease workflow its ``holder`` query; a lease that is not running (or not
+    there) holds nothing."""
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.service import RPCError
+
+    from workflows.kit.models import LeaseInfo
+
+    ids, whole = _lease_ids_to_check(scopes)
+    for cluster in sorted(whole):
+        prefix = f"lease/{cluster}/"
+        async for wf in client.list_workflows("WorkflowType = 'LeaseWorkflow' AND ExecutionStatus = 'Running'"):
+            if wf.id.startswith(prefix) and wf.id not in ids:
+                ids.append(wf.id)
+    held: list[tuple[str, str, str]] = []
+    for lease_id in ids:
+        handle = client.get_workflow_handle(lease_id)
+        try:
+            if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+                continue
+            info = await handle.query("holder", result_type=LeaseInfo, rpc_timeout=timedelta(seconds=10))
+        except RPCError:
+            continue  # no such lease, or no worker answers: the workflow's own acquire decides
+        held.append((info.scope, info.holder, info.procedure))
+    return held
+
+
+async def running_with_pools(client: Any, spec_name: str, cluster: str, pools: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """Running procedures of type ``spec_name`` on ``cluster`` whose ``LockkeeperPools`` overlap
+    ``pools`` (any of them when ``pools`` is empty): ``[(workflow ID, pools)]``. Visibility only,
+    so it also sees runs that have not taken their leases yet (they lease after planning)."""
+    from workflows.kit.models import SA_CLUSTER, SA_POOLS, SA_PROCEDURE
+
+    q = f"{SA_PROCEDURE} = {quote(spec_name)} AND {SA_CLUSTER} = {quote(cluster)} AND ExecutionStatus = 'Running'"
+    if pools:
+        q += f" AND {SA_POOLS} IN ({', '.join(quote(p) for p in pools)})"
+    return [(wf.id, list(wf.search_attributes.get(SA_POOLS, []) or [])) async for wf in client.list_workflows(q)]
+
+
+async def start_procedure(
+    client: Any,
+    settings: Any,
+    spec: Any,
+    inp: Any,
+    *,
+    cluster: str,
+    scopes: Sequence[str] = (),
+    pools: Sequence[str] | None = None,
+    workflow_id: str | None = None,
+    id_name: str | None = None,
+    summary: str | None = None,
+    precheck: bool = True,
+) -> Any:
+    """Start ``spec``'s workflow with ``inp`` and return its handle (result type: the spec's
+    result model).
+
+    ``scopes``: lease scopes the run will take (checked against running leases); ``pools``: for
+    procedures that lease pools only after planning (the rollout), the pools to check against
+    running runs of the same type (``[]`` = any pool: every such run on the cluster conflicts;
+    None = no such check); ``precheck`` False skips both (a dry run writes nothing). The task
+    queue is ``settings.task_queue`` (a host-only worker serves the same queue name).
+
+    Raises :class:`StartRefused` naming the holder, or when the workflow ID exists.
+    """
+    from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+    from temporalio.exceptions import WorkflowAlreadyStartedError
+
+    from workflows.kit.models import SA_CLUSTER, SA_POOLS, SA_PROCEDURE, SA_STATUS, ProcedurePhase
+
+    if precheck:
+        held = await lease_holders(client, scopes)
+        if held:
+            scope, holder, procedure = held[0]
+            raise StartRefused(
+                f"{procedure or 'procedure'} {holder} holds lease {scope}; see `lockkeeper status {holder}`", holder
+            )
+        if pools is not None:
+            running = await running_with_pools(client, spec.name, cluster, pools)
+            if running:
+                wid, theirs = running[0]
+                what = f"pool(s) {', '.join(theirs)}" if theirs else "this cluster"
+                hint = "" if pools else " (no --pool given: any running rollout on the cluster conflicts)"
+                raise StartRefused(
+                    f"rollout {wid} is already running on {what} of cluster {cluster}{hint}; "
+                    f"see `lockkeeper status {wid}`",
+                    wid,
+                )
+    wid = workflow_id or new_workflow_id(spec, cluster, id_name)
+    sa = TypedSearchAttributes(
+        [
+            SearchAttributePair(SearchAttributeKey.for_keyword(SA_CLUSTER), cluster),
+            SearchAttributePair(SearchAttributeKey.for_keyword(SA_PROCEDURE), spec.name),
+            SearchAttributePair(SearchAttributeKey.for_keyword(SA_STATUS), str(ProcedurePhase.PLANNING)),
+            SearchAttributePair(SearchAttributeKey.for_keyword_list(SA_POOLS), list(pools or [])),
+        ]
+    )
+    try:
+        return await client.start_workflow(
+            spec.workflow_type,
+            inp,
+            id=wid,
+            task_queue=settings.task_queue,
+            search_attributes=sa,
+            static_summary=summary or default_summary(spec.name, cluster, scopes, pools, inp),
+            result_type=spec.result_model,
+        )
+    except WorkflowAlreadyStartedError:
+        raise StartRefused(f"a workflow with ID {wid} already exists", wid) from None
+
+
+def default_summary(procedure: str, cluster: str, scopes: Sequence[str], pools: Sequence[str] | None, inp: Any) -> str:
+    """The Temporal UI's static summary of a start: procedure, cluster, scope and requester, e.g.
+    ``machineconfig-rollout on cluster prod · pools app · requested by alice``."""
+    parts = [f"{procedure} on cluster {cluster}"]
+    if pools:
+        parts.append(f"pools {', '.join(pools)}")
+    elif scopes:
+        parts.append(f"scope {', '.join(scopes)}")
+    who = getattr(inp, "requested_by", None) or getattr(getattr(inp, "rules", None), "requested_by", None)
+    if who and who != "unknown":
+        parts.append(f"requested by {who}")
+    return " · ".join(parts)
+
+
+async def query_status(handle: Any, spec: Any, timeout: float = 10.0) -> Any:
+    """The ``status`` query validated with ``spec.status_model``."""
+    return await handle.query("status", result_type=spec.status_model, rpc_timeout=timedelta(seconds=timeout))
+
+
+async def wait_for_status(
+    handle: Any, spec: Any, ready: Callable[[Any], bool], timeout: float = 120.0, interval: float = 0.3
+) -> Any:
+    """Poll ``status`` until ``ready(status)`` holds; returns that status, or None when the run
+    closed first without failing (a failed run raises ``WorkflowFailureError`` from its result).
+    Raises TimeoutError after ``timeout`` seconds (no worker picked the run up?)."""
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.service import RPCError
+
+    deadline = time.monotonic() + timeout
+    while True:
+        if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+            await handle.result()
+            return None
+        try:
+            st = await query_status(handle, spec)
+            if ready(st):
+                return st
+        except RPCError:
+            pass  # no worker has the run yet
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{handle.id}: no answer after {timeout:.0f}s; is a worker running on the task queue?")
+        await asyncio.sleep(interval)
+
+
+def rollout_planned(status: Any) -> bool:
+    """The rollout has a plan, or has left planning (``wait_for_status`` condition)."""
+    return status.plan is not None or str(status.phase) != "planning"
