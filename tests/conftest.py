@@ -36,8 +36,8 @@ async def dev_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def temporal_client(dev_server: DevServer) -> Any:
-    from lockkeeper.client import connect
-    from lockkeeper.settings import Settings
+    from workers.client import connect
+    from workers.settings import Settings
 
     return await connect(Settings(temporal_address=dev_server.address, temporal_namespace=dev_server.namespace))
 

@@ -15,9 +15,8 @@ import pytest
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.testing import ActivityEnvironment
 
-from activities.k8s import KubeGateway
-from activities.machineconfig import ClusterActivities
-from activities.models import (
+from activities.cluster.activities import ClusterActivities
+from activities.cluster.models import (
     ANN_CORDONED_BY,
     ANN_CURRENT_CONFIG,
     ANN_DESIRED_CONFIG,
@@ -28,13 +27,17 @@ from activities.models import (
     DeleteAllPodsInput,
     DrainInput,
     PodsReadyInput,
-    PoolsStatusInput,
-    PreflightInput,
     ReadNodeInput,
     RecordEventInput,
-    SetNetworkTypeInput,
     SetNodeAnnotationsInput,
     UncordonInput,
+)
+from activities.kube.gateway import KubeGateway
+from activities.machineconfig.activities import MachineConfigActivities
+from activities.machineconfig.models import (
+    PoolsStatusInput,
+    PreflightInput,
+    SetNetworkTypeInput,
     WaitForNodeInput,
     drain_value,
     uncordon_value,
@@ -57,6 +60,7 @@ class Harness:
         self.sim = sim
         self.gateway = gateway
         self.acts = ClusterActivities(lambda: gateway)
+        self.mco = MachineConfigActivities(lambda: gateway)
         self.heartbeats: list[Any] = []
 
     async def run(self, fn: Callable[..., Any], arg: Any, env: ActivityEnvironment | None = None) -> Any:
@@ -114,7 +118,7 @@ async def r2() -> AsyncIterator[Harness]:
 
 async def test_preflight_resolves_newest_rendered_configs_read_only(r1_static: Harness) -> None:
     h = r1_static
-    result = await h.run(h.acts.preflight_machineconfig_rollout, PreflightInput())
+    result = await h.run(h.mco.preflight_machineconfig_rollout, PreflightInput())
     targets = {p.name: p.target_config for p in result.pools}
     assert targets == {
         "master": "rendered-master-f06a1c3e5b7d9f1a2c4e6b8d0f2a4c6e",
@@ -142,7 +146,7 @@ async def test_preflight_errors_are_non_retryable_and_write_nothing(
 ) -> None:
     h = r1_static
     with pytest.raises(ApplicationError) as info:
-        await h.run(h.acts.preflight_machineconfig_rollout, preflight)
+        await h.run(h.mco.preflight_machineconfig_rollout, preflight)
     assert info.value.type == error_type and info.value.non_retryable
     for word in words:
         assert word in info.value.message
@@ -152,7 +156,7 @@ async def test_preflight_errors_are_non_retryable_and_write_nothing(
 async def test_preflight_explicit_target_and_no_nodes(r1_static: Harness) -> None:
     h = r1_static
     ok = await h.run(
-        h.acts.preflight_machineconfig_rollout,
+        h.mco.preflight_machineconfig_rollout,
         PreflightInput(pools=["app"], target_configs={"app": "rendered-app-412d8b3f0e6a9c1d7b5e2f4a8c0d6e3b"}),
     )
     assert [p.target_config for p in ok.pools] == ["rendered-app-412d8b3f0e6a9c1d7b5e2f4a8c0d6e3b"]
@@ -163,7 +167,7 @@ async def test_preflight_explicit_target_and_no_nodes(r1_static: Harness) -> Non
     h.sim.store.mutate("machineconfigpools.machineconfiguration.openshift.io", "app", None, no_app_nodes)
     h.sim.requests.clear()
     with pytest.raises(ApplicationError) as info:
-        await h.run(h.acts.preflight_machineconfig_rollout, PreflightInput(pools=["app"]))
+        await h.run(h.mco.preflight_machineconfig_rollout, PreflightInput(pools=["app"]))
     assert info.value.type == "NoNodes" and "matches no node" in info.value.message
     assert h.writes() == []
 
@@ -171,7 +175,7 @@ async def test_preflight_explicit_target_and_no_nodes(r1_static: Harness) -> Non
 async def test_malformed_kubeconfig_fails_fast_without_any_request(r1_static: Harness, tmp_path: Path) -> None:
     bad = tmp_path / "kubeconfig"
     bad.write_text("apiVersion: v1\nkind: Config\ncurrent-context: nope\ncontexts: []\n")
-    acts = ClusterActivities(lambda: KubeGateway.from_kubeconfig(bad))
+    acts = MachineConfigActivities(lambda: KubeGateway.from_kubeconfig(bad))
     with pytest.raises(ApplicationError) as info:
         await r1_static.run(acts.preflight_machineconfig_rollout, PreflightInput())
     assert info.value.type == "KubeconfigError" and info.value.non_retryable
@@ -308,7 +312,7 @@ async def test_drain_blocked_by_pdb_reports_pod_budget_and_pending_replacement(r
 
 
 async def _start_wait(h: Harness, wait: WaitForNodeInput, env: ActivityEnvironment | None = None) -> asyncio.Task[Any]:
-    task = asyncio.ensure_future(h.run(h.acts.wait_for_node, wait, env))
+    task = asyncio.ensure_future(h.run(h.mco.wait_for_node, wait, env))
     # Let the activity list the node first: a change after the list's resourceVersion reaches
     # it through the watch (replayed from that resourceVersion if the watch opens later).
     listed = h.sim.requests.count(verb="list", resource="nodes")
@@ -334,7 +338,7 @@ async def test_wait_for_node_reacts_to_an_annotation_change(r1_static: Harness) 
 async def test_wait_for_node_times_out_degrades_and_matches_any_of(r1_static: Harness) -> None:
     h = r1_static
     node = "qsu-app-04"
-    timed_out = await h.run(h.acts.wait_for_node, WaitForNodeInput(node=node, value="drain-never", timeout_seconds=1))
+    timed_out = await h.run(h.mco.wait_for_node, WaitForNodeInput(node=node, value="drain-never", timeout_seconds=1))
     assert timed_out.timed_out and not timed_out.matched
 
     task = await _start_wait(h, WaitForNodeInput(node=node, value="drain-never", timeout_seconds=30))
@@ -394,7 +398,7 @@ async def test_daemon_handshake_driven_by_the_activities(r2: Harness) -> None:
     )
 
     async def wait(**kw: Any) -> Any:
-        result = await h.run(h.acts.wait_for_node, WaitForNodeInput(node=node, timeout_seconds=30, **kw))
+        result = await h.run(h.mco.wait_for_node, WaitForNodeInput(node=node, timeout_seconds=30, **kw))
         assert result.matched and not result.degraded, result
         return result
 
@@ -430,17 +434,17 @@ async def test_daemon_handshake_driven_by_the_activities(r2: Harness) -> None:
 
 async def test_pool_status_pod_readiness_and_guarded_network_switch(r1_static: Harness) -> None:
     h = r1_static
-    status = await h.run(h.acts.get_pools_status, PoolsStatusInput())
+    status = await h.run(h.mco.get_pools_status, PoolsStatusInput())
     assert sorted(p.name for p in status.pools) == ["app", "infra", "master"]
     assert not status.all_settled
     with pytest.raises(ApplicationError) as refused:
-        await h.run(h.acts.set_network_type, SetNetworkTypeInput(network_type="OpenShiftSDN"))
+        await h.run(h.mco.set_network_type, SetNetworkTypeInput(network_type="OpenShiftSDN"))
     assert refused.value.type == "PoolsNotSettled" and refused.value.non_retryable
     for pool in ("app", "infra", "master"):
         assert pool in refused.value.message
     assert h.writes() == []
     with pytest.raises(ApplicationError) as unknown:
-        await h.run(h.acts.get_pools_status, PoolsStatusInput(pools=["nope"]))
+        await h.run(h.mco.get_pools_status, PoolsStatusInput(pools=["nope"]))
     assert unknown.value.type == "UnknownPool"
 
     ovn = await h.run(
@@ -479,11 +483,11 @@ async def test_set_network_type_when_pools_settled(r1_static: Harness) -> None:
     for pool in ("app", "infra", "master"):
         h.sim.store.mutate("machineconfigpools.machineconfiguration.openshift.io", pool, None, settle, subresource="status")
     h.sim.requests.clear()
-    result = await h.run(h.acts.set_network_type, SetNetworkTypeInput(network_type="OpenShiftSDN"))
+    result = await h.run(h.mco.set_network_type, SetNetworkTypeInput(network_type="OpenShiftSDN"))
     assert result.changed and result.previous == "OVNKubernetes"
     stored = h.sim.store.get("networks.config.openshift.io", "cluster")
     assert stored["spec"]["networkType"] == "OpenShiftSDN"
-    again = await h.run(h.acts.set_network_type, SetNetworkTypeInput(network_type="OpenShiftSDN"))
+    again = await h.run(h.mco.set_network_type, SetNetworkTypeInput(network_type="OpenShiftSDN"))
     assert not again.changed
     assert h.writes() == [("patch", "networks", "cluster")]
 
@@ -500,17 +504,23 @@ async def test_delete_all_pods_skips_excluded_namespaces(r1_static: Harness) -> 
 
 
 def test_activity_names_match_what_the_workflows_call() -> None:
-    """Every activity name the workflows call (workflows/activity_calls.py) is registered by
+    """Every activity name the workflows call (workflows/kit/calls.py) is registered by
     the worker's registry exactly once, and every cluster activity is called by a workflow."""
     from workers.registry import build_activities
-    from workflows import activity_calls
+    from workflows.kit import calls as activity_calls
 
     def names(acts: list) -> list[str]:
         return [getattr(a, "__temporal_activity_definition").name for a in acts]
 
     cluster = names(ClusterActivities(lambda: None).activities())  # type: ignore[arg-type, return-value]
+    cluster += names(MachineConfigActivities(lambda: None).activities())  # type: ignore[arg-type, return-value]
     registered = names(build_activities(lambda: None))
     called = {v for k, v in vars(activity_calls).items() if k.isupper() and isinstance(v, str) and v.islower()}
     assert len(registered) == len(set(registered))
     assert called <= set(registered), f"called but not registered: {called - set(registered)}"
-    assert set(cluster) <= called, f"registered but never called: {set(cluster) - called}"
+    # Generic activities the kit offers to the procedures still to come (records, node
+    # labels, node delete, wait for Ready); they are tested against the simulator here. Drop a
+    # name from this set once a workflow calls it.
+    offered = {"set_node_labels", "delete_node", "wait_node_ready", "snapshot_fields", "patch_object", "restore_fields"}
+    assert set(cluster) - offered <= called, f"registered but never called: {set(cluster) - offered - called}"
+    assert offered <= set(cluster)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.errors import (
+from activities.kube.errors import (
     AlreadyExists,
     Conflict,
     NotFound,
@@ -17,29 +17,22 @@ from activities.errors import (
     Unavailable,
     error_for_status,
 )
-from activities.k8s import KubeGateway, mask_secrets
-from activities.errors import KubeconfigError
-from activities.machineconfig import (
-    classify_pod_for_drain,
-    config_pool,
+from activities.kube.gateway import KubeGateway
+from activities.kube.kubeconfig import mask_secrets
+from activities.kube.errors import KubeconfigError
+from activities.cluster.drain import classify_pod_for_drain, pdb_report
+from activities.cluster.nodeinfo import node_info, pool_of_node_labels
+from activities.cluster.workloads import pods_ready
+from activities.kube.objects import (
     label_selector_string,
     latest_failed_scheduling_message,
     matching_pdbs,
-    newest_rendered_config,
-    node_info,
-    pdb_report,
-    pods_ready,
-    pool_of_node_labels,
     replacement_candidates,
     selector_matches,
-    wait_condition_holds,
 )
-from activities.models import (
-    ANN_CURRENT_CONFIG,
-    ANN_DESIRED_DRAIN,
-    ANN_STATE,
-    WaitForNodeInput,
-)
+from activities.machineconfig.activities import config_pool, newest_rendered_config, wait_condition_holds
+from activities.cluster.models import ANN_CURRENT_CONFIG, ANN_DESIRED_DRAIN, ANN_STATE
+from activities.machineconfig.models import WaitForNodeInput
 
 
 def pod(

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from activities.diagnose import DiagnoseError, diagnose_pool
-from activities.k8s import KubeGateway
+from activities.machineconfig.diagnose import DiagnoseError, diagnose_pool
+from activities.kube.gateway import KubeGateway
 from clustersim import ClusterSim
 
 MCO = "machineconfiguration.openshift.io/"

@@ -15,18 +15,11 @@ import asyncssh
 import pytest
 import pytest_asyncio
 
-from activities.etcd import override_flags, static_pod_with_overrides, systemd_dropin
-from activities.etcd_models import ExecBackend, HostAccess
-from activities.nodecmd import (
-    DebugPodExecutor,
-    ExecutorFactory,
-    LocalExecutor,
-    NodeCommandError,
-    SSHExecutor,
-    debug_exec_argv,
-    debug_pod_manifest,
-    debug_pod_name,
-)
+from activities.etcd.members import override_flags, static_pod_with_overrides, systemd_dropin
+from activities.host.models import ExecBackend, HostAccess
+from activities.host.debug_pod import DebugPodExecutor, debug_exec_argv, debug_pod_manifest, debug_pod_name
+from activities.host.executors import LocalExecutor, NodeCommandError, SSHExecutor
+from activities.host.factory import ExecutorFactory
 from lockkeeper.devserver import free_port
 
 TRICKY = ["printf", "%s|", "two words", "$(touch /tmp/lockkeeper-pwned)", "a;b", "'q'"]
@@ -156,7 +149,7 @@ def test_debug_pod_manifest_is_what_oc_debug_node_creates() -> None:
 def test_debug_exec_argv_chroots_without_a_shell() -> None:
     assert debug_exec_argv(["etcdctl", "member", "list"]) == ["chroot", "/host", "etcdctl", "member", "list"]
     assert debug_exec_argv(["a b", "$(x)"], {"K": "v w"}) == ["chroot", "/host", "env", "K=v w", "a b", "$(x)"]
-    factory = ExecutorFactory({}, api_client_factory=lambda: pytest.fail("no API call while choosing a backend"))
+    factory = ExecutorFactory({}, gateway_factory=lambda: pytest.fail("no API call while choosing a backend"))
     ex = factory.for_access(HostAccess(backend=ExecBackend.DEBUG_POD, node="worker-1", namespace="ns"))
     assert isinstance(ex, DebugPodExecutor) and ex.node == "worker-1" and ex.namespace == "ns"
     with pytest.raises(ValueError, match="needs `node`"):

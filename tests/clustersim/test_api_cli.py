@@ -39,3 +39,19 @@ async def test_scenarios_lists_bundled_scenarios() -> None:
     assert proc.returncode == 0
     names = [line.split("\t")[0] for line in out.decode().splitlines()]
     assert {"r1-ovn-interrupted", "r2-pdb-blocked"} <= set(names)
+
+
+def test_serve_lines_describe_components() -> None:
+    """`sim serve` prints the SSH client settings, host map and master API URLs of the components."""
+    from types import SimpleNamespace
+
+    from clustersim.cli import component_lines
+
+    hosts = SimpleNamespace(client_env=lambda: {"LOCKKEEPER_SSH_KEY": "/k", "CLUSTERSIM_SSH_MAP": "/m.json"},
+                            ssh_map={"n2": "127.0.0.1:2", "n1": "127.0.0.1:1"})
+    masters = SimpleNamespace(masters={"m1": object()}, api_url=lambda m: f"http://127.0.0.1:9/{m}")
+    sim = SimpleNamespace(url="http://127.0.0.1:8", components={"hosts": hosts, "masters": masters})
+    assert component_lines(sim) == ["CLUSTERSIM_SSH_MAP=/m.json", "LOCKKEEPER_SSH_KEY=/k",
+                                    "SSH_HOST n1=127.0.0.1:1", "SSH_HOST n2=127.0.0.1:2",
+                                    "MASTER_API m1=http://127.0.0.1:9/m1", "EXEC_LOG=http://127.0.0.1:8/_sim/exec"]
+    assert component_lines(SimpleNamespace(url="u", components={})) == ["EXEC_LOG=u/_sim/exec"]

@@ -9,7 +9,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from lockkeeper.settings import Settings
+from workers.settings import Settings
 from tests.deploy.conftest import DEPLOY, kustomize_build
 
 K8S_VERSION = "1.33"
@@ -39,7 +39,7 @@ def test_deployment_env_names_are_worker_settings(rendered_example) -> None:
     for field in Settings.model_fields.values():
         alias = field.validation_alias
         known.update(getattr(alias, "choices", None) or [])
-    known |= {"LOCKKEEPER_SSH_KEY", "LOCKKEEPER_SSH_KNOWN_HOSTS"}  # activities/nodecmd.py reads them
+    known |= {"LOCKKEEPER_SSH_KEY", "LOCKKEEPER_SSH_KNOWN_HOSTS"}  # activities/host/factory.py reads them
     unknown = set(_env(container)) - known
     assert not unknown, f"env variables the worker ignores: {unknown}"
 

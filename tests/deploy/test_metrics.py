@@ -1,12 +1,12 @@
 """Metrics and health endpoints of the worker.
 
-- The workflow-safe helpers of :mod:`workflows.metrics` reach the Prometheus endpoint of a
+- The workflow-safe helpers of :mod:`workflows.kit.metrics` reach the Prometheus endpoint of a
   Temporal runtime built by :mod:`workers.metrics`, and count once although every workflow task
   replays the whole history (no workflow cache).
 - A worker subprocess with ``LOCKKEEPER_METRICS_PORT`` / ``LOCKKEEPER_HEALTH_PORT`` serves the
   SDK's metrics after a rollout, ``/healthz`` and ``/readyz``.
 - After a rollout the endpoint also carries lockkeeper's own metrics (nodes completed, gates
-  waiting, blocked drains), which the rollout workflow records through :mod:`workflows.metrics`.
+  waiting, blocked drains), which the rollout workflow records through :mod:`workflows.kit.metrics`.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from clustersim.scenario import generate_scenario
 from lockkeeper.devserver import free_port
 from tests.e2e.harness import drive, start_rollout
 from workers.metrics import prometheus_runtime
-from workflows import metrics as lk_metrics
-from workflows.models import PROCEDURE_MACHINECONFIG_ROLLOUT
+from workflows.kit import metrics as lk_metrics
+from workflows.machineconfig.models import PROCEDURE_MACHINECONFIG_ROLLOUT
 
 SCALE = 0.05
 FAST = dict(

@@ -22,7 +22,7 @@ import yaml
 from tests.deploy.conftest import DEPLOY
 from tests.deploy.rbac import Access, Grant, grants, role_allows, rule_allows, unused_grants
 from tests.e2e.harness import drive, start_rollout, status
-from workflows.models import ControlInput, NodePhase
+from workflows.kit.models import ControlInput, NodePhase
 
 pytestmark = pytest.mark.e2e
 

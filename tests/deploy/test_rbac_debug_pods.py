@@ -1,21 +1,22 @@
 """RBAC of the debug-pod backend (deploy/k8s/components/debug-pods), checked at unit level.
 
 Clustersim has no exec API, so instead of recording, the test runs
-:class:`activities.nodecmd.DebugPodExecutor` against a fake ``CoreV1Api`` and a fake
-``kubernetes.stream.stream`` that log each API operation it performs, maps each to the
-authorization check the API server makes (a websocket exec is a GET upgrade: ``get`` and, since
-Kubernetes 1.35, ``create`` on ``pods/exec``), and asserts the Role allows each and grants
-nothing else. A new call in the executor has no fake method and fails this test.
+:class:`activities.host.debug_pod.DebugPodExecutor` against a fake gateway that logs each verb
+it is asked for, maps each to the authorization check the API server makes (the gateway's
+``exec_in_pod`` is a websocket exec, a GET upgrade: ``get`` and, since Kubernetes 1.35,
+``create`` on ``pods/exec``), and asserts the Role allows each and grants nothing else. The
+executor reaches the API only through the gateway, so a new call has no fake method here and
+fails this test.
 """
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import yaml
 
-from activities import nodecmd
+from activities.host.debug_pod import DebugPodExecutor
+from activities.kube.gateway import ExecOutput
 from tests.deploy.conftest import DEPLOY, kustomize_build
 from tests.deploy.rbac import Access, role_allows, unused_grants
 
@@ -23,69 +24,37 @@ COMPONENT = DEPLOY / "k8s" / "components" / "debug-pods"
 NAMESPACE = "lockkeeper-debug"
 
 
-class _FakeExec:
-    returncode = 0
+class RecordingGateway:
+    """The gateway verbs the debug-pod executor may use, each logged as the access it needs."""
 
-    def __init__(self) -> None:
-        self._open = True
+    def __init__(self, log: list[Access]) -> None:
+        self.log = log
 
-    def is_open(self) -> bool:
-        return self._open
+    def create(self, kind: str, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        assert kind == "Pod" and namespace == NAMESPACE
+        self.log.append(Access("", "pods", "create", body["metadata"]["name"]))
+        return body
 
-    def update(self, timeout: float = 0) -> None:
-        self._open = False
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        assert kind == "Pod" and namespace == NAMESPACE
+        self.log.append(Access("", "pods", "get", name))
+        return {"status": {"phase": "Running"}}
 
-    def peek_stdout(self) -> bool:
-        return False
+    def exec_in_pod(self, namespace: str, name: str, argv: list[str], **kw: Any) -> ExecOutput:
+        assert namespace == NAMESPACE and argv[:2] == ["chroot", "/host"]
+        self.log.append(Access("", "pods/exec", "get", name))
+        self.log.append(Access("", "pods/exec", "create", name))
+        return ExecOutput(exit_code=0, stdout=b"", stderr=b"", timed_out=False)
 
-    def peek_stderr(self) -> bool:
-        return False
-
-    def write_stdin(self, data: str) -> None:
-        pass
-
-    def close(self) -> None:
-        self._open = False
-
-
-def _recording_api(log: list[Access]) -> type:
-    class FakeCoreV1Api:
-        def __init__(self, api_client: Any) -> None:
-            pass
-
-        def create_namespaced_pod(self, namespace: str, body: dict) -> dict:
-            assert namespace == NAMESPACE
-            log.append(Access("", "pods", "create", body["metadata"]["name"]))
-            return body
-
-        def read_namespaced_pod(self, name: str, namespace: str) -> Any:
-            log.append(Access("", "pods", "get", name))
-            return SimpleNamespace(status=SimpleNamespace(phase="Running"))
-
-        def connect_get_namespaced_pod_exec(self, *a: Any, **kw: Any) -> None:
-            raise AssertionError("exec goes through kubernetes.stream.stream")
-
-        def delete_namespaced_pod(self, name: str, namespace: str, **kw: Any) -> None:
-            log.append(Access("", "pods", "delete", name))
-
-    return FakeCoreV1Api
+    def delete(self, kind: str, name: str, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
+        assert kind == "Pod" and namespace == NAMESPACE
+        self.log.append(Access("", "pods", "delete", name))
+        return {}
 
 
-def test_debug_pod_executor_needs_exactly_the_component_role(monkeypatch) -> None:
-    import kubernetes.client
-    import kubernetes.stream
-
+def test_debug_pod_executor_needs_exactly_the_component_role() -> None:
     log: list[Access] = []
-
-    def fake_stream(fn: Any, name: str, namespace: str, **kw: Any) -> _FakeExec:
-        assert fn.__name__ == "connect_get_namespaced_pod_exec" and namespace == NAMESPACE
-        log.append(Access("", "pods/exec", "get", name))
-        log.append(Access("", "pods/exec", "create", name))
-        return _FakeExec()
-
-    monkeypatch.setattr(kubernetes.client, "CoreV1Api", _recording_api(log))
-    monkeypatch.setattr(kubernetes.stream, "stream", fake_stream)
-    executor = nodecmd.DebugPodExecutor("master-0", namespace=NAMESPACE, api_client_factory=lambda: object())
+    executor = DebugPodExecutor("master-0", namespace=NAMESPACE, gateway_factory=lambda: RecordingGateway(log))
     code, _, _, timed_out = executor._run_sync(["true"], 5.0, None, {})
     assert code == 0 and not timed_out
 

@@ -15,13 +15,8 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 
-from workflows.models import (
-    ApproveInput,
-    GateState,
-    MachineConfigRolloutInput,
-    MachineConfigRolloutResult,
-    RolloutStatus,
-)
+from workflows.kit.models import ApproveInput, GateState
+from workflows.machineconfig.models import MachineConfigRolloutInput, MachineConfigRolloutResult, RolloutStatus
 
 MCO = "machineconfiguration.openshift.io/"
 APPROVER = "e2e-approver"

@@ -9,9 +9,9 @@ import uuid
 import pytest
 from temporalio.client import WorkflowFailureError
 
-from activities.etcd_models import ExecBackend, HostAccess
+from activities.host.models import ExecBackend, HostAccess
 from clustersim.scenario import generate_scenario
-from workflows.models import NodeDrainInput, NodeDrainResult
+from workflows.drain.models import NodeDrainInput, NodeDrainResult
 
 pytestmark = pytest.mark.e2e
 

@@ -13,7 +13,8 @@ import pytest
 from temporalio.client import WorkflowUpdateFailedError
 
 from tests.e2e.harness import APPROVER, node_annotations, start_rollout, status, write_requests
-from workflows.models import DecideInput, GateState, NodePhase, RolloutStatus
+from workflows.kit.models import DecideInput, GateState, NodePhase
+from workflows.machineconfig.models import RolloutStatus
 
 pytestmark = pytest.mark.e2e
 

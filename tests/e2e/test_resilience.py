@@ -9,10 +9,11 @@ import pytest
 from temporalio.client import WorkflowFailureError
 
 from clustersim.scenario import generate_scenario
-from lockkeeper.client import connect
-from lockkeeper.settings import Settings
+from workers.client import connect
+from workers.settings import Settings
 from tests.e2e.harness import drive, start_rollout, status, write_requests
-from workflows.models import NodeControlInput, NodePhase, RolloutPhase
+from workflows.kit.models import NodeControlInput, NodePhase
+from workflows.machineconfig.models import RolloutPhase
 
 pytestmark = pytest.mark.e2e
 

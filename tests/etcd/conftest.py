@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from activities.nodecmd import NodeCommandError, find_etcd_binary
+from activities.host.executors import NodeCommandError, find_etcd_binary
 from lockkeeper.procs import WorkerProcess
 from etcd_local import LocalEtcdCluster
 

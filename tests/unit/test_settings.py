@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lockkeeper.settings import Settings, SettingsError, load_settings
+from workers.settings import Settings, SettingsError, load_settings
 
 ENV_NAMES = [
     "TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TEMPORAL_API_KEY", "TEMPORAL_TLS", "TEMPORAL_TLS_CERT",

@@ -14,9 +14,10 @@ from temporalio.worker import Worker
 from test_machineconfig_rollout import rollout_input, start, update_error, wait_status
 from wf_fakes import FakeCluster, old_config, r2_block_report
 
-from activities.models import DeleteBlockingPodsInput, DeleteBlockingPodsResult
+from activities.cluster.models import DeleteBlockingPodsInput, DeleteBlockingPodsResult
 from workflows import WORKFLOWS, MachineConfigRolloutWorkflow
-from workflows.models import DecideInput, DrainDecision, GateState, NodePhase, RolloutStatus
+from workflows.kit.models import DecideInput, DrainDecision, GateState, NodePhase
+from workflows.machineconfig.models import RolloutStatus
 
 
 class DecisionFake(FakeCluster):
@@ -192,6 +193,6 @@ async def test_decide_refused_when_no_gate_is_open(time_skipping_env, wf_task_qu
 
 
 def _abort():
-    from workflows.models import ControlInput
+    from workflows.kit.models import ControlInput
 
     return ControlInput(identity="bob", reason=f"test {uuid.uuid4().hex[:4]}")

@@ -1,16 +1,19 @@
-"""NodeDrainWorkflow (``lockkeeper start drain``) on the shared decision gate."""
+"""NodeDrainWorkflow (``lockkeeper start drain``) on the shared decision gate; its ``status`` is
+the drain's own :class:`DrainStatus` (one ``node``), no longer a one-node rollout."""
 
 from __future__ import annotations
 
 import uuid
 
 from temporalio.worker import Worker
-from test_blocked_drain import DecisionFake, gate_open, update_error, wait_status
+from kit_fakes import poll
+from test_blocked_drain import DecisionFake, update_error
 from wf_fakes import r2_block_report
 
 from workflows import WORKFLOWS
-from workflows.models import DecideInput, DrainDecision, NodeDrainInput, NodeDrainResult, NodePhase
-from workflows.node_drain import NodeDrainWorkflow
+from workflows.kit.models import DecideInput, DrainDecision, NodePhase
+from workflows.drain.models import NodeDrainInput, NodeDrainResult
+from workflows.drain import NodeDrainWorkflow
 
 
 async def test_standalone_drain_blocked_then_delete_pod_and_uncordon(time_skipping_env, wf_task_queue):
@@ -24,9 +27,10 @@ async def test_standalone_drain_blocked_then_delete_pod_and_uncordon(time_skippi
                            decide_after_seconds=60, search_attributes=False, drain_wait_seconds=1),
             id=f"drain-{uuid.uuid4().hex[:8]}", task_queue=wf_task_queue, result_type=NodeDrainResult,
         )
-        await wait_status(handle, lambda s: s.nodes["worker-0"].phase == NodePhase.BLOCKED)
+        await poll(handle, lambda s: s["node"]["phase"] == NodePhase.BLOCKED)
         await env.sleep(90)
-        await wait_status(handle, gate_open("worker-0"))
+        st = await poll(handle, lambda s: (s["node"]["decision_gate"] or {}).get("state") == "waiting")
+        assert st["procedure"] == "drain" and "lockkeeper decide" in st["waiting_for"]
         upd = NodeDrainWorkflow.decide
         assert "four-eyes" in await update_error(handle.execute_update(
             upd, DecideInput(node="worker-0", decision=DrainDecision.DELETE_POD, identity="alice")))

@@ -19,19 +19,22 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from wf_fakes import FakeCluster, new_config, old_config, r2_block_report, rollout_worker
 
-from activities.models import ANN_DESIRED_CONFIG, uncordon_value
+from activities.cluster.models import ANN_DESIRED_CONFIG
+from activities.machineconfig.models import uncordon_value
 from workflows import MachineConfigRolloutWorkflow
-from workflows.models import (
-    ApprovalPolicy,
+from workflows.kit.models import (
     ApproveInput,
     ControlInput,
     GateState,
     GateTimeoutOutcome,
-    MachineConfigRolloutInput,
-    MachineConfigRolloutResult,
     NodeControlInput,
     NodePhase,
     RejectInput,
+)
+from workflows.kit.plan import ApprovalPolicy
+from workflows.machineconfig.models import (
+    MachineConfigRolloutInput,
+    MachineConfigRolloutResult,
     RolloutPhase,
     RolloutStatus,
 )
@@ -97,6 +100,17 @@ async def request_abort(handle: WorkflowHandle, identity: str = "bob", reason: s
             raise
 
 
+async def terminate_quietly(handle: WorkflowHandle) -> None:
+    """Clean-up: terminate ``handle`` unless it already ended. A workflow that waits with no timer
+    can end by its execution timeout on the time-skipping server, which skips time whenever the
+    test waits on something else."""
+    try:
+        await handle.terminate("test cleanup")
+    except RPCError as err:
+        if "completed" not in str(err).lower():
+            raise
+
+
 def phase_of(s: RolloutStatus, node: str) -> NodePhase | None:
     return s.nodes[node].phase if node in s.nodes else None
 
@@ -106,6 +120,20 @@ def waiting_gate(s: RolloutStatus, gate_id: str) -> bool:
 
 
 # --- full runs ------------------------------------------------------------------------------------
+
+
+async def test_kit_rollout_history_replays():
+    """A full two-pool rollout recorded on the kit (pool and node leases under the ``lease-scopes``
+    patch, started and released in one workflow task each) replays against the current code;
+    the histories recorded before the kit are replayed by tests/workflows/test_replay.py."""
+    from replay import replay_history_file
+
+    result = await replay_history_file(HISTORIES / "machineconfig_rollout_kit.json", "rollout-kit")
+    assert result.replay_failure is None
+    started = [e for e in result.history.events if e.HasField("start_child_workflow_execution_initiated_event_attributes")]
+    ids = [e.start_child_workflow_execution_initiated_event_attributes.workflow_id for e in started]
+    assert sum(i.startswith("lease/c-kit/node:") for i in ids) == 8  # every planned node is leased
+    assert sum(i.startswith("rollout-kit/node/") for i in ids) == 8  # one node run each
 
 
 async def test_full_rollout_two_pools_honours_max_unavailable(time_skipping_env, wf_task_queue):
@@ -405,7 +433,36 @@ async def test_lease_refuses_second_rollout_naming_the_first(time_skipping_env, 
         assert (await other.result()).outcome == "completed"
         # (The test server does not apply parent close policies; the lease's release on a
         # terminated holder is checked on the dev server below.)
-        await first.terminate("test cleanup")
+        await terminate_quietly(first)
+
+
+async def test_lease_refuses_rollout_on_a_node_another_procedure_holds(time_skipping_env, wf_task_queue):
+    """The rollout leases the nodes of its plan too: a node held by another procedure type (here a
+    drain's lease on worker-1) refuses the rollout before its first write, naming the holder."""
+    from workflows.kit.lease import LeaseWorkflow
+    from workflows.kit.models import LeaseInput
+    from workflows.kit.scopes import node_scope, scope_workflow_id
+
+    fake = FakeCluster({"worker": 2})
+    cluster = f"lease-{uuid.uuid4().hex[:6]}"
+    scope = node_scope(cluster, "worker-1")
+    async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
+        lease = await time_skipping_env.client.start_workflow(
+            LeaseWorkflow.run,
+            LeaseInput(cluster=cluster, scope=scope, holder="drain-worker-1", procedure="drain"),
+            id=scope_workflow_id(scope),
+            task_queue=wf_task_queue,
+        )
+        rollout = await start(time_skipping_env, wf_task_queue, rollout_input(cluster=cluster))
+        with pytest.raises(WorkflowFailureError) as info:
+            await rollout.result()
+        cause = info.value.cause
+        assert isinstance(cause, ApplicationError) and cause.type == "LeaseHeld"
+        assert cause.message == f"node worker-1 on cluster {cluster} is held by drain drain-worker-1"
+        assert fake.mutating_calls() == []
+        # No release: while the test waited for the rollout, the time-skipping server may have
+        # skipped to the lease's execution timeout (it skips whenever nothing else is pending).
+        await terminate_quietly(lease)
 
 
 # --- R1 network repair ---------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Regenerate after a deliberate, patched change with
 ``LOCKKEEPER_WRITE_HISTORY=1 pytest tests/workflows -k full_rollout`` (it records the parent
-run and one node run of the full two-pool rollout) and keep the old files as well.
+run and one node run of the full two-pool rollout) and keep the old files as well. The drain and
+etcd histories come from ``LOCKKEEPER_WRITE_HISTORY=1 pytest tests/workflows/test_recorded_histories.py``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,20 @@ from replay import HISTORIES, replay_history_file
 HISTORY_IDS = {
     "machineconfig_rollout_full.json": "rollout-full",
     "node_rollout_full.json": "rollout-full/node/worker-0/1",
+    # A rollout across continue-as-new (tests/workflows/test_scale_continue_as_new.py): the first
+    # run ends in ContinuedAsNew, the last starts from the carried state.
+    "machineconfig_rollout_can_first.json": "rollout-can",
+    "machineconfig_rollout_can_last.json": "rollout-can",
+    # Recorded by tests/workflows/test_recorded_histories.py before the kit moved these workflows.
+    "node_drain_full.json": "drain-history",
+    "etcd_backup_partial.json": "etcd-backup-history",
+    "etcd_restore_force_new.json": "etcd-restore-history",
+    "etcd_restore_gate_timeout.json": "etcd-restore-timeout-history",
+    # The same runs on the kit (its patches taken: drain lease, LockkeeperStatus, etcd lease).
+    "node_drain_kit.json": "drain-history",
+    "etcd_backup_kit.json": "etcd-backup-history",
+    "etcd_restore_force_new_kit.json": "etcd-restore-history",
+    "etcd_restore_gate_timeout_kit.json": "etcd-restore-timeout-history",
 }
 
 

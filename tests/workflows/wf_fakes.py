@@ -21,7 +21,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from activities.models import (
+from activities.cluster.models import (
     ANN_CURRENT_CONFIG,
     ANN_DESIRED_CONFIG,
     ANN_DESIRED_DRAIN,
@@ -39,14 +39,16 @@ from activities.models import (
     PendingPodReport,
     PodsReadyInput,
     PodsReadyResult,
-    PoolInfo,
-    PreflightInput,
-    PreflightResult,
     ReadNodeInput,
     RecordEventInput,
     SetNodeAnnotationsInput,
     UncordonInput,
     UncordonResult,
+)
+from activities.machineconfig.models import (
+    PoolInfo,
+    PreflightInput,
+    PreflightResult,
     WaitForNodeInput,
     WaitForNodeResult,
     drain_value,

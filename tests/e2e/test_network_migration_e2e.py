@@ -1,0 +1,279 @@
+"""The SDN→OVN migration end to end (issue 15): real dev server, worker process, clustersim
+``r1-sdn-to-ovn`` with its cluster-network-operator and machine-config-controller models."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from tests.e2e.harness import APPROVER
+from workflows.kit.models import ApproveInput, GateState
+from workflows.network_migration.models import NetworkMigrationInput, NetworkMigrationResult, NetworkMigrationStatus
+
+pytestmark = pytest.mark.e2e
+
+SCALE = 0.05
+MCP = "machineconfigpools.machineconfiguration.openshift.io"
+NET_CFG = "networks.config.openshift.io"
+NET_OP = "networks.operator.openshift.io"
+
+
+def fast(**kw: Any) -> NetworkMigrationInput:
+    base = dict(cluster="r1", requested_by="e2e", poll_seconds=1.0, stall_seconds=8.0, ready_timeout_seconds=120.0,
+                pools_timeout_seconds=300.0, unknown_grace_seconds=15.0, search_attributes=False, activity_timeout_seconds=20.0)
+    base.update(kw)
+    return NetworkMigrationInput(**base)
+
+
+class PoolsWatch:
+    """When (Unix time) every pool last became Updated on a config with the OVN MachineConfig."""
+
+    def __init__(self, sim: Any) -> None:
+        self.sim = sim
+        self.all_updated_at: float | None = None
+        self.sub = sim.store.subscribe([MCP])
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def _settled(self) -> bool:
+        for p in self.sim.store.list(MCP):
+            conds = {c["type"]: c["status"] for c in p["status"]["conditions"]}
+            ovn = any(s["name"].endswith("-ovn") for s in p["spec"]["configuration"]["source"])
+            if not ovn or conds.get("Updated") != "True" or p["status"]["configuration"]["name"] != p["spec"]["configuration"]["name"]:
+                return False
+        return True
+
+    async def _run(self) -> None:
+        async for _ in self.sub:
+            if self.all_updated_at is None and self._settled():
+                self.all_updated_at = time.time()
+
+    def stop(self) -> None:
+        self.sub.close()
+        self.task.cancel()
+
+
+async def start(client: Any, task_queue: str, inp: NetworkMigrationInput) -> Any:
+    return await client.start_workflow("NetworkMigrationWorkflow", inp, id=f"network-migration-e2e-{uuid.uuid4().hex[:8]}",
+                                       task_queue=task_queue, result_type=NetworkMigrationResult)
+
+
+async def drive(handle: Any, approve: set[str], timeout: float = 600.0, on_status: Any = None) -> NetworkMigrationResult:
+    """Approve the listed gates when they wait; return the result."""
+    end = time.monotonic() + timeout
+    result_task = asyncio.ensure_future(handle.result())
+    while not result_task.done():
+        if time.monotonic() > end:
+            result_task.cancel()
+            raise AssertionError("migration did not finish in time")
+        try:
+            st = await handle.query("status", result_type=NetworkMigrationStatus)
+        except Exception:  # noqa: BLE001 - a query can race with the end of the run
+            st = None
+        if st is not None:
+            if on_status is not None:
+                await on_status(st)
+            for g in st.gates:
+                if g.state == GateState.WAITING and g.id in approve:
+                    await handle.execute_update("approve", ApproveInput(gate_id=g.id, identity=APPROVER, comment="e2e"))
+        await asyncio.wait({result_task}, timeout=0.5)
+    return result_task.result()
+
+
+def network_type_patches(sim: Any) -> list[Any]:
+    return [e for e in sim.requests.entries(verb="patch", resource="networks", group="config.openshift.io") if e.code == 200]
+
+
+async def test_healthy_migration_switches_only_after_every_pool_updated(sim_factory, worker_for, temporal_client, task_queue) -> None:
+    sim = await sim_factory("r1-sdn-to-ovn", time_scale=SCALE)
+    watch = PoolsWatch(sim)
+    await worker_for(sim)
+    handle = await start(temporal_client, task_queue, fast(max_unavailable=2))
+    result = await drive(handle, {"cleanup", "delete-broken-pods"})
+    watch.stop()
+    assert result.outcome == "completed", result.message
+    patches = network_type_patches(sim)
+    assert len(patches) == 1, "one switch of spec.networkType"
+    assert watch.all_updated_at is not None and patches[0].time >= watch.all_updated_at, "switch only after every pool Updated"
+    assert sim.components["cno"].switches[0]["pools_settled"] is True
+    cfg = sim.store.get(NET_CFG, "cluster")
+    assert cfg["status"]["networkType"] == "OVNKubernetes"
+    op = sim.store.get(NET_OP, "cluster")
+    assert "migration" not in op["spec"] and "openshiftSDNConfig" not in op["spec"]["defaultNetwork"]
+    assert sim.store.try_get("namespaces", "openshift-sdn") is None or sim.store.get("namespaces", "openshift-sdn")["metadata"].get("deletionTimestamp")
+    assert all(not p["spec"]["paused"] for p in sim.store.list(MCP)), "pools unpaused"
+    assert {r.node for r in result.reboots if r.state == "done"} == {n["metadata"]["name"] for n in sim.store.list("nodes")}
+    assert all(r.commands_sent == 1 for r in result.reboots)
+
+
+def boot_changes_after_switch(sim: Any) -> tuple[dict[str, int], Any]:
+    """Per node, how many times its boot id changed after the CNO applied the switch."""
+    counts: dict[str, int] = {}
+    sub = sim.store.subscribe(["nodes"])
+
+    async def run() -> None:
+        async for ev in sub:
+            old = ((ev.old or {}).get("status") or {}).get("nodeInfo", {}).get("bootID")
+            new = (ev.object.get("status") or {}).get("nodeInfo", {}).get("bootID")
+            if sim.components["cno"].switches and old and new and old != new:
+                counts[ev.object["metadata"]["name"]] = counts.get(ev.object["metadata"]["name"], 0) + 1
+
+    task = asyncio.get_running_loop().create_task(run())
+
+    def stop() -> None:
+        sub.close()
+        task.cancel()
+
+    return counts, stop
+
+
+async def test_controller_killed_mid_rollout_takeover_then_switch(sim_factory, worker_for, temporal_client, task_queue) -> None:
+    sim = await sim_factory("r1-sdn-to-ovn", time_scale=SCALE, component_sections={"mcc": {"kill_after_nodes": 2}})
+    watch = PoolsWatch(sim)
+    await worker_for(sim)
+    handle = await start(temporal_client, task_queue, fast(stall_seconds=5.0))
+    seen_takeover_gate = []
+
+    async def on_status(st: NetworkMigrationStatus) -> None:
+        if any(g.id == "takeover" for g in st.gates) and not seen_takeover_gate:
+            seen_takeover_gate.append(st.guard_behind)
+
+    result = await drive(handle, {"takeover", "cleanup", "delete-broken-pods"}, on_status=on_status)
+    watch.stop()
+    assert not sim.components["mcc"].running, "the controller stayed dead: lockkeeper finished the pools"
+    assert seen_takeover_gate and seen_takeover_gate[0], "the stall opened the takeover gate, naming what is behind"
+    assert result.outcome == "completed", result.message
+    st = await handle.query("status", result_type=NetworkMigrationStatus)
+    assert st.takeovers, "the MachineConfig rollout ran as a child"
+    patches = network_type_patches(sim)
+    assert len(patches) == 1 and watch.all_updated_at is not None and patches[0].time >= watch.all_updated_at
+    assert sim.store.get(NET_CFG, "cluster")["status"]["networkType"] == "OVNKubernetes"
+
+
+async def test_premature_switch_reproduces_r1_and_the_guard_refuses_it(sim_factory) -> None:
+    """With the early-switch fault a forced patch by the test breaks the cluster as in R1; the
+    guard, asked at that moment, refuses and names what is behind."""
+    from activities.kube.gateway import KubeGateway
+    from activities.network_migration.activities import NetworkMigrationActivities
+    from activities.network_migration.models import PoolsSettledInput
+
+    sim = await sim_factory("r1-sdn-to-ovn", time_scale=SCALE, component_sections={"cno": {"early_switch": True}})
+    gw = KubeGateway.from_kubeconfig(str(sim.kubeconfig_path))
+    acts = NetworkMigrationActivities(lambda: gw)
+    baseline = {p["metadata"]["name"]: p["spec"]["configuration"]["name"] for p in sim.store.list(MCP)}
+    await asyncio.to_thread(gw.patch, "Network.operator.openshift.io", "cluster", {"spec": {"migration": {"networkType": "OVNKubernetes"}}})
+    end = time.monotonic() + 60
+    while len(sim.components["mcc"].handed_out) < 3 and time.monotonic() < end:
+        await asyncio.sleep(0.05)
+    verdict = await asyncio.to_thread(acts.check_pools_settled, PoolsSettledInput(baseline=baseline))
+    assert not verdict.ok and any("Updated=False" in b for b in verdict.behind)
+    await asyncio.to_thread(gw.patch, "Network", "cluster", {"spec": {"networkType": "OVNKubernetes"}})  # the premature patch
+    while not sim.components["cno"].switches and time.monotonic() < end:
+        await asyncio.sleep(0.05)
+    assert sim.components["cno"].switches[0]["pools_settled"] is False
+
+    def crashlooping() -> set[str]:
+        return {p["spec"]["nodeName"] for p in sim.store.list("pods", "openshift-ovn-kubernetes")
+                for c in p["status"].get("containerStatuses") or []
+                if (c.get("state") or {}).get("waiting", {}).get("reason") == "CrashLoopBackOff"}
+
+    while not crashlooping() and time.monotonic() < end:
+        await asyncio.sleep(0.05)
+    assert sim.agents is not None
+    without = {n["metadata"]["name"] for n in sim.store.list("nodes")
+               if n["metadata"]["annotations"]["machineconfiguration.openshift.io/currentConfig"] not in sim.agents.net.ovn_configs}
+    assert crashlooping() and crashlooping() <= without
+    gw.close()
+
+
+async def test_worker_killed_after_switch_and_during_reboots(sim_factory, worker_for, temporal_client, task_queue) -> None:
+    sim = await sim_factory("r1-sdn-to-ovn", time_scale=SCALE)
+    counts, stop_counts = boot_changes_after_switch(sim)
+    worker = await worker_for(sim)
+    handle = await start(temporal_client, task_queue, fast(max_unavailable=1))  # eight reboot batches: room for a kill
+    kills: list[str] = []
+
+    async def on_status(st: NetworkMigrationStatus) -> None:
+        if st.switched and not kills:
+            kills.append("after the switch")
+            await worker.kill()
+            await asyncio.sleep(0.3)
+            await worker.start()
+        elif len(kills) == 1 and any(r.state == "done" for r in st.reboots) and not all(r.state == "done" for r in st.reboots):
+            kills.append("during the reboots")
+            await worker.kill()
+            await asyncio.sleep(0.3)
+            await worker.start()
+
+    result = await drive(handle, {"cleanup", "delete-broken-pods"}, on_status=on_status)
+    stop_counts()
+    assert kills == ["after the switch", "during the reboots"]
+    assert result.outcome == "completed", result.message
+    nodes = {n["metadata"]["name"] for n in sim.store.list("nodes")}
+    assert counts == {n: 1 for n in nodes}, f"every node rebooted exactly once after the switch: {counts}"
+
+
+async def test_revert_before_cleanup_restores_sdn(sim_factory, worker_for, temporal_client, task_queue) -> None:
+    sim = await sim_factory("r1-sdn-to-ovn", time_scale=SCALE)
+    await worker_for(sim)
+    handle = await start(temporal_client, task_queue, fast(max_unavailable=2))
+    asked: list[str] = []
+
+    async def on_status(st: NetworkMigrationStatus) -> None:
+        if any(g.id == "cleanup" and g.state == GateState.WAITING for g in st.gates) and not asked:
+            asked.append("revert")
+            await handle.execute_update("revert", {"identity": APPROVER, "reason": "e2e"}, result_type=dict)
+
+    result = await drive(handle, {"delete-broken-pods"}, on_status=on_status)
+    assert asked and result.outcome == "reverted", result.message
+    assert sim.store.get(NET_CFG, "cluster")["status"]["networkType"] == "OpenShiftSDN"
+    assert sim.store.get(NET_CFG, "cluster")["spec"]["networkType"] == "OpenShiftSDN"
+    assert "migration" not in sim.store.get(NET_OP, "cluster")["spec"]
+    assert len(sim.store.list("pods", "openshift-sdn")) == 8 and sim.store.list("pods", "openshift-ovn-kubernetes") == []
+    assert all(not p["spec"]["paused"] for p in sim.store.list(MCP))
+
+
+MUTATING = {"create", "update", "patch", "delete", "deletecollection"}
+
+
+async def test_type_already_set_changes_nothing(sim_factory, worker_for, temporal_client, task_queue) -> None:
+    # The type already set.
+    sim = await sim_factory("r1-sdn-to-ovn", time_scale=SCALE, component_sections={"mcc": {"running": False}})
+    sim.store.mutate(NET_CFG, "cluster", None, lambda o: o["spec"].__setitem__("networkType", "OVNKubernetes"))
+    await worker_for(sim)
+    sim.requests.clear()
+    result = await (await start(temporal_client, task_queue, fast())).result()
+    assert result.outcome == "refused" and "already OVNKubernetes" in result.message
+    assert not [e for e in sim.requests.entries() if e.verb in MUTATING]
+
+
+async def test_degraded_pool_at_start_changes_nothing(sim_factory, worker_for, temporal_client, task_queue) -> None:
+    sim2 = await sim_factory("r1-sdn-to-ovn", time_scale=SCALE)
+    sim2.store.mutate("nodes", "qsu-worker-02", None, lambda o: o["metadata"]["annotations"].update({
+        "machineconfiguration.openshift.io/state": "Degraded", "machineconfiguration.openshift.io/reason": "disk full"}))
+    end = time.monotonic() + 30
+    while time.monotonic() < end and not any(c["type"] == "Degraded" and c["status"] == "True"
+                                             for c in sim2.store.get(MCP, "worker")["status"]["conditions"]):
+        await asyncio.sleep(0.05)
+    await worker_for(sim2)
+    sim2.requests.clear()
+    result = await (await start(temporal_client, task_queue, fast())).result()
+    assert result.outcome == "refused" and "pool worker is Degraded" in result.message
+    assert not [e for e in sim2.requests.entries() if e.verb in MUTATING]
+
+
+async def test_reboots_over_ssh(sim_factory, worker_for, temporal_client, task_queue) -> None:
+    import json
+    from pathlib import Path
+
+    sim = await sim_factory("r1-sdn-to-ovn", time_scale=SCALE)
+    env = sim.components["hosts"].client_env()  # type: ignore[attr-defined]
+    ssh_map = json.loads(Path(env["CLUSTERSIM_SSH_MAP"]).read_text())
+    await worker_for(sim, env=env)
+    handle = await start(temporal_client, task_queue, fast(max_unavailable=3, reboot_via="ssh", ssh_hosts=ssh_map, ssh_user="root"))
+    result = await drive(handle, {"cleanup", "delete-broken-pods"})
+    assert result.outcome == "completed", result.message
+    assert all(r.state == "done" and r.commands_sent == 1 for r in result.reboots) and len(result.reboots) == 8

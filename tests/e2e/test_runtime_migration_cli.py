@@ -1,0 +1,74 @@
+"""``lockkeeper start runtime-migration`` through the real console script against a dev server,
+a worker process and clustersim ``r4-crio-to-docker``: the dry run changes nothing, the start
+prints the workflow ID, ``status`` shows the node rows and the destructive-step gate, ``reject``
+stops the node before anything is done to it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from tests.e2e.test_runtime_migration_e2e import HOOK, INVENTORY, PLAYBOOKS, SCALE, SHIM, commands, hosts_env, sim_get
+from workflows.runtime_migration.models import RuntimeMigrationResult, RuntimeMigrationStatus
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+
+LOCKKEEPER = str(Path(sys.executable).parent / "lockkeeper")
+NODE = "gluster1.demo"
+
+
+async def lk(address: str, task_queue: str, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(LOCKKEEPER, "--address", address, "--task-queue", task_queue, *args,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def test_start_status_reject_through_the_cli(dev_server: Any, temporal_client: Client, sim_factory: Any,
+                                                   worker_process_factory: Any, task_queue: str, tmp_path: Path) -> None:
+    sim = await sim_factory("r4-crio-to-docker", time_scale=SCALE)
+    worker = worker_process_factory(address=dev_server.address, kubeconfig=sim.kubeconfig_path, task_queue=task_queue,
+                                    env=hosts_env(sim))
+    await worker.start()
+    inv, hook = tmp_path / "inventory", tmp_path / "hook.py"
+    inv.write_text(INVENTORY)
+    hook.write_text(HOOK)
+    ssh_map = hosts_env(sim)["CLUSTERSIM_SSH_MAP"]
+    args = ["start", "runtime-migration", "--node", NODE, "--to", "docker", "--ssh-map", ssh_map, "--ssh-user", "root",
+            "--gluster-namespace", "app-storage", "--dns-probe", "master.demo",
+            "--inventory-command", f"{sys.executable} {hook} {inv} to-new {{node}}",
+            "--scaleup-command", shlex.join([SHIM, "-i", str(inv), f"{PLAYBOOKS}/openshift-node/scaleup.yml"]),
+            "--identity", "alice"]
+    code, out, err = await lk(dev_server.address, task_queue, *args, "--dry-run")
+    assert code == 0, out + err
+    code, out, err = await lk(dev_server.address, task_queue, *args, "-o", "json")
+    assert code == 0, out + err
+    wf_id = json.loads(out)["workflow_id"] if out.strip().startswith("{") else out.split()[-1]
+    handle = temporal_client.get_workflow_handle(wf_id, result_type=RuntimeMigrationResult)
+    gate = f"{NODE}/destructive/approve-migration"
+    end = time.monotonic() + 120
+    while time.monotonic() < end:
+        st = await handle.query("status", result_type=RuntimeMigrationStatus)
+        if any(g.id == gate and g.state == "waiting" for g in st.gates):
+            break
+        await asyncio.sleep(0.5)
+    else:
+        raise AssertionError(f"gate {gate} never opened: {st.waiting_for} {st.preflight}")
+    code, out, err = await lk(dev_server.address, task_queue, "status", wf_id)
+    assert code == 0, out + err
+    assert "approve-migration" in out and NODE in out and "Nodes" in out
+    code, out, err = await lk(dev_server.address, task_queue, "reject", wf_id, gate, "-m", "not today", "--identity", "bob")
+    assert code == 0, out + err
+    result = await handle.result()
+    assert result.outcome == "failed" and "approve-migration" in (result.nodes[0].reason or "")
+    cmds = commands(await sim_get(sim, f"hosts/{NODE}"))
+    assert not any(c[:2] == ["systemctl", "stop"] for c in cmds), "nothing was done to the node"
+    assert not sim.store.get("nodes", NODE)["spec"].get("unschedulable")

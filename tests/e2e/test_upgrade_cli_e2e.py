@@ -1,0 +1,61 @@
+"""The upgrade procedures' ``lockkeeper start`` commands against a real dev server, a real worker
+process and clustersim ``r3-okd310-upgrade``: dry runs print the plan (batches, canary, masters
+excluded), the selector migration names the blocked object and exits 1, the cluster upgrade's plan
+file prints every phase; nothing is written."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.e2e
+
+LOCKKEEPER = str(Path(sys.executable).parent / "lockkeeper")
+SCALE = 0.02
+
+
+async def lk(dev_server: Any, task_queue: str, *args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(LOCKKEEPER, "--address", dev_server.address, "--task-queue", task_queue, *args,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+def node_state(sim: Any) -> dict[str, Any]:
+    return {n["metadata"]["name"]: (dict(n["metadata"]["labels"]), n["status"]["nodeInfo"]["kubeletVersion"], n["spec"].get("unschedulable"))
+            for n in sim.store.list("nodes")}
+
+
+async def test_start_commands_dry_run(dev_server: Any, sim_factory: Any, worker_for: Any, task_queue: str, tmp_path: Path) -> None:
+    sim = await sim_factory("r3-okd310-upgrade", time_scale=SCALE)
+    await worker_for(sim)
+    before = node_state(sim)
+    code, out, err = await lk(dev_server, task_queue, "start", "node-upgrade", "--selector", "region=infra", "--serial", "50%",
+                              "--canary-count", "1", "--master", "master01.example.com", "--action-command", "ansible-playbook x.yml -l {node}",
+                              "--dry-run")
+    assert code == 0, err
+    assert "canary: [node01.example.com] then approval gate" in out and "batches: [node02.example.com]" in out, out
+    code, out, err = await lk(dev_server, task_queue, "start", "node-upgrade", "--selector", "region=nowhere",
+                              "--action-command", "x {node}", "--dry-run")
+    assert code != 0 and "no nodes matched" in (out + err), (out, err)
+    code, out, err = await lk(dev_server, task_queue, "start", "node-selector-migration", "--map",
+                              "region=infra=node-role.kubernetes.io/infra=true", "--dry-run")
+    assert code != 0 and "docker-registry" in (out + err) and "no schedulable node carries" in (out + err), (out, err)
+    plan = {"compute_nodes": {"selection": {"label_selector": "node-role.kubernetes.io/compute=true"}, "policy": {"serial": "50%"},
+                              "action": {"argv": ["ansible-playbook", "-l", "{node}"]}},
+            "infra_nodes": {"selection": {"label_selector": "region=infra"}, "policy": {"serial": "50%", "canary": 1},
+                            "action": {"argv": ["ansible-playbook", "-l", "{node}"]}}}
+    (tmp_path / "upgrade.yaml").write_text(yaml.safe_dump(plan))
+    code, out, err = await lk(dev_server, task_queue, "start", "cluster-upgrade", "--plan", str(tmp_path / "upgrade.yaml"), "--dry-run")
+    assert code == 0, err
+    assert "infra-nodes: done" in out and "compute-nodes: done" in out and "control-plane: skipped" in out, out
+    assert "batches: [node03.example.com][node04.example.com]" in out, out
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"infra_nodes": {"selection": {"label_selector": "region=infra"}}}))
+    code, out, err = await lk(dev_server, task_queue, "start", "cluster-upgrade", "--plan", str(tmp_path / "bad.yaml"))
+    assert code != 0 and "action" in err, err
+    assert node_state(sim) == before

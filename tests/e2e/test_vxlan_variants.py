@@ -1,0 +1,77 @@
+"""R5 variants the procedure avoids, forced through the procedure's own activities against
+clustersim ``r5-vxlan-port`` over real HTTP (exec included):
+
+- the DaemonSet patch that keeps the triggers annotation: the image-trigger controller puts the
+  stock image back (why phase C drops it in the same patch);
+- a stock SDN pod started on a switched node while ClusterNetwork still says 4789: the full
+  rebuild (port back, every pod on the node restarted) that phase G's precondition prevents."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from activities.kube.gateway import KubeGateway
+from activities.vxlan_port.activities import VxlanActivities
+from activities.vxlan_port.models import DsPatchInput, FanoutInput, PreflightInput, ResolveTargetsInput
+from tests.e2e.test_vxlan_port import CUSTOM, NEW, OLD, STOCK, ds, ds_fields, ready_sim, wait_for, workload_restarts
+
+pytestmark = pytest.mark.e2e
+
+
+async def activities_for(sim: Any) -> VxlanActivities:
+    gw = await asyncio.to_thread(KubeGateway.from_kubeconfig, sim.kubeconfig_path)
+    return VxlanActivities(lambda: gw)
+
+
+@pytest.mark.timeout(180)
+async def test_kept_triggers_annotation_lets_the_trigger_controller_revert_the_custom_image(sim_factory) -> None:
+    sim = await ready_sim(sim_factory)
+    acts = await activities_for(sim)
+    pre = await asyncio.to_thread(acts.preflight_vxlan_port, PreflightInput())
+    trig = pre.daemonset.triggers
+    assert trig
+    # The variant: the image changes, the annotation stays.
+    res = await asyncio.to_thread(acts.patch_sdn_daemonset, DsPatchInput(
+        container_index=0, from_image=STOCK, to_image=CUSTOM, from_triggers=trig, to_triggers=trig))
+    assert res.changed and ds_fields(ds(sim)) == (CUSTOM, trig)
+    await wait_for(lambda: ds_fields(ds(sim))[0] == STOCK, timeout=30, what="the trigger controller puts the stock image back")
+    # The procedure's patch drops it in the same patch: the custom image stays.
+    await asyncio.to_thread(acts.patch_sdn_daemonset, DsPatchInput(
+        container_index=0, from_image=STOCK, to_image=CUSTOM, from_triggers=trig, to_triggers=None))
+    await asyncio.sleep(sim.components["masters"].section.trigger_seconds * 3 * 0.05 + 0.5)
+    assert ds_fields(ds(sim)) == (CUSTOM, None)
+
+
+@pytest.mark.timeout(240)
+async def test_stock_sdn_started_on_a_switched_node_rebuilds_it(sim_factory) -> None:
+    sim = await ready_sim(sim_factory)
+    acts = await activities_for(sim)
+    sdn = sim.components["sdn"]
+    hosts = sim.components["hosts"]
+    pre = await asyncio.to_thread(acts.preflight_vxlan_port, PreflightInput())
+    nodes = sorted(pre.nodes)
+    for n in nodes:  # the firewall barrier's result, so only the rebuild breaks traffic
+        assert (await hosts.run(n, ["iptables", "-A", "OS_FIREWALL_ALLOW", "-p", "udp", "-m", "state", "--state", "NEW",
+                                    "-m", "udp", "--dport", str(NEW), "-j", "ACCEPT"]))[2] == 0
+    victim = "ocp-node-02"
+    # Only the victim is switched (the rest stay as they are), then its stock SDN pod is
+    # re-created, as an OnDelete restore before ClusterNetwork says 4889 would do.
+    targets = await acts.resolve_sdn_targets(ResolveTargetsInput(nodes=[victim]))
+    # Baseline before the switch: on a loaded machine the stock pod's own health check (30
+    # simulated s) may rebuild the node even before its pod is re-created; either way once.
+    before = workload_restarts(sim)
+    res = await acts.switch_vxlan_port(FanoutInput(targets=targets, port=NEW))
+    assert res.failed == []
+    old = next(p for p in sim.store.list("pods", "openshift-sdn", label_selector="app=sdn",
+                                         field_selector=f"spec.nodeName={victim}") if not p["metadata"].get("deletionTimestamp"))
+    await asyncio.to_thread(lambda: acts.gateway.delete("Pod", old["metadata"]["name"], "openshift-sdn"))
+    await wait_for(lambda: sdn.nodes[victim].rebuilds == 1, timeout=60, what="full SDN setup on the switched node")
+    assert sdn.get_port(victim) == OLD  # the rebuild put the ClusterNetwork's port back
+    after = workload_restarts(sim)
+    on_victim = {p["metadata"]["uid"] for p in sim.store.list("pods", field_selector=f"spec.nodeName={victim}")
+                 if not (p.get("spec") or {}).get("hostNetwork") and p["metadata"]["namespace"] != "openshift-sdn"}
+    assert on_victim and all(after[u] == before[u] + 1 for u in on_victim if u in before)
+    assert all(sdn.nodes[n].rebuilds == 0 for n in nodes if n != victim)

@@ -1,0 +1,54 @@
+"""The start options of the upgrade procedures: serial and command parsing, and a cluster-upgrade
+plan file validated (and refused) by pydantic before anything starts."""
+
+from __future__ import annotations
+
+import pytest
+import typer
+from pydantic import ValidationError
+
+from lockkeeper.cli.start.node_upgrade import parse_argv, parse_serial
+from workflows.cluster_upgrade.models import ClusterUpgradeInput
+
+CP = {"masters": [{"name": "m1", "api_url": "https://m1:8443", "access": {"backend": "ssh", "host": "m1"}}],
+      "action": {"kind": "external", "argv": ["ansible-playbook", "-l", "{master}"]}}
+
+
+@pytest.mark.parametrize(("raw", "value"), [("50%", "50%"), ("2", 2), (" 1 ", 1), ("33.3%", "33.3%")])
+def test_parse_serial(raw: str, value: int | str) -> None:
+    assert parse_serial(raw) == value
+
+
+@pytest.mark.parametrize("raw", ["x", "-1", "%", "1.5"])
+def test_bad_serial(raw: str) -> None:
+    with pytest.raises(typer.BadParameter):
+        parse_serial(raw)
+
+
+def test_parse_argv_is_split_not_shelled() -> None:
+    assert parse_argv("ansible-playbook -e 'a=b c' x.yml", "--x") == ["ansible-playbook", "-e", "a=b c", "x.yml"]
+    with pytest.raises(typer.BadParameter):
+        parse_argv("'unclosed", "--x")
+
+
+def test_plan_file_validated_and_etcd_phase_feeds_the_control_plane() -> None:
+    inp = ClusterUpgradeInput(plan={"control_plane": CP, "etcd_backup": {
+        "members": [{"name": "m1", "peer_url": "https://10.0.0.10:2380", "client_url": "https://10.0.0.10:2379",
+                     "data_dir": "/var/lib/etcd", "control": {"kind": "static-pod", "manifest": "/etc/origin/node/pods/etcd.yaml"}}]}})
+    assert inp.plan.control_plane is not None and inp.plan.control_plane.etcd_backup_skip_reason == "taken by the etcd-backup phase"
+
+
+@pytest.mark.parametrize(
+    ("plan", "words"),
+    [
+        ({}, "the plan has no phase"),
+        ({"control_plane": {**CP, "masters": []}}, "masters"),
+        ({"control_plane": CP}, "etcd backup barrier is required"),
+        ({"infra_nodes": {"selection": {"label_selector": "region=infra"}, "action": {"argv": ["x"]}, "policy": {"serial": "half"}}},
+         "invalid serial"),
+        ({"node_selectors": {"mapping": {"region": {"a": "b"}}}}, "must be KEY=VALUE"),
+    ],
+)
+def test_bad_plan_refused_before_anything_starts(plan: dict, words: str) -> None:
+    with pytest.raises(ValidationError, match=words):
+        ClusterUpgradeInput(plan=plan)

@@ -1,0 +1,197 @@
+"""R5 pure decisions: the master-config edit, restart order, preflight verdicts, API intervals,
+the fan-out core against a fake runner (check first, window on one clock, resume from an earlier
+attempt), and the input's refusals."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from activities.host.models import ExecBackend, HostAccess
+from activities.vxlan_port.fanout import fan_out, parse_dst_port, set_port_argv
+from activities.vxlan_port.models import (
+    ClusterNetworkState,
+    DaemonSetRecord,
+    FanoutInput,
+    NodeSwitch,
+    PreflightResult,
+    SdnPod,
+    SwitchTarget,
+)
+from workflows.vxlan_port import plan
+from workflows.vxlan_port.models import ApiInterval, MasterAccess, VxlanPortChangeInput
+
+CONFIG = """\
+admissionConfig:
+  pluginConfig: {}
+kind: MasterConfig
+networkConfig:
+  clusterNetworks:
+  - cidr: 10.128.0.0/14
+    hostSubnetLength: 9
+  networkPluginName: redhat/openshift-ovs-subnet
+  serviceNetworkCIDR: 172.30.0.0/16
+oauthConfig:
+  masterPublicURL: https://ocp.example.com:8443
+"""
+
+
+def _inp(**kw: object) -> VxlanPortChangeInput:
+    access = HostAccess(backend=ExecBackend.SSH, host="127.0.0.1", port=2222)
+    fields: dict = {"new_port": 4889, "custom_image": "reg/ose-node:v3.11-custom",
+                    "masters": [MasterAccess(name="m1", access=access, api_url="https://m1:8443")],
+                    "host_access": {"m1": access, "n1": access}}
+    fields.update(kw)
+    return VxlanPortChangeInput(**fields)
+
+
+@pytest.mark.parametrize(("port", "want"), [(4889, 4889), (None, None)])
+def test_set_vxlan_port_inserts_under_network_config_and_keeps_the_rest(port: int | None, want: int | None) -> None:
+    out = plan.set_vxlan_port(CONFIG, port)
+    doc = yaml.safe_load(out)
+    assert doc["networkConfig"].get("vxlanPort") == want
+    assert doc["networkConfig"]["clusterNetworks"] == [{"cidr": "10.128.0.0/14", "hostSubnetLength": 9}]
+    assert doc["oauthConfig"] == {"masterPublicURL": "https://ocp.example.com:8443"}
+    if port is None:
+        assert out == CONFIG
+
+
+def test_set_vxlan_port_replaces_an_existing_line_and_is_idempotent() -> None:
+    once = plan.set_vxlan_port(CONFIG, 4889)
+    assert plan.set_vxlan_port(once, 4889) == once
+    again = plan.set_vxlan_port(once, 5000)
+    assert again.count("vxlanPort") == 1 and yaml.safe_load(again)["networkConfig"]["vxlanPort"] == 5000
+    assert plan.set_vxlan_port(once, None) == CONFIG  # back to o-a's 4789 form (no key)
+
+
+def test_set_vxlan_port_refuses_a_config_without_network_config() -> None:
+    with pytest.raises(ValueError, match="networkConfig"):
+        plan.set_vxlan_port("kind: MasterConfig\n", 4889)
+
+
+@pytest.mark.parametrize(("masters", "leader", "explicit", "want"), [
+    (["m1", "m2", "m3"], "m2", None, ["m1", "m3", "m2"]),
+    (["m1", "m2", "m3"], "m3", None, ["m1", "m2", "m3"]),
+    (["m1", "m2", "m3"], None, None, ["m1", "m2", "m3"]),
+    (["m1", "m2", "m3"], "m1", ["m3", "m1", "m2"], ["m3", "m2", "m1"]),
+])
+def test_restart_order_puts_the_leader_last(masters: list[str], leader: str | None, explicit: list[str] | None, want: list[str]) -> None:
+    assert plan.restart_order(masters, leader, explicit) == want
+
+
+def test_commands_are_the_seeds_rule() -> None:
+    assert plan.iptables("-C", "OS_FIREWALL_ALLOW", 4889) == [
+        "iptables", "-C", "OS_FIREWALL_ALLOW", "-p", "udp", "-m", "state", "--state", "NEW", "-m", "udp", "--dport", "4889", "-j", "ACCEPT"]
+    assert plan.saved_rule_check(4889, "/etc/sysconfig/iptables") == ["grep", "-F", "udp --dport 4889 -j ACCEPT", "/etc/sysconfig/iptables"]
+    assert set_port_argv(4889) == ["ovs-vsctl", "set", "interface", "vxlan0", "options:dst_port=4889"]
+    assert plan.config_port(4789) is None and plan.config_port(4889) == 4889
+
+
+@pytest.mark.parametrize(("out", "want"), [('"4789"\n', 4789), ("4889", 4889), ("", None), ('"abc"', None)])
+def test_parse_dst_port(out: str, want: int | None) -> None:
+    assert parse_dst_port(out) == want
+
+
+def _pre(**kw: object) -> PreflightResult:
+    fields: dict = {
+        "nodes": {"m1": True, "n1": True},
+        "sdn_pods": {n: SdnPod(node=n, name=f"sdn-{n}", ready=True, image="stock") for n in ("m1", "n1")},
+        "daemonset": DaemonSetRecord(namespace="openshift-sdn", name="sdn", uid="u", resource_version="1", container_index=0, image="stock"),
+        "cluster_network": ClusterNetworkState(exists=True, vxlan_port=4789, uid="c"),
+    }
+    fields.update(kw)
+    return PreflightResult(**fields)
+
+
+def test_preflight_passes_a_healthy_cluster_and_names_every_problem() -> None:
+    assert plan.preflight_problems(_pre(), {"m1": 4789, "n1": 4789}, _inp()) == []
+    bad = _pre(nodes={"m1": True, "n1": False}, sdn_pods={"m1": SdnPod(node="m1", name="s", ready=False, image="stock")},
+               cluster_network=ClusterNetworkState(exists=True, vxlan_port=4889))
+    problems = plan.preflight_problems(bad, {"m1": 4889}, _inp(host_access={}))
+    text = "; ".join(problems)
+    for part in ("nodes not Ready: n1", "no sdn pod on: n1", "sdn pod not Ready on: m1", "vxlanPort 4889",
+                 "nodes not on the old port: m1=4889", "no host access for: m1, n1"):
+        assert part in text, text
+
+
+def test_all_down_finds_only_overlaps_of_every_master() -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    s = lambda x: t0 + timedelta(seconds=x)  # noqa: E731
+    serial = [ApiInterval(master="m1", start=s(0), end=s(5)), ApiInterval(master="m2", start=s(6), end=s(9))]
+    assert plan.all_down(serial, ["m1", "m2"], s(20)) == []
+    overlap = [ApiInterval(master="m1", start=s(0), end=s(5)), ApiInterval(master="m2", start=s(3), end=None)]
+    (iv,) = plan.all_down(overlap, ["m1", "m2"], s(20))
+    assert (iv.start, iv.end, iv.seconds) == (s(3), s(5), 2.0)
+
+
+def test_record_configmap_name_is_a_dns_name() -> None:
+    assert plan.record_configmap_name("vxlan-port-4789-to-4889-20261123") == "lockkeeper-record-vxlan-port-4789-to-4889-20261123"
+    assert plan.record_configmap_name("Vxlan/Port_X") == "lockkeeper-record-vxlan-port-x"
+    assert len(plan.record_configmap_name("a" * 400)) == 253
+
+
+def test_input_refusals() -> None:
+    with pytest.raises(ValidationError, match="both 4889"):
+        _inp(old_port=4889)
+    with pytest.raises(ValidationError, match="restart_order"):
+        _inp(restart_order=["m9"])
+    with pytest.raises(ValidationError, match="include every master"):
+        _inp(nodes=["n1"])
+    rev = plan.reverse_input(_inp(), "vxlan-port-1")
+    assert (rev.new_port, rev.old_port, rev.reverse_of) == (4789, 4889, "vxlan-port-1")
+
+
+class FakeNodes:
+    """Per-node dst_ports; ``fail`` nodes refuse the set; ``delay`` per set (s)."""
+
+    def __init__(self, ports: dict[str, int], fail: frozenset[str] = frozenset(), delay: float = 0.01) -> None:
+        self.ports, self.fail, self.delay, self.sets = dict(ports), fail, delay, []
+
+    async def __call__(self, target: SwitchTarget, argv: list[str], timeout: float) -> tuple[int | None, str, str]:
+        if argv[1] == "get":
+            return 0, f'"{self.ports[target.node]}"\n', ""
+        await asyncio.sleep(self.delay)
+        if target.node in self.fail:
+            return 1, "", "ovs-vsctl: unix:/var/run/openvswitch/db.sock: database connection failed\n"
+        self.sets.append(target.node)
+        self.ports[target.node] = int(argv[-1].split("=")[1])
+        return 0, "", ""
+
+
+def _targets(names: list[str]) -> list[SwitchTarget]:
+    return [SwitchTarget(node=n, pod=f"sdn-{n}") for n in names]
+
+
+async def test_fan_out_checks_first_switches_concurrently_and_times_one_window() -> None:
+    nodes = FakeNodes({"a": 4789, "b": 4789, "c": 4889, "d": 4789}, fail=frozenset({"d"}), delay=0.2)
+    res = await fan_out(FanoutInput(targets=_targets(["a", "b", "c", "d"]), port=4889), nodes)
+    assert sorted(nodes.sets) == ["a", "b"]  # c was already there, d refused
+    assert res.failed == ["d"] and "database connection failed" in res.nodes[3].error
+    assert res.nodes[2].ok and not res.nodes[2].applied
+    # concurrent: the window is one delay, not three
+    assert 0.15 < res.window_s < 0.5, res.window_s
+
+
+async def test_fan_out_read_only_and_resume_from_an_earlier_attempt() -> None:
+    nodes = FakeNodes({"a": 4889, "b": 4789})
+    read = await fan_out(FanoutInput(targets=_targets(["a", "b"]), port=4889, apply=False), nodes)
+    assert [r.before for r in read.nodes] == [4889, 4789] and read.failed == ["b"] and nodes.sets == []
+    earlier = {"a": NodeSwitch(node="a", before=4789, after=4889, applied=True, ok=True, t_apply_start=100.0, t_apply_end=100.5)}
+    res = await fan_out(FanoutInput(targets=_targets(["a", "b"]), port=4889), nodes, attempt=2, previous=earlier,
+                        clock=lambda: 101.0)
+    assert nodes.sets == ["b"] and res.failed == []
+    assert res.nodes[0].t_apply_start == 100.0 and res.nodes[1].attempt == 2
+    assert res.window_s == pytest.approx(1.0)  # 100.0 (first attempt) .. 101.0 (second)
+
+
+async def test_fan_out_retry_bounds_nodes_switched_by_a_lost_attempt() -> None:
+    nodes = FakeNodes({"a": 4889, "b": 4789})  # a: switched by an attempt whose heartbeats were lost
+    res = await fan_out(FanoutInput(targets=_targets(["a", "b"]), port=4889), nodes, attempt=2, lost_since=50.0,
+                        clock=lambda: 60.0)
+    assert nodes.sets == ["b"] and res.failed == []
+    assert res.nodes[0].lost_attempt and (res.nodes[0].t_apply_start, res.nodes[0].t_apply_end) == (50.0, 60.0)
+    assert not res.window_exact and res.window_s == pytest.approx(10.0)

@@ -1,0 +1,91 @@
+"""Leases by scope across two procedure types (two probe workflow types of kit_probes.py on the
+time-skipping server): the same scope, and ``cluster/<c>`` against a node scope of <c>, are
+refused with the holder's workflow ID; other clusters and disjoint scopes are not."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from kit_fakes import KitFake, kit_worker, poll, start_probe
+from kit_probes import AlphaLeaseProbeWorkflow, BetaLeaseProbeWorkflow, ProbeInput
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+from workflows.kit.scopes import LeaseScope, scope_workflow_id, scopes_overlap
+
+
+def test_scope_strings_and_overlap():
+    assert str(LeaseScope.parse("node/c1/worker-0")) == "node/c1/worker-0"
+    assert scopes_overlap("cluster/c1", "node/c1/worker-0") and scopes_overlap("sdn/c1", "sdn/c1")
+    assert not scopes_overlap("node/c1/worker-0", "node/c1/worker-1") and not scopes_overlap("cluster/c1", "node/c2/x")
+    # Pools keep the rollout's lease IDs; other kinds cannot collide with a pool's name.
+    assert scope_workflow_id("pool/c1/worker") == "lease/c1/worker"
+    assert scope_workflow_id("node/c1/worker") == "lease/c1/node:worker"
+    assert scope_workflow_id("etcd/c1") == "lease/c1/@etcd"
+    for bad in ("node/c1", "cluster/c1/x", "disk/c1", "pool//x"):
+        with pytest.raises(ValueError, match="bad lease scope"):
+            LeaseScope.parse(bad)
+
+
+async def refusal(handle) -> ApplicationError:
+    with pytest.raises(WorkflowFailureError) as info:
+        await handle.result()
+    cause = info.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "LeaseHeld"
+    return cause
+
+
+def holding(s) -> bool:
+    return bool(s["leases"])
+
+
+async def test_same_node_scope_refused_across_procedure_types(time_skipping_env, wf_task_queue):
+    env, c = time_skipping_env, f"c-{uuid.uuid4().hex[:6]}"
+    # No time skipping: a holder waiting for nothing would otherwise be skipped to its timeout.
+    async with kit_worker(env, KitFake(), wf_task_queue):
+        with env.auto_time_skipping_disabled():
+            alpha = await start_probe(env, wf_task_queue, AlphaLeaseProbeWorkflow, ProbeInput(scopes=[f"node/{c}/worker-0"], hold_seconds=None))
+            await poll(alpha, holding)
+            beta = await start_probe(env, wf_task_queue, BetaLeaseProbeWorkflow, ProbeInput(scopes=[f"pool/{c}/worker", f"node/{c}/worker-0"]))
+            cause = await refusal(beta)
+            assert cause.message == f"node worker-0 on cluster {c} is held by procedure {alpha.id}"
+            assert list(cause.details) == [alpha.id]
+            # A disjoint node of the same cluster is free.
+            other = await start_probe(env, wf_task_queue, BetaLeaseProbeWorkflow, ProbeInput(scopes=[f"node/{c}/worker-1"]))
+            assert (await other.result()).outcome == "completed"
+            await alpha.terminate("test cleanup")
+
+
+async def test_cluster_scope_refused_against_a_node_of_that_cluster(time_skipping_env, wf_task_queue):
+    env, c = time_skipping_env, f"c-{uuid.uuid4().hex[:6]}"
+    # No time skipping: a holder waiting for nothing would otherwise be skipped to its timeout.
+    async with kit_worker(env, KitFake(), wf_task_queue):
+        with env.auto_time_skipping_disabled():
+            beta = await start_probe(env, wf_task_queue, BetaLeaseProbeWorkflow, ProbeInput(scopes=[f"node/{c}/worker-0"], hold_seconds=None))
+            await poll(beta, holding)
+            # The cluster-wide procedure names the nodes it covers: taking node worker-0 is refused.
+            alpha = await start_probe(env, wf_task_queue, AlphaLeaseProbeWorkflow,
+                                      ProbeInput(scopes=[f"cluster/{c}"], covers=[f"node/{c}/worker-0", f"node/{c}/worker-1"]))
+            cause = await refusal(alpha)
+            assert cause.message == f"node worker-0 on cluster {c} is held by procedure {beta.id}"
+
+
+async def test_node_scope_refused_while_the_cluster_is_held(time_skipping_env, wf_task_queue):
+    env, c = time_skipping_env, f"c-{uuid.uuid4().hex[:6]}"
+    # No time skipping: a holder waiting for nothing would otherwise be skipped to its timeout.
+    async with kit_worker(env, KitFake(), wf_task_queue):
+        with env.auto_time_skipping_disabled():
+            alpha = await start_probe(env, wf_task_queue, AlphaLeaseProbeWorkflow, ProbeInput(scopes=[f"cluster/{c}"], hold_seconds=None))
+            st = await poll(alpha, holding)
+            assert st["leases"] == [f"cluster/{c}", f"gluster/{c}", f"sdn/{c}", f"etcd/{c}"]
+            # A node the cluster-wide procedure did not name: the probe of the cluster lease refuses it.
+            beta = await start_probe(env, wf_task_queue, BetaLeaseProbeWorkflow, ProbeInput(scopes=[f"node/{c}/worker-7"]))
+            cause = await refusal(beta)
+            assert cause.message == f"cluster {c} is held by procedure {alpha.id}"
+            # A subsystem it holds: refused by the lease itself.
+            sdn = await start_probe(env, wf_task_queue, BetaLeaseProbeWorkflow, ProbeInput(scopes=[f"sdn/{c}"]))
+            assert (await refusal(sdn)).message == f"sdn on cluster {c} is held by procedure {alpha.id}"
+            # Another cluster is not affected.
+            free = await start_probe(env, wf_task_queue, BetaLeaseProbeWorkflow, ProbeInput(scopes=[f"node/{c}-b/worker-7"]))
+            assert (await free.result()).outcome == "completed"

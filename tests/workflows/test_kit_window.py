@@ -1,0 +1,120 @@
+"""The kit's node window on its own (kit/plan, kit/batches, kit/board, kit/noderun): a probe
+procedure with fake node-run children on the time-skipping server (kit_window_probes.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+
+from kit_window_probes import (
+    ProbeNodeWorkflow,
+    WindowProbeInput,
+    WindowProbeResult,
+    WindowProbeStatus,
+    WindowProbeWorkflow,
+)
+from temporalio.client import WorkflowHandle
+from temporalio.worker import Worker
+
+from workflows.kit.lease import LeaseWorkflow
+from workflows.kit.models import ApproveInput, GateState, NodeControlInput, NodePhase
+from workflows.kit.plan import ApprovalPolicy
+
+PROBES = [WindowProbeWorkflow, ProbeNodeWorkflow, LeaseWorkflow]
+
+
+async def start(env, tq: str, inp: WindowProbeInput) -> WorkflowHandle:
+    return await env.client.start_workflow(
+        WindowProbeWorkflow.run, inp, id=f"window-{uuid.uuid4().hex[:8]}", task_queue=tq, result_type=WindowProbeResult
+    )
+
+
+async def wait_status(handle: WorkflowHandle, pred: Callable[[WindowProbeStatus], bool], timeout: float = 20) -> WindowProbeStatus:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    status = None
+    while loop.time() < end:
+        status = await handle.query(WindowProbeWorkflow.status)
+        if pred(status):
+            return status
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"condition not reached; last status: {status.model_dump_json(indent=1) if status else None}")
+
+
+# Children work on a timer: 30 s (the default) where the test only waits for the result (the
+# server skips the time), 0.5 s of real time where it polls ``status`` meanwhile.
+
+
+def waiting(s: WindowProbeStatus, gate_id: str) -> bool:
+    return any(g.id == gate_id and g.state == GateState.WAITING for g in s.gates)
+
+
+async def test_window_never_counts_an_unavailable_node_as_free(time_skipping_env, wf_task_queue):
+    env = time_skipping_env
+    async with Worker(env.client, task_queue=wf_task_queue, workflows=PROBES):
+        handle = await start(env, wf_task_queue, WindowProbeInput(nodes=["n0", "n1", "n2", "n3"], max_unavailable=2,
+                                                                  unavailable=["x9"]))
+        result = await handle.result()
+    assert result.phases == dict.fromkeys(["n0", "n1", "n2", "n3"], NodePhase.DONE)
+    assert result.max_in_flight == 1  # maxUnavailable 2 minus the one node already unavailable
+
+
+async def test_window_fills_to_max_unavailable(time_skipping_env, wf_task_queue):
+    env = time_skipping_env
+    async with Worker(env.client, task_queue=wf_task_queue, workflows=PROBES):
+        handle = await start(env, wf_task_queue, WindowProbeInput(nodes=["n0", "n1", "n2", "n3", "n4"], max_unavailable=2))
+        result = await handle.result()
+    assert result.max_in_flight == 2 and set(result.phases.values()) == {NodePhase.DONE}
+
+
+async def test_no_capacity_pauses_naming_the_unavailable_nodes_then_resumes_when_they_are_back(time_skipping_env, wf_task_queue):
+    env = time_skipping_env
+    async with Worker(env.client, task_queue=wf_task_queue, workflows=PROBES):
+        handle = await start(env, wf_task_queue, WindowProbeInput(nodes=["n0"], max_unavailable=1, unavailable=["x9"],
+                                                                  comes_back_after=2))
+        s = await wait_status(handle, lambda s: s.phase == "paused")
+        assert "pool pool has no capacity" in (s.paused_reason or "") and "x9" in (s.paused_reason or "")
+        assert s.nodes["n0"].phase == NodePhase.PENDING
+        await handle.execute_update(WindowProbeWorkflow.resume, _control("bob"))
+        result = await handle.result()
+    assert result.phases == {"n0": NodePhase.DONE} and result.rechecks == 2
+
+
+async def test_canary_gate_degraded_node_pauses_and_retry_runs_a_second_attempt(time_skipping_env, wf_task_queue):
+    env = time_skipping_env
+    async with Worker(env.client, task_queue=wf_task_queue, workflows=PROBES):
+        handle = await start(env, wf_task_queue, WindowProbeInput(nodes=["n0", "n1", "n2"], approval=ApprovalPolicy.CANARY,
+                                                                  fail_first=["n1"], work_seconds=0.5))
+        s = await wait_status(handle, lambda s: waiting(s, "canary/pool"))
+        assert s.nodes["n0"].phase == NodePhase.DONE and s.nodes["n1"].phase == NodePhase.PENDING
+        await handle.execute_update(WindowProbeWorkflow.approve, ApproveInput(identity="bob"))
+        s = await wait_status(handle, lambda s: s.phase == "paused")
+        assert s.nodes["n1"].phase == NodePhase.DEGRADED and "n1 degraded" in (s.paused_reason or "")
+        assert s.nodes["n2"].phase == NodePhase.PENDING
+        await handle.execute_update(WindowProbeWorkflow.retry_node, NodeControlInput(node="n1", identity="bob"))
+        result = await handle.result()
+    assert result.phases == dict.fromkeys(["n0", "n1", "n2"], NodePhase.DONE)
+    assert result.attempts == {"n0": 1, "n1": 2, "n2": 1}
+    assert result.gate_actions == ["canary/pool:opened", "canary/pool:approved"]
+
+
+async def test_skipping_a_node_whose_gate_waits_cancels_the_gate(time_skipping_env, wf_task_queue):
+    env = time_skipping_env
+    async with Worker(env.client, task_queue=wf_task_queue, workflows=PROBES):
+        handle = await start(env, wf_task_queue, WindowProbeInput(nodes=["n0", "n1"], approval=ApprovalPolicy.NODE))
+        s = await wait_status(handle, lambda s: waiting(s, "node/n0"))
+        assert s.nodes["n0"].phase == NodePhase.WAITING_APPROVAL
+        await handle.execute_update(WindowProbeWorkflow.skip_node, NodeControlInput(node="n0", identity="bob", comment="hw"))
+        await wait_status(handle, lambda s: waiting(s, "node/n1"))
+        await handle.execute_update(WindowProbeWorkflow.approve, ApproveInput(identity="bob"))
+        result = await handle.result()
+    assert result.phases == {"n0": NodePhase.SKIPPED, "n1": NodePhase.DONE}
+    assert result.rolled_back == []  # never started: nothing to undo
+    assert result.gate_actions == ["node/n0:opened", "node/n0:cancelled", "node/n1:opened", "node/n1:approved"]
+
+
+def _control(identity: str):
+    from workflows.kit.models import ControlInput
+
+    return ControlInput(identity=identity)

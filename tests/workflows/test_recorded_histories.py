@@ -1,0 +1,182 @@
+"""Runs that produce the stored histories of the drain and etcd workflows (test_replay.py replays
+them), with fake activities registered by the real activity names.
+
+Each test runs the procedure through its gates and checks the outcome; with
+``LOCKKEEPER_WRITE_HISTORY=1 pytest tests/workflows/test_recorded_histories.py`` it also writes
+the history to tests/workflows/histories/ under ``<name>_kit.json`` (the runs since the kit, with
+its patches). It never overwrites a file: the first recordings (``node_drain_full.json``,
+``etcd_*.json`` without ``_kit``) came from the code before the kit and must stay as they are,
+since they are what workflows started before it look like. After another deliberate, patched
+change, record under a new name again.
+
+The drain runs on the dev server (search attributes registered, so its history has the upsert);
+the etcd procedures on the time-skipping server (gate timeouts are skipped, not waited), which
+cannot register search attributes, so they run with ``search_attributes=False``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from typing import Any
+
+from etcd_fakes import FakeEtcd, etcd_members
+from replay import HISTORIES
+from temporalio import activity
+from temporalio.client import WorkflowHandle
+from temporalio.worker import Worker
+from test_blocked_drain import DecisionFake
+from wf_fakes import r2_block_report
+
+from activities.host.models import CommandResult, RunCommandInput
+from activities.cluster.models import NodeInfo, ReadNodeInput
+from workflows import WORKFLOWS
+from workflows.etcd.backup import EtcdBackupWorkflow
+from workflows.etcd.models import EtcdBackupInput, EtcdBackupResult, EtcdRestoreInput, EtcdRestoreResult
+from workflows.etcd.restore import EtcdQuorumRestoreWorkflow
+from workflows.kit.models import ApproveInput, DecideInput, DrainDecision
+from workflows.drain.models import NodeDrainInput, NodeDrainResult
+from workflows.drain import NodeDrainWorkflow
+
+DRAIN_ID = "drain-history"
+BACKUP_ID = "etcd-backup-history"
+RESTORE_ID = "etcd-restore-history"
+RESTORE_TIMEOUT_ID = "etcd-restore-timeout-history"
+
+
+async def save_history(handle: WorkflowHandle, file: str) -> None:
+    """Write ``handle``'s history to histories/``file`` when LOCKKEEPER_WRITE_HISTORY is set."""
+    if os.environ.get("LOCKKEEPER_WRITE_HISTORY"):
+        HISTORIES.mkdir(exist_ok=True)
+        path = HISTORIES / file
+        if not path.exists():
+            path.write_text((await handle.fetch_history()).to_json())
+
+
+async def poll_status(handle: WorkflowHandle, pred: Callable[[dict[str, Any]], bool], timeout: float = 30) -> dict[str, Any]:
+    """Poll the ``status`` query (as JSON-ish dict, whatever the procedure's model) until ``pred``."""
+    loop = asyncio.get_running_loop()
+    end, last = loop.time() + timeout, None
+    while loop.time() < end:
+        last = await handle.query("status", result_type=dict)
+        if pred(last):
+            return last
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"condition not reached; last status: {last}")
+
+
+def gate_waiting(gate_id: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda s: any(g["id"] == gate_id and g["state"] == "waiting" for g in s.get("gates", []))
+
+
+class RebootFake(DecisionFake):
+    """DecisionFake plus ``run_node_command``: the command makes the node NotReady for
+    ``not_ready_reads`` reads of ``read_node``."""
+
+    def __init__(self, *a: Any, not_ready_reads: int = 1, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.not_ready_reads = not_ready_reads
+        self.rebooted = 0
+
+    def activities(self):
+        fake = self
+
+        @activity.defn(name="run_node_command")
+        async def run_node_command(inp: RunCommandInput) -> CommandResult:
+            fake.calls.append(("run_node_command", inp))
+            fake.rebooted += 1
+            return CommandResult(argv=inp.argv, exit_code=0, stdout="rebooting")
+
+        @activity.defn(name="read_node")
+        async def read_node(inp: ReadNodeInput) -> NodeInfo:
+            fake.calls.append(("read_node", inp))
+            node = fake.nodes[inp.node].model_copy()
+            if fake.rebooted and fake.not_ready_reads > 0:
+                fake.not_ready_reads -= 1
+                node.ready = False
+            return node
+
+        base = [a for a in super().activities() if a.__name__ != "read_node"]  # replaced by the one above
+        return [*base, read_node, run_node_command]
+
+
+async def test_record_drain_blocked_decided_rebooted_uncordoned(temporal_client, task_queue):
+    """Cordon, a blocked drain, the decision gate (four-eyes delete-pod by bob), the reboot
+    command, NotReady then Ready, uncordon; search attributes upserted."""
+    fake = RebootFake({"worker": 1})
+    fake.drain_blocked["worker-0"] = r2_block_report("worker-0")
+    async with Worker(temporal_client, task_queue=task_queue, workflows=WORKFLOWS, activities=fake.activities()):
+        handle = await temporal_client.start_workflow(
+            NodeDrainWorkflow.run,
+            NodeDrainInput(node="worker-0", cluster="c1", requested_by="alice", four_eyes=True, uncordon_after=True,
+                           reboot_command=["systemctl", "reboot"], decide_after_seconds=1, drain_wait_seconds=0.5,
+                           drain_backoff_initial_seconds=0.5, drain_backoff_max_seconds=1),
+            id=DRAIN_ID, task_queue=task_queue, result_type=NodeDrainResult,
+        )
+        await poll_status(handle, lambda s: (g := s["node"].get("decision_gate")) is not None and g["state"] == "waiting")
+        await handle.execute_update(NodeDrainWorkflow.decide, DecideInput(node="worker-0", decision=DrainDecision.DELETE_POD, identity="bob"))
+        result = await handle.result()
+        await save_history(handle, "node_drain_kit.json")
+    assert result.outcome == "completed" and result.drained and result.uncordoned
+    assert [r.action for r in result.gate_history] == ["opened", "decided"]
+    assert fake.rebooted == 1 and fake.not_ready_reads == 0
+    assert not fake.nodes["worker-0"].unschedulable
+
+
+async def test_record_etcd_backup_names_failed_member(time_skipping_env, wf_task_queue):
+    """Every member snapshotted concurrently; etcd-2 fails both attempts and is named."""
+    env, members = time_skipping_env, etcd_members(3)
+    fake = FakeEtcd(members)
+    fake.backup_fails.add("etcd-2")
+    async with Worker(env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=fake.activities()):
+        handle = await env.client.start_workflow(
+            EtcdBackupWorkflow.run, EtcdBackupInput(members=members, attempts=2, search_attributes=False), id=BACKUP_ID,
+            task_queue=wf_task_queue, result_type=EtcdBackupResult,
+        )
+        result = await handle.result()
+        await save_history(handle, "etcd_backup_kit.json")
+    assert not result.ok and list(result.failed) == ["etcd-2"] and "etcd-2" in result.message
+    assert sorted(s.member for s in result.snapshots) == ["etcd-0", "etcd-1"]
+    assert len([c for c in fake.called("etcd_snapshot_save") if c.member.name == "etcd-2"]) == 2
+
+
+async def test_record_etcd_restore_force_new_cluster_approved(time_skipping_env, wf_task_queue):
+    """force-new-cluster on etcd-0; each gate (stop-members, move-data/etcd-1, move-data/etcd-2)
+    approved by bob under four-eyes (alice asked); verified."""
+    env, members = time_skipping_env, etcd_members(3)
+    fake = FakeEtcd(members)
+    async with Worker(env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=fake.activities()):
+        handle = await env.client.start_workflow(
+            EtcdQuorumRestoreWorkflow.run,
+            EtcdRestoreInput(members=members, requested_by="alice", four_eyes=True, search_attributes=False),
+            id=RESTORE_ID, task_queue=wf_task_queue, result_type=EtcdRestoreResult,
+        )
+        for gate in ("stop-members", "move-data/etcd-1", "move-data/etcd-2"):
+            await poll_status(handle, gate_waiting(gate))
+            await handle.execute_update(EtcdQuorumRestoreWorkflow.approve, ApproveInput(gate_id=gate, identity="bob"))
+        result = await handle.result()
+        await save_history(handle, "etcd_restore_force_new_kit.json")
+    assert result.outcome == "completed", result.message
+    assert [(r.gate_id, r.action) for r in result.gate_history if r.action != "opened"] == [
+        ("stop-members", "approved"), ("move-data/etcd-1", "approved"), ("move-data/etcd-2", "approved")]
+    assert all(m.state == "joined" for m in result.members.values())
+    assert len(fake.called("etcd_member_add")) == 2
+
+
+async def test_record_etcd_restore_gate_timeout(time_skipping_env, wf_task_queue):
+    """A gate nobody answers within gate_timeout_seconds: the restore stops before stopping
+    anything (today's behaviour: a timeout rejects), recorded as a timeout."""
+    env, members = time_skipping_env, etcd_members(3)
+    fake = FakeEtcd(members)
+    async with Worker(env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=fake.activities()):
+        handle = await env.client.start_workflow(
+            EtcdQuorumRestoreWorkflow.run,
+            EtcdRestoreInput(members=members, requested_by="alice", gate_timeout_seconds=300, search_attributes=False),
+            id=RESTORE_TIMEOUT_ID, task_queue=wf_task_queue, result_type=EtcdRestoreResult,
+        )
+        result = await handle.result()
+        await save_history(handle, "etcd_restore_gate_timeout_kit.json")
+    assert result.outcome == "rejected" and "timed out" in result.message
+    assert [r.action for r in result.gate_history] == ["opened", "timeout"]
+    assert not fake.called("etcd_stop_member")

@@ -1,0 +1,351 @@
+"""RuntimeMigrationWorkflow's decisions on a time-skipping server: every activity is replaced by a
+small in-memory world (one GlusterFS node ``g1`` with two peers, its host as a dict of units,
+packages and files, its Node object) registered under the same activity names. The runs against
+clustersim are in tests/e2e/test_runtime_migration_*.py.
+
+Covered here: the parent mirrors the child's gates (approve on the parent reaches the node); a
+reboot whose activity is lost is confirmed by the new boot_id without a second reboot; a lost
+reboot without a new boot_id opens the unknown-outcome gate whose mark-done needs a comment; a
+lost scale-up opens the unknown-outcome gate and abort leaves the Node reported as deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from temporalio import activity
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.worker import Worker
+
+from activities.cluster.models import (
+    CordonInput,
+    CordonResult,
+    DrainInput,
+    DrainResult,
+    NodeInfo,
+    RecordEventInput,
+    SetNodeLabelsInput,
+    UncordonInput,
+    UncordonResult,
+)
+from activities.gluster.models import (
+    Brick,
+    BrickStatus,
+    GlusterPod,
+    GlusterReadInput,
+    GlusterReport,
+    HealBrick,
+    HealInfo,
+    NodeAddresses,
+    VolumeInfo,
+    VolumeStatus,
+)
+from activities.host.models import CommandResult, HostAccess, RunCommandInput
+from activities.runtime_migration.models import (
+    DeleteRecordedNodeInput,
+    DeleteRecordedNodeResult,
+    ExternalCommandInput,
+    ListNodesInput,
+    NodeLabels,
+    NodeObject,
+    NodeObjectInput,
+    PodOnNode,
+    PodsOnNode,
+    PodsOnNodeInput,
+    WhichInput,
+    WhichResult,
+)
+from workflows import WORKFLOWS
+from workflows.kit.models import ApproveInput, GateState, RejectInput
+from workflows.runtime_migration import RuntimeMigrationWorkflow
+from workflows.runtime_migration.models import (
+    ExternalStep,
+    GlusterTargetSpec,
+    RuntimeMigrationInput,
+    RuntimeMigrationResult,
+    RuntimeMigrationStatus,
+    Timing,
+    UnknownOutcomeInput,
+)
+
+pytestmark = pytest.mark.timeout(180)
+
+NODES = {"g1": "10.0.0.5", "g2": "10.0.0.6", "g3": "10.0.0.7"}
+PKGS = {"docker": "1.13.1-161", "cri-o": "1.11.16-1", "atomic-openshift-node": "3.11.161-1", "atomic-openshift-excluder": "3.11.161-1",
+        "dnsmasq": "2.76-16", "criu": "3.12-2"}
+UPSTREAM = "search demo\nnameserver 192.168.122.1\n"
+
+
+class World:
+    """``g1``'s host and Node plus two healthy peers. ``lose``: argv[0]/playbook words whose
+    activity hangs past its timeout (outcome unknown); ``reboot_takes_effect``: a reboot really
+    changes the boot_id."""
+
+    def __init__(self, lose: set[str] = frozenset(), reboot_takes_effect: bool = True) -> None:
+        self.lose = set(lose)
+        self.reboot_takes_effect = reboot_takes_effect
+        self.units = {u: [True, True] for u in ("atomic-openshift-node", "crio", "dnsmasq")}  # enabled, active
+        self.packages = dict(PKGS)
+        self.files = {"/etc/resolv.conf": f"# 99-origin-dns.sh\nnameserver {NODES['g1']}\n", "/etc/origin/node/resolv.conf": UPSTREAM,
+                      "/etc/sysconfig/atomic-openshift-node": "BOOTSTRAP_CONFIG_NAME=node-config-infra-crio\n",
+                      "/etc/dnsmasq.d/origin-dns.conf": "x"}
+        self.boot_id = "boot-1"
+        self.reboots = 0
+        self.node: dict[str, Any] | None = self._node("uid-1", "cri-o://1.11", {"glusterfs": "storage-host", "runtime": "cri-o"})
+        self.externals: list[list[str]] = []
+        self.bricks_up = True
+
+    @staticmethod
+    def _node(uid: str, runtime: str, labels: dict[str, str]) -> dict[str, Any]:
+        return {"metadata": {"name": "g1", "uid": uid, "labels": labels}, "spec": {},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}], "nodeInfo": {"containerRuntimeVersion": runtime},
+                           "addresses": [{"type": "InternalIP", "address": NODES["g1"]}]}}
+
+    # --- host ------------------------------------------------------------------------------------
+
+    def _run(self, argv: list[str]) -> tuple[str, str, int]:
+        a = argv
+        if a[:2] == ["systemctl", "is-active"]:
+            return "".join(("active" if self.units.get(u, [0, 0])[1] else ("inactive" if u in self.units else "unknown")) + "\n" for u in a[2:]), "", 0
+        if a[:2] == ["systemctl", "is-enabled"]:
+            return "".join(("enabled" if self.units[u][0] else "disabled") + "\n" for u in a[2:] if u in self.units), "", 0
+        if a[:2] in (["systemctl", "stop"], ["systemctl", "disable"]):
+            if a[2] not in self.units:
+                return "", f"Failed to {a[1]} {a[2]}.service: No such file or directory\n", 5 if a[1] == "stop" else 1
+            self.units[a[2]][1 if a[1] == "stop" else 0] = False
+            if a[2] == "crio" and a[1] == "stop":
+                self.bricks_up = False
+            return "", "", 0
+        if a[0] == "rpm" and a[1] == "-qa":
+            return "".join(f"{n} {v}\n" for n, v in self.packages.items()), "", 0
+        if a[:2] == ["rpm", "-q"]:
+            return "".join(f"{p}-{self.packages[p]}\n" if p in self.packages else f"package {p} is not installed\n" for p in a[2:]), "", 0
+        if a[:3] == ["yum", "-y", "remove"]:
+            for p in a[3:]:
+                self.packages.pop(p, None)
+            return "Complete!\n", "", 0
+        if a[:3] == ["yum", "-y", "install"]:
+            self.packages.update({p: "3.11.161-1" for p in a[3:]})
+            return "Complete!\n", "", 0
+        if a[0] == "cat":
+            if a[1] == "/proc/sys/kernel/random/boot_id":
+                return self.boot_id + "\n", "", 0
+            return (self.files[a[1]], "", 0) if a[1] in self.files else ("", "no such file\n", 1)
+        if a[0] == "grep":
+            return self.files.get(a[2], ""), "", 0
+        if a[:2] == ["cp", "-f"]:
+            if a[2] not in self.files:
+                return "", "cp: cannot stat\n", 1
+            self.files[a[3]] = self.files[a[2]]
+            return "", "", 0
+        if a[:2] == ["test", "-e"]:
+            return "", "", 0 if any(f == a[2] or f.startswith(a[2] + "/") for f in self.files) else 1
+        if a[:2] == ["test", "-S"]:
+            return "", "", 1
+        if a[:2] == ["rm", "-rf"]:
+            self.files = {f: c for f, c in self.files.items() if not any(f == p or f.startswith(p + "/") for p in a[2:])}
+            return "", "", 0
+        if a[0] == "find":
+            inside = [f for f in self.files if f.startswith(a[1] + "/")]
+            if "-exec" in a:
+                for f in inside:
+                    del self.files[f]
+                return "", "", 0
+            return "".join(f + "\n" for f in inside), "", 0
+        if a[:2] == ["getent", "hosts"]:
+            return ("192.168.122.10 master\n", "", 0) if "nameserver 192.168.122.1" in self.files.get("/etc/resolv.conf", "") else ("", "", 2)
+        if a[0] == "hostname":
+            return "g1\n", "", 0
+        return "", f"sh: {a[0]}: command not found\n", 127
+
+    @activity.defn(name="run_node_command")
+    async def run_node_command(self, input: RunCommandInput) -> CommandResult:
+        if input.access.host != NODES["g1"]:
+            out, err, code = ("".join(f"{n} {v}\n" for n, v in PKGS.items()), "", 0) if input.argv[:2] == ["rpm", "-qa"] else ("peer\n", "", 0)
+            return CommandResult(argv=input.argv, exit_code=code, stdout=out, stderr=err)
+        if input.argv == ["systemctl", "reboot"]:
+            self.reboots += 1
+            if self.reboot_takes_effect:
+                self.boot_id = f"boot-{self.reboots + 1}"
+                for u in self.units.values():
+                    u[1] = u[0]
+            if "reboot" in self.lose:
+                await asyncio.sleep(3600)  # the session never answers: the activity times out
+            return CommandResult(argv=input.argv, exit_code=None, stderr="connection lost")
+        out, err, code = self._run(list(input.argv))
+        return CommandResult(argv=input.argv, exit_code=code, stdout=out, stderr=err)
+
+    # --- cluster ---------------------------------------------------------------------------------
+
+    @activity.defn(name="read_node_object")
+    async def read_node_object(self, input: NodeObjectInput) -> NodeObject:
+        from activities.runtime_migration.activities import node_object
+
+        return node_object(input.node, self.node if input.node == "g1" else self._node(f"uid-{input.node}", "docker://1", {"glusterfs": "storage-host"}))
+
+    @activity.defn(name="delete_recorded_node")
+    async def delete_recorded_node(self, input: DeleteRecordedNodeInput) -> DeleteRecordedNodeResult:
+        if self.node is None or self.node["metadata"]["uid"] != input.uid:
+            return DeleteRecordedNodeResult(already_gone=True)
+        self.node = None
+        return DeleteRecordedNodeResult(deleted=True, detail="deleted")
+
+    @activity.defn(name="list_pods_on_node")
+    async def list_pods_on_node(self, input: PodsOnNodeInput) -> PodsOnNode:
+        up = input.node != "g1" or self.bricks_up
+        return PodsOnNode(pods=[PodOnNode(name=f"glusterfs-{input.node}", uid="p", phase="Running", ready=up)])
+
+    @activity.defn(name="list_node_labels")
+    async def list_node_labels(self, input: ListNodesInput) -> NodeLabels:
+        return NodeLabels(nodes={n: {} for n in NODES})
+
+    @activity.defn(name="set_node_labels")
+    async def set_node_labels(self, input: SetNodeLabelsInput) -> NodeInfo:
+        assert self.node is not None
+        self.node["metadata"]["labels"].update({k: v for k, v in input.labels.items() if v is not None})
+        return NodeInfo(name=input.node)
+
+    @activity.defn(name="which_programs")
+    async def which_programs(self, input: WhichInput) -> WhichResult:
+        return WhichResult(found={p: f"/usr/bin/{p}" for p in input.programs})
+
+    @activity.defn(name="run_external_command")
+    async def run_external_command(self, input: ExternalCommandInput) -> CommandResult:
+        self.externals.append(list(input.argv))
+        if "scaleup.yml" in input.argv[-1]:
+            self.node = self._node("uid-2", "docker://1.13.1", {"glusterfs": "storage-host"})
+            self.bricks_up = True
+            # the scale-up installs the Docker node packages, without the excluder (seed 003)
+            self.packages.update({p: PKGS[p] for p in ("docker", "atomic-openshift-node", "dnsmasq")})
+            if "scale-up" in self.lose:
+                await asyncio.sleep(7200)
+        return CommandResult(argv=input.argv, exit_code=0, stdout="PLAY RECAP ok\n")
+
+    @activity.defn(name="cordon_node")
+    async def cordon_node(self, input: CordonInput) -> CordonResult:
+        return CordonResult(cordoned_by_us=True, was_unschedulable=False)
+
+    @activity.defn(name="drain_node")
+    async def drain_node(self, input: DrainInput) -> DrainResult:
+        return DrainResult(done=True)
+
+    @activity.defn(name="uncordon_node")
+    async def uncordon_node(self, input: UncordonInput) -> UncordonResult:
+        return UncordonResult(uncordoned=False)
+
+    @activity.defn(name="record_node_event")
+    async def record_node_event(self, input: RecordEventInput) -> None:
+        return None
+
+    @activity.defn(name="read_gluster")
+    async def read_gluster(self, input: GlusterReadInput) -> GlusterReport:
+        hosts = list(NODES.values())
+        online = {h: (self.bricks_up or h != NODES["g1"]) for h in hosts}
+        info = [VolumeInfo(name="vol", type="Replicate", status="Started", replica_count=3, brick_count=3,
+                           bricks=[Brick(host=h, path="/b") for h in hosts])]
+        status = [VolumeStatus(name="vol", bricks=[BrickStatus(host=h, path="/b", online=online[h]) for h in hosts])]
+        heal = {"vol": HealInfo(volume="vol", bricks=[HealBrick(host=h, path="/b", entries=0 if online[h] else None,
+                                                                status="Connected" if online[h] else "Transport endpoint is not connected")
+                                                      for h in hosts])} if input.heal else {}
+        pods = [GlusterPod(name=f"glusterfs-{n}", uid=n, node=n, pod_ip=ip, host_ip=ip, phase="Running", ready=online[ip])
+                for n, ip in NODES.items()]
+        return GlusterReport(pods=pods, nodes=[NodeAddresses(name=n, addresses=[ip], ready=True) for n, ip in NODES.items()],
+                             exec_pod="glusterfs-g2", info=info, status=status, heal=heal)
+
+    def activities(self) -> list[Callable[..., Any]]:
+        return [self.run_node_command, self.read_node_object, self.delete_recorded_node, self.list_pods_on_node,
+                self.list_node_labels, self.set_node_labels, self.which_programs, self.run_external_command, self.cordon_node,
+                self.drain_node, self.uncordon_node, self.record_node_event, self.read_gluster]
+
+
+def _input() -> RuntimeMigrationInput:
+    access = {n: HostAccess(backend="ssh", host=ip, node=n) for n, ip in NODES.items()}
+    return RuntimeMigrationInput(
+        nodes=["g1"], host_access=access, gluster=GlusterTargetSpec(namespace="gs"), dns_probe_names=["master"],
+        inventory_step=ExternalStep(argv=["hook", "{node}"]), scaleup_step=ExternalStep(argv=["ansible-playbook", "scaleup.yml"], timeout_seconds=600),
+        inventory_restore_step=ExternalStep(argv=["hook", "restore", "{node}"]),
+        timing=Timing(reboot_timeout=300, poll=2, poll_max=5, reboot_poll=2, heartbeat=20, drain_wait=1, drain_backoff_initial=1),
+        requested_by="alice", search_attributes=False,
+    )
+
+
+async def _status(env: Any, handle: WorkflowHandle, pred: Callable[[RuntimeMigrationStatus], bool]) -> RuntimeMigrationStatus:
+    st = None
+    for _ in range(400):
+        st = await handle.query("status", result_type=RuntimeMigrationStatus)
+        if pred(st):
+            return st
+        await env.sleep(1)
+    raise AssertionError(f"status never matched; last: {st and st.waiting_for}")
+
+
+def _waiting(gate_id: str) -> Callable[[RuntimeMigrationStatus], bool]:
+    return lambda st: any(g.id == gate_id and g.state == GateState.WAITING for g in st.gates)
+
+
+async def _approve(env: Any, handle: WorkflowHandle, gate_id: str) -> None:
+    await _status(env, handle, _waiting(gate_id))
+    await handle.execute_update("approve", ApproveInput(gate_id=gate_id, identity="bob", comment="ok"))
+
+
+async def _run(env: Any, world: World, body: Callable[[WorkflowHandle], Any]) -> RuntimeMigrationResult:
+    tq = f"rm-{uuid.uuid4().hex[:8]}"
+    async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
+        handle = await env.client.start_workflow(RuntimeMigrationWorkflow.run, _input(), id=f"rm-{uuid.uuid4().hex[:6]}",
+                                                 task_queue=tq, result_type=RuntimeMigrationResult)
+        await body(handle)
+        return await handle.result()
+
+
+async def test_gates_mirrored_lost_reboot_confirmed_by_boot_id(time_skipping_env: Any) -> None:
+    env, world = time_skipping_env, World(lose={"reboot"})
+
+    async def body(h: WorkflowHandle) -> None:
+        await _approve(env, h, "g1/destructive/approve-migration")
+        await _approve(env, h, "g1/destructive/approve-delete")
+        await _approve(env, h, "post-check/install")
+
+    result = await _run(env, world, body)
+    assert result.outcome == "completed", result.message
+    assert world.reboots == 1  # the lost reboot was confirmed by the new boot_id, never run again
+    assert world.node is not None and world.node["metadata"]["uid"] == "uid-2"
+    assert [f.package for f in result.findings if f.kind == "missing"] == ["atomic-openshift-excluder"]
+    row = result.nodes[0].status
+    assert row.new_boot_id == "boot-2" and row.record is not None and row.record.bootstrap_config == "node-config-infra-crio"
+    assert "resolv-conf" in row.done_steps and row.done_steps.index("resolv-conf") < row.done_steps.index("dnsmasq")
+    assert [a[0] for a in world.externals] == ["hook", "ansible-playbook", "hook"]
+
+
+async def test_lost_reboot_without_new_boot_id_asks_and_mark_done_needs_a_comment(time_skipping_env: Any) -> None:
+    env, world = time_skipping_env, World(lose={"reboot"}, reboot_takes_effect=False)
+
+    async def body(h: WorkflowHandle) -> None:
+        await _approve(env, h, "g1/destructive/approve-migration")
+        await _status(env, h, _waiting("g1/unknown/reboot"))
+        with pytest.raises(WorkflowUpdateFailedError):
+            await h.execute_update("resolve_unknown", UnknownOutcomeInput(gate_id="g1/unknown/reboot", choice="mark-done", identity="bob"))
+        await h.execute_update("reject", RejectInput(gate_id="g1/unknown/reboot", identity="bob", comment="host never went down"))
+
+    result = await _run(env, world, body)
+    assert result.outcome == "aborted" and world.reboots == 1
+    assert "reboot" in (result.nodes[0].reason or "")
+
+
+async def test_lost_scaleup_opens_unknown_gate_and_abort_reports_the_deleted_node(time_skipping_env: Any) -> None:
+    env, world = time_skipping_env, World(lose={"scale-up"})
+
+    async def body(h: WorkflowHandle) -> None:
+        await _approve(env, h, "g1/destructive/approve-migration")
+        await _approve(env, h, "g1/destructive/approve-delete")
+        st = await _status(env, h, _waiting("g1/unknown/scale-up"))
+        assert st.nodes["g1"].node_deleted
+        await h.execute_update("resolve_unknown", UnknownOutcomeInput(gate_id="g1/unknown/scale-up", choice="abort", identity="bob"))
+
+    result = await _run(env, world, body)
+    assert result.outcome == "aborted"
+    assert sum(1 for a in world.externals if a[-1] == "scaleup.yml") == 1
+    assert "DELETED" in (result.nodes[0].reason or "")

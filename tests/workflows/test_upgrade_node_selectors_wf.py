@@ -1,0 +1,175 @@
+"""NodeSelectorMigrationWorkflow's decisions on a time-skipping server with the cluster replaced by
+an in-memory world under the real activity names: a rollout that fails opens its gate and a
+rejection reverts that object from its record and removes no label; a label somebody changed
+since the migration is refused at revert while the rest is restored."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+from temporalio import activity
+from temporalio.client import WorkflowHandle
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
+
+from activities.cluster.models import (
+    FieldRecord,
+    FieldValue,
+    ObjectRef,
+    PatchObjectInput,
+    PatchObjectResult,
+    RestoreFieldsInput,
+    RestoreFieldsResult,
+    SnapshotFieldsInput,
+)
+from activities.node_selectors.models import PodState, PodStates, RolloutInput, RolloutState, ScanInput, ScanResult, SelectorNode, Workload
+from workflows.kit.models import GateState, RejectInput
+from workflows.node_selectors import NodeSelectorMigrationWorkflow
+from workflows.node_selectors.models import NodeSelectorMigrationInput, NodeSelectorMigrationResult, NodeSelectorMigrationStatus
+
+pytestmark = pytest.mark.timeout(180)
+
+PATH = "/spec/template/spec/nodeSelector"
+REF = ObjectRef(kind="DeploymentConfig", name="docker-registry", namespace="default")
+
+
+def _get(obj: dict[str, Any], path: str) -> tuple[bool, Any]:
+    cur: Any = obj
+    for part in path.strip("/").split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        if not isinstance(cur, dict) or part not in cur:
+            return False, None
+        cur = cur[part]
+    return True, cur
+
+
+def _set(obj: dict[str, Any], path: str, value: Any, remove: bool = False) -> None:
+    parts = [p.replace("~1", "/").replace("~0", "~") for p in path.strip("/").split("/")]
+    cur = obj
+    for p in parts[:-1]:
+        cur = cur.setdefault(p, {})
+    if remove:
+        cur.pop(parts[-1], None)
+    else:
+        cur[parts[-1]] = value
+
+
+class World:
+    """One DC on region=infra, two infra nodes carrying the new label; ``rollout_fails``."""
+
+    def __init__(self, rollout_fails: bool = False) -> None:
+        self.objects: dict[str, dict[str, Any]] = {
+            "DeploymentConfig/docker-registry": {"spec": {"template": {"spec": {"nodeSelector": {"region": "infra"}}}}},
+            "Node/n1": {"metadata": {"labels": {"region": "infra", "zone": "default", "node-role.kubernetes.io/infra": "true"}}},
+            "Node/n2": {"metadata": {"labels": {"region": "infra", "zone": "default", "node-role.kubernetes.io/infra": "true"}}},
+        }
+        self.rollout_fails = rollout_fails
+        self.version = 1
+
+    def obj(self, ref: ObjectRef) -> dict[str, Any]:
+        return self.objects[f"{ref.kind}/{ref.name}"]
+
+    def activities(self) -> list[Any]:
+        @activity.defn(name="scan_node_selectors")
+        async def scan(inp: ScanInput) -> ScanResult:
+            sel = self.obj(REF)["spec"]["template"]["spec"]["nodeSelector"]
+            nodes = [SelectorNode(name=k.split("/")[1], labels=dict(v["metadata"]["labels"])) for k, v in self.objects.items() if k.startswith("Node/")]
+            return ScanResult(workloads=[Workload(ref=REF, node_selector=dict(sel), replicas=1, running_nodes=["n1"])], nodes=nodes)
+
+        @activity.defn(name="read_rollout")
+        async def read_rollout(inp: RolloutInput) -> RolloutState:
+            if inp.after_version is None:
+                return RolloutState(latest_version=self.version)
+            if self.rollout_fails:
+                return RolloutState(failed=True, detail="replication controller docker-registry-2 has failed progressing",
+                                    latest_version=self.version + 1)
+            return RolloutState(done=True, detail="NewReplicationControllerAvailable", latest_version=self.version + 1)
+
+        @activity.defn(name="read_pod_states")
+        async def read_pod_states(inp: ScanInput) -> PodStates:
+            return PodStates(pods=[PodState(key="default/docker-registry-1-x", phase="Running")])
+
+        @activity.defn(name="snapshot_fields")
+        async def snapshot_fields(inp: SnapshotFieldsInput) -> FieldRecord:
+            o = self.obj(inp.ref)
+            return FieldRecord(ref=inp.ref, resource_version="1", fields=[FieldValue(path=p, present=_get(o, p)[0], value=_get(o, p)[1])
+                                                                         for p in inp.paths])
+
+        @activity.defn(name="patch_object")
+        async def patch_object(inp: PatchObjectInput) -> PatchObjectResult:
+            o = self.obj(inp.ref)
+            for op in inp.ops:
+                _set(o, op["path"], op.get("value"), remove=op["op"] == "remove")
+            return PatchObjectResult(changed=True)
+
+        @activity.defn(name="restore_fields")
+        async def restore_fields(inp: RestoreFieldsInput) -> RestoreFieldsResult:
+            o = self.obj(inp.record.ref)
+            for path, want in inp.expected.items():
+                if _get(o, path)[1] != want:
+                    raise ApplicationError(f"{path} changed since", type="RecordChanged", non_retryable=True)
+            for f in inp.record.fields:  # a removed label must still be absent
+                if f.path not in inp.expected and _get(o, f.path)[0]:
+                    raise ApplicationError(f"{f.path} was set again since", type="RecordChanged", non_retryable=True)
+            for f in inp.record.fields:
+                _set(o, f.path, f.value, remove=not f.present)
+            return RestoreFieldsResult(restored=[f.path for f in inp.record.fields])
+
+        return [scan, read_rollout, read_pod_states, snapshot_fields, patch_object, restore_fields]
+
+
+def inp(**kw: Any) -> NodeSelectorMigrationInput:
+    return NodeSelectorMigrationInput(mapping={"region=infra": {"node-role.kubernetes.io/infra": "true"}}, search_attributes=False,
+                                      approve_plan=False, approve_label_removal=False, poll_seconds=1, rollout_timeout_seconds=60,
+                                      pods_timeout_seconds=30, **kw)
+
+
+async def start(env: Any, world: World, i: NodeSelectorMigrationInput) -> tuple[Worker, WorkflowHandle]:
+    tq = f"ns-{uuid.uuid4().hex[:8]}"
+    worker = Worker(env.client, task_queue=tq, workflows=[NodeSelectorMigrationWorkflow], activities=world.activities())
+    handle = await env.client.start_workflow(NodeSelectorMigrationWorkflow.run, i, id=f"ns-{uuid.uuid4().hex[:6]}", task_queue=tq)
+    return worker, handle
+
+
+async def test_failed_rollout_gate_reject_reverts_that_object_and_keeps_labels(time_skipping_env: Any) -> None:
+    world = World(rollout_fails=True)
+    worker, handle = await start(time_skipping_env, world, inp(revert_window_seconds=0))
+    async with worker:
+        gate_id = None
+        for _ in range(400):
+            st: NodeSelectorMigrationStatus = await handle.query(NodeSelectorMigrationWorkflow.status)
+            gate_id = next((g.id for g in st.gates if g.state == GateState.WAITING), None)
+            if gate_id:
+                break
+            await asyncio.sleep(0.05)
+        assert gate_id == "rollout/DeploymentConfig default/docker-registry"
+        assert world.obj(REF)["spec"]["template"]["spec"]["nodeSelector"] == {"node-role.kubernetes.io/infra": "true"}
+        await handle.execute_update(NodeSelectorMigrationWorkflow.reject, RejectInput(gate_id=gate_id, identity="ops"))
+        result: NodeSelectorMigrationResult = await handle.result()
+    assert result.outcome == "aborted"
+    assert world.obj(REF)["spec"]["template"]["spec"]["nodeSelector"] == {"region": "infra"}  # reverted from its record
+    assert world.objects["Node/n1"]["metadata"]["labels"]["region"] == "infra" and result.labels_removed == []
+
+
+async def test_revert_restores_and_refuses_a_changed_node(time_skipping_env: Any) -> None:
+    world = World()
+    worker, handle = await start(time_skipping_env, world, inp(revert_window_seconds=3600))
+    async with worker:
+        for _ in range(400):
+            st = await handle.query(NodeSelectorMigrationWorkflow.status)
+            if st.step == "revert-window":
+                break
+            await asyncio.sleep(0.05)
+        assert st.labels_removed == ["n1", "n2"]
+        assert "region" not in world.objects["Node/n1"]["metadata"]["labels"]
+        world.objects["Node/n2"]["metadata"]["labels"]["region"] = "edge"  # somebody relabelled n2 since
+        await handle.execute_update("revert", {"identity": "ops", "reason": "test"})
+        result: NodeSelectorMigrationResult = await handle.result()
+    assert result.outcome == "reverted"
+    assert world.objects["Node/n1"]["metadata"]["labels"]["region"] == "infra"
+    assert world.objects["Node/n2"]["metadata"]["labels"]["region"] == "edge"  # refused, not overwritten
+    assert len(result.revert_refused) == 1 and result.revert_refused[0].startswith("labels/n2")
+    assert world.obj(REF)["spec"]["template"]["spec"]["nodeSelector"] == {"region": "infra"}

@@ -1,0 +1,201 @@
+"""NodeUpgradeWorkflow's decisions on a time-skipping server, with the cluster replaced by a small
+in-memory world registered under the real activity names: batches in serial order, the canary
+gate before any other node, done nodes skipped, an action outcome never repeated, the
+max_fail_percentage stop. (End-to-end runs against clustersim are in tests/e2e/test_upgrade_*.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+from temporalio import activity
+from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.worker import Worker
+
+from activities.cluster.models import CordonInput, CordonResult, DrainInput, DrainResult, UncordonInput, UncordonResult
+from activities.host.models import CommandResult, RunCommandInput
+from activities.node_upgrade.models import NodeFacts, NodeFactsInput, ReadUpgradeNodesInput, UpgradeNodes
+from workflows.kit.lease import LeaseWorkflow
+from workflows.kit.models import ApproveInput, GateState
+from workflows.node_upgrade import NodeUpgradeNodeWorkflow, NodeUpgradeWorkflow
+from workflows.node_upgrade.models import BatchPolicy, NodeAction, NodeSelection, NodeUpgradeInput, NodeUpgradeResult, NodeUpgradeStatus
+
+pytestmark = pytest.mark.timeout(180)
+
+OLD, NEW = "v1.9.1+a0ce1bc657", "v1.10.0+b81c8f8"
+
+
+class World:
+    """Nodes with labels and kubelet versions. The action ``upgrade {node}`` sets the version (the
+    node is NotReady for ``notready_polls`` reads after it); nodes in ``fail`` make it exit 2."""
+
+    def __init__(self, infra: int = 2, done: tuple[str, ...] = (), fail: tuple[str, ...] = ()) -> None:
+        self.nodes: dict[str, NodeFacts] = {}
+        for i in range(1, 4):
+            n = f"master0{i}"
+            self.nodes[n] = NodeFacts(name=n, labels={"node-role.kubernetes.io/master": "true", "region": "infra"},
+                                      kubelet_version=OLD, ready=True)
+        for i in range(1, infra + 1):
+            n = f"infra{i}"
+            self.nodes[n] = NodeFacts(name=n, labels={"region": "infra"}, kubelet_version=NEW if n in done else OLD, ready=True)
+        for i in range(1, 3):
+            n = f"compute{i}"
+            self.nodes[n] = NodeFacts(name=n, labels={"region": "primary"}, kubelet_version=NEW if n in done else OLD, ready=True)
+        self.fail = set(fail)
+        self.cordoned: dict[str, str] = {}
+        self.notready: dict[str, int] = {}
+        self.actions: list[str] = []
+        self.events: list[tuple[str, str]] = []  # (what, node) in order
+
+    def activities(self) -> list[Any]:
+        @activity.defn(name="read_upgrade_nodes")
+        async def read_upgrade_nodes(inp: ReadUpgradeNodesInput) -> UpgradeNodes:
+            return UpgradeNodes(nodes=[n.model_copy() for n in self.nodes.values()])
+
+        @activity.defn(name="read_node_facts")
+        async def read_node_facts(inp: NodeFactsInput) -> NodeFacts:
+            n = self.nodes[inp.node]
+            if self.notready.get(inp.node, 0) > 0:
+                self.notready[inp.node] -= 1
+                return n.model_copy(update={"ready": False})
+            return n.model_copy(update={"unschedulable": inp.node in self.cordoned})
+
+        @activity.defn(name="cordon_node")
+        async def cordon_node(inp: CordonInput) -> CordonResult:
+            self.events.append(("cordon", inp.node))
+            if inp.node in self.cordoned:
+                return CordonResult(cordoned_by_us=self.cordoned[inp.node] == inp.owner, was_unschedulable=True)
+            self.cordoned[inp.node] = inp.owner
+            return CordonResult(cordoned_by_us=True, was_unschedulable=False)
+
+        @activity.defn(name="uncordon_node")
+        async def uncordon_node(inp: UncordonInput) -> UncordonResult:
+            if self.cordoned.get(inp.node) == inp.owner:
+                del self.cordoned[inp.node]
+                self.events.append(("uncordon", inp.node))
+                return UncordonResult(uncordoned=True)
+            return UncordonResult(uncordoned=False)
+
+        @activity.defn(name="drain_node")
+        async def drain_node(inp: DrainInput) -> DrainResult:
+            self.events.append(("drain", inp.node))
+            return DrainResult(done=True)
+
+        @activity.defn(name="run_node_command")
+        async def run_node_command(inp: RunCommandInput) -> CommandResult:
+            node = inp.argv[-1]
+            self.actions.append(node)
+            self.events.append(("action", node))
+            if node in self.fail:
+                return CommandResult(argv=inp.argv, exit_code=2, stderr=f"fatal: [{node}]: FAILED!")
+            self.nodes[node].kubelet_version = NEW
+            self.notready[node] = 2
+            return CommandResult(argv=inp.argv, exit_code=0, stdout="PLAY RECAP")
+
+        return [read_upgrade_nodes, read_node_facts, cordon_node, uncordon_node, drain_node, run_node_command]
+
+
+def upgrade_input(selector: str, policy: BatchPolicy, **kw: Any) -> NodeUpgradeInput:
+    return NodeUpgradeInput(
+        selection=NodeSelection(label_selector=selector, masters=["master01", "master02", "master03"]), policy=policy,
+        target_version=NEW, action=NodeAction(argv=["upgrade", "{node}"]), search_attributes=False,
+        ready_poll_seconds=1.0, **kw,
+    )
+
+
+async def start(env: Any, world: World, inp: NodeUpgradeInput) -> tuple[Worker, WorkflowHandle]:
+    tq = f"nu-{uuid.uuid4().hex[:8]}"
+    worker = Worker(env.client, task_queue=tq, workflows=[NodeUpgradeWorkflow, NodeUpgradeNodeWorkflow, LeaseWorkflow],
+                    activities=world.activities())
+    handle = await env.client.start_workflow(NodeUpgradeWorkflow.run, inp, id=f"node-upgrade-{uuid.uuid4().hex[:6]}", task_queue=tq)
+    return worker, handle
+
+
+async def wait_gate(handle: WorkflowHandle, gate_id: str) -> NodeUpgradeStatus:
+    for _ in range(600):
+        st = await handle.query(NodeUpgradeWorkflow.status)
+        if any(g.id == gate_id and g.state == GateState.WAITING for g in st.gates):
+            return st
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"gate {gate_id} never opened")
+
+
+@pytest.mark.parametrize(("infra", "batches"), [(2, [["infra1"], ["infra2"]]), (3, [["infra1"], ["infra2"], ["infra3"]])])
+async def test_serial_50_percent_batches_one_node_at_a_time(time_skipping_env: Any, infra: int, batches: list[list[str]]) -> None:
+    world = World(infra=infra)
+    worker, handle = await start(time_skipping_env, world, upgrade_input("region=infra", BatchPolicy(serial="50%")))
+    async with worker:
+        result: NodeUpgradeResult = await handle.result()
+    assert result.outcome == "completed", result.message
+    assert result.plan is not None and result.plan.batches == batches
+    # masters carry region=infra here and are never touched
+    assert not any(n.startswith("master") for _, n in world.events)
+    # strictly batch by batch: a node's uncordon comes before the next node's cordon
+    order = [(w, n) for w, n in world.events if w in ("cordon", "uncordon")]
+    assert order == [(w, n) for b in batches for n in b for w in ("cordon", "uncordon")]
+    assert all(world.nodes[n].kubelet_version == NEW for b in batches for n in b)
+
+
+async def test_canary_gate_opens_after_canary_and_before_any_other_node(time_skipping_env: Any) -> None:
+    world = World(infra=2)
+    worker, handle = await start(time_skipping_env, world, upgrade_input("region=infra", BatchPolicy(serial="50%", canary=1)))
+    async with worker:
+        st = await wait_gate(handle, "canary")
+        assert world.actions == ["infra1"]
+        assert st.nodes["infra1"].phase == "done" and st.nodes["infra2"].phase == "pending"
+        await asyncio.sleep(0.5)  # nothing else moves while the gate waits
+        assert world.actions == ["infra1"]
+        await handle.execute_update(NodeUpgradeWorkflow.approve, ApproveInput(gate_id="canary", identity="alice"))
+        result: NodeUpgradeResult = await handle.result()
+    assert result.outcome == "completed" and world.actions == ["infra1", "infra2"]
+
+
+async def test_rerun_skips_done_nodes_and_the_canary(time_skipping_env: Any) -> None:
+    world = World(infra=2, done=("compute1",))
+    worker, handle = await start(time_skipping_env, world,
+                                 upgrade_input("region=primary", BatchPolicy(serial="50%", canary=["compute1"])))
+    async with worker:
+        result: NodeUpgradeResult = await handle.result()
+    assert result.outcome == "completed"
+    assert world.actions == ["compute2"]  # the canary was done before: no canary batch, no gate
+    assert result.plan is not None and result.plan.done == ["compute1"] and not result.plan.canary_gate
+    assert result.nodes["compute1"].phase == "skipped"
+
+
+async def test_failure_above_max_fail_percentage_stops_after_the_batch(time_skipping_env: Any) -> None:
+    world = World(infra=3, fail=("infra1",))
+    worker, handle = await start(time_skipping_env, world, upgrade_input("region=infra", BatchPolicy(serial="50%")))
+    async with worker:
+        result: NodeUpgradeResult = await handle.result()
+    assert result.outcome == "stopped" and "max_fail_percentage 0" in result.message
+    assert world.actions == ["infra1"]  # the next batch never started
+    assert world.cordoned == {"infra1": next(iter(world.cordoned.values()))}  # left cordoned for a person
+    # with 50% allowed and batches of 1, one failure (100%) still stops; 2 per batch with one failing does not
+    world = World(infra=3, fail=("infra1",))
+    worker, handle = await start(time_skipping_env, world,
+                                 upgrade_input("region=infra", BatchPolicy(serial=2, max_fail_percentage=50)))
+    async with worker:
+        result = await handle.result()
+    assert result.outcome == "completed" and sorted(world.actions) == ["infra1", "infra2", "infra3"]
+    assert result.nodes["infra1"].phase == "failed"
+
+
+async def test_no_matching_node_fails_before_any_write(time_skipping_env: Any) -> None:
+    world = World()
+    worker, handle = await start(time_skipping_env, world, upgrade_input("region=nowhere", BatchPolicy()))
+    async with worker:
+        with pytest.raises(WorkflowFailureError) as info:
+            await handle.result()
+    assert "openshift_upgrade_nodes_label was specified but no nodes matched" in str(info.value.cause)
+    assert world.events == []
+
+
+async def test_dry_run_plans_and_changes_nothing(time_skipping_env: Any) -> None:
+    world = World(infra=3)
+    worker, handle = await start(time_skipping_env, world, upgrade_input("region=infra", BatchPolicy(serial="50%"), dry_run=True))
+    async with worker:
+        result: NodeUpgradeResult = await handle.result()
+    assert result.outcome == "dry-run" and "batches: [infra1][infra2][infra3]" in result.message
+    assert world.events == []
