@@ -30,7 +30,7 @@ from tests.e2e.test_runtime_migration_e2e import (
     start_migration,
     status_of,
 )
-from workflows.runtime_migration.models import RuntimeMigrationStatus, UnknownOutcomeInput
+from workflows.runtime_migration.models import UnknownOutcomeInput
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -127,9 +127,11 @@ async def test_kill_during_reboot(r4_env: dict[str, Any]) -> None:
 
 async def test_kill_during_scaleup_opens_unknown_gate_then_mark_done(r4_env: dict[str, Any]) -> None:
     async def scaleup_running(sim: Any, handle: Any) -> bool:
-        st: RuntimeMigrationStatus = await status_of(handle)
-        row = st.nodes[NODE]
-        return row.step == "scale-up" and row.last_command is not None and row.last_command.tail == "(running)"
+        # The simulator's own record, not a workflow query: the playbook has started and not
+        # ended, so the activity running it is in flight on the worker about to be killed. (A
+        # status query could lag behind a busy worker and miss the 12-second window.)
+        runs = playbook_runs(await sim_get(sim, "external"), "openshift-node/scaleup.yml")
+        return len(runs) == 1 and runs[0].get("end") is None
 
     sim, handle = await run_with_kill(r4_env, scaleup_running)
     st = await drive(handle)  # returns at the first gate that is not a destructive-step one
