@@ -1,6 +1,24 @@
 """The machine-config-daemon, one task per node (MCO pkg/daemon, the node handshake of DESIGN.md):
 desiredConfig -> Working + desiredDrain=drain-X -> wait lastAppliedDrain (1 h deadline) -> write
 files, reboot -> desiredDrain=uncordon-X -> wait (10 min) -> currentConfig=X, Done.
+
+Missed deadlines, as MCO ``pkg/daemon`` handles them (``daemon.go``, ``drain.go``, ``writer.go``):
+
+- Drain (``performDrain``, 1 h): the update fails, the node goes Degraded ("failed to drain node:
+  N after 1 hour"); ``syncNode`` then stays put while desiredDrain != lastAppliedDrain and resumes
+  the update once the controller hands the drain off (``performDrain`` finds lastAppliedDrain ==
+  drain-X: "drain is already completed on this node").
+- Uncordon (``completeUpdate``, 10 min, after the reboot): ``checkStateOnFirstRun`` fails, so
+  ``booting`` stays true and the work queue retries the whole first-run check with its rate
+  limiter (``updateDelay`` 5 s bucket, per-item backoff 1 s doubling to ``maxUpdateBackoff`` 60 s,
+  :func:`mcd_requeue_delay`). Each retry finds the node booted into X
+  (the on-disk config), sets desiredDrain=uncordon-X again and polls another 10 minutes; the node
+  stays Degraded ("failed to uncordon node: N after 10 minutes") until lastAppliedDrain ==
+  uncordon-X, then ``SetDone`` writes currentConfig=X, state Done, reason "". The daemon never
+  asks for drain-X again on this path.
+- A ``degrade`` fault while the node is booted into X but not yet Done stands for the first-run
+  check failing (e.g. on-disk validation): Degraded with the fault's reason, retried the same way
+  until the fault is cleared.
 """
 
 from __future__ import annotations
@@ -33,8 +51,33 @@ from clustersim.agents.podstatus import kubelet_status
 log = logging.getLogger("clustersim.agents")
 
 
+#: MCO ``pkg/daemon/daemon.go``: ``updateDelay`` (the work queue's token bucket, one sync per 5 s)
+#: and ``maxUpdateBackoff`` (cap of the per-item exponential backoff that starts at 1 s).
+MCD_UPDATE_DELAY_SECONDS = 5.0
+MCD_MAX_UPDATE_BACKOFF_SECONDS = 60.0
+
+
+def mcd_requeue_delay(failures: int) -> float:
+    """Simulated seconds before the daemon's work queue retries a sync that failed ``failures``
+    times before (0 for the first failure): the max of the 5 s token bucket and the per-item
+    exponential backoff 1 s * 2**failures, capped at 60 s (``workqueue.NewTypedMaxOfRateLimiter``
+    of a ``TypedBucketRateLimiter`` and a ``TypedItemExponentialFailureRateLimiter(1s, 60s)``).
+    Raises ValueError for a negative ``failures``."""
+    if failures < 0:
+        raise ValueError(f"failures must be >= 0, got {failures}")
+    backoff = MCD_MAX_UPDATE_BACKOFF_SECONDS if failures >= 6 else float(2**failures)
+    return max(MCD_UPDATE_DELAY_SECONDS, min(backoff, MCD_MAX_UPDATE_BACKOFF_SECONDS))
+
+
 class MachineConfigDaemonMixin(AgentBase):
     """Mixed into ``clustersim.agents.Agents``; see the module docstring."""
+
+    @property
+    def _on_disk(self) -> dict[str, str]:
+        """Node -> the rendered config written to disk before its last reboot, while the daemon has
+        not finished it (``/etc/machine-config-daemon/currentconfig`` in MCO: after the reboot the
+        daemon completes that config, whatever currentConfig says)."""
+        return self.__dict__.setdefault("_mcd_on_disk", {})
 
     def _set_annotations(self, node: str, values: dict[str, str]) -> dict[str, Any] | None:
         def fn(o: dict[str, Any]) -> None:
@@ -75,6 +118,16 @@ class MachineConfigDaemonMixin(AgentBase):
                 act = False  # failed on exactly this; retry only on a change or clear_node_fault
             if fault is not None and fault.kind == "stuck_reboot" and state == STATE_REBOOTING:
                 act = False
+            if act and self._on_disk.get(node) == des:
+                # Booted into the desired config: finish it (checkStateOnFirstRun -> completeUpdate).
+                try:
+                    await self._complete(node, des)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("machine-config-daemon %s failed", node)
+                    await asyncio.sleep(0.05)
+                continue
             if act:
                 try:
                     await self._apply(node, cur, des)
@@ -141,8 +194,9 @@ class MachineConfigDaemonMixin(AgentBase):
                 self._set_annotations(node, {ANN_STATE: STATE_DONE, ANN_REASON: "",
                                              ANN_DESIRED_DRAIN: f"uncordon-{a.get(ANN_CURRENT_CONFIG, '')}"})
             return
-        # Drained: write files, then reboot.
+        # Drained: write files (the new config goes to disk), then reboot.
         await self.clock.sleep(self.options.write_files_seconds)
+        self._on_disk[node] = rendered
         self._set_annotations(node, {ANN_STATE: STATE_REBOOTING})
         self._set_node_ready(node, False)
         if self._faults.get(node) is not None and self._faults[node].kind == "stuck_reboot":
@@ -151,15 +205,49 @@ class MachineConfigDaemonMixin(AgentBase):
             await self.clock.sleep(self.options.reboot_seconds)
         self._set_node_ready(node, True, rebooted=True)
         self._restart_pods(node)
+        self._set_annotations(node, {ANN_STATE: STATE_WORKING})
+        await self._complete(node, rendered)
+
+    async def _complete(self, node: str, rendered: str) -> None:
+        """After the reboot into ``rendered``: ask for the uncordon and wait for the controller
+        (``completeUpdate``), retrying after a missed deadline as the daemon's work queue does
+        (module docstring). Returns at Done, or when desiredConfig moved away from ``rendered``
+        (the caller's loop then starts the update to the new desired config)."""
         uncordon = f"uncordon-{rendered}"
-        self._set_annotations(node, {ANN_STATE: STATE_WORKING, ANN_DESIRED_DRAIN: uncordon})
-        ok = await self._wait_node(node, lambda o: annotations(o).get(ANN_LAST_APPLIED_DRAIN) == uncordon,
-                                   self.clock.real(self.options.uncordon_deadline_seconds))
-        if not ok:
-            self._fail(node, STATE_DEGRADED, f"failed to uncordon node: {node} after 10 minutes. "
-                       "Please see machine-config-controller logs for more information")
-            return
-        self._set_annotations(node, {ANN_CURRENT_CONFIG: rendered, ANN_STATE: STATE_DONE, ANN_REASON: ""})
+        failures = 0
+
+        def changed(o: dict[str, Any]) -> bool:
+            return annotations(o).get(ANN_DESIRED_CONFIG) != rendered
+
+        while True:
+            obj = self._node(node)
+            if obj is None or changed(obj):
+                self._on_disk.pop(node, None)
+                return
+            fault = self._faults.get(node)
+            if fault is not None and fault.kind == "degrade":
+                self._fail(node, STATE_DEGRADED, fault.reason or
+                           f"unexpected on-disk state validating against {rendered}: injected fault")
+            else:
+                self._set_annotations(node, {ANN_DESIRED_DRAIN: uncordon})
+                got = await self._wait_node(
+                    node, lambda o: "changed" if changed(o) else annotations(o).get(ANN_LAST_APPLIED_DRAIN) == uncordon,
+                    self.clock.real(self.options.uncordon_deadline_seconds))
+                if got == "changed":
+                    continue
+                if got:
+                    self._on_disk.pop(node, None)
+                    self._degraded_seen.pop(node, None)
+                    self._set_annotations(node, {ANN_CURRENT_CONFIG: rendered, ANN_STATE: STATE_DONE, ANN_REASON: ""})
+                    return
+                self._fail(node, STATE_DEGRADED, f"failed to uncordon node: {node} after 10 minutes. "
+                           "Please see machine-config-controller logs for more information")
+            # The work queue's rate-limited requeue; a desiredConfig change or a cleared fault wakes
+            # the daemon sooner (the informer's node event; clear_node_fault stands for the fix).
+            await self._wait_node(
+                node, lambda o: changed(o) or self._faults.get(node) is not fault and fault is not None,
+                self.clock.real(mcd_requeue_delay(failures)))
+            failures += 1
 
     def _set_node_ready(self, node: str, ready: bool, rebooted: bool = False) -> None:
         now = self._now()
