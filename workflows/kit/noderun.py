@@ -275,10 +275,13 @@ class NodeRun:
         backoff_max: float,
         deadline_seconds: float,
         hand_off: Callable[[], Awaitable[None]] | None = None,
+        stoppable: bool = True,
     ) -> float:
         """Cordon for ``owner``, drain until empty (backing off while blocked, the decision gate
         after ``decide_after``, a warning at ``warn_fraction`` of ``deadline_seconds``), then
         report ``hand-off-drain`` and run ``hand_off()``. Returns the seconds from cordon to hand-off.
+        ``stoppable=False``: skip/abort signals do not stop the drain (a drain the daemon asked for
+        after the first hand-off); a skip/abort decision on its gate still does.
 
         Raises :class:`Stopped` at a safe point when skip/abort was requested or decided (a
         decided abort also sets :attr:`abort_requested`). Status shows every pass.
@@ -324,7 +327,7 @@ class NodeRun:
             before_pass=before_pass,
             blocked=blocked,
             changed=changed,
-            stopped=lambda: self.stop is not None,
+            stopped=(lambda: self.stop is not None) if stoppable else (lambda: False),
         )
         done = await cordon_and_drain(
             loop, self.drain, owner=self.owner, before_cordon=before_cordon, on_cordoned=on_cordoned, hand_off=after_drain
