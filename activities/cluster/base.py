@@ -7,22 +7,53 @@ names its activities in ``ACTIVITIES``; :meth:`GatewayActivities.activities` ret
 methods of every class in the MRO, so a class combining several (``ClusterActivities``) lists
 them all. The activities are synchronous (the client blocks): run them on the worker's
 ThreadPoolExecutor.
+
+Read-only planning activities (a procedure's preflight) wrap their requests in
+:meth:`GatewayActivities.planning_errors`, so an API error fails them fast with a stable type
+(``ApiUnreachable``, ``ApiUnauthorized``, ``ApiForbidden``; ``ApiUnavailable`` retryable) instead
+of being retried forever like the activities in the middle of a procedure.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from activities.context import fail
-from activities.kube.errors import KubeconfigError, NotFound
+from activities.cluster.models import (
+    API_ERROR,
+    API_FORBIDDEN,
+    API_UNAUTHORIZED,
+    API_UNAVAILABLE,
+    API_UNREACHABLE,
+)
+from activities.kube.errors import Forbidden, KubeconfigError, KubeError, NotFound, Unauthorized, Unreachable
 
 if TYPE_CHECKING:
     from activities.kube.gateway import KubeGateway
 
 #: A Node update that loses a race (409) is re-read and retried this many times.
 CONFLICT_RETRIES = 5
+
+
+def planning_failure(exc: KubeError) -> tuple[str, bool]:
+    """How a read-only planning activity reports ``exc``: ``(failure type, retryable)``.
+
+    :class:`~activities.kube.errors.Unreachable` (connection refused, DNS) → ``ApiUnreachable``;
+    401 → ``ApiUnauthorized``; 403 → ``ApiForbidden``; every transient error (5xx, 429,
+    timeouts, a reset, 409/410) → ``ApiUnavailable``, retryable; anything else → ``ApiError``.
+    """
+    if isinstance(exc, Unreachable):
+        return API_UNREACHABLE, False
+    if isinstance(exc, Unauthorized):
+        return API_UNAUTHORIZED, False
+    if isinstance(exc, Forbidden):
+        return API_FORBIDDEN, False
+    if exc.transient:
+        return API_UNAVAILABLE, True
+    return API_ERROR, False
 
 
 class ConflictExhausted(Exception):
@@ -55,6 +86,24 @@ class GatewayActivities:
                     except KubeconfigError as exc:
                         raise fail("KubeconfigError", str(exc)) from None
         return self._gateway
+
+    @contextlib.contextmanager
+    def planning_errors(self) -> Iterator[None]:
+        """Turn a :class:`~activities.kube.errors.KubeError` escaping the block into an
+        ``ApplicationError`` of :func:`planning_failure`'s type: connection
+        refused / DNS (``ApiUnreachable``), 401 (``ApiUnauthorized``), 403 (``ApiForbidden``) and
+        other non-transient answers (``ApiError``) non-retryable; 5xx, 429, timeouts
+        (``ApiUnavailable``) retryable, so the caller's planning retry policy bounds them (see
+        :func:`planning_failure`). The
+        message names the API server and carries the API's own message."""
+        try:
+            yield
+        except KubeError as exc:
+            type_, retryable = planning_failure(exc)
+            server = self._gateway.server if self._gateway is not None else "(not connected)"
+            text = str(exc)
+            message = text if server in text else f"API server {server}: {text}"
+            raise fail(type_, message, retryable=retryable) from None
 
     def activities(self) -> list[Callable[..., Any]]:
         """Every activity of this class and its bases, bound, for a Worker's ``activities=``."""

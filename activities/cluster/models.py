@@ -32,6 +32,21 @@ ANN_LAST_APPLIED_DRAIN = MCO_PREFIX + "lastAppliedDrain"
 #: changed", made crash-safe: the record and the cordon are one atomic write).
 ANN_CORDONED_BY = "lockkeeper.io/cordoned-by"
 
+#: Failure types of a read-only planning activity (a preflight) that met an API error
+#: (``activities.cluster.base.planning_failure``): ``ApiUnreachable`` (connection refused, DNS),
+#: ``ApiUnauthorized`` (401), ``ApiForbidden`` (403) and ``ApiError`` (other refusals: 400, 404,
+#: 422) are non-retryable; ``ApiUnavailable`` (5xx, 429, timeouts, a reset) is retried a bounded
+#: number of times by the workflow's planning retry policy. A procedure that fails in planning
+#: keeps the type, so a client tells "the cluster's API could not be used" from a refused input.
+API_UNREACHABLE = "ApiUnreachable"
+API_UNAUTHORIZED = "ApiUnauthorized"
+API_FORBIDDEN = "ApiForbidden"
+API_UNAVAILABLE = "ApiUnavailable"
+API_ERROR = "ApiError"
+API_FAILURE_TYPES: tuple[str, ...] = (API_UNREACHABLE, API_UNAUTHORIZED, API_FORBIDDEN, API_UNAVAILABLE, API_ERROR)
+#: The planning failure types no retry can fix.
+API_FAIL_FAST_TYPES: tuple[str, ...] = (API_UNREACHABLE, API_UNAUTHORIZED, API_FORBIDDEN, API_ERROR)
+
 POOL_LABEL_PREFIX = "node-role.kubernetes.io/"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 

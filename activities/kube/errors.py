@@ -137,6 +137,13 @@ class Unavailable(KubeError):
     transient = True
 
 
+class Unreachable(Unavailable):
+    """No connection could be made at all: connection refused, no route to the host, or the
+    server's host name does not resolve (DNS). Transient for a procedure in the middle of its
+    work (the API server may be restarting); a read-only preflight fails at once instead
+    (``activities.cluster.base.planning_failure``)."""
+
+
 _BY_STATUS: dict[int, type[KubeError]] = {
     400: BadRequest,
     401: Unauthorized,

@@ -19,7 +19,8 @@ Design choices (kopf ``_cogs/clients`` style):
   :mod:`activities.kube.errors` (``NotFound``, ``Conflict``, ``TooManyRequests`` with the parsed
   ``Status`` body, ``Invalid``, ``Unavailable``...).
 * Every request has a bounded client timeout (connect, read) so a dead API server turns into
-  ``Unavailable`` instead of a thread stuck forever.
+  ``Unavailable`` instead of a thread stuck forever; no connection at all (refused, DNS) is
+  ``Unreachable`` (:func:`transport_error`).
 * Bearer tokens never appear in anything this module logs or raises (:func:`mask_secrets`).
 """
 
@@ -29,6 +30,8 @@ import builtins
 import json
 import logging
 import os
+import re
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -40,7 +43,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from activities.kube.errors import KubeconfigError, Unavailable, error_for_status
+from activities.kube.errors import KubeconfigError, Unavailable, Unreachable, error_for_status
 from activities.kube.kubeconfig import check_kubeconfig_file, mask_secrets
 from activities.kube.resources import resource
 from activities.kube.shortcuts import KindShortcuts
@@ -58,6 +61,7 @@ PATCH_CONTENT_TYPES: dict[str, str] = {
     "json": "application/json-patch+json",
 }
 
+_CONN_PREFIX = re.compile(r"^(<[^>]*>|\w+\([^)]*\)): ")  # urllib3's "HTTPSConnection(host=.., port=..): "
 #: (connect, read) seconds for ordinary requests.
 DEFAULT_REQUEST_TIMEOUT: tuple[float, float] = (5.0, 30.0)
 #: Extra read time granted to a watch beyond its server-side ``timeoutSeconds``.
@@ -183,6 +187,11 @@ class KubeGateway(KindShortcuts):
         return cls.from_kubeconfig(kubeconfig, context, request_timeout=request_timeout, pool_size=pool_size)
 
     @property
+    def server(self) -> str:
+        """The API server's URL from the kubeconfig (``https://api.example:6443``)."""
+        return str(self._api_client.configuration.host)
+
+    @property
     def pool_size(self) -> int:
         """Connections the urllib3 pool keeps per API server host."""
         return int(self._api_client.configuration.connection_pool_maxsize)
@@ -226,7 +235,7 @@ class KubeGateway(KindShortcuts):
         except ApiException as exc:
             raise map_api_exception(exc, what) from None
         except urllib3.exceptions.HTTPError as exc:
-            raise Unavailable(f"{what}: {mask_secrets(str(exc))}") from None
+            raise transport_error(what, exc, self.server) from None
         return resp.response
 
     def _json(self, what: str, method: str, path: str, **kw: Any) -> dict[str, Any]:
@@ -436,7 +445,7 @@ class KubeGateway(KindShortcuts):
         except ApiException as exc:
             raise map_exec_exception(exc, f"exec pods {namespace}/{name}") from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise Unavailable(f"exec pods {namespace}/{name}: {mask_secrets(str(exc))}") from None
+            raise transport_error(f"exec pods {namespace}/{name}", exc, self.server) from None
         finally:
             if resp is not None:
                 resp.close()
@@ -447,6 +456,19 @@ class KubeGateway(KindShortcuts):
                     sock.shutdown()
             exec_client.close()
         return ExecOutput(code, bytes(out), bytes(err), timed_out)
+
+
+def transport_error(what: str, exc: BaseException, server: str) -> Unavailable:
+    """No HTTP answer → :class:`Unreachable` when no connection could be made (urllib3
+    ``NewConnectionError``: refused, no route, or as ``NameResolutionError`` a failed DNS lookup;
+    the exec websocket's ``ConnectionRefusedError``/``gaierror``), else :class:`Unavailable`
+    (timeouts, resets). The message names ``server``: "list nodes: cannot connect to the API
+    server https://127.0.0.1:6443: [Errno 111] Connection refused"."""
+    reason = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason else exc
+    if isinstance(reason, urllib3.exceptions.NewConnectionError | ConnectionRefusedError | socket.gaierror):
+        detail = _CONN_PREFIX.sub("", str(reason)).removeprefix("Failed to establish a new connection: ")
+        return Unreachable(f"{what}: cannot connect to the API server {server}: {mask_secrets(detail)}")
+    return Unavailable(f"{what}: {mask_secrets(str(exc))}")
 
 
 def _ref(namespace: str | None, name: str) -> str:

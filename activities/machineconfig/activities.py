@@ -6,7 +6,8 @@ Synchronous (the gateway blocks), read first and write only what differs. Errors
 no retry can fix are non-retryable ``ApplicationError(type=...)`` (``UnknownPool``,
 ``MissingConfig``, ``ConfigOfOtherPool``, ``ConfigTooOld``, ``NoNodes``, ``NodeNotFound``,
 ``PoolsNotSettled``, ``NetworkConfigNotFound``); API errors (:mod:`activities.kube.errors`)
-propagate and are retried per the caller's policy. The generic node, drain and pod activities
+propagate and are retried per the caller's policy, except in the read-only preflight, which
+reports them as ``Api*`` failure types (:meth:`GatewayActivities.planning_errors`). The generic node, drain and pod activities
 the rollout also calls are in :mod:`activities.cluster`.
 
 Sources: MCO ``pkg/controller/node/node_controller.go`` (pools, rendered configs) and
@@ -113,8 +114,15 @@ class MachineConfigActivities(GatewayActivities):
         ``MissingConfig`` (explicit config absent, or a pool without any rendered config),
         ``ConfigOfOtherPool`` (explicit config owned by / named for another pool),
         ``ConfigTooOld`` (target created before ``not_before``), ``NoNodes`` (an explicitly
-        requested pool whose nodeSelector matches no node).
+        requested pool whose nodeSelector matches no node). API errors fail fast: non-retryable
+        ``ApiUnreachable`` (connection refused, DNS), ``ApiUnauthorized`` (401), ``ApiForbidden``
+        (403), ``ApiError``; retryable ``ApiUnavailable`` (5xx, 429, timeouts) for the caller's
+        bounded planning retry policy. Messages name the API server and the API's message.
         """
+        with self.planning_errors():
+            return self._preflight(input)
+
+    def _preflight(self, input: PreflightInput) -> PreflightResult:
         gw = self.gateway
         try:
             mcps = {(objects.meta(p).get("name") or ""): p for p in gw.list_machineconfigpools()}
