@@ -104,6 +104,7 @@ async def _demo_in(
             worker = asyncio.create_task(run_worker(settings, stop=stop, install_signal_handlers=False))
             try:
                 client = await connect(settings, identity="lockkeeper-demo")
+                await _wait_for_poller(client, settings.task_queue, worker)
                 inp = MachineConfigRolloutInput(
                     cluster=DEMO_CLUSTER,
                     # R1's operators went master, infra, app; other scenarios: every pool behind.
@@ -155,6 +156,30 @@ async def _demo_in(
                     err.print(f"[yellow]worker stopped with {type(exc).__name__}: {exc}[/]")
 
 
+def approve_hint(address: str, workflow_id: str, gate_id: str) -> str:
+    """The interactive demo's hint for a waiting gate: the exact ``lockkeeper approve`` command
+    (with the demo server's address and task queue)."""
+    return (
+        f"gate [bold]{gate_id}[/] is waiting: approve it with\n"
+        f"  TEMPORAL_ADDRESS={address} LOCKKEEPER_TASK_QUEUE={DEMO_TASK_QUEUE} lockkeeper approve {workflow_id} {gate_id}"
+    )
+
+
+async def _wait_for_poller(client: Any, task_queue: str, worker: Any, timeout: float = 60.0) -> None:
+    """Wait until the demo's own worker polls ``task_queue`` (a start is refused before that);
+    raises the worker's own error if it ended first, TimeoutError after ``timeout`` seconds."""
+    from lockkeeper.starter import task_queue_pollers
+
+    deadline = time.monotonic() + timeout
+    while not await task_queue_pollers(client, task_queue):
+        if worker.done():
+            worker.result()  # raises its error
+            raise RuntimeError("the demo's worker stopped before it polled its task queue")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the demo's worker did not poll task queue {task_queue} within {timeout:.0f}s")
+        await asyncio.sleep(0.2)
+
+
 async def _follow(handle: Any, address: str, interactive: bool, out: Console, err: Console, deadline: float) -> Any:
     """Live view until the rollout closes; approve gates (or print how to). None on timeout."""
     from rich.live import Live
@@ -190,10 +215,9 @@ async def _follow(handle: Any, address: str, interactive: bool, out: Console, er
                     continue
                 announced.add(gate.id)
                 if interactive:
-                    err.print(
-                        f"gate [bold]{gate.id}[/] is waiting: approve it with\n"
-                        f"  TEMPORAL_ADDRESS={address} lockkeeper approve {handle.id} {gate.id}"
-                    )
+                    # Through the live view's own console: it prints above the view, which
+                    # would otherwise draw over a line written to stderr.
+                    (live.console if live else err).print(approve_hint(address, handle.id, gate.id))
                     continue
                 try:
                     res = await handle.execute_update(

@@ -3,14 +3,20 @@
 Used by every ``lockkeeper start`` subcommand and by the demo (which does not go through the
 CLI). For every procedure it
 
+0. refuses (:class:`NoWorker`) when no worker polls the task queue (``DescribeTaskQueue``), so
+   nothing is started that would only run, unwatched, whenever a worker appears; with
+   :data:`QUEUE_WITHOUT_WORKER` set (``lockkeeper start ... --queue``) it starts anyway and calls
+   :data:`ON_QUEUED`;
 1. refuses early when another procedure holds an overlapping lease scope (a courtesy pre-check:
    the workflow's own leases stay the authority, this only answers before a run is started);
+   dry runs (memo ``lockkeeper_dry_run``) never count;
 2. picks the workflow ID (``<id_prefix>-<cluster>[-<name>]-<UTC time>-<4 hex>`` unless given);
 3. sets the search attributes ``LockkeeperCluster``, ``LockkeeperProcedure``,
    ``LockkeeperStatus`` and ``LockkeeperPools`` at start, so ``lockkeeper list`` shows drains and
    etcd procedures as well as rollouts (start-time attributes are not workflow commands: no
    history changes);
-4. starts the spec's workflow type on its task queue.
+4. starts the spec's workflow type on its task queue, with the memo ``lockkeeper_dry_run``
+   (true for an input with ``dry_run`` set: the pool pre-check skips such runs).
 
 :func:`wait_for_status` then polls the ``status`` query (validated with the spec's status model)
 until a condition holds, e.g. the rollout's plan exists.
@@ -22,6 +28,7 @@ lease scopes of :mod:`workflows.kit.scopes`.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -36,6 +43,56 @@ class StartRefused(Exception):
     def __init__(self, message: str, holder: str | None = None) -> None:
         super().__init__(message)
         self.holder = holder
+
+
+class NoWorker(Exception):
+    """No worker polls the task queue ``task_queue``: nothing was started (the message names the
+    queue, ``lockkeeper worker`` and ``--queue``)."""
+
+    def __init__(self, task_queue: str, namespace: str) -> None:
+        super().__init__(
+            f"no worker polls task queue {task_queue!r} (namespace {namespace}); nothing was started. "
+            f"Run `lockkeeper worker` on that queue (LOCKKEEPER_TASK_QUEUE / --task-queue), "
+            f"or add --queue to start it anyway; it then waits for a worker"
+        )
+        self.task_queue = task_queue
+
+
+#: Start even when no worker polls the task queue (``lockkeeper start ... --queue``).
+QUEUE_WITHOUT_WORKER: contextvars.ContextVar[bool] = contextvars.ContextVar("lockkeeper_queue", default=False)
+#: Called as ``f(workflow_id, task_queue)`` after a start that no worker will pick up yet.
+ON_QUEUED: contextvars.ContextVar[Callable[[str, str], None] | None] = contextvars.ContextVar(
+    "lockkeeper_on_queued", default=None
+)
+#: Memo key set at start: true for a dry run (the pre-checks skip it).
+MEMO_DRY_RUN = "lockkeeper_dry_run"
+#: A poller seen this recently (seconds) counts as a live worker. An idle worker's long poll is
+#: renewed at least every minute (the server's long-poll expiry), so a live one is never older.
+POLLER_FRESH_SECONDS = 120.0
+
+
+async def task_queue_pollers(client: Any, task_queue: str, fresh_seconds: float = POLLER_FRESH_SECONDS) -> list[str]:
+    """Identities of the workers that polled the workflow task queue ``task_queue`` within the
+    last ``fresh_seconds`` (``DescribeTaskQueue``, task queue type WORKFLOW). Empty: no worker.
+    Raises ``RPCError`` as the server does."""
+    from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    resp = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+    )
+    now = datetime.now(UTC)
+    live = []
+    for p in resp.pollers:
+        seen = p.last_access_time.ToDatetime(UTC) if p.HasField("last_access_time") else None
+        if seen is None or (now - seen).total_seconds() <= fresh_seconds:
+            live.append(p.identity)
+    return live
 
 
 def quote(value: str) -> str:
@@ -101,13 +158,19 @@ async def lease_holders(client: Any, scopes: Sequence[str]) -> list[tuple[str, s
 async def running_with_pools(client: Any, spec_name: str, cluster: str, pools: Sequence[str]) -> list[tuple[str, list[str]]]:
     """Running procedures of type ``spec_name`` on ``cluster`` whose ``LockkeeperPools`` overlap
     ``pools`` (any of them when ``pools`` is empty): ``[(workflow ID, pools)]``. Visibility only,
-    so it also sees runs that have not taken their leases yet (they lease after planning)."""
+    so it also sees runs that have not taken their leases yet (they lease after planning). Dry
+    runs (memo :data:`MEMO_DRY_RUN`) are left out: they take no lease and write nothing."""
     from workflows.kit.models import SA_CLUSTER, SA_POOLS, SA_PROCEDURE
 
     q = f"{SA_PROCEDURE} = {quote(spec_name)} AND {SA_CLUSTER} = {quote(cluster)} AND ExecutionStatus = 'Running'"
     if pools:
         q += f" AND {SA_POOLS} IN ({', '.join(quote(p) for p in pools)})"
-    return [(wf.id, list(wf.search_attributes.get(SA_POOLS, []) or [])) async for wf in client.list_workflows(q)]
+    found = []
+    async for wf in client.list_workflows(q):
+        if await wf.memo_value(MEMO_DRY_RUN, False):
+            continue
+        found.append((wf.id, list(wf.search_attributes.get(SA_POOLS, []) or [])))
+    return found
 
 
 async def start_procedure(
@@ -123,6 +186,7 @@ async def start_procedure(
     id_name: str | None = None,
     summary: str | None = None,
     precheck: bool = True,
+    require_worker: bool | None = None,
 ) -> Any:
     """Start ``spec``'s workflow with ``inp`` and return its handle (result type: the spec's
     result model).
@@ -132,14 +196,22 @@ async def start_procedure(
     running runs of the same type (``[]`` = any pool: every such run on the cluster conflicts;
     None = no such check); ``precheck`` False skips both (a dry run writes nothing). The task
     queue is ``settings.task_queue`` (a host-only worker serves the same queue name).
+    ``require_worker``: refuse when no worker polls that queue (default: unless
+    :data:`QUEUE_WITHOUT_WORKER` is set; then :data:`ON_QUEUED` is told of the queued start).
 
-    Raises :class:`StartRefused` naming the holder, or when the workflow ID exists.
+    Raises :class:`NoWorker` (nothing started), :class:`StartRefused` naming the holder, or when
+    the workflow ID exists.
     """
     from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
     from workflows.kit.models import SA_CLUSTER, SA_POOLS, SA_PROCEDURE, SA_STATUS, ProcedurePhase
 
+    if require_worker is None:
+        require_worker = not QUEUE_WITHOUT_WORKER.get()
+    queued = not await task_queue_pollers(client, settings.task_queue)
+    if queued and require_worker:
+        raise NoWorker(settings.task_queue, client.namespace)
     if precheck:
         held = await lease_holders(client, scopes)
         if held:
@@ -168,7 +240,7 @@ async def start_procedure(
         ]
     )
     try:
-        return await client.start_workflow(
+        handle = await client.start_workflow(
             spec.workflow_type,
             inp,
             id=wid,
@@ -176,9 +248,14 @@ async def start_procedure(
             search_attributes=sa,
             static_summary=summary or default_summary(spec.name, cluster, scopes, pools, inp),
             result_type=spec.result_model,
+            memo={MEMO_DRY_RUN: bool(getattr(inp, "dry_run", False))},
         )
     except WorkflowAlreadyStartedError:
         raise StartRefused(f"a workflow with ID {wid} already exists", wid) from None
+    on_queued = ON_QUEUED.get()
+    if queued and on_queued is not None:
+        on_queued(handle.id, settings.task_queue)
+    return handle
 
 
 def default_summary(procedure: str, cluster: str, scopes: Sequence[str], pools: Sequence[str] | None, inp: Any) -> str:

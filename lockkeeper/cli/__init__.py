@@ -8,9 +8,10 @@ procedure), :mod:`.diagnose`, :mod:`.worker` and :mod:`.sim` (sim, demo). Every 
 only typer at load time, so ``--help`` stays fast; the procedures come from
 ``workflows.PROCEDURES`` when a command runs.
 
-Exit codes: 0 ok; 1 the procedure failed, was aborted or refused the request; 2 usage or
-validation error; 3 not found or cannot connect. Settings come from the environment
-(:mod:`workers.settings`); the global flags override them.
+Exit codes (:mod:`.common`): 0 ok; 1 the procedure failed, was aborted or refused the request;
+2 usage or validation of the CLI's input; 3 not found, no connection or no worker; 130
+interrupted. Errors are one line (``--debug``: with the traceback). Settings come from the
+environment (:mod:`workers.settings`); the global flags override them.
 """
 
 from __future__ import annotations
@@ -39,7 +40,11 @@ def _main(
     namespace: str | None = typer.Option(None, "--namespace", "-n", help="Temporal namespace."),
     task_queue: str | None = typer.Option(None, "--task-queue", help="Task queue (LOCKKEEPER_TASK_QUEUE)."),
     log_level: str | None = typer.Option(None, "--log-level", help="debug|info|warning|error"),
+    debug: bool = typer.Option(False, "--debug", help="Show the traceback of an error (errors are one line otherwise)."),
 ) -> None:
+    from lockkeeper.cli import common
+
+    common.DEBUG = debug
     ctx.obj = {"temporal_address": address, "temporal_namespace": namespace, "task_queue": task_queue, "log_level": log_level}
 
 
@@ -56,17 +61,25 @@ sim.register(app)
 def main() -> None:
     """Console entrypoint ``lockkeeper``.
 
-    Exits through ``os._exit`` after flushing: the Temporal core runtime's threads can abort the
-    interpreter's own finalization (``PyGILState_Release``), which would turn exit code 3 into
-    a crash (-6).
+    Usage errors are printed by typer and exit 2. Ctrl-C anywhere exits 130 with one line:
+    inside a command body :func:`.common.run` says what was (not) decided; outside one (while
+    parsing or importing) this prints ``interrupted``. Exits through ``os._exit`` after
+    flushing: the Temporal core runtime's threads can abort the interpreter's own finalization
+    (``PyGILState_Release``), which would turn exit code 3 into a crash (-6).
     """
     import os
+
+    from lockkeeper.cli import common
 
     code: int = 0
     try:
         app()  # standalone mode: usage errors are printed by typer and end in SystemExit(2)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt:
+        code = common.EXIT_INTERRUPTED
+    if code == common.EXIT_INTERRUPTED and not common.INTERRUPT_REPORTED:
+        common.err(common.INTERRUPTED)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -5,9 +5,17 @@ Conventions (as ``temporal`` and ``kubectl``): data on stdout (``-o table|json|y
 for people on stderr, heavy imports inside functions so ``--help`` is fast (this module imports
 only typer at load time).
 
-Exit codes: 0 ok; 1 the procedure failed, was aborted or refused the request (e.g. a lease held
-by another procedure); 2 usage or validation error (bad flag, invalid settings, an update refused
-by the workflow's validator); 3 not found or cannot connect.
+Exit codes (one table, applied by :func:`run` and :func:`map_exception`):
+
+- 0 ok;
+- 1 the procedure failed or was aborted, or it refused the request (a lease held by another
+  procedure, an update refused by the workflow's validator);
+- 2 usage or validation of the CLI's own input (a bad flag, invalid settings, a malformed
+  kubeconfig, an input model the procedure would not accept);
+- 3 not found (workflow, gate, node, pool), no connection, or no worker polls the task queue;
+- 130 interrupted (Ctrl-C): "interrupted; nothing was decided" for the decision commands.
+
+Every error is one line on stderr; ``lockkeeper --debug`` adds the traceback.
 """
 
 from __future__ import annotations
@@ -20,7 +28,16 @@ from typing import Any
 
 import typer
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+#: Set by the global ``--debug`` flag: errors then carry their traceback.
+DEBUG = False
+
+#: What Ctrl-C prints: decision commands say that nothing was decided.
+INTERRUPTED = "interrupted"
+INTERRUPTED_DECISION = "interrupted; nothing was decided"
+#: True once the interruption was reported (the entrypoint reports one nobody did).
+INTERRUPT_REPORTED = False
 
 
 class Output(StrEnum):
@@ -47,7 +64,10 @@ class CliError(Exception):
 
 
 def err(msg: str) -> None:
-    """A message for people (stderr)."""
+    """A message for people (stderr). An error (``error:``/``refused:``/``not found:``) is put on
+    one line, whoever prints it."""
+    if msg.startswith(("error:", "refused:", "not found:")):
+        msg = one_line(msg)
     typer.echo(msg, err=True)
 
 
@@ -83,7 +103,7 @@ def cli_settings(ctx: typer.Context) -> Any:
     try:
         settings = settings_of(ctx)
     except CliError as exc:
-        err(f"error: {exc}")
+        fail(f"error: {exc}")
         raise typer.Exit(exc.code) from None
     setup_logging(settings)
     return settings
@@ -97,67 +117,157 @@ def setup_logging(settings: Any, default_level: str = "warning") -> None:
     configure_logging(level, settings.log_format)
 
 
-def run(coro: Coroutine[Any, Any, int | None]) -> None:
-    """Run a command body; map known errors to messages and exit codes (raises typer.Exit)."""
+def one_line(msg: str) -> str:
+    """``msg`` on one line: its lines joined with ``; `` (a CLI error is one line)."""
+    return "; ".join(part.strip() for part in str(msg).splitlines() if part.strip())
+
+
+def fail(msg: str) -> None:
+    """An error for people: one line on stderr (``--debug`` adds the traceback being handled)."""
+    err(one_line(msg))
+    if DEBUG:
+        import sys
+        import traceback
+
+        if sys.exc_info()[0] is not None:
+            traceback.print_exc()
+
+
+def run(coro: Coroutine[Any, Any, int | None], *, decision: bool = False) -> None:
+    """Run a command body; map known errors to one-line messages and exit codes (raises typer.Exit).
+
+    ``decision``: the body sends a decision (approve, reject, decide, pause, resume, abort,
+    skip-node, retry-node), so Ctrl-C says that nothing was decided. Ctrl-C cancels the body and
+    exits 130 whatever the body raised while it was cancelled (e.g. an update's RPC cancelled
+    error); a second Ctrl-C exits at once. An error nobody mapped is ``error: <type>: <message>``,
+    exit 1 (the traceback only with ``--debug``)."""
+    interrupted = False
+
+    async def guarded() -> int | None:
+        import signal
+
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+
+        def on_sigint() -> None:
+            nonlocal interrupted
+            if interrupted:  # a second Ctrl-C: leave now
+                import os
+                import sys
+
+                err(INTERRUPTED_DECISION if decision else INTERRUPTED)
+                sys.stderr.flush()
+                os._exit(EXIT_INTERRUPTED)
+            interrupted = True
+            if task is not None:
+                task.cancel()
+
+        try:
+            loop.add_signal_handler(signal.SIGINT, on_sigint)
+            installed = True
+        except (ValueError, RuntimeError, NotImplementedError):
+            installed = False  # not the main thread: KeyboardInterrupt still reaches run()
+        try:
+            return await coro
+        finally:
+            if installed:
+                loop.remove_signal_handler(signal.SIGINT)
+
+    def interrupted_exit() -> int:
+        global INTERRUPT_REPORTED
+        fail(INTERRUPTED_DECISION if decision else INTERRUPTED)
+        INTERRUPT_REPORTED = True
+        return EXIT_INTERRUPTED
+
     code = EXIT_OK
     try:
-        code = asyncio.run(coro) or EXIT_OK
+        code = asyncio.run(guarded()) or EXIT_OK
+        if interrupted:  # the body swallowed the cancellation: still an interruption
+            code = interrupted_exit()
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        code = interrupted_exit()
     except CliError as exc:
-        err(f"error: {exc}")
-        code = exc.code
-    except KeyboardInterrupt:
-        err("interrupted")
-        code = 130
+        if interrupted:
+            code = interrupted_exit()
+        else:
+            fail(f"error: {exc}")
+            code = exc.code
+    except (typer.Exit, SystemExit):
+        raise
     except Exception as exc:
-        mapped = map_exception(exc)
-        if mapped is None:
-            raise
-        code = mapped
+        if interrupted:
+            code = interrupted_exit()
+        else:
+            mapped = map_exception(exc)
+            if mapped is None:
+                fail(f"error: {type(exc).__name__}: {exc}")
+                mapped = EXIT_FAILED
+            code = mapped
     raise typer.Exit(code)
 
 
 def map_exception(exc: BaseException) -> int | None:
-    """A known Temporal or connection error → message on stderr and exit code; None if unknown."""
+    """A known Temporal, connection or validation error → one-line message on stderr and its
+    exit code (see the module doc); None if unknown."""
+    from pydantic import ValidationError
     from temporalio.client import (
         WorkflowFailureError,
         WorkflowQueryFailedError,
         WorkflowQueryRejectedError,
         WorkflowUpdateFailedError,
+        WorkflowUpdateRPCTimeoutOrCancelledError,
     )
     from temporalio.service import RPCError, RPCStatusCode
 
+    from lockkeeper.starter import NoWorker
     from workers.client import ConnectionFailed
 
     if isinstance(exc, ConnectionFailed):
-        err(f"error: {exc}")
+        fail(f"error: {exc}")
+        return EXIT_NOT_FOUND
+    if isinstance(exc, NoWorker):
+        fail(f"error: {exc}")
+        return EXIT_NOT_FOUND
+    if isinstance(exc, ValidationError):
+        fail(f"error: invalid input: {validation_lines(exc)}")
+        return EXIT_USAGE
+    if isinstance(exc, WorkflowUpdateRPCTimeoutOrCancelledError):
+        fail("error: nothing was decided: no worker answered in time (is `lockkeeper worker` running on the task queue?)")
         return EXIT_NOT_FOUND
     if isinstance(exc, WorkflowUpdateFailedError):
-        err(f"refused: {cause_message(exc)}")
-        return EXIT_USAGE
+        msg = cause_message(exc)
+        if msg.startswith(("unknown gate", "unknown node")):
+            fail(f"not found: {msg}")
+            return EXIT_NOT_FOUND
+        fail(f"refused: {msg}")
+        return EXIT_FAILED
     if isinstance(exc, WorkflowFailureError):
-        err(f"procedure failed: {cause_message(exc)}")
+        fail(f"procedure failed: {cause_message(exc)}")
         return EXIT_FAILED
     if isinstance(exc, WorkflowQueryRejectedError | WorkflowQueryFailedError):
-        err(f"query failed: {exc}")
+        fail(f"query failed: {exc}")
         return EXIT_FAILED
     if isinstance(exc, RPCError):
         if "search attribute" in exc.message.lower():
             # A server without lockkeeper's attributes (a plain `temporal server start-dev`).
             from workers.search_attributes import SEARCH_ATTRIBUTES
 
-            err(
-                f"error: {exc.message}\nlockkeeper's search attributes ({', '.join(SEARCH_ATTRIBUTES)}) are not "
+            fail(
+                f"error: {exc.message}; lockkeeper's search attributes ({', '.join(SEARCH_ATTRIBUTES)}) are not "
                 "registered in this namespace. Fix: run `lockkeeper setup` (a worker started with `lockkeeper "
                 "worker` registers them too), or have an admin run the commands `lockkeeper setup` prints."
             )
             return EXIT_NOT_FOUND
         if exc.status == RPCStatusCode.NOT_FOUND:
-            err(f"not found: {exc.message}")
+            fail(f"not found: {exc.message}")
             return EXIT_NOT_FOUND
         if exc.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
-            err(f"error: Temporal did not answer ({exc.message}); is a worker running on the task queue?")
+            fail(f"error: Temporal or its worker did not answer ({exc.message}); is `lockkeeper worker` running on the task queue?")
             return EXIT_NOT_FOUND
-        err(f"error: {exc.message}")
+        if exc.status == RPCStatusCode.INVALID_ARGUMENT:
+            fail(f"error: {exc.message}")
+            return EXIT_USAGE
+        fail(f"error: {exc.message}")
         return EXIT_FAILED
     return None
 
@@ -175,13 +285,13 @@ def cause_message(exc: BaseException) -> str:
 
 
 def validation_lines(exc: Any) -> str:
-    """A pydantic ValidationError as ``field: message`` lines (joined for an indented list)."""
+    """A pydantic ValidationError as ``field: message`` items joined with ``; `` (one line)."""
     lines = []
     for e in exc.errors():
         loc = ".".join(str(p) for p in e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
         lines.append(f"{loc}: {msg}" if loc else msg)
-    return "\n  ".join(lines)
+    return "; ".join(lines)
 
 
 async def connect(settings: Any, identity: str | None = None) -> Any:

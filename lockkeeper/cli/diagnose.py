@@ -1,5 +1,6 @@
 """``lockkeeper diagnose pool NAME``: why a MachineConfigPool is stuck, read-only from the API
-(no workflow needed; exit 3 for an unknown pool or an unreachable cluster)."""
+(no workflow needed; exit 3 for an unknown pool or an unreachable cluster, 2 for a malformed
+kubeconfig, as ``lockkeeper worker``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,17 @@ from typing import Any
 
 import typer
 
-from lockkeeper.cli.common import EXIT_NOT_FOUND, EXIT_OK, CliError, OutputOpt, check_output, err, run, settings_of
+from lockkeeper.cli.common import (
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    OutputOpt,
+    check_output,
+    err,
+    run,
+    settings_of,
+)
 
 diagnose_app = typer.Typer(help="Read-only diagnosis straight from the API (no workflow needed).", no_args_is_help=True)
 
@@ -33,7 +44,7 @@ def diagnose_pool_cmd(
 async def _diagnose(settings: Any, pool: str, output: str) -> int:
     import asyncio
 
-    from activities.kube.errors import KubeconfigError, Unavailable
+    from activities.kube.errors import KubeconfigError, KubeError
     from activities.machineconfig.diagnose import DiagnoseError, diagnose_pool
     from lockkeeper import output as out
     from workers.registry import build_gateway
@@ -49,7 +60,9 @@ async def _diagnose(settings: Any, pool: str, output: str) -> int:
         diag = await asyncio.to_thread(work)
     except DiagnoseError as exc:
         raise CliError(str(exc), EXIT_NOT_FOUND) from None
-    except (KubeconfigError, Unavailable) as exc:
+    except KubeconfigError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None  # the CLI's own input, as `lockkeeper worker`
+    except KubeError as exc:  # unreachable, refused, unauthorized: no usable connection
         raise CliError(str(exc), EXIT_NOT_FOUND) from None
     if output == "table":
         out.console().print(out.diagnosis_view(diag))

@@ -4,7 +4,8 @@ report views ``start gluster-recovery --check-only`` prints too.
 The diagnosis runs the same read as the procedure (``read_gluster``: pods, nodes, ``volume
 info``/``status``, peers, heal info, in a usable GlusterFS pod through the API's exec) and the
 same pure assessment (:func:`workflows.gluster.plan.assess`); it writes nothing. Exit 0 when
-healthy, 1 when not, 3 when the cluster or the GlusterFS pods cannot be reached.
+healthy, 1 when not, 2 for a malformed kubeconfig, 3 when the cluster or the GlusterFS pods
+cannot be reached.
 """
 
 from __future__ import annotations
@@ -13,7 +14,18 @@ from typing import Any
 
 import typer
 
-from lockkeeper.cli.common import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, CliError, OutputOpt, check_output, err, run, settings_of
+from lockkeeper.cli.common import (
+    EXIT_FAILED,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    OutputOpt,
+    check_output,
+    err,
+    run,
+    settings_of,
+)
 
 
 def assessment_view(a: Any, title: str = "GlusterFS") -> Any:
@@ -100,7 +112,9 @@ async def _diagnose(settings: Any, namespace: str, clusters: list[str], exclude_
 
     try:
         report = await asyncio.to_thread(work)
-    except (KubeconfigError, KubeError, ApplicationError) as exc:
+    except KubeconfigError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None  # a malformed kubeconfig: exit 2 everywhere
+    except (KubeError, ApplicationError) as exc:
         raise CliError(str(exc), EXIT_NOT_FOUND) from None
     a = assess(report, rule)  # type: ignore[arg-type]
     if output == "table":

@@ -2,8 +2,10 @@
 
 ``status ID`` describes the workflow, finds its :class:`~workflows.kit.spec.ProcedureSpec` by
 workflow type in ``workflows.PROCEDURES``, queries ``status`` and validates it with the spec's
-status model (a closed run: its result with the result model), then renders the procedure's own
-panel (:mod:`lockkeeper.panels`); ``-o json|yaml`` prints that model. ``list`` is a visibility
+status model (a closed run: its result with the result model, or its failure), then renders the
+procedure's own panel (:mod:`lockkeeper.panels`) and the steps that wait or retry (each pending
+activity's attempt, last failure and next retry time). ``-o json|yaml`` prints one document of
+the same shape in every state (:mod:`lockkeeper.cli.status_doc`). ``list`` is a visibility
 query on the ``Lockkeeper*`` search attributes, which the starter sets for every procedure.
 """
 
@@ -54,11 +56,16 @@ def status(
 
 
 async def show_status(settings: Any, wid: str, output: str, watch: bool) -> int:
-    """Body of ``status``: exit 0 while running or after success, 1 after a failed outcome."""
-    from temporalio.client import WorkflowExecutionStatus
+    """Body of ``status``: one document for every state (:mod:`.status_doc`). Exit 0 while
+    running or after success; 1 after a failed, aborted, terminated or canceled run; 3 when it
+    runs but no worker answers the status query (what is known is still printed)."""
+    from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+    from temporalio.service import RPCError
 
     from lockkeeper import output as out
     from lockkeeper import panels
+    from lockkeeper.cli.common import cause_message, err
+    from lockkeeper.cli.status_doc import document, pending_activities, pending_table
     from lockkeeper.starter import query_status
 
     client = await connect(settings)
@@ -72,18 +79,45 @@ async def show_status(settings: Any, wid: str, output: str, watch: bool) -> int:
             res = await watch_until_closed(handle, spec, console, live=True)
             console.print(panels.result_panel(spec.name, res))
             return EXIT_OK if panels.result_ok(res) else EXIT_FAILED
-        st = await query_status(handle, spec, timeout=15)
+        pending = await pending_activities(client, wid, desc)
+        try:
+            st = await query_status(handle, spec, timeout=15)
+        except RPCError as exc:
+            warning = (f"no worker answered the status query ({exc.message}); is `lockkeeper worker` running on "
+                       f"task queue {desc.task_queue!r}?")
+            doc = document(desc, spec, warning=warning, pending=pending)
+            if output == "table":
+                console.print(f"{wid} ({spec.name}): running; status unknown")
+                if pending:
+                    console.print(pending_table(pending))
+            else:
+                print(out.dump(doc, output))
+            err(f"error: {warning}")
+            return EXIT_NOT_FOUND
         if output == "table":
             console.print(panels.status_panel(spec.name, st))
+            if pending:
+                console.print(pending_table(pending))
         else:
-            print(out.dump(st, output))
+            print(out.dump(document(desc, spec, status=st, pending=pending), output))
         return EXIT_OK
-    # Closed: the result holds the final state (no worker needed to answer).
-    res = await handle.result()
+    # Closed: the result holds the final state (no worker needed to answer); a run that failed,
+    # was terminated, canceled or timed out has a failure instead.
+    try:
+        res = await handle.result(follow_runs=False)
+    except WorkflowFailureError as exc:
+        failure = cause_message(exc)
+        if output == "table":
+            from rich.markup import escape
+
+            console.print(f"{wid} ({spec.name}): [bold red]{escape(desc.status.name.lower())}[/]: {escape(failure)}")
+        else:
+            print(out.dump(document(desc, spec, failure=failure), output))
+        return EXIT_FAILED
     if output == "table":
         console.print(panels.result_panel(spec.name, res))
     else:
-        print(out.dump(res, output))
+        print(out.dump(document(desc, spec, result=res), output))
     return EXIT_OK if panels.result_ok(res) else EXIT_FAILED
 
 

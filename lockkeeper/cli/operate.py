@@ -5,8 +5,14 @@ Every procedure exposes the same Updates with the same names (the kit's base wor
 ``approve``/``reject`` (gates), ``pause``/``resume``/``abort``; node procedures also
 ``skip_node``, ``retry_node`` and ``decide`` (a blocked drain). Each command sends one Update
 attributed to ``--identity`` (default: the OS user); the workflow's validator decides, and its
-refusal is exit 2 with its own words. The node commands check the procedure's spec first, so
-asking an etcd restore to skip a node is a clear usage error, not a missing-handler failure.
+refusal is exit 1 with its own words (an unknown gate or node: exit 3). The node commands check
+the procedure's spec first, so asking an etcd restore to skip a node is a clear usage error
+(exit 2), not a missing-handler failure. Ctrl-C prints "interrupted; nothing was decided" and
+exits 130.
+
+``abort`` of a procedure that no worker has picked up yet (started with ``--queue``: its history
+has no completed workflow task, so it has done nothing) terminates it at once: no worker is
+needed to answer, and nothing can have been written.
 """
 
 from __future__ import annotations
@@ -26,9 +32,36 @@ def send(ctx: typer.Context, wid: str, update: str, arg: Any, result_type: type,
     async def body() -> int:
         if node:
             await require_node_procedure(settings, wid, update)
+        if update == "abort" and await abort_if_never_ran(settings, wid, who, getattr(arg, "reason", None), output):
+            return common.EXIT_OK
         return await common.update(settings, wid, update, arg, result_type, output, who)
 
-    common.run(body())
+    common.run(body(), decision=True)
+
+
+async def abort_if_never_ran(settings: Any, wid: str, who: str, reason: str | None, output: str) -> bool:
+    """Terminate ``wid`` when it runs but no worker ever completed a workflow task for it (a
+    queued start: it has done nothing); True if it did. A run that has started working is left
+    to the ``abort`` Update (False)."""
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.client import WorkflowExecutionStatus
+
+    client = await common.connect(settings, identity=who)
+    handle = client.get_workflow_handle(wid)
+    if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+        return False
+    async for event in handle.fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            return False
+    await handle.terminate(reason=f"aborted by {who} before any worker picked it up" + (f": {reason}" if reason else ""))
+    msg = f"aborted: {wid} never ran (no worker had picked it up); it is terminated and nothing was done"
+    if output == "table":
+        common.err(msg)
+    else:
+        from lockkeeper import output as out
+
+        print(out.dump({"workflow_id": wid, "aborted": True, "terminated": True, "message": msg}, output))
+    return True
 
 
 async def require_node_procedure(settings: Any, wid: str, update: str) -> None:
@@ -149,7 +182,7 @@ def revert(
     if full:
         from lockkeeper.cli.revert_full import revert_full
 
-        common.run(revert_full(cli_settings(ctx), workflow_id, who, check_output(output), reason))
+        common.run(revert_full(cli_settings(ctx), workflow_id, who, check_output(output), reason), decision=True)
         return
     send(ctx, workflow_id, "revert", {"identity": who, "reason": reason}, dict, check_output(output), who)
 

@@ -122,7 +122,7 @@ def test_identity_flag_and_node_commands(monkeypatch: pytest.MonkeyPatch) -> Non
     assert (n3, a3.gate_id, a3.identity) == ("reject", None, "carol")
 
 
-def test_update_refused_by_validator_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+def test_update_refused_by_validator_is_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
     from temporalio.client import WorkflowUpdateFailedError
     from temporalio.exceptions import ApplicationError
 
@@ -132,7 +132,7 @@ def test_update_refused_by_validator_is_exit_2(capsys: pytest.CaptureFixture[str
         except ApplicationError as cause:
             raise WorkflowUpdateFailedError(cause) from cause
     except WorkflowUpdateFailedError as exc:
-        assert common.map_exception(exc) == 2
+        assert common.map_exception(exc) == 1  # refused (2 is only for the CLI's own input)
     assert "refused: four-eyes: alice requested this rollout and may not approve it" in capsys.readouterr().err
 
 

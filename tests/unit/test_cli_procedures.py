@@ -104,12 +104,16 @@ async def test_every_procedure_through_the_cli(dev_server: Any, temporal_client:
     # status decodes each run with its own model and renders its own panel.
     code, out, err = await lk(dev_server, task_queue, "status", restore, "-o", "json")
     assert code == 0, err
-    st = json.loads(out)
+    doc = json.loads(out)
+    st = doc["status"]
+    assert doc["workflow_id"] == restore and doc["state"] == "running" and doc["result"] is None
     assert st["workflow_id"] == restore and "step" in st and "members" in st and st["gates"]
     code, out, err = await lk(dev_server, task_queue, "status", restore)
     assert code == 0 and restore in out and "waiting for" in out and "Members" in out, out + err
     code, out, err = await lk(dev_server, task_queue, "status", drain, "-o", "json")
-    assert code == 0 and json.loads(out)["outcome"] == "completed", out + err
+    doc = json.loads(out)
+    assert code == 0 and doc["state"] == "completed" and doc["result"]["outcome"] == "completed", out + err
+    assert doc["status"] is None and doc["failure"] is None and doc["pending_activities"] == []
     code, out, err = await lk(dev_server, task_queue, "status", drain)
     assert code == 0 and "outcome completed" in out and "worker-0" in out, out + err
 
@@ -124,4 +128,4 @@ async def test_every_procedure_through_the_cli(dev_server: Any, temporal_client:
     handle = temporal_client.get_workflow_handle(restore)
     await asyncio.wait_for(handle.result(), 60)
     code, out, err = await lk(dev_server, task_queue, "status", restore, "-o", "json")
-    assert code == 1 and json.loads(out)["outcome"] == "aborted", out + err
+    assert code == 1 and json.loads(out)["result"]["outcome"] == "aborted", out + err

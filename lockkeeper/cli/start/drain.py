@@ -2,7 +2,8 @@
 report and decision gate, optionally a reboot command, wait for Ready, uncordon).
 
 The command waits until the drain has cordoned the node (its first write) so that bad input,
-such as an unknown node, is reported here with exit 1 rather than by a later ``status``.
+such as an unknown node, is reported here rather than by a later ``status``. Negative
+durations and an unknown timeout outcome are usage errors (exit 2) before anything starts.
 """
 
 from __future__ import annotations
@@ -82,6 +83,14 @@ def start_drain(
         raise typer.BadParameter("must be debug-pod, ssh or local", param_hint="'--exec-via'") from None
     if backend == ExecBackend.SSH and not ssh_host:
         raise typer.BadParameter("--exec-via ssh needs --ssh-host", param_hint="'--ssh-host'")
+    if decide_after < 0:
+        raise typer.BadParameter("must be >= 0 seconds", param_hint="'--decide-after'")
+    if decision_timeout is not None and decision_timeout <= 0:
+        raise typer.BadParameter("must be > 0 seconds", param_hint="'--decision-timeout'")
+    if decision_timeout_outcome not in ("wait", "skip", "abort"):
+        raise typer.BadParameter(
+            "must be wait, skip or abort (delete-pod always needs a person)", param_hint="'--decision-timeout-outcome'"
+        )
     settings = cli_settings(ctx)
     who = identity_of(identity)
     fields = dict(
@@ -105,7 +114,7 @@ async def _start(settings: Any, fields: dict[str, Any], access: dict[str, Any] |
     try:
         inp = spec.input_model(**fields, reboot_access=HostAccess(**access) if access else None)
     except ValidationError as exc:
-        err(f"error: invalid drain:\n  {validation_lines(exc)}")
+        err(f"error: invalid drain: {validation_lines(exc)}")
         return EXIT_USAGE
     req = Launch(
         name=spec.name, input=inp, cluster=inp.cluster, who=who, output=output, wait=wait, dry_run=dry_run,

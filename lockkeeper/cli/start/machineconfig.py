@@ -118,6 +118,12 @@ def start_machineconfig_rollout(
     output = check_output(output)
     mu = parse_max_unavailable(max_unavailable)
     targets = parse_targets(target)
+    stray = sorted(set(targets) - set(pool)) if pool else []
+    if stray:
+        raise typer.BadParameter(
+            f"pool(s) {', '.join(stray)} are not among --pool {', '.join(pool)}; add them with --pool or drop the --target",
+            param_hint="'--target'",
+        )
     approval = _choice(approve_each, APPROVALS, "'--approve-each'")
     order = _choice(pool_order, ("sequential", "parallel", "masters-first"), "'--pool-order'")
     outcome = _choice(gate_timeout_outcome, GATE_OUTCOMES, "'--gate-timeout-outcome'")
@@ -155,7 +161,7 @@ async def _start(settings: Any, fields: dict[str, Any], workflow_id: str | None,
     try:
         inp = spec.input_model(**fields)
     except ValidationError as exc:
-        err(f"error: invalid rollout:\n  {validation_lines(exc)}")
+        err(f"error: invalid rollout: {validation_lines(exc)}")
         return EXIT_USAGE
     req = Launch(
         name=spec.name, input=inp, cluster=inp.cluster, who=who, output=output, wait=wait, dry_run=inp.dry_run,
@@ -182,6 +188,10 @@ async def _dry_run(req: Launch, settings: Any, spec: Any) -> int:
         raise CliError(f"refused: {exc}", EXIT_FAILED) from None
     if req.output == "table":
         print(handle.id, flush=True)
+    from lockkeeper.cli.start.shared import QUEUED
+
+    if handle.id in QUEUED:  # --queue and no worker: it plans when one comes
+        return EXIT_OK
     err(f"started {handle.id} (dry run)")
     res = await handle.result()
     if res.plan is None:

@@ -6,15 +6,60 @@ table, ``workflow_id`` of a JSON/YAML document), optionally waits for a first st
 rollout's plan), and with ``--wait`` follows the run to its end: exit 0 only when it succeeded.
 A ``--dry-run`` of a procedure without a planning step of its own validates the input, checks the
 leases and prints what would run, starting nothing.
+
+Honest starts: nothing starts while no worker polls the task queue (exit 3, naming the queue and
+``lockkeeper worker``; :func:`lockkeeper.starter.start_procedure`). ``--queue``, a common option
+that :func:`with_common_options` adds to every ``start`` subcommand, starts it anyway and says
+plainly that it is queued and how to cancel it (``lockkeeper abort ID``). A start the CLI stops
+waiting for (no plan or first step within the ready timeout) is reported as ``started, still
+running: ID`` with exit 0: the workflow runs, so it is never called failed.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import typer
+
 from lockkeeper.cli.common import EXIT_FAILED, EXIT_OK, CliError, connect, err
+
+#: Workflow IDs started in this process while no worker polled their task queue (``--queue``).
+QUEUED: set[str] = set()
+
+
+def queued_notice(workflow_id: str, task_queue: str) -> None:
+    """Say plainly that ``workflow_id`` is queued and how to cancel it (stderr)."""
+    QUEUED.add(workflow_id)
+    err(f"queued: {workflow_id} waits for a worker on task queue {task_queue!r} (none polls it now); it starts "
+        f"when `lockkeeper worker` runs there. Cancel it with: lockkeeper abort {workflow_id}")
+
+
+def with_common_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``command`` with the common start option ``--queue`` (start even when no worker polls
+    the task queue) added to its signature; typer reads the signature, so every procedure's
+    subcommand gets the flag without declaring it."""
+    sig = inspect.signature(command)
+    queue_param = inspect.Parameter(
+        "queue", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+        default=typer.Option(False, "--queue", help="Start even when no worker polls the task queue: it waits for "
+                                                    "one (cancel with `lockkeeper abort ID`)."),
+    )
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, queue: bool = False, **kwargs: Any) -> Any:
+        from lockkeeper.starter import ON_QUEUED, QUEUE_WITHOUT_WORKER
+
+        QUEUE_WITHOUT_WORKER.set(queue)
+        ON_QUEUED.set(queued_notice)
+        return command(*args, **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), queue_param])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {**getattr(command, "__annotations__", {}), "queue": "bool"}
+    return wrapper
 
 
 @dataclass
@@ -23,8 +68,9 @@ class Launch:
     ``cluster`` and lease ``scopes`` for the pre-check, ``pools`` for the pool check (the rollout),
     ``workflow_id`` or an ``id_name`` part for the generated ID, and the common options.
     ``ready``: a condition on the first statuses to wait for (a failed run raises its failure
-    here, exit 1), ``show_ready`` what to print then; ``ready_required`` False lets a timeout
-    pass quietly."""
+    here, exit 1), ``show_ready`` what to print then. A timeout is never a failure: the CLI says
+    ``started, still running: ID`` and exits 0 (``ready_required`` is kept for callers; it no
+    longer changes that)."""
 
     name: str
     input: Any
@@ -98,15 +144,23 @@ async def launch(req: Launch, settings: Any) -> int:
         raise CliError(f"refused: {exc}", EXIT_FAILED) from None
     if req.output == "table":
         print(handle.id, flush=True)
-    err(f"started {handle.id}" + (" (dry run)" if req.dry_run else ""))
-    doc: dict[str, Any] = {"workflow_id": handle.id, **req.extra}
+    queued = handle.id in QUEUED
+    if not queued:
+        err(f"started {handle.id}" + (" (dry run)" if req.dry_run else ""))
+    doc: dict[str, Any] = {"workflow_id": handle.id, "queued": queued, **req.extra}
+    if queued:  # nothing will answer a status query until a worker comes
+        if req.output != "table":
+            _emit(doc, req.output)
+        return EXIT_OK
     if req.ready is not None:
         try:
             st = await wait_for_status(handle, spec, req.ready, timeout=req.ready_timeout)
-        except TimeoutError as exc:
-            if req.ready_required:
-                raise CliError(f"{exc} (lockkeeper status {handle.id})", EXIT_FAILED) from None
-            st = None  # a worker may simply be slow to pick it up; `status` tells more
+        except TimeoutError:
+            # The workflow exists and runs: never call it failed. Say so and how to follow it.
+            err(f"started, still running: {handle.id} (no answer within {req.ready_timeout:.0f}s; "
+                f"follow it with `lockkeeper status {handle.id}`, stop it with `lockkeeper abort {handle.id}`)")
+            st = None
+            doc["still_running"] = True
         if st is not None and req.show_ready is not None:
             shown = req.show_ready(st)
             if req.output == "table":

@@ -1,0 +1,114 @@
+"""The one document ``lockkeeper status`` prints, for running, finished and failed procedures.
+
+Shape (``-o json|yaml``; the table shows the same)::
+
+    {"workflow_id": str, "run_id": str, "procedure": str | null, "workflow_type": str,
+     "state": "running" | "completed" | "failed" | "canceled" | "terminated" | "timed_out" | ...,
+     "status": {...} | null,     # the procedure's status model (running, worker answered)
+     "result": {...} | null,     # its result model (completed)
+     "failure": str | null,      # why it failed, was terminated, canceled or timed out
+     "warning": str | null,      # e.g. no worker answered the status query
+     "pending_activities": [     # each activity still scheduled or retrying, here or in a child
+        {"workflow_id", "activity_id", "activity_type", "state", "attempt", "maximum_attempts",
+         "last_failure": str | null, "next_attempt_time": ISO 8601 | null,
+         "last_started_time": ISO 8601 | null}]}
+
+The pending activities come from ``DescribeWorkflowExecution`` (``pending_activities``) of the
+procedure and of its running children (node runs; leases are skipped), so a step that keeps
+failing (an API outage, a missing permission) is visible with its attempt count and next retry
+time while the procedure waits for it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC
+from typing import Any
+
+#: At most this many running children are described for their pending activities.
+MAX_CHILDREN = 20
+
+
+def _ts(msg: Any, field: str) -> str | None:
+    if not msg.HasField(field):
+        return None
+    return getattr(msg, field).ToDatetime(UTC).isoformat(timespec="seconds")
+
+
+def pending_rows(workflow_id: str, raw: Any) -> list[dict[str, Any]]:
+    """Rows for the ``pending_activities`` of one ``DescribeWorkflowExecutionResponse``."""
+    from temporalio.api.enums.v1 import PendingActivityState
+
+    rows = []
+    for pa in raw.pending_activities:
+        failure = pa.last_failure.message if pa.HasField("last_failure") and pa.last_failure.message else None
+        rows.append(
+            {
+                "workflow_id": workflow_id,
+                "activity_id": pa.activity_id,
+                "activity_type": pa.activity_type.name,
+                "state": PendingActivityState.Name(pa.state).removeprefix("PENDING_ACTIVITY_STATE_").lower(),
+                "attempt": pa.attempt,
+                "maximum_attempts": pa.maximum_attempts or None,
+                "last_failure": failure,
+                "next_attempt_time": _ts(pa, "next_attempt_schedule_time"),
+                "last_started_time": _ts(pa, "last_started_time"),
+            }
+        )
+    return rows
+
+
+async def pending_activities(client: Any, workflow_id: str, desc: Any) -> list[dict[str, Any]]:
+    """The pending activities of ``workflow_id`` (``desc``: its description) and of its running
+    children, one level down (a node run's own steps)."""
+    from temporalio.service import RPCError
+
+    raw = desc.raw_description
+    rows = pending_rows(workflow_id, raw)
+    for child in list(raw.pending_children)[:MAX_CHILDREN]:
+        if child.workflow_type_name == "LeaseWorkflow":
+            continue
+        try:
+            cdesc = await client.get_workflow_handle(child.workflow_id, run_id=child.run_id or None).describe()
+        except RPCError:
+            continue  # it just ended
+        rows.extend(pending_rows(child.workflow_id, cdesc.raw_description))
+    return rows
+
+
+def state_name(status: Any) -> str:
+    """``WorkflowExecutionStatus.FAILED`` → ``failed``."""
+    return status.name.lower() if status is not None else "unknown"
+
+
+def document(desc: Any, spec: Any, *, status: Any = None, result: Any = None, failure: str | None = None,
+             warning: str | None = None, pending: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The status document (see the module doc); ``status``/``result`` are models or None."""
+    from lockkeeper import output as out
+
+    return {
+        "workflow_id": desc.id,
+        "run_id": desc.run_id,
+        "procedure": getattr(spec, "name", None),
+        "workflow_type": desc.workflow_type,
+        "state": state_name(desc.status),
+        "status": out.to_data(status) if status is not None else None,
+        "result": out.to_data(result) if result is not None else None,
+        "failure": failure,
+        "warning": warning,
+        "pending_activities": pending or [],
+    }
+
+
+def pending_table(rows: list[dict[str, Any]]) -> Any:
+    """A rich table of pending activities: where, step, attempt, last failure, next retry."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title="Steps waiting or retrying", title_justify="left")
+    for col in ("workflow", "step", "state", "attempt", "last failure", "next attempt"):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        attempts = f"{r['attempt']}" + (f"/{r['maximum_attempts']}" if r["maximum_attempts"] else "")
+        t.add_row(r["workflow_id"], r["activity_type"], r["state"], attempts,
+                  f"[red]{escape(r['last_failure'])}[/red]" if r["last_failure"] else "-", r["next_attempt_time"] or "-")
+    return t
