@@ -68,6 +68,7 @@ _TABLE = (
     Resource("Deployment", "apps", "v1", "deployments", True),
     Resource("ReplicaSet", "apps", "v1", "replicasets", True),
     Resource("StatefulSet", "apps", "v1", "statefulsets", True),
+    Resource("CronJob", "batch", "v1", "cronjobs", True),
     Resource("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True),
     Resource("DeploymentConfig", "apps.openshift.io", "v1", "deploymentconfigs", True),
     Resource("ClusterNetwork", "network.openshift.io", "v1", "clusternetworks", False),

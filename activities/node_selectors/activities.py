@@ -1,15 +1,17 @@
 """The nodeSelector-migration activities over the Kubernetes gateway.
 
 - ``scan_node_selectors``: every workload kind of :class:`ScanInput` with a non-empty
-  ``spec.template.spec.nodeSelector`` (RCs and ReplicaSets only without a controller owner: the
-  owner is what gets patched), the nodes its pods run on, every Namespace with an
+  ``spec.template.spec.nodeSelector`` (a CronJob's ``spec.jobTemplate.spec.template.spec``; RCs
+  and ReplicaSets only without a controller owner: the owner is what gets patched), the nodes its
+  pods run on, a DaemonSet's update strategy, every Namespace with an
   ``openshift.io/node-selector`` annotation, every Node's labels;
 - ``read_rollout``: is the rollout our patch caused finished? DeploymentConfig: origin's
   conditions (``Progressing`` reason ``NewReplicationControllerAvailable`` for a version past
   ours = done, ``ProgressDeadlineExceeded`` = failed) and ``availableReplicas == spec.replicas``
   (origin ``pkg/apps/util/const.go``); Deployment: ``observedGeneration >= generation`` and
   updated == available == replicas; DaemonSet: updatedNumberScheduled == desiredNumberScheduled
-  == numberAvailable; StatefulSet: updated == ready == replicas;
+  == numberAvailable, plus its pods still on an older ``pod-template-generation`` (an OnDelete
+  DaemonSet keeps them until they are deleted); a CronJob has no rollout; StatefulSet: updated == ready == replicas;
 - ``read_pod_states``: every pod's phase and, for Pending ones, the FailedScheduling message.
 """
 
@@ -24,7 +26,9 @@ from activities.cluster.base import GatewayActivities
 from activities.cluster.models import ObjectRef
 from activities.kube import objects
 from activities.node_selectors.models import (
+    CRONJOB_SELECTOR_PATH,
     READ_POD_STATES,
+    SELECTOR_PATH,
     READ_ROLLOUT,
     SCAN_NODE_SELECTORS,
     NamespaceSelector,
@@ -45,7 +49,24 @@ NS_ANNOTATION = "openshift.io/node-selector"
 
 
 def _template_spec(obj: dict[str, Any]) -> dict[str, Any]:
-    return ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == "CronJob" or "jobTemplate" in spec:
+        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+    return (spec.get("template") or {}).get("spec") or {}
+
+
+def _old_template_pods(ds: dict[str, Any], pods: list[dict[str, Any]]) -> list[str]:
+    """``ns/name@node`` of ``ds``'s pods whose ``pod-template-generation`` is not its generation."""
+    meta = objects.meta(ds)
+    gen = str(meta.get("generation") or "")
+    out = []
+    for p in pods:
+        pm = objects.meta(p)
+        owned = any(o.get("kind") == "DaemonSet" and o.get("name") == meta.get("name") for o in pm.get("ownerReferences") or [])
+        if owned and pm.get("namespace") == meta.get("namespace") and not pm.get("deletionTimestamp") \
+                and objects.labels(p).get("pod-template-generation") != gen:
+            out.append((str((p.get("spec") or {}).get("nodeName") or ""), f"{pm.get('namespace')}/{pm.get('name')}"))
+    return [f"{name}@{node}" for node, name in sorted(out)]
 
 
 def _pod_selector(obj: dict[str, Any]) -> dict[str, str]:
@@ -83,18 +104,21 @@ class NodeSelectorActivities(GatewayActivities):
                 meta = objects.meta(obj)
                 if kind in ("ReplicationController", "ReplicaSet") and any(o.get("controller") for o in meta.get("ownerReferences") or []):
                     continue
-                tspec = _template_spec(obj)
+                tspec = _template_spec({**obj, "kind": kind})
                 sel = dict(tspec.get("nodeSelector") or {})
                 if not sel:
                     continue
                 ns = meta.get("namespace")
-                want = _pod_selector(obj)
+                want = {} if kind == "CronJob" else _pod_selector(obj)
                 nodes = sorted({(p.get("spec") or {}).get("nodeName") for p in pods
                                 if objects.meta(p).get("namespace") == ns and want and objects.selector_matches({"matchLabels": want}, objects.labels(p))
                                 and (p.get("status") or {}).get("phase") == "Running"} - {None})
+                strategy = ((obj.get("spec") or {}).get("updateStrategy") or {}).get("type") if kind == "DaemonSet" else None
                 workloads.append(Workload(ref=ObjectRef(kind=kind, name=meta["name"], namespace=ns), node_selector=sel,
+                                          path=CRONJOB_SELECTOR_PATH if kind == "CronJob" else SELECTOR_PATH,
                                           replicas=int((obj.get("spec") or {}).get("replicas") or 0),
-                                          required_anti_affinity=_anti_affinity(tspec), running_nodes=nodes))
+                                          required_anti_affinity=_anti_affinity(tspec), running_nodes=nodes,
+                                          update_strategy=strategy or ("RollingUpdate" if kind == "DaemonSet" else None)))
         namespaces = [NamespaceSelector(ref=ObjectRef(kind="Namespace", name=objects.meta(n)["name"]),
                                         node_selector=objects.annotations(n)[NS_ANNOTATION])
                       for n in gw.list("Namespace") if objects.annotations(n).get(NS_ANNOTATION)]
@@ -123,10 +147,16 @@ class NodeSelectorActivities(GatewayActivities):
                                 f"available {st.get('availableReplicas', 0)}/{replicas}")
         if kind == "DaemonSet":
             want = int(st.get("desiredNumberScheduled") or 0)
+            old = _old_template_pods(obj, self.gateway.list("Pod", input.ref.namespace))
+            on_delete = (spec.get("updateStrategy") or {}).get("type") == "OnDelete"
             done = (int(st.get("observedGeneration") or 0) >= int(gen or 0) and int(st.get("updatedNumberScheduled") or 0) == want
-                    and int(st.get("numberAvailable") or 0) == want)
-            return RolloutState(done=done, generation=gen, detail=f"updated {st.get('updatedNumberScheduled', 0)}/{want}, "
-                                f"available {st.get('numberAvailable', 0)}")
+                    and int(st.get("numberAvailable") or 0) == want and not old)
+            return RolloutState(done=done, generation=gen, on_delete=on_delete, old_pods=old, desired=want,
+                                available=int(st.get("numberAvailable") or 0),
+                                detail=f"updated {st.get('updatedNumberScheduled', 0)}/{want}, available {st.get('numberAvailable', 0)}"
+                                + (f", {len(old)} pod(s) on the old template" if old else ""))
+        if kind == "CronJob":
+            return RolloutState(done=True, generation=gen, detail="CronJob: its next Job uses the new template")
         updated = int(st.get("updatedReplicas") or 0)
         ready = int(st.get("availableReplicas" if kind == "Deployment" else "readyReplicas") or 0)
         observed = int(st.get("observedGeneration") or 0) >= int(gen or 0)

@@ -16,13 +16,18 @@ READ_ROLLOUT = "read_rollout"
 READ_POD_STATES = "read_pod_states"
 
 SELECTOR_PATH = "/spec/template/spec/nodeSelector"
+#: A CronJob's pod template sits under its Job template (``batch/v1`` CronJob).
+CRONJOB_SELECTOR_PATH = "/spec/jobTemplate/spec/template/spec/nodeSelector"
 NS_SELECTOR_PATH = "/metadata/annotations/openshift.io~1node-selector"
 
 
 class Workload(BaseModel):
     """One workload with a nodeSelector: DeploymentConfig, Deployment, DaemonSet, StatefulSet, or
-    a ReplicationController/ReplicaSet without a controller owner. ``running_nodes``: nodes its
-    pods run on now; ``required_anti_affinity``: required pod anti-affinity in the template."""
+    a ReplicationController/ReplicaSet without a controller owner, or a CronJob (``path``
+    :data:`CRONJOB_SELECTOR_PATH`; no running pods counted: its Jobs come and go).
+    ``running_nodes``: nodes its pods run on now; ``required_anti_affinity``: required pod
+    anti-affinity in the template; ``update_strategy``: a DaemonSet's ``updateStrategy.type``
+    (``OnDelete`` pods keep the old template until deleted)."""
 
     ref: ObjectRef
     path: str = SELECTOR_PATH
@@ -30,6 +35,7 @@ class Workload(BaseModel):
     replicas: int = 0
     required_anti_affinity: bool = False
     running_nodes: list[str] = Field(default_factory=list)
+    update_strategy: str | None = None
 
 
 class NamespaceSelector(BaseModel):
@@ -49,10 +55,10 @@ class SelectorNode(BaseModel):
 
 
 class ScanInput(BaseModel):
-    """Which kinds to scan (default all the table has; CronJobs are not in the gateway's table)."""
+    """Which kinds to scan (default every workload kind with a pod template, CronJobs included)."""
 
     kinds: list[str] = Field(default_factory=lambda: ["DeploymentConfig", "Deployment", "DaemonSet", "StatefulSet",
-                                                      "ReplicationController", "ReplicaSet"])
+                                                      "ReplicationController", "ReplicaSet", "CronJob"])
 
 
 class ScanResult(BaseModel):
@@ -74,13 +80,20 @@ class RolloutInput(BaseModel):
 
 
 class RolloutState(BaseModel):
-    """``done``/``failed`` with the words (origin's DC conditions, the Deployment/DS counters)."""
+    """``done``/``failed`` with the words (origin's DC conditions, the Deployment/DS counters).
+    A DaemonSet adds ``on_delete`` (its ``updateStrategy`` is OnDelete) and ``old_pods``: its
+    pods whose ``pod-template-generation`` label is not the DaemonSet's ``metadata.generation``
+    (``namespace/name@node``, sorted by node)."""
 
     done: bool = False
     failed: bool = False
     detail: str = ""
     latest_version: int | None = None
     generation: int | None = None
+    on_delete: bool = False
+    old_pods: list[str] = Field(default_factory=list)
+    desired: int = 0
+    available: int = 0
 
 
 class PodState(BaseModel):

@@ -10,9 +10,20 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from activities.cluster.models import ObjectRef
+from activities.host.models import HostAccess
 from workflows.kit.models import ProcedureResult, ProcedureStatus
 
 PROCEDURE_NODE_SELECTOR_MIGRATION = "node-selector-migration"
+#: Where openshift-ansible 3.x writes the master configuration (``openshift.common.config_base``).
+MASTER_CONFIG_PATH = "/etc/origin/master/master-config.yaml"
+
+
+class MasterConfigHost(BaseModel):
+    """A master whose ``master-config.yaml`` the scan reads (``cat`` over ``access``, the same
+    host executor as the control-plane steps): ``name`` (its Node name) and ``access``."""
+
+    name: str = Field(min_length=1)
+    access: HostAccess
 
 
 class NodeSelectorMigrationInput(BaseModel):
@@ -20,7 +31,20 @@ class NodeSelectorMigrationInput(BaseModel):
     keys removed from selectors without replacement (``zone=default``); ``remove_labels``: node
     labels removed at the end (after the gate); ``revert_window_seconds``: how long the finished
     migration stays open for ``lockkeeper revert`` (0: it closes at once and cannot be reverted
-    by lockkeeper any more). Timeouts in seconds."""
+    by lockkeeper any more). Timeouts in seconds.
+
+    ``masters``: the masters whose ``master_config_path`` is scanned for
+    ``projectConfig.defaultNodeSelector`` (procedures-spec §5.2; empty = not scanned, with a
+    warning in status). lockkeeper does not edit master-config.yaml: a default selector on an
+    old label blocks the plan, naming the new value, until a person changes it on every master
+    and restarts the APIs (it restarts the control plane).
+
+    ``ondelete_daemonsets``: a DaemonSet with ``updateStrategy: OnDelete`` keeps its pods (on
+    the old template) until they are deleted. ``"report"`` (default): the patch is applied, its
+    rollout is not waited for, and status lists the pods that still run the old template;
+    ``"delete"``: a gate ``ondelete/<ds>``, then its pods are deleted one node at a time, each
+    replacement Ready before the next (GlusterFS pods, for one, must not all go at once).
+    """
 
     cluster: str = "default"
     requested_by: str = "unknown"
@@ -41,6 +65,9 @@ class NodeSelectorMigrationInput(BaseModel):
     revert_window_seconds: float = Field(86400.0, ge=0)
     gate_timeout_seconds: float | None = Field(None, gt=0)
     activity_timeout_seconds: float = Field(15.0, gt=0)
+    masters: list[MasterConfigHost] = Field(default_factory=list)
+    master_config_path: str = MASTER_CONFIG_PATH
+    ondelete_daemonsets: Literal["report", "delete"] = "report"
 
     @field_validator("mapping")
     @classmethod
@@ -62,7 +89,7 @@ class MigrationItem(BaseModel):
     old: dict[str, str]
     new: dict[str, str]
     blocked: list[str] = Field(default_factory=list)
-    state: Literal["planned", "patched", "rolled-out", "failed", "reverted", "revert-refused"] = "planned"
+    state: Literal["planned", "patched", "rolled-out", "failed", "reverted", "revert-refused", "old-pods-left"] = "planned"
     detail: str | None = None
 
 
@@ -99,6 +126,8 @@ class NodeSelectorMigrationStatus(ProcedureStatus):
     labels_removed: list[str] = Field(default_factory=list)
     reverted: list[str] = Field(default_factory=list)
     revert_refused: list[str] = Field(default_factory=list)
+    #: OnDelete DaemonSets' pods still on the old template (``ns/pod on node``), per DaemonSet.
+    old_template_pods: dict[str, list[str]] = Field(default_factory=dict)
 
 
 class NodeSelectorMigrationResult(ProcedureResult):
@@ -110,6 +139,7 @@ class NodeSelectorMigrationResult(ProcedureResult):
     labels_removed: list[str] = Field(default_factory=list)
     reverted: list[str] = Field(default_factory=list)
     revert_refused: list[str] = Field(default_factory=list)
+    old_template_pods: dict[str, list[str]] = Field(default_factory=dict)
     message: str = ""
 
 

@@ -6,6 +6,10 @@
   capacity check that blocks an object (the schedulable nodes matching the new selector must
   include every node running the workload today; with required pod anti-affinity there must be
   at least ``replicas`` of them; a DaemonSet must cover the same nodes before and after);
+- :func:`master_config_selector` / :func:`master_config_items`: ``projectConfig.defaultNodeSelector``
+  of each master's ``master-config.yaml`` (o-a ``roles/openshift_control_plane/templates/
+  master.yaml.v1.j2``); one on an old key is a blocked item (lockkeeper does not edit it: that
+  needs an API restart on every master), naming the value it should get;
 - :func:`still_referencing`: the re-scan barrier (nothing may still select a label to remove);
 - :func:`pod_regressions`: the "all pods run" check against the baseline (a pod Running at the
   start that is now not running, and any Pending pod whose scheduling failed on a node selector,
@@ -16,6 +20,9 @@ Deterministic and side-effect free; table-tested in tests/unit/test_upgrade_node
 
 from __future__ import annotations
 
+import yaml
+
+from activities.cluster.models import ObjectRef
 from activities.node_selectors.models import NamespaceSelector, PodState, SelectorNode, Workload
 from workflows.node_selectors.models import MigrationItem, MigrationPlan
 
@@ -140,11 +147,58 @@ def plan_migration(workloads: list[Workload], namespaces: list[NamespaceSelector
                          node_labels={n: carried[n] for n in label_nodes})
 
 
-def still_referencing(workloads: list[Workload], namespaces: list[NamespaceSelector], remove_labels: list[str]) -> list[str]:
-    """The re-scan barrier: objects that still select a label about to be removed."""
+MASTER_CONFIG_KIND = "MasterConfig"
+MASTER_CONFIG_FIELD = "projectConfig.defaultNodeSelector"
+
+
+class MasterConfigError(ValueError):
+    """A master-config.yaml that is not a YAML mapping."""
+
+
+def master_config_selector(text: str) -> str:
+    """``projectConfig.defaultNodeSelector`` of a master-config.yaml text (``""`` when unset).
+    Raises :class:`MasterConfigError` when the text is not YAML or not a mapping."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise MasterConfigError(f"not YAML: {exc}") from None
+    if not isinstance(doc, dict):
+        raise MasterConfigError("not a YAML mapping")
+    value = (doc.get("projectConfig") or {}).get("defaultNodeSelector")
+    return "" if value is None else str(value)
+
+
+def master_config_items(selectors: dict[str, str], path: str, mapping: dict[str, dict[str, str]], drop_keys: list[str],
+                        remove_labels: list[str], nodes: list[SelectorNode]) -> list[MigrationItem]:
+    """One blocked item per master whose ``defaultNodeSelector`` (``selectors``: master →
+    value, ``k=v,k2=v2``) uses an old key: the new value is computed like any selector's, and
+    the reason says what to do by hand (lockkeeper does not restart the control plane here)."""
+    keys = old_keys(mapping, drop_keys) | set(remove_labels)
+    items = []
+    for master, value in sorted(selectors.items()):
+        sel = _ns_selector(value)
+        if not references(sel, keys):
+            continue
+        new = new_selector(sel, mapping, drop_keys)
+        text = ",".join(f"{k}={v}" for k, v in new.items())
+        why = (f"{path} on {master}: {MASTER_CONFIG_FIELD} is {value!r}; set it to {text!r} on every master, then "
+               f"`master-restart api` master by master (lockkeeper does not edit it: that restarts the control plane)")
+        if new and not matching(nodes, new):
+            why += f"; no schedulable node carries {text} yet"
+        items.append(MigrationItem(ref=ObjectRef(kind=MASTER_CONFIG_KIND, name=master), path=f"{path}#{MASTER_CONFIG_FIELD}",
+                                   old={"defaultNodeSelector": value}, new={"defaultNodeSelector": text}, blocked=[why]))
+    return items
+
+
+def still_referencing(workloads: list[Workload], namespaces: list[NamespaceSelector], remove_labels: list[str],
+                      master_selectors: dict[str, str] | None = None) -> list[str]:
+    """The re-scan barrier: objects that still select a label about to be removed (workloads,
+    namespaces, and each master's ``defaultNodeSelector``)."""
     keys = set(remove_labels)
     out = [w.ref.describe() for w in workloads if references(w.node_selector, keys)]
-    return out + [ns.ref.describe() for ns in namespaces if references(_ns_selector(ns.node_selector), keys)]
+    out += [ns.ref.describe() for ns in namespaces if references(_ns_selector(ns.node_selector), keys)]
+    return out + [f"{MASTER_CONFIG_KIND} {m} ({MASTER_CONFIG_FIELD}={v})" for m, v in sorted((master_selectors or {}).items())
+                  if references(_ns_selector(v), keys)]
 
 
 def pod_regressions(baseline: list[PodState], now: list[PodState]) -> list[str]:

@@ -3,12 +3,21 @@
 ``node-role.kubernetes.io/infra: "true"``, check every pod runs, only then ``oc label node X region-
 zone-``).
 
-1. scan, plan (:mod:`workflows.node_selectors.plan`); a blocked object fails the run before any
-   write, naming the object and the reason (``PlanBlocked``); ``dry_run`` stops after the plan;
+1. scan (workloads, CronJobs, namespaces, and ``master-config.yaml`` on ``input.masters`` through
+   :mod:`workflows.node_selectors.masterconfig`), plan (:mod:`workflows.node_selectors.plan`); a
+   blocked object fails the run before any write, naming the object and the reason
+   (``PlanBlocked``; a ``defaultNodeSelector`` on an old label is always blocked: a person edits
+   it and restarts the APIs); ``dry_run`` stops after the plan;
 2. baseline of every pod; gate ``plan``;
 3. per object: the kit's record (the selector's original), then a JSON patch guarded by ``test``
    ops (:class:`workflows.kit.records.Records`); wait for its rollout (gate ``rollout/<obj>`` on
-   failure or timeout: approve waits again, reject reverts that object and stops);
+   failure or timeout: approve waits again, reject reverts that object and stops). A DaemonSet
+   with ``updateStrategy: OnDelete`` has no rollout: its pods keep the old template (and the old
+   nodeSelector) until deleted. ``ondelete_daemonsets="report"`` (default, the careful choice:
+   deleting e.g. GlusterFS pods is a decision of its own) lists them in status
+   ``old_template_pods`` and in the label-removal gate; ``"delete"`` opens gate
+   ``ondelete/<ds>``, then deletes them one node at a time, each replacement available before
+   the next (:data:`PATCH_ONDELETE`);
 4. "all pods run": no regression against the baseline and no Pending pod on a node selector
    (gate ``pods/<n>`` when it does not settle);
 5. the re-scan must find nothing still selecting a label to remove (else ``RescanFound``);
@@ -39,7 +48,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.kit import calls as acts
     from workflows.kit.health import Backoff, Check, wait_until
-    from workflows.kit.models import ApprovalRules, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase
+    from workflows.kit.models import ApprovalRules, Gate, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase
     from workflows.node_upgrade.report import ParentReporter
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.kit.records import REMOVE, RecordRefused, Records
@@ -53,7 +62,13 @@ with workflow.unsafe.imports_passed_through():
         RevertAnswer,
         RevertRequest,
     )
-    from workflows.node_selectors.plan import plan_migration, pod_regressions, still_referencing
+    from activities.cluster.models import DeleteBlockingPodsInput, DeleteBlockingPodsResult
+    from workflows.node_selectors.masterconfig import PATCH_MASTER_CONFIG, read_master_selectors
+    from workflows.node_selectors.plan import master_config_items, plan_migration, pod_regressions, still_referencing
+
+#: workflow.patched id: OnDelete DaemonSets are reported (or their pods deleted, gated) instead
+#: of waiting for a rollout that never comes.
+PATCH_ONDELETE = "node-selectors-ondelete-daemonsets"
 
 
 def _label_path(key: str) -> str:
@@ -113,7 +128,7 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
         self._status.step = step
         self.touch()
 
-    async def _gate(self, gate_id: str, comment: str) -> None:
+    async def _gate(self, gate_id: str, comment: str) -> Gate:
         gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=self._in.gate_timeout_seconds, comment=comment,
                                opened_by="lockkeeper", record_comment=comment)
         self.touch()
@@ -121,6 +136,7 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
         self.touch()
         if gate.state != GateState.APPROVED:
             raise _Stop(f"gate {gate_id} {gate.state} by {gate.decided_by or 'timeout'}")
+        return gate
 
     def touch(self) -> None:
         """The kit's touch, then the parent's ``child_status`` report when the summary changed."""
@@ -146,7 +162,8 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
     def _result(self, outcome: str, message: str) -> NodeSelectorMigrationResult:
         s = self._status
         return NodeSelectorMigrationResult(workflow_id=self._id, outcome=outcome, plan=s.plan, labels_removed=list(s.labels_removed),
-                                           reverted=list(s.reverted), revert_refused=list(s.revert_refused), message=message)
+                                           reverted=list(s.reverted), revert_refused=list(s.revert_refused), message=message,
+                                           old_template_pods=dict(s.old_template_pods))
 
     async def _scan(self) -> ScanResult:
         return await acts.call(SCAN_NODE_SELECTORS, ScanInput(), ScanResult, seconds=60, timeouts=self._timeouts)
@@ -154,10 +171,27 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
     async def _pods(self) -> PodStates:
         return await acts.call(READ_POD_STATES, ScanInput(), PodStates, seconds=60, timeouts=self._timeouts)
 
+    async def _master_selectors(self) -> tuple[dict[str, str], list[MigrationItem]]:
+        """Each master's ``defaultNodeSelector`` and the blocked items: one per master on an old
+        key, one per master whose file could not be read (nothing is known about it)."""
+        i = self._in
+        if not i.masters or not workflow.patched(PATCH_MASTER_CONFIG):
+            return {}, []
+        selectors, errors = await read_master_selectors(i, self._timeouts)
+        items = [MigrationItem(ref=ObjectRef(kind="MasterConfig", name=m), path=i.master_config_path, old={}, new={},
+                               blocked=[f"could not read it: {why}"]) for m, why in sorted(errors.items())]
+        return selectors, items
+
     async def _run(self, input: NodeSelectorMigrationInput) -> NodeSelectorMigrationResult:
         self._step("scan")
         scan = await self._scan()
         plan = plan_migration(scan.workloads, scan.namespaces, scan.nodes, input.mapping, input.drop_keys, input.remove_labels)
+        if not input.masters:
+            self._status.warnings.append("master-config.yaml not scanned: no masters given (projectConfig.defaultNodeSelector "
+                                         "may still select an old label)")
+        master_selectors, unreadable = await self._master_selectors()
+        plan.items += unreadable + master_config_items(master_selectors, input.master_config_path, input.mapping,
+                                                       input.drop_keys, input.remove_labels, scan.nodes)
         self._status.plan = plan
         self.touch()
         blocked = plan.blocked()
@@ -181,13 +215,16 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
             await self._all_pods_run(baseline, "after-patch")
             self._step("rescan")
             again = await self._scan()
-            self._status.rescan = still_referencing(again.workloads, again.namespaces, input.remove_labels)
+            master_again, _ = await self._master_selectors()
+            self._status.rescan = still_referencing(again.workloads, again.namespaces, input.remove_labels, master_again)
             if self._status.rescan:
                 raise ApplicationError("the re-scan still finds selectors on labels to remove: " + ", ".join(self._status.rescan),
                                        type="RescanFound", non_retryable=True)
             if input.approve_label_removal and plan.label_nodes:
                 self._step("approve-label-removal")
-                await self._gate("remove-labels", f"remove {', '.join(input.remove_labels)} from {', '.join(plan.label_nodes)}")
+                old = "; ".join(f"{ds}: {', '.join(pods)}" for ds, pods in self._status.old_template_pods.items())
+                await self._gate("remove-labels", f"remove {', '.join(input.remove_labels)} from {', '.join(plan.label_nodes)}"
+                                 + (f". OnDelete DaemonSet pods still on the old nodeSelector until deleted: {old}" if old else ""))
             await self._remove_labels(plan)
             await self._all_pods_run(baseline, "post-check")
         except _Stop as stop:
@@ -228,6 +265,9 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
         if before is None:
             item.state = "rolled-out"
             return
+        if before.on_delete and workflow.patched(PATCH_ONDELETE):
+            await self._on_delete(item)
+            return
         ref = item.ref
         while True:
             self._step(f"rollout {ref.describe()}")
@@ -256,6 +296,59 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
             except _Stop:
                 await self._revert_one(name)
                 raise
+
+    async def _rollout(self, ref: ObjectRef) -> RolloutState:
+        return await acts.call(READ_ROLLOUT, RolloutInput(ref=ref), RolloutState, timeouts=self._timeouts)
+
+    async def _on_delete(self, item: MigrationItem) -> None:
+        """An OnDelete DaemonSet after its patch (module doc, step 3)."""
+        ref, key = item.ref, item.ref.describe()
+        st = await self._rollout(ref)
+        if st.old_pods and self._in.ondelete_daemonsets == "delete":
+            self._step(f"approve-ondelete {key}")
+            gate = await self._gate(f"ondelete/{key}", f"{key} is OnDelete: delete its pods one node at a time so they get "
+                                                       f"the new nodeSelector: {', '.join(st.old_pods)}")
+            who = gate.decided_by or "lockkeeper"
+            for entry in list(st.old_pods):
+                pod, _, node = entry.partition("@")
+                self._step(f"ondelete {key}: replace {pod} on {node}")
+                res = await acts.call(acts.DELETE_BLOCKING_PODS, DeleteBlockingPodsInput(
+                    node=node, pods=[pod], decided_by=who, comment=f"OnDelete DaemonSet {key}: new nodeSelector"),
+                    DeleteBlockingPodsResult, timeouts=self._timeouts)
+                await self._replaced(item, pod, node, res)
+            st = await self._rollout(ref)
+        self._status.old_template_pods.pop(key, None)
+        if st.old_pods:
+            self._status.old_template_pods[key] = list(st.old_pods)
+            item.state = "old-pods-left"
+            item.detail = (f"OnDelete: {len(st.old_pods)} pod(s) keep the old nodeSelector until deleted "
+                           f"({', '.join(st.old_pods)}); they keep running, a replacement gets the new one")
+            self._status.warnings.append(f"{key}: {item.detail}")
+        else:
+            item.state, item.detail = "rolled-out", st.detail
+        self.touch()
+
+    async def _replaced(self, item: MigrationItem, pod: str, node: str, res: DeleteBlockingPodsResult) -> None:
+        """Wait until ``node`` has no old-template pod of ``item`` and every pod is available;
+        gate ``ondelete/<ds>/<node>`` at the rollout deadline (approve waits again)."""
+        while True:
+            deadline = workflow.now() + timedelta(seconds=self._in.rollout_timeout_seconds)
+
+            async def check() -> Check:
+                st = await self._rollout(item.ref)
+                old_here = [p for p in st.old_pods if p.endswith(f"@{node}")]
+                ok = not old_here and st.available >= st.desired
+                return Check(ok, f"{pod} ({', '.join(res.deleted) or 'gone'}): available {st.available}/{st.desired}"
+                                 + (f", still old: {', '.join(old_here)}" if old_here else ""))
+
+            hs = await wait_until(check, name=f"ondelete/{item.ref.describe()}/{node}", deadline=deadline,
+                                  backoff=Backoff(initial=self._in.poll_seconds, maximum=self._in.poll_seconds * 4),
+                                  board=self._status.health, on_poll=lambda _: self.touch())
+            if hs.state == "ok":
+                return
+            self._n += 1
+            await self._gate(f"ondelete/{item.ref.describe()}/{node}/{self._n}", f"replacement on {node} not available: {hs.last}. "
+                                                                       "Approve to wait again, reject to stop.")
 
     async def _all_pods_run(self, baseline: PodStates, what: str) -> None:
         while True:
