@@ -12,12 +12,65 @@ Deterministic: no I/O; call from workflow code only (it logs with ``workflow.log
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from workflows.kit.models import FINAL_PHASES, ProcedurePhase
+
+
+def _field(input: Any, name: str) -> Any:
+    """``input.name`` or ``input[name]`` (a model or the dict a CLI sent), else None."""
+    if isinstance(input, Mapping):
+        return input.get(name)
+    return getattr(input, name, None)
+
+
+def _when(value: Any) -> datetime | None:
+    """A datetime from a model field or a dict's ISO-8601 string (None when absent/unreadable)."""
+    if value is not None and not isinstance(value, datetime):
+        try:
+            value = datetime.fromisoformat(str(value))
+        except ValueError:
+            return None
+    if value is not None and value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)  # a naive time is taken as UTC (models.py: times are UTC)
+    return value
+
+
+def check_in_time(input: Any, update: str) -> None:
+    """Validator check every operator update makes first (issue 18 "Decisions are confirmed or
+    never happen"): refuse an update whose ``deadline`` is before ``workflow.now()``, and one
+    whose ``connection_identity`` (the sender's credential) differs from its ``identity``.
+
+    ``input``: any model or dict with the :class:`workflows.kit.models.OperatorInput` fields
+    (duck-typed: missing fields are not checked, so stored histories and older clients work).
+    ``update``: the update's name for the message.
+
+    Raises ValueError (the update's rejection: the sender's CLI prints it, exit 2). A refused
+    update never reaches the workflow history (Temporal records only accepted updates), so the
+    refusal is also logged here with ``workflow.logger`` at warning: it shows in the worker's
+    log with the workflow ID. Call from validators only (validators do not run on replay).
+    """
+    deadline = _when(_field(input, "deadline"))
+    now = workflow.now()
+    if deadline is not None and deadline < now:
+        sent = _when(_field(input, "sent_at"))
+        who = _field(input, "identity") or "?"
+        msg = (
+            f"{update} by {who}: decision sent at {sent.isoformat() if sent else 'an unknown time'}, "
+            f"deadline {deadline.isoformat()}, arrived at {now.isoformat()}: refused, nothing was decided"
+        )
+        workflow.logger.warning("%s", msg)
+        raise ValueError(msg)
+    conn, identity = _field(input, "connection_identity"), _field(input, "identity")
+    if conn is not None and identity is not None and conn != identity:
+        msg = f"{update}: identity {identity!r} differs from the connection's identity {conn!r}: refused, nothing was decided"
+        workflow.logger.warning("%s", msg)
+        raise ValueError(msg)
 
 
 class Aborted(Exception):

@@ -6,7 +6,12 @@ declared (:class:`GateTimeoutOutcome` reject / approve / abort) and is recorded 
 (``by="timeout"``, the outcome in the record), never as an approval. Who may decide is the
 approver policy: an identity is required, the four-eyes rule forbids the requester to approve
 their own procedure's gates, and a non-empty list names the allowed approvers. The policy is
-enforced in the update validators, so a refused decision never reaches history.
+enforced in the update validators, so a refused decision never reaches history; so is the
+decision's deadline (:func:`workflows.kit.control.check_in_time`): an approve that reaches a
+worker after the time its sender stopped waiting is refused, never applied late. A refusal is the
+sender's error message and a warning in the worker's log (Temporal keeps no refused update in
+history). A decision records the identity the sender asserted and, when its connection was
+authenticated, the credential's identity (``connection_identity``).
 
 What a rejection does is the procedure's rule: ``pause_on_reject`` (the rollout: pause, and
 ``resume`` opens the gate again) or not (the etcd restore: :meth:`Gates.wait` returns False and
@@ -17,11 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.kit.control import Control
+    from workflows.kit.control import Control, check_in_time
     from workflows.kit.models import (
         ApprovalRules,
         Gate,
@@ -109,6 +115,23 @@ class Gates:
         """See :func:`find_waiting_gate`."""
         return find_waiting_gate(self.gates, gate_id)
 
+    def check_decision(self, input: Any, *, approving: bool) -> Gate:
+        """The whole validator of ``approve`` (``approving``) / ``reject``: the update arrived
+        before its deadline and its identities agree (:func:`check_in_time`), the gate it names
+        waits (a decided, timed-out or cancelled gate is refused, :func:`find_waiting_gate`),
+        the identity may decide (:meth:`check_approver`). ``input``: an ApproveInput /
+        RejectInput or any model with ``gate_id`` and ``identity``. Raises ValueError; a refusal
+        is logged at warning (it never reaches history) and is the sender's error message."""
+        update = "approve" if approving else "reject"
+        check_in_time(input, update)
+        try:
+            gate = self.find_waiting(input.gate_id)
+            self.check_approver(input.identity, approving=approving)
+        except ValueError as exc:
+            workflow.logger.warning("%s by %s refused: %s", update, input.identity, exc)
+            raise
+        return gate
+
     def check_approver(self, identity: str, *, approving: bool) -> None:
         """See :func:`check_approver` with this procedure's rules."""
         check_approver(
@@ -121,21 +144,37 @@ class Gates:
     def waiting(self) -> list[Gate]:
         return [g for g in self.gates.values() if g.state == GateState.WAITING]
 
-    def record(self, gate_id: str, action: str, by: str, comment: str = "", outcome: GateTimeoutOutcome | None = None) -> None:
-        """Append a :class:`GateRecord` stamped ``workflow.now()``."""
+    def record(
+        self,
+        gate_id: str,
+        action: str,
+        by: str,
+        comment: str = "",
+        outcome: GateTimeoutOutcome | None = None,
+        connection_identity: str | None = None,
+    ) -> None:
+        """Append a :class:`GateRecord` stamped ``workflow.now()`` (workflow state only: no
+        command, so stored histories replay unchanged)."""
         self.history.append(
-            GateRecord(gate_id=gate_id, action=action, by=by, at=workflow.now(), comment=comment, outcome=outcome)  # type: ignore[arg-type]
+            GateRecord(  # type: ignore[arg-type]
+                gate_id=gate_id, action=action, by=by, at=workflow.now(), comment=comment, outcome=outcome,
+                connection_identity=connection_identity,
+            )
         )
 
-    def decide(self, gate: Gate, state: GateState, identity: str, comment: str = "") -> None:
-        """Approve or reject ``gate`` as ``identity`` (recorded); a rejection pauses the
-        procedure when ``pause_on_reject``."""
+    def decide(
+        self, gate: Gate, state: GateState, identity: str, comment: str = "", connection_identity: str | None = None
+    ) -> None:
+        """Approve or reject ``gate`` as ``identity`` (recorded with the sender's
+        ``connection_identity``, the credential's identity or None when unauthenticated); a
+        rejection pauses the procedure when ``pause_on_reject``."""
         gate.state = state
         gate.decided_by = identity
+        gate.connection_identity = connection_identity
         gate.decided_at = workflow.now()
         gate.comment = comment
         action = "approved" if state == GateState.APPROVED else "rejected"
-        self.record(gate.id, action, identity, comment)
+        self.record(gate.id, action, identity, comment, connection_identity=connection_identity)
         if state == GateState.REJECTED and self.pause_on_reject:
             self.control.pause(f"gate {gate.id} rejected by {identity}" + (f": {comment}" if comment else ""))
         self.on_change()

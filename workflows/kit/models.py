@@ -99,6 +99,8 @@ class Gate(BaseModel):
     comment: str = ""
     decision: DrainDecision | None = None
     choices: list[DrainDecision] = Field(default_factory=list)
+    #: The decider's credential identity (:class:`OperatorInput`), None when unauthenticated.
+    connection_identity: str | None = None
 
 
 class GateRecord(BaseModel):
@@ -116,6 +118,10 @@ class GateRecord(BaseModel):
     comment: str = ""
     outcome: GateTimeoutOutcome | None = None
     decision: DrainDecision | None = None
+    #: ``by`` is the identity the decider asserted; this is the identity of the credential its
+    #: connection used (a TLS client certificate's CN), None when the connection was
+    #: unauthenticated (:class:`OperatorInput`).
+    connection_identity: str | None = None
 
 
 class ApprovalRules(BaseModel):
@@ -253,7 +259,30 @@ class RecordStatus(BaseModel):
 # --- operator updates -------------------------------------------------------------------------------------
 
 
-class ApproveInput(BaseModel):
+class OperatorInput(BaseModel):
+    """What every operator update carries besides its own fields (DESIGN.md "Gate"; issue 18
+    "Decisions are confirmed or never happen", "Identity has a trust model").
+
+    - ``sent_at``: when the client sent it (the sender's clock, timezone-aware UTC);
+    - ``deadline``: after it (compared with ``workflow.now()`` when the update reaches a
+      worker) the update is refused and nothing is decided: the CLI waits for an answer until
+      about then and says "nothing was decided" when none came, so an update a worker picks up
+      later must not act (:func:`workflows.kit.control.check_in_time`);
+    - ``connection_identity``: the identity of the client's credential (the CN of its TLS client
+      certificate) when the connection to Temporal is authenticated; None on an
+      unauthenticated connection (a dev server), where ``identity`` is self-declared.
+
+    All optional, so stored histories and older clients still decode. A procedure's own update
+    input inherits this model to get the same checks (the kit's validators read the fields by
+    name, so any model or dict with them works).
+    """
+
+    sent_at: datetime | None = None
+    deadline: datetime | None = None
+    connection_identity: str | None = None
+
+
+class ApproveInput(OperatorInput):
     """Approve ``gate_id`` (None = the only waiting gate) as ``identity``."""
 
     gate_id: str | None = None
@@ -261,7 +290,7 @@ class ApproveInput(BaseModel):
     comment: str = ""
 
 
-class RejectInput(BaseModel):
+class RejectInput(OperatorInput):
     """Reject ``gate_id`` (None = the only waiting gate); what follows is the procedure's rule
     (the rollout pauses and ``resume`` re-opens the gate; the etcd restore stops)."""
 
@@ -270,7 +299,7 @@ class RejectInput(BaseModel):
     comment: str = ""
 
 
-class ControlInput(BaseModel):
+class ControlInput(OperatorInput):
     """pause / resume / abort, attributed to ``identity``."""
 
     identity: str
@@ -278,7 +307,7 @@ class ControlInput(BaseModel):
     reason: str | None = None
 
 
-class NodeControlInput(BaseModel):
+class NodeControlInput(OperatorInput):
     """skip_node / retry_node on ``node``."""
 
     node: str
@@ -286,7 +315,7 @@ class NodeControlInput(BaseModel):
     comment: str = ""
 
 
-class DecideInput(BaseModel):
+class DecideInput(OperatorInput):
     """Answer ``node``'s open drain decision gate with ``decision`` as ``identity``."""
 
     node: str

@@ -2,7 +2,8 @@
 
 :class:`ProcedureWorkflow` carries the handlers the CLI relies on for every procedure type:
 query ``status``; updates ``approve``, ``reject``, ``pause``, ``resume``, ``abort`` with their
-validators (a refused update never reaches history); signal ``lease_denied`` (a lease's answer,
+validators (a refused update never reaches history; every operator update is first checked
+against its deadline and identities, :func:`workflows.kit.control.check_in_time`); signal ``lease_denied`` (a lease's answer,
 see :mod:`workflows.kit.lease`). :class:`NodeProcedureWorkflow` adds ``skip_node``,
 ``retry_node``, ``decide`` and the ``node_progress`` signal, delegating to hooks the procedure
 implements. Handler names, messages and validator rules are the MachineConfig rollout's.
@@ -30,7 +31,7 @@ from temporalio.common import SearchAttributeKey
 
 with workflow.unsafe.imports_passed_through():
     from workflows.kit import metrics as lk_metrics
-    from workflows.kit.control import Control
+    from workflows.kit.control import Control, check_in_time
     from workflows.kit.details import DetailsPublisher
     from workflows.kit.gates import Gates
     from workflows.kit.lease import Leases
@@ -209,27 +210,25 @@ class ProcedureWorkflow:
     def approve(self, input: ApproveInput) -> GateDecisionResult:
         """Approve a waiting gate (``gate_id`` None = the only waiting gate)."""
         gate = self.gates.find_waiting(input.gate_id)
-        self.gates.decide(gate, GateState.APPROVED, input.identity, input.comment)
+        self.gates.decide(gate, GateState.APPROVED, input.identity, input.comment, input.connection_identity)
         return GateDecisionResult(gate_id=gate.id, state=gate.state, message=f"gate {gate.id} approved by {input.identity}")
 
     @approve.validator
     def _validate_approve(self, input: ApproveInput) -> None:
-        self.gates.find_waiting(input.gate_id)
-        self.gates.check_approver(input.identity, approving=True)
+        self.gates.check_decision(input, approving=True)
 
     @workflow.update
     def reject(self, input: RejectInput) -> GateDecisionResult:
         """Reject a waiting gate; what follows is the procedure's rule (``reject_note``)."""
         gate = self.gates.find_waiting(input.gate_id)
-        self.gates.decide(gate, GateState.REJECTED, input.identity, input.comment)
+        self.gates.decide(gate, GateState.REJECTED, input.identity, input.comment, input.connection_identity)
         return GateDecisionResult(
             gate_id=gate.id, state=gate.state, message=f"gate {gate.id} rejected by {input.identity}; {self.kit_reject_note}"
         )
 
     @reject.validator
     def _validate_reject(self, input: RejectInput) -> None:
-        self.gates.find_waiting(input.gate_id)
-        self.gates.check_approver(input.identity, approving=False)
+        self.gates.check_decision(input, approving=False)
 
     # --- updates: control --------------------------------------------------------------------------------
 
@@ -241,6 +240,7 @@ class ProcedureWorkflow:
 
     @pause.validator
     def _validate_pause(self, input: ControlInput) -> None:
+        check_in_time(input, "pause")
         self.control.check_pause()
 
     @workflow.update
@@ -252,6 +252,7 @@ class ProcedureWorkflow:
 
     @resume.validator
     def _validate_resume(self, input: ControlInput) -> None:
+        check_in_time(input, "resume")
         self.control.check_resume()
 
     @workflow.update
@@ -262,6 +263,7 @@ class ProcedureWorkflow:
 
     @abort.validator
     def _validate_abort(self, input: ControlInput) -> None:
+        check_in_time(input, "abort")
         self.control.check_abort()
 
 
@@ -308,6 +310,7 @@ class NodeProcedureWorkflow(ProcedureWorkflow):
 
     @skip_node.validator
     def _validate_skip_node(self, input: NodeControlInput) -> None:
+        check_in_time(input, "skip_node")
         self.check_skip_node(input)
 
     @workflow.update
@@ -317,6 +320,7 @@ class NodeProcedureWorkflow(ProcedureWorkflow):
 
     @retry_node.validator
     def _validate_retry_node(self, input: NodeControlInput) -> None:
+        check_in_time(input, "retry_node")
         self.check_retry_node(input)
 
     @workflow.update
@@ -326,4 +330,5 @@ class NodeProcedureWorkflow(ProcedureWorkflow):
 
     @decide.validator
     def _validate_decide(self, input: DecideInput) -> None:
+        check_in_time(input, "decide")
         self.check_decide(input)
