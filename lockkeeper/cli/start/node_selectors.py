@@ -6,6 +6,11 @@ for several new labels), ``--drop-key zone`` (removed from selectors without rep
 ``--remove-label region --remove-label zone``. ``--dry-run`` runs the scan and the capacity plan
 and prints it; a blocked object names the reason and nothing is changed. ``lockkeeper revert ID``
 restores the labels, then the selectors, from the records while the run's revert window is open.
+``--master NAME`` (repeatable, SSH ``--ssh-user``/``--ssh-port``) adds each master's
+``master-config.yaml`` ``projectConfig.defaultNodeSelector`` to the scan: one on an old label
+blocks the plan until a person changes it and restarts the APIs. ``--ondelete-daemonsets
+report|delete``: an OnDelete DaemonSet's pods keep the old selector until deleted; ``report``
+(default) names them, ``delete`` replaces them one node at a time after gate ``ondelete/<ds>``.
 """
 
 from __future__ import annotations
@@ -41,6 +46,14 @@ def start_node_selector_migration(
     remove_label: list[str] = typer.Option(["region", "zone"], "--remove-label", help="Node labels removed at the end."),
     no_approve: bool = typer.Option(False, "--no-approve", help="No plan / label-removal gates."),
     revert_window: float = typer.Option(86400.0, "--revert-window", help="Seconds the run stays open for `revert`."),
+    master: list[str] = typer.Option([], "--master", help="Master whose master-config.yaml defaultNodeSelector is scanned "
+                                                         "over SSH (repeatable; none: not scanned, a warning)."),
+    ssh_user: str = typer.Option("root", "--ssh-user", help="SSH user on the masters."),
+    ssh_port: int = typer.Option(22, "--ssh-port", help="SSH port on the masters."),
+    master_config: str = typer.Option("/etc/origin/master/master-config.yaml", "--master-config", help="Its path on the masters."),
+    ondelete: str = typer.Option("report", "--ondelete-daemonsets",
+                                 help="OnDelete DaemonSets: 'report' their pods still on the old selector, or 'delete' them "
+                                      "one node at a time after a gate."),
     dry_run: bool = DryRunOpt,
     cluster: str | None = ClusterOpt,
     workflow_id: str | None = IdOpt,
@@ -61,7 +74,8 @@ def start_node_selector_migration(
     fields: dict[str, Any] = dict(
         cluster=cluster or settings.cluster, requested_by=who, dry_run=dry_run, mapping=parsed, drop_keys=drop_key,
         remove_labels=remove_label, approve_plan=not no_approve, approve_label_removal=not no_approve,
-        revert_window_seconds=revert_window,
+        revert_window_seconds=revert_window, master_config_path=master_config, ondelete_daemonsets=ondelete,
+        masters=[{"name": m, "access": {"backend": "ssh", "host": m, "port": ssh_port, "user": ssh_user, "node": m}} for m in master],
     )
     run(_start(settings, fields, workflow_id, wait, output, who))
 
