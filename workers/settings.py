@@ -40,7 +40,10 @@ class Settings(BaseSettings):
     - ``temporal_namespace``: default ``default``.
     - ``temporal_api_key``: Temporal Cloud API key (implies TLS).
     - ``temporal_tls_cert`` / ``temporal_tls_key``: client certificate and key (PEM files) for mTLS;
-      both or neither. ``temporal_tls_ca``: server CA (PEM), optional.
+      both or neither. ``temporal_tls_ca``: server CA (PEM), optional. ``temporal_tls_server_name``:
+      the name to verify the server's certificate against (SNI) when it differs from the host
+      of ``temporal_address`` (e.g. a port-forward or a proxy). With a client certificate the
+      CLI's identity is the certificate's subject CN (:func:`workers.client.certificate_identity`).
     - ``temporal_tls``: force TLS without a client certificate.
     - ``task_queue``: the worker's and the client's task queue, default ``lockkeeper``.
     - ``kubeconfig``: path to a kubeconfig file (``KUBECONFIG``; only the first entry of a
@@ -54,6 +57,9 @@ class Settings(BaseSettings):
     - ``health_port``: worker only; serve ``/healthz`` and ``/readyz`` (see :mod:`workers.health`)
       on ``listen_host:health_port``. Off when unset. ``listen_host``: default ``0.0.0.0``.
     - ``log_level``, ``log_format`` (``auto`` = console on a terminal, JSON otherwise).
+    - ``decision_timeout``: CLI only; seconds an operator update (approve, reject, decide,
+      pause, ...) waits for a worker's answer, default 30. The update's deadline is about then;
+      a worker that picks it up later refuses it, so no answer means nothing was decided.
     """
 
     model_config = SettingsConfigDict(
@@ -82,6 +88,7 @@ class Settings(BaseSettings):
     temporal_tls_ca: Path | None = Field(
         None, validation_alias=_aliases("temporal_tls_ca", "TEMPORAL_TLS_CA")
     )
+    temporal_tls_server_name: str | None = Field(None, validation_alias=_aliases("temporal_tls_server_name"))
     task_queue: str = Field(DEFAULT_TASK_QUEUE, validation_alias=_aliases("task_queue"))
     kubeconfig: Path | None = Field(None, validation_alias=_aliases("kubeconfig", "KUBECONFIG"))
     kube_context: str | None = Field(None, validation_alias=_aliases("kube_context", "KUBE_CONTEXT"))
@@ -99,6 +106,7 @@ class Settings(BaseSettings):
     listen_host: str = Field("0.0.0.0", validation_alias=_aliases("listen_host"))
     log_level: str = Field("info", validation_alias=_aliases("log_level"))
     log_format: str = Field("auto", validation_alias=_aliases("log_format"))
+    decision_timeout: float = Field(30.0, gt=0, le=3600, validation_alias=_aliases("decision_timeout"))
 
     @field_validator("temporal_address")
     @classmethod
@@ -154,7 +162,13 @@ class Settings(BaseSettings):
     @property
     def uses_tls(self) -> bool:
         """TLS is on with a client certificate, an API key (Temporal Cloud) or when forced."""
-        return self.temporal_tls or self.temporal_tls_cert is not None or self.temporal_api_key is not None
+        return (
+            self.temporal_tls
+            or self.temporal_tls_cert is not None
+            or self.temporal_api_key is not None
+            or self.temporal_tls_ca is not None
+            or self.temporal_tls_server_name is not None
+        )
 
     def check_kubeconfig(self) -> None:
         """Validate the cluster credentials source; the worker calls this before it starts.

@@ -72,7 +72,20 @@ def err(msg: str) -> None:
 
 
 def identity_of(identity: str | None) -> str:
-    """``identity`` or the OS user."""
+    """Who the operator is: the subject CN of the Temporal client certificate when the
+    connection uses one (``LOCKKEEPER_TEMPORAL_TLS_CERT``; :func:`workers.client.certificate_identity`),
+    else ``identity`` (``--identity`` / ``LOCKKEEPER_IDENTITY``), else the OS user.
+
+    With a certificate, an ``identity`` that differs is refused before anything is sent: one
+    line on stderr and exit 2 (raises ``typer.Exit``); so is a certificate that cannot be read
+    or has no CN. Without one the identity is self-declared (docs/production.md "Identity").
+    """
+    cert = _env_certificate_identity()
+    if cert is not None:
+        if identity and identity != cert:
+            fail(identity_mismatch(identity, cert))
+            raise typer.Exit(EXIT_USAGE)
+        return cert
     if identity:
         return identity
     import getpass
@@ -303,12 +316,34 @@ async def connect(settings: Any, identity: str | None = None) -> Any:
 
 async def update(settings: Any, wid: str, name: str, arg: Any, result_type: type, output: str, who: str) -> int:
     """Send Update ``name`` with ``arg`` to workflow ``wid`` and print its answer (the message on
-    stderr for a table, the whole answer as JSON/YAML on stdout). A missing workflow is exit 3,
-    a validator's refusal exit 2 (:func:`map_exception`)."""
+    stderr for a table, the whole answer as JSON/YAML on stdout).
+
+    A decision is confirmed or never happens (issue 18): when ``arg`` is a model with the
+    :class:`workflows.kit.models.OperatorInput` fields, it is sent with ``sent_at`` = now,
+    ``deadline`` = now + ``settings.decision_timeout`` (``LOCKKEEPER_DECISION_TIMEOUT``, default
+    30 s) less a margin (:func:`decision_deadline`), and ``connection_identity`` = the client
+    certificate's CN (None without one). The CLI waits for the answer at most
+    ``decision_timeout`` seconds; a worker that picks the update up after its deadline refuses
+    it (the worker's log says so), so no answer means nothing was decided: raises
+    :class:`CliError` exit 3 naming the task queue and whether any worker polls it. An input
+    without a deadline (a procedure's own update model) is waited for as long, and the message
+    says that it may still be applied later.
+
+    Errors: ``who`` differing from the certificate's CN → :class:`CliError` exit 2 before
+    connecting; a missing workflow exit 3; a validator's refusal per :func:`map_exception`.
+    """
+    conn_identity = check_identity(settings, who)
     client = await connect(settings, identity=who)
     handle = client.get_workflow_handle(wid)
-    await handle.describe()  # NOT_FOUND → exit 3 with the ID in the message
-    res = await handle.execute_update(name, arg, result_type=result_type)
+    desc = await handle.describe()  # NOT_FOUND → exit 3 with the ID in the message
+    wait = float(getattr(settings, "decision_timeout", None) or DECISION_TIMEOUT)
+    arg, deadline = stamp_decision(arg, wait, conn_identity)
+    from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
+
+    try:
+        res = await asyncio.wait_for(handle.execute_update(name, arg, result_type=result_type), wait)
+    except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
+        raise CliError(await no_answer(client, desc.task_queue, name, wait, deadline), EXIT_NOT_FOUND) from None
     from lockkeeper import output as out
 
     if output == Output.TABLE:
@@ -316,3 +351,106 @@ async def update(settings: Any, wid: str, name: str, arg: Any, result_type: type
     else:
         print(out.dump(res, output))
     return EXIT_OK
+
+
+# --- decisions: deadline and identity (issue 18) -------------------------------------------------
+
+#: Default seconds a decision waits for a worker (``Settings.decision_timeout`` overrides it).
+DECISION_TIMEOUT = 30.0
+#: At most this many seconds of the wait are kept between the deadline the workflow checks and
+#: the moment the CLI gives up: the time a worker needs to apply an update it accepted just before
+#: its deadline and answer, plus clock skew between this machine and the Temporal server.
+DECISION_MARGIN = 2.0
+
+
+def decision_deadline(sent_at: Any, wait: float) -> Any:
+    """The deadline sent with a decision: ``sent_at`` + ``wait`` less
+    min(:data:`DECISION_MARGIN`, ``wait``/5) seconds, so an update the workflow accepts before
+    it is answered before the CLI stops waiting (``wait`` seconds after ``sent_at``)."""
+    from datetime import timedelta
+
+    return sent_at + timedelta(seconds=wait - min(DECISION_MARGIN, wait / 5))
+
+
+def stamp_decision(arg: Any, wait: float, connection_identity: str | None) -> tuple[Any, Any]:
+    """``arg`` with ``sent_at`` (now, UTC), ``deadline`` (:func:`decision_deadline`) and
+    ``connection_identity`` set where its model declares them (pydantic models; anything else
+    is sent unchanged). Returns (the input to send, its deadline or None when it has none)."""
+    from datetime import UTC, datetime
+
+    fields = getattr(type(arg), "model_fields", None)
+    if not fields or "deadline" not in fields:
+        return arg, None
+    now = datetime.now(UTC)
+    deadline = decision_deadline(now, wait)
+    changes: dict[str, Any] = {"deadline": deadline}
+    if "sent_at" in fields:
+        changes["sent_at"] = now
+    if "connection_identity" in fields:
+        changes["connection_identity"] = connection_identity
+    return arg.model_copy(update=changes), deadline
+
+
+async def no_answer(client: Any, task_queue: str, name: str, wait: float, deadline: Any) -> str:
+    """The one-line message for an update nobody answered within ``wait`` seconds: nothing was
+    decided (or, for an input without ``deadline``, that it may still apply later), and
+    whether a worker polls the workflow's ``task_queue``."""
+    from lockkeeper.starter import POLLER_FRESH_SECONDS, task_queue_pollers
+
+    try:
+        pollers = await asyncio.wait_for(task_queue_pollers(client, task_queue), 5)
+        if pollers:
+            why = f"workers polled task queue {task_queue!r} recently ({', '.join(pollers)}) but none answered"
+        else:
+            why = f"no worker polls task queue {task_queue!r} (none in the last {POLLER_FRESH_SECONDS:.0f}s): start `lockkeeper worker` on it"
+    except Exception:  # noqa: BLE001 - only the hint is lost
+        why = f"does a worker poll task queue {task_queue!r}?"
+    if deadline is None:
+        return (
+            f"no worker answered {name} within {wait:.0f}s ({why}); this update carries no deadline, so a worker that "
+            "picks it up later still applies it: check `lockkeeper status` before sending it again"
+        )
+    return (
+        f"nothing was decided: no worker answered within {wait:.0f}s ({why}); the {name} expired at "
+        f"{deadline.isoformat(timespec='seconds')} and a worker that picks it up later refuses it"
+    )
+
+
+def _env_certificate_identity() -> str | None:
+    """The client certificate's CN from the environment's settings (None without a client
+    certificate, or when the settings are invalid: the command's own settings check says why).
+    A certificate that cannot be read or names nobody: one line, exit 2 (``typer.Exit``)."""
+    from workers.client import CertificateError, certificate_identity
+    from workers.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings()
+    except SettingsError:
+        return None
+    try:
+        return certificate_identity(settings)
+    except CertificateError as exc:
+        fail(f"error: {exc}")
+        raise typer.Exit(EXIT_USAGE) from None
+
+
+def identity_mismatch(identity: str, cert: str) -> str:
+    """The one-line refusal of an ``--identity`` the client certificate does not carry."""
+    return (
+        f"error: --identity {identity!r} is not the identity of your Temporal client certificate (CN {cert!r}); "
+        "with a client certificate lockkeeper acts as its CN: drop --identity (and LOCKKEEPER_IDENTITY)"
+    )
+
+
+def check_identity(settings: Any, who: str) -> str | None:
+    """The connection's identity (the client certificate's CN, None without one); raises
+    :class:`CliError` exit 2 when ``who`` differs from it or the certificate cannot be read."""
+    from workers.client import CertificateError, certificate_identity
+
+    try:
+        cert = certificate_identity(settings)
+    except CertificateError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    if cert is not None and who != cert:
+        raise CliError(identity_mismatch(who, cert).removeprefix("error: "), EXIT_USAGE)
+    return cert
