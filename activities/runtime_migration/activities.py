@@ -25,7 +25,7 @@ from activities.gluster.models import GlusterReadInput, GlusterReport
 from activities.host.executors import LocalExecutor
 from activities.host.models import CommandResult
 from activities.kube import objects
-from activities.kube.errors import NotFound
+from activities.kube.errors import Conflict, NotFound
 from activities.runtime_migration.models import (
     DeleteRecordedNodeInput,
     DeleteRecordedNodeResult,
@@ -37,6 +37,8 @@ from activities.runtime_migration.models import (
     PodOnNode,
     PodsOnNode,
     PodsOnNodeInput,
+    SaveRecordInput,
+    SaveRecordResult,
     WhichInput,
     WhichResult,
 )
@@ -48,6 +50,7 @@ LIST_PODS_ON_NODE = "list_pods_on_node"
 LIST_NODE_LABELS = "list_node_labels"
 RUN_EXTERNAL_COMMAND = "run_external_command"
 WHICH_PROGRAMS = "which_programs"
+SAVE_NODE_RECORD = "save_node_record"
 
 
 def node_object(name: str, obj: dict[str, Any] | None) -> NodeObject:
@@ -61,6 +64,7 @@ def node_object(name: str, obj: dict[str, Any] | None) -> NodeObject:
         uid=objects.meta(obj).get("uid", ""),
         ready=objects.condition(obj, "Ready") == "True",
         runtime=(status.get("nodeInfo") or {}).get("containerRuntimeVersion", ""),
+        kubelet_version=(status.get("nodeInfo") or {}).get("kubeletVersion", ""),
         labels=dict(objects.labels(obj)),
         unschedulable=bool((obj.get("spec") or {}).get("unschedulable")),
         addresses=[a.get("address", "") for a in status.get("addresses") or [] if a.get("address")],
@@ -71,7 +75,8 @@ def node_object(name: str, obj: dict[str, Any] | None) -> NodeObject:
 class MigrationKubeActivities(GatewayActivities):
     """The Kubernetes activities of the migration (see the module doc)."""
 
-    ACTIVITIES: ClassVar[tuple[str, ...]] = ("read_node_object", "delete_recorded_node", "list_pods_on_node", "list_node_labels")
+    ACTIVITIES: ClassVar[tuple[str, ...]] = ("read_node_object", "delete_recorded_node", "list_pods_on_node", "list_node_labels",
+                                             "save_node_record")
 
     @activity.defn(name=READ_NODE_OBJECT)
     def read_node_object(self, input: NodeObjectInput) -> NodeObject:
@@ -118,6 +123,24 @@ class MigrationKubeActivities(GatewayActivities):
     def list_node_labels(self, input: ListNodesInput) -> NodeLabels:
         """Every Node's name and labels."""
         return NodeLabels(nodes={objects.meta(n).get("name", ""): dict(objects.labels(n)) for n in self.gateway.list_nodes()})
+
+
+    @activity.defn(name=SAVE_NODE_RECORD)
+    def save_node_record(self, input: SaveRecordInput) -> SaveRecordResult:
+        """Create the record ConfigMap, or merge ``data`` into it (idempotent: a retry writes
+        the same keys again). Raises the gateway's errors (e.g. Forbidden, a missing namespace)."""
+        try:
+            self.gateway.get("ConfigMap", input.name, input.namespace)
+        except NotFound:
+            body = {"metadata": {"name": input.name, "labels": dict(input.labels)}, "data": dict(input.data)}
+            try:
+                out = self.gateway.create("ConfigMap", body, input.namespace)
+                log().info(f"record ConfigMap {input.namespace}/{input.name} created ({', '.join(sorted(input.data))})")
+                return SaveRecordResult(created=True, resource_version=str(objects.meta(out).get("resourceVersion", "")))
+            except Conflict:
+                pass  # a retry of this call created it in between: merge below
+        out = self.gateway.patch("ConfigMap", input.name, {"data": dict(input.data)}, input.namespace)
+        return SaveRecordResult(resource_version=str(objects.meta(out).get("resourceVersion", "")))
 
 
 class ExternalActivities:

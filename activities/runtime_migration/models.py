@@ -44,14 +44,16 @@ class NodeObjectInput(BaseModel):
 class NodeObject(BaseModel):
     """A Node as the migration sees it: ``exists``; ``uid``; ``ready`` (condition Ready=True);
     ``runtime`` (``status.nodeInfo.containerRuntimeVersion``, e.g. ``docker://1.13.1``,
-    ``cri-o://1.11.16``); ``labels``; ``unschedulable``; ``addresses``; ``raw`` the full object
-    as served (the record kept before the delete)."""
+    ``cri-o://1.11.16``); ``kubelet_version`` (``status.nodeInfo.kubeletVersion``); ``labels``;
+    ``unschedulable``; ``addresses``; ``raw`` the full object as served (the record kept before
+    the delete)."""
 
     name: str
     exists: bool = False
     uid: str = ""
     ready: bool = False
     runtime: str = ""
+    kubelet_version: str = ""
     labels: dict[str, str] = Field(default_factory=dict)
     unschedulable: bool = False
     addresses: list[str] = Field(default_factory=list)
@@ -111,3 +113,20 @@ class NodeLabels(BaseModel):
     """``nodes``: node name → labels."""
 
     nodes: dict[str, dict[str, str]] = Field(default_factory=dict)
+
+
+class SaveRecordInput(BaseModel):
+    """Create ConfigMap ``namespace/name`` or merge ``data`` into it (keys added or replaced,
+    other keys kept; values are strings, JSON where structured). ``labels`` on create."""
+
+    namespace: str
+    name: str
+    data: dict[str, str]
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class SaveRecordResult(BaseModel):
+    """``created``: this call created the ConfigMap; ``resource_version`` after the write."""
+
+    created: bool = False
+    resource_version: str = ""

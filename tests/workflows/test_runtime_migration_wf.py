@@ -12,6 +12,7 @@ lost scale-up opens the unknown-outcome gate and abort leaves the Node reported 
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -56,6 +57,8 @@ from activities.runtime_migration.models import (
     PodOnNode,
     PodsOnNode,
     PodsOnNodeInput,
+    SaveRecordInput,
+    SaveRecordResult,
     WhichInput,
     WhichResult,
 )
@@ -78,6 +81,7 @@ NODES = {"g1": "10.0.0.5", "g2": "10.0.0.6", "g3": "10.0.0.7"}
 PKGS = {"docker": "1.13.1-161", "cri-o": "1.11.16-1", "atomic-openshift-node": "3.11.161-1", "atomic-openshift-excluder": "3.11.161-1",
         "dnsmasq": "2.76-16", "criu": "3.12-2"}
 UPSTREAM = "search demo\nnameserver 192.168.122.1\n"
+INFRA, COMPUTE = "node-role.kubernetes.io/infra", "node-role.kubernetes.io/compute"
 
 
 class World:
@@ -95,14 +99,23 @@ class World:
                       "/etc/dnsmasq.d/origin-dns.conf": "x"}
         self.boot_id = "boot-1"
         self.reboots = 0
-        self.node: dict[str, Any] | None = self._node("uid-1", "cri-o://1.11", {"glusterfs": "storage-host", "runtime": "cri-o"})
+        self.node: dict[str, Any] | None = self._node("uid-1", "cri-o://1.11", {"glusterfs": "storage-host", "runtime": "cri-o", INFRA: "true"})
         self.externals: list[list[str]] = []
         self.bricks_up = True
+        #: the record ConfigMaps written (namespace/name → data)
+        self.configmaps: dict[str, dict[str, str]] = {}
+        #: the peers: g2 in g1's node group (infra), g3 a compute node on newer builds
+        self.peer_pkgs = {"g2": dict(PKGS), "g3": {**PKGS, "atomic-openshift-node": "3.11.170-1"}}
+        self.kubelet = {"g1": "v1.11.0+old", "g2": "v1.11.0+old", "g3": "v1.11.0+new"}
+        self.uncordoned: list[str] = []
+        #: ``fail_scaleup``: the scale-up exits 2 this many times (a playbook failure, known outcome)
+        self.fail_scaleup = 0
 
     @staticmethod
-    def _node(uid: str, runtime: str, labels: dict[str, str]) -> dict[str, Any]:
+    def _node(uid: str, runtime: str, labels: dict[str, str], kubelet: str = "v1.11.0+old") -> dict[str, Any]:
         return {"metadata": {"name": "g1", "uid": uid, "labels": labels}, "spec": {},
-                "status": {"conditions": [{"type": "Ready", "status": "True"}], "nodeInfo": {"containerRuntimeVersion": runtime},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                           "nodeInfo": {"containerRuntimeVersion": runtime, "kubeletVersion": kubelet},
                            "addresses": [{"type": "InternalIP", "address": NODES["g1"]}]}}
 
     # --- host ------------------------------------------------------------------------------------
@@ -165,7 +178,8 @@ class World:
     @activity.defn(name="run_node_command")
     async def run_node_command(self, input: RunCommandInput) -> CommandResult:
         if input.access.host != NODES["g1"]:
-            out, err, code = ("".join(f"{n} {v}\n" for n, v in PKGS.items()), "", 0) if input.argv[:2] == ["rpm", "-qa"] else ("peer\n", "", 0)
+            pkgs = self.peer_pkgs[input.access.node or ""]
+            out, err, code = ("".join(f"{n} {v}\n" for n, v in pkgs.items()), "", 0) if input.argv[:2] == ["rpm", "-qa"] else ("peer\n", "", 0)
             return CommandResult(argv=input.argv, exit_code=code, stdout=out, stderr=err)
         if input.argv == ["systemctl", "reboot"]:
             self.reboots += 1
@@ -185,7 +199,11 @@ class World:
     async def read_node_object(self, input: NodeObjectInput) -> NodeObject:
         from activities.runtime_migration.activities import node_object
 
-        return node_object(input.node, self.node if input.node == "g1" else self._node(f"uid-{input.node}", "docker://1", {"glusterfs": "storage-host"}))
+        if input.node == "g1":
+            return node_object(input.node, self.node)
+        role = INFRA if input.node == "g2" else COMPUTE
+        return node_object(input.node, self._node(f"uid-{input.node}", "cri-o://1.11", {"glusterfs": "storage-host", role: "true"},
+                                                  self.kubelet[input.node]))
 
     @activity.defn(name="delete_recorded_node")
     async def delete_recorded_node(self, input: DeleteRecordedNodeInput) -> DeleteRecordedNodeResult:
@@ -217,10 +235,15 @@ class World:
     async def run_external_command(self, input: ExternalCommandInput) -> CommandResult:
         self.externals.append(list(input.argv))
         if "scaleup.yml" in input.argv[-1]:
-            self.node = self._node("uid-2", "docker://1.13.1", {"glusterfs": "storage-host"})
+            if self.fail_scaleup > 0:
+                self.fail_scaleup -= 1
+                return CommandResult(argv=input.argv, exit_code=2, stdout="fatal: [g1]: FAILED! => unreachable repo\n")
+            self.node = self._node("uid-2", "docker://1.13.1", {"glusterfs": "storage-host", INFRA: "true"}, "v1.11.0+new")
             self.bricks_up = True
-            # the scale-up installs the Docker node packages, without the excluder (seed 003)
-            self.packages.update({p: PKGS[p] for p in ("docker", "atomic-openshift-node", "dnsmasq")})
+            # the scale-up installs the Docker node packages, without the excluder (seed 003), and
+            # the latest atomic-openshift-node build (no openshift_pkg_version: the scenario's drift)
+            self.packages.update({p: PKGS[p] for p in ("docker", "dnsmasq")})
+            self.packages["atomic-openshift-node"] = "3.11.170-1"
             if "scale-up" in self.lose:
                 await asyncio.sleep(7200)
         return CommandResult(argv=input.argv, exit_code=0, stdout="PLAY RECAP ok\n")
@@ -235,7 +258,13 @@ class World:
 
     @activity.defn(name="uncordon_node")
     async def uncordon_node(self, input: UncordonInput) -> UncordonResult:
-        return UncordonResult(uncordoned=False)
+        self.uncordoned.append(input.node)
+        return UncordonResult(uncordoned=True)
+
+    @activity.defn(name="save_node_record")
+    async def save_node_record(self, input: SaveRecordInput) -> SaveRecordResult:
+        self.configmaps.setdefault(f"{input.namespace}/{input.name}", {}).update(input.data)
+        return SaveRecordResult(created=True)
 
     @activity.defn(name="record_node_event")
     async def record_node_event(self, input: RecordEventInput) -> None:
@@ -259,7 +288,7 @@ class World:
     def activities(self) -> list[Callable[..., Any]]:
         return [self.run_node_command, self.read_node_object, self.delete_recorded_node, self.list_pods_on_node,
                 self.list_node_labels, self.set_node_labels, self.which_programs, self.run_external_command, self.cordon_node,
-                self.drain_node, self.uncordon_node, self.record_node_event, self.read_gluster]
+                self.drain_node, self.uncordon_node, self.record_node_event, self.read_gluster, self.save_node_record]
 
 
 def _input() -> RuntimeMigrationInput:
@@ -314,6 +343,25 @@ async def test_gates_mirrored_lost_reboot_confirmed_by_boot_id(time_skipping_env
     assert world.reboots == 1  # the lost reboot was confirmed by the new boot_id, never run again
     assert world.node is not None and world.node["metadata"]["uid"] == "uid-2"
     assert [f.package for f in result.findings if f.kind == "missing"] == ["atomic-openshift-excluder"]
+    # Versions are compared within g1's node group (infra: g2), not with the compute peer g3,
+    # which runs the same newer build and kubelet (against all peers, no version agrees).
+    versions = {(f.package, f.group) for f in result.findings if f.kind == "version"}
+    assert versions == {("atomic-openshift-node", "infra"), ("kubelet", "infra")}, result.findings
+    # The outcome tells the truth: the excluder was installed again behind the gate.
+    excluder = next(f for f in result.findings if f.package == "atomic-openshift-excluder")
+    assert excluder.resolved is not None and excluder.resolved.startswith("installed after gate post-check/install"), excluder
+    assert "atomic-openshift-excluder was missing on g1 and is installed again" in result.message, result.message
+    assert "atomic-openshift-excluder missing" not in result.message, result.message
+    assert result.removed["g1"] == ["criu", "docker", "atomic-openshift-excluder", "atomic-openshift-node", "cri-o", "dnsmasq"], result.removed
+    # The node's record is in a ConfigMap, readable without Temporal.
+    row = result.nodes[0].status
+    [(where, data)] = world.configmaps.items()
+    assert where.startswith("openshift-infra/lockkeeper-record-rm-") and row.record_configmap == where
+    rec = json.loads(data["g1.json"])
+    assert (rec["uid"], rec["bootstrap_config"], rec["boot_id"]) == ("uid-1", "node-config-infra-crio", "boot-1")
+    assert rec["labels"]["runtime"] == "cri-o" and rec["packages"]["atomic-openshift-excluder"] == "3.11.161-1"
+    assert rec["node_object"]["status"]["addresses"] == [{"type": "InternalIP", "address": NODES["g1"]}]
+    assert "before the destructive steps" in data["g1.state"]
     row = result.nodes[0].status
     assert row.new_boot_id == "boot-2" and row.record is not None and row.record.bootstrap_config == "node-config-infra-crio"
     assert "resolv-conf" in row.done_steps and row.done_steps.index("resolv-conf") < row.done_steps.index("dnsmasq")

@@ -122,6 +122,10 @@ class RuntimeMigrationInput(BaseModel):
     four_eyes: bool = False
     allowed_approvers: list[str] = Field(default_factory=list)
     search_attributes: bool = True
+    #: Namespace of the record ConfigMap ``lockkeeper-record-<workflow id>`` (one key per node:
+    #: the Node object, labels, runtime, bootstrap config, packages, addresses), kept so the
+    #: nodes can be recovered without Temporal (procedures-spec §1.6).
+    record_namespace: str = "openshift-infra"
 
     @model_validator(mode="after")
     def _consistent(self) -> RuntimeMigrationInput:
@@ -185,7 +189,7 @@ class NodeMigrationStatus(BaseModel):
     node's gates (waiting ones first); ``reason``; ``findings`` (label or health messages)."""
 
     node: str
-    phase: Literal["pending", "running", "waiting", "done", "failed", "aborted"] = "pending"
+    phase: Literal["pending", "running", "waiting", "done", "failed", "aborted", "skipped"] = "pending"
     step: str | None = None
     waiting_for: str | None = None
     since: datetime | None = None
@@ -199,6 +203,12 @@ class NodeMigrationStatus(BaseModel):
     reason: str | None = None
     findings: list[str] = Field(default_factory=list)
     done_steps: list[str] = Field(default_factory=list)
+    #: Packages this migration removed from the node (``yum -y remove``; those already absent
+    #: are not listed); ``attempt``: 1, then +1 per ``retry-node``; ``record_configmap``:
+    #: ``namespace/name`` of the ConfigMap holding the node's record (recoverable without Temporal).
+    removed: list[str] = Field(default_factory=list)
+    attempt: int = 1
+    record_configmap: str = ""
     #: The fields the kit's node views read from every procedure's node rows (the live details
     #: of the Temporal UI): a pool column, the blocked-drain report.
     pool: str = "-"
@@ -222,6 +232,9 @@ class NodeMigrationInput(BaseModel):
     node: str
     parent_id: str
     index: int = 0
+    #: ``retry-node``: the row the previous attempt ended with (its record, done steps, whether
+    #: the Node was deleted); the retry skips the done steps and repeats the one that stopped.
+    previous: NodeMigrationStatus | None = None
 
 
 class GateDecision(BaseModel):
@@ -248,20 +261,25 @@ class UnknownOutcomeInput(BaseModel):
 
 
 class PackageFinding(BaseModel):
-    """One post-check finding: ``kind`` missing (present before or on peers, missing now) or
-    version (differs from the peers); ``node``, ``package``, ``message``."""
+    """One post-check finding: ``kind`` missing (present before or on the group's peers, missing
+    now) or version (differs from the peers of the node's group; ``package`` ``kubelet`` /
+    ``runtime`` for the Node's kubelet and container-runtime versions); ``node``, ``package``,
+    ``group`` (the node's roles, "" unknown), ``message``; ``resolved``: what was done about it
+    afterwards (e.g. ``installed after gate post-check/install``), None = still open."""
 
     kind: Literal["missing", "version"]
     node: str
     package: str
     message: str
+    group: str = ""
+    resolved: str | None = None
 
 
 class NodeMigrationResult(BaseModel):
     """What a node's child returns."""
 
     node: str
-    outcome: Literal["done", "failed", "aborted"]
+    outcome: Literal["done", "failed", "aborted", "skipped"]
     reason: str | None = None
     status: NodeMigrationStatus
     gate_history: list[GateRecord] = Field(default_factory=list)
@@ -291,3 +309,5 @@ class RuntimeMigrationResult(ProcedureResult):
     findings: list[PackageFinding] = Field(default_factory=list)
     installed: dict[str, list[str]] = Field(default_factory=dict)
     preflight: list[str] = Field(default_factory=list)
+    #: node → packages the migration removed from it.
+    removed: dict[str, list[str]] = Field(default_factory=dict)

@@ -16,39 +16,49 @@ is wiped (DNS would break after the reboot otherwise, seed 003).
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.cluster.models import NodeInfo, SetNodeLabelsInput
-    from activities.runtime_migration.models import DeleteRecordedNodeInput, DeleteRecordedNodeResult, NodeObject, NodeObjectInput, PodsOnNode, PodsOnNodeInput
+    from activities.runtime_migration.models import (
+        DeleteRecordedNodeInput,
+        DeleteRecordedNodeResult,
+        NodeObject,
+        NodeObjectInput,
+        SaveRecordInput,
+        SaveRecordResult,
+    )
     from workflows.kit import calls as acts
     from workflows.kit.control import Control
     from workflows.kit.drain import DrainGateState
     from workflows.kit.gates import Gates
-    from workflows.kit.health import Backoff, Check, wait_until
-    from workflows.kit.models import ApprovalRules, DrainDecision, GateRecord, GateState, HealthStatus
+    from workflows.kit.health import Check
+    from workflows.kit.models import ApprovalRules, DrainDecision, GateRecord, GateState, HealthStatus, NodeControlInput
     from workflows.kit.noderun import NodeRun, NodeRunWorkflow, Stopped
     from workflows.runtime_migration import plan
     from workflows.runtime_migration.gluster import read_assessment
     from workflows.runtime_migration.models import (
+        PROCEDURE_RUNTIME_MIGRATION,
         GateDecision,
         NodeMigrationInput,
         NodeMigrationResult,
         NodeMigrationStatus,
         NodeRecordView,
     )
+    from workflows.runtime_migration.rejoin import RejoinSteps
     from workflows.runtime_migration.runner import NodeSteps, StepStopped
 
 READ_NODE_OBJECT = "read_node_object"
 DELETE_RECORDED_NODE = "delete_recorded_node"
-LIST_PODS_ON_NODE = "list_pods_on_node"
-SET_NODE_LABELS = "set_node_labels"
+SAVE_NODE_RECORD = "save_node_record"
+#: workflow.patched ID: the node's record is also written to a ConfigMap (recoverable without Temporal).
+PATCH_RECORD_CONFIGMAP = "runtime-migration-record-configmap"
+#: The steps before anything irreversible happens on the host: a skip is honoured only there.
+BEFORE_DESTRUCTIVE = ("start", "safety", "approve-migration", "drain", "record")
 
 
 @workflow.defn
-class RuntimeMigrationNodeWorkflow(NodeRunWorkflow):
+class RuntimeMigrationNodeWorkflow(NodeRunWorkflow, RejoinSteps):
     """Input :class:`NodeMigrationInput`, result :class:`NodeMigrationResult` (see the module doc)."""
 
     @workflow.init
@@ -57,6 +67,14 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow):
         self.inp = input
         self.node = input.node
         self.st = NodeMigrationStatus(node=input.node, phase="running", since=workflow.now())
+        prev = input.previous
+        if prev is not None:  # retry-node: carry what the previous attempt knew
+            self.st.done_steps, self.st.node_deleted, self.st.removed = list(prev.done_steps), prev.node_deleted, list(prev.removed)
+            self.st.new_boot_id, self.st.record_configmap, self.st.attempt = prev.new_boot_id, prev.record_configmap, prev.attempt + 1
+            self.st.step = prev.step
+        #: skip-node: who asked (honoured only before the destructive steps), and whether they began.
+        self.skip_by: NodeControlInput | None = None
+        self.destructive = any(step not in BEFORE_DESTRUCTIVE for step in self.st.done_steps)
         self.history: list[GateRecord] = []
         self.control = Control(on_change=self._push, noun="node migration")
         rules = ApprovalRules(requested_by=run.requested_by, four_eyes=run.four_eyes, allowed_approvers=run.allowed_approvers)
@@ -69,7 +87,7 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow):
             deadline_consequence="the migration of {node} stays at the drain",
         )
         self.steps = NodeSteps(input.node, run.host_access[input.node], t, self.st, self.gates, self._push, run.gate_timeout_seconds)
-        self.record = NodeRecordView()
+        self.record = prev.record.model_copy(deep=True) if prev is not None and prev.record is not None else NodeRecordView()
         self._signals: list[asyncio.Future[None]] = []
 
     # --- parent link ------------------------------------------------------------------------------
@@ -104,6 +122,19 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow):
         """Stop at the next safe point (a waiting gate is cancelled)."""
         self.control.request_abort(f"aborted by {identity}", identity)
         self.node_run.request_stop("abort", identity)
+
+    @workflow.signal
+    def skip_migration(self, req: NodeControlInput) -> None:
+        """skip-node: honoured while no destructive step has begun (the node is uncordoned if we
+        cordoned it and ends ``skipped``); later it is ignored and the row says so (the parent's
+        validator refuses it then, this covers a row that was stale)."""
+        if self.destructive:
+            self.st.findings.append(f"skip requested by {req.identity} ignored: the destructive steps had begun at {self.st.step}")
+            self._push()
+            return
+        self.skip_by = req
+        self.control.request_abort(f"skipped by {req.identity}", req.identity)
+        self.node_run.request_stop("skip", req.identity)
 
     @workflow.query
     def row(self) -> NodeMigrationStatus:
@@ -210,8 +241,10 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow):
         s.set("remove-packages", f"yum -y remove {' '.join(pkgs)}")
         left = plan.packages_installed((await s.cmd("remove-packages", ["rpm", "-q", *pkgs])).stdout, pkgs)
         if left:
+            asked = left
             r = await s.cmd("remove-packages", ["yum", "-y", "remove", *left], timeout=max(600.0, self.inp.run.timing.host_command_timeout))
             left = plan.packages_installed((await s.cmd("remove-packages", ["rpm", "-q", *pkgs])).stdout, pkgs)
+            self.st.removed = [p for p in pkgs if p in set(self.st.removed) | (set(asked) - set(left))]
             if left:
                 raise StepStopped("remove-packages", f"still installed: {', '.join(left)} ({r.summary()})")
         s.done("remove-packages")
@@ -274,168 +307,110 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow):
     def _argv(self, argv: list[str]) -> list[str]:
         return plan.expand_argv(argv, self.node, self.record.bootstrap_config)
 
-    async def _registered(self) -> NodeObject:
-        """Step 17: the Node again, new uid, Ready, docker:// runtime; labels checked (a missing
-        GlusterFS label opens a gate: the GlusterFS pod would never schedule)."""
-        s, run = self.steps, self.inp.run
-        seen: dict[str, NodeObject] = {}
-
-        async def check() -> Check:
-            obj = await self._node_object()
-            seen["obj"] = obj
-            if not obj.exists:
-                return Check(False, "Node not registered yet")
-            if obj.uid == self.record.uid:
-                return Check(False, f"Node still has the old uid {obj.uid}")
-            self.st.node_deleted, self.st.new_uid = False, obj.uid
-            if not obj.ready:
-                return Check(False, f"Node {obj.uid} not Ready")
-            if not obj.runtime.startswith(f"{run.target_runtime}://"):
-                return Check(False, f"runtime {obj.runtime or 'unknown'}, expected {run.target_runtime}://")
-            return Check(True, f"uid {obj.uid}, Ready, {obj.runtime}")
-
-        await s.wait_ok("wait-registered", "the Node registered again (new uid, Ready, docker://)", check, run.timing.register_timeout, self.health)
-        expected = plan.expected_labels(self.record.labels, run.expected_labels)
-        key, value = run.gluster.label_pair()
-        expected.setdefault(key, value)
-        while True:
-            obj = await self._node_object()
-            problems = plan.label_problems(obj.labels, expected)
-            missing = {k: v for k, v in expected.items() if obj.labels.get(k) != v}
-            self.st.findings = problems
-            if not missing:
-                return obj
-            gluster_missing = key in missing
-            why = (f"without {key}={value} the GlusterFS pod never schedules on {self.node}" if gluster_missing
-                   else "workloads that select them (e.g. Prometheus) cannot come back to this node")
-            text = (f"{'; '.join(problems)} (recorded before the migration): {why}. Approve sets "
-                    f"{', '.join(f'{k}={v}' for k, v in sorted(missing.items()))} on the Node; reject "
-                    + ("stops" if gluster_missing else "goes on without them"))
-            if await s.gate("human", "labels", text):
-                await acts.call(SET_NODE_LABELS, SetNodeLabelsInput(node=self.node, labels=dict(missing)), NodeInfo,
-                                timeouts=self.node_run.timeouts)
-                continue
-            if gluster_missing:
-                raise StepStopped("wait-registered", f"label {key}={value} missing and not restored")
-            return obj
-
-    async def _gluster_back(self) -> None:
-        """Steps 18-20: the GlusterFS pod Ready on the node, its bricks online, heal clean on
-        every volume (falling entries are progress; a stall opens a gate; split-brain stops)."""
-        s, run, t = self.steps, self.inp.run, self.inp.run.timing
-
-        async def pod() -> Check:
-            got: PodsOnNode = await acts.call(LIST_PODS_ON_NODE, PodsOnNodeInput(namespace=run.gluster.namespace,
-                                              label_selector=run.gluster.pod_selector(), node=self.node), PodsOnNode, timeouts=self.node_run.timeouts)
-            ok = [p for p in got.pods if p.healthy]
-            return Check(bool(ok), ok[0].name + " Ready" if ok else ", ".join(f"{p.name} {p.phase}" for p in got.pods) or "no GlusterFS pod yet")
-
-        await s.wait_ok("gluster-pod", "the GlusterFS pod Running and Ready on the node", pod, t.gluster_pod_timeout, self.health)
-        s.done("gluster-pod")
-
-        async def bricks() -> Check:
-            a = await read_assessment(run.gluster, exclude_node=None, heal=False)
-            mine = [b for v in a.volumes for b in v.bricks if b.node == self.node]
-            down = [f"{b.volume}: {b.name}" for b in mine if not b.online]
-            problems = down + [f"peer {p} disconnected" for p in a.disconnected_peers]
-            if not mine:
-                problems.append(f"no brick maps to {self.node}")
-            return Check(not problems, "; ".join(problems) or f"{len(mine)} bricks online")
-
-        await s.wait_ok("bricks-online", "every brick of the node online, all peers connected", bricks, t.bricks_timeout, self.health)
-        s.done("bricks-online")
-        await self._heal()
-        s.done("heal-clean")
-
-    async def _heal(self) -> None:
-        s, run, t = self.steps, self.inp.run, self.inp.run.timing
-        while True:
-            best: dict[str, object] = {"total": None, "at": workflow.now()}
-
-            async def heal() -> Check:
-                a = await read_assessment(run.gluster, exclude_node=None, heal=True)
-                self.st.heal = plan.heal_counts(a)
-                sb = plan.split_brain(a)
-                if sb:
-                    raise StepStopped("heal-clean", "split-brain: " + "; ".join(sb) + " (resolve by hand)", aborted=True)
-                if a.healthy:
-                    return Check(True, "heal info clean on every volume")
-                total = sum(v or 0 for v in self.st.heal.values())
-                if best["total"] is None or total < best["total"]:  # type: ignore[operator]
-                    best["total"], best["at"] = total, workflow.now()
-                stalled = (workflow.now() - best["at"]).total_seconds()  # type: ignore[operator]
-                if stalled >= t.heal_stall:
-                    best["stalled"] = True
-                    return Check(False, f"heal stalled at {total} entries for {stalled:.0f}s")
-                problems = [p for v in a.volumes for p in v.heal_problems][:5]
-                return Check(False, f"{total} entries pending: " + "; ".join(problems))
-
-            self.steps.set("heal-clean", "heal info clean on every volume (entries falling)")
-            hs = await wait_until(heal, name=f"{self.node}/heal-clean", backoff=Backoff(t.poll, t.poll_max),
-                                  deadline=workflow.now() + timedelta(seconds=t.heal_timeout), board=self.health,
-                                  stop=lambda: self.control.abort or bool(best.get("stalled")), on_poll=lambda _: self._push())
-            if hs.state == "ok":
-                return
-            if self.control.abort:
-                raise StepStopped("heal-clean", "aborted", aborted=True)
-            await s.require("health", "heal-clean", f"{hs.last}; approve waits again, reject stops")
-
     # --- the run -----------------------------------------------------------------------------------
+
+    def _todo(self, step: str) -> bool:
+        """False for a step a previous attempt finished (retry-node resumes after it)."""
+        return step not in self.st.done_steps
+
+    async def _save_record(self, state: str) -> None:
+        """Write the node's record and ``state`` to the record ConfigMap (under the patch)."""
+        if not workflow.patched(PATCH_RECORD_CONFIGMAP):
+            return
+        run = self.inp.run
+        name = plan.record_configmap_name(self.inp.parent_id)
+        await acts.call(SAVE_NODE_RECORD, SaveRecordInput(
+            namespace=run.record_namespace, name=name, data=plan.record_data(self.node, self.record, state),
+            labels={"lockkeeper.io/procedure": PROCEDURE_RUNTIME_MIGRATION}), SaveRecordResult, timeouts=self.node_run.timeouts)
+        self.st.record_configmap = f"{run.record_namespace}/{name}"
+        self._push()
 
     async def _migrate(self) -> None:
         run, s, node = self.inp.run, self.steps, self.node
-        await self._safety()
-        s.done("safety")
+        if not self.destructive:  # a retry after the destructive steps began: the node's own bricks are down, by design
+            await self._safety()
+            s.done("safety")
         await self._safe()
-        await s.require("destructive", "approve-migration", f"migrate {node} to {run.target_runtime}: drain, stop the runtime, remove "
-                        f"packages, wipe /etc/origin, reboot, delete the Node, scale-up")
-        s.done("approve-migration")
-        s.set("drain", "cordon and drain (--ignore-daemonsets --delete-local-data)")
-        t = run.timing
-        try:
-            await self.node_run.cordon_and_drain(wait_seconds=t.drain_wait, backoff_initial=t.drain_backoff_initial,
-                                                 backoff_max=t.drain_backoff_max, deadline_seconds=t.drain_deadline)
-        except Stopped as err:
-            raise StepStopped("drain", f"drain stopped ({self.node_run.stop} by {self.node_run.stop_by})",
-                              aborted=self.node_run.stop == "abort") from err
-        s.done("drain")
+        if self._todo("approve-migration"):
+            await s.require("destructive", "approve-migration", f"migrate {node} to {run.target_runtime}: drain, stop the runtime, "
+                            "remove packages, wipe /etc/origin, reboot, delete the Node, scale-up")
+            s.done("approve-migration")
+        if self._todo("drain"):
+            s.set("drain", "cordon and drain (--ignore-daemonsets --delete-local-data)")
+            t = run.timing
+            try:
+                await self.node_run.cordon_and_drain(wait_seconds=t.drain_wait, backoff_initial=t.drain_backoff_initial,
+                                                     backoff_max=t.drain_backoff_max, deadline_seconds=t.drain_deadline)
+            except Stopped as err:
+                raise StepStopped("drain", f"drain stopped ({self.node_run.stop} by {self.node_run.stop_by})",
+                                  aborted=self.node_run.stop in ("abort", "skip")) from err
+            s.done("drain")
         await self._safe()
-        await self._record()
-        s.done("record")
+        if self._todo("record"):
+            await self._record()
+            await self._save_record(f"recorded before the destructive steps (attempt {self.st.attempt})")
+            s.done("record")
         await self._safe()
-        await self._units_off("stop-services", run.runtime_services)
-        await self._resolv_conf()
-        await self._units_off("dnsmasq", ["dnsmasq"])
-        await self._remove_packages()
-        await self._wipe()
+        self.destructive = True  # from here on a skip is refused: the host is being changed
+        # A retry never repeats a finished host step: after the scale-up they would undo it
+        # (stop the new runtime, remove docker, wipe the new /etc/origin).
+        if self._todo("stop-services"):
+            await self._units_off("stop-services", run.runtime_services)
+        if self._todo("resolv-conf"):
+            await self._resolv_conf()
+        if self._todo("dnsmasq"):
+            await self._units_off("dnsmasq", ["dnsmasq"])
+        if self._todo("remove-packages"):
+            await self._remove_packages()
+        if self._todo("wipe"):
+            await self._wipe()
         await self._safe()
-        self.st.new_boot_id = await s.reboot(self.record.boot_id, ["systemctl", "reboot"], self.health)
-        s.done("reboot")
-        await self._post_reboot()
+        if self._todo("reboot"):
+            self.st.new_boot_id = await s.reboot(self.record.boot_id, ["systemctl", "reboot"], self.health)
+            s.done("reboot")
+        if self._todo("post-reboot-checks"):
+            await self._post_reboot()
         await self._safe()
-        await s.require("destructive", "approve-delete", f"delete node {node} (uid {self.record.uid}) from the API; it registers "
-                        "again only through the scale-up")
-        s.set("delete-node", f"DELETE node {node} uid {self.record.uid}")
-        res: DeleteRecordedNodeResult = await acts.call(DELETE_RECORDED_NODE, DeleteRecordedNodeInput(node=node, uid=self.record.uid),
-                                                        DeleteRecordedNodeResult, timeouts=self.node_run.timeouts)
-        self.st.node_deleted = True
-        self.st.reason = res.detail
-        s.done("delete-node")
+        if self._todo("delete-node"):
+            await s.require("destructive", "approve-delete", f"delete node {node} (uid {self.record.uid}) from the API; it registers "
+                            "again only through the scale-up")
+            s.set("delete-node", f"DELETE node {node} uid {self.record.uid}")
+            res: DeleteRecordedNodeResult = await acts.call(DELETE_RECORDED_NODE, DeleteRecordedNodeInput(node=node, uid=self.record.uid),
+                                                            DeleteRecordedNodeResult, timeouts=self.node_run.timeouts)
+            self.st.node_deleted = True
+            self.st.reason = res.detail
+            s.done("delete-node")
         group = self.record.bootstrap_config
-        await self._inventory("inventory", run.inventory_step, plan.inventory_change(node, group))
-        if run.node_group_step is not None:
+        if self._todo("inventory"):
+            await self._inventory("inventory", run.inventory_step, plan.inventory_change(node, group))
+        if run.node_group_step is not None and self._todo("node-group"):
             await s.external("node-group", self._argv(run.node_group_step.argv), run.node_group_step.timeout_seconds, run.node_group_step.env)
             s.done("node-group")
-        await s.external("scale-up", self._argv(run.scaleup_step.argv), run.scaleup_step.timeout_seconds, run.scaleup_step.env)
-        s.done("scale-up")
+        if self._todo("scale-up"):
+            await s.external("scale-up", self._argv(run.scaleup_step.argv), run.scaleup_step.timeout_seconds, run.scaleup_step.env)
+            s.done("scale-up")
         obj = await self._registered()
         s.done("wait-registered")
         await self._gluster_back()
-        await self._inventory("inventory-restore", run.inventory_restore_step, plan.inventory_restore(node, group))
+        if self._todo("inventory-restore"):
+            await self._inventory("inventory-restore", run.inventory_restore_step, plan.inventory_restore(node, group))
         s.set("uncordon")
         if obj.unschedulable:
             self.st.findings.append(f"node {node} came back unschedulable: uncordon it by hand (`oc adm uncordon {node}`)")
         s.done("uncordon")
+
+    async def _skipped(self, req: NodeControlInput) -> str:
+        """Undo a skip honoured before the destructive steps: uncordon if we cordoned; the record
+        ConfigMap (when one was written) says so. Returns the reason."""
+        unc = await self.node_run.uncordon()
+        if unc.uncordoned:
+            self.node_run.cordoned_by_us = False
+        reason = (f"skipped by {req.identity}" + (f": {req.comment}" if req.comment else "")
+                  + f" at {self.st.step or 'start'}, before the destructive steps; nothing changed on the host"
+                  + ("; uncordoned" if unc.uncordoned else ""))
+        if self.st.record_configmap:
+            await self._save_record(reason)
+        return reason
 
     @workflow.run
     async def run(self, input: NodeMigrationInput) -> NodeMigrationResult:
@@ -445,9 +420,12 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow):
             await self._migrate()
             self.steps.set("finished", phase="done")
         except StepStopped as err:
-            outcome = "aborted" if err.aborted else "failed"
-            reason = f"stopped at {err.step}: {err.reason}" + (f"; node {self.node} is DELETED and not registered again"
-                                                                if self.st.node_deleted else "")
+            if self.skip_by is not None and not self.destructive:
+                outcome, reason = "skipped", await self._skipped(self.skip_by)
+            else:
+                outcome = "aborted" if err.aborted else "failed"
+                reason = f"stopped at {err.step}: {err.reason}" + (f"; node {self.node} is DELETED and not registered again"
+                                                                    if self.st.node_deleted else "")
             self.st.reason = reason
             self.steps.set(err.step, None, phase=outcome)
         if self._signals:

@@ -11,10 +11,12 @@ name resolves, 2 when not. No shell anywhere: every command is an argv.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable
 
 from workflows.gluster.models import Assessment
-from workflows.runtime_migration.models import PackageFinding
+from workflows.runtime_migration.models import NodeRecordView, PackageFinding
 
 #: The comment 3.x's NetworkManager dispatcher (o-a 99-origin-dns.sh) writes into /etc/resolv.conf.
 ORIGIN_DNS_MARK = "99-origin-dns.sh"
@@ -144,6 +146,29 @@ def label_problems(labels: dict[str, str], expected: dict[str, str]) -> list[str
     return out
 
 
+# --- the record ConfigMap ---------------------------------------------------------------------
+
+
+def record_configmap_name(workflow_id: str) -> str:
+    """``lockkeeper-record-<workflow id>`` as a DNS-1123 name (lower case, other characters as
+    ``-``, at most 253)."""
+    body = re.sub(r"[^a-z0-9.-]+", "-", workflow_id.lower()).strip("-.")
+    return f"lockkeeper-record-{body}"[:253].rstrip("-.")
+
+
+def record_data(node: str, record: NodeRecordView, state: str) -> dict[str, str]:
+    """The ConfigMap keys of one node: ``<node>.json`` (the record: uid, labels, runtime,
+    bootstrap config, boot_id, packages, addresses and the full Node object without
+    ``managedFields``, as JSON) and ``<node>.state`` (one line: where the node is, e.g.
+    ``recorded before the destructive steps``)."""
+    obj = dict(record.node_object or {})
+    if obj.get("metadata"):
+        obj["metadata"] = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
+    body = record.model_dump(exclude={"node_object"})
+    body["node_object"] = obj or None
+    return {f"{node}.json": json.dumps(body, indent=1, sort_keys=True), f"{node}.state": state}
+
+
 # --- GlusterFS ----------------------------------------------------------------------------------
 
 
@@ -182,24 +207,54 @@ def split_brain(assessment: Assessment) -> list[str]:
 # --- post-check ---------------------------------------------------------------------------------
 
 
+ROLE_PREFIX = "node-role.kubernetes.io/"
+
+
+def node_group(labels: dict[str, str]) -> str:
+    """A node's group for the post-check: its roles from the ``node-role.kubernetes.io/<role>``
+    labels (3.11 node groups set them: ``node-config-infra`` → ``infra``), sorted and joined
+    with ``,`` ("" when it has none)."""
+    return ",".join(sorted(k[len(ROLE_PREFIX):] for k in labels if k.startswith(ROLE_PREFIX)))
+
+
+def group_peers(node: str, groups: dict[str, str] | None, migrated: list[str], peers: list[str]) -> list[str]:
+    """The nodes ``node`` is compared with: the peers in its group (``groups``: node → group;
+    None = every peer). A group without peers falls back to the other migrated nodes of it."""
+    if groups is None:
+        return list(peers)
+    g = groups.get(node, "")
+    same = [p for p in peers if groups.get(p, "") == g and p != node]
+    return same or [m for m in migrated if m != node and groups.get(m, "") == g]
+
+
 def package_findings(
     baseline: dict[str, dict[str, str]],
     now: dict[str, dict[str, str]],
     migrated: list[str],
     peers: list[str],
     ignore: Iterable[str] = (),
+    groups: dict[str, str] | None = None,
+    node_versions: dict[str, dict[str, str]] | None = None,
 ) -> list[PackageFinding]:
-    """Procedures-spec §6.3 post-check.
+    """Procedures-spec §6.3 post-check, per node group (:func:`group_peers`: a migrated infra
+    node is compared with the infra peers, never with compute or master nodes).
 
-    - missing: a package present on a migrated node before (``baseline``) or on the peers now,
-      missing on that node now (``ignore``d packages aside: the CRI-O ones go on purpose).
-    - version: a package on the migrated node whose version differs from the version every peer
-      that has it agrees on.
-    ``baseline``/``now``: node → name → version-release."""
+    - missing: a package present on a migrated node before (``baseline``) or on most of its
+      group's peers now, missing on that node now (``ignore``d packages aside: the CRI-O ones go
+      on purpose).
+    - version: a package on the migrated node whose version differs from the version every
+      group peer that has it agrees on; the same for ``node_versions``' ``kubelet`` (Node
+      ``status.nodeInfo.kubeletVersion``) and ``runtime`` (``containerRuntimeVersion``, compared
+      only with peers running the same runtime: ``docker://`` with ``docker://``).
+    ``baseline``/``now``: node → name → version-release; ``node_versions``: node → {kubelet, runtime}."""
     skip = set(ignore)
     out: list[PackageFinding] = []
-    peer_now = {p: now.get(p, {}) for p in peers if p in now}
+    versions_of = node_versions or {}
     for node in migrated:
+        ref = group_peers(node, groups, migrated, peers)
+        group = (groups or {}).get(node, "")
+        where_g = f" of group {group}" if groups is not None else ""
+        peer_now = {p: now.get(p, {}) for p in ref if p in now}
         before, after = baseline.get(node, {}), now.get(node, {})
         candidates = set(before) | {pk for pkgs in peer_now.values() for pk in pkgs}
         for pkg in sorted(candidates - set(after) - skip):
@@ -207,11 +262,22 @@ def package_findings(
             if pkg not in before and len(having) < max(1, (len(peer_now) + 1) // 2):
                 continue  # a package a minority of peers has is not a finding for this node
             where = "present before migration" if pkg in before else "not present before migration"
-            out.append(PackageFinding(kind="missing", node=node, package=pkg,
-                                      message=f"package {pkg} {where} on {node} and on {len(having)}/{len(peer_now)} peers, missing now"))
+            out.append(PackageFinding(kind="missing", node=node, package=pkg, group=group,
+                                      message=f"package {pkg} {where} on {node} and on {len(having)}/{len(peer_now)} peers{where_g}, missing now"))
         for pkg in sorted(set(after) - skip):
             versions = {pkgs[pkg] for pkgs in peer_now.values() if pkg in pkgs}
             if len(versions) == 1 and after[pkg] not in versions:
-                out.append(PackageFinding(kind="version", node=node, package=pkg,
-                                          message=f"package {pkg} is {after[pkg]} on {node}, {next(iter(versions))} on the peers"))
+                out.append(PackageFinding(kind="version", node=node, package=pkg, group=group,
+                                          message=f"package {pkg} is {after[pkg]} on {node}, {next(iter(versions))} on the peers{where_g}"))
+        mine = versions_of.get(node, {})
+        for what in ("kubelet", "runtime"):
+            v = mine.get(what, "")
+            if not v:
+                continue
+            kind = v.split("://", 1)[0] + "://" if what == "runtime" else ""
+            peer_vs = {versions_of[p][what] for p in ref if versions_of.get(p, {}).get(what, "").startswith(kind)}
+            if len(peer_vs) == 1 and v not in peer_vs:
+                label = "kubelet" if what == "kubelet" else "container runtime"
+                out.append(PackageFinding(kind="version", node=node, package=what, group=group,
+                                          message=f"{label} is {v} on {node}, {next(iter(peer_vs))} on the peers{where_g}"))
     return out

@@ -6,10 +6,15 @@ procedures-spec §6.3).
    pod; SSH reaches every node and peer; package baselines (name and version) from nodes and peers.
    Any finding ends the run ``failed`` with the findings, before a single write.
 2. Per node, in the given order, a child :class:`RuntimeMigrationNodeWorkflow` (steps 1-22); the
-   next node starts only after the previous one ended ``done``. A node that stopped ends the run
-   (the node is reported as it was left, e.g. deleted and not registered again).
-3. Post-check: packages present before (or on the peers) but missing now, and version
-   differences, then a gated ``yum -y install`` of the missing ones.
+   next node starts only after the previous one ended ``done`` (or ``skipped``). A node that
+   failed holds the run at gate ``<node>/stopped/<attempt>``: retry-node (or approve) runs it
+   again from the step that stopped, skip-node goes on, reject ends the run; an aborted node
+   ends it (:mod:`.nodecontrol`). The node is reported as it was left, e.g. deleted and not
+   registered again, and its record is in ConfigMap ``<record_namespace>/lockkeeper-record-<id>``.
+3. Post-check (:mod:`.postcheck`) over the migrated nodes, per node group: packages present
+   before (or on the group's peers) but missing now, version differences (packages, kubelet,
+   runtime), then a gated ``yum -y install`` of the missing ones; the outcome message says what
+   was removed and what is installed again or still missing.
 
 The children's gates are mirrored here, so ``approve``/``reject`` on this workflow reach them
 (forwarded as the child's ``gate_decision`` signal); ``resolve_unknown`` answers an unknown-outcome
@@ -61,6 +66,8 @@ with workflow.unsafe.imports_passed_through():
         UnknownOutcomeInput,
     )
     from workflows.runtime_migration.node import RuntimeMigrationNodeWorkflow
+    from workflows.runtime_migration.nodecontrol import PATCH_NODE_CONTROL, NodeControl
+    from workflows.runtime_migration.postcheck import post_check, summary
     from workflows.runtime_migration.runner import REPEATABLE
 
 MASTER_LABEL = "node-role.kubernetes.io/master"
@@ -72,7 +79,7 @@ def child_id(parent: str, node: str) -> str:
 
 
 @workflow.defn
-class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
+class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
     """Input :class:`RuntimeMigrationInput`, result :class:`RuntimeMigrationResult`, status
     :class:`RuntimeMigrationStatus` (see the module doc)."""
 
@@ -93,6 +100,7 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
         self._choice: dict[str, str] = {}
         self._drain: dict[str, NodeProgress] = {}
         self._pending: list[asyncio.Future[None]] = []
+        self.node_control_init()
 
     # --- status ----------------------------------------------------------------------------------
 
@@ -282,40 +290,6 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
         self._status.since = workflow.now() if what else None
         self.touch()
 
-    # --- post-check ------------------------------------------------------------------------------
-
-    async def _post_check(self, baseline: dict[str, dict[str, str]]) -> None:
-        inp = self._in
-        peers = self._status.peers
-        now, bad = await self._packages([*inp.nodes, *peers])
-        self._status.warnings += bad
-        self._status.findings = plan.package_findings(baseline, now, inp.nodes, peers, inp.package_ignore)
-        self.touch()
-        missing: dict[str, list[str]] = {}
-        for f in self._status.findings:
-            if f.kind == "missing":
-                missing.setdefault(f.node, []).append(f.package)
-        if not missing or not inp.offer_package_install:
-            return
-        what = "; ".join(f"yum -y install {' '.join(p)} on {n}" for n, p in missing.items())
-        gate = await self.gates.approval("post-check/install", f"post-check found missing packages: {what}; approve installs them, "
-                                         "reject leaves them for later", timeout_seconds=inp.gate_timeout_seconds,
-                                         timeout_outcome=GateTimeoutOutcome.REJECT)
-        if gate.state != GateState.APPROVED:
-            return
-        for n, pkgs in missing.items():
-            q = await self._host(n, ["rpm", "-q", *pkgs])
-            todo = plan.packages_installed(q.stdout, pkgs) if q else []
-            todo = [p for p in pkgs if p not in todo]
-            if todo:
-                r = await self._host(n, ["yum", "-y", "install", *todo])
-                if r is None or not r.ok:
-                    self._status.warnings.append(f"install on {n} failed: {r.summary() if r else 'unreachable'}")
-                    continue
-            q = await self._host(n, ["rpm", "-q", *pkgs])
-            self._status.installed[n] = plan.packages_installed(q.stdout, pkgs) if q else []
-        self.touch()
-
     # --- run ---------------------------------------------------------------------------------------
 
     async def _settle(self) -> None:
@@ -326,6 +300,7 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
         return RuntimeMigrationResult(
             workflow_id=self._id, outcome=outcome, message=message, nodes=nodes,  # type: ignore[arg-type]
             findings=list(self._status.findings), installed=dict(self._status.installed), preflight=list(self._status.preflight),
+            removed={n.node: list(n.status.removed) for n in nodes if n.status.removed},
             gate_history=sorted([*self._status.gate_history, *(r for n in nodes for r in n.gate_history)], key=lambda r: r.at),
             started_at=self._status.started_at, finished_at=workflow.now(),
         )
@@ -343,25 +318,24 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
             await self.leases.release()
             return self._result("failed", "preflight: " + "; ".join(findings) + " (nothing was changed)", [])
         self._phase(ProcedurePhase.RUNNING, "nodes")
+        control = workflow.patched(PATCH_NODE_CONTROL)
         results: list[NodeMigrationResult] = []
         for i, node in enumerate(input.nodes):
             try:
                 await self.control.safe_point()
             except Aborted:
                 break
+            if node in self.skip_pending:
+                results.append(self.skipped_before_start(node))
+                continue
             self._status.current = node
             self.touch()
-            res: NodeMigrationResult = await workflow.execute_child_workflow(
-                RuntimeMigrationNodeWorkflow.run, NodeMigrationInput(run=input, node=node, parent_id=self._id, index=i),
-                id=child_id(self._id, node), result_type=NodeMigrationResult,
-                static_summary=f"node {node} · runtime migration to {input.target_runtime}",
-            )
+            res = await self._node(input, node, i, control)
             results.append(res)
-            self._status.nodes[node] = res.status
-            if res.outcome != "done":
+            if res.outcome not in ("done", "skipped"):
                 break
         self._status.current = None
-        done = len(results) == len(input.nodes) and all(r.outcome == "done" for r in results)
+        done = len(results) == len(input.nodes) and all(r.outcome in ("done", "skipped") for r in results)
         if not done:
             last = results[-1] if results else None
             aborted = self.control.abort or (last is not None and last.outcome == "aborted")
@@ -370,12 +344,48 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
             await self.leases.release()
             return self._result("aborted" if aborted else "failed",
                                 (last.reason if last else "aborted before the first node") or "stopped", results)
+        migrated = [r.node for r in results if r.outcome == "done"]
         self._phase(ProcedurePhase.RUNNING, "post-check")
-        await self._post_check(baseline)
+        if migrated:
+            await post_check(self, baseline, migrated)
         self._phase(ProcedurePhase.DONE, "done")
         await self._settle()
         await self.leases.release()
         await workflow.wait_condition(workflow.all_handlers_finished)
-        names = ", ".join(f.package for f in self._status.findings if f.kind == "missing")
-        return self._result("completed", f"{len(results)} nodes migrated to {input.target_runtime}"
-                            + (f"; post-check: missing {names}" if names else ""), results)
+        return self._result("completed", self._message(input, results), results)
+
+    async def _node(self, input: RuntimeMigrationInput, node: str, index: int, control: bool) -> NodeMigrationResult:
+        """One node's child, again after a retry; a failed node holds at its gate (under the patch)."""
+        previous = None
+        while True:
+            res: NodeMigrationResult = await workflow.execute_child_workflow(
+                RuntimeMigrationNodeWorkflow.run, NodeMigrationInput(run=input, node=node, parent_id=self._id, index=index, previous=previous),
+                id=child_id(self._id, node),  # a retry reuses the ID (the previous run closed): signals still reach it
+                result_type=NodeMigrationResult, static_summary=f"node {node} · runtime migration to {input.target_runtime}",
+            )
+            self._status.nodes[node] = res.status
+            if res.outcome != "failed" or not control or self.control.abort:
+                return res
+            choice, req = await self.hold(res)
+            if choice == "retry":
+                previous = res.status
+                continue
+            if choice == "skip" and req is not None:
+                return await self.skip_stopped(res, req)
+            return res
+
+    def _message(self, input: RuntimeMigrationInput, results: list[NodeMigrationResult]) -> str:
+        """The outcome in words, true to the end state: migrated and skipped nodes, what was
+        removed, and the post-check (installed again / still missing / version differences)."""
+        done = [r for r in results if r.outcome == "done"]
+        msg = f"{len(done)} nodes migrated to {input.target_runtime}"
+        skipped = [r.node for r in results if r.outcome == "skipped"]
+        if skipped:
+            msg += f"; skipped: {', '.join(skipped)}"
+        removed = {tuple(r.status.removed) for r in done if r.status.removed}
+        if len(removed) == 1:
+            msg += f"; removed on each: {', '.join(next(iter(removed)))}"
+        elif removed:
+            msg += "; removed: " + "; ".join(f"{r.node}: {', '.join(r.status.removed)}" for r in done if r.status.removed)
+        post = summary(self._status.findings)
+        return msg + (f"; post-check: {post}" if post else "")

@@ -1,0 +1,149 @@
+"""The rejoin steps of one node's migration (procedures-spec §6.3 steps 17-20): the Node
+registered again (new uid, Ready, the target runtime, the recorded labels), the GlusterFS pod
+Ready on it, its bricks online and heal clean on every volume (falling entries are progress, a
+stall opens a gate, split-brain stops the node).
+
+A mixin of :class:`workflows.runtime_migration.node.RuntimeMigrationNodeWorkflow`: it uses the
+workflow's ``inp``, ``node``, ``st``, ``steps``, ``record``, ``health``, ``control``,
+``node_run`` and ``_node_object``/``_push``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.cluster.models import NodeInfo, SetNodeLabelsInput
+    from activities.runtime_migration.models import NodeObject, PodsOnNode, PodsOnNodeInput
+    from workflows.kit import calls as acts
+    from workflows.kit.health import Backoff, Check, wait_until
+    from workflows.runtime_migration import plan
+    from workflows.runtime_migration.gluster import read_assessment
+    from workflows.runtime_migration.runner import StepStopped
+
+LIST_PODS_ON_NODE = "list_pods_on_node"
+SET_NODE_LABELS = "set_node_labels"
+
+
+class RejoinSteps:
+    """Steps 17-20 (see the module doc)."""
+
+    inp: Any
+    node: str
+    st: Any
+    steps: Any
+    record: Any
+    health: Any
+    control: Any
+    node_run: Any
+    _node_object: Any
+    _push: Any
+
+    async def _registered(self) -> NodeObject:
+        """Step 17: the Node again, new uid, Ready, docker:// runtime; labels checked (a missing
+        GlusterFS label opens a gate: the GlusterFS pod would never schedule)."""
+        s, run = self.steps, self.inp.run
+        seen: dict[str, NodeObject] = {}
+
+        async def check() -> Check:
+            obj = await self._node_object()
+            seen["obj"] = obj
+            if not obj.exists:
+                return Check(False, "Node not registered yet")
+            if obj.uid == self.record.uid:
+                return Check(False, f"Node still has the old uid {obj.uid}")
+            self.st.node_deleted, self.st.new_uid = False, obj.uid
+            if not obj.ready:
+                return Check(False, f"Node {obj.uid} not Ready")
+            if not obj.runtime.startswith(f"{run.target_runtime}://"):
+                return Check(False, f"runtime {obj.runtime or 'unknown'}, expected {run.target_runtime}://")
+            return Check(True, f"uid {obj.uid}, Ready, {obj.runtime}")
+
+        await s.wait_ok("wait-registered", "the Node registered again (new uid, Ready, docker://)", check, run.timing.register_timeout, self.health)
+        expected = plan.expected_labels(self.record.labels, run.expected_labels)
+        key, value = run.gluster.label_pair()
+        expected.setdefault(key, value)
+        while True:
+            obj = await self._node_object()
+            problems = plan.label_problems(obj.labels, expected)
+            missing = {k: v for k, v in expected.items() if obj.labels.get(k) != v}
+            self.st.findings = problems
+            if not missing:
+                return obj
+            gluster_missing = key in missing
+            why = (f"without {key}={value} the GlusterFS pod never schedules on {self.node}" if gluster_missing
+                   else "workloads that select them (e.g. Prometheus) cannot come back to this node")
+            text = (f"{'; '.join(problems)} (recorded before the migration): {why}. Approve sets "
+                    f"{', '.join(f'{k}={v}' for k, v in sorted(missing.items()))} on the Node; reject "
+                    + ("stops" if gluster_missing else "goes on without them"))
+            if await s.gate("human", "labels", text):
+                await acts.call(SET_NODE_LABELS, SetNodeLabelsInput(node=self.node, labels=dict(missing)), NodeInfo,
+                                timeouts=self.node_run.timeouts)
+                continue
+            if gluster_missing:
+                raise StepStopped("wait-registered", f"label {key}={value} missing and not restored")
+            return obj
+
+    async def _gluster_back(self) -> None:
+        """Steps 18-20: the GlusterFS pod Ready on the node, its bricks online, heal clean on
+        every volume (falling entries are progress; a stall opens a gate; split-brain stops)."""
+        s, run, t = self.steps, self.inp.run, self.inp.run.timing
+
+        async def pod() -> Check:
+            got: PodsOnNode = await acts.call(LIST_PODS_ON_NODE, PodsOnNodeInput(namespace=run.gluster.namespace,
+                                              label_selector=run.gluster.pod_selector(), node=self.node), PodsOnNode, timeouts=self.node_run.timeouts)
+            ok = [p for p in got.pods if p.healthy]
+            return Check(bool(ok), ok[0].name + " Ready" if ok else ", ".join(f"{p.name} {p.phase}" for p in got.pods) or "no GlusterFS pod yet")
+
+        await s.wait_ok("gluster-pod", "the GlusterFS pod Running and Ready on the node", pod, t.gluster_pod_timeout, self.health)
+        s.done("gluster-pod")
+
+        async def bricks() -> Check:
+            a = await read_assessment(run.gluster, exclude_node=None, heal=False)
+            mine = [b for v in a.volumes for b in v.bricks if b.node == self.node]
+            down = [f"{b.volume}: {b.name}" for b in mine if not b.online]
+            problems = down + [f"peer {p} disconnected" for p in a.disconnected_peers]
+            if not mine:
+                problems.append(f"no brick maps to {self.node}")
+            return Check(not problems, "; ".join(problems) or f"{len(mine)} bricks online")
+
+        await s.wait_ok("bricks-online", "every brick of the node online, all peers connected", bricks, t.bricks_timeout, self.health)
+        s.done("bricks-online")
+        await self._heal()
+        s.done("heal-clean")
+
+    async def _heal(self) -> None:
+        s, run, t = self.steps, self.inp.run, self.inp.run.timing
+        while True:
+            best: dict[str, object] = {"total": None, "at": workflow.now()}
+
+            async def heal() -> Check:
+                a = await read_assessment(run.gluster, exclude_node=None, heal=True)
+                self.st.heal = plan.heal_counts(a)
+                sb = plan.split_brain(a)
+                if sb:
+                    raise StepStopped("heal-clean", "split-brain: " + "; ".join(sb) + " (resolve by hand)", aborted=True)
+                if a.healthy:
+                    return Check(True, "heal info clean on every volume")
+                total = sum(v or 0 for v in self.st.heal.values())
+                if best["total"] is None or total < best["total"]:  # type: ignore[operator]
+                    best["total"], best["at"] = total, workflow.now()
+                stalled = (workflow.now() - best["at"]).total_seconds()  # type: ignore[operator]
+                if stalled >= t.heal_stall:
+                    best["stalled"] = True
+                    return Check(False, f"heal stalled at {total} entries for {stalled:.0f}s")
+                problems = [p for v in a.volumes for p in v.heal_problems][:5]
+                return Check(False, f"{total} entries pending: " + "; ".join(problems))
+
+            self.steps.set("heal-clean", "heal info clean on every volume (entries falling)")
+            hs = await wait_until(heal, name=f"{self.node}/heal-clean", backoff=Backoff(t.poll, t.poll_max),
+                                  deadline=workflow.now() + timedelta(seconds=t.heal_timeout), board=self.health,
+                                  stop=lambda: self.control.abort or bool(best.get("stalled")), on_poll=lambda _: self._push())
+            if hs.state == "ok":
+                return
+            if self.control.abort:
+                raise StepStopped("heal-clean", "aborted", aborted=True)
+            await s.require("health", "heal-clean", f"{hs.last}; approve waits again, reject stops")
