@@ -118,14 +118,23 @@ class Gates:
     def check_decision(self, input: Any, *, approving: bool) -> Gate:
         """The whole validator of ``approve`` (``approving``) / ``reject``: the update arrived
         before its deadline and its identities agree (:func:`check_in_time`), the gate it names
-        waits (a decided, timed-out or cancelled gate is refused, :func:`find_waiting_gate`),
-        the identity may decide (:meth:`check_approver`). ``input``: an ApproveInput /
+        waits (a decided, timed-out or cancelled gate is refused, :func:`find_waiting_gate`;
+        so is one past its ``timeout_at`` whose timer has not fired yet because no worker ran
+        it), the identity may decide (:meth:`check_approver`). ``input``: an ApproveInput /
         RejectInput or any model with ``gate_id`` and ``identity``. Raises ValueError; a refusal
         is logged at warning (it never reaches history) and is the sender's error message."""
         update = "approve" if approving else "reject"
         check_in_time(input, update)
         try:
             gate = self.find_waiting(input.gate_id)
+            now = workflow.now()
+            if gate.timeout_at is not None and now >= gate.timeout_at:
+                # The timer has not fired in this workflow task yet (a worker was down); the
+                # declared timeout outcome applies, not a decision that came too late.
+                raise ValueError(
+                    f"gate {gate.id} timed out at {gate.timeout_at.isoformat()} (arrived at {now.isoformat()}); "
+                    "its declared timeout outcome applies: refused, nothing was decided"
+                )
             self.check_approver(input.identity, approving=approving)
         except ValueError as exc:
             workflow.logger.warning("%s by %s refused: %s", update, input.identity, exc)
