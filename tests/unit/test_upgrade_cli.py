@@ -36,6 +36,7 @@ def test_plan_file_validated_and_etcd_phase_feeds_the_control_plane() -> None:
         "members": [{"name": "m1", "peer_url": "https://10.0.0.10:2380", "client_url": "https://10.0.0.10:2379",
                      "data_dir": "/var/lib/etcd", "control": {"kind": "static-pod", "manifest": "/etc/origin/node/pods/etcd.yaml"}}]}})
     assert inp.plan.control_plane is not None and inp.plan.control_plane.etcd_backup_skip_reason == "taken by the etcd-backup phase"
+    assert [m.name for m in inp.plan.control_plane.health_members()] == ["m1"]  # the health preflight checks that phase's members
 
 
 @pytest.mark.parametrize(
@@ -44,6 +45,7 @@ def test_plan_file_validated_and_etcd_phase_feeds_the_control_plane() -> None:
         ({}, "the plan has no phase"),
         ({"control_plane": {**CP, "masters": []}}, "masters"),
         ({"control_plane": CP}, "etcd backup barrier is required"),
+        ({"control_plane": {**CP, "etcd_backup_skip_reason": "no etcd"}}, "etcd health check needs members"),
         ({"infra_nodes": {"selection": {"label_selector": "region=infra"}, "action": {"argv": ["x"]}, "policy": {"serial": "half"}}},
          "invalid serial"),
         ({"node_selectors": {"mapping": {"region": {"a": "b"}}}}, "must be KEY=VALUE"),

@@ -106,7 +106,7 @@ def cp_input(**kw: Any) -> ControlPlaneUpgradeInput:
     return ControlPlaneUpgradeInput(
         masters=[MasterSpec(name=m, api_url=f"https://{m}:8443", access=HostAccess(backend="ssh", host=m, node=m)) for m in MASTERS],
         action=MasterAction(kind="static-pods", manifests=[StaticPodManifest(path=MANIFEST, content=NEW)]),
-        etcd_backup_skip_reason="test world without etcd", gluster_check=False, approve_first=False,
+        etcd_backup_skip_reason="test world without etcd", etcd_health_skip_reason="test world without etcd", gluster_check=False, approve_first=False,
         search_attributes=False, api_ready_timeout_seconds=30, api_poll_seconds=1, pods_ready_timeout_seconds=30, **kw,
     )
 

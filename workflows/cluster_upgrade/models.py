@@ -28,7 +28,8 @@ PHASES = ("gluster", "etcd-backup", "control-plane", "master-nodes", "infra-node
 
 class ClusterUpgradePlan(BaseModel):
     """One input per phase (None = skip). ``control_plane`` without its own etcd backup is told
-    that the ``etcd-backup`` phase took it."""
+    that the ``etcd-backup`` phase took it, and without its own ``etcd_members`` checks the health
+    of that phase's members."""
 
     cluster: str = "default"
     gluster: GlusterRecoveryInput | None = None
@@ -46,7 +47,12 @@ class ClusterUpgradePlan(BaseModel):
         if isinstance(data, dict) and data.get("etcd_backup") and isinstance(data.get("control_plane"), dict):
             cp = data["control_plane"]
             if not cp.get("etcd_backup") and not cp.get("etcd_backup_skip_reason"):
-                data = {**data, "control_plane": {**cp, "etcd_backup_skip_reason": "taken by the etcd-backup phase"}}
+                cp = {**cp, "etcd_backup_skip_reason": "taken by the etcd-backup phase"}
+            eb = data["etcd_backup"]
+            members = eb.get("members") if isinstance(eb, dict) else getattr(eb, "members", None)
+            if members and not cp.get("etcd_members") and not cp.get("etcd_backup"):
+                cp = {**cp, "etcd_members": members}
+            data = {**data, "control_plane": cp}
         return data
 
     @model_validator(mode="after")

@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from activities.etcd.models import ClusterStatus, EtcdMember
 from activities.host.models import HostAccess
 from workflows.etcd.models import EtcdBackupInput
 from workflows.kit.models import ProcedureResult, ProcedureStatus
@@ -73,6 +74,11 @@ class ControlPlaneUpgradeInput(BaseModel):
     mirror pods' image after the action (None: Ready is enough). ``approve_each``: a gate before
     every master (default: before the first only). ``api_ready_timeout_seconds``: o-a's
     120 × 1 s before the API gate opens.
+
+    ``etcd_members``: the etcd members whose health is checked before the first master (default:
+    the backup's members); without any, ``etcd_health_skip_reason`` must say why (recorded). The
+    check (``etcd_cluster_status`` run with etcdctl on the first member's host):
+    :func:`etcd_health_problems`.
     """
 
     cluster: str = "default"
@@ -88,6 +94,8 @@ class ControlPlaneUpgradeInput(BaseModel):
     expected_image: str | None = None
     etcd_backup: EtcdBackupInput | None = None
     etcd_backup_skip_reason: str | None = None
+    etcd_members: list[EtcdMember] = Field(default_factory=list)
+    etcd_health_skip_reason: str | None = None
     gluster_check: bool = True
     gluster_namespace: str = "glusterfs"
     gluster_timeout_seconds: float = Field(600.0, gt=0)
@@ -107,10 +115,46 @@ class ControlPlaneUpgradeInput(BaseModel):
     def _checked(self) -> ControlPlaneUpgradeInput:
         if self.etcd_backup is None and not self.etcd_backup_skip_reason:
             raise ValueError("the etcd backup barrier is required: give etcd_backup, or etcd_backup_skip_reason saying why not")
+        if not self.health_members() and not self.etcd_health_skip_reason:
+            raise ValueError("the etcd health check needs members: give etcd_members (or etcd_backup with members), "
+                             "or etcd_health_skip_reason saying why not")
         names = [m.name for m in self.masters]
         if len(set(names)) != len(names):
             raise ValueError(f"masters listed twice: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
         return self
+
+
+    def health_members(self) -> list[EtcdMember]:
+        """The members the etcd health preflight checks: ``etcd_members``, else the backup's."""
+        return list(self.etcd_members) or (list(self.etcd_backup.members) if self.etcd_backup is not None else [])
+
+
+def etcd_health_problems(members: list[EtcdMember], st: ClusterStatus) -> list[str]:
+    """Why etcd is not healthy enough to take a master down (empty = healthy): every member's
+    client URL answers ``endpoint health`` healthy; ``member list`` answered (with quorum, not
+    the peer ``/members`` fallback) and lists every member by peer URL, started and not a
+    learner, and nothing else; every endpoint reports the same, non-zero leader."""
+    out: list[str] = []
+    for m in members:
+        ep = next((e for e in st.endpoints if e.endpoint == m.client_url), None)
+        if ep is None or not ep.healthy:
+            out.append(f"member {m.name} ({m.client_url}) not healthy: {(ep.error if ep else None) or 'no answer'}")
+    if st.members is None or st.members_source != "member list":
+        out.append(f"member list not answered with quorum: {st.members_error or st.members_source or 'no answer'}")
+    else:
+        for m in members:
+            info = st.member_with_peer(m.peer_url)
+            if info is None:
+                out.append(f"member {m.name} ({m.peer_url}) not in the member list")
+            elif not info.started or info.is_learner:
+                out.append(f"member {m.name} is {'a learner' if info.is_learner else 'not started'}")
+        extra = [i.name or i.id for i in st.members if not any(p in i.peer_urls for p in (m.peer_url for m in members))]
+        if extra:
+            out.append(f"member list has members not given: {', '.join(extra)}")
+    leaders = {e.leader for e in st.endpoints if e.healthy}
+    if not out and (len(leaders) != 1 or not next(iter(leaders)) or next(iter(leaders)) == "0"):
+        out.append(f"no single leader: endpoints report {', '.join(sorted(str(x) for x in leaders)) or 'none'}")
+    return out
 
 
 class ManifestRecord(BaseModel):

@@ -3,8 +3,10 @@
 
 Preflight (once, read-only except the backup): the etcd backup barrier (the etcd procedure as a
 child; required unless the input says why not) → the GlusterFS health gate → every master's own
-``/healthz/ready`` → etcd healthy (``etcd_cluster_status`` through the backup's members; without
-members this is recorded as not checked). Then per master, in the given order:
+``/healthz/ready`` → etcd healthy (``etcd_cluster_status`` with etcdctl on the first member's host
+against ``etcd_members`` or the backup's; :func:`workflows.control_plane.models.etcd_health_problems`
+since :data:`PATCH_ETCD_HEALTH`; without members only when ``etcd_health_skip_reason`` says why).
+Then per master, in the given order:
 
 1. a gate before the first master (or each, ``approve_each``);
 2. the master action (:mod:`workflows.control_plane.steps`): manifests recorded then written, or
@@ -35,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         ControlPlaneUpgradeInput,
         MasterRow,
         MasterSpec,
+        etcd_health_problems,
     )
     from workflows.control_plane.steps import MasterSteps, StepAborted
     from workflows.etcd.backup import require_etcd_backup
@@ -48,6 +51,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.scopes import node_scope
 
 ETCD_CLUSTER_STATUS = "etcd_cluster_status"
+#: workflow.patched id: the etcd preflight checks ``etcd_members`` with the full verdict (member
+#: list with quorum, every member started, one leader), not only endpoint health.
+PATCH_ETCD_HEALTH = "control-plane-etcd-health-members"
 
 
 @workflow.defn
@@ -197,19 +203,23 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
 
     async def _etcd_health(self, input: ControlPlaneUpgradeInput) -> None:
         pf = self._status.preflight
-        if input.etcd_backup is None or not input.etcd_backup.members:
-            pf["etcd-health"] = "not checked: no etcd members given"
-            self._status.warnings.append("etcd health not checked: no etcd members in the input")
+        members = input.health_members()
+        if not members:
+            pf["etcd-health"] = f"not checked: {input.etcd_health_skip_reason or 'no etcd members given'}"
+            self._status.warnings.append(f"etcd health not checked: {input.etcd_health_skip_reason or 'no etcd members in the input'}")
             return
-        members = input.etcd_backup.members
         st: ClusterStatus = await acts.call(ETCD_CLUSTER_STATUS, ClusterStatusInput(via=members[0], members=members), ClusterStatus,
                                             seconds=60, timeouts=self._timeouts)
-        bad = [e.endpoint + (f" ({e.error})" if e.error else "") for e in st.endpoints if not e.healthy]
+        if workflow.patched(PATCH_ETCD_HEALTH):
+            bad = etcd_health_problems(members, st)
+        else:
+            bad = [e.endpoint + (f" ({e.error})" if e.error else "") for e in st.endpoints if not e.healthy]
         if bad or not st.endpoints:
             pf["etcd-health"] = f"unhealthy: {', '.join(bad) or 'no endpoint answered'}"
             raise ApplicationError(f"etcd not healthy: {', '.join(bad) or 'no endpoint answered'}", type="PreflightFailed",
                                    non_retryable=True)
-        pf["etcd-health"] = f"ok: {len(st.endpoints)} endpoint(s) healthy"
+        leader = next((e.leader for e in st.endpoints if e.healthy and e.leader), None)
+        pf["etcd-health"] = f"ok: {len(st.endpoints)} endpoint(s) healthy" + (f", leader {leader}" if leader else "")
 
     async def _master(self, steps: MasterSteps, master: MasterSpec, row: MasterRow) -> None:
         row.state, row.since = "running", workflow.now()
