@@ -110,6 +110,8 @@ class World:
         self.uncordoned: list[str] = []
         #: ``fail_scaleup``: the scale-up exits 2 this many times (a playbook failure, known outcome)
         self.fail_scaleup = 0
+        #: every command run on g1's host, in order
+        self.log: list[list[str]] = []
 
     @staticmethod
     def _node(uid: str, runtime: str, labels: dict[str, str], kubelet: str = "v1.11.0+old") -> dict[str, Any]:
@@ -181,6 +183,7 @@ class World:
             pkgs = self.peer_pkgs[input.access.node or ""]
             out, err, code = ("".join(f"{n} {v}\n" for n, v in pkgs.items()), "", 0) if input.argv[:2] == ["rpm", "-qa"] else ("peer\n", "", 0)
             return CommandResult(argv=input.argv, exit_code=code, stdout=out, stderr=err)
+        self.log.append(list(input.argv))
         if input.argv == ["systemctl", "reboot"]:
             self.reboots += 1
             if self.reboot_takes_effect:
@@ -321,10 +324,10 @@ async def _approve(env: Any, handle: WorkflowHandle, gate_id: str) -> None:
     await handle.execute_update("approve", ApproveInput(gate_id=gate_id, identity="bob", comment="ok"))
 
 
-async def _run(env: Any, world: World, body: Callable[[WorkflowHandle], Any]) -> RuntimeMigrationResult:
+async def _run(env: Any, world: World, body: Callable[[WorkflowHandle], Any], inp: RuntimeMigrationInput | None = None) -> RuntimeMigrationResult:
     tq = f"rm-{uuid.uuid4().hex[:8]}"
     async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
-        handle = await env.client.start_workflow(RuntimeMigrationWorkflow.run, _input(), id=f"rm-{uuid.uuid4().hex[:6]}",
+        handle = await env.client.start_workflow(RuntimeMigrationWorkflow.run, inp or _input(), id=f"rm-{uuid.uuid4().hex[:6]}",
                                                  task_queue=tq, result_type=RuntimeMigrationResult)
         await body(handle)
         return await handle.result()

@@ -1,0 +1,118 @@
+"""skip-node and retry-node of the runtime migration (RuntimeMigrationWorkflow on a time-skipping
+server, the in-memory world of tests/workflows/test_runtime_migration_wf.py).
+
+- retry-node after a failed scale-up (a known exit code, the gate rejected): the node holds at
+  ``g1/stopped/1``; the retry repeats the scale-up only: one yum remove, one wipe, one reboot, one
+  Node delete, the inventory hook once;
+- skip-node before the destructive steps: a pending node is never touched, the node in flight
+  stops at its approval gate; nothing destructive ran and the Node is untouched;
+- skip-node once the host is being changed: refused while the node runs; after it stopped, it
+  is left cordoned and the record ConfigMap says so.
+"""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+
+from tests.workflows.test_runtime_migration_wf import World, _approve, _input, _run, _status, _waiting
+from workflows.kit.models import NodeControlInput, RejectInput
+
+pytestmark = pytest.mark.timeout(180)
+
+DESTRUCTIVE = (["yum", "-y", "remove"], ["rm", "-rf"], ["systemctl", "reboot"], ["systemctl", "stop"])
+
+
+async def _refused(h: WorkflowHandle, update: str, arg: NodeControlInput, text: str) -> None:
+    """The update is rejected by its validator with a message containing ``text``."""
+    with pytest.raises(WorkflowUpdateFailedError) as err:
+        await h.execute_update(update, arg)
+    assert text in str(err.value.cause), err.value.cause
+
+
+def _count(world: World, prefix: list[str]) -> int:
+    return sum(1 for c in world.log if c[: len(prefix)] == prefix)
+
+
+async def test_retry_node_repeats_only_the_stopped_step(time_skipping_env) -> None:
+    env, world = time_skipping_env, World()
+    world.fail_scaleup = 1
+
+    async def body(h: WorkflowHandle) -> None:
+        await _approve(env, h, "g1/destructive/approve-migration")
+        await _approve(env, h, "g1/destructive/approve-delete")
+        await _status(env, h, _waiting("g1/failed/scale-up"))
+        await _refused(h, "retry_node", NodeControlInput(node="g1", identity="bob"), "only a node that stopped")
+        await h.execute_update("reject", RejectInput(gate_id="g1/failed/scale-up", identity="bob", comment="repo down"))
+        st = await _status(env, h, _waiting("g1/stopped/1"))
+        assert st.nodes["g1"].node_deleted and "retry-node" in next(g.comment for g in st.gates if g.id == "g1/stopped/1")
+        await h.execute_update("retry_node", NodeControlInput(node="g1", identity="bob", comment="repo fixed"))
+        await _approve(env, h, "post-check/install")
+
+    result = await _run(env, world, body)
+    assert result.outcome == "completed", result.message
+    row = result.nodes[0].status
+    assert row.attempt == 2 and row.phase == "done"
+    assert [a[-1] for a in world.externals].count("scaleup.yml") == 2  # the failed one, then the retry
+    assert [a for a in world.externals if a[0] == "hook" and a[1] != "restore"] == [["hook", "g1"]]  # inventory once
+    assert (world.reboots, _count(world, ["yum", "-y", "remove"]), _count(world, ["rm", "-rf"])) == (1, 1, 1)
+    assert _count(world, ["systemctl", "stop"]) == 4  # atomic-openshift-node, crio, docker, dnsmasq: once each
+    assert world.node is not None and world.node["metadata"]["uid"] == "uid-2"
+    assert any(r.gate_id == "g1/stopped/1" and r.action == "approved" and r.by == "bob" for r in result.gate_history)
+
+
+async def test_skip_node_before_the_destructive_steps(time_skipping_env) -> None:
+    env, world = time_skipping_env, World()
+    inp = _input()
+    inp.nodes = ["g1", "g2"]
+
+    async def body(h: WorkflowHandle) -> None:
+        await _status(env, h, _waiting("g1/destructive/approve-migration"))
+        await _refused(h, "skip_node", NodeControlInput(node="g3", identity="bob"), "not part of this migration")
+        await h.execute_update("skip_node", NodeControlInput(node="g2", identity="bob", comment="later"))
+        await _refused(h, "skip_node", NodeControlInput(node="g2", identity="bob"), "already skipped")
+        await h.execute_update("skip_node", NodeControlInput(node="g1", identity="bob"))
+
+    result = await _run(env, world, body, inp)
+    assert result.outcome == "completed", result.message
+    assert [(r.node, r.outcome) for r in result.nodes] == [("g1", "skipped"), ("g2", "skipped")]
+    assert "0 nodes migrated" in result.message and "skipped: g1, g2" in result.message
+    assert not [c for c in world.log if any(c[: len(p)] == p for p in DESTRUCTIVE)], world.log
+    assert world.node is not None and world.node["metadata"]["uid"] == "uid-1"
+    assert "before the destructive steps" in (result.nodes[0].reason or "") and world.uncordoned == ["g1"]
+    assert not result.findings  # no post-check without a migrated node
+
+
+async def test_skip_node_after_the_destructive_steps_leaves_it_cordoned_with_its_record(time_skipping_env) -> None:
+    env, world = time_skipping_env, World()
+
+    async def body(h: WorkflowHandle) -> None:
+        await _approve(env, h, "g1/destructive/approve-migration")
+        await _status(env, h, _waiting("g1/destructive/approve-delete"))
+        await _refused(h, "skip_node", NodeControlInput(node="g1", identity="bob"), "past the destructive steps")
+        await h.execute_update("reject", RejectInput(gate_id="g1/destructive/approve-delete", identity="bob", comment="not now"))
+        await _status(env, h, _waiting("g1/stopped/1"))
+        await h.execute_update("skip_node", NodeControlInput(node="g1", identity="bob", comment="finish by hand"))
+
+    result = await _run(env, world, body)
+    assert result.outcome == "completed", result.message
+    [res] = result.nodes
+    assert res.outcome == "skipped" and "left cordoned" in (res.reason or "") and "ConfigMap openshift-infra/" in (res.reason or "")
+    assert world.uncordoned == [] and world.reboots == 1
+    assert world.node is not None and world.node["metadata"]["uid"] == "uid-1"  # never deleted
+    [data] = world.configmaps.values()
+    assert "left cordoned" in data["g1.state"] and '"uid": "uid-1"' in data["g1.json"]
+
+
+async def test_rejecting_the_hold_gate_ends_the_run_failed(time_skipping_env) -> None:
+    env, world = time_skipping_env, World()
+
+    async def body(h: WorkflowHandle) -> None:
+        await _status(env, h, _waiting("g1/destructive/approve-migration"))
+        await h.execute_update("reject", RejectInput(gate_id="g1/destructive/approve-migration", identity="bob", comment="no"))
+        await _status(env, h, _waiting("g1/stopped/1"))
+        await h.execute_update("reject", RejectInput(gate_id="g1/stopped/1", identity="bob", comment="stop here"))
+
+    result = await _run(env, world, body)
+    assert result.outcome == "failed" and "approve-migration" in (result.nodes[0].reason or "")
+    assert not [c for c in world.log if any(c[: len(p)] == p for p in DESTRUCTIVE)], world.log
