@@ -59,3 +59,26 @@ async def test_start_commands_dry_run(dev_server: Any, sim_factory: Any, worker_
     code, out, err = await lk(dev_server, task_queue, "start", "cluster-upgrade", "--plan", str(tmp_path / "bad.yaml"))
     assert code != 0 and "action" in err, err
     assert node_state(sim) == before
+
+
+async def test_control_plane_api_url_template_with_per_master_ports(dev_server: Any, sim_factory: Any, worker_for: Any,
+                                                                    task_queue: str) -> None:
+    """The simulator serves each master's API on its own loopback port: ``--api-url`` with
+    ``{port}`` and one ``--api-port`` per master reaches the workflow (its dry run names each
+    master's own URL); a bad placeholder is refused before anything starts."""
+    sim = await sim_factory("r3-okd310-upgrade", time_scale=SCALE)
+    await worker_for(sim)
+    masters = ["master01.example.com", "master02.example.com", "master03.example.com"]
+    comp = sim.components["masters"]
+    args = ["start", "control-plane-upgrade", "--action-command", "ansible-playbook upgrade_control_plane.yml -l {master}",
+            "--etcd-backup-skip-reason", "simulator", "--etcd-health-skip-reason", "simulator", "--api-url", "http://127.0.0.1:{port}",
+            "--dry-run", "--wait"]
+    for m in masters:
+        args += ["--master", m, "--api-port", f"{m}={comp.api_url(m).rsplit(':', 1)[1]}"]
+    code, out, err = await lk(dev_server, task_queue, *args)
+    assert code == 0, (out, err)
+    for m in masters:
+        assert f"{m} {comp.api_url(m)}" in out + err, (out, err)
+    code, out, err = await lk(dev_server, task_queue, "start", "control-plane-upgrade", "--master", masters[0], "--action-command", "x",
+                              "--etcd-backup-skip-reason", "s", "--etcd-health-skip-reason", "s", "--api-url", "https://{host}:8443")
+    assert code == 2 and "unknown placeholder {host}" in err, (code, out, err)

@@ -54,3 +54,34 @@ def test_plan_file_validated_and_etcd_phase_feeds_the_control_plane() -> None:
 def test_bad_plan_refused_before_anything_starts(plan: dict, words: str) -> None:
     with pytest.raises(ValidationError, match=words):
         ClusterUpgradeInput(plan=plan)
+
+
+MS = ["master01", "master02", "master03"]
+
+
+def test_api_urls_template_ports_and_per_master() -> None:
+    from lockkeeper.cli.start.control_plane import api_urls
+
+    assert api_urls(MS, [], []) == {m: f"https://{m}:8443" for m in MS}
+    assert api_urls(MS, ["http://127.0.0.1:{port}"], ["master01=18443", "master02=18444", "master03=18445"]) == {
+        "master01": "http://127.0.0.1:18443", "master02": "http://127.0.0.1:18444", "master03": "http://127.0.0.1:18445"}
+    assert api_urls(MS, ["https://{master}.lan:{port}", "master02=https://10.0.0.11:443"], ["master03=9443"]) == {
+        "master01": "https://master01.lan:8443", "master02": "https://10.0.0.11:443", "master03": "https://master03.lan:9443"}
+
+
+@pytest.mark.parametrize(
+    ("urls", "ports", "words"),
+    [
+        (["https://{host}:8443"], [], "unknown placeholder {host}"),
+        (["https://{master}:1", "https://{master}:2"], [], "one template only"),
+        (["master09=https://x:1"], [], "'master09' is not a --master"),
+        ([], ["master09=1"], "NAME a --master"),
+        ([], ["master01=http"], "bad port"),
+        ([], ["master01=70000"], "bad port"),
+    ],
+)
+def test_api_urls_refused(urls: list[str], ports: list[str], words: str) -> None:
+    from lockkeeper.cli.start.control_plane import api_urls
+
+    with pytest.raises(typer.BadParameter, match=words):
+        api_urls(MS, urls, ports)

@@ -1,16 +1,28 @@
 """``lockkeeper start control-plane-upgrade``: the masters one at a time (R3d, procedures-spec §4.1).
 
-Either ``--input upgrade-cp.yaml`` (a whole :class:`ControlPlaneUpgradeInput`, e.g. with the etcd
-members for the backup barrier) or flags: ``--master NAME`` (repeatable, in order) with
-``--api-url https://{master}:8443`` and SSH access (``--ssh-user``; ``--ssh-port``), and the action
-``--action-command "ansible-playbook ... -l {master}"`` or ``--static-pod PATH=LOCALFILE``
-(repeatable). Without etcd members, ``--etcd-backup-skip-reason`` must say why the barrier is
-skipped. An API that does not come back opens gate ``api/<master>/<n>``: ``lockkeeper approve ID``
+Either ``--input upgrade-cp.yaml`` (a whole :class:`ControlPlaneUpgradeInput` as YAML or JSON:
+``masters`` with each master's own ``api_url`` and ``access``, ``action``, ``etcd_backup`` /
+``etcd_members``; the other flags are then ignored, only ``--dry-run``, ``--cluster`` and the
+identity apply) or flags: ``--master NAME`` (repeatable, in order) and SSH access (``--ssh-user``;
+``--ssh-port``), and the action ``--action-command "ansible-playbook ... -l {master}"`` or
+``--static-pod PATH=LOCALFILE`` (repeatable).
+
+Each master's own API URL (:func:`api_urls`): ``--api-url`` is a template with ``{master}`` (the
+name) and ``{port}`` (``--api-port NAME=PORT``, repeatable; default 8443, o-a's
+``openshift_master_api_port``), e.g. ``--api-url 'http://127.0.0.1:{port}' --api-port
+master01=18443 --api-port master02=18444``; or ``--api-url NAME=URL`` per master (repeatable;
+masters without one use the template).
+
+etcd: ``--etcd-members FILE`` (a YAML/JSON list of etcd members, the etcd procedures' members
+file) is checked healthy before the first master; without it ``--etcd-health-skip-reason`` must
+say why. Without etcd members for the backup, ``--etcd-backup-skip-reason`` must say why the
+barrier is skipped. An API that does not come back opens gate ``api/<master>/<n>``: ``lockkeeper approve ID``
 waits again, ``--comment restart`` restarts the API again, ``lockkeeper reject ID`` aborts.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +46,65 @@ from lockkeeper.cli.start.node_upgrade import parse_argv
 from lockkeeper.cli.start.shared import Launch, launch, spec_named
 
 
+DEFAULT_API_PORT = 8443
+_PLACEHOLDER = re.compile(r"{([^{}]*)}")
+
+
+def api_urls(masters: list[str], api_url: list[str], api_port: list[str]) -> dict[str, str]:
+    """Each master's own API URL from the ``--api-url`` entries (one template with ``{master}`` /
+    ``{port}``, and/or ``NAME=URL`` per master) and the ``--api-port NAME=PORT`` entries.
+    Raises ``typer.BadParameter`` for an unknown placeholder, a second template, a name that is
+    not a ``--master``, a bad port, or a master left without a URL."""
+    template: str | None = None
+    per: dict[str, str] = {}
+    for entry in api_url:
+        name, sep, url = entry.partition("=")
+        if sep and "://" in url and "/" not in name and ":" not in name:
+            if name not in masters:
+                raise typer.BadParameter(f"{name!r} is not a --master", param_hint="'--api-url'")
+            per[name] = url
+            continue
+        if template is not None:
+            raise typer.BadParameter(f"one template only; got {template!r} and {entry!r} (per master: NAME=URL)",
+                                     param_hint="'--api-url'")
+        bad = [p for p in _PLACEHOLDER.findall(entry) if p not in ("master", "port")]
+        if bad:
+            raise typer.BadParameter(f"unknown placeholder {{{bad[0]}}} in {entry!r}: use {{master}} and {{port}}",
+                                     param_hint="'--api-url'")
+        template = entry
+    ports: dict[str, int] = {}
+    for entry in api_port:
+        name, sep, port = entry.partition("=")
+        if not sep or name not in masters:
+            raise typer.BadParameter(f"expected NAME=PORT with NAME a --master, got {entry!r}", param_hint="'--api-port'")
+        if not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise typer.BadParameter(f"bad port in {entry!r}", param_hint="'--api-port'")
+        ports[name] = int(port)
+    out: dict[str, str] = {}
+    for m in masters:
+        if m in per:
+            out[m] = per[m]
+        elif template is not None:
+            out[m] = template.replace("{master}", m).replace("{port}", str(ports.get(m, DEFAULT_API_PORT)))
+        else:
+            out[m] = f"https://{m}:{ports.get(m, DEFAULT_API_PORT)}"
+    return out
+
+
+def _read_members(path: Path) -> list[Any]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="'--etcd-members'") from None
+    if isinstance(data, dict) and isinstance(data.get("members"), list):
+        data = data["members"]
+    if not isinstance(data, list) or not data:
+        raise typer.BadParameter("expected a list of etcd members (or a mapping with `members:`)", param_hint="'--etcd-members'")
+    return data
+
+
 def _read_input(path: Path) -> dict[str, Any]:
     import yaml
 
@@ -50,13 +121,19 @@ def start_control_plane_upgrade(
     ctx: typer.Context,
     input_file: Path | None = typer.Option(None, "--input", help="The whole input as YAML/JSON (flags below are ignored)."),
     master: list[str] = typer.Option([], "--master", help="Master node name, in upgrade order (repeatable)."),
-    api_url: str = typer.Option("https://{master}:8443", "--api-url", help="Each master's own API URL ({master} replaced)."),
+    api_url: list[str] = typer.Option([], "--api-url", help="Each master's own API: a template with {master} and {port} "
+                                                           "(default https://{master}:{port}), or NAME=URL per master "
+                                                           "(repeatable)."),
+    api_port: list[str] = typer.Option([], "--api-port", help="NAME=PORT: {port} of that master (default 8443; repeatable)."),
     ssh_user: str = typer.Option("root", "--ssh-user", help="SSH user on the masters."),
     ssh_port: int = typer.Option(22, "--ssh-port", help="SSH port on the masters."),
     action_command: str | None = typer.Option(None, "--action-command", help="External master action ({master} replaced)."),
     static_pod: list[str] = typer.Option([], "--static-pod", help="PATH=LOCALFILE: manifest to write on each master."),
     expected_image: str | None = typer.Option(None, "--expected-image", help="Mirror pods' image after the action."),
     etcd_backup_skip_reason: str | None = typer.Option(None, "--etcd-backup-skip-reason", help="Why no etcd backup barrier."),
+    etcd_members: Path | None = typer.Option(None, "--etcd-members", help="YAML/JSON list of etcd members checked healthy "
+                                                                         "before the first master."),
+    etcd_health_skip_reason: str | None = typer.Option(None, "--etcd-health-skip-reason", help="Why etcd health is not checked."),
     gluster_host: bool = typer.Option(True, "--gluster-hosts/--no-gluster-hosts", help="The masters serve GlusterFS bricks."),
     approve_each: bool = typer.Option(False, "--approve-each", help="A gate before every master (default: the first)."),
     api_ca_file: str | None = typer.Option(None, "--api-ca-file", help="CA bundle for the /healthz/ready probe."),
@@ -92,10 +169,12 @@ def start_control_plane_upgrade(
                 raise typer.BadParameter(str(exc), param_hint="'--static-pod'") from None
         action: dict[str, Any] = ({"kind": "external", "argv": parse_argv(action_command, "'--action-command'")} if action_command
                                   else {"kind": "static-pods", "manifests": manifests})
+        urls = api_urls(master, api_url, api_port)
         fields = dict(
             cluster=cluster or settings.cluster, requested_by=who, dry_run=dry_run, action=action, expected_image=expected_image,
             etcd_backup_skip_reason=etcd_backup_skip_reason, approve_each=approve_each, api_ca_file=api_ca_file,
-            masters=[{"name": m, "api_url": api_url.replace("{master}", m), "gluster_host": gluster_host,
+            etcd_members=_read_members(etcd_members) if etcd_members else [], etcd_health_skip_reason=etcd_health_skip_reason,
+            masters=[{"name": m, "api_url": urls[m], "gluster_host": gluster_host,
                       "access": {"backend": "ssh", "host": m, "port": ssh_port, "user": ssh_user, "node": m}} for m in master],
         )
     run(_start(settings, fields, workflow_id, wait, output, who))
