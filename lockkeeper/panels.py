@@ -137,7 +137,11 @@ def procedure_view(model: BaseModel, now: datetime | None = None, skip: frozense
         elif isinstance(value, list) and value and all(_scalar(v) for v in value):
             parts.append(Text(f"{name}:\n  " + "\n  ".join(_fmt(v) for v in value[-20:])))
         elif isinstance(value, list) and value:
-            rows = {str(i): v for i, v in enumerate(getattr(model, name, value))}
+            items = getattr(model, name, value)
+            # rows named by the items' own ``name`` (a master, a node) when every one has a distinct one
+            names = [v.get("name") for v in value if isinstance(v, dict)]
+            named = len(names) == len(value) and all(isinstance(n, str) and n for n in names) and len(set(names)) == len(names)
+            rows = dict(zip(names, items, strict=True)) if named else {str(i): v for i, v in enumerate(items)}
             parts.append(_table_of(name.replace("_", " ").capitalize(), rows))
         elif isinstance(value, dict | list):
             continue
