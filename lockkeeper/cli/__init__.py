@@ -61,23 +61,42 @@ sim.register(app)
 def main() -> None:
     """Console entrypoint ``lockkeeper``.
 
-    Usage errors are printed by typer and exit 2. Ctrl-C anywhere exits 130 with one line:
-    inside a command body :func:`.common.run` says what was (not) decided; outside one (while
-    parsing or importing) this prints ``interrupted``. Exits through ``os._exit`` after
-    flushing: the Temporal core runtime's threads can abort the interpreter's own finalization
+    Runs the app in non-standalone mode so that every path maps to the exit-code table with a
+    one-line message: a usage error is ``error: <what>; see `<command> --help``` and exit 2
+    (``lockkeeper`` alone prints the help), an error no command mapped is one line and exit 1
+    (``--debug``: with its traceback), and Ctrl-C anywhere exits 130 with one line: inside a
+    command body :func:`.common.run` says what was (not) decided; outside one (while parsing or
+    importing) this prints ``interrupted``. Exits through ``os._exit`` after flushing: the
+    Temporal core runtime's threads can abort the interpreter's own finalization
     (``PyGILState_Release``), which would turn exit code 3 into a crash (-6).
     """
     import os
+
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
     from lockkeeper.cli import common
 
     code: int = 0
     try:
-        app()  # standalone mode: usage errors are printed by typer and end in SystemExit(2)
+        res = app(standalone_mode=False)
+        code = res if isinstance(res, int) else 0
+    except NoArgsIsHelpError as exc:
+        exc.show()
+        code = exc.exit_code
+    except UsageError as exc:
+        where = f"; see `{exc.ctx.command_path} --help`" if exc.ctx is not None else ""
+        common.fail(f"error: {exc.format_message()}{where}")
+        code = exc.exit_code
+    except ClickException as exc:
+        common.fail(f"error: {exc.format_message()}")
+        code = exc.exit_code
+    except (KeyboardInterrupt, typer.Abort):
+        code = common.EXIT_INTERRUPTED
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except KeyboardInterrupt:
-        code = common.EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, exit 1
+        common.fail(f"error: {type(exc).__name__}: {exc}")
+        code = common.EXIT_FAILED
     if code == common.EXIT_INTERRUPTED and not common.INTERRUPT_REPORTED:
         common.err(common.INTERRUPTED)
     sys.stdout.flush()

@@ -175,6 +175,15 @@ def run(coro: Coroutine[Any, Any, int | None], *, decision: bool = False) -> Non
             if task is not None:
                 task.cancel()
 
+        def quiet_after_interrupt(lp: Any, context: dict[str, Any]) -> None:
+            # A cancelled body can leave inner tasks whose error nobody retrieves (e.g. an
+            # update's RPC cancelled inside asyncio.wait_for): after Ctrl-C that is expected
+            # noise, not a second error line.
+            if interrupted and not DEBUG:
+                return
+            lp.default_exception_handler(context)
+
+        loop.set_exception_handler(quiet_after_interrupt)
         try:
             loop.add_signal_handler(signal.SIGINT, on_sigint)
             installed = True
