@@ -19,14 +19,27 @@ LABEL_REQUIRES_OVN = "clustersim.lockkeeper.io/requires-ovn"
 class NetworkState:
     """R1 network model. ``ovn_configs``: rendered configs that carry the OVN host files;
     ``switched_at``: RFC 3339 time the cluster network type was switched (pods created
-    before it keep stale pod IPs). ``enabled`` False means the pod network just works."""
+    before it keep stale pod IPs). ``boot_at_switch``: node -> its bootID at the switch; when
+    set, a pod created before the switch is stale only while its node is still on that boot (its
+    sandbox was attached by the old plugin; a reboot since recreated it on the new one). Empty:
+    every pod created before the switch is stale (the loaded R1 scenario). ``enabled`` False
+    means the pod network just works."""
 
     enabled: bool = False
     ovn_configs: set[str] = field(default_factory=set)
     switched_at: str = ""
+    boot_at_switch: dict[str, str] = field(default_factory=dict)
 
     def node_has_ovn(self, node: dict[str, Any]) -> bool:
         return not self.enabled or annotations(node).get(ANN_CURRENT_CONFIG) in self.ovn_configs
+
+    def sandboxes_from_before_switch(self, node: dict[str, Any] | None) -> bool:
+        """Whether pods on ``node`` still run in sandboxes the old plugin attached (see
+        ``boot_at_switch``)."""
+        if not self.boot_at_switch or node is None:
+            return True
+        boot = ((node.get("status") or {}).get("nodeInfo") or {}).get("bootID", "")
+        return self.boot_at_switch.get(node["metadata"]["name"], boot) == boot
 
 
 def _pod_ip(pod: dict[str, Any]) -> str:
@@ -76,6 +89,7 @@ def kubelet_status(
         and not host_network
         and bool(net.switched_at)
         and (pod["metadata"].get("creationTimestamp") or now) < net.switched_at
+        and net.sandboxes_from_before_switch(node)
     )
 
     phase = "Running"

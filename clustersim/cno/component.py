@@ -11,7 +11,8 @@ Reacts (one store subscription, no polling) to ``network.operator/cluster``,
   plugin's DaemonSet and pods (``openshift-sdn/sdn`` or ``openshift-ovn-kubernetes/ovnkube-node``),
   creates the new one, rolls ``openshift-multus/multus`` (a template change), turns the R1 pod
   network model on (OVN: ovnkube-node crash-loops on nodes whose currentConfig lacks the OVN
-  files, pods created before the switch keep stale IPs) or off (SDN), copies the type to
+  files; pods created before the switch keep stale IPs while their node has not rebooted since
+  the switch, i.e. pods on nodes that rebooted before it, as in R1) or off (SDN), copies the type to
   ``spec.defaultNetwork.type`` and ``status.networkType``.
 
 ``switches`` records each applied switch: ``{"at", "from", "to", "pools_settled"}``.
@@ -280,6 +281,10 @@ class CnoComponent:
         net.enabled = ovn
         if ovn:
             net.switched_at = now
+            # Pods keep the sandboxes the old plugin attached until their node reboots: only
+            # those on a node still on its boot of the switch are cut off (R1's stale pod IPs).
+            net.boot_at_switch = {n["metadata"]["name"]: ((n.get("status") or {}).get("nodeInfo") or {}).get("bootID", "")
+                                  for n in self.sim.store.list_refs("nodes")}
             if not any(t.get_name() == "agents-crashloop" and not t.done() for t in agents._tasks):
                 agents._tasks.append(asyncio.get_running_loop().create_task(agents._crashloop_loop(), name="agents-crashloop"))
         agents._dirty_nodes.update(n for _, n in self.sim.store.iter_keys("nodes"))

@@ -107,6 +107,8 @@ async def test_healthy_migration_switches_only_after_every_pool_updated(sim_fact
     assert all(not p["spec"]["paused"] for p in sim.store.list(MCP)), "pools unpaused"
     assert {r.node for r in result.reboots if r.state == "done"} == {n["metadata"]["name"] for n in sim.store.list("nodes")}
     assert all(r.commands_sent == 1 for r in result.reboots)
+    # Every node rebooted after the switch, so every sandbox was recreated on OVN: nothing broken.
+    assert not any(r.gate_id == "delete-broken-pods" for r in result.gate_history), "no broken pods, no delete gate"
 
 
 def boot_changes_after_switch(sim: Any) -> tuple[dict[str, int], Any]:
@@ -186,6 +188,63 @@ async def test_premature_switch_reproduces_r1_and_the_guard_refuses_it(sim_facto
     without = {n["metadata"]["name"] for n in sim.store.list("nodes")
                if n["metadata"]["annotations"]["machineconfiguration.openshift.io/currentConfig"] not in sim.agents.net.ovn_configs}
     assert crashlooping() and crashlooping() <= without
+    gw.close()
+
+
+async def test_premature_switch_breaks_only_pods_on_nodes_not_rebooted_since(sim_factory) -> None:
+    """R1's stale pod IPs: after a premature switch the controller finishes the pools (rebooting
+    the nodes behind); the pods still broken are exactly the pods created before the switch on
+    nodes that had rebooted into the OVN config before it (their sandboxes are the old plugin's),
+    as the gate's input (``read_migration_state`` with ``count_pods``) reports them."""
+    from activities.kube.gateway import KubeGateway
+    from activities.network_migration.activities import NetworkMigrationActivities
+    from activities.network_migration.models import MigrationStateInput
+
+    sim = await sim_factory("r1-sdn-to-ovn", time_scale=SCALE, component_sections={"cno": {"early_switch": True}})
+    gw = KubeGateway.from_kubeconfig(str(sim.kubeconfig_path))
+    acts = NetworkMigrationActivities(lambda: gw)
+    assert sim.agents is not None
+    net = sim.agents.net
+
+    def current(n: dict[str, Any]) -> str:
+        return n["metadata"]["annotations"]["machineconfiguration.openshift.io/currentConfig"]
+
+    await asyncio.to_thread(gw.patch, "Network.operator.openshift.io", "cluster", {"spec": {"migration": {"networkType": "OVNKubernetes"}}})
+    end = time.monotonic() + 120
+    while time.monotonic() < end and not any(current(n) in net.ovn_configs for n in sim.store.list("nodes")):
+        await asyncio.sleep(0.05)
+    await asyncio.to_thread(gw.patch, "Network", "cluster", {"spec": {"networkType": "OVNKubernetes"}})  # premature
+    while not sim.components["cno"].switches and time.monotonic() < end:
+        await asyncio.sleep(0.05)
+    switched_at = net.switched_at
+    boot_at = dict(net.boot_at_switch)
+    early = {n["metadata"]["name"] for n in sim.store.list("nodes") if current(n) in net.ovn_configs}
+    assert early and len(early) < len(boot_at), f"some nodes rebooted before the switch, some not: {early}"
+
+    def boot(n: dict[str, Any]) -> str:
+        return n["status"]["nodeInfo"]["bootID"]
+
+    def done() -> bool:
+        nodes = sim.store.list("nodes")
+        return all(current(n) in net.ovn_configs and boot(n) != boot_at[n["metadata"]["name"]] for n in nodes
+                   if n["metadata"]["name"] not in early)
+
+    while not done() and time.monotonic() < end:
+        await asyncio.sleep(0.1)
+    assert done(), "the controller finished the pools after the switch"
+    await asyncio.sleep(1.0)  # the kubelet agent recomputes pod status
+    not_rebooted = {n["metadata"]["name"] for n in sim.store.list("nodes") if boot(n) == boot_at[n["metadata"]["name"]]}
+    assert not_rebooted == early
+    expected = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in sim.store.list("pods")
+                if not p["spec"].get("hostNetwork") and p["spec"].get("nodeName") in not_rebooted
+                and p["metadata"]["creationTimestamp"] < switched_at and not p["metadata"].get("deletionTimestamp")}
+    healed = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in sim.store.list("pods")
+              if not p["spec"].get("hostNetwork") and p["spec"].get("nodeName") not in not_rebooted
+              and p["metadata"]["creationTimestamp"] < switched_at}
+    state = await asyncio.to_thread(acts.read_migration_state, MigrationStateInput(count_pods=True))
+    assert expected, "pods on the nodes rebooted before the switch"
+    assert healed and not healed & set(state.broken_pods), "pre-switch pods on nodes rebooted since are not broken"
+    assert set(state.broken_pods) == expected and state.broken_pod_count == len(expected)
     gw.close()
 
 

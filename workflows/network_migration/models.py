@@ -114,6 +114,8 @@ class NetworkMigrationResult(ProcedureResult):
     reboots: list[NodeReboot] = Field(default_factory=list)
     cleaned_up: bool = False
     status_type: str = ""
+    #: Refused for a lease: the workflow ID holding it.
+    lease_holder: str = ""
 
 
 class RevertInput(BaseModel):

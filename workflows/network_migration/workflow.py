@@ -4,6 +4,12 @@ Steps (each visible in ``status``; every change recorded first, so ``revert`` re
 
 1. **preflight**: read network configs, pools, nodes; refuse (nothing written) when the type is
    already the target, a pool is Degraded or paused. ``dry_run`` stops with the reboot plan.
+   **Leases** (runs with :data:`PATCH_LEASES`): ``sdn/<cluster>`` before the first write (a second
+   network migration, or anything holding the cluster, is refused, or refuses us, naming the
+   holder); ``cluster/<cluster>`` (covering every pool and node) once the pools are settled, before
+   the pause: from there on the run reboots every node. The takeover child (the MachineConfig
+   rollout, pool and node leases) runs before the cluster lease exists. Refused → outcome
+   ``refused`` with the holder's workflow ID in the message and ``lease_holder``.
 2. **migration field**: record, then set ``network.operator/cluster`` ``spec.migration.networkType``.
 3. **wait for the pools** until the guard holds. No progress for ``stall_seconds`` opens gate
    ``takeover``: approve runs the MachineConfig rollout (``MachineConfigRolloutWorkflow``) as a
@@ -44,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.models import ApprovalRules, GateKind, GateState, GateTimeoutOutcome, ProcedureStatus
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.kit.records import REMOVE, RecordRefused, Records
+    from workflows.kit.scopes import cluster_scope, node_scope, pool_scope, scope_workflow_id, subsystem_scope
     from workflows.network_migration.guard import GuardRefused, PoolsGuard
     from workflows.network_migration.models import (
         PROCEDURE_NETWORK_MIGRATION,
@@ -62,9 +69,20 @@ NET_OP = ObjectRef(kind="Network.operator.openshift.io", name="cluster")
 NET_CFG = ObjectRef(kind="Network", name="cluster")
 ONCE = RetryPolicy(maximum_attempts=1)
 
+#: ``workflow.patched`` ID: the run takes ``sdn/<cluster>`` and later ``cluster/<cluster>``
+#: (runs started before it hold no lease).
+PATCH_LEASES = "network-migration-leases"
+#: How long the cluster lease is retried while a finished takeover rollout's leases still close.
+TAKEOVER_LEASES_CLOSE_WITHIN = timedelta(seconds=120)
+
 
 class Refused(Exception):
-    """The run stops before (or instead of) a change: ``reason``."""
+    """The run stops before (or instead of) a change: ``reason``; ``holder`` the workflow ID
+    holding a lease we were refused."""
+
+    def __init__(self, reason: str, holder: str = "") -> None:
+        super().__init__(reason)
+        self.holder = holder
 
 
 @workflow.defn
@@ -86,6 +104,8 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         self.guard = PoolsGuard(board=self._st.health, on_change=self.touch, timeouts=self._t, stop=lambda: self.control.abort)
         self._revert_by: str | None = None
         self._cleanup_started = False
+        self._leases_on = False
+        self._lease_holder = ""
 
     # --- operator surface ------------------------------------------------------------------------
 
@@ -160,18 +180,58 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
     async def run(self, input: NetworkMigrationInput) -> NetworkMigrationResult:
         self.kit_status_attributes(None)
         try:
-            return await self._run(input)
+            result = await self._run(input)
         except Refused as err:
-            return self._result("refused", str(err))
+            self._lease_holder = err.holder
+            result = self._result("refused", str(err))
         except RecordRefused as err:
-            return self._result("refused", f"{err} (somebody else changed it; nothing of theirs was overwritten)")
+            result = self._result("refused", f"{err} (somebody else changed it; nothing of theirs was overwritten)")
         except GuardRefused as err:
             # Refused after pausing: the pools go back to what was recorded before refusing.
             for name in [n for n in self.records.records if n.startswith("pool-paused/")]:
                 await self.records.revert(name)
-            return self._result("refused", f"{err.message}; the network type was not switched")
+            result = self._result("refused", f"{err.message}; the network type was not switched")
         except Aborted as err:
-            return self._result("aborted", f"aborted: {err}")
+            result = self._result("aborted", f"aborted: {err}")
+        if self._leases_on and self.leases.held:
+            await self.leases.release(concurrent=True)
+            self._st.leases = []
+            self.touch()
+        return result
+
+    # --- leases ------------------------------------------------------------------------------------
+
+    async def _take(self, scopes: list[str], covers: list[str], after: str, retry_for: tuple[str, ...] = ()) -> None:
+        """Take ``scopes`` (with ``covers``) through the kit leases; a refusal becomes
+        :class:`Refused` naming the holder (``after``: what is already changed, in words). A
+        refusal by one of ``retry_for`` (our finished takeover children, or their leases' IDs:
+        their leases still closing) is retried every second for
+        :data:`TAKEOVER_LEASES_CLOSE_WITHIN`."""
+        deadline = workflow.now() + TAKEOVER_LEASES_CLOSE_WITHIN
+        while True:
+            try:
+                await self.leases.acquire(scopes, covers=covers, concurrent=True)
+                break
+            except ApplicationError as err:
+                if err.type != "LeaseHeld":
+                    raise
+                holder = str((list(err.details or ()) or [""])[0])
+                if holder in retry_for and workflow.now() < deadline:
+                    await workflow.sleep(timedelta(seconds=1))
+                    continue
+                raise Refused(f"{err.message}; {after}", holder) from err
+        self._st.leases = list(self.leases.held)
+        self.touch()
+
+    async def _take_cluster(self, i: NetworkMigrationInput, pools: list[str]) -> None:
+        """``cluster/<cluster>`` covering every pool and every node of the plan."""
+        nodes = [n for batch in self._st.plan for n in batch]
+        covers = [pool_scope(i.cluster, p) for p in pools] + [node_scope(i.cluster, n) for n in nodes]
+        ours = (*self._st.takeovers, *(scope_workflow_id(c) for c in covers)) if self._st.takeovers else ()
+        self._step("cluster-lease")
+        await self._take([cluster_scope(i.cluster)], covers,
+                         "the network type was not switched; spec.migration stays set (a new run continues from it, "
+                         "or remove it to roll the pools back)", ours)
 
     def _result(self, outcome: str, message: str, status_type: str = "") -> NetworkMigrationResult:
         self._st.step = "done" if outcome in ("completed", "reverted") else self._st.step
@@ -179,7 +239,8 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         return NetworkMigrationResult(procedure=PROCEDURE_NETWORK_MIGRATION, workflow_id=workflow.info().workflow_id, outcome=outcome,
                                       message=message, gate_history=list(self._st.gate_history), started_at=self._st.started_at,
                                       finished_at=workflow.now(), plan=self._st.plan, reboots=self._st.reboots,
-                                      cleaned_up=self._cleanup_started and outcome == "completed", status_type=status_type)
+                                      cleaned_up=self._cleanup_started and outcome == "completed", status_type=status_type,
+                                      lease_holder=self._lease_holder)
 
     async def _run(self, i: NetworkMigrationInput) -> NetworkMigrationResult:
         self._step("preflight")
@@ -193,12 +254,17 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
             return self._result("dry-run", f"plan: set the migration field, wait for {len(state.pools)} pools, switch to {i.to}, "
                                            f"reboot {len(state.nodes)} nodes in {len(self._st.plan)} batches")
         pools = [p.name for p in state.pools]
+        self._leases_on = workflow.patched(PATCH_LEASES)
+        if self._leases_on:
+            await self._take([subsystem_scope("sdn", i.cluster)], [], "nothing was changed")
         self._step("migration-field")
         await self.records.change("migration-field", NET_OP, {"/spec/migration": {"networkType": i.to}})
         await self._wait_pools(i)
         if self._revert_by:
             return await self._revert(i, pools)
         await self._hold()
+        if self._leases_on:
+            await self._take_cluster(i, pools)
         self._step("pause-pools")
         await self.guard.require(self._st.baseline, self._st)  # right before the first write of the switch phase
         for p in pools:
