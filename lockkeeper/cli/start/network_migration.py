@@ -1,7 +1,8 @@
 """``lockkeeper start network-migration``: the OpenShift 4.14 offline SDN→OVN-Kubernetes
 migration, guarded (issue 15, R1 prevented).
 
-Takes the cluster lease (one network migration per cluster) and waits until the run has read the
+The run takes ``sdn/<cluster>`` before its first write and ``cluster/<cluster>`` before the switch
+(the pre-check here refuses a start while anything on the cluster is leased), and waits until the run has read the
 cluster, so bad input (the type already set, a Degraded pool) is reported as the run's refusal.
 """
 
@@ -26,6 +27,7 @@ from lockkeeper.cli.common import (
     validation_lines,
 )
 from lockkeeper.cli.start.shared import Launch, dry_run_report, launch, spec_named
+from lockkeeper.panels_network import PROCEDURE as _PANEL_PROCEDURE  # noqa: F401 - registers the status panel
 
 
 def start_network_migration(
