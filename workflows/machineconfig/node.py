@@ -10,6 +10,11 @@ desiredConfig=X → daemon desiredDrain=drain-X → cordon + drain → lastAppli
 (within 1 h) → reboot → desiredDrain=uncordon-X → uncordon → lastAppliedDrain=uncordon-X
 (within 10 min) → currentConfig=X, state Done.
 
+Runs recorded under ``workflow.patched("handshake-follows-daemon")`` drive the handshake from the
+observed annotations (:mod:`workflows.machineconfig.follow`): a drain the daemon asks for again
+while we wait for Done is drained again (or gated), and a retry answers what the daemon waits for;
+older runs replay the fixed sequence below.
+
 Signals ``skip`` / ``abort`` (from :class:`workflows.kit.noderun.NodeRunWorkflow`) are honoured
 at safe points: before the drain hand-off the child rolls back (desiredConfig=currentConfig,
 uncordon if we cordoned); after it, the daemon is already rebooting the node, so the child
@@ -42,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.drain import DrainGateState
     from workflows.kit.noderun import NodeRun, NodeRunWorkflow, Stopped
+    from workflows.machineconfig.follow import PATCH_FOLLOW_DAEMON, follow_daemon
     from workflows.machineconfig.plan import is_at_target
     from workflows.kit.models import NodePhase
     from workflows.machineconfig.models import NodeRolloutInput, NodeRolloutResult, NodeStep
@@ -147,6 +153,9 @@ class NodeRolloutWorkflow(NodeRunWorkflow):
                 run.cordoned_by_us = False
             await run.report(NodePhase.DONE, NodeStep.FINISHED, reason="already at target")
             return run.result(NodeRolloutResult, "done", reason="already at target", safe_point="already at target")
+        if workflow.patched(PATCH_FOLLOW_DAEMON):
+            # Answer whatever the daemon asks, from the observed annotations (follow.py).
+            return await follow_daemon(self, input, node)
 
         try:
             handed_off = node.last_applied_drain in (drain_v, uncordon_v) or (

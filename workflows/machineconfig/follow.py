@@ -1,0 +1,282 @@
+"""The node handshake driven by what the daemon asks, not by the step we reached (issue 18, item 4).
+
+:func:`follow_daemon` replaces the fixed sequence of :class:`workflows.machineconfig.node.NodeRolloutWorkflow`
+for runs recorded under ``workflow.patched("handshake-follows-daemon")``. Every turn of its loop
+looks at the node as observed and answers the daemon's pending request first:
+
+- ``desiredDrain=drain-X`` while ``lastAppliedDrain`` differs: cordon and drain with the kit
+  (:meth:`workflows.kit.noderun.NodeRun.cordon_and_drain`, its blocked-drain decision gate
+  included), then ``lastAppliedDrain=drain-X``. Before the first hand-off that is the normal
+  drain (skip/abort roll back). After it, the daemon asked for a drain again: the run warns,
+  drains again and ignores skip/abort signals (the node is completed, as after any hand-off);
+  when that drain is blocked it never waits silently for the daemon's 1 h deadline: without
+  ``decide_after`` its gate ``drain/{node}`` opens at ``deadline_warn_fraction`` of the drain
+  deadline, and a skip/abort decision there ends the run with the node left cordoned.
+- ``desiredDrain=uncordon-X`` while ``lastAppliedDrain`` differs: uncordon (only our own
+  cordon) and ``lastAppliedDrain=uncordon-X``.
+- Otherwise it waits for the daemon's next move: the drain request, the reboot
+  (``desiredDrain=uncordon-X``) or Done (``currentConfig=X, state=Done``), each wait also ending
+  on ``desiredDrain=drain-X`` so a new drain request is seen while waiting for Done.
+
+A retry (``retry-node``) starts the same loop from the annotations it observes, so a node that
+degraded while its daemon waited for us (``failed to drain node``/``failed to uncordon node``)
+gets the missing hand-off instead of being declared degraded again.
+
+Degraded: the MCO daemon retries a failed sync by itself (``pkg/daemon/daemon.go``: work queue
+rate limiter, 5 s bucket, backoff 1 s doubling to ``maxUpdateBackoff`` 60 s; ``completeUpdate``
+polls every 10 s; a node that missed the uncordon deadline stays Degraded until the controller
+hands the uncordon off, then goes Done). So a Degraded state observed within
+:func:`daemon_retry_grace_seconds` of our last hand-off, or of the start of a retry attempt that
+found the node already degraded, is given that time to clear (polled every
+:func:`grace_poll_seconds`) before the run reports the node degraded. A Degraded state with a
+request of the daemon pending is answered at once, whatever the grace.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.cluster.models import (
+        ANN_CURRENT_CONFIG,
+        ANN_DESIRED_CONFIG,
+        ANN_DESIRED_DRAIN,
+        ANN_LAST_APPLIED_DRAIN,
+        NodeInfo,
+    )
+    from activities.machineconfig.models import WaitForNodeInput, drain_value, uncordon_value
+    from workflows.kit.models import DrainDecision, NodePhase
+    from workflows.kit.noderun import Stopped
+    from workflows.machineconfig.models import NodeRolloutInput, NodeRolloutResult, NodeStep
+    from workflows.machineconfig.plan import is_at_target
+
+if TYPE_CHECKING:
+    from workflows.machineconfig.node import NodeRolloutWorkflow
+
+#: ``workflow.patched`` id: the node run follows the daemon's requests (this module).
+PATCH_FOLLOW_DAEMON = "handshake-follows-daemon"
+
+#: Fraction of the daemon's uncordon deadline given to it to retry a failed sync by itself: the
+#: MCO daemon retries within 60 s (backoff cap) + 10 s (poll) = 70 s of its 600 s deadline; 0.15
+#: is 90 s at the real deadline and scales with it in simulations.
+DAEMON_RETRY_FRACTION = 0.15
+
+AFTER_HANDOFF = "after drain hand-off: the daemon was rebooting the node, so it was completed"
+
+
+def daemon_retry_grace_seconds(input: NodeRolloutInput) -> float:
+    """Seconds a Degraded daemon gets to retry after our hand-off or a retry's start (see module doc)."""
+    return DAEMON_RETRY_FRACTION * input.daemon_uncordon_deadline_seconds
+
+
+def grace_poll_seconds(grace_seconds: float) -> float:
+    """Re-read interval while a Degraded daemon is given its grace: a tenth of it, 0.5 s to 5 s."""
+    return min(5.0, max(0.5, grace_seconds / 10))
+
+
+class _Follow:
+    """Loop state of one :func:`follow_daemon` run (lives in workflow state)."""
+
+    def __init__(self, wf: NodeRolloutWorkflow, input: NodeRolloutInput, node: NodeInfo) -> None:
+        self.wf, self.input, self.run = wf, input, wf.node_run
+        self.target = input.target
+        self.drain_v, self.uncordon_v = drain_value(input.target), uncordon_value(input.target)
+        self.grace = timedelta(seconds=daemon_retry_grace_seconds(input))
+        # A node found degraded when a retry attempt starts (retry-node): the daemon retries on its own.
+        self.grace_from: datetime | None = workflow.now() if node.degraded and input.attempt > 1 else None
+        # Past the first drain hand-off the daemon owns the node (same test as the fixed sequence).
+        self.handed_off = node.last_applied_drain in (self.drain_v, self.uncordon_v) or (
+            node.current_config == input.target and node.desired_drain == self.uncordon_v
+        )
+        self.drain_seconds: float | None = None
+        self.reboot_started: datetime | None = workflow.now() if self.handed_off else None
+        self.reboot_seconds: float | None = None
+        self.redrains = 0
+        #: The node as our last drain hand-off left it.
+        self.after_drain: NodeInfo = node
+
+    def in_grace(self) -> bool:
+        return self.grace_from is not None and workflow.now() < self.grace_from + self.grace
+
+    # --- the daemon's requests --------------------------------------------------------------
+
+    async def hand_off_drain(self) -> None:
+        self.after_drain = await self.wf._annotate({ANN_LAST_APPLIED_DRAIN: self.drain_v})
+
+    async def first_drain(self) -> None:
+        self.drain_seconds = await self.run.cordon_and_drain(
+            wait_seconds=self.input.drain_wait_seconds,
+            backoff_initial=self.input.drain_backoff_initial_seconds,
+            backoff_max=self.input.drain_backoff_max_seconds,
+            deadline_seconds=self.input.daemon_drain_deadline_seconds,
+            hand_off=self.hand_off_drain,
+        )
+
+    async def redrain(self, node: NodeInfo) -> NodeRolloutResult | None:
+        """The daemon asked for a drain again after the first hand-off. Returns a result only when
+        a skip/abort decision on the drain gate ended the run (the node stays cordoned)."""
+        run, inp = self.run, self.input
+        self.redrains += 1
+        warning = (
+            f"daemon asked for a drain again (desiredDrain={self.drain_v}, lastAppliedDrain="
+            f"{node.last_applied_drain or '-'}, state {node.state or '-'}); draining again (#{self.redrains})"
+        )
+        workflow.logger.warning("node %s: %s", inp.node, warning)
+        await run.report(NodePhase.RUNNING, NodeStep.CORDON, f"drain again for the daemon ({self.drain_v})", warning=warning)
+        if run.drain.decide_after is None:
+            # Never block silently until the daemon's deadline: ask at the warning point.
+            run.drain.decide_after = run.warn_fraction * inp.daemon_drain_deadline_seconds
+        try:
+            await run.cordon_and_drain(
+                wait_seconds=inp.drain_wait_seconds,
+                backoff_initial=inp.drain_backoff_initial_seconds,
+                backoff_max=inp.drain_backoff_max_seconds,
+                deadline_seconds=inp.daemon_drain_deadline_seconds,
+                hand_off=self.hand_off_drain,
+                stoppable=False,
+            )
+        except Stopped:
+            gate = run.drain.gate
+            kind = "skip" if gate is not None and gate.decision == DrainDecision.SKIP else "abort"
+            reason = (
+                f"{kind} decided by {gate.decided_by if gate else 'unknown'} on the repeated drain; node left "
+                f"cordoned, the daemon still waits for lastAppliedDrain={self.drain_v}"
+            )
+            phase = NodePhase.SKIPPED if kind == "skip" else NodePhase.ABORTED
+            await run.report(phase, NodeStep.FINISHED, reason=reason)
+            return run.result(
+                NodeRolloutResult, "skipped" if kind == "skip" else "aborted", reason=reason, safe_point="repeated drain",
+                drain_seconds=self.drain_seconds,
+            )
+        return None
+
+    async def hand_off_uncordon(self) -> NodeInfo:
+        run, inp = self.run, self.input
+        asked = workflow.now()
+        deadline = asked + timedelta(seconds=inp.daemon_uncordon_deadline_seconds)
+        await run.report(
+            NodePhase.RUNNING, NodeStep.UNCORDON, f"lastAppliedDrain={self.uncordon_v} before the daemon deadline", deadline=deadline
+        )
+        await run.uncordon()
+        run.cordoned_by_us = False
+        warning = run.warn_deadline("uncordon hand-off", asked, inp.daemon_uncordon_deadline_seconds)
+        await run.report(NodePhase.RUNNING, NodeStep.HAND_OFF_UNCORDON, deadline=deadline, warning=warning)
+        return await self.wf._annotate({ANN_LAST_APPLIED_DRAIN: self.uncordon_v})
+
+    # --- waiting for the daemon ---------------------------------------------------------------
+
+    def next_wait(self, node: NodeInfo) -> tuple[NodeStep, str, WaitForNodeInput]:
+        """What to wait for, given that nothing of ours is pending."""
+        i, wait_s = self.input, self.input.wait_activity_timeout_seconds
+        if not self.handed_off:
+            return NodeStep.WAIT_DRAIN_REQUEST, f"daemon to set desiredDrain={self.drain_v}", WaitForNodeInput(
+                node=i.node, annotation=ANN_DESIRED_DRAIN, value=self.drain_v,
+                any_of=[(ANN_DESIRED_DRAIN, self.uncordon_v), (ANN_CURRENT_CONFIG, self.target)], timeout_seconds=wait_s,
+            )
+        if node.last_applied_drain == self.drain_v:
+            return NodeStep.WAIT_REBOOT, f"daemon to reboot and set desiredDrain={self.uncordon_v}", WaitForNodeInput(
+                node=i.node, annotation=ANN_DESIRED_DRAIN, value=self.uncordon_v,
+                any_of=[(ANN_LAST_APPLIED_DRAIN, self.uncordon_v), (ANN_CURRENT_CONFIG, self.target)], timeout_seconds=wait_s,
+            )
+        return NodeStep.WAIT_DONE, f"daemon to set currentConfig={self.target}, state=Done", WaitForNodeInput(
+            node=i.node, kind="config_done", value=self.target, any_of=[(ANN_DESIRED_DRAIN, self.drain_v)],
+            timeout_seconds=wait_s,
+        )
+
+    async def wait(self, node: NodeInfo) -> tuple[NodeInfo, NodeStep, bool]:
+        """One wait for the daemon's next move; returns the node, the step and whether it ended
+        only because the daemon is degraded."""
+        step, waiting_for, wait = self.next_wait(node)
+        await self.run.report(NodePhase.RUNNING, step, waiting_for)
+        res = await self.wf._wait(wait, interruptible=not self.handed_off)
+        return res.node, step, res.degraded and not res.matched
+
+    async def grace_poll(self, node: NodeInfo, step: NodeStep) -> NodeInfo:
+        assert self.grace_from is not None
+        until = self.grace_from + self.grace
+        await self.run.report(
+            NodePhase.RUNNING, step,
+            f"daemon to retry after its degrade ({node.reason or node.state}); reported degraded after {until.isoformat()}",
+            deadline=until,
+        )
+        poll = grace_poll_seconds(self.grace.total_seconds())
+        if self.handed_off:
+            await workflow.sleep(timedelta(seconds=poll))
+        else:  # before the hand-off a skip/abort is honoured at once (rolled back)
+            try:
+                await workflow.wait_condition(lambda: self.run.stop is not None, timeout=poll)
+            except TimeoutError:
+                pass
+            self.run.check_stop()
+        return await self.wf._read()
+
+
+async def follow_daemon(wf: NodeRolloutWorkflow, input: NodeRolloutInput, node: NodeInfo) -> NodeRolloutResult:
+    """Drive ``input.node`` to ``input.target`` from the observed ``node`` (after desiredConfig was
+    asked for and the node is not at its target yet) by answering the daemon (module docstring).
+    Returns the run's :class:`NodeRolloutResult`: done, degraded (the daemon's reason, after the
+    grace where it applies), skipped/aborted (rolled back before the first hand-off; after it only
+    by a decision on a repeated drain's gate, the node then left cordoned)."""
+    f, run = _Follow(wf, input, node), wf.node_run
+    try:
+        result, node = await _loop(f, node)
+    except Stopped:  # only raised before the first hand-off: roll back
+        return await run.roll_back(
+            NodeRolloutResult, f"before drain hand-off ({run.progress.step})", wf._undo_desired_config,
+            before="the drain hand-off",
+        )
+    if result is not None:
+        return result
+    if run.cordoned_by_us or node.cordoned_by == input.owner:
+        await run.uncordon()
+        run.cordoned_by_us = False
+    safe_point = AFTER_HANDOFF if run.stop else None
+    await run.report(NodePhase.DONE, NodeStep.FINISHED, reason=safe_point)
+    return run.result(
+        NodeRolloutResult, "done", drain_seconds=f.drain_seconds, reboot_seconds=f.reboot_seconds,
+        safe_point=safe_point, reason=safe_point,
+    )
+
+
+async def _loop(f: _Follow, node: NodeInfo) -> tuple[NodeRolloutResult | None, NodeInfo]:
+    """Answer the daemon until the node is at its target: returns (None, node at target) or
+    (a degraded / skipped / aborted result, node). Raises :class:`Stopped` before the first
+    hand-off when skip/abort was requested or decided."""
+    wf, run, input = f.wf, f.run, f.input
+    step = NodeStep.READ
+    while not is_at_target(node, input.target):
+        dd, la = node.desired_drain, node.last_applied_drain
+        if dd == f.drain_v and la != f.drain_v:
+            if not f.handed_off:
+                run.check_stop()
+                await f.first_drain()
+            else:
+                stopped = await f.redrain(node)
+                if stopped is not None:
+                    return stopped, node
+            f.handed_off, f.grace_from, f.reboot_started = True, workflow.now(), workflow.now()
+            node = f.after_drain
+            continue
+        if dd == f.uncordon_v and la != f.uncordon_v:
+            if f.reboot_started is not None and f.reboot_seconds is None:
+                f.reboot_seconds = (workflow.now() - f.reboot_started).total_seconds()
+            node = await f.hand_off_uncordon()
+            f.handed_off, f.grace_from = True, workflow.now()
+            continue
+        if node.degraded:
+            if not f.in_grace():
+                return await wf._degraded(node, step), node
+            node = await f.grace_poll(node, step)
+            continue
+        if not f.handed_off and node.desired_config != input.target:
+            run.check_stop()
+            await run.report(NodePhase.RUNNING, NodeStep.SET_DESIRED_CONFIG)
+            node = await wf._annotate({ANN_DESIRED_CONFIG: input.target})
+            continue
+        node, step, degraded = await f.wait(node)
+        if degraded and not f.in_grace():
+            return await wf._degraded(node, step), node
+    return None, node
