@@ -14,6 +14,10 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, RetryState
+
+with workflow.unsafe.imports_passed_through():
+    from activities.cluster.models import API_FAIL_FAST_TYPES, API_FAILURE_TYPES
 
 PREFLIGHT = "preflight_machineconfig_rollout"
 READ_NODE = "read_node"
@@ -51,6 +55,23 @@ DEFAULT_RETRY = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=30),
     non_retryable_error_types=NON_RETRYABLE,
+)
+
+#: Attempts of a read-only planning activity (a preflight) that meets a transient API error.
+PLANNING_ATTEMPTS = 5
+
+#: Read-only planning activities fail fast: the activity reports connection refused, DNS, 401,
+#: 403 and other refusals as non-retryable ``Api*`` types (also listed here, with
+#: ``KubeconfigError``); a transient one (``ApiUnavailable``: 5xx, 429, timeouts) gets
+#: :data:`PLANNING_ATTEMPTS` attempts 1, 2, 4, 8 s apart, so a procedure whose API cannot be used
+#: fails in planning with the API's error instead of sitting in "planning" forever. Activities in
+#: the middle of a procedure keep :data:`DEFAULT_RETRY`.
+PLANNING_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=8),
+    maximum_attempts=PLANNING_ATTEMPTS,
+    non_retryable_error_types=[*NON_RETRYABLE, *API_FAIL_FAST_TYPES, "KubeconfigError"],
 )
 
 #: Default start-to-close of the short API calls (one or two requests each), seconds. Short, so
@@ -126,6 +147,35 @@ def start(
         retry_policy=DEFAULT_RETRY,
         summary=summary_of(name, arg),
     )
+
+
+def start_planning(
+    name: str, arg: Any, result_type: type | None, *, seconds: float, timeouts: Timeouts = DEFAULT_TIMEOUTS,
+) -> Any:
+    """Start read-only planning activity ``name`` with :data:`PLANNING_RETRY` (start-to-close:
+    ``seconds`` plus the short-call slack, no heartbeat) and return its handle, so the caller can
+    race it against an abort (:func:`workflows.kit.planning.planning_call`)."""
+    return workflow.start_activity(
+        name,
+        arg,
+        result_type=result_type,
+        start_to_close_timeout=timedelta(seconds=seconds) + timeouts.short_call,
+        retry_policy=PLANNING_RETRY,
+        summary=summary_of(name, arg),
+    )
+
+
+def planning_api_failure(err: ActivityError, what: str = "preflight") -> ApplicationError | None:
+    """The procedure's failure for a planning activity that failed on an API error (its cause an
+    ``Api*`` ApplicationError, see ``activities.cluster.models.API_FAILURE_TYPES``): non-retryable,
+    of the same type, the message "<what> could not use the cluster's API: <API server and the
+    API's message>" plus "(gave up after N attempts)" when the retries ran out. None for any
+    other failure (the procedure words its own refusal)."""
+    cause = err.cause
+    if not isinstance(cause, ApplicationError) or cause.type not in API_FAILURE_TYPES:
+        return None
+    tail = f" (gave up after {PLANNING_ATTEMPTS} attempts)" if err.retry_state == RetryState.MAXIMUM_ATTEMPTS_REACHED else ""
+    return ApplicationError(f"{what} could not use the cluster's API: {cause.message}{tail}", type=cause.type, non_retryable=True)
 
 
 async def call_with(

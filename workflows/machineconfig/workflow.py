@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.batches import Group, NodeBatches
     from workflows.kit.board import NodeBoard
+    from workflows.kit.control import Aborted
     from workflows.kit.models import (
         ApprovalRules,
         ControlResult,
@@ -41,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
         NodeProgress,
     )
     from workflows.kit.plan import PlanError, is_unavailable
+    from workflows.kit.planning import planning_call
     from workflows.kit.procedure import SA_KEY_POOLS, NodeProcedureWorkflow
     from workflows.kit.scopes import node_scope, pool_scope
     from workflows.machineconfig.models import (
@@ -230,7 +232,13 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
             plan = self._carry.plan
             await self._retake_leases(input, plan, self._carry)
         else:
-            plan = await self._make_plan(input)
+            try:
+                plan = await self._make_plan(input)
+            except Aborted as stop:  # an abort while planning (workflows.kit.planning): nothing was written
+                self.control.base_phase = RolloutPhase.ABORTED
+                self.touch()
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                return self._result("aborted", RolloutPlan(), f"{stop.reason} (while planning; nothing was changed)")
             if input.dry_run:
                 self.control.base_phase = RolloutPhase.DONE
                 self.touch()
@@ -331,7 +339,8 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
 
     async def _make_plan(self, input: MachineConfigRolloutInput) -> RolloutPlan:
         try:
-            pre: PreflightResult = await acts.call(
+            pre: PreflightResult = await planning_call(
+                self.control,
                 acts.PREFLIGHT,
                 PreflightInput(pools=input.pools, target_configs=input.target_configs, not_before=input.not_before),
                 PreflightResult,
@@ -339,6 +348,9 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
                 timeouts=self._timeouts,
             )
         except ActivityError as err:
+            api = acts.planning_api_failure(err, "preflight")
+            if api is not None:
+                raise api from err
             cause = err.cause
             kind = cause.type if isinstance(cause, ApplicationError) else None
             message = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
