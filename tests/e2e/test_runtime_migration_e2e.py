@@ -248,9 +248,25 @@ async def test_three_gluster_nodes_migrate_to_docker(dev_server: Any, temporal_c
     result = await handle.result()
     assert result.outcome == "completed", (result.message, st.model_dump_json(indent=1)[:3000])
     await assert_end_state(sim, result, old)
-    # The post-check's gated install put the excluder back on every migrated node.
+    # The post-check's gated install put the excluder back on every migrated node, and the
+    # outcome says so rather than listing it as missing.
     for node in NODES:
         assert "atomic-openshift-excluder" in result.installed.get(node, []), result.installed
+    assert f"atomic-openshift-excluder was missing on {', '.join(NODES)} and is installed again" in result.message, result.message
+    assert "atomic-openshift-excluder missing" not in result.message, result.message
+    assert all("atomic-openshift-excluder" in result.removed[n] for n in NODES), result.removed
+    # Versions are compared within the node group: the scale-up's newer atomic-openshift-node
+    # build (3.11.170) against the infra peers (3.11.161), never against masters or compute nodes.
+    drift = {(f.node, f.group) for f in result.findings if f.kind == "version" and f.package == "atomic-openshift-node"}
+    assert drift == {(n, "infra") for n in NODES}, result.findings
+    assert all("of group infra" in f.message for f in result.findings), result.findings
+    # Each node's record is in a ConfigMap, readable without Temporal.
+    cm = sim.store.get("configmaps", f"lockkeeper-record-{handle.id}", "openshift-infra")
+    for node in NODES:
+        rec = json.loads(cm["data"][f"{node}.json"])
+        assert rec["uid"] == old[node] and rec["bootstrap_config"] == "node-config-infra-crio", rec
+        assert rec["node_object"]["metadata"]["labels"]["runtime"] == "cri-o" and rec["packages"]["cri-o"]
+        assert rec["addresses"] and "before the destructive steps" in cm["data"][f"{node}.state"]
     # status kept each node's last host command (argv, exit code, output tail).
     final = await status_of(handle)
     assert all(final.nodes[n].last_command is not None for n in NODES)
