@@ -67,8 +67,22 @@ async def test_start_status_reject_through_the_cli(dev_server: Any, temporal_cli
     assert "approve-migration" in out and NODE in out and "Nodes" in out
     code, out, err = await lk(dev_server.address, task_queue, "reject", wf_id, gate, "-m", "not today", "--identity", "bob")
     assert code == 0, out + err
+    # The node stopped before anything destructive: it holds the run at its gate; skip-node
+    # through the CLI leaves it untouched and the run ends.
+    hold = f"{NODE}/stopped/1"
+    end = time.monotonic() + 120
+    while time.monotonic() < end:
+        st = await handle.query("status", result_type=RuntimeMigrationStatus)
+        if any(g.id == hold and g.state == "waiting" for g in st.gates):
+            break
+        await asyncio.sleep(0.5)
+    else:
+        raise AssertionError(f"gate {hold} never opened: {st.waiting_for}")
+    code, out, err = await lk(dev_server.address, task_queue, "skip-node", wf_id, NODE, "-m", "another day", "--identity", "bob")
+    assert code == 0, out + err
     result = await handle.result()
-    assert result.outcome == "failed" and "approve-migration" in (result.nodes[0].reason or "")
+    assert result.outcome == "completed" and result.nodes[0].outcome == "skipped", result.message
+    assert "approve-migration" in (result.nodes[0].reason or "") and "before the destructive steps" in (result.nodes[0].reason or "")
     cmds = commands(await sim_get(sim, f"hosts/{NODE}"))
     assert not any(c[:2] == ["systemctl", "stop"] for c in cmds), "nothing was done to the node"
     assert not sim.store.get("nodes", NODE)["spec"].get("unschedulable")

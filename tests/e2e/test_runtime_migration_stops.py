@@ -3,8 +3,9 @@ why (r4-crio-to-docker, real dev server and worker).
 
 - a brick already down on another host: preflight stops, nothing is changed on any host;
 - the inventory step did not happen (a person approved its gate without editing): the scale-up
-  fails with ``Detected no new_nodes in inventory``; the gate shows the output tail, and the
-  Node stays deleted and is reported as such;
+  fails with ``Detected no new_nodes in inventory``; the gate shows the output tail, the node
+  then holds the run at ``<node>/stopped/1`` (reject ends it), and the Node stays deleted and
+  is reported as such;
 - the wrong order forced by the test (/etc/origin wiped before the resolv.conf copy): the
   procedure stops at the copy, and a reboot in that state indeed leaves the host without DNS.
 """
@@ -98,6 +99,10 @@ async def test_scaleup_without_inventory_change_fails_and_node_stays_reported(r4
     with pytest.raises(ApiError):
         sim.store.get("nodes", NODE)  # still deleted: the scale-up never registered it
     await handle.execute_update("reject", RejectInput(gate_id=gate.id, identity=APPROVER, comment="fix the inventory by hand"))
+    st = await drive(handle, decide=lambda g: None, until=lambda s: any(g.id == f"{NODE}/stopped/1" and g.state == "waiting" for g in s.gates))
+    hold = next(g for g in st.gates if g.id == f"{NODE}/stopped/1")
+    assert "DELETED" in hold.comment and "retry-node" in hold.comment, hold.comment
+    await handle.execute_update("reject", RejectInput(gate_id=hold.id, identity=APPROVER, comment="stop: fix it by hand"))
     result = await handle.result()
     assert result.outcome == "failed"
     assert "DELETED" in (result.nodes[0].reason or "") and result.nodes[0].status.node_deleted
@@ -111,7 +116,9 @@ async def test_wrong_order_is_refused_and_would_break_dns(r4_env: dict[str, Any]
     inp = migration_input(sim, r4_env["tmp"])
     inp.nodes = [NODE]
     handle = await start_migration(r4_env["client"], inp, r4_env["queue"])
-    await drive(handle)
+    st = await drive(handle)
+    assert [g.id for g in st.gates if g.state == "waiting"] == [f"{NODE}/stopped/1"], st.gates
+    await handle.execute_update("reject", RejectInput(gate_id=f"{NODE}/stopped/1", identity=APPROVER, comment="restore resolv.conf first"))
     result = await handle.result()
     assert result.outcome == "failed"
     assert "resolv-conf" in (result.nodes[0].reason or "") and "break DNS" in (result.nodes[0].reason or "")
