@@ -9,9 +9,10 @@ looks at the node as observed and answers the daemon's pending request first:
   included), then ``lastAppliedDrain=drain-X``. Before the first hand-off that is the normal
   drain (skip/abort roll back). After it, the daemon asked for a drain again: the run warns,
   drains again and ignores skip/abort signals (the node is completed, as after any hand-off);
-  when that drain is blocked it never waits silently for the daemon's 1 h deadline: without
-  ``decide_after`` its gate ``drain/{node}`` opens at ``deadline_warn_fraction`` of the drain
-  deadline, and a skip/abort decision there ends the run with the node left cordoned.
+  when that drain is blocked it never waits silently for the daemon's 1 h deadline: its gate
+  ``drain/{node}`` opens after ``decide_after`` or at ``deadline_warn_fraction`` of the drain
+  deadline, whichever is first, and a skip/abort decision there ends the run with the node left
+  cordoned (it rebooted into the target already: there is nothing to roll back).
 - ``desiredDrain=uncordon-X`` while ``lastAppliedDrain`` differs: uncordon (only our own
   cordon) and ``lastAppliedDrain=uncordon-X``.
 - Otherwise it waits for the daemon's next move: the drain request, the reboot
@@ -77,6 +78,11 @@ def grace_poll_seconds(grace_seconds: float) -> float:
     return min(5.0, max(0.5, grace_seconds / 10))
 
 
+def _current_step(step: str | None) -> NodeStep:
+    """The step last reported (a kit step name such as ``drain`` is one of ours too)."""
+    return NodeStep(step) if step in {str(s) for s in NodeStep} else NodeStep.READ
+
+
 class _Follow:
     """Loop state of one :func:`follow_daemon` run (lives in workflow state)."""
 
@@ -126,9 +132,9 @@ class _Follow:
         )
         workflow.logger.warning("node %s: %s", inp.node, warning)
         await run.report(NodePhase.RUNNING, NodeStep.CORDON, f"drain again for the daemon ({self.drain_v})", warning=warning)
-        if run.drain.decide_after is None:
-            # Never block silently until the daemon's deadline: ask at the warning point.
-            run.drain.decide_after = run.warn_fraction * inp.daemon_drain_deadline_seconds
+        # Never block silently until the daemon's deadline: ask by the warning point at the latest.
+        ask_by = run.warn_fraction * inp.daemon_drain_deadline_seconds
+        run.drain.decide_after = ask_by if run.drain.decide_after is None else min(run.drain.decide_after, ask_by)
         try:
             await run.cordon_and_drain(
                 wait_seconds=inp.drain_wait_seconds,
@@ -267,6 +273,7 @@ async def _loop(f: _Follow, node: NodeInfo) -> tuple[NodeRolloutResult | None, N
             f.handed_off, f.grace_from = True, workflow.now()
             continue
         if node.degraded:
+            step = _current_step(run.progress.step)
             if not f.in_grace():
                 return await wf._degraded(node, step), node
             node = await f.grace_poll(node, step)
