@@ -165,6 +165,12 @@ def approve_hint(address: str, workflow_id: str, gate_id: str) -> str:
     )
 
 
+def print_hint(live: Any, err: Console, text: str) -> None:
+    """Print ``text`` through the live view's console when there is one (rich prints it above the
+    view, which would otherwise draw over a line written to stderr), else on ``err``."""
+    (live.console if live is not None else err).print(text)
+
+
 async def _wait_for_poller(client: Any, task_queue: str, worker: Any, timeout: float = 60.0) -> None:
     """Wait until the demo's own worker polls ``task_queue`` (a start is refused before that);
     raises the worker's own error if it ended first, TimeoutError after ``timeout`` seconds."""
@@ -217,7 +223,7 @@ async def _follow(handle: Any, address: str, interactive: bool, out: Console, er
                 if interactive:
                     # Through the live view's own console: it prints above the view, which
                     # would otherwise draw over a line written to stderr.
-                    (live.console if live else err).print(approve_hint(address, handle.id, gate.id))
+                    print_hint(live, err, approve_hint(address, handle.id, gate.id))
                     continue
                 try:
                     res = await handle.execute_update(

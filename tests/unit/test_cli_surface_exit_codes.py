@@ -283,3 +283,18 @@ async def test_dry_runs_never_count_in_the_pool_precheck(dev_server: Any, tempor
     assert [w for w, _ in found] == [real]
     for wid in (dry, real):
         await temporal_client.get_workflow_handle(wid).terminate(reason="test cleanup")
+
+
+def test_debug_adds_the_traceback_to_the_one_line_error() -> None:
+    import subprocess
+
+    dead = f"127.0.0.1:{free_port()}"
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "LOCKKEEPER_", "KUBE"))}
+    plain = subprocess.run([LOCKKEEPER, "--address", dead, "status", "x"], capture_output=True, text=True, env=base,
+                           timeout=60)
+    debug = subprocess.run([LOCKKEEPER, "--debug", "--address", dead, "status", "x"], capture_output=True, text=True,
+                           env=base, timeout=60)
+    assert plain.returncode == debug.returncode == 3
+    assert len(error_lines(plain.stderr)) == 1 and "Traceback" not in plain.stderr
+    first = error_lines(debug.stderr)[0]
+    assert first == error_lines(plain.stderr)[0] and "Traceback (most recent call last)" in debug.stderr
