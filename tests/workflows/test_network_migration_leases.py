@@ -10,7 +10,6 @@ import uuid
 from typing import Any
 
 import pytest
-from kit_fakes import poll
 from kit_probes import AlphaLeaseProbeWorkflow, ProbeInput, ProbeResult
 from temporalio.client import WorkflowFailureError
 from temporalio.worker import Worker
@@ -32,6 +31,16 @@ def worker(env: Any, c: Cluster, tq: str) -> Worker:
                   activities=c.activities())
 
 
+async def poll(env: Any, h: Any, pred: Any) -> dict[str, Any]:
+    """Query ``status`` until ``pred`` holds; between queries the server's time moves 5 s."""
+    for _ in range(200):
+        st = await h.query("status", result_type=dict)
+        if pred(st):
+            return st
+        await env.sleep(5)
+    raise AssertionError(f"condition not reached; last status: {st}")
+
+
 async def start(env: Any, tq: str, **kw: Any) -> Any:
     i = inp("x").model_copy(update=kw)
     return await env.client.start_workflow(NetworkMigrationWorkflow.run, i, id=f"network-migration-x-{uuid.uuid4().hex[:6]}",
@@ -42,7 +51,7 @@ async def test_second_migration_is_refused_naming_the_first(time_skipping_env, w
     env, c = time_skipping_env, Cluster(controller_dead=True)
     async with worker(env, c, wf_task_queue):
         first = await start(env, wf_task_queue, stall_seconds=1e6)  # sits waiting for the pools, holding sdn/x
-        st = await poll(first, lambda s: s["step"] == "wait-pools")
+        st = await poll(env, first, lambda s: s["step"] == "wait-pools")
         assert st["leases"] == ["sdn/x"]
         writes = list(c.writes)
         second = await start(env, wf_task_queue)
@@ -59,7 +68,7 @@ async def test_rollout_scopes_free_while_waiting_then_refused_under_the_cluster_
     assert not any(scopes_overlap("sdn/x", s) for s in ROLLOUT_SCOPES), "the scope rules: pool and node scopes miss sdn/x"
     async with worker(env, c, wf_task_queue):
         h = await start(env, wf_task_queue)
-        st = await poll(h, lambda s: any(g["id"] == "cleanup" and g["state"] == "waiting" for g in s["gates"]), timeout=60)
+        st = await poll(env, h, lambda s: any(g["id"] == "cleanup" and g["state"] == "waiting" for g in s["gates"]))
         assert {"sdn/x", "cluster/x", "pool/x/worker", "node/x/w1", "node/x/m1"} <= set(st["leases"])
         rollout = await env.client.start_workflow(AlphaLeaseProbeWorkflow.run, ProbeInput(cluster="x", scopes=ROLLOUT_SCOPES),
                                                   id=f"rollout-x-{uuid.uuid4().hex[:6]}", task_queue=wf_task_queue, result_type=ProbeResult)
@@ -80,11 +89,11 @@ async def test_migration_refused_at_the_switch_by_a_rollout_holding_a_pool(time_
     env, c = time_skipping_env, Cluster(controller_dead=True)
     async with worker(env, c, wf_task_queue):
         h = await start(env, wf_task_queue)
-        await poll(h, lambda s: s["step"] == "wait-pools")
+        await poll(env, h, lambda s: s["step"] == "wait-pools")
         rollout = await env.client.start_workflow(AlphaLeaseProbeWorkflow.run, ProbeInput(cluster="x", scopes=ROLLOUT_SCOPES, hold_seconds=None),
                                                   id=f"rollout-x-{uuid.uuid4().hex[:6]}", task_queue=wf_task_queue, result_type=ProbeResult)
-        await poll(rollout, lambda s: s["leases"] == ROLLOUT_SCOPES)
-        await poll(h, lambda s: any(g["id"] == "takeover" and g["state"] == "waiting" for g in s["gates"]), timeout=60)
+        await poll(env, rollout, lambda s: s["leases"] == ROLLOUT_SCOPES)
+        await poll(env, h, lambda s: any(g["id"] == "takeover" and g["state"] == "waiting" for g in s["gates"]))
         await h.execute_update("approve", ApproveInput(gate_id="takeover", identity="op"))
         result = await h.result()
         await rollout.terminate("test over")

@@ -35,6 +35,7 @@ from activities.network_migration.models import (
     RolloutState,
     pools_settled,
 )
+from workflows.kit.lease import LeaseWorkflow
 from workflows.kit.models import ApproveInput, GateState
 from workflows.network_migration import NetworkMigrationWorkflow
 from workflows.network_migration.models import NetworkMigrationInput, NetworkMigrationResult, NetworkMigrationStatus
@@ -187,7 +188,7 @@ def inp(cluster: str, **kw: Any) -> NetworkMigrationInput:
 
 async def run(env: Any, c: Cluster, i: NetworkMigrationInput, approve: set[str]) -> tuple[NetworkMigrationResult, NetworkMigrationStatus]:
     tq = f"nm-{uuid.uuid4().hex[:8]}"
-    async with Worker(env.client, task_queue=tq, workflows=[NetworkMigrationWorkflow, FakeRollout], activities=c.activities()):
+    async with Worker(env.client, task_queue=tq, workflows=[NetworkMigrationWorkflow, FakeRollout, LeaseWorkflow], activities=c.activities()):
         h = await env.client.start_workflow(NetworkMigrationWorkflow.run, i, id=f"nm-{uuid.uuid4().hex[:8]}", task_queue=tq)
         while True:
             st = await h.query(NetworkMigrationWorkflow.status, result_type=NetworkMigrationStatus)
@@ -251,7 +252,7 @@ async def test_guard_rechecked_on_resume(time_skipping_env: Any) -> None:
     env = time_skipping_env
     c = Cluster(roll_all=True)
     tq = f"nm-{uuid.uuid4().hex[:8]}"
-    async with Worker(env.client, task_queue=tq, workflows=[NetworkMigrationWorkflow, FakeRollout], activities=c.activities()):
+    async with Worker(env.client, task_queue=tq, workflows=[NetworkMigrationWorkflow, FakeRollout, LeaseWorkflow], activities=c.activities()):
         h = await env.client.start_workflow(NetworkMigrationWorkflow.run, inp("e"), id=f"nm-{uuid.uuid4().hex[:8]}", task_queue=tq)
         await h.execute_update("pause", ControlInput(identity="op", reason="hold before the switch"))
         for _ in range(60):  # the pools settle; the run holds before pausing them

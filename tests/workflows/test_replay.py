@@ -29,6 +29,9 @@ HISTORY_IDS = {
     "etcd_backup_kit.json": "etcd-backup-history",
     "etcd_restore_force_new_kit.json": "etcd-restore-history",
     "etcd_restore_gate_timeout_kit.json": "etcd-restore-timeout-history",
+    # The SDN->OVN migration with leases, takeover, reboots and every gate
+    # (tests/workflows/test_network_migration_history.py).
+    "network_migration_full.json": "network-migration-history",
 }
 
 
