@@ -261,7 +261,7 @@ async def test_three_gluster_nodes_migrate_to_docker(dev_server: Any, temporal_c
     assert drift == {(n, "infra") for n in NODES}, result.findings
     assert all("of group infra" in f.message for f in result.findings), result.findings
     # Each node's record is in a ConfigMap, readable without Temporal.
-    cm = sim.store.get("configmaps", f"lockkeeper-record-{handle.id}", "openshift-infra")
+    cm = sim.store.get("configmaps", f"lockkeeper-record-{handle.id}", "openshift-config")
     for node in NODES:
         rec = json.loads(cm["data"][f"{node}.json"])
         assert rec["uid"] == old[node] and rec["bootstrap_config"] == "node-config-infra-crio", rec

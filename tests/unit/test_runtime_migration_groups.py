@@ -71,3 +71,35 @@ def test_record_configmap_name_and_data() -> None:
     body = json.loads(data["g1.json"])
     assert (body["uid"], body["bootstrap_config"], body["packages"], body["addresses"]) == ("u1", "node-config-infra-crio", {"docker": "1.13.1"}, ["10.0.0.5"])
     assert body["node_object"] == {"metadata": {"name": "g1"}, "spec": {}} and data["g1.state"] == "recorded"
+
+
+def test_panels_show_what_was_resolved_and_where_the_records_are() -> None:
+    from rich.console import Console
+
+    from lockkeeper.cli.start.runtime_migration import PROCEDURE
+    from lockkeeper.panels import result_panel, status_panel
+    from workflows.runtime_migration.models import NodeMigrationResult, NodeMigrationStatus, RuntimeMigrationResult, RuntimeMigrationStatus
+
+    row = NodeMigrationStatus(node="g1", phase="done", step="finished", record_configmap="openshift-config/lockkeeper-record-rm-1")
+    finding = PackageFinding(kind="missing", node="g1", package="atomic-openshift-excluder", message="package x missing now",
+                             resolved="installed after gate post-check/install (approved by bob)")
+    console = Console(width=200, record=True)
+    console.print(status_panel(PROCEDURE, RuntimeMigrationStatus(nodes={"g1": row}, findings=[finding])))
+    console.print(result_panel(PROCEDURE, RuntimeMigrationResult(nodes=[NodeMigrationResult(node="g1", outcome="done", status=row)])))
+    text = console.export_text()
+    assert "installed after gate post-check/install (approved by bob)" in text
+    assert text.count("ConfigMap openshift-config/lockkeeper-record-rm-1") == 2
+
+
+def test_record_namespace_must_be_a_namespace_name() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from activities.host.models import HostAccess
+    from workflows.runtime_migration.models import ExternalStep, RuntimeMigrationInput
+
+    fields = {"nodes": ["g1"], "host_access": {"g1": HostAccess(backend="ssh", host="10.0.0.5")},
+              "scaleup_step": ExternalStep(argv=["ansible-playbook"])}
+    assert RuntimeMigrationInput(**fields).record_namespace == "openshift-config"
+    with pytest.raises(ValidationError, match="not a namespace name"):
+        RuntimeMigrationInput(**fields, record_namespace="Openshift Config")

@@ -97,7 +97,7 @@ async def test_skip_node_after_the_destructive_steps_leaves_it_cordoned_with_its
     result = await _run(env, world, body)
     assert result.outcome == "completed", result.message
     [res] = result.nodes
-    assert res.outcome == "skipped" and "left cordoned" in (res.reason or "") and "ConfigMap openshift-infra/" in (res.reason or "")
+    assert res.outcome == "skipped" and "left cordoned" in (res.reason or "") and "ConfigMap openshift-config/" in (res.reason or "")
     assert world.uncordoned == [] and world.reboots == 1
     assert world.node is not None and world.node["metadata"]["uid"] == "uid-1"  # never deleted
     [data] = world.configmaps.values()

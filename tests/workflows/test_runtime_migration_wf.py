@@ -359,7 +359,7 @@ async def test_gates_mirrored_lost_reboot_confirmed_by_boot_id(time_skipping_env
     # The node's record is in a ConfigMap, readable without Temporal.
     row = result.nodes[0].status
     [(where, data)] = world.configmaps.items()
-    assert where.startswith("openshift-infra/lockkeeper-record-rm-") and row.record_configmap == where
+    assert where.startswith("openshift-config/lockkeeper-record-rm-") and row.record_configmap == where
     rec = json.loads(data["g1.json"])
     assert (rec["uid"], rec["bootstrap_config"], rec["boot_id"]) == ("uid-1", "node-config-infra-crio", "boot-1")
     assert rec["labels"]["runtime"] == "cri-o" and rec["packages"]["atomic-openshift-excluder"] == "3.11.161-1"

@@ -6,6 +6,7 @@ child gets a :class:`NodeMigrationInput`. Times are UTC datetimes, durations sec
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Literal
 
@@ -125,7 +126,14 @@ class RuntimeMigrationInput(BaseModel):
     #: Namespace of the record ConfigMap ``lockkeeper-record-<workflow id>`` (one key per node:
     #: the Node object, labels, runtime, bootstrap config, packages, addresses), kept so the
     #: nodes can be recovered without Temporal (procedures-spec §1.6).
-    record_namespace: str = "openshift-infra"
+    record_namespace: str = "openshift-config"
+
+    @field_validator("record_namespace")
+    @classmethod
+    def _namespace(cls, v: str) -> str:
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", v):
+            raise ValueError(f"record_namespace {v!r} is not a namespace name (DNS-1123 label)")
+        return v
 
     @model_validator(mode="after")
     def _consistent(self) -> RuntimeMigrationInput:

@@ -78,7 +78,12 @@ def panel(model: Any) -> Any:
 
     parts: list[Any] = [procedure_view(model, skip=frozenset({"nodes", "findings"})), nodes_table(model)]
     for f in getattr(model, "findings", None) or []:
-        parts.append(Text(f"post-check: {f.message}", style="yellow"))
+        done = f.resolved is not None and f.resolved.startswith("installed")
+        parts.append(Text(f"post-check: {f.message}" + (f" ({f.resolved})" if f.resolved else ""), style="green" if done else "yellow"))
+    nodes = getattr(model, "nodes", None) or {}
+    rows = nodes.values() if isinstance(nodes, dict) else [n.status for n in nodes]  # status: rows; result: node results
+    for where in sorted({r.record_configmap for r in rows if r.record_configmap}):
+        parts.append(Text(f"node records: ConfigMap {where} (kubectl get configmap -n {where.replace('/', ' ', 1)} -o yaml)"))
     return Group(*parts)
 
 
@@ -139,6 +144,8 @@ def start_runtime_migration(
     namespace: str = typer.Option("glusterfs", "--gluster-namespace", help="Namespace of the GlusterFS pods."),
     gluster_cluster: list[str] = typer.Option(["storage"], "--gluster-cluster", help="GlusterFS cluster(s): pods glusterfs=<name>-pod."),
     gluster_label: str = typer.Option("glusterfs=storage-host", "--gluster-label", help="The node label the GlusterFS DaemonSet selects."),
+    record_namespace: str = typer.Option("openshift-config", "--record-namespace",
+                                         help="Namespace of the record ConfigMap lockkeeper-record-<ID> (each node's record)."),
     gate_timeout: float | None = typer.Option(None, "--gate-timeout", help="Seconds a gate waits (default forever; a timeout stops)."),
     four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve gates."),
     allowed_approver: list[str] = typer.Option([], "--allowed-approver", help="Who may decide (repeatable)."),
@@ -165,7 +172,7 @@ def start_runtime_migration(
         inventory_step=_argv(inventory_command, "--inventory-command"),
         inventory_restore_step=_argv(inventory_restore_command, "--inventory-restore-command"),
         node_group_step=_argv(node_group_command, "--node-group-command"), peers=peer or None,
-        gate_timeout_seconds=gate_timeout, requested_by=who, four_eyes=four_eyes, allowed_approvers=allowed_approver,
+        record_namespace=record_namespace, gate_timeout_seconds=gate_timeout, requested_by=who, four_eyes=four_eyes, allowed_approvers=allowed_approver,
     )
     run(_start(settings, fields, dry_run, workflow_id, wait, output, who))
 
