@@ -73,7 +73,7 @@ def rows_from_events(events: Any) -> tuple[list[dict[str, Any]], Any]:
             # identity (pid@host) is only the fallback.
             who = arg.get("identity") if isinstance(arg, dict) else None
             row = {"kind": "update", "what": req.input.name, "by": who or req.meta.identity,
-                   "detail": _fields(arg, "gate_id", "node", "decision", "reason", "comment")}
+                   "detail": _fields(arg, "gate_id", "node", "decision", "reason", "comment", "connection_identity")}
         elif kind == "workflow_execution_signaled_event_attributes":
             a = ev.workflow_execution_signaled_event_attributes
             row = {"kind": "signal", "what": a.signal_name, "by": a.identity, "detail": ""}
@@ -112,7 +112,7 @@ def rows_from_state(state: Any) -> list[dict[str, Any]]:
         return rows
     for g in state.get("gate_history") or []:
         rows.append({"time": str(g.get("at", "")), "kind": "gate", "what": f"{g.get('gate_id')} {g.get('action')}",
-                     "by": g.get("by", ""), "detail": _fields(g, "decision", "outcome", "comment")})
+                     "by": g.get("by", ""), "detail": _fields(g, "decision", "outcome", "comment", "connection_identity")})
     records = state.get("records") or {}
     for name, r in (records.items() if isinstance(records, dict) else []):
         rows.append({"time": "", "kind": "record", "what": f"{name}: {r.get('object', '')}", "by": "",

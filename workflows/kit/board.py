@@ -152,7 +152,11 @@ class NodeBoard:
         assert gate is not None
         gate.state, gate.decided_by, gate.decided_at = GateState.DECIDED, input.identity, workflow.now()
         gate.decision, gate.comment = input.decision, input.comment
-        signal = DrainDecisionSignal(decision=input.decision, identity=input.identity, comment=input.comment, at=workflow.now())
+        gate.connection_identity = input.connection_identity
+        signal = DrainDecisionSignal(
+            decision=input.decision, identity=input.identity, comment=input.comment, at=workflow.now(),
+            connection_identity=input.connection_identity,
+        )
         if child is not None:
             await child.signal("drain_decision", signal)
         if input.decision == DrainDecision.ABORT:

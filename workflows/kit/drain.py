@@ -76,7 +76,8 @@ def check_decision(
     allowed_approvers: list[str],
 ) -> None:
     """Validator of the ``decide`` update. Raises ValueError (the operator's message) when:
-    no identity; no decision gate open on ``inp.node``; the identity is not in
+    no identity; no decision gate open on ``inp.node``, or its ``timeout_at`` passed (call from
+    a validator: reads ``workflow.now()``); the identity is not in
     ``allowed_approvers`` (when the list is not empty); ``delete-pod`` by the requester under
     the four-eyes rule."""
     if not inp.identity.strip():
@@ -84,6 +85,14 @@ def check_decision(
     if gate is None or gate.state != GateState.WAITING:
         state = f" (gate {gate.id} is {gate.state})" if gate is not None else ""
         raise ValueError(f"node {inp.node} has no drain decision waiting{state}")
+    now = workflow.now()
+    if gate.timeout_at is not None and now >= gate.timeout_at:
+        # The node run has not applied its timeout yet (a worker was down): the declared
+        # default applies, not a decision that came too late (issue 18).
+        raise ValueError(
+            f"gate {gate.id} timed out at {gate.timeout_at.isoformat()} (arrived at {now.isoformat()}); "
+            "its declared default applies: refused, nothing was decided"
+        )
     if allowed_approvers and inp.identity not in allowed_approvers:
         raise ValueError(f"{inp.identity} is not an allowed approver ({', '.join(allowed_approvers)})")
     if inp.decision == DrainDecision.DELETE_POD and four_eyes and inp.identity == requested_by:
@@ -127,9 +136,15 @@ class DrainGateState:
         """The gate while it waits for a decision, else None."""
         return self.gate if self.gate is not None and self.gate.state == GateState.WAITING else None
 
-    def _record(self, action: str, by: str, at: datetime, comment: str = "", decision: DrainDecision | None = None) -> None:
+    def _record(
+        self, action: str, by: str, at: datetime, comment: str = "", decision: DrainDecision | None = None,
+        connection_identity: str | None = None,
+    ) -> None:
         self.records.append(
-            GateRecord(gate_id=drain_gate_id(self.node), action=action, by=by, at=at, comment=comment, decision=decision)
+            GateRecord(
+                gate_id=drain_gate_id(self.node), action=action, by=by, at=at, comment=comment, decision=decision,
+                connection_identity=connection_identity,
+            )
         )
 
     def on_blocked(self, now: datetime, report: DrainReport) -> None:
@@ -175,8 +190,8 @@ class DrainGateState:
             sig, self.pending = self.pending, None
             at = sig.at or now
             gate.state, gate.decided_by, gate.decided_at = GateState.DECIDED, sig.identity, at
-            gate.comment, gate.decision = sig.comment, sig.decision
-            self._record("decided", sig.identity, at, sig.comment, sig.decision)
+            gate.comment, gate.decision, gate.connection_identity = sig.comment, sig.decision, sig.connection_identity
+            self._record("decided", sig.identity, at, sig.comment, sig.decision, sig.connection_identity)
             return sig.decision, sig.identity, sig.comment
         if gate.timeout_at is not None and now >= gate.timeout_at:
             gate.state, gate.decided_by, gate.decided_at = GateState.TIMED_OUT, "timeout", now

@@ -337,6 +337,8 @@ class DrainDecisionSignal(BaseModel):
     identity: str
     comment: str = ""
     at: datetime | None = None
+    #: The decider's credential identity (:class:`OperatorInput`), None when unauthenticated.
+    connection_identity: str | None = None
 
 
 class GateDecisionResult(BaseModel):
