@@ -1,9 +1,9 @@
 """The SDN→OVN-Kubernetes network migration (issue 15, R1 prevented):
 ``lockkeeper start network-migration``.
 
-:mod:`.workflow` (``NetworkMigrationWorkflow``), :mod:`.guard` (the pools guard as a health gate
-any procedure can require), :mod:`.plan` (pure), :mod:`.models`. ``SPEC`` is the procedure as the
-worker registry and the CLI see it.
+:mod:`.workflow` (``NetworkMigrationWorkflow``), :mod:`.guard` (the ``pools-settled`` predicate
+on the kit guard :mod:`workflows.kit.guard`, which any procedure can require), :mod:`.plan`
+(pure), :mod:`.models`. ``SPEC`` is the procedure as the worker registry and the CLI see it.
 """
 
 from temporalio import workflow

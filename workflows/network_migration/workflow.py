@@ -14,7 +14,8 @@ Steps (each visible in ``status``; every change recorded first, so ``revert`` re
 3. **wait for the pools** until the guard holds. No progress for ``stall_seconds`` opens gate
    ``takeover``: approve runs the MachineConfig rollout (``MachineConfigRolloutWorkflow``) as a
    child on the pools behind (lockkeeper playing the controller, as in R1's repair).
-4. **guard** (:mod:`workflows.network_migration.guard`): re-checked right before the pause, right
+4. **guard** (``pools-settled``, :mod:`workflows.network_migration.guard` on the kit guard
+   :mod:`workflows.kit.guard`): re-checked right before the pause, right
    before the switch, and after a resume; otherwise the status names what is behind.
 5. **pause the pools** (recorded), **switch** ``network.config/cluster`` ``spec.networkType``
    (recorded), **wait for multus**.
