@@ -90,6 +90,7 @@ class NodeControl:
     def check_skip_node(self, input: NodeControlInput) -> None:
         row = self._row(input)
         if input.node in self.held:
+            self.gates.check_approver(input.identity, approving=True)  # it decides the hold gate: the gates' approver policy
             return
         if row.phase in ("done", "skipped") or input.node in self.skip_pending:
             raise ValueError(f"node {input.node} is already {'skipped' if input.node in self.skip_pending else row.phase}")
@@ -126,6 +127,7 @@ class NodeControl:
         why = retry_refusal(row)
         if why:
             raise ValueError(f"node {input.node} cannot be retried: {why}")
+        self.gates.check_approver(input.identity, approving=True)
 
     def on_retry_node(self, input: NodeControlInput) -> ControlResult:
         self.hold_choice[input.node] = ("retry", input)
