@@ -111,6 +111,43 @@ async def test_healthy_migration_switches_only_after_every_pool_updated(sim_fact
     assert not any(r.gate_id == "delete-broken-pods" for r in result.gate_history), "no broken pods, no delete gate"
 
 
+async def test_rollout_refused_while_the_migration_holds_the_cluster(sim_factory, worker_for, temporal_client, task_queue) -> None:
+    """A real MachineConfig rollout of pool worker started while the migration waits at its
+    cleanup gate (it holds cluster/r1, covering every pool and node) fails with LeaseHeld naming
+    the migration, before it changes anything; the migration then completes."""
+    from temporalio.client import WorkflowFailureError
+
+    from workflows.machineconfig.models import MachineConfigRolloutInput
+
+    sim = await sim_factory("r1-sdn-to-ovn", time_scale=SCALE)
+    await worker_for(sim)
+    handle = await start(temporal_client, task_queue, fast(max_unavailable=2))
+    outcome: list[str] = []
+
+    async def on_status(st: NetworkMigrationStatus) -> None:
+        if outcome or not any(g.id == "cleanup" and g.state == GateState.WAITING for g in st.gates):
+            return
+        assert "cluster/r1" in st.leases and "pool/r1/worker" in st.leases
+        old = st.baseline["worker"]  # somebody rolling the worker pool back to its old config
+        before = len([e for e in sim.requests.entries() if e.verb in MUTATING])
+        rollout = await temporal_client.start_workflow(
+            "MachineConfigRolloutWorkflow", MachineConfigRolloutInput(cluster="r1", pools=["worker"], target_configs={"worker": old},
+                                                                      requested_by="e2e", search_attributes=False),
+            id=f"rollout-r1-{uuid.uuid4().hex[:6]}", task_queue=task_queue)
+        try:
+            await rollout.result()
+            outcome.append("not refused")
+        except WorkflowFailureError as err:
+            cause = err.cause
+            outcome.append(f"{getattr(cause, 'type', '')}: {cause}")
+        assert len([e for e in sim.requests.entries() if e.verb in MUTATING]) == before, "the refused rollout wrote nothing"
+        await handle.execute_update("approve", ApproveInput(gate_id="cleanup", identity=APPROVER, comment="e2e"))
+
+    result = await drive(handle, {"delete-broken-pods"}, on_status=on_status)
+    assert outcome and outcome[0].startswith("LeaseHeld: ") and handle.id in outcome[0], outcome
+    assert result.outcome == "completed", result.message
+
+
 def boot_changes_after_switch(sim: Any) -> tuple[dict[str, int], Any]:
     """Per node, how many times its boot id changed after the CNO applied the switch."""
     counts: dict[str, int] = {}
