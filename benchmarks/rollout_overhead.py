@@ -63,6 +63,15 @@ class HistoryFigures:
     signals: int = 0
     max_task_ms: float = 0.0
     events_per_run: list[int] = field(default_factory=list)
+    #: Event type name -> count over every run (the breakdown of where the events go).
+    by_type: dict[str, int] = field(default_factory=dict)
+    #: Sum of workflow task durations (started -> completed), ms.
+    task_ms_total: float = 0.0
+    tasks: int = 0
+    #: The longest workflow tasks: (ms, run index, "N x COMMAND_TYPE, ..." recorded right after).
+    slowest: list[tuple[float, int, str]] = field(default_factory=list)
+    #: Signal name -> count.
+    signal_names: dict[str, int] = field(default_factory=dict)
 
 
 async def history_figures(client: Client, query: str, *, per_run: bool = False) -> HistoryFigures:
@@ -76,17 +85,32 @@ async def history_figures(client: Client, query: str, *, per_run: bool = False) 
         if per_run:
             out.events_per_run.append(len(hist.events))
         started: dict[int, float] = {}
-        for e in hist.events:
+        events = list(hist.events)
+        for i, e in enumerate(events):
             out.bytes += e.ByteSize()
             t = e.event_time.seconds + e.event_time.nanos / 1e9
+            name = EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")
+            out.by_type[name] = out.by_type.get(name, 0) + 1
             if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
                 out.signals += 1
+                sig = e.workflow_execution_signaled_event_attributes.signal_name
+                out.signal_names[sig] = out.signal_names.get(sig, 0) + 1
             elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
                 started[e.event_id] = t
             elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
                 begun = started.get(e.workflow_task_completed_event_attributes.started_event_id)
                 if begun is not None:
                     out.max_task_ms = max(out.max_task_ms, (t - begun) * 1000)
+                    out.task_ms_total += (t - begun) * 1000
+                    out.tasks += 1
+                    after: dict[str, int] = {}
+                    for f in events[i + 1 : i + 5001]:
+                        if f.event_type in (EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED):
+                            break
+                        k = EventType.Name(f.event_type).removeprefix("EVENT_TYPE_")
+                        after[k] = after.get(k, 0) + 1
+                    what = ", ".join(f"{v} x {k}" for k, v in sorted(after.items(), key=lambda kv: -kv[1])[:3])
+                    out.slowest = sorted([*out.slowest, ((t - begun) * 1000, out.runs, what)], reverse=True)[:3]
     return out
 
 
@@ -173,8 +197,17 @@ async def main(args: argparse.Namespace) -> None:
                 children = await history_figures(
                     client, f"WorkflowType = 'NodeRolloutWorkflow' AND WorkflowId STARTS_WITH '{handle.id}/'", per_run=True
                 )
+                # Lease workflows of this rollout (pool and node scopes of cluster "bench").
+                leases = await history_figures(client, "WorkflowType = 'LeaseWorkflow'", per_run=True)
                 done_nodes = result.summary.done if result else 0
                 await worker.stop()
+                if args.keep:
+                    keep = Path(args.keep)
+                    keep.mkdir(parents=True, exist_ok=True)
+                    (keep / "worker.log").write_bytes((Path(tmp) / "worker.log").read_bytes())
+                    async for wf in client.list_workflows(f"WorkflowId = '{handle.id}'"):
+                        hist = await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
+                        (keep / f"parent-{wf.run_id}.json").write_text(hist.to_json())
 
     batches = math.ceil(args.nodes / args.max_unavailable)
     per_node = (args.drain_seconds + args.files_seconds + args.reboot_seconds) * scale
@@ -195,6 +228,16 @@ async def main(args: argparse.Namespace) -> None:
     print(f"child history: mean {child_mean:.1f} events (max {max(children.events_per_run, default=0)},"
           f" {len(children.events_per_run)} children); parent + child per node {parent.events / n + (child_mean if children.events_per_run else 0):.1f}"
           f" (targets: parent <= 10, total <= 40)")
+    print(f"parent workflow tasks: {parent.tasks}, total {parent.task_ms_total / 1000:.1f} s,"
+          f" mean {parent.task_ms_total / max(parent.tasks, 1):.0f} ms")
+    for ms, run, what in parent.slowest:
+        print(f"  slow parent task: {ms:.0f} ms (run {run}), then {what or 'nothing'}")
+    print(f"signals to the parent by name: {parent.signal_names}")
+    top = sorted(parent.by_type.items(), key=lambda kv: -kv[1])[:8]
+    print("parent events by type (per node): " + ", ".join(f"{k} {v / n:.2f}" for k, v in top))
+    print(f"lease workflows: {leases.runs} runs, {leases.events} events ({leases.events / n:.1f}/node),"
+          f" signals {leases.signals}")
+    print(f"all events per node (parent + children + leases): {(parent.events + sum(children.events_per_run) + leases.events) / n:.1f}")
     print(f"node completions per second: {done_nodes / actual:.2f}")
     print(f"status query during the run: {status_ok} full answers, {status_failed} failures"
           + (f" (first: {status_errors[0]})" if status_errors else ""))
@@ -211,5 +254,6 @@ if __name__ == "__main__":
     p.add_argument("--files-seconds", type=float, default=2.0, help="simulated time the daemon writes files")
     p.add_argument("--pods-per-node", type=int, default=2)
     p.add_argument("--time-scale", type=float, default=0.2)
+    p.add_argument("--keep", default="", help="directory to keep the worker log and the parent's histories in")
     p.add_argument("--timeout", type=float, default=0.0, help="give up waiting after this many seconds (0: 10x ideal, at least 600)")
     asyncio.run(main(p.parse_args()))
