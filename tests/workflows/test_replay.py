@@ -32,6 +32,11 @@ HISTORY_IDS = {
     # The SDN->OVN migration with leases, takeover, reboots and every gate
     # (tests/workflows/test_network_migration_history.py).
     "network_migration_full.json": "network-migration-history",
+    # The runtime migration (R4): a failed scale-up, the hold gate, retry-node, the post-check
+    # per node group; both runs of the retried node (tests/workflows/test_runtime_migration_history.py).
+    "runtime_migration_full.json": "runtime-migration-history",
+    "runtime_migration_node_first.json": "runtime-migration-history/node/g1",
+    "runtime_migration_node_retry.json": "runtime-migration-history/node/g1",
 }
 
 
