@@ -78,6 +78,11 @@ class Stopped(Exception):
     """A skip/abort request (or a skip/abort drain decision) reached a safe point."""
 
 
+class DrainTimedOut(Exception):
+    """The drain did not finish within ``give_up_after`` seconds (the caller chose to go on, as
+    openshift-ansible does with ``openshift_upgrade_nodes_drain_timeout`` > 0)."""
+
+
 class NodeRun:
     """State and steps of one node run (lives in workflow state, so replay restores it).
 
@@ -276,6 +281,7 @@ class NodeRun:
         deadline_seconds: float,
         hand_off: Callable[[], Awaitable[None]] | None = None,
         stoppable: bool = True,
+        give_up_after: float | None = None,
     ) -> float:
         """Cordon for ``owner``, drain until empty (backing off while blocked, the decision gate
         after ``decide_after``, a warning at ``warn_fraction`` of ``deadline_seconds``), then
@@ -284,10 +290,16 @@ class NodeRun:
         after the first hand-off); a skip/abort decision on its gate still does.
 
         Raises :class:`Stopped` at a safe point when skip/abort was requested or decided (a
-        decided abort also sets :attr:`abort_requested`). Status shows every pass.
+        decided abort also sets :attr:`abort_requested`); :class:`DrainTimedOut` once
+        ``give_up_after`` seconds passed since the call with the node not empty (checked at the
+        drain's safe points: before a pass, during the backoff). Status shows every pass.
         """
         asked = workflow.now()
         deadline = asked + timedelta(seconds=deadline_seconds)
+        give_up_at = asked + timedelta(seconds=give_up_after) if give_up_after is not None else None
+
+        def gave_up() -> bool:
+            return give_up_at is not None and workflow.now() >= give_up_at
 
         async def before_cordon() -> None:
             await self.report(NodePhase.RUNNING, STEP_CORDON, deadline=deadline)
@@ -327,11 +339,13 @@ class NodeRun:
             before_pass=before_pass,
             blocked=blocked,
             changed=changed,
-            stopped=(lambda: self.stop is not None) if stoppable else (lambda: False),
+            stopped=(lambda: self.stop is not None or gave_up()) if stoppable else gave_up,
         )
         done = await cordon_and_drain(
             loop, self.drain, owner=self.owner, before_cordon=before_cordon, on_cordoned=on_cordoned, hand_off=after_drain
         )
+        if done.outcome == "stopped" and (self.stop is None or not stoppable) and gave_up():
+            raise DrainTimedOut()
         if done.outcome != "drained":
             if done.outcome in ("skip", "abort") and self.stop is None:
                 gate = self.drain.gate

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from activities.host.models import HostAccess
 from activities.node_upgrade.models import NodeFacts  # noqa: F401 - re-exported: the plan's input model
@@ -100,6 +100,14 @@ class NodeUpgradeInput(BaseModel):
     the drain runs until the node is empty; blocked for ``decide_after_seconds`` it opens R2's
     decision gate (wait, skip, delete-pod, abort; ``lockkeeper decide``); ``gluster_label``: nodes carrying it are
     GlusterFS hosts and get the GlusterFS gate after uncordon.
+
+    ``drain_timeout_seconds`` / ``drain_on_timeout`` (procedures-spec §4.2): ``"gate"``
+    (default) is the above (with a timeout given, the decision gate opens after it instead of
+    ``decide_after_seconds``); ``"proceed"`` is openshift-ansible's
+    ``openshift_upgrade_nodes_drain_timeout`` > 0: a drain not finished ``drain_timeout_seconds``
+    after it began is given up, no decision gate opens, and the node is upgraded with the pods
+    still on it (recorded in the node's result ``drain="timed-out-proceeded"`` and reason).
+    ``"proceed"`` needs ``drain_timeout_seconds``.
     """
 
     cluster: str = "default"
@@ -120,6 +128,8 @@ class NodeUpgradeInput(BaseModel):
     decision_timeout_seconds: float | None = Field(None, gt=0)
     drain_backoff_initial_seconds: float = Field(2.0, gt=0)
     drain_backoff_max_seconds: float = Field(30.0, gt=0)
+    drain_timeout_seconds: float | None = Field(None, gt=0)
+    drain_on_timeout: Literal["gate", "proceed"] = "gate"
     ready_timeout_seconds: float = Field(180.0, gt=0)
     ready_poll_seconds: float = Field(2.0, gt=0)
     gluster_label: str = "glusterfs"
@@ -128,6 +138,12 @@ class NodeUpgradeInput(BaseModel):
     gate_timeout_seconds: float | None = Field(None, gt=0)
     activity_timeout_seconds: float = Field(10.0, gt=0)
     activity_heartbeat_timeout_seconds: float = Field(10.0, gt=0)
+
+    @model_validator(mode="after")
+    def _drain_timeout(self) -> NodeUpgradeInput:
+        if self.drain_on_timeout == "proceed" and self.drain_timeout_seconds is None:
+            raise ValueError("drain_on_timeout 'proceed' needs drain_timeout_seconds (after how long the drain is given up)")
+        return self
 
     @field_validator("policy")
     @classmethod
@@ -159,7 +175,7 @@ class NodeUpgradeNodeResult(NodeRunResult):
 
     kubelet_version: str | None = None
     action_ran: bool = False
-    drain: Literal["drained", "skipped-already-done"] | None = None
+    drain: Literal["drained", "skipped-already-done", "timed-out-proceeded"] | None = None
     node_config_sha256_before: str | None = None
     node_config_sha256_after: str | None = None
 

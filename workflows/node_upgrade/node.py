@@ -1,7 +1,9 @@
 """One node's upgrade: the child workflow ``NodeUpgradeNodeWorkflow`` (procedures-spec §4.2).
 
 Steps, after openshift-ansible 3.10 ``upgrade_nodes.yml``: read → (already at the target kubelet
-and Ready: done, nothing touched) → cordon → drain (the kit's drain with R2's decision gate) →
+and Ready: done, nothing touched) → cordon → drain (the kit's drain with R2's decision gate; with
+``drain_on_timeout="proceed"`` no gate: after ``drain_timeout_seconds`` the drain is given up and
+the node goes on with its pods, as openshift-ansible does with a drain timeout) →
 node-config.yaml sha256 (host access only) → the node action → wait Ready at the target kubelet
 version → uncordon (only our cordon) → done.
 
@@ -27,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.drain import DrainGateState
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.kit.models import DrainDecision, NodePhase, failure_message
-    from workflows.kit.noderun import NodeRun, NodeRunWorkflow, Stopped
+    from workflows.kit.noderun import DrainTimedOut, NodeRun, NodeRunWorkflow, Stopped
     from workflows.node_upgrade.models import NodeUpgradeNodeInput, NodeUpgradeNodeResult
     from workflows.node_upgrade.plan import is_done
 
@@ -37,6 +39,9 @@ STEP_WAIT_READY = "wait-ready"
 STEP_UNCORDON = "uncordon"
 STEP_FINISHED = "finished"
 NODE_CONFIG = "/etc/origin/node/node-config.yaml"
+#: workflow.patched id: a drain with ``drain_on_timeout="proceed"`` is given up after
+#: ``drain_timeout_seconds`` and the node goes on (openshift-ansible's drain timeout).
+PATCH_DRAIN_PROCEED = "node-upgrade-drain-timeout-proceed"
 
 
 @workflow.defn
@@ -52,7 +57,8 @@ class NodeUpgradeNodeWorkflow(NodeRunWorkflow):
         self.node_run = NodeRun(
             node=input.node, attempt=input.attempt, parent_id=input.parent_id, owner=input.owner, warn_fraction=0.8,
             timeouts=self._timeouts,
-            drain=DrainGateState(input.node, r.decide_after_seconds, r.decision_timeout_seconds, DrainDecision.WAIT),
+            drain=DrainGateState(input.node, None if r.drain_on_timeout == "proceed" else (r.drain_timeout_seconds or r.decide_after_seconds),
+                                 r.decision_timeout_seconds, DrainDecision.WAIT),
             deadline_consequence="node {node} stays cordoned at the drain",
         )
 
@@ -115,11 +121,23 @@ class NodeUpgradeNodeWorkflow(NodeRunWorkflow):
             await run.report(NodePhase.DONE, STEP_FINISHED, reason=reason)
             return run.result(NodeUpgradeNodeResult, "done", reason=reason, kubelet_version=facts.kubelet_version,
                               drain="skipped-already-done")
+        proceed = input.run.drain_on_timeout == "proceed" and workflow.patched(PATCH_DRAIN_PROCEED)
+        drain_outcome = "drained"
+        drain_note: str | None = None
         try:
             await run.cordon_and_drain(
                 wait_seconds=input.run.drain_wait_seconds, backoff_initial=input.run.drain_backoff_initial_seconds,
                 backoff_max=input.run.drain_backoff_max_seconds, deadline_seconds=input.run.decide_after_seconds * 2,
+                give_up_after=input.run.drain_timeout_seconds if proceed else None,
             )
+        except DrainTimedOut:
+            left = run.drain.last_report
+            pods = ", ".join(f"{p.namespace}/{p.name}" for p in (left.blocked_pods if left else [])) or "pods not yet gone"
+            drain_outcome = "timed-out-proceeded"
+            drain_note = (f"drain not finished after {input.run.drain_timeout_seconds:.0f}s; proceeded with {pods} still on the node "
+                          "(drain_on_timeout=proceed)")
+            workflow.logger.warning("node %s: %s", input.node, drain_note)
+            await run.report(NodePhase.RUNNING, STEP_ACTION, reason=drain_note)
         except Stopped:
             async def nothing() -> None:
                 return None
@@ -170,9 +188,10 @@ class NodeUpgradeNodeWorkflow(NodeRunWorkflow):
         await run.uncordon()
         run.cordoned_by_us = False
         after = await self._sha256()
-        reason = None
+        notes = [drain_note] if drain_note else []
         if before and after and before != after:
-            reason = f"{NODE_CONFIG} changed (sha256 {before[:12]} -> {after[:12]}): regenerated from the node group ConfigMap"
+            notes.append(f"{NODE_CONFIG} changed (sha256 {before[:12]} -> {after[:12]}): regenerated from the node group ConfigMap")
+        reason = "; ".join(notes) or None
         await run.report(NodePhase.DONE, STEP_FINISHED, reason=reason)
         return run.result(NodeUpgradeNodeResult, "done", reason=reason, kubelet_version=last.kubelet_version, action_ran=action_ran,
-                          drain="drained", node_config_sha256_before=before, node_config_sha256_after=after)
+                          drain=drain_outcome, node_config_sha256_before=before, node_config_sha256_after=after)

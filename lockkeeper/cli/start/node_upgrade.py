@@ -5,7 +5,10 @@ canary first (R3d nodes, procedures-spec §1.2, §4.2).
 "ansible-playbook -i hosts upgrade_nodes.yml -e openshift_upgrade_nodes_label=kubernetes.io/hostname={node}"``.
 ``{node}`` in the action is replaced per node. ``--dry-run`` runs the workflow's own planning
 (it reads the Nodes) and prints the plan: selection, excluded masters, done nodes, canary,
-batches; nothing is written.
+batches; nothing is written. A blocked drain asks after ``--decide-after`` seconds (R2's gate);
+``--drain-timeout S --drain-on-timeout proceed`` instead gives the drain up after S seconds and
+upgrades the node with the pods still on it (openshift-ansible's
+``openshift_upgrade_nodes_drain_timeout``), recorded in the node's result.
 """
 
 from __future__ import annotations
@@ -69,6 +72,11 @@ def start_node_upgrade(
     master: list[str] = typer.Option([], "--master", help="Master node names, excluded by name (repeatable)."),
     ready_timeout: float = typer.Option(180.0, "--ready-timeout", help="Seconds a node may take to be Ready at the target."),
     decide_after: float = typer.Option(600.0, "--decide-after", help="Seconds a blocked drain waits before asking."),
+    drain_timeout: float | None = typer.Option(None, "--drain-timeout", help="Seconds after which a drain that has not "
+                                                                            "finished times out (see --drain-on-timeout)."),
+    drain_on_timeout: str = typer.Option("gate", "--drain-on-timeout", help="'gate': ask (wait/skip/delete-pod/abort); 'proceed': "
+                                                                           "upgrade the node with its pods still on it, as "
+                                                                           "openshift_upgrade_nodes_drain_timeout does."),
     four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve gates."),
     allowed_approver: list[str] = typer.Option([], "--allowed-approver", help="Who may approve (repeatable)."),
     dry_run: bool = DryRunOpt,
@@ -92,6 +100,7 @@ def start_node_upgrade(
     fields: dict[str, Any] = dict(
         cluster=cluster or settings.cluster, requested_by=who, four_eyes=four_eyes, allowed_approvers=allowed_approver,
         dry_run=dry_run, target_version=target_version, ready_timeout_seconds=ready_timeout, decide_after_seconds=decide_after,
+        drain_timeout_seconds=drain_timeout, drain_on_timeout=drain_on_timeout,
         selection=dict(label_selector=selector, masters=master),
         policy=dict(serial=parse_serial(serial), canary=list(canary) or canary_count, max_fail_percentage=max_fail_percentage),
         action=dict(kind=action_on, argv=parse_argv(action_command, "'--action-command'")),
