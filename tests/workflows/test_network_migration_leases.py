@@ -50,7 +50,7 @@ async def start(env: Any, tq: str, **kw: Any) -> Any:
 async def test_second_migration_is_refused_naming_the_first(time_skipping_env, wf_task_queue):
     env, c = time_skipping_env, Cluster(controller_dead=True)
     async with worker(env, c, wf_task_queue):
-        first = await start(env, wf_task_queue, stall_seconds=1e6)  # sits waiting for the pools, holding sdn/x
+        first = await start(env, wf_task_queue, stall_seconds=1e6, poll_seconds=300)  # waits for the pools, holding sdn/x
         st = await poll(env, first, lambda s: s["step"] == "wait-pools")
         assert st["leases"] == ["sdn/x"]
         writes = list(c.writes)
