@@ -283,6 +283,12 @@ def map_exception(exc: BaseException) -> int | None:
         if exc.status == RPCStatusCode.NOT_FOUND:
             fail(f"not found: {exc.message}")
             return EXIT_NOT_FOUND
+        if "workflow task in failed state" in exc.message.lower():
+            # The server refuses updates while the run's last workflow task failed or timed out
+            # (a worker that is failing or too slow): the update never reached the workflow.
+            fail(f"error: nothing was decided: {exc.message} (a worker is failing or too slow on this run; see its "
+                 "log, then send it again)")
+            return EXIT_NOT_FOUND
         if exc.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
             fail(f"error: Temporal or its worker did not answer ({exc.message}); is `lockkeeper worker` running on the task queue?")
             return EXIT_NOT_FOUND

@@ -148,11 +148,11 @@ async def launch(req: Launch, settings: Any) -> int:
     if not queued:
         err(f"started {handle.id}" + (" (dry run)" if req.dry_run else ""))
     doc: dict[str, Any] = {"workflow_id": handle.id, "queued": queued, **req.extra}
-    if queued:  # nothing will answer a status query until a worker comes
+    if queued and not req.wait:  # nothing will answer a status query until a worker comes
         if req.output != "table":
             _emit(doc, req.output)
         return EXIT_OK
-    if req.ready is not None:
+    if req.ready is not None and not queued:
         try:
             st = await wait_for_status(handle, spec, req.ready, timeout=req.ready_timeout)
         except TimeoutError:
