@@ -118,3 +118,31 @@ def test_rescan_and_regressions() -> None:
     assert "default/a was Running, now Pending: x" in regs
     assert any("docker-registry-2-abc Pending" in r for r in regs)
     assert pod_regressions(base, [PodState(key="default/a", phase="Running")]) == []  # old replaced: fine
+
+
+# --- master-config.yaml projectConfig.defaultNodeSelector ------------------------------------------------
+
+def test_master_config_selector_read_from_the_yaml() -> None:
+    from workflows.node_selectors.plan import MasterConfigError, master_config_selector
+
+    assert master_config_selector("apiVersion: v1\nprojectConfig:\n  defaultNodeSelector: region=primary\n") == "region=primary"
+    assert master_config_selector("apiVersion: v1\nprojectConfig:\n  defaultNodeSelector: ''\n") == ""
+    assert master_config_selector("apiVersion: v1\nkind: MasterConfig\n") == ""
+    with pytest.raises(MasterConfigError, match="not a YAML mapping"):
+        master_config_selector("- a\n- b\n")
+    with pytest.raises(MasterConfigError, match="not YAML"):
+        master_config_selector("a: [\n")
+
+
+def test_master_config_on_an_old_label_is_a_blocked_item_naming_the_new_value() -> None:
+    from workflows.node_selectors.plan import master_config_items
+
+    mapping = {**INFRA, "region=primary": {"node-role.kubernetes.io/compute": "true"}}
+    ns = nodes() + [SelectorNode(name="node09", labels={"node-role.kubernetes.io/compute": "true"})]
+    items = master_config_items({"m1": "region=primary", "m2": "node-role.kubernetes.io/compute=true", "m3": ""},
+                                "/etc/origin/master/master-config.yaml", mapping, ["zone"], ["region", "zone"], ns)
+    assert [i.ref.describe() for i in items] == ["MasterConfig m1"]
+    assert items[0].new == {"defaultNodeSelector": "node-role.kubernetes.io/compute=true"}
+    assert "set it to 'node-role.kubernetes.io/compute=true' on every master" in items[0].blocked[0]
+    assert still_referencing([], [], ["region"], {"m1": "region=primary", "m2": ""}) == [
+        "MasterConfig m1 (projectConfig.defaultNodeSelector=region=primary)"]
