@@ -7,7 +7,7 @@ hosts, clustersim ``r3-okd310-upgrade``):
 - a CronJob on ``region=infra`` is patched at its Job template;
 - an OnDelete DaemonSet on ``region=infra``: ``report`` leaves its pods (named in status and the
   result) and the run completes; ``delete`` opens gate ``ondelete/...`` and replaces its pods one
-  node at a time.
+  node at a time (the second replacement is created after the first is Ready, simulator clock).
 """
 
 from __future__ import annotations
@@ -137,6 +137,10 @@ async def test_ondelete_delete_mode_replaces_pods_one_node_at_a_time(dev_server:
     after = fluentd_pods(sim)
     gen = str(sim.store.get("daemonsets.apps", "logging-fluentd", "default")["metadata"]["generation"])
     assert sorted(after) == INFRA_NODES and all(after[n][0] != pods_before[n][0] and after[n][1] == gen for n in INFRA_NODES)
+    # one node at a time: node02's replacement was created only after node01's replacement was Ready
+    pods = {p["spec"]["nodeName"]: p for p in sim.store.list("pods", "default") if p["metadata"]["name"] in {v[0] for v in after.values()}}
+    ready01 = next(c["lastTransitionTime"] for c in pods[INFRA_NODES[0]]["status"]["conditions"] if c["type"] == "Ready")
+    assert pods[INFRA_NODES[1]]["metadata"]["creationTimestamp"] >= ready01, (pods[INFRA_NODES[1]]["metadata"], ready01)
     assert result.old_template_pods == {}
     item = next(i for i in result.plan.items if i.ref.name == "logging-fluentd")  # type: ignore[union-attr]
     assert item.state == "rolled-out", item
