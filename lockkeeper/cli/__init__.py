@@ -58,6 +58,12 @@ history.register(app)
 sim.register(app)
 
 
+#: The commands that send a decision: Ctrl-C says that nothing was decided.
+DECISION_COMMANDS = frozenset(
+    {"approve", "reject", "decide", "pause", "resume", "abort", "skip-node", "retry-node", "revert"}
+)
+
+
 def main() -> None:
     """Console entrypoint ``lockkeeper``.
 
@@ -98,7 +104,9 @@ def main() -> None:
         common.fail(f"error: {type(exc).__name__}: {exc}")
         code = common.EXIT_FAILED
     if code == common.EXIT_INTERRUPTED and not common.INTERRUPT_REPORTED:
-        common.err(common.INTERRUPTED)
+        # Interrupted before the body ran (parsing, imports): a decision was not even sent.
+        decision = bool(DECISION_COMMANDS & set(sys.argv[1:]))
+        common.err(common.INTERRUPTED_DECISION if decision else common.INTERRUPTED)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
