@@ -215,8 +215,9 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
             await self._all_pods_run(baseline, "after-patch")
             self._step("rescan")
             again = await self._scan()
-            master_again, _ = await self._master_selectors()
-            self._status.rescan = still_referencing(again.workloads, again.namespaces, input.remove_labels, master_again)
+            master_again, unreadable_again = await self._master_selectors()
+            self._status.rescan = still_referencing(again.workloads, again.namespaces, input.remove_labels, master_again) + [
+                f"{i.ref.describe()}: {i.blocked[0]}" for i in unreadable_again]
             if self._status.rescan:
                 raise ApplicationError("the re-scan still finds selectors on labels to remove: " + ", ".join(self._status.rescan),
                                        type="RescanFound", non_retryable=True)
