@@ -85,3 +85,19 @@ def test_verdict_needs_quorum_listing_and_one_leader(tmp_path: Path) -> None:
     split = [e.model_copy(update={"leader": "b2"}) if i == 0 else e for i, e in enumerate(eps)]
     assert any("no single leader" in p for p in etcd_health_problems(members, ClusterStatus(members=listed, members_source="member list",
                                                                                             endpoints=split)))
+
+
+async def test_no_members_and_no_reason_fails_the_preflight_before_any_master(time_skipping_env: Any) -> None:
+    """The input decodes (a stored input must replay), but the preflight refuses it."""
+    world = Masters()
+    tq = f"cp-etcd-{uuid.uuid4().hex[:8]}"
+    inp = cp_input().model_copy(update={"etcd_members": [], "etcd_health_skip_reason": None})
+    worker = Worker(time_skipping_env.client, task_queue=tq, workflows=[ControlPlaneUpgradeWorkflow, LeaseWorkflow],
+                    activities=world.activities() + EtcdActivities().activities())
+    handle = await time_skipping_env.client.start_workflow(ControlPlaneUpgradeWorkflow.run, inp, id=f"cp-{uuid.uuid4().hex[:6]}",
+                                                           task_queue=tq)
+    with pytest.raises(WorkflowFailureError) as info:
+        async with worker:
+            await handle.result()
+    assert "etcd health check needs members" in str(info.value.cause), info.value.cause
+    assert world.restarts() == []

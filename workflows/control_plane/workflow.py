@@ -205,6 +205,10 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
     async def _etcd_health(self, input: ControlPlaneUpgradeInput) -> None:
         pf = self._status.preflight
         members = input.health_members()
+        problem = input.etcd_health_problem()
+        if problem and workflow.patched(PATCH_ETCD_HEALTH):
+            pf["etcd-health"] = f"refused: {problem}"
+            raise ApplicationError(problem, type="PreflightFailed", non_retryable=True)
         if not members:
             pf["etcd-health"] = f"not checked: {input.etcd_health_skip_reason or 'no etcd members given'}"
             self._status.warnings.append(f"etcd health not checked: {input.etcd_health_skip_reason or 'no etcd members in the input'}")

@@ -77,6 +77,9 @@ async def _start(settings: Any, plan: dict[str, Any], fields: dict[str, Any], wo
     except ValidationError as exc:
         err(f"error: invalid upgrade plan:\n  {validation_lines(exc)}")
         return EXIT_USAGE
+    if inp.plan.control_plane is not None and (problem := inp.plan.control_plane.etcd_health_problem()) is not None:
+        err(f"error: invalid upgrade plan: control_plane: {problem}")
+        return EXIT_USAGE
     req = Launch(name=spec.name, input=inp, cluster=inp.plan.cluster, who=who, output=output, wait=wait, dry_run=inp.dry_run,
                  workflow_id=workflow_id, summary=f"cluster upgrade of {inp.plan.cluster} by {who}")
     if not inp.dry_run:

@@ -191,6 +191,9 @@ async def _start(settings: Any, fields: dict[str, Any], workflow_id: str | None,
     except ValidationError as exc:
         err(f"error: invalid control-plane upgrade:\n  {validation_lines(exc)}")
         return EXIT_USAGE
+    if (problem := inp.etcd_health_problem()) is not None:
+        err(f"error: invalid control-plane upgrade: {problem}")
+        return EXIT_USAGE
     order = " -> ".join(m.name for m in inp.masters)
     req = Launch(
         name=spec.name, input=inp, cluster=inp.cluster, who=who, output=output, wait=wait, dry_run=inp.dry_run,
