@@ -264,6 +264,9 @@ def map_exception(exc: BaseException) -> int | None:
         fail(f"refused: {msg}")
         return EXIT_FAILED
     if isinstance(exc, WorkflowFailureError):
+        if api_failure(exc):  # the preflight could not use the cluster's API: no connection
+            fail(f"procedure failed, no connection to the cluster: {cause_message(exc)}")
+            return EXIT_NOT_FOUND
         fail(f"procedure failed: {cause_message(exc)}")
         return EXIT_FAILED
     if isinstance(exc, WorkflowQueryRejectedError | WorkflowQueryFailedError):
@@ -469,3 +472,19 @@ def check_identity(settings: Any, who: str) -> str | None:
     if cert is not None and who != cert:
         raise CliError(identity_mismatch(who, cert).removeprefix("error: "), EXIT_USAGE)
     return cert
+
+
+def api_failure(exc: BaseException) -> bool:
+    """True when a workflow failed because its preflight could not use the cluster's API (an
+    ApplicationError of a type in ``activities.cluster.models.API_FAILURE_TYPES`` anywhere in
+    the cause chain): exit 3, like any missing connection."""
+    from temporalio.exceptions import ApplicationError
+
+    from activities.cluster.models import API_FAILURE_TYPES
+
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ApplicationError) and cause.type in API_FAILURE_TYPES:
+            return True
+        cause = cause.__cause__
+    return False

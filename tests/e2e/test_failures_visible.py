@@ -103,6 +103,34 @@ async def test_unreachable_api_fails_the_dry_run_fast_naming_the_api(
     assert url in (st.error or "")
 
 
+async def test_cli_dry_run_against_an_unreachable_api_exits_3_within_30s(
+    tmp_path: Path, dev_server: Any, worker_process_factory: Any, task_queue: str
+) -> None:
+    """The operator's view of the same failure: the CLI's dry run ends within 30 s, exit 3 (no
+    connection), on one line naming the API server."""
+    import os
+    import sys
+
+    url = f"https://127.0.0.1:{_closed_port()}"
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", url)
+    worker = worker_process_factory(address=dev_server.address, kubeconfig=kubeconfig, task_queue=task_queue)
+    await worker.start()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "LOCKKEEPER_", "KUBE"))}
+    env["LOCKKEEPER_TASK_QUEUE"] = task_queue
+    started = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "lockkeeper"), "--address", dev_server.address, "start", "machineconfig-rollout",
+        "--pool", "worker", "--cluster", "unreachable-cli", "--dry-run", env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    _out, err = await asyncio.wait_for(proc.communicate(), 90)
+    took = time.monotonic() - started
+    lines = [line for line in err.decode().splitlines() if line.strip() and not line.startswith("started ")]
+    assert proc.returncode == 3, (proc.returncode, err.decode())
+    assert took < 30, f"the CLI's dry run took {took:.1f}s"
+    assert len(lines) == 1 and url in lines[0], lines
+
+
 async def test_503_in_planning_gives_up_after_bounded_attempts(sim_factory, worker_for, temporal_client, task_queue) -> None:
     sim = await sim_factory(_small("planning-503"), time_scale=SCALE)
     await worker_for(sim)
