@@ -177,14 +177,15 @@ def revert(
     output: str = OutputOpt,
 ) -> None:
     """Revert a procedure's recorded changes (procedures with a ``revert`` Update, e.g. the
-    network migration before its cleanup); the procedure's validator says when it cannot."""
+    network migration before its cleanup); the procedure's validator says when it cannot. Sent
+    with a deadline and a bounded wait like every decision (:func:`lockkeeper.cli.common.update`)."""
+    from lockkeeper.cli.revert_full import RevertArgs, RevertReply, revert_full
+
     who = identity_of(identity)
     if full:
-        from lockkeeper.cli.revert_full import revert_full
-
         common.run(revert_full(cli_settings(ctx), workflow_id, who, check_output(output), reason), decision=True)
         return
-    send(ctx, workflow_id, "revert", {"identity": who, "reason": reason}, dict, check_output(output), who)
+    send(ctx, workflow_id, "revert", RevertArgs(identity=who, reason=reason), RevertReply, check_output(output), who)
 
 
 def register(app: typer.Typer) -> None:

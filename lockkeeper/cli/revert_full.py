@@ -1,7 +1,8 @@
 """``lockkeeper revert ID --full``: reverse a whole change, for procedures that can.
 
 A run that is still going gets the ``revert`` Update with ``full`` set (its validator says
-whether it can, and why not). A run that has ended is reversed by a NEW run of the same
+whether it can, and why not), sent as every decision is (:func:`lockkeeper.cli.common.update`:
+a deadline, a bounded wait, "nothing was decided" with exit 3 when no worker answers). A run that has ended is reversed by a NEW run of the same
 procedure whose input comes from the ended run's own input (read from its history) through the
 procedure's reverse function (:data:`REVERSERS`; the VXLAN port change swaps the ports:
 fan-out back, masters and ClusterNetwork to the old port, the DaemonSet restored at the end).
@@ -12,7 +13,31 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from lockkeeper.cli.common import EXIT_OK, EXIT_USAGE, CliError, connect, err
+from pydantic import BaseModel, ConfigDict
+
+from lockkeeper.cli.common import EXIT_USAGE, CliError, connect, update
+from workflows.kit.models import OperatorInput
+
+
+class RevertArgs(OperatorInput):
+    """What ``lockkeeper revert`` sends as the ``revert`` Update to any procedure that has one
+    (each decodes it as its own model: node_selectors ``RevertRequest``, network_migration and
+    vxlan_port ``RevertInput``; a field a model does not declare, e.g. ``full``, is ignored).
+    The :class:`~workflows.kit.models.OperatorInput` fields are stamped by
+    :func:`lockkeeper.cli.common.update` (sent_at, deadline, connection identity)."""
+
+    identity: str
+    reason: str = ""
+    full: bool = False
+
+
+class RevertReply(BaseModel):
+    """Any procedure's answer to ``revert``: its ``message`` and whatever else it says
+    (``accepted``, ``mode``), kept for ``-o json``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    message: str = ""
 
 #: Procedure name -> "module:function" taking (the ended run's input, its workflow ID) and
 #: returning the reverse run's input.
@@ -50,9 +75,7 @@ async def revert_full(settings: Any, wid: str, who: str, output: str, reason: st
     desc = await handle.describe()
     spec = spec_for_workflow_type(PROCEDURES, desc.workflow_type)
     if desc.status == WorkflowExecutionStatus.RUNNING:
-        res = await handle.execute_update("revert", {"identity": who, "full": True, "reason": reason}, result_type=dict)
-        err(str(res.get("message", res)))
-        return EXIT_OK
+        return await update(settings, wid, "revert", RevertArgs(identity=who, full=True, reason=reason), RevertReply, output, who)
     fn = reverser(spec.name) if spec is not None else None
     if spec is None or fn is None:
         raise CliError(f"{wid} ({desc.workflow_type}) has ended and has no full revert", EXIT_USAGE)

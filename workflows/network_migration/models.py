@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from workflows.kit.models import ProcedureResult, ProcedureStatus
+from workflows.kit.models import OperatorInput, ProcedureResult, ProcedureStatus
 
 PROCEDURE_NETWORK_MIGRATION = "network-migration"
 NETWORK_TYPES = ("OVNKubernetes", "OpenShiftSDN")
@@ -118,8 +118,9 @@ class NetworkMigrationResult(ProcedureResult):
     lease_holder: str = ""
 
 
-class RevertInput(BaseModel):
-    """``lockkeeper revert ID``: who asks and why."""
+class RevertInput(OperatorInput):
+    """``lockkeeper revert ID``: who asks and why, with the decision's ``sent_at`` / ``deadline`` /
+    ``connection_identity`` (:class:`~workflows.kit.models.OperatorInput`)."""
 
     identity: str
     reason: str = ""

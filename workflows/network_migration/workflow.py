@@ -46,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
         MigrationStateInput,
     )
     from workflows.kit import calls as acts
-    from workflows.kit.control import Aborted
+    from workflows.kit.control import Aborted, check_in_time
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.kit.models import ApprovalRules, GateKind, GateState, GateTimeoutOutcome, ProcedureStatus
     from workflows.kit.procedure import ProcedureWorkflow
@@ -121,6 +121,7 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
 
     @revert.validator
     def _validate_revert(self, input: RevertInput) -> None:
+        check_in_time(input, "revert")
         if self._cleanup_started:
             raise ValueError("the cleanup has started: the migration can no longer be reverted")
         if self._revert_by is not None:

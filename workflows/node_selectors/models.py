@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from activities.cluster.models import ObjectRef
 from activities.host.models import HostAccess
-from workflows.kit.models import ProcedureResult, ProcedureStatus
+from workflows.kit.models import OperatorInput, ProcedureResult, ProcedureStatus
 
 PROCEDURE_NODE_SELECTOR_MIGRATION = "node-selector-migration"
 #: Where openshift-ansible 3.x writes the master configuration (``openshift.common.config_base``).
@@ -143,8 +143,9 @@ class NodeSelectorMigrationResult(ProcedureResult):
     message: str = ""
 
 
-class RevertRequest(BaseModel):
-    """The generic ``lockkeeper revert`` body: who and why."""
+class RevertRequest(OperatorInput):
+    """The generic ``lockkeeper revert`` body: who and why, with the decision's ``sent_at`` /
+    ``deadline`` / ``connection_identity`` (:class:`~workflows.kit.models.OperatorInput`)."""
 
     identity: str
     reason: str = ""

@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
         ScanResult,
     )
     from workflows.kit import calls as acts
+    from workflows.kit.control import check_in_time
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.kit.models import ApprovalRules, Gate, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase
     from workflows.node_upgrade.report import ParentReporter
@@ -117,6 +118,7 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
 
     @revert.validator
     def _validate_revert(self, input: RevertRequest) -> None:
+        check_in_time(input, "revert")
         if not input.identity:
             raise ValueError("revert needs an identity")
         if self._revert is not None:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from activities.cluster.models import DrainReport
 from activities.host.models import CommandResult, HostAccess
-from workflows.kit.models import Gate, GateRecord, GateState, ProcedureResult, ProcedureStatus
+from workflows.kit.models import Gate, GateRecord, GateState, OperatorInput, ProcedureResult, ProcedureStatus
 
 #: Procedure name (spec name, LockkeeperProcedure, CLI ``start runtime-migration``).
 PROCEDURE_RUNTIME_MIGRATION = "runtime-migration"
@@ -255,9 +255,10 @@ class GateDecision(BaseModel):
     choice: Literal["rerun", "mark-done", "abort"] | None = None
 
 
-class UnknownOutcomeInput(BaseModel):
+class UnknownOutcomeInput(OperatorInput):
     """The ``resolve_unknown`` update: answer an unknown-outcome gate with ``rerun``,
-    ``mark-done`` (a comment saying what was checked is required) or ``abort``."""
+    ``mark-done`` (a comment saying what was checked is required) or ``abort``; with the
+    decision's ``sent_at`` / ``deadline`` / ``connection_identity`` (:class:`~workflows.kit.models.OperatorInput`)."""
 
     gate_id: str
     choice: Literal["rerun", "mark-done", "abort"]

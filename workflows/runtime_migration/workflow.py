@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.host.models import CommandResult, RunCommandInput
     from activities.runtime_migration.models import ListNodesInput, NodeLabels, NodeObject, NodeObjectInput, PodsOnNode, PodsOnNodeInput, WhichInput, WhichResult
     from workflows.kit import calls as acts
-    from workflows.kit.control import Aborted
+    from workflows.kit.control import Aborted, check_in_time
     from workflows.kit.drain import check_decision
     from workflows.kit.models import (
         ApprovalRules,
@@ -199,6 +199,7 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
 
     @resolve_unknown.validator
     def _validate_resolve_unknown(self, input: UnknownOutcomeInput) -> None:
+        check_in_time(input, "resolve_unknown")
         gate = self.gates.find_waiting(input.gate_id)
         if "/unknown/" not in gate.id:
             raise ValueError(f"gate {gate.id} is not an unknown-outcome gate; use approve/reject")

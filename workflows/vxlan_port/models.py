@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from activities.host.models import HostAccess
 from activities.vxlan_port.models import DaemonSetRecord, FanoutResult, FileRecord, SwitchVia
-from workflows.kit.models import ProcedureResult, ProcedureStatus
+from workflows.kit.models import OperatorInput, ProcedureResult, ProcedureStatus
 
 PROCEDURE_VXLAN_PORT = "vxlan-port-change"
 STAGES = ("A", "B", "C", "D", "E", "F", "G", "H")
@@ -177,9 +177,10 @@ class VxlanPortChangeResult(ProcedureResult):
     failed_nodes: dict[str, str] = Field(default_factory=dict)
 
 
-class RevertInput(BaseModel):
+class RevertInput(OperatorInput):
     """``lockkeeper revert ID [--full]``: who asks, and whether a change already past the
-    point of no return (phase E) may be reversed as a whole."""
+    point of no return (phase E) may be reversed as a whole; with the decision's ``sent_at`` /
+    ``deadline`` / ``connection_identity`` (:class:`~workflows.kit.models.OperatorInput`)."""
 
     identity: str
     full: bool = False

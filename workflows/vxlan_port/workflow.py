@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
         SwitchTarget,
     )
     from workflows.kit import calls as acts
-    from workflows.kit.control import Aborted
+    from workflows.kit.control import Aborted, check_in_time
     from workflows.kit.host import HostStepFailed, HostSteps
     from workflows.kit.models import ApprovalRules, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase, RecordStatus, failure_message
     from workflows.kit.procedure import ProcedureWorkflow
@@ -112,6 +112,7 @@ class VxlanPortChangeWorkflow(NodeSteps, MasterSteps, ProcedureWorkflow):
 
     @revert.validator
     def _validate_revert(self, input: RevertInput) -> None:
+        check_in_time(input, "revert")
         if not input.identity.strip():
             raise ValueError("an identity is required to revert")
         if self.control.finished():
