@@ -88,14 +88,19 @@ class GatewayActivities:
         return self._gateway
 
     @contextlib.contextmanager
-    def planning_errors(self) -> Iterator[None]:
+    def planning_errors(self, *, policy_decides: bool = False) -> Iterator[None]:
         """Turn a :class:`~activities.kube.errors.KubeError` escaping the block into an
         ``ApplicationError`` of :func:`planning_failure`'s type: connection
         refused / DNS (``ApiUnreachable``), 401 (``ApiUnauthorized``), 403 (``ApiForbidden``) and
         other non-transient answers (``ApiError``) non-retryable; 5xx, 429, timeouts
         (``ApiUnavailable``) retryable, so the caller's planning retry policy bounds them (see
         :func:`planning_failure`). The
-        message names the API server and carries the API's own message."""
+        message names the API server and carries the API's own message.
+
+        ``policy_decides``: every type is raised retryable and the caller's retry policy decides
+        (``workflows.kit.calls.PLANNING_RETRY`` lists the fail-fast types as non-retryable, the
+        default policy retries them): for an activity a procedure calls both while planning and
+        in the middle of its work."""
         try:
             yield
         except KubeError as exc:
@@ -103,7 +108,7 @@ class GatewayActivities:
             server = self._gateway.server if self._gateway is not None else "(not connected)"
             text = str(exc)
             message = text if server in text else f"API server {server}: {text}"
-            raise fail(type_, message, retryable=retryable) from None
+            raise fail(type_, message, retryable=retryable or policy_decides) from None
 
     def activities(self) -> list[Callable[..., Any]]:
         """Every activity of this class and its bases, bound, for a Worker's ``activities=``."""

@@ -55,8 +55,12 @@ class NodeActivities(GatewayActivities):
 
     @activity.defn(name="read_node")
     def read_node(self, input: ReadNodeInput) -> NodeInfo:
-        """The Node as :class:`NodeInfo`. Raises non-retryable ``NodeNotFound``."""
-        return node_info(self._node(input.node))
+        """The Node as :class:`NodeInfo`. Raises non-retryable ``NodeNotFound``; an API error as
+        its retryable ``Api*`` failure type (:meth:`planning_errors` with ``policy_decides``: a
+        procedure reading the node before it writes fails fast under the planning retry policy,
+        one in the middle of its work keeps retrying)."""
+        with self.planning_errors(policy_decides=True):
+            return node_info(self._node(input.node))
 
     # --- node writes ---------------------------------------------------------------------------
 

@@ -121,8 +121,12 @@ class NetworkMigrationActivities(GatewayActivities):
 
     @activity.defn(name="read_migration_state")
     def read_migration_state(self, input: MigrationStateInput) -> MigrationState:
-        """Read network configs, pools, nodes and the CNI DaemonSets (see :class:`MigrationState`)."""
-        return self._state(input.count_pods)
+        """Read network configs, pools, nodes and the CNI DaemonSets (see :class:`MigrationState`).
+        API errors are raised as their retryable ``Api*`` failure types (:meth:`planning_errors`
+        with ``policy_decides``): the preflight's read fails fast under the planning retry policy,
+        a read in the middle of the migration keeps retrying."""
+        with self.planning_errors(policy_decides=True):
+            return self._state(input.count_pods)
 
     @activity.defn(name="check_pools_settled")
     def check_pools_settled(self, input: PoolsSettledInput) -> PoolsSettledResult:

@@ -95,7 +95,14 @@ class NodeSelectorActivities(GatewayActivities):
 
     @activity.defn(name=SCAN_NODE_SELECTORS)
     def scan_node_selectors(self, input: ScanInput) -> ScanResult:
-        """The scan (module doc). Sorted by kind order, namespace, name."""
+        """The scan (module doc). Sorted by kind order, namespace, name. Read-only: API errors
+        are raised as their retryable ``Api*`` failure types (:meth:`planning_errors` with
+        ``policy_decides``), so the first scan fails fast under the planning retry policy and
+        the re-scan after the changes keeps retrying."""
+        with self.planning_errors(policy_decides=True):
+            return self._scan(input)
+
+    def _scan(self, input: ScanInput) -> ScanResult:
         gw = self.gateway
         pods = [p for p in gw.list("Pod") if not objects.is_mirror_pod(p)]
         workloads: list[Workload] = []

@@ -47,8 +47,10 @@ class NodeUpgradeActivities(GatewayActivities):
 
     @activity.defn(name=READ_UPGRADE_NODES)
     def read_upgrade_nodes(self, input: ReadUpgradeNodesInput) -> UpgradeNodes:
-        """Every Node (matching ``label_selector`` if given) as facts, in name order."""
-        nodes = [node_facts(o) for o in self.gateway.list_nodes(label_selector=input.label_selector)]
+        """Every Node (matching ``label_selector`` if given) as facts, in name order. Read-only
+        planning: API errors fail fast as ``Api*`` failure types (:meth:`planning_errors`)."""
+        with self.planning_errors():
+            nodes = [node_facts(o) for o in self.gateway.list_nodes(label_selector=input.label_selector)]
         return UpgradeNodes(nodes=sorted(nodes, key=lambda n: n.name))
 
     @activity.defn(name=READ_NODE_FACTS)

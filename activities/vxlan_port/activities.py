@@ -175,34 +175,35 @@ class VxlanActivities(GatewayActivities):
     @activity.defn(name="preflight_vxlan_port")
     def preflight_vxlan_port(self, input: PreflightInput) -> PreflightResult:
         """Phase A's reads (see :class:`PreflightResult`); the workflow judges them. Raises
-        InvalidInput when the DaemonSet is missing or has no sdn container."""
-        gw, sdn = self.gateway, input.sdn
-        nodes = {n["metadata"]["name"]: condition(n, "Ready") == "True" for n in gw.list("Node")}
-        if input.nodes:
-            unknown = [n for n in input.nodes if n not in nodes]
-            if unknown:
-                raise fail("InvalidInput", f"unknown node(s): {', '.join(unknown)}")
-            nodes = {n: nodes[n] for n in input.nodes}
-        try:
-            ds = gw.get("DaemonSet", sdn.daemonset, sdn.namespace)
-        except NotFound:
-            raise fail("InvalidInput", f"daemonset {sdn.namespace}/{sdn.daemonset} not found") from None
-        idx = sdn_container_index(ds, sdn.container)
-        record = DaemonSetRecord(
-            namespace=sdn.namespace, name=sdn.daemonset, uid=ds["metadata"].get("uid", ""),
-            resource_version=ds["metadata"].get("resourceVersion", ""), container_index=idx,
-            image=ds["spec"]["template"]["spec"]["containers"][idx]["image"], triggers=annotations(ds).get(TRIGGERS),
-            update_strategy=((ds["spec"].get("updateStrategy") or {}).get("type") or "RollingUpdate"),
-            sanitized_object=sanitize(ds),
-        )
-        baseline = {
-            p["metadata"]["uid"]: restarts(p) for p in gw.list("Pod")
-            if p["metadata"].get("namespace") != sdn.namespace and not (p.get("spec") or {}).get("hostNetwork")
-            and not p["metadata"].get("deletionTimestamp")
-        }
-        return PreflightResult(nodes=nodes, sdn_pods={k: v for k, v in self._sdn_pods(sdn).items() if k in nodes},
-                               daemonset=record, cluster_network=cluster_network_state(self._cluster_network()),
-                               leader=self._leader(), workload_restarts=baseline)
+        InvalidInput when the DaemonSet is missing or has no sdn container; API errors as retryable Api* types."""
+        with self.planning_errors(policy_decides=True):  # the caller's retry policy decides
+            gw, sdn = self.gateway, input.sdn
+            nodes = {n["metadata"]["name"]: condition(n, "Ready") == "True" for n in gw.list("Node")}
+            if input.nodes:
+                unknown = [n for n in input.nodes if n not in nodes]
+                if unknown:
+                    raise fail("InvalidInput", f"unknown node(s): {', '.join(unknown)}")
+                nodes = {n: nodes[n] for n in input.nodes}
+            try:
+                ds = gw.get("DaemonSet", sdn.daemonset, sdn.namespace)
+            except NotFound:
+                raise fail("InvalidInput", f"daemonset {sdn.namespace}/{sdn.daemonset} not found") from None
+            idx = sdn_container_index(ds, sdn.container)
+            record = DaemonSetRecord(
+                namespace=sdn.namespace, name=sdn.daemonset, uid=ds["metadata"].get("uid", ""),
+                resource_version=ds["metadata"].get("resourceVersion", ""), container_index=idx,
+                image=ds["spec"]["template"]["spec"]["containers"][idx]["image"], triggers=annotations(ds).get(TRIGGERS),
+                update_strategy=((ds["spec"].get("updateStrategy") or {}).get("type") or "RollingUpdate"),
+                sanitized_object=sanitize(ds),
+            )
+            baseline = {
+                p["metadata"]["uid"]: restarts(p) for p in gw.list("Pod")
+                if p["metadata"].get("namespace") != sdn.namespace and not (p.get("spec") or {}).get("hostNetwork")
+                and not p["metadata"].get("deletionTimestamp")
+            }
+            return PreflightResult(nodes=nodes, sdn_pods={k: v for k, v in self._sdn_pods(sdn).items() if k in nodes},
+                                   daemonset=record, cluster_network=cluster_network_state(self._cluster_network()),
+                                   leader=self._leader(), workload_restarts=baseline)
 
     @activity.defn(name="get_cluster_network")
     def get_cluster_network(self, _: None = None) -> ClusterNetworkState:

@@ -1,6 +1,7 @@
 """NodeDrainWorkflow: take one node out for maintenance, durably (node-maintenance-operator style).
 
-Cordon (recording ``lockkeeper.io/cordoned-by`` = this workflow's ID) → drain with the blocked
+Read the node (fails fast on API errors, :func:`workflows.kit.calls.planning_api_failure`) →
+cordon (recording ``lockkeeper.io/cordoned-by`` = this workflow's ID) → drain with the blocked
 report and the decision gate of :mod:`workflows.kit.drain` → optionally the reboot command →
 with ``uncordon_after``, wait until the node is Ready and uncordon it (only if we cordoned). A
 ``skip`` or ``abort`` decision, or the ``abort`` update, uncordons the node if we cordoned it and
@@ -25,7 +26,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.cluster.models import (
@@ -66,6 +67,9 @@ with workflow.unsafe.imports_passed_through():
 
 #: workflow.patched ID of everything the kit changed in the drain's commands.
 PATCH_KIT = "drain-kit"
+#: workflow.patched ID: the node is read (planning retry policy, fail fast on API errors) before
+#: the cordon; runs recorded before cordoned first.
+PATCH_PREFLIGHT_READ = "drain-preflight-read"
 
 
 @workflow.defn
@@ -185,6 +189,20 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
             raise self._fail("wait-ready", f"node not Ready {input.ready_timeout_seconds:.0f}s after the reboot command; left cordoned",
                              "NodeNotReady")
 
+    async def _preflight(self, input: NodeDrainInput, timeouts: acts.Timeouts) -> None:
+        """Read the node before anything is written, with the planning retry policy: an API
+        that cannot be used (refused, DNS, 401, 403; 5xx after a bounded number of attempts)
+        fails the drain at once with the ``Api*`` failure type and the API's message, and a
+        missing node with ``NodeNotFound``; the lease is released first."""
+        try:
+            await acts.start_planning(acts.READ_NODE, ReadNodeInput(node=input.node), NodeInfo, seconds=0, timeouts=timeouts)
+        except ActivityError as err:
+            api = acts.planning_api_failure(err, f"the drain of {input.node}")
+            await self.leases.release()
+            if api is not None:
+                raise api from err
+            raise
+
     @workflow.run
     async def run(self, input: NodeDrainInput) -> NodeDrainResult:
         self._kit = workflow.patched(PATCH_KIT)
@@ -195,6 +213,8 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
             self._status.leases = list(self.leases.held)
         self.touch()
         timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds)
+        if workflow.patched(PATCH_PREFLIGHT_READ):
+            await self._preflight(input, timeouts)
         cordon: CordonResult = await acts.call(acts.CORDON_NODE, CordonInput(node=input.node, owner=self._id), CordonResult, timeouts=timeouts)
         self._node.cordoned_by_us = cordon.cordoned_by_us
 

@@ -143,8 +143,20 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         if self.control.abort:
             raise Aborted(self.control.abort_reason)
 
-    async def _read(self, count_pods: bool = False) -> MigrationState:
-        state: MigrationState = await acts.call(READ_STATE, MigrationStateInput(count_pods=count_pods), MigrationState, timeouts=self._t)
+    async def _read(self, count_pods: bool = False, *, planning: bool = False) -> MigrationState:
+        """Read the migration state; ``planning`` (the preflight, before any change) with the
+        planning retry policy: an API that cannot be used fails the run with the ``Api*`` type."""
+        arg = MigrationStateInput(count_pods=count_pods)
+        if not planning:
+            state: MigrationState = await acts.call(READ_STATE, arg, MigrationState, timeouts=self._t)
+        else:
+            try:
+                state = await acts.start_planning(READ_STATE, arg, MigrationState, seconds=0, timeouts=self._t)
+            except ActivityError as err:
+                api = acts.planning_api_failure(err, "preflight")
+                if api is not None:
+                    raise api from err
+                raise
         self._st.pools = progress(state.pools)
         return state
 
@@ -246,7 +258,7 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
 
     async def _run(self, i: NetworkMigrationInput) -> NetworkMigrationResult:
         self._step("preflight")
-        state = await self._read()
+        state = await self._read(planning=True)
         problems = preflight_problems(state, i.to)
         if problems:
             raise Refused("; ".join(problems))

@@ -32,7 +32,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.cluster.models import ObjectRef
@@ -167,8 +167,18 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
                                            reverted=list(s.reverted), revert_refused=list(s.revert_refused), message=message,
                                            old_template_pods=dict(s.old_template_pods))
 
-    async def _scan(self) -> ScanResult:
-        return await acts.call(SCAN_NODE_SELECTORS, ScanInput(), ScanResult, seconds=60, timeouts=self._timeouts)
+    async def _scan(self, *, planning: bool = False) -> ScanResult:
+        """The scan; ``planning`` (the first one, before any change) with the planning retry
+        policy: an API that cannot be used fails the migration with the ``Api*`` type (issue 18)."""
+        if not planning:
+            return await acts.call(SCAN_NODE_SELECTORS, ScanInput(), ScanResult, seconds=60, timeouts=self._timeouts)
+        try:
+            return await acts.start_planning(SCAN_NODE_SELECTORS, ScanInput(), ScanResult, seconds=60, timeouts=self._timeouts)
+        except ActivityError as err:
+            api = acts.planning_api_failure(err, "the scan")
+            if api is not None:
+                raise api from err
+            raise
 
     async def _pods(self) -> PodStates:
         return await acts.call(READ_POD_STATES, ScanInput(), PodStates, seconds=60, timeouts=self._timeouts)
@@ -186,7 +196,7 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
 
     async def _run(self, input: NodeSelectorMigrationInput) -> NodeSelectorMigrationResult:
         self._step("scan")
-        scan = await self._scan()
+        scan = await self._scan(planning=True)
         plan = plan_migration(scan.workloads, scan.namespaces, scan.nodes, input.mapping, input.drop_keys, input.remove_labels)
         if not input.masters:
             self._status.warnings.append("master-config.yaml not scanned: no masters given (projectConfig.defaultNodeSelector "

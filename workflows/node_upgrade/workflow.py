@@ -17,7 +17,7 @@ resume, abort, skip_node, retry_node, decide on a blocked drain).
 from __future__ import annotations
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.gluster.models import GlusterTarget
@@ -208,7 +208,14 @@ class NodeUpgradeWorkflow(NodeProcedureWorkflow):
         return self._result(outcome, message)
 
     async def _plan(self, input: NodeUpgradeInput) -> UpgradePlan:
-        read: UpgradeNodes = await acts.call(READ_UPGRADE_NODES, ReadUpgradeNodesInput(), UpgradeNodes, timeouts=self._timeouts)
+        try:  # read-only: the planning retry policy fails fast on API errors (issue 18)
+            read: UpgradeNodes = await acts.start_planning(READ_UPGRADE_NODES, ReadUpgradeNodesInput(), UpgradeNodes, seconds=0,
+                                                           timeouts=self._timeouts)
+        except ActivityError as err:
+            api = acts.planning_api_failure(err, "planning")
+            if api is not None:
+                raise api from err
+            raise
         try:
             plan = plan_upgrade(read.nodes, input.selection, input.policy, input.target_version)
         except PlanError as err:

@@ -192,8 +192,17 @@ class VxlanPortChangeWorkflow(NodeSteps, MasterSteps, ProcedureWorkflow):
 
     async def phase_a(self) -> None:
         i = self.inp
-        pre: PreflightResult = await acts.call("preflight_vxlan_port", PreflightInput(
-            sdn=self.sdn_ref(), nodes=i.nodes, masters=[m.name for m in i.masters]), PreflightResult, seconds=60)
+        try:  # read-only: the planning retry policy fails fast on API errors (issue 18)
+            pre: PreflightResult = await acts.start_planning("preflight_vxlan_port", PreflightInput(
+                sdn=self.sdn_ref(), nodes=i.nodes, masters=[m.name for m in i.masters]), PreflightResult, seconds=60)
+        except ActivityError as err:
+            api = acts.planning_api_failure(err, "preflight")
+            if api is None:
+                raise
+            self.control.base_phase = ProcedurePhase.FAILED
+            self.touch()
+            await self.leases.release()
+            raise api from err
         self.pre = pre
         self.node_names = sorted(pre.nodes)
         for n in self.node_names:
