@@ -83,7 +83,7 @@ async def run_worker(
             raise SettingsError(str(exc)) from None
         activities = [*activities, Notifier(urls).notify]
         interceptors.append(NotifyInterceptor())
-        wire(True)
+        wire(True, targets=bool(urls))  # no URL: new runs record that they send nothing
         notify_wired = True
     if workflows is None:
         workflows = registry.all_workflows(host_only=settings.host_only)

@@ -7,25 +7,40 @@ procedure code) and sends, through the ``notify`` activity (:mod:`activities.not
   gate and the exact command that answers it;
 - ``node-degraded`` and ``drain-blocked`` (with the report) when a node enters that phase;
 - ``paused`` when the procedure's phase becomes paused;
-- ``completed`` / ``failed`` when the run ends (:class:`NotifyInterceptor`, which the worker
-  installs, awaits that last one so it is sent before the run closes).
+- ``completed`` / ``failed`` when the run ends (:func:`wrap_run` awaits that last one so it
+  is sent before the run closes).
 
 It never blocks the procedure: an activity is started and a background task awaits it; a
 failure after the retries is logged and appended to the status ``warnings`` (shown by
-``lockkeeper status``). Sending is on only where the worker wired it (:func:`wire`, the worker
-registers the ``notify`` activity at the same time) and only in runs that have the
-``kit-notify`` patch, so stored histories without these activities replay.
+``lockkeeper status``).
+
+Whether a run sends is decided once, in its first workflow task, and recorded in its history:
+every new run takes the patch ``kit-notify-recorded``, and a run that sends also takes
+``kit-notify-on``. It sends when the worker that ran that first task was wired (:func:`wire`:
+the worker registers the ``notify`` activity) with at least one URL. A replay reads the
+decision back from the markers, so a worker wired differently (or not at all, or a
+``Replayer``) makes the same commands. The run's last notification is sent by the run method
+itself (:func:`wrap_run`, installed on every procedure class), not by a worker interceptor.
+
+Runs recorded before ``kit-notify-recorded`` keep the earlier rule (``kit-notify``, asked
+lazily on a wired worker); on replay that patch is read from history whatever the wiring.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.worker import ExecuteWorkflowInput, Interceptor, WorkflowInboundInterceptor, WorkflowInterceptorClassInput
+from temporalio.worker import (
+    Interceptor,
+    WorkflowInboundInterceptor,
+    WorkflowInterceptorClassInput,
+)
 
 with workflow.unsafe.imports_passed_through():
     from activities.notify.models import NotifyEvent
@@ -33,7 +48,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.models import NodePhase, ProcedureStatus
 
 NOTIFY = "notify"  # activities.notify.webhook.NOTIFY (workflows call activities by name)
+#: Runs before :data:`PATCH_NOTIFY_RECORDED`: asked lazily, on wired workers only.
 PATCH_NOTIFY = "kit-notify"
+#: Every run since: the decision to send was taken at the start and is in history.
+PATCH_NOTIFY_RECORDED = "kit-notify-recorded"
+#: Present (with the one above): this run sends.
+PATCH_NOTIFY_ON = "kit-notify-on"
 #: A notification gives up after this many attempts (1 s, 2 s, 4 s apart).
 MAX_ATTEMPTS = 4
 #: The run's last notification: fewer, quicker attempts, and the run waits for it at most this
@@ -41,19 +61,30 @@ MAX_ATTEMPTS = 4
 FINAL_ATTEMPTS = 3
 FINAL_WAIT_SECONDS = 5.0
 
-_wired = {"on": False}
+_wired = {"on": False, "targets": True}
 
 
-def wire(on: bool) -> None:
+def wire(on: bool, *, targets: bool = True) -> None:
     """Called by the worker that registers the ``notify`` activity (True) and at its shutdown.
-    Every worker of a deployment runs the same code, so all of them send or none does."""
+    ``targets``: whether any URL is configured (without one, new runs decide not to send and
+    their histories carry no notify activity). Only the start of a run reads this (see the
+    module doc): a replay never does."""
     _wired["on"] = on
+    _wired["targets"] = targets
 
 
 def wired() -> bool:
-    """Whether this worker process sends notifications."""
+    """Whether this worker process registers the notify activity."""
     return _wired["on"]
 
+
+def _sends() -> bool:
+    return _wired["on"] and _wired["targets"]
+
+
+#: Result outcomes sent as ``completed``; any other outcome (aborted, rejected, failed...) is
+#: sent as ``failed``.
+COMPLETED_OUTCOMES = ("completed", "done", "dry-run", "checked")
 
 _ACTION_EVENT = {"opened": "gate-opened", "approved": "gate-decided", "rejected": "gate-decided",
                  "decided": "gate-decided", "timeout": "gate-timed-out"}
@@ -71,13 +102,24 @@ class ProcedureNotifier:
         self._phase: str | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._on: bool | None = None
+        # Called from kit_init, in the run's first workflow task (see the module doc).
+        self.recorded = workflow.patched(PATCH_NOTIFY_RECORDED)
+        if self.recorded:
+            if workflow.unsafe.is_replaying():
+                self._on = workflow.patched(PATCH_NOTIFY_ON)  # the marker says what was decided
+            else:
+                self._on = _sends() and workflow.patched(PATCH_NOTIFY_ON)
 
     def enabled(self) -> bool:
-        """Wired by the worker and patched in this run (asked once, then remembered)."""
+        """Whether this run sends: recorded at its start, or (runs from before that) wired and
+        patched ``kit-notify`` (asked once, then remembered)."""
         if self._on is None:
-            if not wired():
+            if workflow.unsafe.is_replaying():
+                self._on = workflow.patched(PATCH_NOTIFY)  # history answers, not the wiring
+            elif not wired():
                 return False  # asked again later: never marks the patch in an unwired run
-            self._on = workflow.patched(PATCH_NOTIFY)
+            else:
+                self._on = workflow.patched(PATCH_NOTIFY)
         return self._on
 
     def observe(self, phase: str, gates: dict[str, Any]) -> None:
@@ -154,33 +196,54 @@ class ProcedureNotifier:
 
 
 class NotifyInterceptor(Interceptor):
-    """Worker interceptor: sends ``completed`` / ``failed`` when a procedure's run ends (see
-    :class:`ProcedureNotifier.finish`). Runs that are no procedure (node runs, leases) pass."""
+    """Kept for workers that install it (workers/worker.py): it no longer acts. The run's last
+    notification (``completed`` / ``failed``) is sent by :func:`wrap_run`, so a worker or a
+    ``Replayer`` without this interceptor makes the same commands."""
 
-    def workflow_interceptor_class(self, input: WorkflowInterceptorClassInput) -> type[WorkflowInboundInterceptor]:
-        return _Inbound
+    def workflow_interceptor_class(self, input: WorkflowInterceptorClassInput) -> type[WorkflowInboundInterceptor] | None:
+        return None
 
 
-class _Inbound(WorkflowInboundInterceptor):
-    async def execute_workflow(self, input: ExecuteWorkflowInput) -> Any:
+def wrap_run(cls: type) -> None:
+    """Make the ``@workflow.run`` method that ``cls`` defines itself (if any) send the run's
+    last notification when it returns or raises (not on continue-as-new or cancellation), then
+    return or raise as before. Called for every procedure class (``ProcedureWorkflow.
+    __init_subclass__``), before ``@workflow.defn`` reads the class; the wrapper keeps the
+    method's name, signature and type hints. A run method that calls an overridden one
+    (``super().run``) sends once."""
+    for name, fn in list(vars(cls).items()):
+        if inspect.iscoroutinefunction(fn) and hasattr(fn, "__temporal_workflow_run") and not hasattr(fn, "_kit_notify_wrapped"):
+            setattr(cls, name, _wrapped(fn))
+
+
+def _wrapped(fn: Any) -> Any:
+    @functools.wraps(fn)
+    async def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(self, "_kit_notify_running", False):
+            return await fn(self, *args, **kwargs)  # an inner run method: the outer one sends
+        self._kit_notify_running = True
         try:
-            result = await super().execute_workflow(input)
+            result = await fn(self, *args, **kwargs)
         except (asyncio.CancelledError, workflow.ContinueAsNewError):
             raise
         except Exception as exc:
-            n = _notifier()
-            if n is not None:
-                st = n.status
-                await n.finish("failed", f"{st.procedure} `{st.workflow_id}` on {st.cluster} failed: {exc}", "failed")
+            await _final(self, None, exc)
             raise
-        n = _notifier()
-        if n is not None:
-            st = n.status
-            outcome = str(getattr(result, "outcome", "") or "completed")
-            event = "completed" if outcome in ("completed", "done", "dry-run", "checked") else "failed"
-            await n.finish(event, f"{st.procedure} `{st.workflow_id}` on {st.cluster} {outcome}", outcome)
+        await _final(self, result, None)
         return result
 
+    run._kit_notify_wrapped = True  # type: ignore[attr-defined]
+    return run
 
-def _notifier() -> ProcedureNotifier | None:
-    return getattr(workflow.instance(), "kit_notifier", None)
+
+async def _final(instance: Any, result: Any, exc: BaseException | None) -> None:
+    n: ProcedureNotifier | None = getattr(instance, "kit_notifier", None)
+    if n is None:
+        return
+    st = n.status
+    if exc is not None:
+        await n.finish("failed", f"{st.procedure} `{st.workflow_id}` on {st.cluster} failed: {exc}", "failed")
+        return
+    outcome = str(getattr(result, "outcome", "") or "completed")
+    event = "completed" if outcome in COMPLETED_OUTCOMES else "failed"
+    await n.finish(event, f"{st.procedure} `{st.workflow_id}` on {st.cluster} {outcome}", outcome)

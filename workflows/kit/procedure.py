@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.details import DetailsPublisher
     from workflows.kit.gates import Gates
     from workflows.kit.lease import Leases
-    from workflows.kit.notify import ProcedureNotifier
+    from workflows.kit.notify import ProcedureNotifier, wrap_run
     from workflows.kit.models import (
         SA_CLUSTER,
         SA_POOLS,
@@ -69,6 +69,10 @@ PATCH_STATUS_SEARCH_ATTRIBUTE = "kit-status-search-attribute"
 
 class ProcedureWorkflow:
     """Base of every procedure workflow (see the module doc). Not a workflow by itself."""
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        wrap_run(cls)  # the run's last webhook notification (workflows.kit.notify)
 
     # --- set-up ----------------------------------------------------------------------------------
 
