@@ -140,8 +140,12 @@ class ProcedureNotifier:
             event = _ACTION_EVENT.get(r.action)
             if event is None:
                 continue
-            gate = gates.get(r.gate_id)
+            # A node's drain-decision gate lives in its node run: the record came with the node's status.
+            gate = gates.get(r.gate_id) or next(
+                (n.decision_gate for n in nodes.values() if n.decision_gate is not None and n.decision_gate.id == r.gate_id), None)
             cmd = gate_command(wid, gate) if gate is not None and r.action == "opened" else None
+            if r.action == "timeout" and phase == "paused" and r.gate_id in gates:
+                cmd = f"lockkeeper resume {wid}"  # the declared outcome paused it; resume opens the gate again
             what = {"opened": "waits for", "timeout": "timed out"}.get(r.action, f"{r.action} by {r.by}")
             text = f"{st.procedure} `{wid}` on {st.cluster}: gate `{r.gate_id}` {what}"
             text += f" — `{cmd}`" if cmd else (f" ({r.outcome})" if r.outcome else "")
@@ -155,6 +159,7 @@ class ProcedureNotifier:
                 pods = ", ".join(f"{p.namespace}/{p.name}" for p in n.drain_report.blocked_pods) or "-"
                 self.send("drain-blocked", f"{st.procedure} `{wid}` on {st.cluster}: drain of {n.name} blocked by {pods}",
                           node=n.name, report=n.drain_report.model_dump(mode="json"),
+                          gate=n.decision_gate.id if n.decision_gate is not None else None,
                           command=f"lockkeeper decide {wid} {n.name} wait|skip|delete-pod|abort")
         if paused:
             self.send("paused", f"{st.procedure} `{wid}` on {st.cluster} paused: {st.paused_reason or '-'}",
