@@ -196,9 +196,11 @@ class GlusterActivities(GatewayActivities):
     @activity.defn(name="read_gluster")
     def read_gluster(self, input: GlusterReadInput) -> GlusterReport:
         """Read the GlusterFS state (see the module doc). Raises ``NoGlusterPod``,
-        ``GlusterUnavailable``, ``GlusterBusy``, ``GlusterCommandFailed`` or ``GlusterParseError``."""
+        ``GlusterUnavailable``, ``GlusterBusy``, ``GlusterCommandFailed`` or ``GlusterParseError``;
+        an API error listing the pods or nodes as its retryable ``Api*`` type (``planning_errors``)."""
         t = input.target
-        report = GlusterReport(at=datetime.now(UTC), pods=self._pods(t), nodes=self._nodes())
+        with self.planning_errors(policy_decides=True):  # Api* types; the caller's retry policy decides
+            report = GlusterReport(at=datetime.now(UTC), pods=self._pods(t), nodes=self._nodes())
         cli = self._cli(t, report.pods, report.nodes, report.calls, attempts=input.attempts, backoff=input.backoff_seconds,
                         max_backoff=input.max_backoff_seconds, timeout=input.command_timeout_seconds)
         try:

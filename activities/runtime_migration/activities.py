@@ -81,11 +81,13 @@ class MigrationKubeActivities(GatewayActivities):
     @activity.defn(name=READ_NODE_OBJECT)
     def read_node_object(self, input: NodeObjectInput) -> NodeObject:
         """GET the Node; absent → ``exists`` False (during the migration that is a state, not
-        an error)."""
-        try:
-            return node_object(input.node, self.gateway.get_node(input.node))
-        except NotFound:
-            return node_object(input.node, None)
+        an error). API errors as retryable ``Api*`` types (``planning_errors(policy_decides=True)``:
+        the preflight fails fast under the planning retry policy, a node run keeps retrying)."""
+        with self.planning_errors(policy_decides=True):
+            try:
+                return node_object(input.node, self.gateway.get_node(input.node))
+            except NotFound:
+                return node_object(input.node, None)
 
     @activity.defn(name=DELETE_RECORDED_NODE)
     def delete_recorded_node(self, input: DeleteRecordedNodeInput) -> DeleteRecordedNodeResult:

@@ -5,7 +5,10 @@ real HTTP:
 - the standalone drain against an unreachable API (a kubeconfig pointing at a closed port) fails
   within 30 s with ``ApiUnreachable``, the message naming the API server, and the CLI maps the
   failure to exit 3; with 100 % 503 it gives up after a bounded number of node reads
-  (``ApiUnavailable``) and writes nothing (no cordon).
+  (``ApiUnavailable``) and writes nothing (no cordon);
+- the node upgrade, the nodeSelector migration, the network migration (dry runs) and the
+  GlusterFS check fail the same way (``ApiUnreachable`` within 30 s, the API server named) at
+  their first read of the API.
 """
 
 from __future__ import annotations
@@ -27,6 +30,22 @@ from clustersim.kubeconfig import write_kubeconfig
 from clustersim.scenario import generate_scenario
 from tests.e2e.harness import write_requests
 from workflows.drain.models import NodeDrainInput, NodeDrainResult
+from workflows.gluster.models import GlusterRecoveryInput
+from workflows.network_migration.models import NetworkMigrationInput
+from workflows.node_selectors.models import NodeSelectorMigrationInput
+from workflows.node_upgrade.models import NodeAction, NodeSelection, NodeUpgradeInput
+
+#: (workflow type, input, the start of the failure's message) of procedures whose first step
+#: reads the cluster's API.
+FIRST_READS = [
+    ("NodeUpgradeWorkflow", NodeUpgradeInput(selection=NodeSelection(), action=NodeAction(argv=["true"]), dry_run=True,
+                                             search_attributes=False), "planning could not use the cluster's API"),
+    ("NodeSelectorMigrationWorkflow", NodeSelectorMigrationInput(mapping={"region=infra": {"node-role.kubernetes.io/infra": "true"}}, dry_run=True,
+                                                                 search_attributes=False), "the scan could not use the cluster's API"),
+    ("NetworkMigrationWorkflow", NetworkMigrationInput(dry_run=True, search_attributes=False), "preflight could not use the cluster's API"),
+    ("GlusterRecoveryWorkflow", GlusterRecoveryInput(mode="check", search_attributes=False),
+     "the first GlusterFS read could not use the cluster's API"),
+]
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -110,3 +129,21 @@ async def test_drain_under_503_gives_up_after_bounded_reads_and_writes_nothing(
     assert not write_requests(sim.requests)
     sim.faults.configure(error_503=0.0)
     assert not (sim.store.get("nodes", node).get("spec") or {}).get("unschedulable")
+
+
+async def test_other_procedures_fail_fast_at_their_first_read_of_an_unreachable_api(
+    tmp_path: Path, dev_server: Any, worker_process_factory: Any, temporal_client: Any, task_queue: str
+) -> None:
+    url = f"https://127.0.0.1:{_closed_port()}"
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", url)
+    worker = worker_process_factory(address=dev_server.address, kubeconfig=kubeconfig, task_queue=task_queue)
+    await worker.start()
+    started = time.monotonic()
+    handles = [await temporal_client.start_workflow(wf, inp, id=f"fast-{wf}-{uuid.uuid4().hex[:6]}", task_queue=task_queue)
+               for wf, inp, _ in FIRST_READS]
+    for (wf, _, words), handle in zip(FIRST_READS, handles, strict=True):
+        err, _ = await _failure(handle, timeout=60)
+        took = time.monotonic() - started
+        assert took < 30, f"{wf} failed only {took:.1f}s after the starts"
+        assert err.type == "ApiUnreachable", (wf, err.type, err.message)
+        assert words in err.message and url in err.message, (wf, err.message)

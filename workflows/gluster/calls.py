@@ -8,6 +8,7 @@ pod delete is safe to retry (it is guarded by the recorded uid).
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 from temporalio import workflow
@@ -24,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         VolumeStartInput,
         VolumeStartResult,
     )
+    from workflows.kit import calls as kit_calls
 
 READ_GLUSTER = "read_gluster"
 DELETE_GLUSTER_POD = "delete_gluster_pod"
@@ -37,15 +39,21 @@ READ_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coeffici
                          maximum_attempts=4, non_retryable_error_types=NON_RETRYABLE)
 WRITE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=20),
                           maximum_attempts=10, non_retryable_error_types=NON_RETRYABLE)
+#: A procedure's first read (planning): the kit's planning policy (issue 18: API errors fail fast,
+#: ``Api*`` types, 5xx a bounded number of times) that also gives up at once on :data:`NON_RETRYABLE`.
+PLANNING_READ_RETRY = dataclasses.replace(
+    kit_calls.PLANNING_RETRY, non_retryable_error_types=[*(kit_calls.PLANNING_RETRY.non_retryable_error_types or []), *NON_RETRYABLE])
 #: heal info on big volumes can take many minutes (procedures-spec §3.3: >= 30 min).
 READ_START_TO_CLOSE = timedelta(minutes=30)
 
 
-async def read(input: GlusterReadInput, short_call_s: float) -> GlusterReport:
-    """``read_gluster``: heartbeat within a command's timeout plus slack."""
+async def read(input: GlusterReadInput, short_call_s: float, *, planning: bool = False) -> GlusterReport:
+    """``read_gluster``: heartbeat within a command's timeout plus slack; ``planning`` (a
+    procedure's first read, before it changes anything) with :data:`PLANNING_READ_RETRY`."""
     return await workflow.execute_activity(
         READ_GLUSTER, input, result_type=GlusterReport, start_to_close_timeout=READ_START_TO_CLOSE,
-        heartbeat_timeout=timedelta(seconds=input.command_timeout_seconds + short_call_s), retry_policy=READ_RETRY,
+        heartbeat_timeout=timedelta(seconds=input.command_timeout_seconds + short_call_s),
+        retry_policy=PLANNING_READ_RETRY if planning else READ_RETRY,
     )
 
 

@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         VolumeResult,
     )
     from workflows.gluster.plan import assess
+    from workflows.kit import calls as acts
     from workflows.kit.control import Aborted
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.kit.models import (
@@ -126,11 +127,21 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
 
     # --- reads ---------------------------------------------------------------------------------------
 
-    async def _read(self, *, heal: bool) -> Assessment:
+    async def _read(self, *, heal: bool, planning: bool = False) -> Assessment:
+        """Read and assess GlusterFS. ``planning`` (the first read): an API that cannot be used
+        fails the run with the ``Api*`` type at once (issue 18), nothing having been changed."""
         i = self._in
-        report = await calls.read(GlusterReadInput(target=i.target(), heal=heal, attempts=i.read_attempts,
-                                                   backoff_seconds=i.read_backoff_s, command_timeout_seconds=i.command_timeout_s),
-                                  i.activity_timeout_seconds)
+        inp = GlusterReadInput(target=i.target(), heal=heal, attempts=i.read_attempts, backoff_seconds=i.read_backoff_s,
+                               command_timeout_seconds=i.command_timeout_s)
+        try:
+            report = await calls.read(inp, i.activity_timeout_seconds, planning=planning)
+        except ActivityError as err:
+            api = acts.planning_api_failure(err, "the first GlusterFS read") if planning else None
+            if api is None:
+                raise
+            self.control.base_phase = ProcedurePhase.FAILED
+            self.touch()
+            raise api from err
         a = assess(report, i.quorum_rule)
         self._status.assessment = a
         self.touch()
@@ -265,7 +276,7 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
         end: Assessment | None = None
         try:
             self._step("read")
-            a = self._start = await self._read(heal=True)
+            a = self._start = await self._read(heal=True, planning=True)
             if input.mode == "check":
                 end = a
                 healthy = a.healthy

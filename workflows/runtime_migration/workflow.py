@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -260,7 +261,7 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         key, value = inp.gluster.label_pair()
         self._preflight_step("each node: GlusterFS label and a Ready GlusterFS pod")
         for n in inp.nodes:
-            obj: NodeObject = await acts.call("read_node_object", NodeObjectInput(node=n), NodeObject, timeouts=t)
+            obj = await self._planning_read("read_node_object", NodeObjectInput(node=n), NodeObject, t)
             if not obj.exists:
                 found.append(f"node {n} does not exist")
                 continue
@@ -284,6 +285,20 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         baseline, bad = await self._packages([*inp.nodes, *peers]) if not found else ({}, [])
         self._preflight_step(None)
         return found + bad, baseline
+
+    async def _planning_read(self, name: str, arg: object, result_type: type, t: acts.Timeouts) -> Any:
+        """A preflight read of the cluster's API with the planning retry policy: an API that
+        cannot be used fails the migration with the ``Api*`` type and the API's message (issue
+        18), its node leases released first; nothing was changed."""
+        try:
+            return await acts.start_planning(name, arg, result_type, seconds=0, timeouts=t)
+        except ActivityError as err:
+            api = acts.planning_api_failure(err, "preflight")
+            if api is None:
+                raise
+            self._phase(ProcedurePhase.FAILED, "failed")
+            await self.leases.release()
+            raise api from err
 
     def _preflight_step(self, what: str | None) -> None:
         """Show the running preflight check in ``status`` (``waiting_for``)."""
