@@ -180,3 +180,33 @@ async def test_refused_input_sends_failed(
     check_common(failed, handle, "notify-bad")
     assert failed["outcome"] == "failed" and "nope" in failed["text"] and "failed" in failed["text"]
     assert [b["event"] for _, b in receiver.events] == ["failed"]  # nothing else happened
+
+
+async def test_standalone_drain_blocked_with_report(
+    sim_factory: Any, worker_for: Any, temporal_client: Any, task_queue: str, receiver: Receiver
+) -> None:
+    """The standalone drain (one node, its row in ``status.node``) sends the same events."""
+    import uuid
+
+    from workflows.drain.models import NodeDrainInput, NodeDrainResult
+
+    sim = await sim_factory("r2-pdb-blocked", time_scale=R2_SCALE)
+    await worker_for(sim, env={"LOCKKEEPER_NOTIFY_URL": receiver.url})
+    handle = await temporal_client.start_workflow(
+        "NodeDrainWorkflow",
+        NodeDrainInput(node=R2_NODE, cluster="notify-drain", requested_by="e2e", drain_backoff_initial_seconds=0.5,
+                       drain_backoff_max_seconds=1, drain_wait_seconds=2, decide_after_seconds=3,
+                       decision_timeout_seconds=4, decision_timeout_outcome="abort"),
+        id=f"drain-notify-{uuid.uuid4().hex[:6]}", task_queue=task_queue, result_type=NodeDrainResult,
+    )
+    blocked = await event(receiver, "drain-blocked")
+    assert blocked["procedure"] == "drain" and blocked["workflow_id"] == handle.id and blocked["cluster"] == "notify-drain"
+    assert blocked["node"] == R2_NODE and R2_BLOCKING in blocked["text"] and handle.id in blocked["text"]
+    assert [f"{p['namespace']}/{p['name']}" for p in blocked["report"]["blocked_pods"]] == [R2_BLOCKING]
+    opened = await event(receiver, "gate-opened")
+    assert opened["gate"] == f"drain/{R2_NODE}" and opened["command"].startswith(f"lockkeeper decide {handle.id} {R2_NODE} ")
+    timed_out = await event(receiver, "gate-timed-out")
+    assert timed_out["gate"] == f"drain/{R2_NODE}" and timed_out["outcome"] == "abort"
+    result = await asyncio.wait_for(handle.result(), 120)
+    failed = await event(receiver, "failed", timeout=10)
+    assert failed["workflow_id"] == handle.id and failed["outcome"] == result.outcome != "completed"

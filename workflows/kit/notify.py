@@ -45,7 +45,7 @@ from temporalio.worker import (
 with workflow.unsafe.imports_passed_through():
     from activities.notify.models import NotifyEvent
     from workflows.kit.details import gate_command, node_statuses
-    from workflows.kit.models import NodePhase, ProcedureStatus
+    from workflows.kit.models import NodePhase, NodeStatus, ProcedureStatus
 
 NOTIFY = "notify"  # activities.notify.webhook.NOTIFY (workflows call activities by name)
 #: Runs before :data:`PATCH_NOTIFY_RECORDED`: asked lazily, on wired workers only.
@@ -122,12 +122,38 @@ class ProcedureNotifier:
                 self._on = workflow.patched(PATCH_NOTIFY)
         return self._on
 
+    def _view(self) -> ProcedureStatus:
+        """The status to read. A one-node procedure (a ``node`` field: the standalone drain)
+        keeps its node row and drain-gate records out of the status model and assembles them
+        in its ``procedure_status`` hook, so in runs that recorded their decision that view is
+        read (one node: cheap); otherwise the status model itself."""
+        st = self.status
+        if self.recorded and "node" in type(st).model_fields:
+            hook = getattr(workflow.instance(), "procedure_status", None)
+            if hook is not None:
+                view = hook()
+                if isinstance(view, ProcedureStatus):
+                    return view
+        return st
+
+    def _watched(self, st: ProcedureStatus) -> dict[str, NodeStatus]:
+        """The node rows to watch: the procedure's ``nodes``; in runs that recorded their
+        decision (never earlier ones: their histories stay as they were) also the single
+        ``node`` of a one-node procedure (the standalone drain)."""
+        nodes = node_statuses(st)
+        one = getattr(st, "node", None)
+        if self.recorded and isinstance(one, NodeStatus) and one.name not in nodes:
+            nodes = {**nodes, one.name: one}
+        return nodes
+
     def observe(self, phase: str, gates: dict[str, Any]) -> None:
         """After a change (``touch``): send what is new since the last call."""
-        st = self.status
+        if self._on is False:
+            return  # decided: this run sends nothing
+        st = self._view()
         history = st.gate_history
         new, self._records = history[self._records:], len(history)
-        nodes = node_statuses(st)
+        nodes = self._watched(st)
         changed_nodes = [n for n in nodes.values() if self._nodes.get(n.name) != str(n.phase)]
         for n in changed_nodes:
             self._nodes[n.name] = str(n.phase)
@@ -185,7 +211,7 @@ class ProcedureNotifier:
     async def _watch(self, handle: Any, event: str) -> None:
         try:
             await handle
-        except Exception as exc:  # ActivityError after the retries: tell, never fail the run
+        except Exception as exc:  # noqa: BLE001 - ActivityError after the retries: tell, never fail the run
             cause = exc.__cause__ or exc
             msg = f"notification {event} not delivered: {cause}"
             workflow.logger.warning(msg)
