@@ -23,7 +23,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.cluster.activities import ClusterActivities
 from activities.cluster.base import planning_failure
-from activities.cluster.models import ReadNodeInput
+from activities.cluster.models import CordonInput, ReadNodeInput
 from activities.kube.errors import Forbidden, ServerError, Unauthorized, Unavailable, Unreachable
 from activities.kube.gateway import KubeGateway
 from activities.machineconfig.activities import MachineConfigActivities
@@ -181,8 +181,13 @@ async def test_preflight_on_503_is_retryable_api_unavailable(tmp_path: Path) -> 
 
 
 async def test_mid_procedure_activities_keep_retrying_on_an_unreachable_api(tmp_path: Path) -> None:
-    """Only planning fails fast: a node activity lets the transient error escape (retryable)."""
+    """Only planning fails fast: a node write lets the transient error escape (retryable); the
+    node read, which the drain also makes before it writes, reports ``ApiUnreachable`` but
+    retryable, so only the planning retry policy (which lists the type) gives up at once."""
     gw = gateway_for(f"https://127.0.0.1:{closed_port()}", tmp_path)
     acts = ClusterActivities(lambda: gw)
     with pytest.raises(Unreachable):
+        await asyncio.to_thread(ActivityEnvironment().run, acts.cordon_node, CordonInput(node="worker-0", owner="t"))
+    with pytest.raises(ApplicationError) as info:
         await asyncio.to_thread(ActivityEnvironment().run, acts.read_node, ReadNodeInput(node="worker-0"))
+    assert info.value.type == "ApiUnreachable" and not info.value.non_retryable, info.value
