@@ -59,9 +59,31 @@ async def dev_server_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Awai
         await s.stop()
 
 
-@pytest.fixture
-def task_queue(request: pytest.FixtureRequest) -> str:
-    return f"lk-{request.node.name[:40]}-{uuid.uuid4().hex[:8]}"
+@pytest_asyncio.fixture(loop_scope="session")
+async def task_queue(request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    """A task queue of the test's own. When the test uses the shared dev server, every workflow
+    still running on that queue at the end (a procedure left waiting at a gate, its lease
+    workflows) is terminated, so that no lease outlives its test and refuses a later test on the
+    same cluster and node names."""
+    name = f"lk-{request.node.name[:40]}-{uuid.uuid4().hex[:8]}"
+    client = request.getfixturevalue("temporal_client") if "temporal_client" in request.fixturenames else None
+    yield name
+    if client is not None:
+        await terminate_running(client, name)
+
+
+async def terminate_running(client: Any, task_queue: str) -> None:
+    """Terminate every running workflow on ``task_queue`` (best effort: one already closed is fine)."""
+    from temporalio.service import RPCError
+
+    try:
+        async for wf in client.list_workflows(f'TaskQueue = "{task_queue}" AND ExecutionStatus = "Running"'):
+            try:
+                await client.get_workflow_handle(wf.id, run_id=wf.run_id).terminate(reason="test finished")
+            except RPCError:
+                pass
+    except RPCError:
+        pass
 
 
 @pytest_asyncio.fixture(loop_scope="session")
