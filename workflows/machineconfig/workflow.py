@@ -16,8 +16,6 @@ returns the plan once computed.
 
 from __future__ import annotations
 
-import asyncio
-
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
@@ -41,7 +39,6 @@ with workflow.unsafe.imports_passed_through():
         DecideInput,
         DecideResult,
         NodeControlInput,
-        NodePhase,
         NodeProgress,
     )
     from workflows.kit.plan import PlanError, is_unavailable
@@ -79,14 +76,6 @@ with workflow.unsafe.imports_passed_through():
 #: and probes the cluster-wide lease (runs recorded before took pool leases only).
 PATCH_LEASE_SCOPES = "lease-scopes"
 
-#: ``workflow.patched`` id: pools leased for the whole run, a node only from just before its child
-#: starts (with the next maxUnavailable of the queue) until it is done; planned nodes are probed
-#: at the start. Before, one lease workflow per planned node started at once (swamped the worker).
-PATCH_WINDOW_LEASES = "node-leases-in-window"
-
-#: Node phases whose lease the rollout keeps until it ends (it may still roll the node back).
-_KEEP_LEASE_PHASES = frozenset({NodePhase.DEGRADED, NodePhase.FAILED})
-
 
 @workflow.defn
 class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
@@ -107,8 +96,6 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
         self._timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds)
         self._pool_plans: dict[str, PoolPlan] = {}
         self._leases_concurrent = False
-        #: Node leases taken as nodes start (decided once per run under PATCH_WINDOW_LEASES).
-        self._window_leases = False
         self.kit_init(
             procedure=PROCEDURE_MACHINECONFIG_ROLLOUT,
             noun="rollout",
@@ -136,7 +123,6 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
             gate_timeout_seconds=input.gate_timeout_seconds,
             gate_timeout_outcome=input.gate_timeout_outcome,
             hold=self._hold,
-            on_node_finished=self._node_finished,
         )
         #: Continue-as-new allowed (decided once per run under PATCH_CONTINUE_AS_NEW).
         self._can = False
@@ -349,12 +335,6 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
         pools = {pool_scope(input.cluster, pp.name): f"pool/{pp.name}" for pp in plan.pools}
         nodes = {n: node_scope(input.cluster, n) for pp in plan.pools for n in pp.nodes}
         self._leases_concurrent = True
-        if workflow.patched(PATCH_WINDOW_LEASES):
-            # The pools, and the nodes we may still roll back; the others as they start.
-            self._window_leases = True
-            keep = [nodes[n] for n, st in carry.nodes.items() if n in nodes and st.phase in _KEEP_LEASE_PHASES]
-            await retake_leases(self.leases, self._id, [*pools, *keep], pools)
-            return
         await retake_leases(self.leases, self._id, lease_scopes_to_retake(carry, list(pools), nodes), pools)
 
     async def _make_plan(self, input: MachineConfigRolloutInput) -> RolloutPlan:
@@ -406,12 +386,7 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
         cluster-wide lease. A scope held by another procedure fails us with LeaseHeld naming its
         holder."""
         pools = {pool_scope(input.cluster, pp.name): f"pool/{pp.name}" for pp in plan.pools}
-        if workflow.patched(PATCH_WINDOW_LEASES):
-            # One lease workflow per pool now; the nodes' are probed, and taken as they start.
-            self._window_leases = self._leases_concurrent = True
-            await self.leases.acquire(list(pools), input_scope=pools, probe_cluster=True, concurrent=True)
-            await self.leases.probe([node_scope(input.cluster, n) for pp in plan.pools for n in pp.nodes])
-        elif workflow.patched(PATCH_LEASE_SCOPES):
+        if workflow.patched(PATCH_LEASE_SCOPES):
             # Thousands of node leases: start them in one workflow task, release them likewise.
             self._leases_concurrent = True
             nodes = [node_scope(input.cluster, n) for pp in plan.pools for n in pp.nodes]
@@ -422,11 +397,7 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
     # --- hooks of the node window -------------------------------------------------------------------
 
     async def _start_child(self, node: str, group: Group, attempt: int) -> workflow.ChildWorkflowHandle:
-        """Start the node's NodeRolloutWorkflow attempt (ID ``{rollout}/node/{node}/{attempt}``),
-        after taking the node's lease (runs with :data:`PATCH_WINDOW_LEASES`; raises LeaseHeld
-        when another procedure holds the node, which the window records as a failed node)."""
-        if self._window_leases:
-            await self._lease_node(node, group)
+        """Start the node's NodeRolloutWorkflow attempt (ID ``{rollout}/node/{node}/{attempt}``)."""
         i = self._in
         child_input = NodeRolloutInput(
             node=node,
@@ -455,26 +426,6 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
             parent_close_policy=workflow.ParentClosePolicy.TERMINATE,
             static_summary=f"node {node} · MachineConfig handshake (attempt {attempt})",
         )
-
-    async def _lease_node(self, node: str, group: Group) -> None:
-        """Take ``node``'s lease unless held, with those of the next maxUnavailable nodes of its
-        pool's queue (one workflow task for a whole window's worth). A refused look-ahead node is
-        asked again when its turn comes; a refused ``node`` raises LeaseHeld naming the holder."""
-        scope = node_scope(self._in.cluster, node)
-        if scope in self.leases.held:
-            return
-        ahead = [node_scope(self._in.cluster, n) for n in group.queue[: max(group.max_unavailable, 1)]]
-        refused = await self.leases.acquire_some([scope, *ahead])
-        if scope in refused:
-            raise await self.leases.refusal(scope)
-
-    def _node_finished(self, node: str) -> None:
-        """A node's child ended: release its lease (not for a degraded or failed node, which a
-        skip may still roll back) without holding the window up."""
-        scope = node_scope(self._in.cluster, node)
-        if not self._window_leases or scope not in self.leases.held or self._status.nodes[node].phase in _KEEP_LEASE_PHASES:
-            return
-        self.batches.tasks.append(asyncio.create_task(self.leases.release_scope(scope)))
 
     async def _cleanup_node(self, node: str) -> None:
         """Child-free rollback of a degraded/failed node: desiredConfig back to currentConfig,
