@@ -231,12 +231,22 @@ class NodeActivities(GatewayActivities):
     @activity.defn(name="record_node_event")
     def record_node_event(self, input: RecordEventInput) -> None:
         """Create a core/v1 Event (namespace ``default``, involvedObject kind Node with the
-        node's uid, source component ``lockkeeper``). Raises non-retryable ``NodeNotFound``."""
+        node's uid, source component ``lockkeeper``) that names the procedure: the message ends
+        with ``(procedure ID)`` and ``reportingInstance`` is that ID (:func:`procedure_of` the
+        calling workflow). Raises non-retryable ``NodeNotFound``."""
         obj = self._node(input.node)
+        procedure = procedure_of(activity.info().workflow_id)
         self.gateway.create_node_event(
             node=input.node,
             node_uid=objects.meta(obj).get("uid"),
             reason=input.reason,
-            message=input.message,
+            message=f"{input.message} (procedure {procedure})",
             type=input.type,
+            instance=procedure,
         )
+
+
+def procedure_of(workflow_id: str) -> str:
+    """The procedure's workflow ID from a workflow ID: a node run's child ID is
+    ``{procedure}/node/{node}/{attempt}``; any other ID is the procedure's own."""
+    return workflow_id.split("/node/", 1)[0]

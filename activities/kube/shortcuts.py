@@ -87,9 +87,12 @@ class KindShortcuts:
         type: str = "Normal",
         component: str = "lockkeeper",
         namespace: str = "default",
+        instance: str | None = None,
     ) -> dict[str, Any]:
         """Create a core/v1 Event about a Node (``involvedObject`` kind Node), as kubelet and
-        the machine-config-daemon do: namespace ``default``, name ``NODE.<suffix>``."""
+        the machine-config-daemon do: namespace ``default``, name ``NODE.<suffix>``;
+        ``reportingInstance`` is ``instance`` (e.g. the procedure's workflow ID), else
+        ``component``."""
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         involved: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", "name": node}
         if node_uid:
@@ -102,7 +105,7 @@ class KindShortcuts:
             "type": type,
             "source": {"component": component},
             "reportingComponent": component,
-            "reportingInstance": component,
+            "reportingInstance": instance or component,
             "firstTimestamp": now,
             "lastTimestamp": now,
             "count": 1,

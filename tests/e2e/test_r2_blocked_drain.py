@@ -87,6 +87,9 @@ async def test_r2_report_worker_kill_same_gate_then_delete_pod(sim_factory, work
     opened = st.nodes[NODE].decision_gate.opened_at
     events_before = len(lockkeeper_events(sim.store))
     assert {e["reason"] for e in lockkeeper_events(sim.store)} == {"DrainBlocked", "DrainDecisionRequired"}
+    # Each Event names the procedure it belongs to (two procedures could act on one node's story).
+    assert all(e["message"].endswith(f"(procedure {handle.id})") and e["reportingInstance"] == handle.id
+               for e in lockkeeper_events(sim.store)), lockkeeper_events(sim.store)
 
     # Kill the worker while the gate is open; the new one replays to the same gate, no new Events.
     await worker.kill()
