@@ -28,6 +28,7 @@ from enum import Enum
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from workflows.kit import metrics as lk_metrics
@@ -282,19 +283,25 @@ class NodeProcedureWorkflow(ProcedureWorkflow):
         raise ValueError(f"this {self.kit_noun} cannot skip nodes")
 
     def on_skip_node(self, input: NodeControlInput) -> ControlResult:
-        raise NotImplementedError
+        # Unreachable while the matching check_* refuses in the validator; a procedure that
+        # allows it overrides both. Fails the update, not the workflow task.
+        raise ApplicationError(f"this {self.kit_noun} cannot skip nodes", non_retryable=True)
 
     def check_retry_node(self, input: NodeControlInput) -> None:
         raise ValueError(f"this {self.kit_noun} cannot retry nodes")
 
     def on_retry_node(self, input: NodeControlInput) -> ControlResult:
-        raise NotImplementedError
+        # Unreachable while the matching check_* refuses in the validator; a procedure that
+        # allows it overrides both. Fails the update, not the workflow task.
+        raise ApplicationError(f"this {self.kit_noun} cannot retry nodes", non_retryable=True)
 
     def check_decide(self, input: DecideInput) -> None:
         raise ValueError(f"this {self.kit_noun} has no drain decisions")
 
     async def on_decide(self, input: DecideInput) -> DecideResult:
-        raise NotImplementedError
+        # Unreachable while the matching check_* refuses in the validator; a procedure that
+        # allows it overrides both. Fails the update, not the workflow task.
+        raise ApplicationError(f"this {self.kit_noun} has no drain decisions", non_retryable=True)
 
     def on_node_progress(self, progress: NodeProgress) -> None:
         """A node run's step change (ignored by default)."""
