@@ -13,7 +13,8 @@ Exit codes (one table, applied by :func:`run` and :func:`map_exception`):
 - 2 usage or validation of the CLI's own input (a bad flag, invalid settings, a malformed
   kubeconfig, an input model the procedure would not accept);
 - 3 not found (workflow, gate, node, pool), no connection, or no worker polls the task queue;
-- 130 interrupted (Ctrl-C): "interrupted; nothing was decided" for the decision commands.
+- 130 interrupted (Ctrl-C): for the decision commands, what is true after the CLI withdrew the
+  decision (:mod:`lockkeeper.cli.decisions`): "interrupted; nothing was decided: ...".
 
 Every error is one line on stderr; ``lockkeeper --debug`` adds the traceback.
 """
@@ -36,6 +37,8 @@ DEBUG = False
 #: What Ctrl-C prints: decision commands say that nothing was decided.
 INTERRUPTED = "interrupted"
 INTERRUPTED_DECISION = "interrupted; nothing was decided"
+#: A second Ctrl-C while a decision is being withdrawn (lockkeeper.cli.decisions): maybe it was not.
+INTERRUPTED_AGAIN = "interrupted twice; the decision may not have been withdrawn: check `lockkeeper status`"
 #: True once the interruption was reported (the entrypoint reports one nobody did).
 INTERRUPT_REPORTED = False
 
@@ -164,11 +167,11 @@ def run(coro: Coroutine[Any, Any, int | None], *, decision: bool = False) -> Non
 
         def on_sigint() -> None:
             nonlocal interrupted
-            if interrupted:  # a second Ctrl-C: leave now
+            if interrupted:  # a second Ctrl-C: leave now (a decision's withdrawal may be cut short)
                 import os
                 import sys
 
-                err(INTERRUPTED_DECISION if decision else INTERRUPTED)
+                err(INTERRUPTED_AGAIN if decision else INTERRUPTED)
                 sys.stderr.flush()
                 os._exit(EXIT_INTERRUPTED)
             interrupted = True
@@ -195,9 +198,9 @@ def run(coro: Coroutine[Any, Any, int | None], *, decision: bool = False) -> Non
             if installed:
                 loop.remove_signal_handler(signal.SIGINT)
 
-    def interrupted_exit() -> int:
+    def interrupted_exit(message: str | None = None) -> int:
         global INTERRUPT_REPORTED
-        fail(INTERRUPTED_DECISION if decision else INTERRUPTED)
+        fail(message or (INTERRUPTED_DECISION if decision else INTERRUPTED))
         INTERRUPT_REPORTED = True
         return EXIT_INTERRUPTED
 
@@ -209,7 +212,9 @@ def run(coro: Coroutine[Any, Any, int | None], *, decision: bool = False) -> Non
     except (KeyboardInterrupt, asyncio.CancelledError):
         code = interrupted_exit()
     except CliError as exc:
-        if interrupted:
+        if exc.code == EXIT_INTERRUPTED:  # the body said what the interruption left (a withdrawn decision)
+            code = interrupted_exit(str(exc))
+        elif interrupted:
             code = interrupted_exit()
         else:
             fail(f"error: {exc}")
@@ -330,108 +335,6 @@ async def connect(settings: Any, identity: str | None = None) -> Any:
     from workers.client import connect as _connect
 
     return await _connect(settings, identity=identity)
-
-
-async def update(settings: Any, wid: str, name: str, arg: Any, result_type: type, output: str, who: str) -> int:
-    """Send Update ``name`` with ``arg`` to workflow ``wid`` and print its answer (the message on
-    stderr for a table, the whole answer as JSON/YAML on stdout).
-
-    A decision is confirmed or never happens (issue 18): when ``arg`` is a model with the
-    :class:`workflows.kit.models.OperatorInput` fields, it is sent with ``sent_at`` = now,
-    ``deadline`` = now + ``settings.decision_timeout`` (``LOCKKEEPER_DECISION_TIMEOUT``, default
-    30 s) less a margin (:func:`decision_deadline`), and ``connection_identity`` = the client
-    certificate's CN (None without one). The CLI waits for the answer at most
-    ``decision_timeout`` seconds; a worker that picks the update up after its deadline refuses
-    it (the worker's log says so), so no answer means nothing was decided: raises
-    :class:`CliError` exit 3 naming the task queue and whether any worker polls it. An input
-    without a deadline (a procedure's own update model) is waited for as long, and the message
-    says that it may still be applied later.
-
-    Errors: ``who`` differing from the certificate's CN → :class:`CliError` exit 2 before
-    connecting; a missing workflow exit 3; a validator's refusal per :func:`map_exception`.
-    """
-    conn_identity = check_identity(settings, who)
-    client = await connect(settings, identity=who)
-    handle = client.get_workflow_handle(wid)
-    desc = await handle.describe()  # NOT_FOUND → exit 3 with the ID in the message
-    wait = float(getattr(settings, "decision_timeout", None) or DECISION_TIMEOUT)
-    arg, deadline = stamp_decision(arg, wait, conn_identity)
-    from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
-
-    try:
-        res = await asyncio.wait_for(handle.execute_update(name, arg, result_type=result_type), wait)
-    except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
-        raise CliError(await no_answer(client, desc.task_queue, name, wait, deadline), EXIT_NOT_FOUND) from None
-    from lockkeeper import output as out
-
-    if output == Output.TABLE:
-        err(getattr(res, "message", str(res)))
-    else:
-        print(out.dump(res, output))
-    return EXIT_OK
-
-
-# --- decisions: deadline and identity (issue 18) -------------------------------------------------
-
-#: Default seconds a decision waits for a worker (``Settings.decision_timeout`` overrides it).
-DECISION_TIMEOUT = 30.0
-#: At most this many seconds of the wait are kept between the deadline the workflow checks and
-#: the moment the CLI gives up: the time a worker needs to apply an update it accepted just before
-#: its deadline and answer, plus clock skew between this machine and the Temporal server.
-DECISION_MARGIN = 2.0
-
-
-def decision_deadline(sent_at: Any, wait: float) -> Any:
-    """The deadline sent with a decision: ``sent_at`` + ``wait`` less
-    min(:data:`DECISION_MARGIN`, ``wait``/5) seconds, so an update the workflow accepts before
-    it is answered before the CLI stops waiting (``wait`` seconds after ``sent_at``)."""
-    from datetime import timedelta
-
-    return sent_at + timedelta(seconds=wait - min(DECISION_MARGIN, wait / 5))
-
-
-def stamp_decision(arg: Any, wait: float, connection_identity: str | None) -> tuple[Any, Any]:
-    """``arg`` with ``sent_at`` (now, UTC), ``deadline`` (:func:`decision_deadline`) and
-    ``connection_identity`` set where its model declares them (pydantic models; anything else
-    is sent unchanged). Returns (the input to send, its deadline or None when it has none)."""
-    from datetime import UTC, datetime
-
-    fields = getattr(type(arg), "model_fields", None)
-    if not fields or "deadline" not in fields:
-        return arg, None
-    now = datetime.now(UTC)
-    deadline = decision_deadline(now, wait)
-    changes: dict[str, Any] = {"deadline": deadline}
-    if "sent_at" in fields:
-        changes["sent_at"] = now
-    if "connection_identity" in fields:
-        changes["connection_identity"] = connection_identity
-    return arg.model_copy(update=changes), deadline
-
-
-async def no_answer(client: Any, task_queue: str, name: str, wait: float, deadline: Any) -> str:
-    """The one-line message for an update nobody answered within ``wait`` seconds: nothing was
-    decided (or, for an input without ``deadline``, that it may still apply later), and
-    whether a worker polls the workflow's ``task_queue``."""
-    from lockkeeper.starter import POLLER_FRESH_SECONDS, task_queue_pollers
-
-    try:
-        pollers = await asyncio.wait_for(task_queue_pollers(client, task_queue), 5)
-        if pollers:
-            why = f"workers polled task queue {task_queue!r} recently ({', '.join(pollers)}) but none answered"
-        else:
-            why = f"no worker polls task queue {task_queue!r} (none in the last {POLLER_FRESH_SECONDS:.0f}s): start `lockkeeper worker` on it"
-    except Exception:  # noqa: BLE001 - only the hint is lost
-        why = f"does a worker poll task queue {task_queue!r}?"
-    if deadline is None:
-        return (
-            f"no worker answered {name} within {wait:.0f}s ({why}); this update carries no deadline, so a worker that "
-            "picks it up later still applies it: check `lockkeeper status` before sending it again"
-        )
-    return (
-        f"nothing was decided: no worker answered within {wait:.0f}s ({why}); the {name} expired at "
-        f"{deadline.isoformat(timespec='seconds')} and a worker that picks it up later refuses it"
-    )
 
 
 def _env_certificate_identity() -> str | None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import typer
 
-from lockkeeper.cli import common
+from lockkeeper.cli import common, decisions
 from lockkeeper.cli.common import EXIT_USAGE, CliError, IdentityOpt, OutputOpt, check_output, cli_settings, identity_of
 
 
@@ -34,7 +34,7 @@ def send(ctx: typer.Context, wid: str, update: str, arg: Any, result_type: type,
             await require_node_procedure(settings, wid, update)
         if update == "abort" and await abort_if_never_ran(settings, wid, who, getattr(arg, "reason", None), output):
             return common.EXIT_OK
-        return await common.update(settings, wid, update, arg, result_type, output, who)
+        return await decisions.update(settings, wid, update, arg, result_type, output, who)
 
     common.run(body(), decision=True)
 
@@ -178,7 +178,7 @@ def revert(
 ) -> None:
     """Revert a procedure's recorded changes (procedures with a ``revert`` Update, e.g. the
     network migration before its cleanup); the procedure's validator says when it cannot. Sent
-    with a deadline and a bounded wait like every decision (:func:`lockkeeper.cli.common.update`)."""
+    with a deadline and a bounded wait like every decision (:func:`lockkeeper.cli.decisions.update`)."""
     from lockkeeper.cli.revert_full import RevertArgs, RevertReply, revert_full
 
     who = identity_of(identity)

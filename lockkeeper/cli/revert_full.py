@@ -1,7 +1,7 @@
 """``lockkeeper revert ID --full``: reverse a whole change, for procedures that can.
 
 A run that is still going gets the ``revert`` Update with ``full`` set (its validator says
-whether it can, and why not), sent as every decision is (:func:`lockkeeper.cli.common.update`:
+whether it can, and why not), sent as every decision is (:func:`lockkeeper.cli.decisions.update`:
 a deadline, a bounded wait, "nothing was decided" with exit 3 when no worker answers). A run that has ended is reversed by a NEW run of the same
 procedure whose input comes from the ended run's own input (read from its history) through the
 procedure's reverse function (:data:`REVERSERS`; the VXLAN port change swaps the ports:
@@ -15,7 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from lockkeeper.cli.common import EXIT_USAGE, CliError, connect, update
+from lockkeeper.cli.common import EXIT_USAGE, CliError, connect
+from lockkeeper.cli.decisions import update
 from workflows.kit.models import OperatorInput
 
 
@@ -24,7 +25,7 @@ class RevertArgs(OperatorInput):
     (each decodes it as its own model: node_selectors ``RevertRequest``, network_migration and
     vxlan_port ``RevertInput``; a field a model does not declare, e.g. ``full``, is ignored).
     The :class:`~workflows.kit.models.OperatorInput` fields are stamped by
-    :func:`lockkeeper.cli.common.update` (sent_at, deadline, connection identity)."""
+    :func:`lockkeeper.cli.decisions.update` (sent_at, deadline, connection identity)."""
 
     identity: str
     reason: str = ""

@@ -1,9 +1,12 @@
 """Decisions are confirmed or never happen (issue 18, "Ghost approvals"), through the real
 console script, a dev server, worker processes and clustersim r1:
 
-- worker down: ``approve`` exits 3 within its wait, saying nothing was decided; a worker started
-  afterwards refuses the queued approve (its log says so), the gate is still waiting, no approve
-  was accepted in history, and an approve sent now passes as usual;
+- worker down: ``approve`` exits 3 within its wait, saying nothing was decided, and withdraws
+  it (a ``withdraw_decision`` signal in history says who and why); a worker started afterwards
+  refuses the queued approve (its log says so), the gate is still waiting, no approve was
+  accepted in history, and an approve sent now passes as usual;
+- worker down, Ctrl-C long before the approve's deadline: exit 130, "nothing was decided", the
+  approve withdrawn; a worker back well before that deadline still refuses it;
 - the race of the field report: a gate with timeout outcome ``abort`` times out while the worker
   is down and an approve is waiting for it; when the worker comes back (before the approve's
   deadline) the approve is refused and the declared outcome applies: the rollout aborts.
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 import time
 from datetime import UTC, datetime
@@ -74,6 +78,19 @@ async def wait_log(path: Path, needle: str, offset: int, timeout: float = 90.0) 
     raise AssertionError(f"{needle!r} not in the worker log after {timeout}s:\n{text[-3000:]}")
 
 
+async def withdrawals(handle: Any) -> list[dict[str, Any]]:
+    """The ``withdraw_decision`` signals in the history (decoded JSON payloads), in order."""
+    import json
+
+    found = []
+    async for ev in handle.fetch_history_events():
+        if ev.HasField("workflow_execution_signaled_event_attributes"):
+            attrs = ev.workflow_execution_signaled_event_attributes
+            if attrs.signal_name == "withdraw_decision":
+                found.append(json.loads(attrs.input.payloads[0].data))
+    return found
+
+
 async def accepted_updates(handle: Any) -> list[str]:
     """Names of the updates the workflow accepted (history events), in order."""
     names = []
@@ -102,6 +119,9 @@ async def test_worker_down_approve_exits_3_and_the_late_approve_is_refused(
     assert "nothing was decided" in err and f"task queue {task_queue!r}" in err, err
     assert len(err.strip().splitlines()) == 1, err
     assert elapsed < wait + 10, elapsed  # the wait plus the CLI's own start-up, not forever
+    assert "withdrawn (request lk-" in err, err
+    [w] = await withdrawals(handle)
+    assert w["update"] == "approve" and w["identity"] == "late-approver" and "no worker answered" in w["reason"], w
 
     # A worker comes back: the queued approve reaches it after its deadline and is refused.
     offset = worker.log_path.stat().st_size
@@ -153,3 +173,43 @@ async def test_gate_timing_out_while_the_worker_is_down_wins_over_a_waiting_appr
     # Nothing was drained: the rollout aborted at its gate.
     nodes = sim.store.list("nodes")
     assert nodes and all(not (n.get("spec") or {}).get("unschedulable") for n in nodes), nodes
+
+
+@pytest.mark.timeout(400)
+async def test_ctrl_c_withdraws_the_approve_so_a_worker_back_before_its_deadline_refuses_it(
+    dev_server: Any, sim_factory: Any, worker_for: Any, temporal_client: Any, task_queue: str
+) -> None:
+    sim = await sim_factory("r1-ovn-interrupted", time_scale=SCALE)
+    worker = await worker_for(sim)
+    handle = await start_rollout(temporal_client, task_queue, pools=["infra"], approval="pool", cluster="deadline-c", **FAST)
+    gate = await wait_gate(handle)
+    await worker.kill()
+
+    # The approve may wait 120 s; the operator gives up after a few seconds with Ctrl-C.
+    proc = await asyncio.create_subprocess_exec(
+        LOCKKEEPER, "--address", dev_server.address, "--task-queue", task_queue, "approve", handle.id, gate.id,
+        "--identity", "impatient", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env=cli_env(LOCKKEEPER_DECISION_TIMEOUT="120"),
+    )
+    await asyncio.sleep(5)
+    assert proc.returncode is None
+    proc.send_signal(signal.SIGINT)
+    _, errb = await asyncio.wait_for(proc.communicate(), 30)
+    err = errb.decode()
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert err.startswith("interrupted; nothing was decided") and "withdrawn" in err and len(err.strip().splitlines()) == 1, err
+    [w] = await withdrawals(handle)
+    assert w["identity"] == "impatient" and "Ctrl-C" in w["reason"] and w["request_id"] in err, (w, err)
+
+    # A worker comes back long before the approve's deadline: the withdrawal refuses it.
+    offset = worker.log_path.stat().st_size
+    await worker.start()
+    log = await wait_log(worker.log_path, "refused, nothing was decided", offset)
+    assert "impatient" in log and "withdrawn" in log, log[-2000:]
+    st = await status(handle)
+    g = next(x for x in st.gates if x.id == gate.id)
+    assert g.state == "waiting" and g.decided_by is None, g
+    assert "approve" not in await accepted_updates(handle)
+    nodes = sim.store.list("nodes")
+    assert nodes and all(not (n.get("spec") or {}).get("unschedulable") for n in nodes), nodes
+    await handle.execute_update("abort", {"identity": "test", "comment": "done"})

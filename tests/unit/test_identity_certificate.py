@@ -1,5 +1,5 @@
 """The operator's identity from the Temporal client certificate (workers.client.certificate_identity,
-lockkeeper.cli.common.identity_of / check_identity / stamp_decision), without a server: the CN is
+lockkeeper.cli.common.identity_of / check_identity / decisions.stamp_decision), without a server: the CN is
 the identity, a different --identity is refused with exit 2, a certificate without CN or not PEM
 is a one-line error, and decisions are stamped with sent_at / deadline / connection_identity."""
 
@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from lockkeeper.cli import common
+from lockkeeper.cli import common, decisions
 from workers.client import CertificateError, certificate_identity
 from workers.settings import Settings
 from workflows.kit.models import ApproveInput
@@ -85,11 +85,11 @@ def test_unreadable_or_nameless_certificates_are_one_line_errors(tmp_path: Path,
 
 def test_decisions_are_stamped_with_a_deadline_inside_the_wait() -> None:
     before = datetime.now(UTC)
-    arg, deadline = common.stamp_decision(ApproveInput(identity="bob"), 30.0, "bob")
+    arg, deadline = decisions.stamp_decision(ApproveInput(identity="bob"), 30.0, "bob")
     assert isinstance(arg, ApproveInput) and arg.deadline == deadline and arg.connection_identity == "bob"
     assert arg.sent_at is not None and before <= arg.sent_at <= datetime.now(UTC)
     assert (deadline - arg.sent_at).total_seconds() == pytest.approx(28.0)  # the wait less the 2 s margin
-    _, short = common.stamp_decision(ApproveInput(identity="bob"), 5.0, None)
+    _, short = decisions.stamp_decision(ApproveInput(identity="bob"), 5.0, None)
     assert short is not None
     plain = {"identity": "bob", "reason": "x"}
-    assert common.stamp_decision(plain, 30.0, None) == (plain, None)  # no deadline field: sent unchanged
+    assert decisions.stamp_decision(plain, 30.0, None) == (plain, None)  # no deadline field: sent unchanged

@@ -16,7 +16,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 from test_vxlan_wf import STOCK, TRIG, World, make_input, until, waiting
 
-from lockkeeper.cli.common import stamp_decision
+from lockkeeper.cli.decisions import stamp_decision
 from lockkeeper.cli.revert_full import RevertArgs
 from workflows import WORKFLOWS
 from workflows.network_migration.models import RevertInput as NetworkRevertInput

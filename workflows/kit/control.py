@@ -19,6 +19,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from workflows.kit.decisions import withdrawn
     from workflows.kit.models import FINAL_PHASES, ProcedurePhase
 
 
@@ -44,7 +45,9 @@ def _when(value: Any) -> datetime | None:
 def check_in_time(input: Any, update: str) -> None:
     """Validator check every operator update makes first (issue 18 "Decisions are confirmed or
     never happen"): refuse an update whose ``deadline`` is before ``workflow.now()``, and one
-    whose ``connection_identity`` (the sender's credential) differs from its ``identity``.
+    whose ``connection_identity`` (the sender's credential) differs from its ``identity``, and
+    one its sender withdrew (``request_id`` named by a ``withdraw_decision`` signal, see
+    :mod:`workflows.kit.decisions`: the CLI gave up waiting for it).
 
     ``input``: any model or dict with the :class:`workflows.kit.models.OperatorInput` fields
     (duck-typed: missing fields are not checked, so stored histories and older clients work).
@@ -55,6 +58,13 @@ def check_in_time(input: Any, update: str) -> None:
     refusal is also logged here with ``workflow.logger`` at warning: it shows in the worker's
     log with the workflow ID. Call from validators only (validators do not run on replay).
     """
+    gone = withdrawn(_field(input, "request_id"))
+    if gone is not None:
+        when = gone.sent_at.isoformat(timespec="seconds") if gone.sent_at else "an unknown time"
+        msg = (f"{update} by {_field(input, 'identity') or '?'}: withdrawn by {gone.identity or 'its sender'} at {when} "
+               f"({gone.reason or 'no reason given'}): refused, nothing was decided")
+        workflow.logger.warning("%s", msg)
+        raise ValueError(msg)
     deadline = _when(_field(input, "deadline"))
     now = workflow.now()
     if deadline is not None and deadline < now:

@@ -270,7 +270,9 @@ class OperatorInput(BaseModel):
       later must not act (:func:`workflows.kit.control.check_in_time`);
     - ``connection_identity``: the identity of the client's credential (the CN of its TLS client
       certificate) when the connection to Temporal is authenticated; None on an
-      unauthenticated connection (a dev server), where ``identity`` is self-declared.
+      unauthenticated connection (a dev server), where ``identity`` is self-declared;
+    - ``request_id``: the Temporal update ID the client chose, which a ``withdraw_decision``
+      signal names when the client gives up on it (:mod:`workflows.kit.decisions`).
 
     All optional, so stored histories and older clients still decode. A procedure's own update
     input inherits this model to get the same checks (the kit's validators read the fields by
@@ -280,6 +282,7 @@ class OperatorInput(BaseModel):
     sent_at: datetime | None = None
     deadline: datetime | None = None
     connection_identity: str | None = None
+    request_id: str | None = None
 
 
 class ApproveInput(OperatorInput):

@@ -3,7 +3,8 @@
 :class:`ProcedureWorkflow` carries the handlers the CLI relies on for every procedure type:
 query ``status``; updates ``approve``, ``reject``, ``pause``, ``resume``, ``abort`` with their
 validators (a refused update never reaches history; every operator update is first checked
-against its deadline and identities, :func:`workflows.kit.control.check_in_time`); signal ``lease_denied`` (a lease's answer,
+against its deadline, identities and withdrawal, :func:`workflows.kit.control.check_in_time`); signals
+``withdraw_decision`` (:mod:`workflows.kit.decisions`) and ``lease_denied`` (a lease's answer,
 see :mod:`workflows.kit.lease`). :class:`NodeProcedureWorkflow` adds ``skip_node``,
 ``retry_node``, ``decide`` and the ``node_progress`` signal, delegating to hooks the procedure
 implements. Handler names, messages and validator rules are the MachineConfig rollout's.
@@ -33,6 +34,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from workflows.kit import metrics as lk_metrics
     from workflows.kit.control import Control, check_in_time
+    from workflows.kit.decisions import WITHDRAW_SIGNAL, WithdrawInput, Withdrawals
     from workflows.kit.details import DetailsPublisher
     from workflows.kit.gates import Gates
     from workflows.kit.lease import Leases
@@ -114,6 +116,7 @@ class ProcedureWorkflow:
         self.gates = Gates(self.control, rules, status.gate_history, noun=noun, pause_on_reject=pause_on_reject)
         self.leases = Leases(workflow.info().workflow_id, procedure)
         self._kit_details = DetailsPublisher()
+        self.kit_withdrawals = getattr(self, "kit_withdrawals", None) or Withdrawals()
         self.kit_notifier = ProcedureNotifier(status, noun)
         status.procedure = procedure
         status.workflow_id = workflow.info().workflow_id
@@ -203,6 +206,14 @@ class ProcedureWorkflow:
     def status(self) -> ProcedureStatus:
         """The procedure's status model (see :meth:`procedure_status`)."""
         return self.procedure_status()
+
+    @workflow.signal(name=WITHDRAW_SIGNAL)
+    def withdraw_decision(self, w: WithdrawInput) -> None:
+        """The CLI gave up on the update ``w.request_id``: its validator refuses it if it
+        arrives later (:mod:`workflows.kit.decisions`)."""
+        if not isinstance(getattr(self, "kit_withdrawals", None), Withdrawals):
+            self.kit_withdrawals = Withdrawals()
+        self.kit_withdrawals.add(w)
 
     @workflow.signal
     def lease_denied(self, info: LeaseInfo) -> None:
