@@ -6,7 +6,8 @@ child; required unless the input says why not) → the GlusterFS health gate →
 ``/healthz/ready`` → etcd healthy (``etcd_cluster_status`` with etcdctl on the first member's host
 against ``etcd_members`` or the backup's; :func:`workflows.control_plane.models.etcd_health_problems`
 since :data:`PATCH_ETCD_HEALTH`; without members only when ``etcd_health_skip_reason`` says why).
-Then per master, in the given order:
+An abort during the GlusterFS gate or the etcd read ends the run ``aborted`` at once, no master
+touched (:mod:`workflows.kit.planning`). Then per master, in the given order:
 
 1. a gate before the first master (or each, ``approve_each``);
 2. the master action (:mod:`workflows.control_plane.steps`): manifests recorded then written, or
@@ -44,8 +45,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.gluster.health import GlusterHealth
     from workflows.gluster.models import GlusterHealthParams
     from workflows.kit import calls as acts
+    from workflows.kit.control import Aborted
     from workflows.kit.host import HostSteps
     from workflows.kit.models import ApprovalRules, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase
+    from workflows.kit.planning import PATCH_ABORT_IN_PLANNING, abortable, planning_abort_message
     from workflows.node_upgrade.report import ParentReporter
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.kit.scopes import node_scope
@@ -127,7 +130,14 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
                                            f"restart {', '.join(input.action.restart) or 'none'}; own APIs: "
                                            + ", ".join(f"{m.name} {m.api_url}" for m in input.masters))
         await self.leases.acquire([node_scope(input.cluster, m.name) for m in input.masters], probe_cluster=True)
-        await self._preflight(input)
+        try:
+            await self._preflight(input)
+        except Aborted as stop:  # an abort during the read-only checks (workflows.kit.planning): no master touched
+            await self.leases.release()
+            self.control.base_phase = ProcedurePhase.ABORTED
+            self.touch()
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            return self._result("aborted", planning_abort_message(self.control, stop))
         self.control.base_phase = ProcedurePhase.RUNNING
         self.touch()
         steps = MasterSteps(input, self.gates, self.control, self.host, self._status, self.touch)
@@ -184,6 +194,9 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
             pf["gluster"] = "waiting"
             self.touch()
             res = await self.gluster.gate("preflight")
+            if res.outcome == "stopped" and self.control.abort and workflow.patched(PATCH_ABORT_IN_PLANNING):
+                pf["gluster"] = "aborted"
+                raise Aborted(self.control.abort_reason)
             if res.outcome != "healthy":
                 pf["gluster"] = f"{res.outcome}: {res.detail}"
                 raise ApplicationError(f"GlusterFS not healthy before the control plane: {res.detail}", type="PreflightFailed",
@@ -213,8 +226,8 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
             pf["etcd-health"] = f"not checked: {input.etcd_health_skip_reason or 'no etcd members given'}"
             self._status.warnings.append(f"etcd health not checked: {input.etcd_health_skip_reason or 'no etcd members in the input'}")
             return
-        st: ClusterStatus = await acts.call(ETCD_CLUSTER_STATUS, ClusterStatusInput(via=members[0], members=members), ClusterStatus,
-                                            seconds=60, timeouts=self._timeouts)
+        st: ClusterStatus = await abortable(self.control, acts.call(
+            ETCD_CLUSTER_STATUS, ClusterStatusInput(via=members[0], members=members), ClusterStatus, seconds=60, timeouts=self._timeouts))
         if workflow.patched(PATCH_ETCD_HEALTH):
             bad = etcd_health_problems(members, st)
         else:

@@ -62,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
         ProcedurePhase,
         ProcedureStatus,
     )
+    from workflows.kit.planning import planning_abort_message, planning_call
     from workflows.kit.procedure import NodeProcedureWorkflow
     from workflows.kit.scopes import node_scope
 
@@ -193,15 +194,35 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
         """Read the node before anything is written, with the planning retry policy: an API
         that cannot be used (refused, DNS, 401, 403; 5xx after a bounded number of attempts)
         fails the drain at once with the ``Api*`` failure type and the API's message, and a
-        missing node with ``NodeNotFound``; the lease is released first."""
+        missing node with ``NodeNotFound``; the lease is released first. An abort while the read
+        runs or waits for its next attempt raises Aborted (:func:`workflows.kit.planning.planning_call`)."""
         try:
-            await acts.start_planning(acts.READ_NODE, ReadNodeInput(node=input.node), NodeInfo, seconds=0, timeouts=timeouts)
+            await planning_call(self.control, acts.READ_NODE, ReadNodeInput(node=input.node), NodeInfo, seconds=0, timeouts=timeouts)
         except ActivityError as err:
             api = acts.planning_api_failure(err, f"the drain of {input.node}")
             await self.leases.release()
             if api is not None:
                 raise api from err
             raise
+
+    async def _aborted_in_planning(self, input: NodeDrainInput, stop: Aborted) -> NodeDrainResult:
+        """End as ``aborted`` after an abort during the node read: nothing was written (no
+        cordon); the lease is released."""
+        message = planning_abort_message(self.control, stop)
+        self._set(NodePhase.ABORTED, "finished", reason=message)
+        self.control.base_phase = ProcedurePhase.ABORTED
+        self.touch()
+        await self.leases.release()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        now = workflow.now()
+        started = self._status.started_at or now
+        return NodeDrainResult(
+            outcome="aborted", workflow_id=self._id, node=input.node, drained=False, uncordoned=False, message=message,
+            started_at=started, finished_at=now,
+            node_result=NodeResult(name=input.node, pool="-", phase=NodePhase.ABORTED, attempts=1,
+                                   duration_seconds=(now - started).total_seconds(), reason=message),
+            gate_history=list(self._status.gate_history),
+        )
 
     @workflow.run
     async def run(self, input: NodeDrainInput) -> NodeDrainResult:
@@ -214,7 +235,10 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
         self.touch()
         timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds)
         if workflow.patched(PATCH_PREFLIGHT_READ):
-            await self._preflight(input, timeouts)
+            try:
+                await self._preflight(input, timeouts)
+            except Aborted as stop:
+                return await self._aborted_in_planning(input, stop)
         cordon: CordonResult = await acts.call(acts.CORDON_NODE, CordonInput(node=input.node, owner=self._id), CordonResult, timeouts=timeouts)
         self._node.cordoned_by_us = cordon.cordoned_by_us
 

@@ -26,6 +26,8 @@ with workflow.unsafe.imports_passed_through():
         VolumeStartResult,
     )
     from workflows.kit import calls as kit_calls
+    from workflows.kit.control import Control
+    from workflows.kit.planning import planning_call
 
 READ_GLUSTER = "read_gluster"
 DELETE_GLUSTER_POD = "delete_gluster_pod"
@@ -54,6 +56,17 @@ async def read(input: GlusterReadInput, short_call_s: float, *, planning: bool =
         READ_GLUSTER, input, result_type=GlusterReport, start_to_close_timeout=READ_START_TO_CLOSE,
         heartbeat_timeout=timedelta(seconds=input.command_timeout_seconds + short_call_s),
         retry_policy=PLANNING_READ_RETRY if planning else READ_RETRY,
+    )
+
+
+async def read_planning(control: Control, input: GlusterReadInput, short_call_s: float) -> GlusterReport:
+    """A procedure's first ``read_gluster`` (the options of ``read(planning=True)``) raced
+    against ``control.abort`` (:func:`workflows.kit.planning.planning_call`): raises
+    :class:`workflows.kit.control.Aborted` when an abort came while it ran or waited for its next
+    attempt, ActivityError when it failed."""
+    return await planning_call(
+        control, READ_GLUSTER, input, GlusterReport, seconds=0, retry=PLANNING_READ_RETRY, start_to_close=READ_START_TO_CLOSE,
+        heartbeat=timedelta(seconds=input.command_timeout_seconds + short_call_s),
     )
 
 

@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.gluster.plan import assess
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted
+    from workflows.kit.planning import planning_abort_message
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.kit.models import (
         ApprovalRules,
@@ -129,12 +130,16 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
 
     async def _read(self, *, heal: bool, planning: bool = False) -> Assessment:
         """Read and assess GlusterFS. ``planning`` (the first read): an API that cannot be used
-        fails the run with the ``Api*`` type at once (issue 18), nothing having been changed."""
+        fails the run with the ``Api*`` type at once (issue 18), nothing having been changed, and
+        an abort while it runs raises Aborted (the run ends aborted)."""
         i = self._in
         inp = GlusterReadInput(target=i.target(), heal=heal, attempts=i.read_attempts, backoff_seconds=i.read_backoff_s,
                                command_timeout_seconds=i.command_timeout_s)
         try:
-            report = await calls.read(inp, i.activity_timeout_seconds, planning=planning)
+            if planning:  # raced against abort: an abort while it runs ends the run aborted (Aborted)
+                report = await calls.read_planning(self.control, inp, i.activity_timeout_seconds)
+            else:
+                report = await calls.read(inp, i.activity_timeout_seconds)
         except ActivityError as err:
             api = acts.planning_api_failure(err, "the first GlusterFS read") if planning else None
             if api is None:
@@ -291,8 +296,8 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
         except Stop as s:
             outcome, message = "stopped", s.reason
             fatal = [s.reason]
-        except Aborted as ab:
-            outcome, message = "aborted", ab.reason or "aborted"
+        except Aborted as ab:  # from a gate, a wait, or the first read (workflows.kit.planning)
+            outcome, message = "aborted", (ab.reason or "aborted") if self._start is not None else planning_abort_message(self.control, ab)
         except ActivityError as err:
             outcome, message = "failed", failure_message(err)
         for h in self._status.hosts:

@@ -43,12 +43,12 @@ with workflow.unsafe.imports_passed_through():
         DeleteNamespaceInput,
         DeleteNamespaceResult,
         MigrationState,
-        MigrationStateInput,
     )
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted, check_in_time
     from workflows.kit.health import Backoff, Check, wait_until
-    from workflows.kit.models import ApprovalRules, GateKind, GateState, GateTimeoutOutcome, ProcedureStatus
+    from workflows.kit.models import ApprovalRules, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase, ProcedureStatus
+    from workflows.kit.planning import planning_abort_message
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.kit.records import REMOVE, RecordRefused, Records
     from workflows.kit.scopes import cluster_scope, node_scope, pool_scope, scope_workflow_id, subsystem_scope
@@ -63,8 +63,8 @@ with workflow.unsafe.imports_passed_through():
         RevertResult,
     )
     from workflows.network_migration.plan import preflight_problems, progress, reboot_batches, signature
+    from workflows.network_migration.state import read_state
 
-READ_STATE = "read_migration_state"
 DELETE_NAMESPACE = "delete_namespace"
 NET_OP = ObjectRef(kind="Network.operator.openshift.io", name="cluster")
 NET_CFG = ObjectRef(kind="Network", name="cluster")
@@ -144,19 +144,9 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
             raise Aborted(self.control.abort_reason)
 
     async def _read(self, count_pods: bool = False, *, planning: bool = False) -> MigrationState:
-        """Read the migration state; ``planning`` (the preflight, before any change) with the
-        planning retry policy: an API that cannot be used fails the run with the ``Api*`` type."""
-        arg = MigrationStateInput(count_pods=count_pods)
-        if not planning:
-            state: MigrationState = await acts.call(READ_STATE, arg, MigrationState, timeouts=self._t)
-        else:
-            try:
-                state = await acts.start_planning(READ_STATE, arg, MigrationState, seconds=0, timeouts=self._t)
-            except ActivityError as err:
-                api = acts.planning_api_failure(err, "preflight")
-                if api is not None:
-                    raise api from err
-                raise
+        """Read the migration state (:func:`workflows.network_migration.state.read_state`;
+        ``planning``: the preflight, fails fast on API errors and raises Aborted on an abort)."""
+        state = await read_state(self.control, self._t, count_pods=count_pods, planning=planning)
         self._st.pools = progress(state.pools)
         return state
 
@@ -258,7 +248,11 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
 
     async def _run(self, i: NetworkMigrationInput) -> NetworkMigrationResult:
         self._step("preflight")
-        state = await self._read(planning=True)
+        try:
+            state = await self._read(planning=True)
+        except Aborted as stop:  # an abort during the preflight read: nothing was written, no lease taken
+            self.control.base_phase = ProcedurePhase.ABORTED
+            return self._result("aborted", planning_abort_message(self.control, stop))
         problems = preflight_problems(state, i.to)
         if problems:
             raise Refused("; ".join(problems))

@@ -47,9 +47,10 @@ with workflow.unsafe.imports_passed_through():
         ScanResult,
     )
     from workflows.kit import calls as acts
-    from workflows.kit.control import check_in_time
+    from workflows.kit.control import Aborted, check_in_time
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.kit.models import ApprovalRules, Gate, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase
+    from workflows.kit.planning import planning_abort_message, planning_call
     from workflows.node_upgrade.report import ParentReporter
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.kit.records import REMOVE, RecordRefused, Records
@@ -169,11 +170,12 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
 
     async def _scan(self, *, planning: bool = False) -> ScanResult:
         """The scan; ``planning`` (the first one, before any change) with the planning retry
-        policy: an API that cannot be used fails the migration with the ``Api*`` type (issue 18)."""
+        policy: an API that cannot be used fails the migration with the ``Api*`` type (issue 18),
+        and an abort while it runs raises Aborted (:func:`workflows.kit.planning.planning_call`)."""
         if not planning:
             return await acts.call(SCAN_NODE_SELECTORS, ScanInput(), ScanResult, seconds=60, timeouts=self._timeouts)
         try:
-            return await acts.start_planning(SCAN_NODE_SELECTORS, ScanInput(), ScanResult, seconds=60, timeouts=self._timeouts)
+            return await planning_call(self.control, SCAN_NODE_SELECTORS, ScanInput(), ScanResult, seconds=60, timeouts=self._timeouts)
         except ActivityError as err:
             api = acts.planning_api_failure(err, "the scan")
             if api is not None:
@@ -196,7 +198,13 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
 
     async def _run(self, input: NodeSelectorMigrationInput) -> NodeSelectorMigrationResult:
         self._step("scan")
-        scan = await self._scan(planning=True)
+        try:
+            scan = await self._scan(planning=True)
+        except Aborted as stop:  # an abort during the scan: nothing was changed
+            self.control.base_phase = ProcedurePhase.ABORTED
+            self._step("finished")
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            return self._result("aborted", planning_abort_message(self.control, stop))
         plan = plan_migration(scan.workloads, scan.namespaces, scan.nodes, input.mapping, input.drop_keys, input.remove_labels)
         if not input.masters:
             self._status.warnings.append("master-config.yaml not scanned: no masters given (projectConfig.defaultNodeSelector "

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.batches import Group, NodeBatches, pass_planned_gate
     from workflows.kit.board import NodeBoard
+    from workflows.kit.control import Aborted
     from workflows.kit.models import (
         ApprovalRules,
         ControlResult,
@@ -40,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         ProcedurePhase,
     )
     from workflows.kit.plan import PlannedGate
+    from workflows.kit.planning import planning_abort_message, planning_call
     from workflows.node_upgrade.report import ParentReporter
     from workflows.kit.procedure import NodeProcedureWorkflow
     from workflows.kit.scopes import node_scope
@@ -174,7 +176,13 @@ class NodeUpgradeWorkflow(NodeProcedureWorkflow):
                                  message=message)
 
     async def _run(self, input: NodeUpgradeInput) -> NodeUpgradeResult:
-        plan = await self._plan(input)
+        try:
+            plan = await self._plan(input)
+        except Aborted as stop:  # an abort while reading the nodes (workflows.kit.planning): no lease, nothing written
+            self.control.base_phase = ProcedurePhase.ABORTED
+            self.touch()
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            return self._result("aborted", planning_abort_message(self.control, stop))
         if input.dry_run:
             self.control.base_phase = ProcedurePhase.DONE
             self.touch()
@@ -209,8 +217,8 @@ class NodeUpgradeWorkflow(NodeProcedureWorkflow):
 
     async def _plan(self, input: NodeUpgradeInput) -> UpgradePlan:
         try:  # read-only: the planning retry policy fails fast on API errors (issue 18)
-            read: UpgradeNodes = await acts.start_planning(READ_UPGRADE_NODES, ReadUpgradeNodesInput(), UpgradeNodes, seconds=0,
-                                                           timeouts=self._timeouts)
+            read: UpgradeNodes = await planning_call(self.control, READ_UPGRADE_NODES, ReadUpgradeNodesInput(), UpgradeNodes,
+                                                     seconds=0, timeouts=self._timeouts)
         except ActivityError as err:
             api = acts.planning_api_failure(err, "planning")
             if api is not None:

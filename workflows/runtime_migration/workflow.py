@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         ProcedureStatus,
         failure_message,
     )
+    from workflows.kit.planning import abortable, planning_abort_message, planning_call
     from workflows.kit.procedure import NodeProcedureWorkflow
     from workflows.kit.scopes import node_scope
     from workflows.runtime_migration import plan
@@ -242,7 +243,8 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
     # --- preflight -------------------------------------------------------------------------------
 
     async def _preflight(self) -> tuple[list[str], dict[str, dict[str, str]]]:
-        """Checks that change nothing; returns (findings, package baselines)."""
+        """Checks that change nothing; returns (findings, package baselines). Raises Aborted on an
+        abort while a read of the cluster or a host check runs (:mod:`workflows.kit.planning`)."""
         inp, t = self._in, acts.Timeouts(self._in.timing.activity, 10.0)
         found: list[str] = []
         self._preflight_step("external commands resolvable on the worker")
@@ -251,7 +253,7 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         found += [f"external command {p} not found on the worker" for p in which.missing]
         self._preflight_step("GlusterFS: every brick online, heal clean")
         try:
-            a = await read_assessment(inp.gluster, exclude_node=None, heal=True)
+            a = await abortable(self.control, read_assessment(inp.gluster, exclude_node=None, heal=True))
             found += [f"GlusterFS: {x}" for x in a.fatal]
             found += [f"GlusterFS brick offline: {b}" for b in a.offline]
             found += [f"GlusterFS heal {v.name}: {p}" for v in a.volumes for p in v.heal_problems]
@@ -267,18 +269,18 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
                 continue
             if obj.labels.get(key) != value:
                 found.append(f"node {n} lacks the GlusterFS label {key}={value}")
-            pods: PodsOnNode = await acts.call("list_pods_on_node", PodsOnNodeInput(namespace=inp.gluster.namespace,
-                                               label_selector=inp.gluster.pod_selector(), node=n), PodsOnNode, timeouts=t)
+            pods: PodsOnNode = await abortable(self.control, acts.call("list_pods_on_node", PodsOnNodeInput(
+                namespace=inp.gluster.namespace, label_selector=inp.gluster.pod_selector(), node=n), PodsOnNode, timeouts=t))
             if not any(p.healthy for p in pods.pods):
                 found.append(f"node {n} runs no Ready GlusterFS pod")
         peers = inp.peers
         if peers is None:
-            labels: NodeLabels = await acts.call("list_node_labels", ListNodesInput(), NodeLabels, timeouts=t)
+            labels: NodeLabels = await abortable(self.control, acts.call("list_node_labels", ListNodesInput(), NodeLabels, timeouts=t))
             peers = sorted(n for n in inp.host_access if n not in inp.nodes and n in labels.nodes and MASTER_LABEL not in labels.nodes[n])
         self._status.peers = list(peers)
         self._preflight_step("SSH to every node and peer")
         for n in [*inp.nodes, *peers]:
-            r = await self._host(n, ["hostname"])
+            r = await abortable(self.control, self._host(n, ["hostname"]))
             if r is None or not r.ok:
                 found.append(f"SSH to {n} ({inp.host_access[n].describe()}) failed")
         self._preflight_step("package baselines (rpm -qa) of nodes and peers")
@@ -289,9 +291,10 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
     async def _planning_read(self, name: str, arg: object, result_type: type, t: acts.Timeouts) -> Any:
         """A preflight read of the cluster's API with the planning retry policy: an API that
         cannot be used fails the migration with the ``Api*`` type and the API's message (issue
-        18), its node leases released first; nothing was changed."""
+        18), its node leases released first; nothing was changed. Raises Aborted on an abort
+        while it runs or waits for its next attempt (:func:`workflows.kit.planning.planning_call`)."""
         try:
-            return await acts.start_planning(name, arg, result_type, seconds=0, timeouts=t)
+            return await planning_call(self.control, name, arg, result_type, seconds=0, timeouts=t)
         except ActivityError as err:
             api = acts.planning_api_failure(err, "preflight")
             if api is None:
@@ -327,7 +330,14 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         await self.leases.acquire([node_scope(input.cluster, n) for n in input.nodes])
         self._status.leases = list(self.leases.held)
         self._phase(ProcedurePhase.RUNNING, "preflight")
-        findings, baseline = await self._preflight()
+        try:
+            findings, baseline = await self._preflight()
+        except Aborted as stop:  # an abort during the read-only preflight: nothing was changed
+            self._status.waiting_for = self._status.since = None
+            self._phase(ProcedurePhase.ABORTED, "failed")
+            await self.leases.release()
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            return self._result("aborted", planning_abort_message(self.control, stop), [])
         self._status.preflight = findings
         if findings:
             self._phase(ProcedurePhase.FAILED, "failed")

@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.control import Aborted, check_in_time
     from workflows.kit.host import HostStepFailed, HostSteps
     from workflows.kit.models import ApprovalRules, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase, RecordStatus, failure_message
+    from workflows.kit.planning import planning_abort_message, planning_call
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.kit.scopes import cluster_scope
     from workflows.vxlan_port import plan
@@ -192,9 +193,11 @@ class VxlanPortChangeWorkflow(NodeSteps, MasterSteps, ProcedureWorkflow):
 
     async def phase_a(self) -> None:
         i = self.inp
-        try:  # read-only: the planning retry policy fails fast on API errors (issue 18)
-            pre: PreflightResult = await acts.start_planning("preflight_vxlan_port", PreflightInput(
+        try:  # read-only: the planning retry policy fails fast on API errors, an abort stops it (issue 18)
+            pre: PreflightResult = await planning_call(self.control, "preflight_vxlan_port", PreflightInput(
                 sdn=self.sdn_ref(), nodes=i.nodes, masters=[m.name for m in i.masters]), PreflightResult, seconds=60)
+        except Aborted as stop:  # nothing written yet: the run ends aborted (run), its lease released
+            raise Aborted(planning_abort_message(self.control, stop)) from None
         except ActivityError as err:
             api = acts.planning_api_failure(err, "preflight")
             if api is None:
