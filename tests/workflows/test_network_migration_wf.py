@@ -214,6 +214,7 @@ async def test_switch_waits_for_settled_pools_then_completes(time_skipping_env: 
     assert c.reboots[-3:] == ["m1", "m2", "m3"], "masters last, one at a time"
     assert c.migration is None and not any(c.paused.values())
     st = h
+    assert st.phase == "done", st.phase  # the run's last phase (network-migration-final-phase)
     assert {"migration-field", "network-type", "pool-paused/master", "pool-paused/worker", "cleanup"} <= set(st.records)
 
 
@@ -224,6 +225,7 @@ async def test_guard_rechecked_after_pause_refuses_the_switch(time_skipping_env:
     assert c.switch_when_settled == [], "no networkType patch"
     assert not any(c.paused.values()), "the pools paused for the switch are unpaused again"
     st = h
+    assert st.phase == "failed", st.phase
     assert any("rendered-worker-newer" in b for b in st.guard_behind), "status names what is behind"
 
 

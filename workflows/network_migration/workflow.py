@@ -73,6 +73,8 @@ ONCE = RetryPolicy(maximum_attempts=1)
 #: ``workflow.patched`` ID: the run takes ``sdn/<cluster>`` and later ``cluster/<cluster>``
 #: (runs started before it hold no lease).
 PATCH_LEASES = "network-migration-leases"
+#: workflow.patched ID: the run ends with its phase (and LockkeeperStatus) done, aborted or failed.
+PATCH_FINAL_PHASE = "network-migration-final-phase"
 #: How long the cluster lease is retried while a finished takeover rollout's leases still close.
 TAKEOVER_LEASES_CLOSE_WITHIN = timedelta(seconds=120)
 
@@ -197,6 +199,10 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
             result = self._result("refused", f"{err.message}; the network type was not switched")
         except Aborted as err:
             result = self._result("aborted", f"aborted: {err}")
+        if workflow.patched(PATCH_FINAL_PHASE):  # runs recorded before kept their last phase (and LockkeeperStatus)
+            self.control.base_phase = ProcedurePhase.DONE if result.outcome in ("completed", "reverted", "dry-run") else (
+                ProcedurePhase.ABORTED if result.outcome == "aborted" else ProcedurePhase.FAILED)
+            self.touch()
         if self._leases_on and self.leases.held:
             await self.leases.release(concurrent=True)
             self._st.leases = []
