@@ -92,6 +92,23 @@ async def _approve(handle: WorkflowHandle, gate_id: str) -> None:
         await handle.execute_update(MachineConfigRolloutWorkflow.approve, ApproveInput(gate_id=gate_id, identity="bob"))
 
 
+def _lease_children(history) -> set[int]:
+    """Initiated event IDs of the LeaseWorkflow children a run started."""
+    return {e.event_id for e in history.events if e.HasField("start_child_workflow_execution_initiated_event_attributes")
+            and e.start_child_workflow_execution_initiated_event_attributes.workflow_type.name == "LeaseWorkflow"}
+
+
+def _closed_children(history) -> set[int]:
+    """Initiated event IDs of the children whose close the run recorded."""
+    closed = set()
+    for e in history.events:
+        for field in ("child_workflow_execution_completed_event_attributes", "child_workflow_execution_failed_event_attributes",
+                      "child_workflow_execution_terminated_event_attributes", "child_workflow_execution_canceled_event_attributes"):
+            if e.HasField(field):
+                closed.add(getattr(e, field).initiated_event_id)
+    return closed
+
+
 async def test_rollout_crosses_continue_as_new_boundaries(time_skipping_env, wf_task_queue):
     per_pool = int(os.environ.get("LK_CAN_NODES_PER_POOL", "30"))
     pools = ("a", "b", "c")
@@ -224,6 +241,10 @@ async def test_continue_as_new_histories_replay(time_skipping_env, wf_task_queue
     assert st.continued >= 1 and last_run != first.result_run_id
     assert histories["first"].events[-1].HasField("workflow_execution_continued_as_new_event_attributes")
     assert histories["last"].events[-1].HasField("workflow_execution_completed_event_attributes")
+    # No lease outlives the run that took it: a lease workflow that closes after its parent run
+    # (the release signal sent, then continue-as-new) left the test server's clock locked.
+    for which, history in histories.items():
+        assert _lease_children(history) and _lease_children(history) <= _closed_children(history), which
     for which, history in histories.items():
         path = HISTORIES / f"machineconfig_rollout_can_{which}.json"
         if os.environ.get("LOCKKEEPER_WRITE_HISTORY"):

@@ -212,9 +212,13 @@ class Leases:
             scope, err = refused
             raise await self._refusal(LeaseScope.parse(scope), scope_workflow_id(scope)) from err
 
-    async def release(self, *, concurrent: bool = False) -> None:
+    async def release(self, *, concurrent: bool = False, wait_closed: bool = False) -> None:
         """Signal ``release`` to every held lease (a lease already gone is ignored); with
-        ``concurrent`` all signals go out in one workflow task (see :meth:`acquire`)."""
+        ``concurrent`` all signals go out in one workflow task (see :meth:`acquire`).
+
+        ``wait_closed``: then wait until every released lease workflow has closed (see
+        :meth:`wait_closed`), so that none outlives this run. Changes when the caller's next
+        commands go out, so a procedure turns it on under a ``workflow.patched`` ID."""
 
         async def release_one(scope: str, handle: workflow.ChildWorkflowHandle) -> None:
             try:
@@ -222,11 +226,31 @@ class Leases:
             except Exception as err:  # noqa: BLE001 - a lease that already ended needs no release
                 workflow.logger.info("release of lease %s not delivered: %s", scope, err)
 
+        held = list(self.held.items())
         if concurrent:
-            await asyncio.gather(*(release_one(s, h) for s, h in list(self.held.items())))
-            return
-        for scope, handle in list(self.held.items()):
-            await release_one(scope, handle)
+            await asyncio.gather(*(release_one(s, h) for s, h in held))
+        else:
+            for scope, handle in held:
+                await release_one(scope, handle)
+        if wait_closed:
+            await self.wait_closed(dict(held))
+
+    @staticmethod
+    async def wait_closed(handles: dict[str, workflow.ChildWorkflowHandle]) -> None:
+        """Wait until the lease workflows of ``handles`` (scope → child handle) have closed, all
+        in one workflow task. Their completion then reaches this run before it closes or
+        continues as new: a child that closes after its parent run leaves the time-skipping test
+        server's clock locked for good (its "notify parent" lock is never released), and on a
+        real server a lease still running refuses the next run's retake of the same scope. A
+        lease that failed or was terminated counts as closed (logged); nothing is raised."""
+
+        async def closed(scope: str, handle: workflow.ChildWorkflowHandle) -> None:
+            try:
+                await handle
+            except Exception as err:  # noqa: BLE001 - a lease that ended otherwise is closed too
+                workflow.logger.info("lease %s closed with %s", scope, err)
+
+        await asyncio.gather(*(closed(s, h) for s, h in handles.items()))
 
     async def _ask(self, lease_id: str) -> tuple[bool, LeaseInfo | None]:
         """Signal ``contend`` to ``lease_id`` and wait for its ``lease_denied`` answer.

@@ -76,6 +76,10 @@ with workflow.unsafe.imports_passed_through():
 #: and probes the cluster-wide lease (runs recorded before took pool leases only).
 PATCH_LEASE_SCOPES = "lease-scopes"
 
+#: ``workflow.patched`` id: releasing its leases, the rollout waits until they have closed before
+#: it closes or continues as new (runs recorded before closed right after the release signals).
+PATCH_RELEASE_CLOSED = "lease-release-waits-closed"
+
 
 @workflow.defn
 class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
@@ -272,7 +276,7 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
             )
         # A skip/abort signal task may still be in flight; let it settle before closing.
         await self.batches.settle()
-        await self.leases.release(concurrent=self._leases_concurrent)
+        await self.leases.release(concurrent=self._leases_concurrent, wait_closed=workflow.patched(PATCH_RELEASE_CLOSED))
         if self.control.abort:
             self.board.abort_pending()
         self.control.base_phase = RolloutPhase.ABORTED if self.control.abort else RolloutPhase.DONE
@@ -298,7 +302,7 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
         await workflow.wait_condition(workflow.all_handlers_finished)
         # Release rather than leave the leases to the parent close policy: servers differ on
         # whether it applies at continue-as-new, and the next run takes them again either way.
-        await self.leases.release(concurrent=True)
+        await self.leases.release(concurrent=True, wait_closed=workflow.patched(PATCH_RELEASE_CLOSED))
         st = self._status
         carry = RolloutCarry(
             plan=plan, nodes=st.nodes, groups=self.batches.export_groups(), attempts=self.batches.attempts,
