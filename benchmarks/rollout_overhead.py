@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 import math
 import statistics
 import sys
@@ -72,6 +73,14 @@ class HistoryFigures:
     slowest: list[tuple[float, int, str]] = field(default_factory=list)
     #: Signal name -> count.
     signal_names: dict[str, int] = field(default_factory=dict)
+
+
+#: ``--server-db``: how the dev server keeps its state (DevServer options).
+SERVER_DB: dict[str, dict[str, Any]] = {
+    "wal": {},  # DevServer's default (lockkeeper.devserver.FAST_SQLITE), as the demo and the tests
+    "rollback": {"sqlite_pragmas": ()},  # SQLite's defaults, as `temporal server start-dev --db-filename`
+    "memory": {"persist": False},  # `temporal server start-dev` without --db-filename
+}
 
 
 async def history_figures(client: Client, query: str, *, per_run: bool = False) -> HistoryFigures:
@@ -129,7 +138,7 @@ async def main(args: argparse.Namespace) -> None:
         namespaces=5, pods_per_deployment=max(1, args.pods_per_node),
     )
     with tempfile.TemporaryDirectory(prefix="lk-bench-") as tmp:
-        async with DevServer(Path(tmp) / "temporal", headless=True) as server:
+        async with DevServer(Path(tmp) / "temporal", headless=True, **SERVER_DB[args.server_db]) as server:
             async with ClusterSim(scenario, time_scale=scale) as sim:
                 sim.store.pod_termination_seconds = args.drain_seconds
                 queue = f"bench-{uuid.uuid4().hex[:6]}"
@@ -255,5 +264,8 @@ if __name__ == "__main__":
     p.add_argument("--pods-per-node", type=int, default=2)
     p.add_argument("--time-scale", type=float, default=0.2)
     p.add_argument("--keep", default="", help="directory to keep the worker log and the parent's histories in")
+    p.add_argument("--server-db", choices=sorted(SERVER_DB), default="wal",
+                   help="the dev server's store: wal (an SQLite file with a write-ahead log, as the demo and the "
+                        "tests), rollback (an SQLite file with SQLite's defaults) or memory (nothing on disk)")
     p.add_argument("--timeout", type=float, default=0.0, help="give up waiting after this many seconds (0: 10x ideal, at least 600)")
     asyncio.run(main(p.parse_args()))

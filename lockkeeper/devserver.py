@@ -163,13 +163,23 @@ class ChildProcess:
         await self.stop()
 
 
+#: SQLite pragmas of the embedded dev server: a write-ahead log, synced at checkpoints rather than
+#: on every commit. A killed server (the crash tests SIGKILL it) loses nothing; only an OS crash or
+#: power loss can lose the last commits. Measured with benchmarks/rollout_overhead.py (300 nodes,
+#: max_unavailable 30, time scale 0.1): 203 s with SQLite's defaults, 100 s with these, 89 s in memory.
+FAST_SQLITE = ("journal_mode=wal", "synchronous=normal")
+
+
 class DevServer(ChildProcess):
     """``temporal server start-dev`` on loopback with an SQLite file in ``state_dir``.
 
     Use as ``async with DevServer(state_dir) as server: ... server.address``. Ports are chosen
     free at the first start (or given) and kept for restarts. ``stop()`` sends SIGTERM then
     SIGKILL after ``stop_timeout`` seconds; ``kill()`` is SIGKILL at once (a crash);
-    ``start()`` again reuses the database file and ports.
+    ``start()`` again reuses the database file and ports. ``persist=False`` keeps the state in
+    memory (the dev server's own default: lost when it stops, so no restart); ``sqlite_pragmas``
+    are passed as ``--sqlite-pragma`` (default :data:`FAST_SQLITE`; ``()`` for SQLite's own
+    rollback journal with a sync on every commit).
 
     Attributes: ``address`` (``127.0.0.1:PORT``, gRPC), ``ui_url`` (``http://127.0.0.1:UIPORT``,
     or None when headless), ``db_path``, ``log_path``, ``namespace``.
@@ -188,8 +198,12 @@ class DevServer(ChildProcess):
         start_timeout: float = 60.0,
         stop_timeout: float = 10.0,
         log_level: str = "warn",
+        persist: bool = True,
+        sqlite_pragmas: tuple[str, ...] = FAST_SQLITE,
     ) -> None:
         self.state_dir = Path(state_dir)
+        self.persist = persist
+        self.sqlite_pragmas = tuple(sqlite_pragmas)
         self.host = "127.0.0.1"
         self.port = port or free_port(self.host)
         self.headless = headless
@@ -222,13 +236,14 @@ class DevServer(ChildProcess):
             self.host,
             "--port",
             str(self.port),
-            "--db-filename",
-            str(self.db_path),
+            *(["--db-filename", str(self.db_path)] if self.persist else []),
             "--namespace",
             self.namespace,
             "--log-level",
             self.log_level,
         ]
+        for pragma in self.sqlite_pragmas:
+            args += ["--sqlite-pragma", pragma]
         if self.ui_port is None:
             args.append("--headless")
         else:

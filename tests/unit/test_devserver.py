@@ -26,6 +26,10 @@ def test_command_registers_search_attributes_and_sqlite(tmp_path: Path) -> None:
     assert cmd[cmd.index("--port") + 1] == "7999" and cmd[cmd.index("--ui-port") + 1] == "8999"
     assert "LockkeeperPools=KeywordList" in cmd and "LockkeeperCluster=Keyword" in cmd
     assert server.ui_url == "http://127.0.0.1:8999"
+    pragmas = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--sqlite-pragma"]
+    assert pragmas == ["journal_mode=wal", "synchronous=normal"]
+    memory = DevServer(tmp_path, persist=False, sqlite_pragmas=()).command()
+    assert "--db-filename" not in memory and "--sqlite-pragma" not in memory
 
 
 def _accepts(address: str) -> bool:
