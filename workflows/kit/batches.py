@@ -15,11 +15,8 @@ group (a pool) at a time as a sliding window of node-run children (:mod:`workflo
 - children end with a :class:`workflows.kit.noderun.NodeRunResult`; a degraded/failed node pauses
   the procedure when ``pause_on_degraded`` (else it is marked failed and the window goes on).
 
-Where each node stands (its ``node_progress`` reports, ``decide`` on a blocked drain, totals) is
-the board's (:class:`workflows.kit.board.NodeBoard`); the window only moves the nodes.
-
-Hooks (the procedure's own code): ``start_child(node, group, attempt)`` starts the child and
-returns its handle; ``rollback(node)`` undoes a node without a child; ``recheck_unavailable(nodes)``
+Where each node stands is the board's (:class:`workflows.kit.board.NodeBoard`). Hooks (the
+procedure's own code): ``start_child(node, group, attempt)`` starts the child and returns its handle; ``rollback(node)`` undoes a node without a child; ``recheck_unavailable(nodes)``
 returns those still unavailable. The window shares the procedure's :class:`Control` (pause/abort)
 and :class:`Gates`; the procedure passes aborts on with ``Control(on_abort=batches.abort_children)``.
 
@@ -36,7 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
-from temporalio.exceptions import ChildWorkflowError
+from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from workflows.kit import metrics as lk_metrics
@@ -74,12 +71,9 @@ RequestKind = Literal["skip", "retry"]
 
 @dataclass
 class Group:
-    """Mutable state of one group (pool) in the window (lives only inside one workflow run).
-
-    ``max_unavailable`` resolved node count; ``nodes`` to do in order; ``unavailable`` nodes that
-    already count against the window; ``gates`` the plan's gates of the group; ``queue`` nodes not
-    started yet (a retry puts a node back in front); ``started`` nodes we took over.
-    """
+    """Mutable state of one group (pool) in one workflow run: ``max_unavailable`` (nodes), ``nodes``
+    in order, ``unavailable`` nodes counting against the window, the plan's ``gates``, ``queue`` not
+    started yet (a retry goes back in front), ``started`` nodes we took over."""
 
     name: str
     max_unavailable: int
@@ -106,13 +100,13 @@ class GroupState(BaseModel):
 class NodeBatches:
     """The node window of one procedure run (see the module docstring).
 
-    ``board`` holds the node statuses ``status`` shows (:class:`workflows.kit.board.NodeBoard`,
-    whose ``on_change()`` is the procedure's touch: ``updated_at``, search attributes, gauges);
-    ``result_type`` is the children's result model (a failed child is recorded as one with
-    outcome ``failed``); ``gate_timeout_*`` apply to the plan's gates. ``hold()`` true asks the
-    window to start nothing more (no node, no gate): once its children finished, a group's
-    :meth:`run_group` returns without finishing the group (a procedure handing over to its next
-    run with continue-as-new, see :meth:`export_groups`).
+    ``board``: the node statuses (:class:`workflows.kit.board.NodeBoard`; ``on_change()`` is the
+    procedure's touch); ``result_type``: the children's result model (a failed child becomes one
+    with outcome ``failed``); ``gate_timeout_*`` apply to the plan's gates. ``hold()`` true: start
+    nothing more; once its children finished a group's :meth:`run_group` returns unfinished (a
+    continue-as-new, see :meth:`export_groups`). ``on_node_finished(node)``: a child ended.
+    ``start_child`` raising ApplicationError type ``LeaseHeld`` marks the node failed with its
+    message (the procedure pauses with ``pause_on_degraded``; the operator retries it).
     """
 
     def __init__(
@@ -129,9 +123,11 @@ class NodeBatches:
         gate_timeout_seconds: float | None = None,
         gate_timeout_outcome: GateTimeoutOutcome = GateTimeoutOutcome.REJECT,
         hold: Callable[[], bool] | None = None,
+        on_node_finished: Callable[[str], None] | None = None,
     ) -> None:
         self.board = board
         self.hold = hold
+        self.on_node_finished = on_node_finished
         self.nodes = board.nodes
         self.on_change = board.on_change
         self.control = control
@@ -241,9 +237,7 @@ class NodeBatches:
 
     def in_flight(self, group: Group | None = None) -> list[str]:
         """Nodes with a running child (of ``group`` when given)."""
-        if group is None:
-            return sorted(self.children)
-        return [n for n in self.children if self.group_of.get(n) == group.name]
+        return sorted(self.children) if group is None else [n for n in self.children if self.group_of.get(n) == group.name]
 
     def _limit(self, group: Group) -> int:
         """maxUnavailable minus the nodes already unavailable that we have not taken over."""
@@ -380,7 +374,16 @@ class NodeBatches:
         ns.phase, ns.step, ns.attempt, ns.since = NodePhase.RUNNING, None, attempt, now
         ns.reason, ns.warning, ns.waiting_for, ns.deadline, ns.drain_report = None, None, None, None, None
         ns.started_at = ns.started_at or now
-        handle = await self.start_child(node, group, attempt)
+        try:
+            handle = await self.start_child(node, group, attempt)
+        except ApplicationError as err:  # another procedure holds the node: never touched it
+            if err.type != "LeaseHeld":
+                raise
+            group.started.discard(node)
+            ns.phase, ns.reason, ns.step, ns.finished_at, ns.since = NodePhase.FAILED, err.message, None, now, now
+            if self.pause_on_degraded and not self.control.abort:
+                self.control.pause(f"node {node} failed: {err.message}")
+            return self.on_change()
         self.children[node] = handle
         if self.control.abort:  # the abort arrived while the child was starting: it missed the broadcast
             self.tasks.append(asyncio.create_task(self._signal_child(node, handle, "abort", "abort")))
@@ -414,6 +417,8 @@ class NodeBatches:
         if result.outcome in ("degraded", "failed") and self.pause_on_degraded and not self.control.abort:
             self.control.pause(f"node {node} {result.outcome}: {result.reason}")
         lk_metrics.record_node_finished(procedure=self.board.procedure, cluster=self.board.cluster, pool=ns.pool, outcome=result.outcome)
+        if self.on_node_finished is not None:
+            self.on_node_finished(node)
         self.on_change()
 
     async def process_requests(self) -> None:

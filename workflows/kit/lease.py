@@ -111,6 +111,8 @@ class Leases:
         self.holder = holder
         self.procedure = procedure
         self.held: dict[str, workflow.ChildWorkflowHandle] = {}
+        #: Leases released one by one (release_scope) that may still be closing.
+        self.closing: dict[str, workflow.ChildWorkflowHandle] = {}
         self._denied: LeaseInfo | None = None
 
     def denied(self, info: LeaseInfo) -> None:
@@ -212,11 +214,77 @@ class Leases:
             scope, err = refused
             raise await self._refusal(LeaseScope.parse(scope), scope_workflow_id(scope)) from err
 
+    async def acquire_some(self, scopes: list[str], input_scope: dict[str, str] | None = None) -> list[str]:
+        """Start the lease children of those ``scopes`` not held yet, together in one workflow
+        task; returns the scopes another procedure holds (not asked who: see :meth:`refusal`).
+        The caller decides what a refusal means (a rollout's look-ahead leases of the nodes it
+        starts next). Other start failures propagate. Raises ValueError for a malformed scope."""
+        todo = [s for s in dict.fromkeys(scopes) if s not in self.held]
+        if not todo:
+            return []
+
+        async def start(scope: str) -> workflow.ChildWorkflowHandle:
+            parsed = LeaseScope.parse(scope)
+            return await workflow.start_child_workflow(
+                LeaseWorkflow.run,
+                LeaseInput(cluster=parsed.cluster, scope=(input_scope or {}).get(scope, scope), holder=self.holder,
+                           procedure=self.procedure),
+                id=scope_workflow_id(scope),
+                parent_close_policy=workflow.ParentClosePolicy.TERMINATE,
+            )
+
+        results = await asyncio.gather(*(start(s) for s in todo), return_exceptions=True)
+        refused: list[str] = []
+        for scope, res in zip(todo, results, strict=True):
+            if isinstance(res, WorkflowAlreadyStartedError):
+                refused.append(scope)
+            elif isinstance(res, BaseException):
+                raise res
+            else:
+                self.held[scope] = res
+        return refused
+
+    async def refusal(self, scope: str) -> ApplicationError:
+        """The LeaseHeld error for ``scope``, naming its holder (asked with ``contend``)."""
+        return await self._refusal(LeaseScope.parse(scope), scope_workflow_id(scope))
+
+    async def probe(self, scopes: list[str]) -> None:
+        """Check, without taking them, that no other procedure holds ``scopes``: one ``contend``
+        signal per scope, all in one workflow task (a signal to a lease that does not run fails,
+        which costs no workflow). Raises the LeaseHeld refusal (see :meth:`acquire`) of the
+        first held scope in order. Scopes we hold ourselves are not probed."""
+        todo = [s for s in dict.fromkeys(scopes) if s not in self.held]
+        self._denied = None
+
+        async def contend(scope: str) -> bool:
+            try:
+                await workflow.get_external_workflow_handle(scope_workflow_id(scope)).signal("contend", self.holder)
+            except Exception:  # noqa: BLE001 - the lease does not run: the scope is free
+                return False
+            return True
+
+        delivered = await asyncio.gather(*(contend(s) for s in todo))
+        held = [s for s, d in zip(todo, delivered, strict=True) if d]
+        if held:
+            raise await self.refusal(held[0])
+
+    async def release_scope(self, scope: str) -> None:
+        """Release one held lease (no-op when not held; a lease already gone is ignored)."""
+        handle = self.held.pop(scope, None)
+        if handle is None:
+            return
+        try:
+            await handle.signal("release", self.holder)
+        except Exception as err:  # noqa: BLE001 - a lease that already ended needs no release
+            workflow.logger.info("release of lease %s not delivered: %s", scope, err)
+        self.closing[scope] = handle  # release(wait_closed=True) waits for it to close
+
     async def release(self, *, concurrent: bool = False, wait_closed: bool = False) -> None:
         """Signal ``release`` to every held lease (a lease already gone is ignored); with
         ``concurrent`` all signals go out in one workflow task (see :meth:`acquire`).
 
-        ``wait_closed``: then wait until every released lease workflow has closed (see
+        ``wait_closed``: then wait until every released lease workflow (these, and those
+        :meth:`release_scope` released before) has closed (see
         :meth:`wait_closed`), so that none outlives this run. Changes when the caller's next
         commands go out, so a procedure turns it on under a ``workflow.patched`` ID."""
 
@@ -233,7 +301,8 @@ class Leases:
             for scope, handle in held:
                 await release_one(scope, handle)
         if wait_closed:
-            await self.wait_closed(dict(held))
+            await self.wait_closed({**self.closing, **dict(held)})
+            self.closing.clear()
 
     @staticmethod
     async def wait_closed(handles: dict[str, workflow.ChildWorkflowHandle]) -> None:
@@ -265,11 +334,29 @@ class Leases:
             workflow.logger.info("lease %s not running: %s", lease_id, err)
             return False, None
         try:
-            await workflow.wait_condition(lambda: self._denied is not None, timeout=LEASE_ANSWER_TIMEOUT)
+            # Probes may have several answers in flight: wait for this lease's (same lease ID).
+            await workflow.wait_condition(
+                lambda: self._denied is not None and self._answers(lease_id), timeout=LEASE_ANSWER_TIMEOUT
+            )
         except TimeoutError:
             workflow.logger.info("lease %s did not answer within %s", lease_id, LEASE_ANSWER_TIMEOUT)
             return True, None
         return True, self._denied
+
+    def _answers(self, lease_id: str) -> bool:
+        """The last ``lease_denied`` came from ``lease_id`` (a pool lease's text scope
+        ``pool/<name>`` maps back to its ID too; an unparsable scope is accepted)."""
+        info = self._denied
+        if info is None:
+            return False
+        scope = info.scope
+        kind, _, rest = scope.partition("/")
+        if kind == "pool" and "/" not in rest:  # the rollout's pool leases say "pool/<pool>"
+            scope = f"pool/{info.cluster}/{rest}"
+        try:
+            return scope_workflow_id(scope) == lease_id
+        except ValueError:
+            return True
 
     async def _refusal(self, scope: LeaseScope, lease_id: str) -> ApplicationError:
         _, holder = await self._ask(lease_id)

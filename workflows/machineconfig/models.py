@@ -114,6 +114,9 @@ class MachineConfigRolloutInput(BaseModel):
       window starts nothing more, lets its nodes finish and continues as new (0: never); Temporal
       caps a history at 51,200 events and slows down well before. ``carried``: set by the
       rollout itself on continue-as-new (:mod:`workflows.machineconfig.handover`), never by a caller.
+    - ``window_node_leases_above``: a plan of more nodes leases each node only while it is in the
+      window (its pools for the whole run); smaller plans lease every node up front. Temporal caps
+      a workflow's pending children (2,000 by default), and every lease is a child.
     """
 
     cluster: str = "default"
@@ -148,6 +151,7 @@ class MachineConfigRolloutInput(BaseModel):
     decision_timeout_seconds: float | None = None
     decision_timeout_outcome: DrainDecision = DrainDecision.WAIT
     continue_as_new_after_events: int = 10_000
+    window_node_leases_above: int = Field(500, ge=0)
     carried: str | None = None
 
     @field_validator("decision_timeout_outcome")

@@ -44,7 +44,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.plan import PlanError, is_unavailable
     from workflows.kit.planning import planning_call
     from workflows.kit.procedure import SA_KEY_POOLS, NodeProcedureWorkflow
-    from workflows.kit.scopes import node_scope, pool_scope
     from workflows.machineconfig.models import (
         PROCEDURE_MACHINECONFIG_ROLLOUT,
         MachineConfigRolloutInput,
@@ -63,18 +62,14 @@ with workflow.unsafe.imports_passed_through():
     from workflows.machineconfig.handover import (
         PATCH_CONTINUE_AS_NEW,
         RolloutCarry,
-        lease_scopes_to_retake,
         pack,
-        retake_leases,
         unpack,
     )
+    from workflows.machineconfig.leasing import RolloutLeasing
     from workflows.machineconfig.network_repair import RepairContext, repair_network
     from workflows.machineconfig.node import NodeRolloutWorkflow
     from workflows.machineconfig.plan import plan_rollout, pool_stages
 
-#: ``workflow.patched`` id: the rollout leases the node scopes of its plan as well as its pools,
-#: and probes the cluster-wide lease (runs recorded before took pool leases only).
-PATCH_LEASE_SCOPES = "lease-scopes"
 
 #: ``workflow.patched`` id: releasing its leases, the rollout waits until they have closed before
 #: it closes or continues as new (runs recorded before closed right after the release signals).
@@ -82,7 +77,7 @@ PATCH_RELEASE_CLOSED = "lease-release-waits-closed"
 
 
 @workflow.defn
-class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
+class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
     """Roll rendered MachineConfigs onto the nodes of one or more pools (see module docstring).
 
     Input :class:`MachineConfigRolloutInput`, result :class:`MachineConfigRolloutResult`, status
@@ -100,6 +95,8 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
         self._timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds)
         self._pool_plans: dict[str, PoolPlan] = {}
         self._leases_concurrent = False
+        #: Node leases taken as nodes start (decided once per run, workflows.machineconfig.leasing).
+        self._window_leases = False
         self.kit_init(
             procedure=PROCEDURE_MACHINECONFIG_ROLLOUT,
             noun="rollout",
@@ -127,6 +124,7 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
             gate_timeout_seconds=input.gate_timeout_seconds,
             gate_timeout_outcome=input.gate_timeout_outcome,
             hold=self._hold,
+            on_node_finished=self._node_finished,
         )
         #: Continue-as-new allowed (decided once per run under PATCH_CONTINUE_AS_NEW).
         self._can = False
@@ -333,14 +331,6 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
         if carry.paused:
             self.control.paused, self.control.paused_reason = True, carry.paused_reason
 
-    async def _retake_leases(self, input: MachineConfigRolloutInput, plan: RolloutPlan, carry: RolloutCarry) -> None:
-        """Take the pools' leases and those of the nodes still to do again (the previous run's
-        ended with it), before anything starts."""
-        pools = {pool_scope(input.cluster, pp.name): f"pool/{pp.name}" for pp in plan.pools}
-        nodes = {n: node_scope(input.cluster, n) for pp in plan.pools for n in pp.nodes}
-        self._leases_concurrent = True
-        await retake_leases(self.leases, self._id, lease_scopes_to_retake(carry, list(pools), nodes), pools)
-
     async def _make_plan(self, input: MachineConfigRolloutInput) -> RolloutPlan:
         try:
             pre: PreflightResult = await planning_call(
@@ -384,24 +374,14 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
         self.touch()
         return plan
 
-    async def _acquire_leases(self, input: MachineConfigRolloutInput, plan: RolloutPlan) -> None:
-        """Lease every pool (``lease/{cluster}/{pool}``, the ID since the first lease) and, in runs
-        with :data:`PATCH_LEASE_SCOPES`, every planned node (all started at once), then probe the
-        cluster-wide lease. A scope held by another procedure fails us with LeaseHeld naming its
-        holder."""
-        pools = {pool_scope(input.cluster, pp.name): f"pool/{pp.name}" for pp in plan.pools}
-        if workflow.patched(PATCH_LEASE_SCOPES):
-            # Thousands of node leases: start them in one workflow task, release them likewise.
-            self._leases_concurrent = True
-            nodes = [node_scope(input.cluster, n) for pp in plan.pools for n in pp.nodes]
-            await self.leases.acquire([*pools, *nodes], input_scope=pools, probe_cluster=True, concurrent=True)
-        else:
-            await self.leases.acquire(list(pools), input_scope=pools, probe_cluster=False)
-
     # --- hooks of the node window -------------------------------------------------------------------
 
     async def _start_child(self, node: str, group: Group, attempt: int) -> workflow.ChildWorkflowHandle:
-        """Start the node's NodeRolloutWorkflow attempt (ID ``{rollout}/node/{node}/{attempt}``)."""
+        """Start the node's NodeRolloutWorkflow attempt (ID ``{rollout}/node/{node}/{attempt}``),
+        after taking the node's lease (in-window leases, :mod:`workflows.machineconfig.leasing`; raises LeaseHeld
+        when another procedure holds the node, which the window records as a failed node)."""
+        if self._window_leases:
+            await self._lease_node(node, group)
         i = self._in
         child_input = NodeRolloutInput(
             node=node,

@@ -1,0 +1,98 @@
+"""The MachineConfig rollout's leases (:mod:`workflows.kit.lease`): its pools for the whole run,
+and its nodes either all up front or, for a large plan, each only while it is in the node window.
+
+A mixin of :class:`workflows.machineconfig.workflow.MachineConfigRolloutWorkflow` (it uses the
+rollout's ``_in``, ``_id``, ``leases``, ``batches``, ``_status``, ``_leases_concurrent`` and
+``_window_leases``). Workflow code only (deterministic).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.kit.batches import Group
+    from workflows.kit.models import NodePhase
+    from workflows.kit.scopes import node_scope, pool_scope
+    from workflows.machineconfig.handover import RolloutCarry, lease_scopes_to_retake, retake_leases
+    from workflows.machineconfig.models import MachineConfigRolloutInput, RolloutPlan
+
+#: ``workflow.patched`` id: the rollout leases the node scopes of its plan as well as its pools,
+#: and probes the cluster-wide lease (runs recorded before took pool leases only).
+PATCH_LEASE_SCOPES = "lease-scopes"
+
+
+#: ``workflow.patched`` id: a plan of more than ``window_node_leases_above`` nodes leases its pools
+#: for the whole run and a node only from just before its child starts (with the next
+#: maxUnavailable of its queue) until it is done; planned nodes are probed at the start. Up front,
+#: one lease per planned node passed Temporal's cap on a workflow's pending children (2,000 by
+#: default: the start of a 2,000-node rollout failed with PendingChildWorkflowsLimitExceeded).
+#: (``node-leases-in-window``, its first version for every plan, never reached a stored history.)
+PATCH_WINDOW_LEASES = "node-leases-in-window-large"
+
+#: Node phases whose lease the rollout keeps until it ends (it may still roll the node back).
+_KEEP_LEASE_PHASES = frozenset({NodePhase.DEGRADED, NodePhase.FAILED})
+
+
+class RolloutLeasing:
+    """Taking, retaking and releasing the rollout's leases (see the module doc)."""
+
+    async def _retake_leases(self, input: MachineConfigRolloutInput, plan: RolloutPlan, carry: RolloutCarry) -> None:
+        """Take the pools' leases and those of the nodes still to do again (the previous run's
+        ended with it), before anything starts."""
+        pools = {pool_scope(input.cluster, pp.name): f"pool/{pp.name}" for pp in plan.pools}
+        nodes = {n: node_scope(input.cluster, n) for pp in plan.pools for n in pp.nodes}
+        self._leases_concurrent = True
+        if self._in_window(plan):
+            # The pools, and the nodes we may still roll back; the others as they start.
+            self._window_leases = True
+            keep = [nodes[n] for n, st in carry.nodes.items() if n in nodes and st.phase in _KEEP_LEASE_PHASES]
+            await retake_leases(self.leases, self._id, [*pools, *keep], pools)
+            return
+        await retake_leases(self.leases, self._id, lease_scopes_to_retake(carry, list(pools), nodes), pools)
+
+    def _in_window(self, plan: RolloutPlan) -> bool:
+        """Whether this run leases nodes in the window (a plan above ``window_node_leases_above``
+        nodes, runs with :data:`PATCH_WINDOW_LEASES`); asked once per run, small plans never ask."""
+        return plan.node_count > self._in.window_node_leases_above and workflow.patched(PATCH_WINDOW_LEASES)
+
+    async def _acquire_leases(self, input: MachineConfigRolloutInput, plan: RolloutPlan) -> None:
+        """Lease every pool (``lease/{cluster}/{pool}``, the ID since the first lease) and, in runs
+        with :data:`PATCH_LEASE_SCOPES`, every planned node (all started at once), then probe the
+        cluster-wide lease. A scope held by another procedure fails us with LeaseHeld naming its
+        holder."""
+        pools = {pool_scope(input.cluster, pp.name): f"pool/{pp.name}" for pp in plan.pools}
+        if self._in_window(plan):
+            # One lease workflow per pool now; the nodes' are probed, and taken as they start.
+            self._window_leases = self._leases_concurrent = True
+            await self.leases.acquire(list(pools), input_scope=pools, probe_cluster=True, concurrent=True)
+            await self.leases.probe([node_scope(input.cluster, n) for pp in plan.pools for n in pp.nodes])
+        elif workflow.patched(PATCH_LEASE_SCOPES):
+            # Thousands of node leases: start them in one workflow task, release them likewise.
+            self._leases_concurrent = True
+            nodes = [node_scope(input.cluster, n) for pp in plan.pools for n in pp.nodes]
+            await self.leases.acquire([*pools, *nodes], input_scope=pools, probe_cluster=True, concurrent=True)
+        else:
+            await self.leases.acquire(list(pools), input_scope=pools, probe_cluster=False)
+
+    async def _lease_node(self, node: str, group: Group) -> None:
+        """Take ``node``'s lease unless held, with those of the next maxUnavailable nodes of its
+        pool's queue (one workflow task for a whole window's worth). A refused look-ahead node is
+        asked again when its turn comes; a refused ``node`` raises LeaseHeld naming the holder."""
+        scope = node_scope(self._in.cluster, node)
+        if scope in self.leases.held:
+            return
+        ahead = [node_scope(self._in.cluster, n) for n in group.queue[: max(group.max_unavailable, 1)]]
+        refused = await self.leases.acquire_some([scope, *ahead])
+        if scope in refused:
+            raise await self.leases.refusal(scope)
+
+    def _node_finished(self, node: str) -> None:
+        """A node's child ended: release its lease (not for a degraded or failed node, which a
+        skip may still roll back) without holding the window up."""
+        scope = node_scope(self._in.cluster, node)
+        if not self._window_leases or scope not in self.leases.held or self._status.nodes[node].phase in _KEEP_LEASE_PHASES:
+            return
+        self.batches.tasks.append(asyncio.create_task(self.leases.release_scope(scope)))
