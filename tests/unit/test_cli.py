@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lockkeeper import cli
-from lockkeeper.cli import common, observe, operate
+from lockkeeper.cli import common, decisions, observe, operate
 from lockkeeper.cli.start.machineconfig import parse_max_unavailable, parse_targets
 from lockkeeper.devserver import free_port
 
@@ -96,7 +96,7 @@ def _capture_update(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, Any
     async def is_node_procedure(settings: Any, wid: str, update: str) -> None:
         return None
 
-    monkeypatch.setattr(common, "update", fake_update)
+    monkeypatch.setattr(decisions, "update", fake_update)
     monkeypatch.setattr(operate, "require_node_procedure", is_node_procedure)
     return calls
 
