@@ -23,7 +23,7 @@ commands: no lease, no status search attribute, no safe points, a lost command f
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -205,17 +205,22 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
                 raise api from err
             raise
 
-    async def _aborted_in_planning(self, input: NodeDrainInput, stop: Aborted) -> NodeDrainResult:
-        """End as ``aborted`` after an abort during the node read: nothing was written (no
-        cordon); the lease is released."""
-        message = planning_abort_message(self.control, stop)
-        self._set(NodePhase.ABORTED, "finished", reason=message)
-        self.control.base_phase = ProcedurePhase.ABORTED
+    async def _close(self, phase: NodePhase, base_phase: ProcedurePhase, message: str) -> tuple[datetime, datetime]:
+        """The drain's last steps: the node row and the procedure phase final, the lease released,
+        the handlers finished. Returns (started_at, now) for the result."""
+        self._set(phase, "finished", reason=message)
+        self.control.base_phase = base_phase
         self.touch()
         await self.leases.release()
         await workflow.wait_condition(workflow.all_handlers_finished)
         now = workflow.now()
-        started = self._status.started_at or now
+        return self._status.started_at or now, now
+
+    async def _aborted_in_planning(self, input: NodeDrainInput, stop: Aborted) -> NodeDrainResult:
+        """End as ``aborted`` after an abort during the node read: nothing was written (no
+        cordon); the lease is released."""
+        message = planning_abort_message(self.control, stop)
+        started, now = await self._close(NodePhase.ABORTED, ProcedurePhase.ABORTED, message)
         return NodeDrainResult(
             outcome="aborted", workflow_id=self._id, node=input.node, drained=False, uncordoned=False, message=message,
             started_at=started, finished_at=now,
@@ -280,13 +285,7 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
             by = self.control.abort_by or (self._gate.gate.decided_by if self._gate.gate else "unknown")
             phase = NodePhase.SKIPPED if outcome == "skip" else NodePhase.ABORTED
             message = f"{outcome if outcome != 'stopped' else 'abort'} by {by}; node uncordoned if we had cordoned it"
-        self._set(phase, "finished", reason=message)
-        self.control.base_phase = ProcedurePhase.DONE if drained else ProcedurePhase.ABORTED
-        self.touch()
-        await self.leases.release()
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        now = workflow.now()
-        started = self._status.started_at or now
+        started, now = await self._close(phase, ProcedurePhase.DONE if drained else ProcedurePhase.ABORTED, message)
         return NodeDrainResult(
             outcome="completed" if drained else "aborted", workflow_id=self._id, node=input.node, drained=drained,
             uncordoned=uncordoned, message=message, started_at=started, finished_at=now, command=self._status.command,
