@@ -87,6 +87,19 @@ def write_requests(requests: Any) -> list[Any]:
     return [e for e in requests.entries() if e.verb in ("create", "update", "patch", "delete", "deletecollection")]
 
 
+def fast_timings(scale: float) -> dict[str, float]:
+    """Rollout input fields for tests on clustersim at ``scale``: short drain back-off and wait
+    (seconds), and the machine-config-daemon's drain (1 h) and uncordon (10 min) deadlines
+    compressed by ``scale`` like the simulator's own clock."""
+    return dict(
+        drain_backoff_initial_seconds=1,
+        drain_backoff_max_seconds=5,
+        drain_wait_seconds=10,
+        daemon_drain_deadline_seconds=3600 * scale,
+        daemon_uncordon_deadline_seconds=600 * scale,
+    )
+
+
 async def start_rollout(client: Client, task_queue: str, **fields: Any) -> WorkflowHandle[Any, Any]:
     """Start a MachineConfigRolloutWorkflow with a fresh ID; ``fields`` go into its input."""
     fields.setdefault("requested_by", "e2e-requester")

@@ -25,19 +25,13 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness import start_rollout, status
+from tests.e2e.harness import fast_timings, start_rollout, status
 
 pytestmark = pytest.mark.e2e
 
 LOCKKEEPER = str(Path(sys.executable).parent / "lockkeeper")
 SCALE = 0.05
-FAST = dict(
-    drain_backoff_initial_seconds=1,
-    drain_backoff_max_seconds=5,
-    drain_wait_seconds=10,
-    daemon_drain_deadline_seconds=3600 * SCALE,
-    daemon_uncordon_deadline_seconds=600 * SCALE,
-)
+FAST = fast_timings(SCALE)
 
 
 def cli_env(**extra: str) -> dict[str, str]:
@@ -53,6 +47,18 @@ async def lk(address: str, task_queue: str, *args: str, env: dict[str, str] | No
     )
     out, err = await asyncio.wait_for(proc.communicate(), 180)
     return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def gate_with_worker_down(sim_factory: Any, worker_for: Any, client: Any, task_queue: str, cluster: str,
+                                **fields: Any) -> tuple[Any, Any, Any, Any]:
+    """R1's infra pool rolled with a pool approval gate (``fields`` added to the input), the gate
+    waiting, then the worker killed: returns (sim, worker, handle, gate)."""
+    sim = await sim_factory("r1-ovn-interrupted", time_scale=SCALE)
+    worker = await worker_for(sim)
+    handle = await start_rollout(client, task_queue, pools=["infra"], approval="pool", cluster=cluster, **fields, **FAST)
+    gate = await wait_gate(handle)
+    await worker.kill()
+    return sim, worker, handle, gate
 
 
 async def wait_gate(handle: Any, timeout: float = 120.0) -> Any:
@@ -104,11 +110,7 @@ async def accepted_updates(handle: Any) -> list[str]:
 async def test_worker_down_approve_exits_3_and_the_late_approve_is_refused(
     dev_server: Any, sim_factory: Any, worker_for: Any, temporal_client: Any, task_queue: str
 ) -> None:
-    sim = await sim_factory("r1-ovn-interrupted", time_scale=SCALE)
-    worker = await worker_for(sim)
-    handle = await start_rollout(temporal_client, task_queue, pools=["infra"], approval="pool", cluster="deadline-a", **FAST)
-    gate = await wait_gate(handle)
-    await worker.kill()
+    sim, worker, handle, gate = await gate_with_worker_down(sim_factory, worker_for, temporal_client, task_queue, "deadline-a")
 
     wait = 6.0
     t0 = time.monotonic()
@@ -148,13 +150,9 @@ async def test_worker_down_approve_exits_3_and_the_late_approve_is_refused(
 async def test_gate_timing_out_while_the_worker_is_down_wins_over_a_waiting_approve(
     dev_server: Any, sim_factory: Any, worker_for: Any, temporal_client: Any, task_queue: str
 ) -> None:
-    sim = await sim_factory("r1-ovn-interrupted", time_scale=SCALE)
-    worker = await worker_for(sim)
-    handle = await start_rollout(temporal_client, task_queue, pools=["infra"], approval="pool", cluster="deadline-b",
-                                 gate_timeout_seconds=8, gate_timeout_outcome="abort", **FAST)
-    gate = await wait_gate(handle)
+    sim, worker, handle, gate = await gate_with_worker_down(sim_factory, worker_for, temporal_client, task_queue, "deadline-b",
+                                                            gate_timeout_seconds=8, gate_timeout_outcome="abort")
     assert gate.timeout_at is not None
-    await worker.kill()
 
     # The approve waits (its deadline ~40 s away); the gate times out meanwhile; then a worker.
     approve = asyncio.ensure_future(lk(dev_server.address, task_queue, "approve", handle.id, gate.id,
@@ -179,11 +177,7 @@ async def test_gate_timing_out_while_the_worker_is_down_wins_over_a_waiting_appr
 async def test_ctrl_c_withdraws_the_approve_so_a_worker_back_before_its_deadline_refuses_it(
     dev_server: Any, sim_factory: Any, worker_for: Any, temporal_client: Any, task_queue: str
 ) -> None:
-    sim = await sim_factory("r1-ovn-interrupted", time_scale=SCALE)
-    worker = await worker_for(sim)
-    handle = await start_rollout(temporal_client, task_queue, pools=["infra"], approval="pool", cluster="deadline-c", **FAST)
-    gate = await wait_gate(handle)
-    await worker.kill()
+    sim, worker, handle, gate = await gate_with_worker_down(sim_factory, worker_for, temporal_client, task_queue, "deadline-c")
 
     # The approve may wait 120 s; the operator gives up after a few seconds with Ctrl-C.
     proc = await asyncio.create_subprocess_exec(

@@ -11,18 +11,12 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness import ClusterObserver, drive, pools_updated, start_rollout
+from tests.e2e.harness import ClusterObserver, drive, fast_timings, pools_updated, start_rollout
 
 pytestmark = pytest.mark.e2e
 
 SCALE = 0.05
-FAST = dict(
-    drain_backoff_initial_seconds=1,
-    drain_backoff_max_seconds=5,
-    drain_wait_seconds=10,
-    daemon_drain_deadline_seconds=3600 * SCALE,
-    daemon_uncordon_deadline_seconds=600 * SCALE,
-)
+FAST = fast_timings(SCALE)
 POOL_OF = {"master": "master", "infra": "infra", "app": "app"}
 
 

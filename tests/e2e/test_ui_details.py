@@ -13,18 +13,12 @@ import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.service import RPCError
 
-from tests.e2e.harness import start_rollout, status
+from tests.e2e.harness import fast_timings, start_rollout, status
 
 pytestmark = pytest.mark.e2e
 
 SCALE = 0.05
-FAST = dict(
-    drain_backoff_initial_seconds=1,
-    drain_backoff_max_seconds=5,
-    drain_wait_seconds=10,
-    daemon_drain_deadline_seconds=3600 * SCALE,
-    daemon_uncordon_deadline_seconds=600 * SCALE,
-)
+FAST = fast_timings(SCALE)
 
 
 async def details(handle: Any) -> str:

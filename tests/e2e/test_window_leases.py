@@ -17,19 +17,13 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from clustersim.scenario import generate_scenario
-from tests.e2e.harness import drive, start_rollout
+from tests.e2e.harness import drive, fast_timings, start_rollout
 
 pytestmark = pytest.mark.e2e
 
 SCALE = 0.05
 NODES, WINDOW = 20, 2
-FAST = dict(
-    drain_backoff_initial_seconds=1,
-    drain_backoff_max_seconds=5,
-    drain_wait_seconds=10,
-    daemon_drain_deadline_seconds=3600 * SCALE,
-    daemon_uncordon_deadline_seconds=600 * SCALE,
-)
+FAST = fast_timings(SCALE)
 
 
 def open_leases(events: list[Any]) -> tuple[int, int, int]:
