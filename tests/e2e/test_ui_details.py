@@ -77,7 +77,12 @@ async def test_details_name_the_gate_and_command_then_the_next_step(
             async for child in temporal_client.list_workflows(f"ParentWorkflowId = '{handle.id}'"):
                 history = await temporal_client.get_workflow_handle(child.id, run_id=child.run_id).fetch_history()
                 for ev in history.events:
-                    if ev.HasField("activity_task_scheduled_event_attributes") and ev.user_metadata.HasField("summary"):
+                    # Short calls are local activities: their markers carry the same summaries.
+                    step = ev.HasField("activity_task_scheduled_event_attributes") or (
+                        ev.HasField("marker_recorded_event_attributes")
+                        and ev.marker_recorded_event_attributes.marker_name == "core_local_activity"
+                    )
+                    if step and ev.user_metadata.HasField("summary"):
                         summaries.append(json.loads(ev.user_metadata.summary.data))
             if any(s.startswith("cordon_node · node ") for s in summaries):
                 break

@@ -143,10 +143,12 @@ async def test_full_rollout_two_pools_honours_max_unavailable(time_skipping_env,
         result = await handle.result()
         if os.environ.get("LOCKKEEPER_WRITE_HISTORY"):
             HISTORIES.mkdir(exist_ok=True)
-            history = await handle.fetch_history()
-            (HISTORIES / "machineconfig_rollout_full.json").write_text(history.to_json())
+            # New shapes go to new files: the stored ones keep older runs replaying.
+            parent = HISTORIES / "machineconfig_rollout_full.json"
+            if not parent.exists():
+                parent.write_text((await handle.fetch_history()).to_json())
             child = time_skipping_env.client.get_workflow_handle("rollout-full/node/worker-0/1")
-            (HISTORIES / "node_rollout_full.json").write_text((await child.fetch_history()).to_json())
+            (HISTORIES / "node_rollout_local_calls.json").write_text((await child.fetch_history()).to_json())
     assert result.outcome == "completed"
     assert result.summary.done == 8
     assert all(fake.at_target(n) for n in fake.nodes)

@@ -55,6 +55,11 @@ with workflow.unsafe.imports_passed_through():
 #: ``workflow.patched`` id: the node run starts by setting desiredConfig (which also reads the node).
 PATCH_SET_DESIRED_FIRST = "set-desired-config-first"
 
+#: ``workflow.patched`` id: the node run's short API calls (read, annotate, cordon, uncordon,
+#: events) run as local activities first (:func:`workflows.kit.calls.call`): a marker each
+#: instead of three activity events and a workflow task (issue 16).
+PATCH_LOCAL_CALLS = "node-run-local-calls"
+
 #: Steps a node rollout signals to its parent (besides blocked drains, warnings and decisions):
 #: one signal per node on the normal path instead of one per step.
 REPORTED_STEPS = frozenset({str(NodeStep.WAIT_REBOOT)})
@@ -132,6 +137,8 @@ class NodeRolloutWorkflow(NodeRunWorkflow):
 
     @workflow.run
     async def run(self, input: NodeRolloutInput) -> NodeRolloutResult:
+        # The same Timeouts object is the node run's and its drain's: all short calls go local.
+        self._timeouts.local = workflow.patched(PATCH_LOCAL_CALLS)
         result = await self._handshake(input)
         await self.node_run.settle()
         return result
