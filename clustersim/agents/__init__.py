@@ -72,6 +72,8 @@ class Agents(MachineConfigDaemonMixin, KubeletMixin, SchedulerMixin, DaemonSetCo
         self._degraded_seen: dict[str, tuple[str, str]] = {}
         self._dirty = asyncio.Event()
         self._dirty_pools = False
+        self._pools_synced_at = float("-inf")
+        self._pools_timer: asyncio.TimerHandle | None = None
         self._dirty_ds: set[tuple[str, str]] = set()
         self._dirty_rs: set[tuple[str, str]] = set()
         self._dirty_deploy: set[tuple[str, str]] = set()
@@ -122,6 +124,9 @@ class Agents(MachineConfigDaemonMixin, KubeletMixin, SchedulerMixin, DaemonSetCo
                 await t
         for h in self._start_timers.values():
             h.cancel()
+        if self._pools_timer is not None:
+            self._pools_timer.cancel()
+            self._pools_timer = None
         self._stop_gc()
         self._tasks.clear()
         self._daemons.clear()
@@ -234,6 +239,10 @@ class Agents(MachineConfigDaemonMixin, KubeletMixin, SchedulerMixin, DaemonSetCo
             self._mark()
         elif res == MCP:
             self._dirty_pools = True
+            if ev.type != "MODIFIED" or (ev.old or {}).get("spec") != obj.get("spec"):
+                # A new rendered config: its status (Updated=False) is due at once, as the MCO's
+                # is, or a reader sees the old Updated=True for the new config (status.py).
+                self._pools_synced_at = float("-inf")
             self._mark()
         elif res == PDB:
             self._dirty_pdb_ns.add(ns)

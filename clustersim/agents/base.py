@@ -41,6 +41,9 @@ class AgentBase:
     _faults: dict[str, NodeFault]
     _degraded_seen: dict[str, tuple[str, str]]
     _dirty_pools: bool
+    _dirty: asyncio.Event
+    _pools_synced_at: float
+    _pools_timer: asyncio.TimerHandle | None
     _dirty_ds: set[tuple[str, str]]
     _dirty_rs: set[tuple[str, str]]
     _dirty_deploy: set[tuple[str, str]]
