@@ -75,6 +75,13 @@ class HistoryFigures:
     signal_names: dict[str, int] = field(default_factory=dict)
 
 
+def worker_env(args: argparse.Namespace) -> dict[str, str]:
+    """The worker's extra settings from the flags (``--max-concurrent-activities``)."""
+    if args.max_concurrent_activities:
+        return {"LOCKKEEPER_MAX_CONCURRENT_ACTIVITIES": str(args.max_concurrent_activities)}
+    return {}
+
+
 #: ``--server-db``: how the dev server keeps its state (DevServer options).
 SERVER_DB: dict[str, dict[str, Any]] = {
     "wal": {},  # DevServer's default (lockkeeper.devserver.FAST_SQLITE), as the demo and the tests
@@ -143,7 +150,7 @@ async def main(args: argparse.Namespace) -> None:
                 sim.store.pod_termination_seconds = args.drain_seconds
                 queue = f"bench-{uuid.uuid4().hex[:6]}"
                 worker = WorkerProcess(address=server.address, kubeconfig=sim.kubeconfig_path, task_queue=queue,
-                                       log_path=Path(tmp) / "worker.log")
+                                       log_path=Path(tmp) / "worker.log", env=worker_env(args))
                 await worker.start()
                 client = await connect(Settings(temporal_address=server.address))
 
@@ -217,6 +224,14 @@ async def main(args: argparse.Namespace) -> None:
                     async for wf in client.list_workflows(f"WorkflowId = '{handle.id}'"):
                         hist = await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
                         (keep / f"parent-{wf.run_id}.json").write_text(hist.to_json())
+                    # One node run and one lease, to see what a node costs event by event.
+                    for kind, query in (
+                        ("child", f"WorkflowType = 'NodeRolloutWorkflow' AND WorkflowId STARTS_WITH '{handle.id}/'"),
+                        ("lease", "WorkflowType = 'LeaseWorkflow'"),
+                    ):
+                        async for wf in client.list_workflows(query, limit=1):
+                            hist = await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
+                            (keep / f"{kind}-{wf.run_id}.json").write_text(hist.to_json())
 
     batches = math.ceil(args.nodes / args.max_unavailable)
     per_node = (args.drain_seconds + args.files_seconds + args.reboot_seconds) * scale
@@ -263,9 +278,11 @@ if __name__ == "__main__":
     p.add_argument("--files-seconds", type=float, default=2.0, help="simulated time the daemon writes files")
     p.add_argument("--pods-per-node", type=int, default=2)
     p.add_argument("--time-scale", type=float, default=0.2)
-    p.add_argument("--keep", default="", help="directory to keep the worker log and the parent's histories in")
+    p.add_argument("--keep", default="", help="directory to keep the worker log, the parent's histories and one node run's and one lease's in")
     p.add_argument("--server-db", choices=sorted(SERVER_DB), default="wal",
                    help="the dev server's store: wal (an SQLite file with a write-ahead log, as the demo and the "
                         "tests), rollback (an SQLite file with SQLite's defaults) or memory (nothing on disk)")
+    p.add_argument("--max-concurrent-activities", type=int, default=0,
+                   help="the worker's activity slots and threads (0: the worker's default)")
     p.add_argument("--timeout", type=float, default=0.0, help="give up waiting after this many seconds (0: 10x ideal, at least 600)")
     asyncio.run(main(p.parse_args()))

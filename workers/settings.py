@@ -50,7 +50,11 @@ class Settings(BaseSettings):
       ``:``-separated list is used); ``kube_context``: context name in it.
     - ``in_cluster``: use the pod's service account instead of a kubeconfig.
     - ``cluster``: the name lockkeeper uses for the cluster in workflow IDs and search attributes.
-    - ``max_concurrent_activities``: worker thread pool size (sync activities), default 50.
+    - ``max_concurrent_activities``: worker thread pool size (sync activities, local ones
+      included) and the Kubernetes connection pool's size, default 200. Every node in flight holds
+      one thread in a watch (``wait_for_node``) or a drain, and a 2,000-node pool at
+      maxUnavailable 10% has 200 in flight; with 50 threads a 600-node rollout (60 in flight) queued
+      its short calls behind the watches (issue 16: 147 s against 171 s with 50).
     - ``graceful_shutdown_seconds``: how long a stopping worker lets running activities finish.
     - ``metrics_port``: worker only; serve Prometheus metrics (the Temporal SDK's and lockkeeper's,
       see :mod:`workers.metrics`) on ``listen_host:metrics_port`` at ``/metrics``. Off when unset.
@@ -97,7 +101,7 @@ class Settings(BaseSettings):
     #: no cluster credentials and registers no Kubernetes activities. Give it its own task queue.
     host_only: bool = Field(False, validation_alias=_aliases("host_only"))
     cluster: str = Field("default", validation_alias=_aliases("cluster"))
-    max_concurrent_activities: int = Field(50, ge=1, validation_alias=_aliases("max_concurrent_activities"))
+    max_concurrent_activities: int = Field(200, ge=1, validation_alias=_aliases("max_concurrent_activities"))
     graceful_shutdown_seconds: float = Field(
         30.0, ge=0, validation_alias=_aliases("graceful_shutdown_seconds")
     )
