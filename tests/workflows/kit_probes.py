@@ -36,7 +36,8 @@ class ProbeInput(BaseModel):
     """What a probe does: ``cluster``; approval ``rules``; gate ``timeout_seconds`` and
     ``timeout_outcome``; ``scopes`` / ``covers`` to lease; ``steps`` safe-pointed activity
     steps; ``targets`` of a barrier (``hold`` = the blocking form); ``health_until`` polls;
-    ``record`` object; ``host_steps``."""
+    ``record`` object; ``host_steps``; ``probe_chunk`` > 0: only probe ``scopes`` that many
+    per workflow task (``Leases.probe``), take nothing."""
 
     cluster: str = "c1"
     rules: ApprovalRules = Field(default_factory=ApprovalRules)
@@ -53,6 +54,7 @@ class ProbeInput(BaseModel):
     record_values: dict[str, Any] = Field(default_factory=dict)
     touch_between: bool = False
     host_steps: list[HostStep] = Field(default_factory=list)
+    probe_chunk: int = 0
 
 
 class ProbeResult(ProcedureResult):
@@ -128,6 +130,9 @@ class _LeaseProbe(_Probe):
     """Take ``scopes`` (with ``covers``), hold them ``hold_seconds`` (None: until aborted)."""
 
     async def hold(self, input: ProbeInput) -> ProbeResult:
+        if input.probe_chunk:
+            await self.leases.probe(input.scopes, chunk=input.probe_chunk)
+            return await self._finish("completed")
         await self.leases.acquire(input.scopes, covers=input.covers)
         self.kit_status.leases = list(self.leases.held)
         self.touch()

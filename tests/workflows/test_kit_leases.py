@@ -9,6 +9,7 @@ import uuid
 import pytest
 from kit_fakes import KitFake, kit_worker, poll, start_probe
 from kit_probes import AlphaLeaseProbeWorkflow, BetaLeaseProbeWorkflow, ProbeInput
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
@@ -89,3 +90,37 @@ async def test_node_scope_refused_while_the_cluster_is_held(time_skipping_env, w
             # Another cluster is not affected.
             free = await start_probe(env, wf_task_queue, BetaLeaseProbeWorkflow, ProbeInput(scopes=[f"node/{c}-b/worker-7"]))
             assert (await free.result()).outcome == "completed"
+
+
+def _signals_per_task(history) -> list[int]:
+    """The ``contend`` signals a run sent, counted per workflow task that sent them."""
+    per_task: list[int] = []
+    for ev in history.events:
+        if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            per_task.append(0)
+        elif ev.event_type == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
+            per_task[-1] += 1
+    return [n for n in per_task if n]
+
+
+async def test_probe_in_chunks_names_the_holder_and_stops_there(time_skipping_env, wf_task_queue):
+    """``Leases.probe(chunk=3)`` over ten node scopes: at most three ``contend`` signals per
+    workflow task; the chunk holding a held scope refuses naming its holder, and no later chunk
+    is sent. Over free scopes every chunk goes out and the probe passes."""
+    env, c = time_skipping_env, f"c-{uuid.uuid4().hex[:6]}"
+    scopes = [f"node/{c}/worker-{i}" for i in range(10)]
+    async with kit_worker(env, KitFake(), wf_task_queue):
+        with env.auto_time_skipping_disabled():
+            alpha = await start_probe(env, wf_task_queue, AlphaLeaseProbeWorkflow, ProbeInput(scopes=[scopes[7]], hold_seconds=None))
+            await poll(alpha, holding)
+            beta = await start_probe(env, wf_task_queue, BetaLeaseProbeWorkflow, ProbeInput(scopes=scopes, probe_chunk=3))
+            cause = await refusal(beta)
+            assert cause.message == f"node worker-7 on cluster {c} is held by procedure {alpha.id}"
+            sent = _signals_per_task(await beta.fetch_history())
+            # Chunks 0-2, 3-5, 6-8 (the held worker-7, then its refusal's own contend); not 9.
+            assert sent[:3] == [3, 3, 3] and sum(sent) == 10, sent
+            free = [f"node/{c}/free-{i}" for i in range(10)]
+            gamma = await start_probe(env, wf_task_queue, BetaLeaseProbeWorkflow, ProbeInput(scopes=free, probe_chunk=3))
+            assert (await gamma.result()).outcome == "completed"
+            assert _signals_per_task(await gamma.fetch_history()) == [3, 3, 3, 1]
+            await alpha.terminate("test cleanup")
