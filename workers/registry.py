@@ -38,9 +38,10 @@ def build_gateway(settings: Settings) -> Any:
     Raises :class:`activities.kube.errors.KubeconfigError` when the credentials cannot be loaded.
     """
     from activities.kube.gateway import KubeGateway
+    from workers.settings import activity_threads
 
-    # One API connection per activity thread: the pool is sized to the activity concurrency.
-    pool = settings.max_concurrent_activities
+    # One API connection per activity thread, local activities' included.
+    pool = activity_threads(settings)
     if settings.in_cluster:
         return KubeGateway.in_cluster(pool_size=pool)
     return KubeGateway.from_kubeconfig(

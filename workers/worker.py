@@ -5,7 +5,7 @@ environment (see :class:`workers.settings.Settings`): ``TEMPORAL_ADDRESS``,
 ``LOCKKEEPER_TASK_QUEUE``, ``KUBECONFIG`` / ``KUBE_CONTEXT`` or ``LOCKKEEPER_IN_CLUSTER``.
 
 Synchronous activities (the blocking ``kubernetes`` client) run on a ThreadPoolExecutor sized
-``max_concurrent_activities``. SIGINT/SIGTERM start a graceful shutdown: no new tasks are
+``max_concurrent_activities`` + ``max_concurrent_local_activities``. SIGINT/SIGTERM start a graceful shutdown: no new tasks are
 polled, running activities get ``graceful_shutdown_seconds`` to finish, then they are
 cancelled. Workflows lose nothing either way: their state is in Temporal's history.
 
@@ -123,9 +123,9 @@ async def run_worker(
             except (NotImplementedError, RuntimeError):  # not the main thread / not Unix
                 pass
 
-    executor = ThreadPoolExecutor(
-        max_workers=settings.max_concurrent_activities, thread_name_prefix="lockkeeper-activity"
-    )
+    from workers.settings import activity_threads
+
+    executor = ThreadPoolExecutor(max_workers=activity_threads(settings), thread_name_prefix="lockkeeper-activity")
     try:
         worker = Worker(
             client,
@@ -134,6 +134,7 @@ async def run_worker(
             activities=list(activities),
             activity_executor=executor,
             max_concurrent_activities=settings.max_concurrent_activities,
+            max_concurrent_local_activities=settings.max_concurrent_local_activities,
             graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
             interceptors=interceptors,
         )

@@ -1,5 +1,5 @@
 """Issue 16: the Kubernetes gateway's urllib3 pool holds as many connections as the worker runs
-activities at once (the default of 5 per CPU discarded connections with 140 nodes in flight)."""
+activities (local ones included) at once (the default of 5 per CPU discarded connections with 140 nodes in flight)."""
 
 from __future__ import annotations
 
@@ -31,9 +31,10 @@ def _urllib3_maxsize(gateway: KubeGateway) -> int:
 def test_worker_gateway_pool_matches_activity_concurrency(tmp_path: Path):
     path = tmp_path / "kubeconfig"
     path.write_text(KUBECONFIG)
-    gateway = build_gateway(Settings(kubeconfig=path, max_concurrent_activities=140))
+    # One connection per activity thread: the activities' and the local activities'.
+    gateway = build_gateway(Settings(kubeconfig=path, max_concurrent_activities=140, max_concurrent_local_activities=30))
     try:
-        assert gateway.pool_size == 140 and _urllib3_maxsize(gateway) == 140
+        assert gateway.pool_size == 170 and _urllib3_maxsize(gateway) == 170
     finally:
         gateway.close()
 
