@@ -55,10 +55,11 @@ class Settings(BaseSettings):
       one thread in a watch (``wait_for_node``) or a drain, and a 2,000-node pool at
       maxUnavailable 10% has 200 in flight; with 50 threads a 600-node rollout (60 in flight) queued
       its short calls behind the watches (issue 16: 147 s against 171 s with 50).
-    - ``max_concurrent_local_activities``: the short calls a node run makes as local activities
-      (:func:`workflows.kit.calls.call`), default 50. They get threads of their own on top of the
-      activities' (:func:`activity_threads`): sharing them, a local call waited for a watch to end
-      and its node run's workflow task lasted 3.5 s at 2,000 nodes.
+    - ``max_concurrent_local_activities``: the short calls node runs make as local activities
+      (:func:`workflows.kit.calls.call`), default 200. They get threads of their own on top of the
+      activities' (:func:`activity_threads`), so a local call never waits for a watch to end. A
+      node run's workflow task stays open while its local calls wait for a slot: with 50 slots,
+      50 rollouts of 10 nodes on one worker had a reaction p99 of 58 s, with 200 of 1.95 s.
     - ``graceful_shutdown_seconds``: how long a stopping worker lets running activities finish.
     - ``metrics_port``: worker only; serve Prometheus metrics (the Temporal SDK's and lockkeeper's,
       see :mod:`workers.metrics`) on ``listen_host:metrics_port`` at ``/metrics``. Off when unset.
@@ -107,7 +108,7 @@ class Settings(BaseSettings):
     cluster: str = Field("default", validation_alias=_aliases("cluster"))
     max_concurrent_activities: int = Field(200, ge=1, validation_alias=_aliases("max_concurrent_activities"))
     max_concurrent_local_activities: int = Field(
-        50, ge=1, validation_alias=_aliases("max_concurrent_local_activities")
+        200, ge=1, validation_alias=_aliases("max_concurrent_local_activities")
     )
     graceful_shutdown_seconds: float = Field(
         30.0, ge=0, validation_alias=_aliases("graceful_shutdown_seconds")
