@@ -139,7 +139,8 @@ async def test_kit_rollout_history_replays():
 async def test_full_rollout_two_pools_honours_max_unavailable(time_skipping_env, wf_task_queue):
     fake = FakeCluster({"worker": 5, "master": 3})
     async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
-        handle = await start(time_skipping_env, wf_task_queue, rollout_input(max_unavailable=2), wf_id="rollout-full")
+        # Local calls on (a large plan's node runs), so the recorded node run has that shape.
+        handle = await start(time_skipping_env, wf_task_queue, rollout_input(max_unavailable=2, local_calls_above=0), wf_id="rollout-full")
         result = await handle.result()
         if os.environ.get("LOCKKEEPER_WRITE_HISTORY"):
             HISTORIES.mkdir(exist_ok=True)

@@ -1,5 +1,5 @@
 """A node run's short API calls run as local activities first (patch ``node-run-local-calls``,
-:func:`workflows.kit.calls.call`): a marker each in the history, a regular activity only when the
+:func:`workflows.kit.calls.call`; rollouts of more than ``local_calls_above`` nodes, 0 here): a marker each in the history, a regular activity only when the
 local attempts fail with a retryable error, and no second try at all for a non-retryable one.
 """
 
@@ -62,7 +62,7 @@ async def test_short_calls_are_local_and_a_failing_one_falls_back_to_an_activity
 
     activities = _replace(fake, cordon_node=flaky_cordon)
     async with Worker(time_skipping_env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=activities):
-        handle = await start(time_skipping_env, wf_task_queue, rollout_input())
+        handle = await start(time_skipping_env, wf_task_queue, rollout_input(local_calls_above=0))
         result = await handle.result()
         child = await time_skipping_env.client.get_workflow_handle(f"{handle.id}/node/worker-0/1").fetch_history()
 
@@ -88,7 +88,7 @@ async def test_a_non_retryable_failure_is_not_tried_again_as_an_activity(time_sk
 
     activities = _replace(fake, set_node_annotations=gone)
     async with Worker(time_skipping_env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=activities):
-        handle = await start(time_skipping_env, wf_task_queue, rollout_input())
+        handle = await start(time_skipping_env, wf_task_queue, rollout_input(local_calls_above=0))
         result = await handle.result()
         child = await time_skipping_env.client.get_workflow_handle(f"{handle.id}/node/worker-0/1").fetch_history()
 
@@ -98,3 +98,16 @@ async def test_a_non_retryable_failure_is_not_tried_again_as_an_activity(time_sk
     scheduled, _ = _by_kind(child)
     assert scheduled["set_node_annotations"] == 0, scheduled
     assert fake.mutating_calls() == ["set_node_annotations"]  # the one refused write, nothing after it
+
+
+async def test_a_small_plan_keeps_regular_activities(time_skipping_env, wf_task_queue):
+    """Below ``local_calls_above`` (the default 500) every call is an activity and the node run
+    asks no patch for it."""
+    fake = FakeCluster({"worker": 1})
+    async with Worker(time_skipping_env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=fake.activities()):
+        handle = await start(time_skipping_env, wf_task_queue, rollout_input())
+        assert (await handle.result()).outcome == "completed"
+        child = await time_skipping_env.client.get_workflow_handle(f"{handle.id}/node/worker-0/1").fetch_history()
+    scheduled, local = _by_kind(child)
+    assert not local and scheduled["set_node_annotations"] >= 2 and scheduled["cordon_node"] == 1, (scheduled, local)
+    assert "node-run-local-calls" not in child.to_json()

@@ -117,6 +117,11 @@ class MachineConfigRolloutInput(BaseModel):
     - ``window_node_leases_above``: a plan of more nodes leases each node only while it is in the
       window (its pools for the whole run); smaller plans lease every node up front. Temporal caps
       a workflow's pending children (2,000 by default), and every lease is a child.
+    - ``local_calls_above``: a plan of more nodes has its node runs make their short API calls as
+      local activities (:func:`workflows.kit.calls.call`): 49 events per node run instead of 72,
+      and 600 nodes rolled in 97 s instead of 164 s. Smaller plans keep regular activities: with
+      50 concurrent 10-node rollouts on one worker, local calls made the reaction p99 erratic
+      (58 s in two runs out of three) and the wall time longer (121 s against 82 s).
     """
 
     cluster: str = "default"
@@ -152,6 +157,7 @@ class MachineConfigRolloutInput(BaseModel):
     decision_timeout_outcome: DrainDecision = DrainDecision.WAIT
     continue_as_new_after_events: int = 10_000
     window_node_leases_above: int = Field(500, ge=0)
+    local_calls_above: int = Field(500, ge=0)
     carried: str | None = None
 
     @field_validator("decision_timeout_outcome")
@@ -276,7 +282,9 @@ class MachineConfigRolloutResult(ProcedureResult):
 
 class NodeRolloutInput(BaseModel):
     """One node's handshake. ``owner`` is ``{parent_id}/node/{node}`` (no attempt suffix) so a
-    retry attempt recognises the cordon of an earlier attempt as ours."""
+    retry attempt recognises the cordon of an earlier attempt as ours. ``local_calls``: make the
+    short API calls as local activities (the rollout decides, see ``local_calls_above``; the
+    default True is what node runs started before the field did, so they replay alike)."""
 
     node: str
     pool: str
@@ -296,6 +304,7 @@ class NodeRolloutInput(BaseModel):
     decide_after_seconds: float | None = None
     decision_timeout_seconds: float | None = None
     decision_timeout_outcome: DrainDecision = DrainDecision.WAIT
+    local_calls: bool = True
 
 
 class NodeRolloutResult(NodeRunResult):

@@ -57,7 +57,8 @@ PATCH_SET_DESIRED_FIRST = "set-desired-config-first"
 
 #: ``workflow.patched`` id: the node run's short API calls (read, annotate, cordon, uncordon,
 #: events) run as local activities first (:func:`workflows.kit.calls.call`): a marker each
-#: instead of three activity events and a workflow task (issue 16).
+#: instead of three activity events and a workflow task (issue 16). Asked only when the input's
+#: ``local_calls`` is set (large plans).
 PATCH_LOCAL_CALLS = "node-run-local-calls"
 
 #: Steps a node rollout signals to its parent (besides blocked drains, warnings and decisions):
@@ -138,7 +139,7 @@ class NodeRolloutWorkflow(NodeRunWorkflow):
     @workflow.run
     async def run(self, input: NodeRolloutInput) -> NodeRolloutResult:
         # The same Timeouts object is the node run's and its drain's: all short calls go local.
-        self._timeouts.local = workflow.patched(PATCH_LOCAL_CALLS)
+        self._timeouts.local = input.local_calls and workflow.patched(PATCH_LOCAL_CALLS)
         result = await self._handshake(input)
         await self.node_run.settle()
         return result

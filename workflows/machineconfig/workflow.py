@@ -402,6 +402,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             decide_after_seconds=i.decide_after_seconds,
             decision_timeout_seconds=i.decision_timeout_seconds,
             decision_timeout_outcome=i.decision_timeout_outcome,
+            local_calls=sum(len(pp.nodes) for pp in self._pool_plans.values()) > i.local_calls_above,
         )
         return await workflow.start_child_workflow(
             NodeRolloutWorkflow.run,
