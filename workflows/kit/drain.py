@@ -250,6 +250,8 @@ class DrainLoop:
     blocked: Callable[[DrainReport, str], Awaitable[None]]
     changed: Callable[[], Awaitable[None]]
     stopped: Callable[[], bool]
+    #: ``patched(patch_id)``: the run's patch decisions (:class:`workflows.kit.features.Features`).
+    patched: Callable[[str], bool] = workflow.patched
 
 
 def blocked_reason(drain: DrainResult, report: DrainReport) -> str:
@@ -314,7 +316,7 @@ async def drain_until_done(loop: DrainLoop, st: DrainGateState) -> DrainOutcome:
         if not st.event_recorded:
             st.event_recorded = True
             await _event(loop.node, "DrainBlocked", event_message(report, reason), loop.timeouts)
-        if st.should_open(workflow.now()) and workflow.patched(PATCH_DECISION_GATE):
+        if st.should_open(workflow.now()) and loop.patched(PATCH_DECISION_GATE):
             st.open(workflow.now())
             await loop.changed()
             await _event(

@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.cluster.models import DrainReport, UncordonInput, UncordonResult
     from workflows.kit import calls as acts
     from workflows.kit.drain import DrainGateState, DrainLoop, blocked_waiting_for, cordon_and_drain
+    from workflows.kit.features import Features
     from workflows.kit.models import DrainDecisionSignal, GateRecord, NodePhase, NodeProgress
 
 #: ``workflow.patched`` id: progress signals to the parent are sent without awaiting each one.
@@ -99,6 +100,9 @@ class NodeRun:
     phase then reaches the parent with the child's result. The full step stays in the ``progress``
     query of the node run. Temporal counts every signal in both histories and caps signals per
     workflow, so a 2,000-node pool cannot afford ten signals per node (issue 16).
+
+    ``features``: the run's patch decisions (:class:`workflows.kit.features.Features`); the
+    default asks ``workflow.patched``.
     """
 
     def __init__(
@@ -113,6 +117,7 @@ class NodeRun:
         drain: DrainGateState,
         deadline_consequence: str = "the daemon degrades node {node}",
         report_steps: frozenset[str] | None = None,
+        features: Features | None = None,
     ) -> None:
         self.node = node
         self.attempt = attempt
@@ -132,6 +137,7 @@ class NodeRun:
         self._warned: set[str] = set()
         self._signals: list[asyncio.Future[None]] = []
         self.report_steps = report_steps
+        self.features = features or Features()
         #: The last progress the parent was sent (milestone mode compares with it).
         self._sent: NodeProgress | None = None
         #: Number of node_progress signals sent (benchmarks print signals per node).
@@ -192,13 +198,13 @@ class NodeRun:
         if progress == p:
             return
         self.progress = progress
-        if self.report_steps is not None and workflow.patched(PATCH_MILESTONE_PROGRESS):
+        if self.report_steps is not None and self.features.on(PATCH_MILESTONE_PROGRESS):
             if not self.wants_parent(progress):
                 return
         self._sent = progress
         self.signals_sent += 1
         parent = workflow.get_external_workflow_handle(self.parent_id)
-        if workflow.patched(PATCH_ASYNC_PROGRESS):
+        if self.features.on(PATCH_ASYNC_PROGRESS):
             self._signals.append(asyncio.ensure_future(self._send(parent, self.progress)))
         else:
             await parent.signal("node_progress", self.progress)
@@ -340,6 +346,7 @@ class NodeRun:
             blocked=blocked,
             changed=changed,
             stopped=(lambda: self.stop is not None or gave_up()) if stoppable else gave_up,
+            patched=self.features.on,
         )
         done = await cordon_and_drain(
             loop, self.drain, owner=self.owner, before_cordon=before_cordon, on_cordoned=on_cordoned, hand_off=after_drain

@@ -284,7 +284,10 @@ class NodeRolloutInput(BaseModel):
     """One node's handshake. ``owner`` is ``{parent_id}/node/{node}`` (no attempt suffix) so a
     retry attempt recognises the cordon of an earlier attempt as ours. ``local_calls``: make the
     short API calls as local activities (the rollout decides, see ``local_calls_above``; the
-    default True is what node runs started before the field did, so they replay alike)."""
+    default True is what node runs started before the field did, so they replay alike).
+    ``features``: the patch IDs the run takes as given instead of asking ``workflow.patched``
+    (:mod:`workflows.kit.features`; the rollout passes
+    :data:`workflows.machineconfig.node.NODE_RUN_FEATURES`); None for runs started before it."""
 
     node: str
     pool: str
@@ -305,6 +308,7 @@ class NodeRolloutInput(BaseModel):
     decision_timeout_seconds: float | None = None
     decision_timeout_outcome: DrainDecision = DrainDecision.WAIT
     local_calls: bool = True
+    features: list[str] | None = None
 
 
 class NodeRolloutResult(NodeRunResult):

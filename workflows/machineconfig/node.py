@@ -45,8 +45,9 @@ with workflow.unsafe.imports_passed_through():
         uncordon_value,
     )
     from workflows.kit import calls as acts
-    from workflows.kit.drain import DrainGateState
-    from workflows.kit.noderun import NodeRun, NodeRunWorkflow, Stopped
+    from workflows.kit.drain import PATCH_DECISION_GATE, DrainGateState
+    from workflows.kit.features import Features
+    from workflows.kit.noderun import PATCH_ASYNC_PROGRESS, PATCH_MILESTONE_PROGRESS, NodeRun, NodeRunWorkflow, Stopped
     from workflows.machineconfig.follow import PATCH_FOLLOW_DAEMON, follow_daemon
     from workflows.machineconfig.plan import is_at_target
     from workflows.kit.models import NodePhase
@@ -60,6 +61,19 @@ PATCH_SET_DESIRED_FIRST = "set-desired-config-first"
 #: instead of three activity events and a workflow task (issue 16). Asked only when the input's
 #: ``local_calls`` is set (large plans).
 PATCH_LOCAL_CALLS = "node-run-local-calls"
+
+#: The patches a node run started by the current rollout takes as given (``NodeRolloutInput.features``,
+#: :mod:`workflows.kit.features`): each would otherwise cost every node run a marker and a search
+#: attribute upsert, 8 to 10 events per node (issue 16). Whether the short calls go local is still
+#: ``NodeRolloutInput.local_calls``.
+NODE_RUN_FEATURES: tuple[str, ...] = (
+    PATCH_SET_DESIRED_FIRST,
+    PATCH_FOLLOW_DAEMON,
+    PATCH_LOCAL_CALLS,
+    PATCH_MILESTONE_PROGRESS,
+    PATCH_ASYNC_PROGRESS,
+    PATCH_DECISION_GATE,
+)
 
 #: Steps a node rollout signals to its parent (besides blocked drains, warnings and decisions):
 #: one signal per node on the normal path instead of one per step.
@@ -84,6 +98,7 @@ class NodeRolloutWorkflow(NodeRunWorkflow):
     def __init__(self, input: NodeRolloutInput) -> None:
         self._in = input
         self._timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds)
+        self._features = Features(input.features)
         self.node_run = NodeRun(
             node=input.node,
             attempt=input.attempt,
@@ -97,6 +112,7 @@ class NodeRolloutWorkflow(NodeRunWorkflow):
             # The parent learns the outcome from our result; of the steps it shows only when the
             # node is in the daemon's hands (rebooting), the rest stays in our progress query.
             report_steps=REPORTED_STEPS,
+            features=self._features,
         )
 
     # --- activities -----------------------------------------------------------------------------
@@ -139,7 +155,7 @@ class NodeRolloutWorkflow(NodeRunWorkflow):
     @workflow.run
     async def run(self, input: NodeRolloutInput) -> NodeRolloutResult:
         # The same Timeouts object is the node run's and its drain's: all short calls go local.
-        self._timeouts.local = input.local_calls and workflow.patched(PATCH_LOCAL_CALLS)
+        self._timeouts.local = input.local_calls and self._features.on(PATCH_LOCAL_CALLS)
         result = await self._handshake(input)
         await self.node_run.settle()
         return result
@@ -154,7 +170,7 @@ class NodeRolloutWorkflow(NodeRunWorkflow):
         # node can be in (at target already: the daemon sees desired == current and does
         # nothing; mid-handshake for the target: no request at all), and the answer is the
         # node as observed, so one activity does both the read and step 2.
-        if not run.stop and workflow.patched(PATCH_SET_DESIRED_FIRST):
+        if not run.stop and self._features.on(PATCH_SET_DESIRED_FIRST):
             await run.report(NodePhase.RUNNING, NodeStep.SET_DESIRED_CONFIG)
             node = await self._annotate({ANN_DESIRED_CONFIG: target})
         else:
@@ -168,7 +184,7 @@ class NodeRolloutWorkflow(NodeRunWorkflow):
                 run.cordoned_by_us = False
             await run.report(NodePhase.DONE, NodeStep.FINISHED, reason="already at target")
             return run.result(NodeRolloutResult, "done", reason="already at target", safe_point="already at target")
-        if workflow.patched(PATCH_FOLLOW_DAEMON):
+        if self._features.on(PATCH_FOLLOW_DAEMON):
             # Answer whatever the daemon asks, from the observed annotations (follow.py).
             return await follow_daemon(self, input, node)
 

@@ -67,7 +67,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.machineconfig.leasing import RolloutLeasing
     from workflows.machineconfig.network_repair import RepairContext, repair_network
-    from workflows.machineconfig.node import NodeRolloutWorkflow
+    from workflows.machineconfig.node import NODE_RUN_FEATURES, NodeRolloutWorkflow
     from workflows.machineconfig.plan import plan_rollout, pool_stages
 
 
@@ -403,6 +403,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             decision_timeout_seconds=i.decision_timeout_seconds,
             decision_timeout_outcome=i.decision_timeout_outcome,
             local_calls=sum(len(pp.nodes) for pp in self._pool_plans.values()) > i.local_calls_above,
+            features=list(NODE_RUN_FEATURES),
         )
         return await workflow.start_child_workflow(
             NodeRolloutWorkflow.run,
