@@ -111,6 +111,18 @@ async def serve_watch(store: Store, faults: FaultInjector, request: web.Request,
         return dumps({"type": "BOOKMARK", "object": {"kind": rt.kind, "apiVersion": rt.api_version,
                                                       "metadata": meta}}) + b"\n"
 
+    def pending_then_bookmark() -> bytes:
+        """The events still queued, then a bookmark at the store's resourceVersion, built without
+        an await: a bookmark says "everything up to here was sent", so a change committed
+        while the stream was in an await (or in the same loop turn as its timeout) must go out
+        first, or a client resuming from the bookmark never sees it."""
+        lines = []
+        while not sub.queue.empty():
+            line = render(sub.queue.get_nowait())
+            if line is not None:
+                lines.append(line)
+        return b"".join([*lines, bookmark()])
+
     # Subscribe before reading the current state: no await in between, so nothing is missed.
     sub = store.subscribe([rt.key])
     stop = faults.register_watch()
@@ -118,7 +130,8 @@ async def serve_watch(store: Store, faults: FaultInjector, request: web.Request,
     resp.enable_chunked_encoding()
     dropped = False
     try:
-        await resp.prepare(request)
+        # The state is read before the first await (prepare): an event committed meanwhile is
+        # then only in the subscription's queue, never sent twice.
         first: list[bytes] = []
         expired_msg = None
         if faults.take_forced_expiry():
@@ -138,6 +151,7 @@ async def serve_watch(store: Store, faults: FaultInjector, request: web.Request,
                         line = render(ev)
                         if line is not None:
                             first.append(line)
+        await resp.prepare(request)
         if expired_msg is not None:
             err = ApiError.expired(expired_msg)
             await resp.write(dumps({"type": "ERROR", "object": err.to_status()}) + b"\n")
@@ -166,7 +180,7 @@ async def serve_watch(store: Store, faults: FaultInjector, request: web.Request,
                     if request.transport is None or request.transport.is_closing():
                         return resp
                     if bookmarks and loop.time() - last_write >= _BOOKMARK_EVERY:
-                        await resp.write(bookmark())
+                        await resp.write(pending_then_bookmark())
                         last_write = loop.time()
                     continue
                 batch = [get.result()]
@@ -183,7 +197,7 @@ async def serve_watch(store: Store, faults: FaultInjector, request: web.Request,
                 request.transport.abort()
             return resp
         if bookmarks:
-            await resp.write(bookmark())
+            await resp.write(pending_then_bookmark())
         await resp.write_eof()
         return resp
     except (ConnectionResetError, ConnectionError):
