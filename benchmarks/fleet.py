@@ -99,6 +99,7 @@ async def fleet(server: DevServer, tmp: Path, args: argparse.Namespace, workers:
                     cluster="fleet", pools=[pool], max_unavailable=args.max_unavailable, requested_by="benchmark",
                     drain_backoff_initial_seconds=1, drain_wait_seconds=30,
                     daemon_drain_deadline_seconds=3600 * scale, daemon_uncordon_deadline_seconds=600 * scale,
+                    **({} if args.local_calls_above is None else {"local_calls_above": args.local_calls_above}),
                 ),
                 id=f"fleet-{queue}-{pool}", task_queue=queue, result_type=MachineConfigRolloutResult,
             )
@@ -157,5 +158,7 @@ if __name__ == "__main__":
     p.add_argument("--drain-seconds", type=float, default=2.0)
     p.add_argument("--files-seconds", type=float, default=1.0)
     p.add_argument("--time-scale", type=float, default=0.1)
+    p.add_argument("--local-calls-above", type=int, default=None,
+                   help="each rollout's local_calls_above (default: the rollout's own, 500 nodes)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each rollout")
     asyncio.run(main(p.parse_args()))

@@ -174,6 +174,7 @@ async def main(args: argparse.Namespace) -> None:
                         cluster="bench", pools=["worker"], max_unavailable=args.max_unavailable,
                         requested_by="benchmark", drain_backoff_initial_seconds=1, drain_wait_seconds=30,
                         daemon_drain_deadline_seconds=3600 * scale, daemon_uncordon_deadline_seconds=600 * scale,
+                        **({} if args.local_calls_above is None else {"local_calls_above": args.local_calls_above}),
                     ),
                     id=f"bench-{uuid.uuid4().hex[:8]}", task_queue=queue, result_type=MachineConfigRolloutResult,
                 )
@@ -284,5 +285,7 @@ if __name__ == "__main__":
                         "tests), rollback (an SQLite file with SQLite's defaults) or memory (nothing on disk)")
     p.add_argument("--max-concurrent-activities", type=int, default=0,
                    help="the worker's activity slots and threads (0: the worker's default)")
+    p.add_argument("--local-calls-above", type=int, default=None,
+                   help="the rollout's local_calls_above (default: the rollout's own, 500 nodes)")
     p.add_argument("--timeout", type=float, default=0.0, help="give up waiting after this many seconds (0: 10x ideal, at least 600)")
     asyncio.run(main(p.parse_args()))

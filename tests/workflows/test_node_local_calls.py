@@ -101,11 +101,11 @@ async def test_a_non_retryable_failure_is_not_tried_again_as_an_activity(time_sk
 
 
 async def test_a_small_plan_keeps_regular_activities(time_skipping_env, wf_task_queue):
-    """Below ``local_calls_above`` (the default 500) every call is an activity and the node run
-    asks no patch for it."""
+    """At or below ``local_calls_above`` (5 here; every plan goes local by default) every call is
+    an activity and the node run asks no patch for it."""
     fake = FakeCluster({"worker": 1})
     async with Worker(time_skipping_env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=fake.activities()):
-        handle = await start(time_skipping_env, wf_task_queue, rollout_input())
+        handle = await start(time_skipping_env, wf_task_queue, rollout_input(local_calls_above=5))
         assert (await handle.result()).outcome == "completed"
         child = await time_skipping_env.client.get_workflow_handle(f"{handle.id}/node/worker-0/1").fetch_history()
     scheduled, local = _by_kind(child)
