@@ -51,6 +51,11 @@ def find_temporal_binary() -> Path:
     )
 
 
+#: Starts tried when the server exits because a port it binds (its HTTP API's, picked by the CLI
+#: itself) was taken in the meantime ("bind: address already in use").
+START_ATTEMPTS = 3
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that is free on ``host`` right now (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -268,8 +273,16 @@ class DevServer(ChildProcess):
         for k in list(env):
             if k.startswith("TEMPORAL_"):
                 del env[k]
-        self._proc = popen_child(self.command(), env=env, log_path=self.log_path)
-        await self._wait_ready()
+        for attempt in range(1, START_ATTEMPTS + 1):
+            self._proc = popen_child(self.command(), env=env, log_path=self.log_path)
+            try:
+                await self._wait_ready()
+                return
+            except DevServerError as err:
+                # The CLI picks its HTTP API port itself when it is not given, and a port found
+                # free can be taken before the server binds it: start again (it picks anew).
+                if "address already in use" not in str(err) or attempt == START_ATTEMPTS or _port_open(self.host, self.port):
+                    raise
 
     async def _wait_ready(self) -> None:
         from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest

@@ -112,3 +112,31 @@ async def test_worker_process_reports_bad_kubeconfig(dev_server, worker_process_
     with pytest.raises(WorkerProcessError, match="exited with code 2") as err:
         await proc.start()
     assert f"{bad} is not valid YAML" in str(err.value)
+
+
+class _HttpPortTakenOnce(DevServer):
+    """A dev server whose first start asks for an HTTP API port somebody else holds (as when the
+    port the CLI picked is taken before it binds it); later starts let the CLI pick."""
+
+    def __init__(self, *args, busy_port: int, **kw) -> None:
+        super().__init__(*args, **kw)
+        self.busy_port = busy_port
+        self.commands = 0
+
+    def command(self) -> list[str]:
+        self.commands += 1
+        extra = ["--http-port", str(self.busy_port)] if self.commands == 1 else []
+        return [*super().command(), *extra]
+
+
+async def test_start_again_when_a_port_is_taken_meanwhile(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        server = _HttpPortTakenOnce(tmp_path / "state", headless=True, persist=False, busy_port=busy.getsockname()[1])
+        try:
+            await server.start()
+            # The first start exited on the taken port (any other exit would have raised), the second serves.
+            assert server.commands == 2 and server.running
+        finally:
+            await server.stop()
