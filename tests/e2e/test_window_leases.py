@@ -1,15 +1,16 @@
 """Issue 16 end to end: a rollout whose plan is larger than ``window_node_leases_above`` leases
-each node only while it is in the node window (workflows.machineconfig.leasing), so the number
-of lease children stays near the pools plus maxUnavailable instead of one per planned node
-(Temporal caps a workflow's pending children at 2,000). On a generated 20-node pool with
-maxUnavailable 2 and the threshold at 0: the rollout completes every node; at no time did more
-node leases run than the window needs (the nodes in flight, as many look-ahead nodes, and a few
-released ones still closing); node leases were started along the run, not all before the first
-node; and every lease workflow has closed at the end (all read from the
-rollout's own history and the lease workflows' descriptions)."""
+each node only while it is in the node window, and (patch ``node-run-holds-node-lease``) each
+node run holds its node's lease itself, as its own child, so that the lease ends with the run
+(parent close policy TERMINATE, applied by the real server) and the rollout's history records no
+node lease at all. On a generated 20-node pool with maxUnavailable 2 and the threshold at 0: the
+rollout completes every node; its history starts no node lease; every node run's first child is
+its node's lease; at no time did more node leases run than the window needs (the nodes in flight
+and a few whose run just ended); and every lease has closed at the end (read from the lease
+workflows' descriptions)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -26,31 +27,14 @@ NODES, WINDOW = 20, 2
 FAST = fast_timings(SCALE)
 
 
-def open_leases(events: list[Any]) -> tuple[int, int, int]:
-    """From the rollout's history: (most node leases open at once, node leases started before the
-    first node run, node leases started in all). A lease is open from its start until the
-    history records its child's completion (or failure, termination)."""
-    ended_types = {"child_workflow_execution_completed_event_attributes", "child_workflow_execution_failed_event_attributes",
-                   "child_workflow_execution_terminated_event_attributes", "child_workflow_execution_canceled_event_attributes"}
-    initiated: dict[int, str] = {}
-    open_now: set[str] = set()
-    most = before_first = started = 0
-    first_node_run = False
-    for ev in events:
-        if ev.HasField("start_child_workflow_execution_initiated_event_attributes"):
-            a = ev.start_child_workflow_execution_initiated_event_attributes
-            initiated[ev.event_id] = a.workflow_id
-            if a.workflow_type.name == "NodeRolloutWorkflow":
-                first_node_run = True
-            elif ":" in a.workflow_id.rsplit("/", 1)[-1]:  # lease/<cluster>/node:<name>
-                started += 1
-                before_first += 0 if first_node_run else 1
-                open_now.add(a.workflow_id)
-                most = max(most, len(open_now))
-        for field in ended_types:
-            if ev.HasField(field):
-                open_now.discard(getattr(ev, field).workflow_execution.workflow_id)
-    return most, before_first, started
+def most_open_at_once(spans: list[tuple[float, float]]) -> int:
+    """The largest number of (start, close) spans open at the same instant."""
+    edges = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans], key=lambda e: (e[0], e[1]))
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
 
 
 @pytest.mark.timeout(600)
@@ -71,17 +55,32 @@ async def test_large_plan_leases_nodes_in_the_window_and_closes_them_all(
     assert result.summary.done == NODES and len(result.nodes) == NODES
 
     events = [ev async for ev in handle.fetch_history_events()]
-    most, before_first, started = open_leases(events)
-    print(f"node leases: {started} started, {before_first} before the first node run, at most {most} open at once")
-    # Per node in flight: its own lease and a look-ahead one, plus leases released a moment ago and
-    # still closing; never one lease per planned node.
-    assert started == NODES, started  # each node was leased once, along the run
-    # (measured: 3 before the first node run, at most 6 open at once; half the pool is the bound)
-    assert WINDOW <= before_first <= 2 * WINDOW and WINDOW <= most <= NODES // 2, (before_first, most)
-    # Every lease workflow of the run has closed (lease-release-waits-closed covers the window's too).
-    ids = [a.start_child_workflow_execution_initiated_event_attributes.workflow_id for a in events
-           if a.HasField("start_child_workflow_execution_initiated_event_attributes")]
-    for wid in [i for i in ids if i.startswith("lease/")]:
+    started = [e.start_child_workflow_execution_initiated_event_attributes.workflow_id for e in events
+               if e.HasField("start_child_workflow_execution_initiated_event_attributes")]
+    assert not [i for i in started if i.startswith(f"lease/{cluster}/node:")], started  # none in the rollout's history
+    spans = []
+    for node in result.nodes:
+        run = temporal_client.get_workflow_handle(f"{handle.id}/node/{node}/1")
+        run_children = [e.start_child_workflow_execution_initiated_event_attributes.workflow_id
+                        async for e in run.fetch_history_events()
+                        if e.HasField("start_child_workflow_execution_initiated_event_attributes")]
+        lease_id = f"lease/{cluster}/node:{node}"
+        assert run_children == [lease_id], run_children
+        desc = None
+        for _ in range(100):  # the server applies the parent close policy just after the run closes
+            desc = await temporal_client.get_workflow_handle(lease_id).describe()
+            if desc.status != WorkflowExecutionStatus.RUNNING:
+                break
+            await asyncio.sleep(0.1)
+        assert desc is not None and desc.status == WorkflowExecutionStatus.TERMINATED, (lease_id, desc and desc.status)
+        assert desc.parent_id == run.id and desc.close_time is not None
+        spans.append((desc.start_time.timestamp(), desc.close_time.timestamp()))
+    most = most_open_at_once(spans)
+    print(f"node leases: {len(spans)}, at most {most} open at once")
+    # The nodes in flight, plus a lease or two whose run just closed; never one per planned node.
+    assert WINDOW <= most <= NODES // 2, most
+    # The pool's lease has closed too (released and waited for).
+    for wid in [i for i in started if i.startswith("lease/")]:
         desc = await temporal_client.get_workflow_handle(wid).describe()
         assert desc.status == WorkflowExecutionStatus.COMPLETED, (wid, desc.status)
     await worker.stop()

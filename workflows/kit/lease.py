@@ -38,6 +38,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.models import LeaseInfo, LeaseInput
     from workflows.kit.scopes import SUBSYSTEM_SCOPES, LeaseScope, cluster_scope, scope_workflow_id
 
+#: How often :meth:`Leases.hold_while_running` asks again for a lease its own holder still holds
+#: (a second apart), before it counts that lease as covering it.
+OWN_LEASE_RETRIES = 5
+
 #: How long a refused lease waits for the holder's answer before failing with the lease ID only.
 LEASE_ANSWER_TIMEOUT = timedelta(seconds=30)
 
@@ -105,11 +109,15 @@ class Leases:
     """The leases one procedure run holds (see the module doc).
 
     ``holder``: this run's workflow ID; ``procedure``: its spec name (shown to the refused).
+    ``requester``: the workflow a lease answers ``contend`` to (default ``holder``): a node run
+    taking a lease for its procedure holds it in the procedure's name but hears the answers itself
+    (:meth:`hold_while_running`).
     """
 
-    def __init__(self, holder: str, procedure: str) -> None:
+    def __init__(self, holder: str, procedure: str, requester: str | None = None) -> None:
         self.holder = holder
         self.procedure = procedure
+        self.requester = requester or holder
         self.held: dict[str, workflow.ChildWorkflowHandle] = {}
         #: Leases released one by one (release_scope) that may still be closing.
         self.closing: dict[str, workflow.ChildWorkflowHandle] = {}
@@ -244,6 +252,39 @@ class Leases:
                 self.held[scope] = res
         return refused
 
+    async def hold_while_running(self, scope: str) -> None:
+        """Take ``scope`` for as long as the calling run lives: its lease workflow is the run's own
+        child (parent close policy TERMINATE), so it ends when the run closes, with no release
+        signal and no completion in anybody's history (issue 16: a node run holding its node's
+        lease costs the procedure's history nothing). The lease names ``holder``.
+
+        A lease held by ``holder`` already is ours: either still closing after an earlier run of
+        the same holder (asked again up to :data:`OWN_LEASE_RETRIES` times, a second apart) or
+        kept by the holder itself; it is then not taken again. Raises the LeaseHeld refusal
+        naming any other holder."""
+        parsed = LeaseScope.parse(scope)
+        lease_id = scope_workflow_id(scope)
+        for attempt in range(OWN_LEASE_RETRIES + 1):
+            try:
+                self.held[scope] = await workflow.start_child_workflow(
+                    LeaseWorkflow.run,
+                    LeaseInput(cluster=parsed.cluster, scope=scope, holder=self.holder, procedure=self.procedure),
+                    id=lease_id,
+                    parent_close_policy=workflow.ParentClosePolicy.TERMINATE,
+                )
+                return
+            except WorkflowAlreadyStartedError:
+                exists, info = await self._ask(lease_id)
+            if exists and (info is None or info.holder != self.holder):
+                raise self._error(parsed, info, lease_id)
+            if exists and attempt == OWN_LEASE_RETRIES:
+                workflow.logger.info("lease %s is held by %s itself: not taken again", scope, self.holder)
+                return
+            if exists:
+                await workflow.sleep(timedelta(seconds=1))
+        # Started and ended by somebody else every time we looked: held all the same.
+        raise self._error(parsed, None, lease_id)
+
     async def refusal(self, scope: str) -> ApplicationError:
         """The LeaseHeld error for ``scope``, naming its holder (asked with ``contend``)."""
         return await self._refusal(LeaseScope.parse(scope), scope_workflow_id(scope))
@@ -266,7 +307,7 @@ class Leases:
 
         async def contend(scope: str) -> bool:
             try:
-                await workflow.get_external_workflow_handle(scope_workflow_id(scope)).signal("contend", self.holder)
+                await workflow.get_external_workflow_handle(scope_workflow_id(scope)).signal("contend", self.requester)
             except Exception:  # noqa: BLE001 - the lease does not run: the scope is free
                 return False
             return True
@@ -337,7 +378,7 @@ class Leases:
         LEASE_ANSWER_TIMEOUT (True, None): a silent lease still counts as held."""
         self._denied = None
         try:
-            await workflow.get_external_workflow_handle(lease_id).signal("contend", self.holder)
+            await workflow.get_external_workflow_handle(lease_id).signal("contend", self.requester)
         except Exception as err:  # noqa: BLE001 - the lease does not run
             workflow.logger.info("lease %s not running: %s", lease_id, err)
             return False, None

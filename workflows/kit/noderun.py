@@ -31,7 +31,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.drain import DrainGateState, DrainLoop, blocked_waiting_for, cordon_and_drain
     from workflows.kit.features import Features
-    from workflows.kit.models import DrainDecisionSignal, GateRecord, NodePhase, NodeProgress
+    from workflows.kit.lease import Leases
+    from workflows.kit.models import DrainDecisionSignal, GateRecord, LeaseInfo, NodePhase, NodeProgress
 
 #: ``workflow.patched`` id: progress signals to the parent are sent without awaiting each one.
 PATCH_ASYNC_PROGRESS = "async-progress-signals"
@@ -400,10 +401,19 @@ class NodeRunWorkflow:
     Subclasses set ``self.node_run`` (a :class:`NodeRun`) in their ``@workflow.init`` ``__init__``.
     Signals ``skip`` / ``abort`` (identity as the argument) are honoured at the run's safe points;
     ``drain_decision`` carries a decision the parent's ``decide`` update validated; the
-    ``progress`` query returns the last :class:`NodeProgress`.
+    ``progress`` query returns the last :class:`NodeProgress`; ``lease_denied`` is a lease's
+    answer when the run takes its node's lease itself (``run_leases``).
     """
 
     node_run: NodeRun
+    #: The leases the run holds for its procedure (:meth:`workflows.kit.lease.Leases.hold_while_running`), if any.
+    run_leases: Leases | None = None
+
+    @workflow.signal
+    def lease_denied(self, info: LeaseInfo) -> None:
+        """A lease's answer to our ``contend`` (the run asked who holds its node's lease)."""
+        if self.run_leases is not None:
+            self.run_leases.denied(info)
 
     @workflow.signal
     def skip(self, identity: str = "") -> None:

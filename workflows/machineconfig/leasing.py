@@ -9,6 +9,7 @@ rollout's ``_in``, ``_id``, ``leases``, ``batches``, ``_status``, ``_leases_conc
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 from temporalio import workflow
 
@@ -18,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.scopes import node_scope, pool_scope
     from workflows.machineconfig.handover import RolloutCarry, lease_scopes_to_retake, retake_leases
     from workflows.machineconfig.models import MachineConfigRolloutInput, RolloutPlan
+    from workflows.machineconfig.node import LEASE_REFUSED
 
 #: ``workflow.patched`` id: the rollout leases the node scopes of its plan as well as its pools,
 #: and probes the cluster-wide lease (runs recorded before took pool leases only).
@@ -37,6 +39,17 @@ PATCH_WINDOW_LEASES = "node-leases-in-window-large"
 #: rollout's largest task, about 1 s; 5,000 would make 2.5 s).
 PATCH_PROBE_CHUNKS = "lease-probe-in-chunks"
 PROBE_CHUNK = 250
+
+#: ``workflow.patched`` id: in a large plan (leases in the window) each node run takes its node's
+#: lease itself, as its own child, for as long as it runs (:meth:`workflows.kit.lease.Leases.hold_while_running`):
+#: the rollout's history then records no lease start, release or completion per node (5 events
+#: and 3 workflow-task triggers per node before). A node that ends degraded or failed is leased
+#: again by the rollout, which keeps it until the end as before.
+PATCH_NODE_RUN_LEASES = "node-run-holds-node-lease"
+
+#: How often the rollout asks again for a degraded node's lease still held by the node run's own
+#: lease while it closes (a second apart).
+KEEP_LEASE_TRIES = 10
 
 #: Node phases whose lease the rollout keeps until it ends (it may still roll the node back).
 _KEEP_LEASE_PHASES = frozenset({NodePhase.DEGRADED, NodePhase.FAILED})
@@ -96,10 +109,49 @@ class RolloutLeasing:
         if scope in refused:
             raise await self.leases.refusal(scope)
 
+    def _leases_in_node_runs(self) -> bool:
+        """Whether this run's node runs take their node's lease themselves
+        (:data:`PATCH_NODE_RUN_LEASES`, asked at the first node of a window-leased run)."""
+        if getattr(self, "_node_run_leases", None) is None:
+            self._node_run_leases = workflow.patched(PATCH_NODE_RUN_LEASES)
+        return bool(self._node_run_leases)
+
+    def _node_lease_for_run(self, node: str) -> str | None:
+        """The scope the node run leases itself, or None when the rollout holds it already (kept
+        from a degraded or failed attempt that is now retried)."""
+        scope = node_scope(self._in.cluster, node)
+        return None if scope in self.leases.held else scope
+
     def _node_finished(self, node: str) -> None:
         """A node's child ended: release its lease (not for a degraded or failed node, which a
-        skip may still roll back) without holding the window up."""
+        skip may still roll back) without holding the window up. When node runs hold their own
+        leases, the rollout takes a degraded or failed node's lease instead (its run's ended)."""
         scope = node_scope(self._in.cluster, node)
-        if not self._window_leases or scope not in self.leases.held or self._status.nodes[node].phase in _KEEP_LEASE_PHASES:
+        keep = self._status.nodes[node].phase in _KEEP_LEASE_PHASES
+        if self._window_leases and keep and scope not in self.leases.held and self._leases_in_node_runs():
+            result = self.batches.results.get(node)
+            if result is not None and result.safe_point == LEASE_REFUSED:
+                return  # another procedure holds it: the run never touched the node
+            self.batches.tasks.append(asyncio.create_task(self._keep_node_lease(node, scope)))
+            return
+        if not self._window_leases or scope not in self.leases.held or keep:
             return
         self.batches.tasks.append(asyncio.create_task(self.leases.release_scope(scope)))
+
+    async def _keep_node_lease(self, node: str, scope: str) -> None:
+        """Lease a degraded/failed node whose run's lease just ended. Refused by our own rollout:
+        the run's lease is still closing, ask again a second later. Refused by another procedure
+        (it took the node in that instant): the node's status warns that a skip's rollback is no
+        longer protected."""
+        for _ in range(KEEP_LEASE_TRIES):
+            if not await self.leases.acquire_some([scope]):
+                return
+            err = await self.leases.refusal(scope)
+            holder = str(err.details[0]) if err.details else ""
+            if holder != self._id:
+                self._status.nodes[node].warning = f"node lease lost after the node run ended: {err.message}"
+                self.touch()
+                return
+            await workflow.sleep(timedelta(seconds=1))
+        self._status.nodes[node].warning = "node lease not retaken: the node run's lease did not close"
+        self.touch()

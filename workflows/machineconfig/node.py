@@ -27,6 +27,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.cluster.models import (
@@ -47,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.drain import PATCH_DECISION_GATE, DrainGateState
     from workflows.kit.features import Features
+    from workflows.kit.lease import Leases
     from workflows.kit.noderun import PATCH_ASYNC_PROGRESS, PATCH_MILESTONE_PROGRESS, NodeRun, NodeRunWorkflow, Stopped
     from workflows.machineconfig.follow import PATCH_FOLLOW_DAEMON, follow_daemon
     from workflows.machineconfig.plan import is_at_target
@@ -61,6 +63,9 @@ PATCH_SET_DESIRED_FIRST = "set-desired-config-first"
 #: instead of three activity events and a workflow task (issue 16). Asked only when the input's
 #: ``local_calls`` is set (large plans).
 PATCH_LOCAL_CALLS = "node-run-local-calls"
+
+#: ``safe_point`` of a run whose node lease was refused: it changed nothing.
+LEASE_REFUSED = "node lease refused: nothing changed"
 
 #: The patches a node run started by the current rollout takes as given (``NodeRolloutInput.features``,
 #: :mod:`workflows.kit.features`): each would otherwise cost every node run a marker and a search
@@ -156,6 +161,16 @@ class NodeRolloutWorkflow(NodeRunWorkflow):
     async def run(self, input: NodeRolloutInput) -> NodeRolloutResult:
         # The same Timeouts object is the node run's and its drain's: all short calls go local.
         self._timeouts.local = input.local_calls and self._features.on(PATCH_LOCAL_CALLS)
+        if input.lease_scope:
+            # The node's lease, held in the rollout's name for as long as this run lives.
+            self.run_leases = Leases(input.parent_id, "machineconfig-rollout", requester=workflow.info().workflow_id)
+            try:
+                await self.run_leases.hold_while_running(input.lease_scope)
+            except ApplicationError as err:
+                if err.type != "LeaseHeld":
+                    raise
+                workflow.logger.warning("node %s not touched: %s", input.node, err.message)
+                return self.node_run.result(NodeRolloutResult, "failed", reason=err.message, safe_point=LEASE_REFUSED)
         result = await self._handshake(input)
         await self.node_run.settle()
         return result

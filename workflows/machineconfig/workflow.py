@@ -380,8 +380,12 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
         """Start the node's NodeRolloutWorkflow attempt (ID ``{rollout}/node/{node}/{attempt}``),
         after taking the node's lease (in-window leases, :mod:`workflows.machineconfig.leasing`; raises LeaseHeld
         when another procedure holds the node, which the window records as a failed node)."""
+        lease_scope = None
         if self._window_leases:
-            await self._lease_node(node, group)
+            if self._leases_in_node_runs():
+                lease_scope = self._node_lease_for_run(node)
+            else:
+                await self._lease_node(node, group)
         i = self._in
         child_input = NodeRolloutInput(
             node=node,
@@ -404,6 +408,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             decision_timeout_outcome=i.decision_timeout_outcome,
             local_calls=sum(len(pp.nodes) for pp in self._pool_plans.values()) > i.local_calls_above,
             features=list(NODE_RUN_FEATURES),
+            lease_scope=lease_scope,
         )
         return await workflow.start_child_workflow(
             NodeRolloutWorkflow.run,
