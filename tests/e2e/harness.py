@@ -87,6 +87,16 @@ def write_requests(requests: Any) -> list[Any]:
     return [e for e in requests.entries() if e.verb in ("create", "update", "patch", "delete", "deletecollection")]
 
 
+def max_overlap(windows: list[tuple[float, float]]) -> int:
+    """Most intervals open at one instant (an interval ending when another starts does not overlap)."""
+    edges = sorted([(a, 1) for a, _ in windows] + [(b, -1) for _, b in windows], key=lambda x: (x[0], x[1]))
+    best = cur = 0
+    for _, step in edges:
+        cur += step
+        best = max(best, cur)
+    return best
+
+
 def fast_timings(scale: float) -> dict[str, float]:
     """Rollout input fields for tests on clustersim at ``scale``: short drain back-off and wait
     (seconds), and the machine-config-daemon's drain (1 h) and uncordon (10 min) deadlines

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness import ClusterObserver, drive, fast_timings, pools_updated, start_rollout
+from tests.e2e.harness import ClusterObserver, drive, fast_timings, max_overlap, pools_updated, start_rollout
 
 pytestmark = pytest.mark.e2e
 
@@ -35,16 +35,6 @@ def node_windows(requests: Any) -> dict[str, tuple[float, float]]:
         first, last = out.get(e.name, (e.time, e.time))
         out[e.name] = (min(first, e.time), max(last, e.time))
     return out
-
-
-def max_overlap(windows: list[tuple[float, float]]) -> int:
-    """Most intervals open at one instant (an interval ending when another starts does not overlap)."""
-    edges = sorted([(a, 1) for a, _ in windows] + [(b, -1) for _, b in windows], key=lambda x: (x[0], x[1]))
-    best = cur = 0
-    for _, step in edges:
-        cur += step
-        best = max(best, cur)
-    return best
 
 
 async def _roll(sim_factory, worker_process_factory, dev_server, temporal_client, order: str) -> tuple[Any, float, Any]:

@@ -18,23 +18,13 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from clustersim.scenario import generate_scenario
-from tests.e2e.harness import drive, fast_timings, start_rollout
+from tests.e2e.harness import drive, fast_timings, max_overlap, start_rollout
 
 pytestmark = pytest.mark.e2e
 
 SCALE = 0.05
 NODES, WINDOW = 20, 2
 FAST = fast_timings(SCALE)
-
-
-def most_open_at_once(spans: list[tuple[float, float]]) -> int:
-    """The largest number of (start, close) spans open at the same instant."""
-    edges = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans], key=lambda e: (e[0], e[1]))
-    most = now = 0
-    for _, step in edges:
-        now += step
-        most = max(most, now)
-    return most
 
 
 @pytest.mark.timeout(600)
@@ -75,7 +65,7 @@ async def test_large_plan_leases_nodes_in_the_window_and_closes_them_all(
         assert desc is not None and desc.status == WorkflowExecutionStatus.TERMINATED, (lease_id, desc and desc.status)
         assert desc.parent_id == run.id and desc.close_time is not None
         spans.append((desc.start_time.timestamp(), desc.close_time.timestamp()))
-    most = most_open_at_once(spans)
+    most = max_overlap(spans)
     print(f"node leases: {len(spans)}, at most {most} open at once")
     # The nodes in flight, plus a lease or two whose run just closed; never one per planned node.
     assert WINDOW <= most <= NODES // 2, most

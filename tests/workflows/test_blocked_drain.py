@@ -57,6 +57,14 @@ async def blocked_rollout(env, tq, fake, **kw):
     return await start(env, tq, rollout_input(pools=["worker"], **kw))
 
 
+async def skipped_at_gate(env, tq, fake):
+    """A blocked rollout whose worker-0 gate carol answers ``skip``: (handle, result)."""
+    handle = await blocked_rollout(env, tq, fake)
+    await until_gate(env, handle)
+    await handle.execute_update(MachineConfigRolloutWorkflow.decide, decide("worker-0", "skip", "carol", "not now"))
+    return handle, await handle.result()
+
+
 def decide(node: str, decision: str, identity: str, comment: str = "") -> DecideInput:
     return DecideInput(node=node, decision=DrainDecision(decision), identity=identity, comment=comment)
 
@@ -101,10 +109,7 @@ async def test_gate_opens_after_decide_after_and_wait_asks_again(time_skipping_e
 async def test_skip_decision_resets_the_node_and_the_rollout_continues(time_skipping_env, wf_task_queue):
     fake = DecisionFake({"worker": 2})
     async with Worker(time_skipping_env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=fake.activities()):
-        handle = await blocked_rollout(time_skipping_env, wf_task_queue, fake)
-        await until_gate(time_skipping_env, handle)
-        await handle.execute_update(MachineConfigRolloutWorkflow.decide, decide("worker-0", "skip", "carol", "not now"))
-        result = await handle.result()
+        _, result = await skipped_at_gate(time_skipping_env, wf_task_queue, fake)
     assert result.outcome == "completed"
     assert result.nodes["worker-0"].phase == NodePhase.SKIPPED and "carol" in result.nodes["worker-0"].reason
     assert result.nodes["worker-1"].phase == NodePhase.DONE

@@ -11,11 +11,11 @@ import json
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Worker
-from test_blocked_drain import DecisionFake, blocked_rollout, decide, until_gate
+from test_blocked_drain import DecisionFake, skipped_at_gate
 from test_machineconfig_rollout import rollout_input, start
 from wf_fakes import FakeCluster, new_config
 
-from workflows import WORKFLOWS, MachineConfigRolloutWorkflow
+from workflows import WORKFLOWS
 from workflows.kit.drain import PATCH_DECISION_GATE
 from workflows.kit.models import NodePhase
 from workflows.machineconfig.models import NodeRolloutInput
@@ -54,10 +54,7 @@ async def test_rollout_node_runs_record_no_patch_markers(time_skipping_env, wf_t
 async def test_blocked_drain_gate_opens_without_its_patch_marker(time_skipping_env, wf_task_queue):
     fake = DecisionFake({"worker": 2})
     async with Worker(time_skipping_env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=fake.activities()):
-        handle = await blocked_rollout(time_skipping_env, wf_task_queue, fake)
-        await until_gate(time_skipping_env, handle)
-        await handle.execute_update(MachineConfigRolloutWorkflow.decide, decide("worker-0", "skip", "carol", "not now"))
-        result = await handle.result()
+        handle, result = await skipped_at_gate(time_skipping_env, wf_task_queue, fake)
         child = await time_skipping_env.client.get_workflow_handle(f"{handle.id}/node/worker-0/1").fetch_history()
     assert result.nodes["worker-0"].phase == NodePhase.SKIPPED and result.nodes["worker-1"].phase == NodePhase.DONE
     assert _patches(child) == ([], 0)

@@ -3,7 +3,7 @@ and its nodes either all up front or, for a large plan, each only while it is in
 
 A mixin of :class:`workflows.machineconfig.workflow.MachineConfigRolloutWorkflow` (it uses the
 rollout's ``_in``, ``_id``, ``leases``, ``batches``, ``_status``, ``_leases_concurrent`` and
-``_window_leases``). Workflow code only (deterministic).
+``_window_leases``, ``_node_run_leases``). Workflow code only (deterministic).
 """
 
 from __future__ import annotations
@@ -112,9 +112,9 @@ class RolloutLeasing:
     def _leases_in_node_runs(self) -> bool:
         """Whether this run's node runs take their node's lease themselves
         (:data:`PATCH_NODE_RUN_LEASES`, asked at the first node of a window-leased run)."""
-        if getattr(self, "_node_run_leases", None) is None:
+        if self._node_run_leases is None:
             self._node_run_leases = workflow.patched(PATCH_NODE_RUN_LEASES)
-        return bool(self._node_run_leases)
+        return self._node_run_leases
 
     def _node_lease_for_run(self, node: str) -> str | None:
         """The scope the node run leases itself, or None when the rollout holds it already (kept

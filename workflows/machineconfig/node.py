@@ -61,7 +61,7 @@ PATCH_SET_DESIRED_FIRST = "set-desired-config-first"
 #: ``workflow.patched`` id: the node run's short API calls (read, annotate, cordon, uncordon,
 #: events) run as local activities first (:func:`workflows.kit.calls.call`): a marker each
 #: instead of three activity events and a workflow task (issue 16). Asked only when the input's
-#: ``local_calls`` is set (large plans).
+#: ``local_calls`` is set (plans above the rollout's ``local_calls_above``: every plan by default).
 PATCH_LOCAL_CALLS = "node-run-local-calls"
 
 #: ``safe_point`` of a run whose node lease was refused: it changed nothing.

@@ -97,6 +97,8 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
         self._leases_concurrent = False
         #: Node leases taken as nodes start (decided once per run, workflows.machineconfig.leasing).
         self._window_leases = False
+        #: Whether node runs hold their own node leases (asked once per run, see leasing.py).
+        self._node_run_leases: bool | None = None
         self.kit_init(
             procedure=PROCEDURE_MACHINECONFIG_ROLLOUT,
             noun="rollout",
