@@ -68,23 +68,7 @@ class NodeActivities(GatewayActivities):
     def set_node_annotations(self, input: SetNodeAnnotationsInput) -> NodeInfo:
         """Set/remove annotations with one merge patch holding only the keys that differ (no
         write at all when none does). Returns the Node after the change."""
-        obj = self._node(input.node)
-        current = objects.annotations(obj)
-        diff: dict[str, str | None] = {}
-        for key, value in input.annotations.items():
-            if value is None:
-                if key in current:
-                    diff[key] = None
-            elif current.get(key) != value:
-                diff[key] = value
-        if not diff:
-            return node_info(obj)
-        try:
-            patched = self.gateway.patch_node(input.node, {"metadata": {"annotations": diff}})
-        except NotFound:
-            raise fail("NodeNotFound", f"node {input.node} not found") from None
-        log().info(f"node {input.node}: annotations set {diff}")
-        return node_info(patched)
+        return set_annotations(self, input.node, input.annotations)
 
     @activity.defn(name="cordon_node")
     def cordon_node(self, input: CordonInput) -> CordonResult:
@@ -123,34 +107,7 @@ class NodeActivities(GatewayActivities):
         annotation of ours is then removed). A node cordoned by somebody else stays cordoned:
         ``uncordoned`` False and ``left_cordoned_reason`` says by whom.
         """
-        for _ in range(CONFLICT_RETRIES):
-            info = node_info(self._node(input.node))
-            if not info.unschedulable:
-                if info.cordoned_by == input.owner:
-                    self._patch_if_present(input.node, {"metadata": {"annotations": {ANN_CORDONED_BY: None}}})
-                return UncordonResult(uncordoned=True)
-            if info.cordoned_by != input.owner:
-                who = info.cordoned_by or "somebody else (no lockkeeper.io/cordoned-by annotation)"
-                return UncordonResult(uncordoned=False, left_cordoned_reason=f"node {input.node} was cordoned by {who}")
-            patch = {
-                "metadata": {"annotations": {ANN_CORDONED_BY: None}, "resourceVersion": info.resource_version},
-                "spec": {"unschedulable": None},
-            }
-            try:
-                self.gateway.patch_node(input.node, patch)
-            except NotFound:
-                raise fail("NodeNotFound", f"node {input.node} not found") from None
-            except Conflict:
-                continue
-            log().info(f"node {input.node}: uncordoned (cordoned by {input.owner})")
-            return UncordonResult(uncordoned=True)
-        raise ConflictExhausted(f"node {input.node} kept changing while uncordoning")
-
-    def _patch_if_present(self, node: str, patch: dict[str, Any]) -> None:
-        try:
-            self.gateway.patch_node(node, patch)
-        except NotFound:
-            raise fail("NodeNotFound", f"node {node} not found") from None
+        return uncordon_owned(self, input.node, input.owner)
 
     @activity.defn(name="set_node_labels")
     def set_node_labels(self, input: SetNodeLabelsInput) -> NodeInfo:
@@ -250,3 +207,62 @@ def procedure_of(workflow_id: str) -> str:
     """The procedure's workflow ID from a workflow ID: a node run's child ID is
     ``{procedure}/node/{node}/{attempt}``; any other ID is the procedure's own."""
     return workflow_id.split("/node/", 1)[0]
+
+
+def set_annotations(acts: GatewayActivities, node: str, wanted: dict[str, str | None]) -> NodeInfo:
+    """Body of ``set_node_annotations`` (shared with activities that answer the daemon): one
+    merge patch with only the keys that differ from the Node as read, none when nothing does.
+    Returns the Node after the change. Raises non-retryable ``NodeNotFound``."""
+    obj = acts._node(node)
+    current = objects.annotations(obj)
+    diff: dict[str, str | None] = {}
+    for key, value in wanted.items():
+        if value is None:
+            if key in current:
+                diff[key] = None
+        elif current.get(key) != value:
+            diff[key] = value
+    if not diff:
+        return node_info(obj)
+    try:
+        patched = acts.gateway.patch_node(node, {"metadata": {"annotations": diff}})
+    except NotFound:
+        raise fail("NodeNotFound", f"node {node} not found") from None
+    log().info(f"node {node}: annotations set {diff}")
+    return node_info(patched)
+
+
+def uncordon_owned(acts: GatewayActivities, node: str, owner: str) -> UncordonResult:
+    """Body of ``uncordon_node`` (shared with activities that answer the daemon): uncordon only
+    if ``lockkeeper.io/cordoned-by == owner``, removing the annotation in the same patch,
+    conditional on the resourceVersion read (409: read again, up to ``CONFLICT_RETRIES``).
+    Raises non-retryable ``NodeNotFound``; ``ConflictExhausted`` when the node kept changing."""
+    for _ in range(CONFLICT_RETRIES):
+        info = node_info(acts._node(node))
+        if not info.unschedulable:
+            if info.cordoned_by == owner:
+                _patch_if_present(acts, node, {"metadata": {"annotations": {ANN_CORDONED_BY: None}}})
+            return UncordonResult(uncordoned=True)
+        if info.cordoned_by != owner:
+            who = info.cordoned_by or "somebody else (no lockkeeper.io/cordoned-by annotation)"
+            return UncordonResult(uncordoned=False, left_cordoned_reason=f"node {node} was cordoned by {who}")
+        patch = {
+            "metadata": {"annotations": {ANN_CORDONED_BY: None}, "resourceVersion": info.resource_version},
+            "spec": {"unschedulable": None},
+        }
+        try:
+            acts.gateway.patch_node(node, patch)
+        except NotFound:
+            raise fail("NodeNotFound", f"node {node} not found") from None
+        except Conflict:
+            continue
+        log().info(f"node {node}: uncordoned (cordoned by {owner})")
+        return UncordonResult(uncordoned=True)
+    raise ConflictExhausted(f"node {node} kept changing while uncordoning")
+
+
+def _patch_if_present(acts: GatewayActivities, node: str, patch: dict[str, Any]) -> None:
+    try:
+        acts.gateway.patch_node(node, patch)
+    except NotFound:
+        raise fail("NodeNotFound", f"node {node} not found") from None

@@ -17,13 +17,15 @@ Sources: MCO ``pkg/controller/node/node_controller.go`` (pools, rendered configs
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
 
 from activities.cluster.base import GatewayActivities
-from activities.cluster.models import ANN_CURRENT_CONFIG, ANN_STATE, DaemonState, NodeInfo
+from activities.cluster.models import ANN_CURRENT_CONFIG, ANN_LAST_APPLIED_DRAIN, ANN_STATE, DaemonState, NodeInfo
+from activities.cluster.nodes import set_annotations, uncordon_owned
 from activities.cluster.nodeinfo import node_info, node_summary
 from activities.context import HEARTBEAT_INTERVAL_SECONDS, check_cancelled, fail, heartbeat, log, pause
 from activities.kube import objects
@@ -37,8 +39,12 @@ from activities.machineconfig.models import (
     PreflightResult,
     SetNetworkTypeInput,
     SetNetworkTypeResult,
+    WaitForNodeDoneInput,
+    WaitForNodeDoneResult,
     WaitForNodeInput,
     WaitForNodeResult,
+    drain_value,
+    uncordon_value,
 )
 
 if TYPE_CHECKING:
@@ -104,7 +110,9 @@ class MachineConfigActivities(GatewayActivities):
     """The MachineConfig rollout's own activities, bound to one cluster (see
     :class:`~activities.cluster.base.GatewayActivities`)."""
 
-    ACTIVITIES = ("preflight_machineconfig_rollout", "wait_for_node", "get_pools_status", "set_network_type")
+    ACTIVITIES = (
+        "preflight_machineconfig_rollout", "wait_for_node", "wait_for_node_done", "get_pools_status", "set_network_type",
+    )
 
     @activity.defn(name="preflight_machineconfig_rollout")
     def preflight_machineconfig_rollout(self, input: PreflightInput) -> PreflightResult:
@@ -236,6 +244,68 @@ class MachineConfigActivities(GatewayActivities):
                 pause(0.5)
                 obj, info, rv = self._list_node(input.node)
 
+    @activity.defn(name="wait_for_node_done")
+    def wait_for_node_done(self, input: WaitForNodeDoneInput) -> WaitForNodeDoneResult:
+        """Watch the Node from the drain hand-off to Done, answering the uncordon on the way.
+
+        The machine-config daemon reboots the node into ``target`` and then asks for the
+        uncordon (``desiredDrain=uncordon-<target>``, MCO ``pkg/daemon/drain.go``). This activity
+        answers as the MCO drain controller does (``pkg/controller/drain/drain_controller.go``):
+        it uncordons the node (only a cordon of ``owner``) and sets
+        ``lastAppliedDrain=uncordon-<target>``, with no workflow round trip in between. It keeps
+        watching until currentConfig == target with state Done, the daemon asks for a drain again,
+        or the daemon is Degraded/Unreconcilable with nothing to answer; a request pending is
+        answered first, also while Degraded. Each write is idempotent, so an attempt retried
+        after a crash answers only what is still missing.
+
+        Watching as :meth:`wait_for_node` (LIST, then WATCH windows with heartbeats). Returns
+        ``timed_out`` after ``timeout_seconds``. Raises non-retryable ``NodeNotFound``; API errors
+        of the writes propagate and the attempt is retried by its policy.
+        """
+        deadline = time.monotonic() + max(0.0, input.timeout_seconds)
+        obj, info, rv = self._list_node(input.node)
+        answered_at: datetime | None = None
+        uncordon = None
+        last_beat = 0.0
+        while True:
+            if _asks_uncordon(input, info):
+                uncordon = uncordon_owned(self, input.node, input.owner)
+                info = set_annotations(self, input.node, {ANN_LAST_APPLIED_DRAIN: uncordon_value(input.target)})
+                answered_at = answered_at or datetime.now(UTC)
+                rv = info.resource_version or rv  # watch on after our own writes
+                log().info(f"node {input.node}: uncordon answered ({uncordon_value(input.target)})")
+            outcome = _done_outcome(input, info)
+            if outcome is not None:
+                return WaitForNodeDoneResult(node=info, outcome=outcome, uncordon_answered_at=answered_at, uncordon=uncordon)
+            now = time.monotonic()
+            if now >= deadline:
+                return WaitForNodeDoneResult(node=info, outcome="timed_out", uncordon_answered_at=answered_at, uncordon=uncordon)
+            if now - last_beat >= HEARTBEAT_INTERVAL_SECONDS:
+                heartbeat(node_summary(info))
+                last_beat = now
+            check_cancelled()
+            window = max(1, min(int(HEARTBEAT_INTERVAL_SECONDS), int(deadline - now + 0.999)))
+            try:
+                for type_, event_obj in self.gateway.watch_node(input.node, resource_version=rv, timeout_seconds=window):
+                    rv = objects.meta(event_obj).get("resourceVersion") or rv
+                    if type_ == "BOOKMARK":
+                        continue
+                    if type_ == "DELETED":
+                        raise fail("NodeNotFound", f"node {input.node} was deleted")
+                    if type_ in ("ADDED", "MODIFIED"):
+                        info = node_info(event_obj)
+                        if _asks_uncordon(input, info) or _done_outcome(input, info) is not None:
+                            break
+                    if time.monotonic() - last_beat >= HEARTBEAT_INTERVAL_SECONDS:
+                        heartbeat(node_summary(info))
+                        last_beat = time.monotonic()
+            except Gone:
+                obj, info, rv = self._list_node(input.node)
+            except Unavailable as exc:
+                log().warning(f"node {input.node}: watch broke ({exc}); re-listing")
+                pause(0.5)
+                obj, info, rv = self._list_node(input.node)
+
     def _list_node(self, name: str) -> tuple[dict[str, Any], NodeInfo, str | None]:
         items, rv = self.gateway.list_nodes_with_rv(field_selector=f"metadata.name={name}")
         if not items:
@@ -285,6 +355,23 @@ def _wait_outcome(input: WaitForNodeInput, obj: dict[str, Any], info: NodeInfo) 
     if matched or info.degraded:
         return WaitForNodeResult(node=info, matched=matched, degraded=info.degraded)
     return None
+
+
+def _asks_uncordon(input: WaitForNodeDoneInput, info: NodeInfo) -> bool:
+    """The daemon asks for the uncordon of ``input.target`` and has no answer yet."""
+    value = uncordon_value(input.target)
+    return info.desired_drain == value and info.last_applied_drain != value
+
+
+def _done_outcome(input: WaitForNodeDoneInput, info: NodeInfo) -> str | None:
+    """``done``, ``drain_requested`` or ``degraded`` when the Node ends the watch (in that
+    order: a node at its target is done even if the daemon still shows an old request), else None."""
+    if info.current_config == input.target and info.state == DaemonState.DONE:
+        return "done"
+    drain = drain_value(input.target)
+    if info.desired_drain == drain and info.last_applied_drain != drain:
+        return "drain_requested"
+    return "degraded" if info.degraded else None
 
 
 def wait_condition_holds(input: WaitForNodeInput, annotations: dict[str, str]) -> bool:

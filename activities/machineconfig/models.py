@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from activities.cluster.models import ANN_DESIRED_DRAIN, NodeInfo, PDBReport, PendingPodReport
+from activities.cluster.models import ANN_DESIRED_DRAIN, NodeInfo, PDBReport, PendingPodReport, UncordonResult
 
 
 def drain_value(rendered: str) -> str:
@@ -94,6 +94,37 @@ class WaitForNodeResult(BaseModel):
     matched: bool
     degraded: bool = False
     timed_out: bool = False
+
+
+class WaitForNodeDoneInput(BaseModel):
+    """Watch a Node from the drain hand-off to Done, answering the daemon's uncordon request.
+
+    ``target``: the rendered config the node is moving to; ``owner``: the cordoned-by value of
+    the node run (only a cordon of ``owner`` is undone); ``timeout_seconds`` bounds one attempt
+    (the workflow loops, as for :class:`WaitForNodeInput`).
+    """
+
+    node: str
+    target: str
+    owner: str
+    timeout_seconds: float = 60.0
+
+
+class WaitForNodeDoneResult(BaseModel):
+    """What ended a :class:`WaitForNodeDoneInput` watch, and the Node as last observed.
+
+    ``outcome``: ``done`` (currentConfig == target and state Done), ``drain_requested`` (the
+    daemon asks for a drain again: desiredDrain=drain-<target>, lastAppliedDrain differs),
+    ``degraded`` (Degraded or Unreconcilable with no request of the daemon pending) or
+    ``timed_out``. ``uncordon_answered_at``: when this attempt answered the daemon's uncordon
+    request (None when it did not: not asked yet, or answered before); ``uncordon`` the result of
+    that uncordon (a node cordoned by somebody else stays cordoned, and says so).
+    """
+
+    node: NodeInfo
+    outcome: Literal["done", "drain_requested", "degraded", "timed_out"]
+    uncordon_answered_at: datetime | None = None
+    uncordon: UncordonResult | None = None
 
 
 # --- pool / cluster health ----------------------------------------------------------------------

@@ -76,5 +76,8 @@ async def test_a_node_run_without_features_asks_the_patches(time_skipping_env, w
     assert out.outcome == "done" and fake.at_target("worker-0")
     ids, upserts = _patches(history)
     # local_calls=False never asks its patch; the handshake and progress patches are asked.
-    assert set(ids) == {"set-desired-config-first", "handshake-follows-daemon", "milestone-progress-signals", "async-progress-signals"}, ids
+    assert set(ids) == {
+        "set-desired-config-first", "handshake-follows-daemon", "milestone-progress-signals", "async-progress-signals",
+        "handshake-tail-in-one-call",
+    }, ids
     assert upserts == len(ids)

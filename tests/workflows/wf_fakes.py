@@ -49,6 +49,8 @@ from activities.machineconfig.models import (
     PoolInfo,
     PreflightInput,
     PreflightResult,
+    WaitForNodeDoneInput,
+    WaitForNodeDoneResult,
     WaitForNodeInput,
     WaitForNodeResult,
     drain_value,
@@ -58,7 +60,9 @@ from activities.machineconfig.models import (
 from workflows import WORKFLOWS
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
-MUTATING = {"set_node_annotations", "cordon_node", "uncordon_node", "drain_node", "delete_all_pods", "set_network_type"}
+MUTATING = {
+    "set_node_annotations", "cordon_node", "uncordon_node", "answer_uncordon", "drain_node", "delete_all_pods", "set_network_type",
+}
 
 
 def old_config(pool: str) -> str:
@@ -124,6 +128,19 @@ class FakeCluster:
 
     def called(self, name: str) -> list[Any]:
         return [arg for n, arg in self.calls if n == name]
+
+    def hand_offs(self, node: str) -> list[str]:
+        """The lastAppliedDrain values written on ``node``, in order (set_node_annotations, or
+        the uncordon answered by wait_for_node_done)."""
+        out = []
+        for name, arg in self.calls:
+            if getattr(arg, "node", None) != node:
+                continue
+            if name == "set_node_annotations" and ANN_LAST_APPLIED_DRAIN in arg.annotations:
+                out.append(arg.annotations[ANN_LAST_APPLIED_DRAIN])
+            elif name == "answer_uncordon":
+                out.append(uncordon_value(arg.target))
+        return out
 
     def mutating_calls(self) -> list[str]:
         return [n for n, _ in self.calls if n in MUTATING]
@@ -232,6 +249,37 @@ class FakeCluster:
             await asyncio.sleep(0.02)  # a real watch would block here; keep the loop gentle
             return WaitForNodeResult(node=n.model_copy(), matched=False, timed_out=True)
 
+        @activity.defn(name="wait_for_node_done")
+        async def wait_for_node_done(inp: WaitForNodeDoneInput) -> WaitForNodeDoneResult:
+            """As the real one: answers the uncordon request (recorded as ``answer_uncordon``)."""
+            rec("wait_for_node_done", inp)
+            self._tick(inp.node)
+            n = self.nodes[inp.node]
+            answered_at, unc = None, None
+            if n.desired_drain == uncordon_value(inp.target) and n.last_applied_drain != uncordon_value(inp.target):
+                rec("answer_uncordon", inp)
+                if n.unschedulable and n.cordoned_by == inp.owner:
+                    self.set_node(inp.node, unschedulable=False, cordoned_by=None)
+                    unc = UncordonResult(uncordoned=True)
+                elif n.unschedulable:
+                    unc = UncordonResult(uncordoned=False, left_cordoned_reason=f"cordoned by {n.cordoned_by}")
+                else:
+                    unc = UncordonResult(uncordoned=True)
+                self.set_node(inp.node, last_applied_drain=uncordon_value(inp.target))
+                self._daemon_react(inp.node)
+                answered_at = datetime.now(UTC)
+                n = self.nodes[inp.node]
+            if n.current_config == inp.target and n.state == "Done":
+                outcome = "done"
+            elif n.desired_drain == drain_value(inp.target) and n.last_applied_drain != drain_value(inp.target):
+                outcome = "drain_requested"
+            elif n.degraded:
+                outcome = "degraded"
+            else:
+                await asyncio.sleep(0.02)
+                outcome = "timed_out"
+            return WaitForNodeDoneResult(node=n.model_copy(), outcome=outcome, uncordon_answered_at=answered_at, uncordon=unc)
+
         @activity.defn(name="cordon_node")
         async def cordon_node(inp: CordonInput) -> CordonResult:
             rec("cordon_node", inp)
@@ -285,7 +333,7 @@ class FakeCluster:
             self.deleted_pods = 10
             return DeleteAllPodsResult(deleted=10)
 
-        return [preflight, read_node, set_node_annotations, wait_for_node, cordon_node, uncordon_node,
+        return [preflight, read_node, set_node_annotations, wait_for_node, wait_for_node_done, cordon_node, uncordon_node,
                 drain_node, record_node_event, check_pods_ready, delete_all_pods]
 
 

@@ -23,6 +23,8 @@ PREFLIGHT = "preflight_machineconfig_rollout"
 READ_NODE = "read_node"
 SET_NODE_ANNOTATIONS = "set_node_annotations"
 WAIT_FOR_NODE = "wait_for_node"
+#: Watch from the drain hand-off to Done, answering the daemon's uncordon request on the way.
+WAIT_FOR_NODE_DONE = "wait_for_node_done"
 CORDON_NODE = "cordon_node"
 UNCORDON_NODE = "uncordon_node"
 DRAIN_NODE = "drain_node"

@@ -48,7 +48,14 @@ with workflow.unsafe.imports_passed_through():
         ANN_LAST_APPLIED_DRAIN,
         NodeInfo,
     )
-    from activities.machineconfig.models import WaitForNodeInput, drain_value, uncordon_value
+    from activities.machineconfig.models import (
+        WaitForNodeDoneInput,
+        WaitForNodeDoneResult,
+        WaitForNodeInput,
+        drain_value,
+        uncordon_value,
+    )
+    from workflows.kit import calls as acts
     from workflows.kit.models import DrainDecision, NodePhase
     from workflows.kit.noderun import Stopped
     from workflows.machineconfig.models import NodeRolloutInput, NodeRolloutResult, NodeStep
@@ -59,6 +66,12 @@ if TYPE_CHECKING:
 
 #: ``workflow.patched`` id: the node run follows the daemon's requests (this module).
 PATCH_FOLLOW_DAEMON = "handshake-follows-daemon"
+
+#: ``workflow.patched`` id (a node-run feature): past the drain hand-off, one ``wait_for_node_done``
+#: activity watches the reboot, answers the uncordon request and waits for Done, instead of a
+#: wait, two short calls, a second wait and the workflow task between each (8 history events
+#: per node fewer, and the uncordon no longer waits for a workflow task: issue 16).
+PATCH_TAIL_ONE_CALL = "handshake-tail-in-one-call"
 
 #: Fraction of the daemon's uncordon deadline given to it to retry a failed sync by itself: the
 #: MCO daemon retries within 60 s (backoff cap) + 10 s (poll) = 70 s of its 600 s deadline; 0.15
@@ -195,10 +208,45 @@ class _Follow:
     async def wait(self, node: NodeInfo) -> tuple[NodeInfo, NodeStep, bool]:
         """One wait for the daemon's next move; returns the node, the step and whether it ended
         only because the daemon is degraded."""
+        if self.handed_off and self.wf._features.on(PATCH_TAIL_ONE_CALL):
+            return await self.wait_done(node)
         step, waiting_for, wait = self.next_wait(node)
         await self.run.report(NodePhase.RUNNING, step, waiting_for)
         res = await self.wf._wait(wait, interruptible=not self.handed_off)
         return res.node, step, res.degraded and not res.matched
+
+    async def wait_done(self, node: NodeInfo) -> tuple[NodeInfo, NodeStep, bool]:
+        """Past the hand-off (:data:`PATCH_TAIL_ONE_CALL`): ``wait_for_node_done`` windows until the
+        node is Done, the daemon asks for a drain again or is degraded with nothing to answer.
+        The uncordon it answers counts as our hand-off (reboot time, the daemon's retry grace)."""
+        run, inp = self.run, self.input
+        while True:
+            rebooting = node.last_applied_drain != self.uncordon_v
+            step = NodeStep.WAIT_REBOOT if rebooting else NodeStep.WAIT_DONE
+            await run.report(
+                NodePhase.RUNNING, step,
+                f"daemon to reboot and set desiredDrain={self.uncordon_v}, then uncordon, lastAppliedDrain="
+                f"{self.uncordon_v} and currentConfig={self.target}, state=Done" if rebooting
+                else f"daemon to set currentConfig={self.target}, state=Done",
+            )
+            res: WaitForNodeDoneResult = await acts.start(
+                acts.WAIT_FOR_NODE_DONE,
+                WaitForNodeDoneInput(
+                    node=inp.node, target=self.target, owner=inp.owner, timeout_seconds=inp.wait_activity_timeout_seconds
+                ),
+                WaitForNodeDoneResult,
+                seconds=inp.wait_activity_timeout_seconds,
+                timeouts=self.wf._timeouts,
+            )
+            node = res.node
+            if res.uncordon_answered_at is not None:
+                if self.reboot_started is not None and self.reboot_seconds is None:
+                    self.reboot_seconds = max(0.0, (res.uncordon_answered_at - self.reboot_started).total_seconds())
+                self.grace_from = res.uncordon_answered_at
+                run.cordoned_by_us = False
+            if res.outcome != "timed_out":
+                step = NodeStep.WAIT_REBOOT if node.last_applied_drain != self.uncordon_v else NodeStep.WAIT_DONE
+                return node, step, res.outcome == "degraded"
 
     async def grace_poll(self, node: NodeInfo, step: NodeStep) -> NodeInfo:
         assert self.grace_from is not None

@@ -50,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.features import Features
     from workflows.kit.lease import Leases
     from workflows.kit.noderun import PATCH_ASYNC_PROGRESS, PATCH_MILESTONE_PROGRESS, NodeRun, NodeRunWorkflow, Stopped
-    from workflows.machineconfig.follow import PATCH_FOLLOW_DAEMON, follow_daemon
+    from workflows.machineconfig.follow import PATCH_FOLLOW_DAEMON, PATCH_TAIL_ONE_CALL, follow_daemon
     from workflows.machineconfig.plan import is_at_target
     from workflows.kit.models import NodePhase
     from workflows.machineconfig.models import NodeRolloutInput, NodeRolloutResult, NodeStep
@@ -78,6 +78,7 @@ NODE_RUN_FEATURES: tuple[str, ...] = (
     PATCH_MILESTONE_PROGRESS,
     PATCH_ASYNC_PROGRESS,
     PATCH_DECISION_GATE,
+    PATCH_TAIL_ONE_CALL,
 )
 
 #: Steps a node rollout signals to its parent (besides blocked drains, warnings and decisions):
