@@ -193,6 +193,7 @@ async def _follow(handle: Any, address: str, interactive: bool, out: Console, er
 
     from lockkeeper.output import status_view
     from workflows.kit.models import ApproveInput, GateDecisionResult, GateState
+    from lockkeeper.live import client_of, merge_live_progress
     from workflows.machineconfig.models import RolloutStatus
 
     announced: set[str] = set()
@@ -206,6 +207,7 @@ async def _follow(handle: Any, address: str, interactive: bool, out: Console, er
                 return await handle.result()
             try:
                 st = await handle.query("status", result_type=RolloutStatus, rpc_timeout=timedelta(seconds=10))
+                await merge_live_progress(client_of(handle), st)
             except Exception:
                 await asyncio.sleep(0.5)
                 continue

@@ -272,9 +272,15 @@ def default_summary(procedure: str, cluster: str, scopes: Sequence[str], pools: 
     return " · ".join(parts)
 
 
-async def query_status(handle: Any, spec: Any, timeout: float = 10.0) -> Any:
-    """The ``status`` query validated with ``spec.status_model``."""
-    return await handle.query("status", result_type=spec.status_model, rpc_timeout=timedelta(seconds=timeout))
+async def query_status(handle: Any, spec: Any, timeout: float = 10.0, *, live: bool = True) -> Any:
+    """The ``status`` query validated with ``spec.status_model``; with ``live``, the running
+    node runs' steps merged in (:func:`lockkeeper.live.merge_live_progress`)."""
+    from lockkeeper.live import client_of, merge_live_progress
+
+    st = await handle.query("status", result_type=spec.status_model, rpc_timeout=timedelta(seconds=timeout))
+    if live:
+        await merge_live_progress(client_of(handle), st)
+    return st
 
 
 async def wait_for_status(

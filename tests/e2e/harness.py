@@ -15,6 +15,7 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 
+from lockkeeper.live import client_of, merge_live_progress
 from workflows.kit.models import ApproveInput, GateState
 from workflows.machineconfig.models import MachineConfigRolloutInput, MachineConfigRolloutResult, RolloutStatus
 
@@ -124,7 +125,10 @@ async def start_rollout(client: Client, task_queue: str, **fields: Any) -> Workf
 
 
 async def status(handle: WorkflowHandle[Any, Any]) -> RolloutStatus:
-    return await handle.query("status", result_type=RolloutStatus)
+    """The rollout's status as ``lockkeeper status`` shows it (running node runs' steps merged in)."""
+    st = await handle.query("status", result_type=RolloutStatus)
+    await merge_live_progress(client_of(handle), st)
+    return st
 
 
 async def drive(

@@ -21,6 +21,7 @@ from wf_fakes import FakeCluster, new_config, old_config, r2_block_report, rollo
 
 from activities.cluster.models import ANN_DESIRED_CONFIG
 from activities.machineconfig.models import uncordon_value
+from lockkeeper.live import client_of, merge_live_progress
 from workflows import MachineConfigRolloutWorkflow
 from workflows.kit.models import (
     ApproveInput,
@@ -64,12 +65,14 @@ async def start(env: WorkflowEnvironment, tq: str, inp: MachineConfigRolloutInpu
 
 
 async def wait_status(handle: WorkflowHandle, pred: Callable[[RolloutStatus], bool], timeout: float = 20) -> RolloutStatus:
-    """Poll the status query until ``pred`` holds (fails with the last status otherwise)."""
+    """Poll the status query, with the running node runs' steps merged in as ``lockkeeper status``
+    does, until ``pred`` holds (fails with the last status otherwise)."""
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
     status = None
     while loop.time() < end:
         status = await handle.query(MachineConfigRolloutWorkflow.status)
+        await merge_live_progress(client_of(handle), status)
         if pred(status):
             return status
         await asyncio.sleep(0.05)
@@ -149,7 +152,7 @@ async def test_full_rollout_two_pools_honours_max_unavailable(time_skipping_env,
             if not parent.exists():
                 parent.write_text((await handle.fetch_history()).to_json())
             child = time_skipping_env.client.get_workflow_handle("rollout-full/node/worker-0/1")
-            (HISTORIES / "node_rollout_tail.json").write_text((await child.fetch_history()).to_json())
+            (HISTORIES / "node_rollout_quiet.json").write_text((await child.fetch_history()).to_json())
     assert result.outcome == "completed"
     assert result.summary.done == 8
     assert all(fake.at_target(n) for n in fake.nodes)

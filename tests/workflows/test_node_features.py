@@ -75,9 +75,10 @@ async def test_a_node_run_without_features_asks_the_patches(time_skipping_env, w
         history = await time_skipping_env.client.get_workflow_handle("no-parent/node/worker-0/1").fetch_history()
     assert out.outcome == "done" and fake.at_target("worker-0")
     ids, upserts = _patches(history)
-    # local_calls=False never asks its patch; the handshake and progress patches are asked.
+    # local_calls=False never asks its patch; the handshake and progress patches are asked (the
+    # async-progress one only when a signal goes out: none does on the normal path any more).
     assert set(ids) == {
-        "set-desired-config-first", "handshake-follows-daemon", "milestone-progress-signals", "async-progress-signals",
+        "node-steps-by-query", "set-desired-config-first", "handshake-follows-daemon", "milestone-progress-signals",
         "handshake-tail-in-one-call",
     }, ids
     assert upserts == len(ids)

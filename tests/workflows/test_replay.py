@@ -2,7 +2,7 @@
 
 Record after a deliberate, patched change with
 ``LOCKKEEPER_WRITE_HISTORY=1 pytest tests/workflows -k full_rollout`` (it records one node run of
-the full two-pool rollout as ``node_rollout_tail.json``, and the parent run when its file
+the full two-pool rollout as ``node_rollout_quiet.json``, and the parent run when its file
 is missing; rename the file when the node run's shape changes again, and keep the old files). The drain and
 etcd histories come from ``LOCKKEEPER_WRITE_HISTORY=1 pytest tests/workflows/test_recorded_histories.py``.
 """
@@ -22,6 +22,8 @@ HISTORY_IDS = {
     "node_rollout_features.json": "rollout-full/node/worker-0/1",
     # Past the drain hand-off one wait_for_node_done answers the uncordon (feature handshake-tail-in-one-call).
     "node_rollout_tail.json": "rollout-full/node/worker-0/1",
+    # No step signalled to the parent (feature node-steps-by-query; status asks the run).
+    "node_rollout_quiet.json": "rollout-full/node/worker-0/1",
     # A rollout across continue-as-new (tests/workflows/test_scale_continue_as_new.py): the first
     # run ends in ContinuedAsNew, the last starts from the carried state.
     "machineconfig_rollout_can_first.json": "rollout-can",

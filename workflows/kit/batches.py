@@ -385,6 +385,7 @@ class NodeBatches:
                 self.control.pause(f"node {node} failed: {err.message}")
             return self.on_change()
         self.children[node] = handle
+        ns.run_id = handle.id
         if self.control.abort:  # the abort arrived while the child was starting: it missed the broadcast
             self.tasks.append(asyncio.create_task(self._signal_child(node, handle, "abort", "abort")))
         self.on_change()

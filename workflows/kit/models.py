@@ -173,6 +173,9 @@ class NodeStatus(BaseModel):
     cordoned_by_us: bool = False
     blocked_since: datetime | None = None
     decision_gate: Gate | None = None
+    #: The workflow ID of the node's latest run; while it runs, its ``progress`` query has the
+    #: live step (:func:`lockkeeper.live.merge_live_progress`), which the parent is not sent.
+    run_id: str | None = None
 
 
 class NodeProgress(BaseModel):
