@@ -47,7 +47,7 @@ def _events(log_text: str) -> list[str]:
 
 
 async def _wait_for_node_attempts(client, workflow_id: str) -> list[tuple[int, str]]:
-    """(attempt, worker identity) of every wait_for_node activity the node run completed.
+    """(attempt, worker identity) of every wait_for_node / wait_for_node_done activity the node run completed.
     History records an activity's Started event (last attempt, identity) when it closes."""
     scheduled: dict[int, str] = {}
     started: dict[int, tuple[int, str]] = {}
@@ -60,7 +60,7 @@ async def _wait_for_node_attempts(client, workflow_id: str) -> list[tuple[int, s
             started[a.scheduled_event_id] = (a.attempt, a.identity)
         elif ev.HasField("activity_task_completed_event_attributes"):
             sid = ev.activity_task_completed_event_attributes.scheduled_event_id
-            if scheduled.get(sid) == "wait_for_node":
+            if scheduled.get(sid) in ("wait_for_node", "wait_for_node_done"):
                 completed.append(started[sid])
     return completed
 

@@ -62,14 +62,21 @@ async def test_details_name_the_gate_and_command_then_the_next_step(
         assert "**Nodes** pending: 2" in text  # both infra nodes counted, none in flight yet
 
         await handle.execute_update("approve", {"gate_id": gate.id, "identity": "ui-approver"})
-        # The next step: the gate is gone and a node row names the node's step (the parent hears
-        # of node steps at milestones such as the reboot wait).
+        # The next step: the gate is gone and a running node's row points at its node run (the
+        # parent is not sent the steps), whose own details name the step it is at.
         def stepping(t: str) -> bool:
             rows = [line.split("|") for line in t.splitlines() if "| running |" in line]
-            return gate.id not in t and any(r[4].strip() != "-" for r in rows)
+            return gate.id not in t and any("see node run `" in r[5] for r in rows)
 
         text = await wait_details(handle, stepping)
         assert "phase **running**" in text and "Open gates" not in text
+        run_id = text.split("see node run `", 1)[1].split("`", 1)[0]
+        assert run_id.startswith(f"{handle.id}/node/")
+        try:
+            run_text = await wait_details(temporal_client.get_workflow_handle(run_id), lambda t: "step **" in t, timeout=30)
+            assert run_text.startswith("**node ") and "(attempt 1)" in run_text
+        except RPCError:
+            pass  # the node run already finished: its details went with it
 
         # The node run's timeline reads as the procedure: activity summaries name step and node.
         summaries: list[str] = []

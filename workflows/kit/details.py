@@ -129,7 +129,11 @@ def render(
         if shown:
             lines += ["| node | pool | phase | step | waiting for |", "|---|---|---|---|---|"]
             for n in shown:
-                lines.append(f"| {_cell(n.name)} | {_cell(n.pool)} | {n.phase} | {_cell(n.step or '-')} | {_cell(n.waiting_for or n.reason or '-')} |")
+                waiting = n.waiting_for or n.reason
+                if not n.step and not waiting and n.phase == NodePhase.RUNNING and n.run_id:
+                    # The parent is not sent a running node's steps: its run shows them.
+                    waiting = f"see node run `{n.run_id}`"
+                lines.append(f"| {_cell(n.name)} | {_cell(n.pool)} | {n.phase} | {_cell(n.step or '-')} | {_cell(waiting or '-')} |")
             if len(shown) < sum(1 for n in nodes.values() if n.phase not in FINAL_NODE_PHASES and n.phase != NodePhase.PENDING):
                 lines.append(f"(first {MAX_NODE_ROWS} shown; `lockkeeper status {wid}` lists all)")
         for n in nodes.values():

@@ -76,6 +76,21 @@ class NodeRunResult(BaseModel):
     abort_requested: bool = False
 
 
+def progress_details(p: NodeProgress) -> str:
+    """A node run's current details (markdown, as the Temporal UI shows them): node, attempt,
+    phase and step, what it waits for since when and until when, the latest warning."""
+    lines = [f"**node {p.node}** (attempt {p.attempt}) — {p.phase}" + (f", step **{p.step}**" if p.step else "")]
+    if p.waiting_for:
+        since = p.since.isoformat(timespec="seconds") if p.since else "?"
+        until = f", until {p.deadline.isoformat(timespec='seconds')}" if p.deadline else ""
+        lines += ["", f"Waiting for {p.waiting_for} since {since}{until}"]
+    if p.reason:
+        lines += ["", p.reason]
+    if p.warning:
+        lines += ["", f"**Warning:** {p.warning}"]
+    return "\n".join(lines)
+
+
 class Stopped(Exception):
     """A skip/abort request (or a skip/abort drain decision) reached a safe point."""
 
@@ -199,6 +214,8 @@ class NodeRun:
         if progress == p:
             return
         self.progress = progress
+        # The node run's own live view in the Temporal UI (no history event: served by a query).
+        workflow.set_current_details(progress_details(progress))
         if self.report_steps is not None and self.features.on(PATCH_MILESTONE_PROGRESS):
             if not self.wants_parent(progress):
                 return
