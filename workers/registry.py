@@ -54,6 +54,7 @@ def build_activities(gateway: Any) -> list[Callable[..., Any]]:
     ``gateway``, plus the host ones, whose debug-pod backend shares ``gateway``."""
     from activities.cluster.activities import make_cluster_activities
     from activities.machineconfig.activities import make_machineconfig_activities
+    from activities.machineconfig.handshake import make_handshake_activities
     from activities.network_migration.activities import make_network_migration_activities
     from activities.control_plane.activities import make_control_plane_activities
     from activities.gluster.activities import make_gluster_activities
@@ -65,6 +66,7 @@ def build_activities(gateway: Any) -> list[Callable[..., Any]]:
     return (
         make_cluster_activities(gateway)
         + make_machineconfig_activities(gateway)
+        + make_handshake_activities(gateway)
         + make_network_migration_activities(lambda: gateway)
         + make_node_upgrade_activities(gateway)
         + make_control_plane_activities(gateway)

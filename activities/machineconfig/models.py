@@ -13,7 +13,16 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from activities.cluster.models import ANN_DESIRED_DRAIN, NodeInfo, PDBReport, PendingPodReport, UncordonResult
+from activities.cluster.models import (
+    ANN_DESIRED_DRAIN,
+    CordonResult,
+    DrainInput,
+    DrainResult,
+    NodeInfo,
+    PDBReport,
+    PendingPodReport,
+    UncordonResult,
+)
 
 
 def drain_value(rendered: str) -> str:
@@ -125,6 +134,41 @@ class WaitForNodeDoneResult(BaseModel):
     outcome: Literal["done", "drain_requested", "degraded", "timed_out"]
     uncordon_answered_at: datetime | None = None
     uncordon: UncordonResult | None = None
+
+
+class DrainWhenAskedInput(BaseModel):
+    """Wait for the daemon's drain request, then cordon for ``owner`` and make one drain pass.
+
+    ``target``: the rendered config asked for; ``timeout_seconds`` bounds the wait for the
+    request in one attempt; ``drain``: the pass's options (its ``node`` is ``node``).
+    """
+
+    node: str
+    target: str
+    owner: str
+    timeout_seconds: float = 60.0
+    drain: DrainInput
+
+
+class DrainWhenAskedResult(BaseModel):
+    """What ended :class:`DrainWhenAskedInput`, and the Node as last observed.
+
+    ``asked``: the daemon asked for the drain (``desiredDrain=drain-<target>`` with
+    lastAppliedDrain not yet ``drain-<target>``); then ``cordon`` and ``drain`` are the results of
+    the cordon and of the one pass (``drain.done``: the node is empty; otherwise the pass was
+    blocked or pods are still terminating) and ``drain_seconds`` the time from the request seen to
+    the end of the pass. Not asked: the wait ended as :class:`WaitForNodeResult` does
+    (``matched`` another request or Done, ``degraded``, ``timed_out``).
+    """
+
+    node: NodeInfo
+    asked: bool
+    matched: bool = False
+    degraded: bool = False
+    timed_out: bool = False
+    cordon: CordonResult | None = None
+    drain: DrainResult | None = None
+    drain_seconds: float | None = None
 
 
 # --- pool / cluster health ----------------------------------------------------------------------

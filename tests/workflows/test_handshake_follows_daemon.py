@@ -26,7 +26,7 @@ class RedrainCluster(FakeCluster):
         self.block_redrain: set[str] = set()
         self.degrade_after_uncordon: dict[str, str] = {}
 
-    def _daemon_react(self, name: str) -> None:
+    def _daemon_react(self, name: str, *, on_write: bool = False) -> None:
         n = self.nodes[name]
         target = n.desired_config
         handed_back = n.desired_config != n.current_config and n.last_applied_drain == uncordon_value(target)
@@ -42,7 +42,7 @@ class RedrainCluster(FakeCluster):
                     self.drain_blocked[name] = r2_block_report(name)
                 self._track()
                 return
-        super()._daemon_react(name)
+        super()._daemon_react(name, on_write=on_write)
 
 
 def drains_of(fake: FakeCluster, node: str) -> int:

@@ -141,6 +141,7 @@ async def test_kit_rollout_history_replays():
 
 async def test_full_rollout_two_pools_honours_max_unavailable(time_skipping_env, wf_task_queue):
     fake = FakeCluster({"worker": 5, "master": 3})
+    fake.slow_drain_request = True  # the daemon asks on its next reaction, as a real one
     async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
         # Local calls on (a large plan's node runs), so the recorded node run has that shape.
         handle = await start(time_skipping_env, wf_task_queue, rollout_input(max_unavailable=2, local_calls_above=0), wf_id="rollout-full")
@@ -152,7 +153,7 @@ async def test_full_rollout_two_pools_honours_max_unavailable(time_skipping_env,
             if not parent.exists():
                 parent.write_text((await handle.fetch_history()).to_json())
             child = time_skipping_env.client.get_workflow_handle("rollout-full/node/worker-0/1")
-            (HISTORIES / "node_rollout_quiet.json").write_text((await child.fetch_history()).to_json())
+            (HISTORIES / "node_rollout_drain_asked.json").write_text((await child.fetch_history()).to_json())
     assert result.outcome == "completed"
     assert result.summary.done == 8
     assert all(fake.at_target(n) for n in fake.nodes)

@@ -46,6 +46,8 @@ from activities.cluster.models import (
     UncordonResult,
 )
 from activities.machineconfig.models import (
+    DrainWhenAskedInput,
+    DrainWhenAskedResult,
     PoolInfo,
     PreflightInput,
     PreflightResult,
@@ -96,7 +98,9 @@ class FakeCluster:
     """Nodes by pool; knobs to inject faults: ``degrade_on_config`` (node -> reason: the daemon
     degrades when asked for the new config, until the entry is removed), ``drain_blocked``
     (node -> DrainReport: evictions refused with 429 until removed), ``ovnkube_polls`` /
-    ``workloads_polls`` (check_pods_ready answers not-ready this many times first)."""
+    ``workloads_polls`` (check_pods_ready answers not-ready this many times first);
+    ``slow_drain_request``: the daemon asks for the drain only on its next reaction after the
+    desiredConfig write (as a real daemon does), not within the write."""
 
     def __init__(self, pools: dict[str, int], *, zones: tuple[str, ...] = ("a", "b"), reboot_polls: int = 2) -> None:
         self.pools: dict[str, list[str]] = {}
@@ -123,6 +127,7 @@ class FakeCluster:
         self.updating: set[str] = set()
         self.max_in_flight = 0
         self.deleted_pods = 0
+        self.slow_drain_request = False
 
     # --- inspection ---------------------------------------------------------------------------
 
@@ -161,13 +166,15 @@ class FakeCluster:
         }
         self.max_in_flight = max(self.max_in_flight, len(self.updating))
 
-    def _daemon_react(self, name: str) -> None:
+    def _daemon_react(self, name: str, *, on_write: bool = False) -> None:
         n = self.nodes[name]
         if n.desired_config != n.current_config:
             target = n.desired_config
             if name in self.degrade_on_config:
                 if n.state != "Degraded":
                     self.set_node(name, state="Degraded", reason=self.degrade_on_config[name])
+            elif on_write and self.slow_drain_request and n.state == "Done":
+                pass  # asks on its next reaction (a wait's tick)
             elif n.state in ("Done", "Degraded") and n.last_applied_drain != drain_value(target):
                 self.set_node(name, state="Working", reason="", desired_drain=drain_value(target))
             n = self.nodes[name]
@@ -227,7 +234,7 @@ class FakeCluster:
             fields = {ANN_DESIRED_CONFIG: "desired_config", ANN_LAST_APPLIED_DRAIN: "last_applied_drain",
                       ANN_DESIRED_DRAIN: "desired_drain", ANN_CURRENT_CONFIG: "current_config"}
             self.set_node(inp.node, **{fields[k]: v for k, v in inp.annotations.items()})
-            self._daemon_react(inp.node)
+            self._daemon_react(inp.node, on_write=True)
             return self.nodes[inp.node].model_copy()
 
         @activity.defn(name="wait_for_node")
@@ -279,6 +286,27 @@ class FakeCluster:
                 await asyncio.sleep(0.02)
                 outcome = "timed_out"
             return WaitForNodeDoneResult(node=n.model_copy(), outcome=outcome, uncordon_answered_at=answered_at, uncordon=unc)
+
+        @activity.defn(name="drain_when_asked")
+        async def drain_when_asked(inp: DrainWhenAskedInput) -> DrainWhenAskedResult:
+            """As the real one: waits (one tick) for the drain request, then cordons and drains
+            through the fakes below (recorded as cordon_node and drain_node too)."""
+            rec("drain_when_asked", inp)
+            self._tick(inp.node)
+            n = self.nodes[inp.node]
+            if n.desired_drain == drain_value(inp.target) and n.last_applied_drain != drain_value(inp.target):
+                cordon = await cordon_node(CordonInput(node=inp.node, owner=inp.owner))
+                drain = await drain_node(inp.drain.model_copy(update={"node": inp.node}))
+                return DrainWhenAskedResult(
+                    node=self.nodes[inp.node].model_copy(), asked=True, matched=True, cordon=cordon, drain=drain,
+                    drain_seconds=0.1,
+                )
+            if n.desired_drain == uncordon_value(inp.target) or n.current_config == inp.target:
+                return DrainWhenAskedResult(node=n.model_copy(), asked=False, matched=True)
+            if n.degraded:
+                return DrainWhenAskedResult(node=n.model_copy(), asked=False, degraded=True)
+            await asyncio.sleep(0.02)
+            return DrainWhenAskedResult(node=n.model_copy(), asked=False, timed_out=True)
 
         @activity.defn(name="cordon_node")
         async def cordon_node(inp: CordonInput) -> CordonResult:
@@ -333,7 +361,8 @@ class FakeCluster:
             self.deleted_pods = 10
             return DeleteAllPodsResult(deleted=10)
 
-        return [preflight, read_node, set_node_annotations, wait_for_node, wait_for_node_done, cordon_node, uncordon_node,
+        return [preflight, read_node, set_node_annotations, wait_for_node, wait_for_node_done, drain_when_asked, cordon_node,
+                uncordon_node,
                 drain_node, record_node_event, check_pods_ready, delete_all_pods]
 
 

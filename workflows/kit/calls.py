@@ -25,6 +25,8 @@ SET_NODE_ANNOTATIONS = "set_node_annotations"
 WAIT_FOR_NODE = "wait_for_node"
 #: Watch from the drain hand-off to Done, answering the daemon's uncordon request on the way.
 WAIT_FOR_NODE_DONE = "wait_for_node_done"
+#: Wait for the daemon's drain request, then cordon and make one drain pass.
+DRAIN_WHEN_ASKED = "drain_when_asked"
 CORDON_NODE = "cordon_node"
 UNCORDON_NODE = "uncordon_node"
 DRAIN_NODE = "drain_node"

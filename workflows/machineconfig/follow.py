@@ -48,7 +48,10 @@ with workflow.unsafe.imports_passed_through():
         ANN_LAST_APPLIED_DRAIN,
         NodeInfo,
     )
+    from activities.cluster.models import DrainInput
     from activities.machineconfig.models import (
+        DrainWhenAskedInput,
+        DrainWhenAskedResult,
         WaitForNodeDoneInput,
         WaitForNodeDoneResult,
         WaitForNodeInput,
@@ -57,7 +60,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.kit import calls as acts
     from workflows.kit.models import DrainDecision, NodePhase
-    from workflows.kit.noderun import Stopped
+    from workflows.kit.noderun import STEP_HAND_OFF_DRAIN, Stopped
     from workflows.machineconfig.models import NodeRolloutInput, NodeRolloutResult, NodeStep
     from workflows.machineconfig.plan import is_at_target
 
@@ -72,6 +75,13 @@ PATCH_FOLLOW_DAEMON = "handshake-follows-daemon"
 #: wait, two short calls, a second wait and the workflow task between each (8 history events
 #: per node fewer, and the uncordon no longer waits for a workflow task: issue 16).
 PATCH_TAIL_ONE_CALL = "handshake-tail-in-one-call"
+
+#: ``workflow.patched`` id (a node-run feature): before the first hand-off, one ``drain_when_asked``
+#: activity waits for the drain request, cordons and makes the first drain pass, instead of a
+#: wait and a workflow task before the cordon and the drain (7 history events per node fewer,
+#: and the drain starts as soon as the daemon asks). A pass that does not empty the node goes on
+#: in the kit's drain loop (backoff, decision gate) as before.
+PATCH_DRAIN_WHEN_ASKED = "drain-when-asked"
 
 #: Fraction of the daemon's uncordon deadline given to it to retry a failed sync by itself: the
 #: MCO daemon retries within 60 s (backoff cap) + 10 s (poll) = 70 s of its 600 s deadline; 0.15
@@ -124,6 +134,44 @@ class _Follow:
 
     async def hand_off_drain(self) -> None:
         self.after_drain = await self.wf._annotate({ANN_LAST_APPLIED_DRAIN: self.drain_v})
+
+    def handed_off_now(self) -> NodeInfo:
+        """Our first drain hand-off is done: the daemon owns the node (reboot clock, retry grace)."""
+        self.handed_off, self.grace_from, self.reboot_started = True, workflow.now(), workflow.now()
+        return self.after_drain
+
+    async def wait_and_drain(self) -> tuple[NodeInfo, NodeStep, bool]:
+        """Before the first hand-off (:data:`PATCH_DRAIN_WHEN_ASKED`): ``drain_when_asked`` until
+        the daemon asks, then hand off when its pass emptied the node, or go on draining in the
+        kit's loop. Interruptible: skip/abort cancels it and raises :class:`Stopped`."""
+        run, inp = self.run, self.input
+        await run.report(
+            NodePhase.RUNNING, NodeStep.WAIT_DRAIN_REQUEST, f"daemon to set desiredDrain={self.drain_v}, then cordon and drain"
+        )
+        run.check_stop()
+        handle = acts.start(
+            acts.DRAIN_WHEN_ASKED,
+            DrainWhenAskedInput(
+                node=inp.node, target=self.target, owner=inp.owner, timeout_seconds=inp.wait_activity_timeout_seconds,
+                drain=DrainInput(node=inp.node, wait_seconds=inp.drain_wait_seconds),
+            ),
+            DrainWhenAskedResult,
+            seconds=inp.wait_activity_timeout_seconds + inp.drain_wait_seconds,
+            timeouts=self.wf._timeouts,
+        )
+        res: DrainWhenAskedResult = await run.until_stopped(handle)
+        if res.cordon is not None:
+            run.cordoned_by_us = run.cordoned_by_us or res.cordon.cordoned_by_us
+        if not res.asked:
+            return res.node, NodeStep.WAIT_DRAIN_REQUEST, res.degraded and not res.matched
+        if res.drain is not None and res.drain.done:
+            self.drain_seconds = res.drain_seconds
+            await run.report(NodePhase.RUNNING, STEP_HAND_OFF_DRAIN)
+            await self.hand_off_drain()
+        else:  # blocked, or pods still terminating: the kit's loop (cordon again is a no-op)
+            run.check_stop()
+            await self.first_drain()
+        return self.handed_off_now(), NodeStep.WAIT_REBOOT, False
 
     async def first_drain(self) -> None:
         self.drain_seconds = await self.run.cordon_and_drain(
@@ -210,6 +258,8 @@ class _Follow:
         only because the daemon is degraded."""
         if self.handed_off and self.wf._features.on(PATCH_TAIL_ONE_CALL):
             return await self.wait_done(node)
+        if not self.handed_off and node.desired_config == self.target and self.wf._features.on(PATCH_DRAIN_WHEN_ASKED):
+            return await self.wait_and_drain()
         step, waiting_for, wait = self.next_wait(node)
         await self.run.report(NodePhase.RUNNING, step, waiting_for)
         res = await self.wf._wait(wait, interruptible=not self.handed_off)
@@ -311,8 +361,7 @@ async def _loop(f: _Follow, node: NodeInfo) -> tuple[NodeRolloutResult | None, N
                 stopped = await f.redrain(node)
                 if stopped is not None:
                     return stopped, node
-            f.handed_off, f.grace_from, f.reboot_started = True, workflow.now(), workflow.now()
-            node = f.after_drain
+            node = f.handed_off_now()
             continue
         if dd == f.uncordon_v and la != f.uncordon_v:
             if f.reboot_started is not None and f.reboot_seconds is None:

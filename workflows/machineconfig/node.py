@@ -50,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.features import Features
     from workflows.kit.lease import Leases
     from workflows.kit.noderun import PATCH_ASYNC_PROGRESS, PATCH_MILESTONE_PROGRESS, NodeRun, NodeRunWorkflow, Stopped
-    from workflows.machineconfig.follow import PATCH_FOLLOW_DAEMON, PATCH_TAIL_ONE_CALL, follow_daemon
+    from workflows.machineconfig.follow import PATCH_DRAIN_WHEN_ASKED, PATCH_FOLLOW_DAEMON, PATCH_TAIL_ONE_CALL, follow_daemon
     from workflows.machineconfig.plan import is_at_target
     from workflows.kit.models import NodePhase
     from workflows.machineconfig.models import NodeRolloutInput, NodeRolloutResult, NodeStep
@@ -87,6 +87,7 @@ NODE_RUN_FEATURES: tuple[str, ...] = (
     PATCH_DECISION_GATE,
     PATCH_TAIL_ONE_CALL,
     PATCH_STEPS_BY_QUERY,
+    PATCH_DRAIN_WHEN_ASKED,
 )
 
 #: Steps a node rollout signals to its parent (besides blocked drains, warnings and decisions):

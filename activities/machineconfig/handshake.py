@@ -1,0 +1,84 @@
+"""The drain half of the MCO drain controller in one activity (issue 16): wait for the daemon's
+drain request, cordon, one drain pass.
+
+The machine-config daemon asks for a drain with ``desiredDrain=drain-<config>``
+(``pkg/daemon/drain.go``); the MCO drain controller (``pkg/controller/drain/drain_controller.go``)
+then cordons and drains the node. A node run used to wait for the request in one activity and
+cordon and drain in the next workflow task; :meth:`HandshakeActivities.drain_when_asked` does it
+without that round trip. The workflow still decides everything else: a blocked pass goes on in
+the kit's drain loop with its decision gate, and the hand-off (``lastAppliedDrain``) is its call.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from temporalio import activity
+
+from activities.cluster.base import GatewayActivities
+from activities.cluster.drain import DrainActivities
+from activities.cluster.models import ANN_CURRENT_CONFIG, ANN_DESIRED_DRAIN, CordonInput
+from activities.cluster.nodes import NodeActivities
+from activities.context import log
+from activities.machineconfig.activities import MachineConfigActivities
+from activities.machineconfig.models import (
+    DrainWhenAskedInput,
+    DrainWhenAskedResult,
+    WaitForNodeInput,
+    drain_value,
+    uncordon_value,
+)
+
+if TYPE_CHECKING:
+    from activities.kube.gateway import KubeGateway
+
+
+class HandshakeActivities(GatewayActivities):
+    """Handshake steps that save a node run its workflow tasks, bound to one cluster."""
+
+    ACTIVITIES = ("drain_when_asked",)
+
+    def __init__(self, gateway_factory: Callable[[], KubeGateway]) -> None:
+        super().__init__(gateway_factory)
+        shared = lambda: self.gateway  # noqa: E731 - one gateway (and connection pool) for all three
+        self._mco = MachineConfigActivities(shared)
+        self._nodes = NodeActivities(shared)
+        self._drains = DrainActivities(shared)
+
+    @activity.defn(name="drain_when_asked")
+    def drain_when_asked(self, input: DrainWhenAskedInput) -> DrainWhenAskedResult:
+        """Watch the Node (as ``wait_for_node``, up to ``timeout_seconds``) until the daemon asks
+        for the drain of ``target``, it asks for the uncordon, the node is at ``target`` or the
+        daemon is degraded. On the drain request (lastAppliedDrain not yet answered): cordon for
+        ``owner`` (``cordon_node``: a node somebody else cordoned stays theirs) and make one drain
+        pass (``drain_node`` with ``input.drain``). Every step is idempotent, so a retried attempt
+        re-reads and does only what is missing. Raises non-retryable ``NodeNotFound``; API errors
+        propagate for the activity's retry policy.
+        """
+        drain_v, uncordon_v = drain_value(input.target), uncordon_value(input.target)
+        wait = WaitForNodeInput(
+            node=input.node, value=drain_v, timeout_seconds=input.timeout_seconds,
+            any_of=[(ANN_DESIRED_DRAIN, uncordon_v), (ANN_CURRENT_CONFIG, input.target)],
+        )
+        seen = self._mco.wait_for_node(wait)
+        node = seen.node
+        if node.desired_drain != drain_v or node.last_applied_drain == drain_v:
+            return DrainWhenAskedResult(
+                node=node, asked=False, matched=seen.matched, degraded=seen.degraded, timed_out=seen.timed_out
+            )
+        started = time.monotonic()
+        cordon = self._nodes.cordon_node(CordonInput(node=input.node, owner=input.owner))
+        drain = self._drains.drain_node(input.drain.model_copy(update={"node": input.node}))
+        log().info(f"node {input.node}: drain asked ({drain_v}); cordoned and drained, done={drain.done}")
+        return DrainWhenAskedResult(
+            node=node, asked=True, matched=True, degraded=seen.degraded, cordon=cordon, drain=drain,
+            drain_seconds=time.monotonic() - started,
+        )
+
+
+def make_handshake_activities(gateway: KubeGateway | Callable[[], KubeGateway]) -> list[Callable[..., Any]]:
+    """The handshake activities for a Worker, bound to ``gateway`` (or a factory)."""
+    factory = (lambda: gateway) if hasattr(gateway, "get_node") else gateway
+    return HandshakeActivities(factory).activities()  # type: ignore[arg-type]
