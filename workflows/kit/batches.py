@@ -16,12 +16,12 @@ group (a pool) at a time as a sliding window of node-run children (:mod:`workflo
   the procedure when ``pause_on_degraded`` (else it is marked failed and the window goes on).
 
 Where each node stands is the board's (:class:`workflows.kit.board.NodeBoard`). Hooks (the
-procedure's own code): ``start_child(node, group, attempt)`` starts the child and returns its handle; ``rollback(node)`` undoes a node without a child; ``recheck_unavailable(nodes)``
-returns those still unavailable. The window shares the procedure's :class:`Control` (pause/abort)
+procedure's own code): ``start_child(node, group, attempt)`` starts the child and returns its
+handle; ``rollback(node)`` undoes a node without a child; ``recheck_unavailable(nodes)`` returns
+those still unavailable. The window shares the procedure's :class:`Control` (pause/abort)
 and :class:`Gates`; the procedure passes aborts on with ``Control(on_abort=batches.abort_children)``.
 
-Sources: MCO ``pkg/controller/node/node_controller.go`` (``getAllCandidateMachines``, the
-unavailable machines), kubectl-style drains per node in :mod:`workflows.kit.drain`.
+Sources: MCO ``pkg/controller/node/node_controller.go`` (``getAllCandidateMachines``).
 """
 
 from __future__ import annotations
@@ -53,16 +53,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.kit.noderun import NodeRunResult
     from workflows.kit.plan import PlannedGate
+    from workflows.kit.starts import next_starts
 
 #: Node phases a ``retry_node`` accepts.
 RETRYABLE_PHASES = frozenset({NodePhase.DEGRADED, NodePhase.FAILED, NodePhase.ABORTED})
 
 _OUTCOME_PHASE = {
-    "done": NodePhase.DONE,
-    "degraded": NodePhase.DEGRADED,
-    "skipped": NodePhase.SKIPPED,
-    "aborted": NodePhase.ABORTED,
-    "failed": NodePhase.FAILED,
+    "done": NodePhase.DONE, "degraded": NodePhase.DEGRADED, "skipped": NodePhase.SKIPPED,
+    "aborted": NodePhase.ABORTED, "failed": NodePhase.FAILED,
 }
 
 _Action = Literal["requests", "done", "abort", "hold", "gate", "start", "no-capacity", "stuck"]
@@ -149,6 +147,8 @@ class NodeBatches:
         self.current: str | None = None
         #: Groups whose window is open now, in the order they opened (several with run_groups).
         self.running: list[str] = []
+        #: Set by a procedure: true starts every free place of the window at once (:mod:`.starts`).
+        self.start_together: Callable[[], bool] | None = None
 
     # --- plan -------------------------------------------------------------------------------------
 
@@ -322,7 +322,8 @@ class NodeBatches:
                     await self._gate(arg)
                 case "start":
                     assert isinstance(arg, str)
-                    await self._start_node(group, arg)
+                    batch = next_starts(self, group, arg) if self.start_together and self.start_together() else [arg]
+                    await asyncio.gather(*(self._start_node(group, n) for n in batch))
                 case "no-capacity":
                     external = [n for n in group.unavailable if n not in group.started]
                     await self._refresh_unavailable(group)
@@ -496,5 +497,3 @@ async def pass_planned_gate(
         gate, timeout_outcome=timeout_outcome, timeout_seconds=timeout_seconds, interrupt=interrupt,
         while_waiting=while_waiting, abort_comment=f"{noun} aborted",
     )
-
-

@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.scopes import node_scope, pool_scope
     from workflows.machineconfig.handover import RolloutCarry, lease_scopes_to_retake, retake_leases
     from workflows.machineconfig.models import MachineConfigRolloutInput, RolloutPlan
+    from workflows.kit.starts import PATCH_START_TOGETHER
     from workflows.machineconfig.node import LEASE_REFUSED
 
 #: ``workflow.patched`` id: the rollout leases the node scopes of its plan as well as its pools,
@@ -115,6 +116,17 @@ class RolloutLeasing:
         if self._node_run_leases is None:
             self._node_run_leases = workflow.patched(PATCH_NODE_RUN_LEASES)
         return self._node_run_leases
+
+    def _start_together(self) -> bool:
+        """Whether the window starts all its free places in one workflow task
+        (:data:`workflows.kit.starts.PATCH_START_TOGETHER`, asked at the first start of a run).
+        Not while the rollout takes each node's lease itself as the node starts: those take the
+        next nodes' leases too, and two at once would race for the same lease."""
+        if self._window_leases and not self._leases_in_node_runs():
+            return False
+        if self._starts_together is None:
+            self._starts_together = workflow.patched(PATCH_START_TOGETHER)
+        return self._starts_together
 
     def _node_lease_for_run(self, node: str) -> str | None:
         """The scope the node run leases itself, or None when the rollout holds it already (kept

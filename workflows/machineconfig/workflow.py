@@ -99,6 +99,8 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
         self._window_leases = False
         #: Whether node runs hold their own node leases (asked once per run, see leasing.py).
         self._node_run_leases: bool | None = None
+        #: PATCH_START_TOGETHER, once asked (``_start_together``).
+        self._starts_together: bool | None = None
         self.kit_init(
             procedure=PROCEDURE_MACHINECONFIG_ROLLOUT,
             noun="rollout",
@@ -128,6 +130,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             hold=self._hold,
             on_node_finished=self._node_finished,
         )
+        self.batches.start_together = self._start_together
         #: Continue-as-new allowed (decided once per run under PATCH_CONTINUE_AS_NEW).
         self._can = False
         self._base_events = 0
