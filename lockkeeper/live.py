@@ -33,20 +33,20 @@ def client_of(handle: Any) -> Any:
 
 
 async def merge_live_progress(client: Any, status: Any, *, timeout: float = 5.0) -> int:
-    """Update ``status.nodes`` (a dict of :class:`workflows.kit.models.NodeStatus`; any other
-    status is left alone) with the ``progress`` of each running node's run. Returns the number of
+    """Update ``status.nodes`` (a dict of :class:`workflows.kit.models.NodeStatus`; other rows
+    and any other status are left alone) with the ``progress`` of each running node's run. Returns the number of
     nodes updated. Only a run's answer for the same attempt, still running, is taken."""
     from temporalio.client import WorkflowQueryFailedError
     from temporalio.service import RPCError
 
-    from workflows.kit.models import NodePhase, NodeProgress
+    from workflows.kit.models import NodePhase, NodeProgress, NodeStatus
 
     nodes = getattr(status, "nodes", None)
     if not isinstance(nodes, dict):
         return 0
     far = datetime.max.replace(tzinfo=UTC)
-    running = sorted(
-        (ns for ns in nodes.values() if ns.phase == NodePhase.RUNNING and ns.run_id),
+    running = sorted(  # only the kit's node rows: a procedure may keep its own row type in ``nodes``
+        (ns for ns in nodes.values() if isinstance(ns, NodeStatus) and ns.phase == NodePhase.RUNNING and ns.run_id),
         key=lambda ns: ns.since or far,
     )[:LIVE_NODES_MAX]
     if not running:

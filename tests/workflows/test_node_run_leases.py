@@ -8,6 +8,8 @@ end so that a skip's rollback stays protected.
 
 from __future__ import annotations
 
+import asyncio
+
 from temporalio.client import WorkflowExecutionStatus, WorkflowHistory
 from test_machineconfig_rollout import phase_of, rollout_input, start, terminate_quietly, wait_status
 from wf_fakes import FakeCluster, old_config, r2_block_report, rollout_worker
@@ -78,22 +80,25 @@ async def test_the_rollout_keeps_a_degraded_nodes_lease(time_skipping_env, wf_ta
     inp = rollout_input(window_node_leases_above=0)
     client = time_skipping_env.client
     lease_id = scope_workflow_id(node_scope(inp.cluster, "worker-0"))
-    async with rollout_worker(client, fake, wf_task_queue):
-        handle = await start(time_skipping_env, wf_task_queue, inp)
-        try:
-            await wait_status(handle, lambda s: phase_of(s, "worker-0") == NodePhase.DEGRADED, timeout=60)
-            # What a real server does when the node run closes (the time-skipping one does not):
-            # its parent close policy terminates the run's lease.
-            run_lease = await client.get_workflow_handle(lease_id).describe()
-            assert run_lease.parent_id == f"{handle.id}/node/worker-0/1", run_lease.parent_id
-            await client.get_workflow_handle(lease_id, run_id=run_lease.run_id).terminate("parent closed")
-            for _ in range(200):  # then the rollout's own lease starts (same ID, a new run)
-                desc = await client.get_workflow_handle(lease_id).describe()
-                if desc.status == WorkflowExecutionStatus.RUNNING and desc.parent_id == handle.id:
-                    break
-                await time_skipping_env.sleep(1)
-            assert desc.status == WorkflowExecutionStatus.RUNNING and desc.parent_id == handle.id, (desc.status, desc.parent_id)
-            s = await wait_status(handle, lambda s: True)
-            assert not s.nodes["worker-0"].warning, s.nodes["worker-0"].warning
-        finally:
-            await terminate_quietly(handle)
+    # Real time: the rollout asks again for the lease a second apart, KEEP_LEASE_TRIES times; with
+    # time skipping those seconds could all pass before the test plays the server's part below.
+    with time_skipping_env.auto_time_skipping_disabled():
+        async with rollout_worker(client, fake, wf_task_queue):
+            handle = await start(time_skipping_env, wf_task_queue, inp)
+            try:
+                await wait_status(handle, lambda s: phase_of(s, "worker-0") == NodePhase.DEGRADED, timeout=60)
+                # What a real server does when the node run closes (the time-skipping one does not):
+                # its parent close policy terminates the run's lease.
+                run_lease = await client.get_workflow_handle(lease_id).describe()
+                assert run_lease.parent_id == f"{handle.id}/node/worker-0/1", run_lease.parent_id
+                await client.get_workflow_handle(lease_id, run_id=run_lease.run_id).terminate("parent closed")
+                for _ in range(100):  # then the rollout's own lease starts (same ID, a new run)
+                    desc = await client.get_workflow_handle(lease_id).describe()
+                    if desc.status == WorkflowExecutionStatus.RUNNING and desc.parent_id == handle.id:
+                        break
+                    await asyncio.sleep(0.1)
+                assert desc.status == WorkflowExecutionStatus.RUNNING and desc.parent_id == handle.id, (desc.status, desc.parent_id)
+                s = await wait_status(handle, lambda s: True)
+                assert not s.nodes["worker-0"].warning, s.nodes["worker-0"].warning
+            finally:
+                await terminate_quietly(handle)

@@ -56,3 +56,18 @@ async def test_a_canary_gate_still_holds_the_rest(time_skipping_env, wf_task_que
     assert result.outcome == "completed" and fake.max_in_flight == 3
     starts = _starts_per_task(history)
     assert starts[0] == 1 and starts[1] == 3, starts
+
+
+async def test_a_wide_window_opens_in_tasks_of_bounded_size(time_skipping_env, wf_task_queue):
+    from workflows.kit.starts import MAX_STARTS_PER_TASK
+
+    fake = FakeCluster({"worker": 40}, reboot_polls=6)
+    async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
+        handle = await start(time_skipping_env, wf_task_queue, rollout_input(max_unavailable=30))
+        result = await handle.result()
+        history = await handle.fetch_history()
+    assert result.outcome == "completed" and result.summary.done == 40
+    assert fake.max_in_flight <= 30
+    starts = _starts_per_task(history)
+    assert starts[0] == MAX_STARTS_PER_TASK and max(starts) == MAX_STARTS_PER_TASK, starts
+    assert sum(starts) == 40, starts

@@ -17,12 +17,18 @@ if TYPE_CHECKING:
 #: ``workflow.patched`` id of a procedure whose window starts its free places together.
 PATCH_START_TOGETHER = "window-starts-together"
 
+#: Node starts per workflow task at most: each start costs the task its command, the child's
+#: input and a status refresh, so a window of 200 (a 2,000-node pool) is opened in 8 tasks, not
+#: one that grows with maxUnavailable. 25 per round trip of about 0.1 s is over 200 starts a second.
+MAX_STARTS_PER_TASK = 25
+
 
 def next_starts(batches: NodeBatches, group: Group, first: str) -> list[str]:
     """``first`` (the window's next node, cleared to start) and the queue's next nodes after it,
-    as long as the window has room and none of them waits for a gate (a planned ``node`` gate
-    before it, or the canary's gate after the first node): in queue order."""
-    room = batches._limit(group) - len(batches.in_flight(group))
+    as long as the window has room (at most :data:`MAX_STARTS_PER_TASK` in all) and none of them
+    waits for a gate (a planned ``node`` gate before it, or the canary's gate after the first
+    node): in queue order."""
+    room = min(batches._limit(group) - len(batches.in_flight(group)), MAX_STARTS_PER_TASK)
     out = [first]
     for node in group.queue:
         if node == first:
