@@ -223,26 +223,9 @@ class MachineConfigActivities(GatewayActivities):
                 last_beat = now
             check_cancelled()
             window = max(1, min(int(HEARTBEAT_INTERVAL_SECONDS), int(deadline - now + 0.999)))
-            try:
-                for type_, event_obj in self.gateway.watch_node(input.node, resource_version=rv, timeout_seconds=window):
-                    rv = objects.meta(event_obj).get("resourceVersion") or rv
-                    if type_ == "BOOKMARK":
-                        continue
-                    if type_ == "DELETED":
-                        raise fail("NodeNotFound", f"node {input.node} was deleted")
-                    if type_ in ("ADDED", "MODIFIED"):
-                        obj, info = event_obj, node_info(event_obj)
-                        if _wait_outcome(input, obj, info) is not None:
-                            break
-                    if time.monotonic() - last_beat >= HEARTBEAT_INTERVAL_SECONDS:
-                        heartbeat(node_summary(info))
-                        last_beat = time.monotonic()
-            except Gone:
-                obj, info, rv = self._list_node(input.node)
-            except Unavailable as exc:
-                log().warning(f"node {input.node}: watch broke ({exc}); re-listing")
-                pause(0.5)
-                obj, info, rv = self._list_node(input.node)
+            obj, info, rv, last_beat = self._watch_window(
+                input.node, rv, window, obj, info, last_beat, lambda o, i: _wait_outcome(input, o, i) is not None
+            )
 
     @activity.defn(name="wait_for_node_done")
     def wait_for_node_done(self, input: WaitForNodeDoneInput) -> WaitForNodeDoneResult:
@@ -285,26 +268,41 @@ class MachineConfigActivities(GatewayActivities):
                 last_beat = now
             check_cancelled()
             window = max(1, min(int(HEARTBEAT_INTERVAL_SECONDS), int(deadline - now + 0.999)))
-            try:
-                for type_, event_obj in self.gateway.watch_node(input.node, resource_version=rv, timeout_seconds=window):
-                    rv = objects.meta(event_obj).get("resourceVersion") or rv
-                    if type_ == "BOOKMARK":
-                        continue
-                    if type_ == "DELETED":
-                        raise fail("NodeNotFound", f"node {input.node} was deleted")
-                    if type_ in ("ADDED", "MODIFIED"):
-                        info = node_info(event_obj)
-                        if _asks_uncordon(input, info) or _done_outcome(input, info) is not None:
-                            break
-                    if time.monotonic() - last_beat >= HEARTBEAT_INTERVAL_SECONDS:
-                        heartbeat(node_summary(info))
-                        last_beat = time.monotonic()
-            except Gone:
-                obj, info, rv = self._list_node(input.node)
-            except Unavailable as exc:
-                log().warning(f"node {input.node}: watch broke ({exc}); re-listing")
-                pause(0.5)
-                obj, info, rv = self._list_node(input.node)
+            obj, info, rv, last_beat = self._watch_window(
+                input.node, rv, window, obj, info, last_beat,
+                lambda _, i: _asks_uncordon(input, i) or _done_outcome(input, i) is not None,
+            )
+
+    def _watch_window(
+        self, node: str, rv: str | None, seconds: int, obj: dict[str, Any], info: NodeInfo, last_beat: float,
+        ends: Callable[[dict[str, Any], NodeInfo], bool],
+    ) -> tuple[dict[str, Any], NodeInfo, str | None, float]:
+        """One WATCH window of ``seconds`` from ``rv`` on ``node``, shared by the waits: returns at the
+        first ADDED/MODIFIED object for which ``ends(obj, info)`` holds, or when the window closes,
+        heartbeating the node summary every :data:`HEARTBEAT_INTERVAL_SECONDS`. An expired
+        resourceVersion (410) or a broken stream re-lists. Returns (obj, info, rv, last_beat) as
+        last observed. Raises non-retryable ``NodeNotFound`` when the node is deleted."""
+        try:
+            for type_, event_obj in self.gateway.watch_node(node, resource_version=rv, timeout_seconds=seconds):
+                rv = objects.meta(event_obj).get("resourceVersion") or rv
+                if type_ == "BOOKMARK":
+                    continue
+                if type_ == "DELETED":
+                    raise fail("NodeNotFound", f"node {node} was deleted")
+                if type_ in ("ADDED", "MODIFIED"):
+                    obj, info = event_obj, node_info(event_obj)
+                    if ends(obj, info):
+                        break
+                if time.monotonic() - last_beat >= HEARTBEAT_INTERVAL_SECONDS:
+                    heartbeat(node_summary(info))
+                    last_beat = time.monotonic()
+        except Gone:
+            obj, info, rv = self._list_node(node)
+        except Unavailable as exc:
+            log().warning(f"node {node}: watch broke ({exc}); re-listing")
+            pause(0.5)
+            obj, info, rv = self._list_node(node)
+        return obj, info, rv, last_beat
 
     def _list_node(self, name: str) -> tuple[dict[str, Any], NodeInfo, str | None]:
         items, rv = self.gateway.list_nodes_with_rv(field_selector=f"metadata.name={name}")
