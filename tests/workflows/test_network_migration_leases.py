@@ -97,7 +97,9 @@ async def test_rollout_scopes_free_while_waiting_then_refused_under_the_cluster_
         assert {"sdn/x", "cluster/x", "pool/x/worker", "node/x/w1", "node/x/m1"} <= set(st["leases"])
         rollout = await env.client.start_workflow(AlphaLeaseProbeWorkflow.run, ProbeInput(cluster="x", scopes=ROLLOUT_SCOPES),
                                                   id=f"rollout-x-{uuid.uuid4().hex[:6]}", task_queue=wf_task_queue, result_type=ProbeResult)
-        with pytest.raises(WorkflowFailureError) as refused:
+        # In real time: the migration waits at its gate with no timer, so a time-skipping wait
+        # would jump to its execution timeout (ten years on) if the probe were slow to fail.
+        with env.auto_time_skipping_disabled(), pytest.raises(WorkflowFailureError) as refused:
             await rollout.result()
         cause = refused.value.cause
         assert getattr(cause, "type", None) == "LeaseHeld" and h.id in str(cause), cause

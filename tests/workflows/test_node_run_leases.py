@@ -11,12 +11,32 @@ from __future__ import annotations
 import asyncio
 
 from temporalio.client import WorkflowExecutionStatus, WorkflowHistory
+from temporalio.service import RPCError, RPCStatusCode
 from test_machineconfig_rollout import phase_of, rollout_input, start, terminate_quietly, wait_status
 from wf_fakes import FakeCluster, old_config, r2_block_report, rollout_worker
 
 from workflows.kit.lease import LeaseWorkflow
 from workflows.kit.models import LeaseInput, NodePhase
 from workflows.kit.scopes import node_scope, scope_workflow_id
+
+
+async def run_lease_once_closed(client, lease_id: str, run_id: str, timeout: float = 60):
+    """The description of ``lease_id`` held by the node run ``run_id``, once that run has closed
+    (polled every 20 ms of real time)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        try:
+            run = await client.get_workflow_handle(run_id).describe()
+            if run.status != WorkflowExecutionStatus.RUNNING:
+                lease = await client.get_workflow_handle(lease_id).describe()
+                assert lease.parent_id == run_id, lease.parent_id
+                return lease
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise  # not started yet otherwise
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"node run {run_id} did not close within {timeout} s")
 
 
 def started_children(history: WorkflowHistory) -> list[str]:
@@ -86,12 +106,12 @@ async def test_the_rollout_keeps_a_degraded_nodes_lease(time_skipping_env, wf_ta
         async with rollout_worker(client, fake, wf_task_queue):
             handle = await start(time_skipping_env, wf_task_queue, inp)
             try:
-                await wait_status(handle, lambda s: phase_of(s, "worker-0") == NodePhase.DEGRADED, timeout=60)
                 # What a real server does when the node run closes (the time-skipping one does not):
-                # its parent close policy terminates the run's lease.
-                run_lease = await client.get_workflow_handle(lease_id).describe()
-                assert run_lease.parent_id == f"{handle.id}/node/worker-0/1", run_lease.parent_id
+                # its parent close policy terminates the run's lease. Played as soon as the run
+                # closes, since the rollout asks again for the lease only KEEP_LEASE_TRIES seconds.
+                run_lease = await run_lease_once_closed(client, lease_id, f"{handle.id}/node/worker-0/1")
                 await client.get_workflow_handle(lease_id, run_id=run_lease.run_id).terminate("parent closed")
+                await wait_status(handle, lambda s: phase_of(s, "worker-0") == NodePhase.DEGRADED, timeout=60)
                 for _ in range(100):  # then the rollout's own lease starts (same ID, a new run)
                     desc = await client.get_workflow_handle(lease_id).describe()
                     if desc.status == WorkflowExecutionStatus.RUNNING and desc.parent_id == handle.id:

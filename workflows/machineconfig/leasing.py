@@ -48,6 +48,10 @@ PROBE_CHUNK = 250
 #: again by the rollout, which keeps it until the end as before.
 PATCH_NODE_RUN_LEASES = "node-run-holds-node-lease"
 
+#: ``workflow.patched`` id: the rollout retakes a degraded node's lease by trying again a second
+#: apart, and asks who holds it only after the last try (see ``_keep_node_lease``).
+PATCH_KEEP_LEASE_QUIETLY = "keep-lease-retries-quietly"
+
 #: How often the rollout asks again for a degraded node's lease still held by the node run's own
 #: lease while it closes (a second apart).
 KEEP_LEASE_TRIES = 10
@@ -151,10 +155,28 @@ class RolloutLeasing:
         self.batches.tasks.append(asyncio.create_task(self.leases.release_scope(scope)))
 
     async def _keep_node_lease(self, node: str, scope: str) -> None:
-        """Lease a degraded/failed node whose run's lease just ended. Refused by our own rollout:
-        the run's lease is still closing, ask again a second later. Refused by another procedure
-        (it took the node in that instant): the node's status warns that a skip's rollback is no
-        longer protected."""
+        """Lease a degraded/failed node whose run's lease just ended. Refused while the run's
+        lease still closes: ask again a second later, :data:`KEEP_LEASE_TRIES` times. Held by
+        another procedure (it took the node in that instant): the node's status warns, naming
+        it, that a skip's rollback is no longer protected.
+
+        Runs with :data:`PATCH_KEEP_LEASE_QUIETLY` ask who holds the lease only after the last
+        try. Asking (``contend``) the run's closing lease could go unanswered (the server's parent
+        close policy terminated it meanwhile): the rollout then waited LEASE_ANSWER_TIMEOUT and
+        warned that another procedure held the node."""
+        if workflow.patched(PATCH_KEEP_LEASE_QUIETLY):
+            for _ in range(KEEP_LEASE_TRIES):
+                if not await self.leases.acquire_some([scope]):
+                    return
+                await workflow.sleep(timedelta(seconds=1))
+            err = await self.leases.refusal(scope)
+            holder = str(err.details[0]) if err.details else ""
+            if holder != self._id:
+                self._status.nodes[node].warning = f"node lease lost after the node run ended: {err.message}"
+            else:
+                self._status.nodes[node].warning = "node lease not retaken: the node run's lease did not close"
+            self.touch()
+            return
         for _ in range(KEEP_LEASE_TRIES):
             if not await self.leases.acquire_some([scope]):
                 return
