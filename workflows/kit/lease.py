@@ -38,6 +38,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.models import LeaseInfo, LeaseInput
     from workflows.kit.scopes import SUBSYSTEM_SCOPES, LeaseScope, cluster_scope, scope_workflow_id
 
+#: ``workflow.patched`` id: :meth:`Leases.release` waits until the released leases have closed,
+#: for every procedure (the MachineConfig rollout chose it under ``lease-release-waits-closed``).
+PATCH_RELEASE_WAITS_CLOSED = "kit-lease-release-waits-closed"
+
 #: How often :meth:`Leases.hold_while_running` asks again for a lease its own holder still holds
 #: (a second apart), before it counts that lease as covering it.
 OWN_LEASE_RETRIES = 5
@@ -335,7 +339,10 @@ class Leases:
         ``wait_closed``: then wait until every released lease workflow (these, and those
         :meth:`release_scope` released before) has closed (see
         :meth:`wait_closed`), so that none outlives this run. Changes when the caller's next
-        commands go out, so a procedure turns it on under a ``workflow.patched`` ID."""
+        commands go out, so a procedure turns it on under a ``workflow.patched`` ID; runs with
+        :data:`PATCH_RELEASE_WAITS_CLOSED` always wait. Without it, a procedure that closed
+        right after its release (an abort while planning) could close before its lease had
+        processed the release: the parent close policy then terminated the lease instead."""
 
         async def release_one(scope: str, handle: workflow.ChildWorkflowHandle) -> None:
             try:
@@ -349,6 +356,8 @@ class Leases:
         else:
             for scope, handle in held:
                 await release_one(scope, handle)
+        if not wait_closed and (held or self.closing):
+            wait_closed = workflow.patched(PATCH_RELEASE_WAITS_CLOSED)
         if wait_closed:
             await self.wait_closed({**self.closing, **dict(held)})
             self.closing.clear()
