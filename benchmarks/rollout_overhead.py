@@ -31,6 +31,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 import math
+import os
 import statistics
 import sys
 import tempfile
@@ -130,6 +131,17 @@ async def history_figures(client: Client, query: str, *, per_run: bool = False) 
     return out
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds of ``pid`` so far (Linux ``/proc/<pid>/stat``; 0 when gone)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -149,9 +161,16 @@ async def main(args: argparse.Namespace) -> None:
             async with ClusterSim(scenario, time_scale=scale) as sim:
                 sim.store.pod_termination_seconds = args.drain_seconds
                 queue = f"bench-{uuid.uuid4().hex[:6]}"
-                worker = WorkerProcess(address=server.address, kubeconfig=sim.kubeconfig_path, task_queue=queue,
-                                       log_path=Path(tmp) / "worker.log", env=worker_env(args))
-                await worker.start()
+                # --split-worker: one process for the workflows (and their local calls), one for
+                # the activities (LOCKKEEPER_WORKER_ROLE); else one process for both.
+                roles = ["workflows", "activities"] if args.split_worker else ["all"]
+                workers = [
+                    WorkerProcess(address=server.address, kubeconfig=sim.kubeconfig_path, task_queue=queue,
+                                  log_path=Path(tmp) / f"worker-{role}.log",
+                                  env={**worker_env(args), "LOCKKEEPER_WORKER_ROLE": role})
+                    for role in roles
+                ]
+                await asyncio.gather(*(w.start() for w in workers))
                 client = await connect(Settings(temporal_address=server.address))
 
                 # Daemon annotation changes, as clustersim's store commits them: (node, value) -> time.
@@ -167,6 +186,11 @@ async def main(args: argparse.Namespace) -> None:
 
                 follower = asyncio.get_running_loop().create_task(follow())
                 sim.requests.clear()
+                def cpu_now() -> dict[str, float]:
+                    return {"dev server": cpu_seconds(server.pid), **{f"worker {r}": cpu_seconds(w.pid) for r, w in zip(roles, workers)},
+                            "simulator + benchmark": time.process_time()}
+
+                cpu_start = cpu_now()
                 started = time.monotonic()
                 handle = await client.start_workflow(
                     "MachineConfigRolloutWorkflow",
@@ -217,11 +241,13 @@ async def main(args: argparse.Namespace) -> None:
                 # Lease workflows of this rollout (pool and node scopes of cluster "bench").
                 leases = await history_figures(client, "WorkflowType = 'LeaseWorkflow'", per_run=True)
                 done_nodes = result.summary.done if result else 0
-                await worker.stop()
+                cpu = {k: v - cpu_start[k] for k, v in cpu_now().items()}  # until the figures were read
+                await asyncio.gather(*(w.stop() for w in workers))
                 if args.keep:
                     keep = Path(args.keep)
                     keep.mkdir(parents=True, exist_ok=True)
-                    (keep / "worker.log").write_bytes((Path(tmp) / "worker.log").read_bytes())
+                    for role in roles:
+                        (keep / f"worker-{role}.log").write_bytes((Path(tmp) / f"worker-{role}.log").read_bytes())
                     async for wf in client.list_workflows(f"WorkflowId = '{handle.id}'"):
                         hist = await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
                         (keep / f"parent-{wf.run_id}.json").write_text(hist.to_json())
@@ -264,6 +290,7 @@ async def main(args: argparse.Namespace) -> None:
           f" signals {leases.signals}")
     print(f"all events per node (parent + children + leases): {(parent.events + sum(children.events_per_run) + leases.events) / n:.1f}")
     print(f"node completions per second: {done_nodes / actual:.2f}")
+    print("CPU seconds over the run: " + ", ".join(f"{k} {v:.0f} ({v / actual:.0%} of a core)" for k, v in cpu.items()))
     print(f"status query during the run: {status_ok} full answers, {status_failed} failures"
           + (f" (first: {status_errors[0]})" if status_errors else ""))
     print(f"reaction latency (daemon annotation -> next lockkeeper write), n={len(latencies)}:"
@@ -279,6 +306,8 @@ if __name__ == "__main__":
     p.add_argument("--files-seconds", type=float, default=2.0, help="simulated time the daemon writes files")
     p.add_argument("--pods-per-node", type=int, default=2)
     p.add_argument("--time-scale", type=float, default=0.2)
+    p.add_argument("--split-worker", action="store_true",
+                   help="run the workflows and the activities in two worker processes (LOCKKEEPER_WORKER_ROLE)")
     p.add_argument("--keep", default="", help="directory to keep the worker log, the parent's histories and one node run's and one lease's in")
     p.add_argument("--server-db", choices=sorted(SERVER_DB), default="wal",
                    help="the dev server's store: wal (an SQLite file with a write-ahead log, as the demo and the "

@@ -1,4 +1,5 @@
-"""The lockkeeper worker: one process serving every procedure's workflows and activities.
+"""The lockkeeper worker: one process serving every procedure's workflows and activities, or
+(``LOCKKEEPER_WORKER_ROLE``) only the workflows or only the activities.
 
 Run it as ``lockkeeper worker`` or ``python -m workers.worker``; everything comes from the
 environment (see :class:`workers.settings.Settings`): ``TEMPORAL_ADDRESS``,
@@ -87,6 +88,8 @@ async def run_worker(
         notify_wired = True
     if workflows is None:
         workflows = registry.all_workflows(host_only=settings.host_only)
+    if settings.worker_role == "activities":
+        workflows = []  # another worker (role workflows or all) runs them
     if client is None:
         from workers.metrics import install_prometheus_runtime
 
@@ -135,6 +138,8 @@ async def run_worker(
             activity_executor=executor,
             max_concurrent_activities=settings.max_concurrent_activities,
             max_concurrent_local_activities=settings.max_concurrent_local_activities,
+            # role workflows: the activities stay registered for the node runs' local calls
+            no_remote_activities=settings.worker_role == "workflows",
             graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
             interceptors=interceptors,
         )
@@ -142,6 +147,7 @@ async def run_worker(
         log.info(
             READY_EVENT,
             task_queue=settings.task_queue,
+            role=settings.worker_role,
             namespace=settings.temporal_namespace,
             address=settings.temporal_address,
             workflows=[w.__name__ for w in workflows],

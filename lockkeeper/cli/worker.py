@@ -13,10 +13,16 @@ def worker(
     kubeconfig: str | None = typer.Option(None, "--kubeconfig", help="Path (KUBECONFIG)."),
     context: str | None = typer.Option(None, "--context", help="kubeconfig context (KUBE_CONTEXT)."),
     in_cluster: bool | None = typer.Option(None, "--in-cluster", help="Use the pod's service account."),
+    role: str | None = typer.Option(
+        None, "--role",
+        help="all (default): workflows and activities; workflows: workflow tasks and local activities only; "
+        "activities: activity tasks only (LOCKKEEPER_WORKER_ROLE). Run a workflows and an activities worker "
+        "on the same task queue to give workflow code its own process.",
+    ),
 ) -> None:
-    """Run a worker: every procedure's workflows and activities on the task queue."""
+    """Run a worker: every procedure's workflows and activities on the task queue (or one of the two, --role)."""
     try:
-        settings = settings_of(ctx, kubeconfig=kubeconfig, kube_context=context, in_cluster=in_cluster)
+        settings = settings_of(ctx, kubeconfig=kubeconfig, kube_context=context, in_cluster=in_cluster, worker_role=role)
     except CliError as exc:
         err(f"error: {exc}")
         raise typer.Exit(exc.code) from None

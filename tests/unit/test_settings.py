@@ -127,3 +127,20 @@ def test_several_problems_reported_together(monkeypatch: pytest.MonkeyPatch) -> 
         load_settings()
     assert "LOCKKEEPER_LOG_LEVEL: log level must be" in str(err.value)
     assert "LOCKKEEPER_MAX_CONCURRENT_ACTIVITIES" in str(err.value)
+
+
+@pytest.mark.parametrize(("role", "threads"), [("all", 250), ("workflows", 50), ("activities", 200)])
+def test_worker_role_sizes_the_threads(monkeypatch: pytest.MonkeyPatch, role: str, threads: int) -> None:
+    """A ``workflows`` worker runs only local activities, an ``activities`` worker only remote
+    ones: each gets threads (and API connections) for its own slots."""
+    from workers.settings import activity_threads
+
+    monkeypatch.setenv("LOCKKEEPER_WORKER_ROLE", role)
+    s = load_settings(max_concurrent_activities=200, max_concurrent_local_activities=50)
+    assert s.worker_role == role and activity_threads(s) == threads
+
+
+def test_worker_role_unknown_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOCKKEEPER_WORKER_ROLE", "both")
+    with pytest.raises(SettingsError, match="LOCKKEEPER_WORKER_ROLE.*'all', 'workflows' or 'activities'"):
+        load_settings()
