@@ -77,10 +77,16 @@ class HistoryFigures:
 
 
 def worker_env(args: argparse.Namespace) -> dict[str, str]:
-    """The worker's extra settings from the flags (``--max-concurrent-activities``)."""
+    """The worker's extra settings from the flags (``--max-concurrent-activities``, ``--worker-setting``)."""
+    env = {}
     if args.max_concurrent_activities:
-        return {"LOCKKEEPER_MAX_CONCURRENT_ACTIVITIES": str(args.max_concurrent_activities)}
-    return {}
+        env["LOCKKEEPER_MAX_CONCURRENT_ACTIVITIES"] = str(args.max_concurrent_activities)
+    for item in args.worker_setting:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"--worker-setting wants NAME=VALUE, got {item!r}")
+        env[f"LOCKKEEPER_{name.upper().replace('-', '_')}"] = value
+    return env
 
 
 #: ``--server-db``: how the dev server keeps its state (DevServer options).
@@ -308,6 +314,8 @@ if __name__ == "__main__":
     p.add_argument("--time-scale", type=float, default=0.2)
     p.add_argument("--split-worker", action="store_true",
                    help="run the workflows and the activities in two worker processes (LOCKKEEPER_WORKER_ROLE)")
+    p.add_argument("--worker-setting", action="append", default=[], metavar="NAME=VALUE",
+                   help="a worker setting (workers.settings.Settings), e.g. workflow_task_pollers=20; repeatable")
     p.add_argument("--keep", default="", help="directory to keep the worker log, the parent's histories and one node run's and one lease's in")
     p.add_argument("--server-db", choices=sorted(SERVER_DB), default="wal",
                    help="the dev server's store: wal (an SQLite file with a write-ahead log, as the demo and the "

@@ -66,6 +66,9 @@ class Settings(BaseSettings):
       the same task queue to give the workflow code a Python interpreter (GIL) of its own: on one
       process, 200 threads of watches and drains shared it with 200 node runs, and a node run's
       workflow task took up to 3.2 s at 2,000 nodes (issue 16).
+    - ``workflow_task_pollers`` / ``activity_task_pollers``: how many polls for workflow tasks /
+      activity tasks the worker keeps open at once (0: scaled by the server's feedback, the
+      SDK's ``PollerBehaviorAutoscaling``); default 5, the SDK's.
     - ``graceful_shutdown_seconds``: how long a stopping worker lets running activities finish.
     - ``metrics_port``: worker only; serve Prometheus metrics (the Temporal SDK's and lockkeeper's,
       see :mod:`workers.metrics`) on ``listen_host:metrics_port`` at ``/metrics``. Off when unset.
@@ -117,6 +120,8 @@ class Settings(BaseSettings):
         200, ge=1, validation_alias=_aliases("max_concurrent_local_activities")
     )
     worker_role: Literal["all", "workflows", "activities"] = Field("all", validation_alias=_aliases("worker_role"))
+    workflow_task_pollers: int = Field(5, ge=0, le=1000, validation_alias=_aliases("workflow_task_pollers"))
+    activity_task_pollers: int = Field(5, ge=0, le=1000, validation_alias=_aliases("activity_task_pollers"))
     graceful_shutdown_seconds: float = Field(
         30.0, ge=0, validation_alias=_aliases("graceful_shutdown_seconds")
     )

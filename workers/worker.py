@@ -138,6 +138,8 @@ async def run_worker(
             activity_executor=executor,
             max_concurrent_activities=settings.max_concurrent_activities,
             max_concurrent_local_activities=settings.max_concurrent_local_activities,
+            workflow_task_poller_behavior=_pollers(settings.workflow_task_pollers),
+            activity_task_poller_behavior=_pollers(settings.activity_task_pollers),
             # role workflows: the activities stay registered for the node runs' local calls
             no_remote_activities=settings.worker_role == "workflows",
             graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
@@ -175,6 +177,13 @@ async def run_worker(
         if health is not None:
             await health.stop()
     log.info("worker stopped")
+
+
+def _pollers(count: int) -> Any:
+    """The SDK's poller behaviour for ``count`` open polls (0: autoscaling, 1 to 100 polls)."""
+    from temporalio.worker import PollerBehaviorAutoscaling, PollerBehaviorSimpleMaximum
+
+    return PollerBehaviorAutoscaling() if count == 0 else PollerBehaviorSimpleMaximum(maximum=count)
 
 
 def _identity(settings: Settings) -> str:

@@ -33,6 +33,7 @@ from workflows.etcd.models import (
     RestoreStrategy,
 )
 from workflows.etcd.restore import EtcdQuorumRestoreWorkflow
+from workflows.kit.lease import LeaseWorkflow
 from workflows.kit.models import ApproveInput, GateDecisionResult, RejectInput
 
 FAST = EtcdctlTimeouts(dial_seconds=1, command_seconds=2)
@@ -53,7 +54,7 @@ async def worker(temporal_client: Any, task_queue: str) -> AsyncIterator[Worker]
     with ThreadPoolExecutor(4) as pool:
         w = Worker(
             temporal_client, task_queue=task_queue,
-            workflows=[EtcdBackupWorkflow, EtcdQuorumRestoreWorkflow, GatedByBackup],
+            workflows=[EtcdBackupWorkflow, EtcdQuorumRestoreWorkflow, GatedByBackup, LeaseWorkflow],
             activities=build_host_activities(), activity_executor=pool,
             workflow_runner=UnsandboxedWorkflowRunner(),
         )

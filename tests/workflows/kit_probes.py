@@ -263,3 +263,21 @@ class HostProbeWorkflow(_Probe):
 
 PROBES = [GateProbeWorkflow, StepsProbeWorkflow, AlphaLeaseProbeWorkflow, BetaLeaseProbeWorkflow, HealthProbeWorkflow,
           BarrierProbeWorkflow, RecordProbeWorkflow, HostProbeWorkflow]
+
+
+@workflow.defn(name="LeaseWorkflow")
+class StuckLeaseWorkflow:
+    """A lease that never closes: it takes ``release`` and ``contend`` and ignores both (a lease
+    no healthy worker runs, for the kit's close timeout)."""
+
+    @workflow.signal
+    def release(self, holder: str = "") -> None:
+        pass
+
+    @workflow.signal
+    def contend(self, requester_workflow_id: str) -> None:
+        pass
+
+    @workflow.run
+    async def run(self, input: Any) -> None:
+        await workflow.wait_condition(lambda: False)

@@ -124,3 +124,45 @@ async def test_probe_in_chunks_names_the_holder_and_stops_there(time_skipping_en
             assert (await gamma.result()).outcome == "completed"
             assert _signals_per_task(await gamma.fetch_history()) == [3, 3, 3, 1]
             await alpha.terminate("test cleanup")
+
+
+def _closes(history) -> list[str]:
+    """The run's child closes and its own close, in history order (event type names)."""
+    keep = {EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED, EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_TERMINATED,
+            EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED}
+    return [EventType.Name(e.event_type).removeprefix("EVENT_TYPE_") for e in history.events if e.event_type in keep]
+
+
+async def test_release_waits_until_the_leases_have_closed(time_skipping_env, wf_task_queue):
+    """Patch kit-lease-release-waits-closed: a procedure ends only after its released leases have
+    completed, so no lease is left for the parent close policy to terminate."""
+    env, c = time_skipping_env, f"c-{uuid.uuid4().hex[:6]}"
+    scopes = [f"node/{c}/worker-0", f"node/{c}/worker-1"]
+    async with kit_worker(env, KitFake(), wf_task_queue):
+        probe = await start_probe(env, wf_task_queue, AlphaLeaseProbeWorkflow, ProbeInput(scopes=scopes, hold_seconds=0))
+        assert (await probe.result()).outcome == "completed"
+        history = await probe.fetch_history()
+        for scope in scopes:
+            lease = await env.client.get_workflow_handle(scope_workflow_id(scope)).describe()
+            assert lease.status.name == "COMPLETED", (scope, lease.status)
+    assert _closes(history) == ["CHILD_WORKFLOW_EXECUTION_COMPLETED"] * 2 + ["WORKFLOW_EXECUTION_COMPLETED"], _closes(history)
+
+
+async def test_release_stops_waiting_for_a_lease_nobody_runs(time_skipping_env, wf_task_queue):
+    """A lease that never closes (it ignores its release) holds the procedure's end for
+    LEASE_CLOSE_TIMEOUT at most: a durable timer, then the procedure ends anyway."""
+    from kit_probes import StuckLeaseWorkflow
+    from temporalio.worker import Worker
+
+    from workflows.kit.lease import LEASE_CLOSE_TIMEOUT
+
+    env, c = time_skipping_env, f"c-{uuid.uuid4().hex[:6]}"
+    async with Worker(env.client, task_queue=wf_task_queue, workflows=[AlphaLeaseProbeWorkflow, StuckLeaseWorkflow],
+                      activities=KitFake().activities()):
+        probe = await start_probe(env, wf_task_queue, AlphaLeaseProbeWorkflow, ProbeInput(scopes=[f"node/{c}/worker-0"], hold_seconds=0))
+        assert (await probe.result()).outcome == "completed"
+        history = await probe.fetch_history()
+    timers = [e.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta() for e in history.events
+              if e.HasField("timer_started_event_attributes")]
+    assert LEASE_CLOSE_TIMEOUT in timers, timers
+    assert _closes(history)[-1] == "WORKFLOW_EXECUTION_COMPLETED"

@@ -42,6 +42,10 @@ with workflow.unsafe.imports_passed_through():
 #: for every procedure (the MachineConfig rollout chose it under ``lease-release-waits-closed``).
 PATCH_RELEASE_WAITS_CLOSED = "kit-lease-release-waits-closed"
 
+#: How long :meth:`Leases.release` waits for released leases to close under
+#: :data:`PATCH_RELEASE_WAITS_CLOSED`.
+LEASE_CLOSE_TIMEOUT = timedelta(seconds=60)
+
 #: How often :meth:`Leases.hold_while_running` asks again for a lease its own holder still holds
 #: (a second apart), before it counts that lease as covering it.
 OWN_LEASE_RETRIES = 5
@@ -356,20 +360,24 @@ class Leases:
         else:
             for scope, handle in held:
                 await release_one(scope, handle)
-        if not wait_closed and (held or self.closing):
-            wait_closed = workflow.patched(PATCH_RELEASE_WAITS_CLOSED)
+        limit = None
+        if not wait_closed and (held or self.closing) and workflow.patched(PATCH_RELEASE_WAITS_CLOSED):
+            wait_closed, limit = True, LEASE_CLOSE_TIMEOUT
         if wait_closed:
-            await self.wait_closed({**self.closing, **dict(held)})
+            await self.wait_closed({**self.closing, **dict(held)}, timeout=limit)
             self.closing.clear()
 
     @staticmethod
-    async def wait_closed(handles: dict[str, workflow.ChildWorkflowHandle]) -> None:
+    async def wait_closed(handles: dict[str, workflow.ChildWorkflowHandle], *, timeout: timedelta | None = None) -> None:
         """Wait until the lease workflows of ``handles`` (scope → child handle) have closed, all
         in one workflow task. Their completion then reaches this run before it closes or
         continues as new: a child that closes after its parent run leaves the time-skipping test
         server's clock locked for good (its "notify parent" lock is never released), and on a
         real server a lease still running refuses the next run's retake of the same scope. A
-        lease that failed or was terminated counts as closed (logged); nothing is raised."""
+        lease that failed or was terminated counts as closed (logged); nothing is raised.
+        ``timeout`` (a durable timer): stop waiting then and log the leases still open (their
+        parent close policy ends them with this run), so that a lease no worker runs cannot
+        hold the procedure's end for ever."""
 
         async def closed(scope: str, handle: workflow.ChildWorkflowHandle) -> None:
             try:
@@ -377,7 +385,16 @@ class Leases:
             except Exception as err:  # noqa: BLE001 - a lease that ended otherwise is closed too
                 workflow.logger.info("lease %s closed with %s", scope, err)
 
-        await asyncio.gather(*(closed(s, h) for s, h in handles.items()))
+        if timeout is None:
+            await asyncio.gather(*(closed(s, h) for s, h in handles.items()))
+            return
+        waits = {s: asyncio.ensure_future(closed(s, h)) for s, h in handles.items()}
+        if not waits:
+            return
+        await asyncio.wait(list(waits.values()), timeout=timeout.total_seconds())
+        still = sorted(s for s, w in waits.items() if not w.done())
+        if still:
+            workflow.logger.warning("leases %s did not close within %s of their release", still, timeout)
 
     async def _ask(self, lease_id: str) -> tuple[bool, LeaseInfo | None]:
         """Signal ``contend`` to ``lease_id`` and wait for its ``lease_denied`` answer.
