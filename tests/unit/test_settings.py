@@ -144,3 +144,21 @@ def test_worker_role_unknown_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOCKKEEPER_WORKER_ROLE", "both")
     with pytest.raises(SettingsError, match="LOCKKEEPER_WORKER_ROLE.*'all', 'workflows' or 'activities'"):
         load_settings()
+
+
+def test_pollers_map_to_the_sdks_poller_behaviour(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``workflow_task_pollers`` / ``activity_task_pollers``: a fixed number of open polls, or
+    0 for the SDK's autoscaling; negative is refused naming the variable."""
+    from temporalio.worker import PollerBehaviorAutoscaling, PollerBehaviorSimpleMaximum
+
+    from workers.worker import _pollers
+
+    monkeypatch.setenv("LOCKKEEPER_WORKFLOW_TASK_POLLERS", "20")
+    monkeypatch.setenv("LOCKKEEPER_ACTIVITY_TASK_POLLERS", "0")
+    s = load_settings()
+    assert _pollers(s.workflow_task_pollers) == PollerBehaviorSimpleMaximum(maximum=20)
+    assert isinstance(_pollers(s.activity_task_pollers), PollerBehaviorAutoscaling)
+    assert (load_settings(workflow_task_pollers=None).workflow_task_pollers, Settings().activity_task_pollers) == (20, 0)
+    monkeypatch.setenv("LOCKKEEPER_WORKFLOW_TASK_POLLERS", "-1")
+    with pytest.raises(SettingsError, match="LOCKKEEPER_WORKFLOW_TASK_POLLERS"):
+        load_settings()
