@@ -70,6 +70,8 @@ class Store(EvictionMixin, NodeRegistrationMixin):
         # Keyed by every served resource, including ones registered after this store was made.
         self._objects: defaultdict[str, dict[tuple[str, str], dict]] = defaultdict(dict)
         self._pods_by_node: dict[str, dict[tuple[str, str], None]] = {}
+        #: Owner UID -> keys of the pods whose ownerReferences name it (ReplicaSet, DaemonSet).
+        self._pods_by_owner: dict[str, dict[tuple[str, str], None]] = {}
         self._history: deque[Event] = deque(maxlen=history)
         # Replay from rv N is complete iff N >= _replay_floor (events with rv <= floor were dropped).
         self._replay_floor = 0
@@ -115,8 +117,13 @@ class Store(EvictionMixin, NodeRegistrationMixin):
         objs = self._objects[resource]
         keys: Iterable[tuple[str, str]]
         node_terms = [v for p, op, v in fsel if p == "spec.nodeName" and op == "="]
+        name_terms = [v for p, op, v in fsel if p == "metadata.name" and op == "="]
         if resource == "pods" and node_terms:
             keys = list(self._pods_by_node.get(node_terms[0], {}))
+        elif name_terms and (namespace or not rt.namespaced):
+            # One object by name (a watch or list of one node): a lookup, not a scan of them all.
+            key = self._k(rt, name_terms[0], namespace)
+            keys = [key] if key in objs else []
         else:
             keys = objs.keys()
         if rt.namespaced and namespace:
@@ -186,9 +193,28 @@ class Store(EvictionMixin, NodeRegistrationMixin):
         self.resource_version += 1
         return self.resource_version
 
+    def pods_owned_by(self, uid: str) -> list[dict]:
+        """Stored pods (READ ONLY) with an ownerReference to ``uid``, sorted by (namespace, name)."""
+        objs = self._objects["pods"]
+        return [objs[k] for k in sorted(self._pods_by_owner.get(uid, {}))]
+
+    @staticmethod
+    def _owner_uids(obj: dict | None) -> set[str]:
+        refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
+        return {r["uid"] for r in refs if r.get("uid")}
+
     def _index(self, rt: ResourceType, key: tuple[str, str], old: dict | None, new: dict | None) -> None:
         if rt.key != "pods":
             return
+        old_owners, new_owners = self._owner_uids(old), self._owner_uids(new)
+        for uid in old_owners - new_owners:
+            bucket = self._pods_by_owner.get(uid)
+            if bucket is not None:
+                bucket.pop(key, None)
+                if not bucket:
+                    del self._pods_by_owner[uid]
+        for uid in new_owners - old_owners:
+            self._pods_by_owner.setdefault(uid, {})[key] = None
         old_node = (old or {}).get("spec", {}).get("nodeName") if old else None
         new_node = (new or {}).get("spec", {}).get("nodeName") if new else None
         if old_node == new_node:

@@ -63,6 +63,4 @@ class AgentBase:
             return None
 
     def _owned(self, owner: dict[str, Any]) -> list[dict[str, Any]]:
-        uid = owner["metadata"]["uid"]
-        return [p for p in self.store.list_refs("pods", owner["metadata"]["namespace"])
-                if any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or [])]
+        return self.store.pods_owned_by(owner["metadata"]["uid"])  # an index, not a scan of every pod

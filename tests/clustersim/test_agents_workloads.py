@@ -166,3 +166,24 @@ def test_generated_cluster_loads_fast() -> None:
     print(f"\ngenerate_scenario: {t1 - t0:.2f}s, populate: {t2 - t1:.2f}s "
           f"({store.count('nodes')} nodes, {store.count('pods')} pods)")
     assert store.count("nodes") == 1000 and store.count("pods") == 20000
+
+
+def test_pods_by_owner_index_follows_creates_changes_and_deletes() -> None:
+    """``Store.pods_owned_by``: the ReplicaSet controller's view of its pods, kept as an index
+    (a scan of every pod per ReplicaSet sync cost the simulator 7% of its CPU at 600 nodes)."""
+    store = Store()
+
+    def pod(name: str, *uids: str) -> dict:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "app", "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"rs-{u}", "uid": u} for u in uids]},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}}
+
+    store.create("pods", pod("b", "u1"))
+    store.create("pods", pod("a", "u1", "u2"))
+    store.create("pods", pod("c"))
+    names = lambda uid: [p["metadata"]["name"] for p in store.pods_owned_by(uid)]  # noqa: E731
+    assert (names("u1"), names("u2"), names("nobody")) == (["a", "b"], ["a"], [])
+    store.mutate("pods", "a", "app", lambda o: o["metadata"].__setitem__("ownerReferences", o["metadata"]["ownerReferences"][1:]))
+    assert (names("u1"), names("u2")) == (["b"], ["a"])  # orphaned from u1, still u2's
+    store.delete("pods", "b", "app", grace_period_seconds=0)
+    assert (names("u1"), names("u2")) == ([], ["a"])
