@@ -13,10 +13,15 @@ pool with ``max_unavailable``. Prints (issue 16's figures):
 - reaction latency p50/p99: from a daemon annotation change (desiredDrain=drain-X or
   uncordon-X, seen in clustersim's store) to lockkeeper's next write on that node (the cordon or
   uncordon PATCH in clustersim's request record). Target p99 < 250 ms;
-- node completions per second, and how the status query answered while the rollout ran.
+- node completions per second, and how the status query answered while the rollout ran;
+- the CPU seconds of the dev server, each worker process and this process (simulator and
+  benchmark) over the run, to show which one sets the pace.
 
 Usage: ``python benchmarks/rollout_overhead.py [--nodes 100] [--max-unavailable 10]
-[--reboot-seconds 300] [--drain-seconds 30] [--time-scale 0.2]``
+[--reboot-seconds 300] [--drain-seconds 30] [--time-scale 0.2] [--split-worker]
+[--worker-setting NAME=VALUE ...]``. ``--split-worker`` runs the workflows and the activities
+in two worker processes (``LOCKKEEPER_WORKER_ROLE``); ``--worker-setting`` passes a worker
+setting (``workflow_task_pollers=20``).
 
 The simulator compresses the cluster's own time by ``--time-scale`` but lockkeeper's overhead
 (Temporal round trips, a fixed few hundred milliseconds per node) is real time, so the ratio
