@@ -7,7 +7,9 @@ the history to tests/workflows/histories/ under ``<name>_kit.json`` (the runs si
 its patches). It never overwrites a file: the first recordings (``node_drain_full.json``,
 ``etcd_*.json`` without ``_kit``) came from the code before the kit and must stay as they are,
 since they are what workflows started before it look like. After another deliberate, patched
-change, record under a new name again.
+change, record under a new name again: the drain and the force-new-cluster restore now record
+``*_release_closed.json`` (kit patch ``kit-lease-release-waits-closed``: the release waits for the
+leases to close); the ``_kit`` files stay for the runs before it.
 
 The drain runs on the dev server (search attributes registered, so its history has the upsert);
 the etcd procedures on the time-skipping server (gate timeouts are skipped, not waited), which
@@ -117,7 +119,7 @@ async def test_record_drain_blocked_decided_rebooted_uncordoned(temporal_client,
         await poll_status(handle, lambda s: (g := s["node"].get("decision_gate")) is not None and g["state"] == "waiting")
         await handle.execute_update(NodeDrainWorkflow.decide, DecideInput(node="worker-0", decision=DrainDecision.DELETE_POD, identity="bob"))
         result = await handle.result()
-        await save_history(handle, "node_drain_kit.json")
+        await save_history(handle, "node_drain_release_closed.json")
     assert result.outcome == "completed" and result.drained and result.uncordoned
     assert [r.action for r in result.gate_history] == ["opened", "decided"]
     assert fake.rebooted == 1 and fake.not_ready_reads == 0
@@ -156,7 +158,7 @@ async def test_record_etcd_restore_force_new_cluster_approved(time_skipping_env,
             await poll_status(handle, gate_waiting(gate))
             await handle.execute_update(EtcdQuorumRestoreWorkflow.approve, ApproveInput(gate_id=gate, identity="bob"))
         result = await handle.result()
-        await save_history(handle, "etcd_restore_force_new_kit.json")
+        await save_history(handle, "etcd_restore_release_closed.json")
     assert result.outcome == "completed", result.message
     assert [(r.gate_id, r.action) for r in result.gate_history if r.action != "opened"] == [
         ("stop-members", "approved"), ("move-data/etcd-1", "approved"), ("move-data/etcd-2", "approved")]

@@ -40,6 +40,10 @@ HISTORY_IDS = {
     "etcd_backup_kit.json": "etcd-backup-history",
     "etcd_restore_force_new_kit.json": "etcd-restore-history",
     "etcd_restore_gate_timeout_kit.json": "etcd-restore-timeout-history",
+    # The same drain and restore whose lease release waits for the leases to close (kit patch
+    # kit-lease-release-waits-closed; its 60 s timer cancelled once they have).
+    "node_drain_release_closed.json": "drain-history",
+    "etcd_restore_release_closed.json": "etcd-restore-history",
     # The SDN->OVN migration with leases, takeover, reboots and every gate
     # (tests/workflows/test_network_migration_history.py).
     "network_migration_full.json": "network-migration-history",
