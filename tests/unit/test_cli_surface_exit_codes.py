@@ -159,7 +159,9 @@ async def test_exit_codes_against_running_procedures(dev_server: Any, temporal_c
         code, out, err = await lk(dev_server.address, *q, "status", drain, "-o", "json")
         assert code == 0, err
         doc = json.loads(out)
-        rows = [r for r in doc["pending_activities"] if r["activity_type"] == "cordon_node" and r["attempt"] >= 2]
+        # In its retry backoff (an attempt that is running has no next attempt time yet).
+        rows = [r for r in doc["pending_activities"]
+                if r["activity_type"] == "cordon_node" and r["attempt"] >= 2 and r["next_attempt_time"]]
         if rows:
             break
         await asyncio.sleep(0.5)
