@@ -180,7 +180,7 @@ async def run_worker(
 
 
 def _pollers(count: int) -> Any:
-    """The SDK's poller behaviour for ``count`` open polls (0: autoscaling, 1 to 100 polls)."""
+    """The SDK's poller behaviour for ``count`` open polls (0: autoscaling, between 1 and 100)."""
     from temporalio.worker import PollerBehaviorAutoscaling, PollerBehaviorSimpleMaximum
 
     return PollerBehaviorAutoscaling() if count == 0 else PollerBehaviorSimpleMaximum(maximum=count)
