@@ -64,8 +64,8 @@ class Settings(BaseSettings):
       ``workflows`` serves workflow tasks and the node runs' local activities only (it polls no
       activity task); ``activities`` serves activity tasks only. Run one of each (or several) on
       the same task queue to give the workflow code a Python interpreter (GIL) of its own: on one
-      process, 200 threads of watches and drains shared it with 200 node runs, and a node run's
-      workflow task took up to 3.2 s at 2,000 nodes (issue 16).
+      process, 200 threads of watches and drains share it with 200 node runs at 2,000 nodes
+      (issue 16; docs/production.md has what it measured on two cores).
     - ``workflow_task_pollers`` / ``activity_task_pollers``: how many polls for workflow tasks /
       activity tasks the worker keeps open at once (0: scaled by the server's feedback, the
       SDK's ``PollerBehaviorAutoscaling``); default 5, the SDK's.
