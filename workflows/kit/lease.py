@@ -385,13 +385,10 @@ class Leases:
             except Exception as err:  # noqa: BLE001 - a lease that ended otherwise is closed too
                 workflow.logger.info("lease %s closed with %s", scope, err)
 
-        if timeout is None:
-            await asyncio.gather(*(closed(s, h) for s, h in handles.items()))
-            return
         waits = {s: asyncio.ensure_future(closed(s, h)) for s, h in handles.items()}
         if not waits:
             return
-        await asyncio.wait(list(waits.values()), timeout=timeout.total_seconds())
+        await asyncio.wait(list(waits.values()), timeout=timeout.total_seconds() if timeout else None)
         still = sorted(s for s, w in waits.items() if not w.done())
         if still:
             workflow.logger.warning("leases %s did not close within %s of their release", still, timeout)

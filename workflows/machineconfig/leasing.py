@@ -169,23 +169,26 @@ class RolloutLeasing:
                 if not await self.leases.acquire_some([scope]):
                     return
                 await workflow.sleep(timedelta(seconds=1))
-            err = await self.leases.refusal(scope)
-            holder = str(err.details[0]) if err.details else ""
-            if holder != self._id:
-                self._status.nodes[node].warning = f"node lease lost after the node run ended: {err.message}"
-            else:
-                self._status.nodes[node].warning = "node lease not retaken: the node run's lease did not close"
-            self.touch()
+            if not await self._lost_to_another(node, scope):
+                self._warn(node, "node lease not retaken: the node run's lease did not close")
             return
-        for _ in range(KEEP_LEASE_TRIES):
+        for _ in range(KEEP_LEASE_TRIES):  # runs before the patch: ask the holder after each try
             if not await self.leases.acquire_some([scope]):
                 return
-            err = await self.leases.refusal(scope)
-            holder = str(err.details[0]) if err.details else ""
-            if holder != self._id:
-                self._status.nodes[node].warning = f"node lease lost after the node run ended: {err.message}"
-                self.touch()
+            if await self._lost_to_another(node, scope):
                 return
             await workflow.sleep(timedelta(seconds=1))
-        self._status.nodes[node].warning = "node lease not retaken: the node run's lease did not close"
+        self._warn(node, "node lease not retaken: the node run's lease did not close")
+
+    async def _lost_to_another(self, node: str, scope: str) -> bool:
+        """Ask who holds ``scope``; another procedure than this rollout: warn on ``node``, True."""
+        err = await self.leases.refusal(scope)
+        holder = str(err.details[0]) if err.details else ""
+        if holder == self._id:
+            return False
+        self._warn(node, f"node lease lost after the node run ended: {err.message}")
+        return True
+
+    def _warn(self, node: str, warning: str) -> None:
+        self._status.nodes[node].warning = warning
         self.touch()
