@@ -35,6 +35,7 @@ import argparse
 import asyncio
 from dataclasses import dataclass, field
 from typing import Any
+import json
 import math
 import os
 import statistics
@@ -79,6 +80,22 @@ class HistoryFigures:
     slowest: list[tuple[float, int, str]] = field(default_factory=list)
     #: Signal name -> count.
     signal_names: dict[str, int] = field(default_factory=dict)
+
+
+def rollout_fields(args: argparse.Namespace) -> dict[str, object]:
+    """The rollout input's extra fields from ``--rollout-input NAME=VALUE`` (VALUE as JSON when it
+    parses, else a string), checked against MachineConfigRolloutInput before anything starts."""
+    fields: dict[str, object] = {}
+    for item in args.rollout_input:
+        name, sep, value = item.partition("=")
+        if not sep or name not in MachineConfigRolloutInput.model_fields:
+            raise SystemExit(f"--rollout-input wants NAME=VALUE with NAME a MachineConfigRolloutInput field, got {item!r}")
+        try:
+            fields[name] = json.loads(value)
+        except ValueError:
+            fields[name] = value
+    MachineConfigRolloutInput(**fields)  # a bad value fails here, with pydantic's message
+    return fields
 
 
 def worker_env(args: argparse.Namespace) -> dict[str, str]:
@@ -162,6 +179,7 @@ def _pct(values: list[float], q: float) -> float:
 
 async def main(args: argparse.Namespace) -> None:
     scale = args.time_scale
+    rollout_fields(args)  # refuse a bad --rollout-input before anything starts
     scenario = generate_scenario(
         nodes=args.nodes, pods=args.nodes * args.pods_per_node, pools={"worker": args.nodes}, name="overhead",
         reboot_seconds=args.reboot_seconds, write_files_seconds=args.files_seconds, pod_start_seconds=1,
@@ -210,6 +228,7 @@ async def main(args: argparse.Namespace) -> None:
                         requested_by="benchmark", drain_backoff_initial_seconds=1, drain_wait_seconds=30,
                         daemon_drain_deadline_seconds=3600 * scale, daemon_uncordon_deadline_seconds=600 * scale,
                         **({} if args.local_calls_above is None else {"local_calls_above": args.local_calls_above}),
+                        **rollout_fields(args),
                     ),
                     id=f"bench-{uuid.uuid4().hex[:8]}", task_queue=queue, result_type=MachineConfigRolloutResult,
                 )
@@ -321,6 +340,8 @@ if __name__ == "__main__":
                    help="run the workflows and the activities in two worker processes (LOCKKEEPER_WORKER_ROLE)")
     p.add_argument("--worker-setting", action="append", default=[], metavar="NAME=VALUE",
                    help="a worker setting (workers.settings.Settings), e.g. workflow_task_pollers=20; repeatable")
+    p.add_argument("--rollout-input", action="append", default=[], metavar="NAME=VALUE",
+                   help="a MachineConfigRolloutInput field (VALUE as JSON), e.g. window_node_leases_above=0; repeatable")
     p.add_argument("--keep", default="", help="directory to keep the worker log, the parent's histories and one node run's and one lease's in")
     p.add_argument("--server-db", choices=sorted(SERVER_DB), default="wal",
                    help="the dev server's store: wal (an SQLite file with a write-ahead log, as the demo and the "

@@ -61,7 +61,24 @@ class DaemonState(StrEnum):
     UNRECONCILABLE = "Unreconcilable"
 
 
-class NodeInfo(BaseModel):
+class JsonWithoutNulls(BaseModel):
+    """A model whose JSON (Temporal payloads, ``model_dump(mode="json")``) leaves out the fields
+    that are None; Python dumps keep them, and decoding gives the same model back.
+
+    For the per-node models a rollout carries by the thousand (:class:`NodeInfo` here, and the
+    kit's NodeStatus and NodeResult): Temporal refuses a payload above 2 MB (TMPRL1103, and the
+    server's ``limit.blobSize.error``), and a 5,000-node status spent a third of its bytes on
+    ``null`` (tests/unit/test_payload_sizes.py). Readers of the JSON use ``.get``."""
+
+    @model_serializer(mode="wrap")
+    def _json_without_nulls(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
+        data = handler(self)
+        if info.mode_is_json():
+            return {k: v for k, v in data.items() if v is not None}
+        return data
+
+
+class NodeInfo(JsonWithoutNulls):
     """A Node as the handshake sees it: its MCO annotations plus schedulability and readiness."""
 
     name: str
@@ -78,17 +95,6 @@ class NodeInfo(BaseModel):
     ready: bool = False
     cordoned_by: str | None = None
     resource_version: str | None = None
-
-    @model_serializer(mode="wrap")
-    def _json_without_nulls(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
-        """In JSON (Temporal payloads) the unset fields are left out: a preflight lists every node
-        of the pools in one result, which Temporal refuses above 2 MB (TMPRL1103). Leaving the
-        ``null`` out moves that from about 3,900 to about 4,400 nodes (a 5,000-node pool still
-        passes it: tests/unit/test_payload_sizes.py). Decoding gives the same model back."""
-        data = handler(self)
-        if info.mode_is_json():
-            return {k: v for k, v in data.items() if v is not None}
-        return data
 
     @property
     def degraded(self) -> bool:

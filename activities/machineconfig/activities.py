@@ -32,6 +32,8 @@ from activities.kube import objects
 from activities.kube.errors import Gone, NotFound, Unavailable
 from activities.machineconfig.models import (
     PoolInfo,
+    PoolNodesInput,
+    PoolNodesPage,
     PoolStatus,
     PoolsStatusInput,
     PoolsStatusResult,
@@ -111,7 +113,8 @@ class MachineConfigActivities(GatewayActivities):
     :class:`~activities.cluster.base.GatewayActivities`)."""
 
     ACTIVITIES = (
-        "preflight_machineconfig_rollout", "wait_for_node", "wait_for_node_done", "get_pools_status", "set_network_type",
+        "preflight_machineconfig_rollout", "list_pool_nodes", "wait_for_node", "wait_for_node_done", "get_pools_status",
+        "set_network_type",
     )
 
     @activity.defn(name="preflight_machineconfig_rollout")
@@ -180,6 +183,9 @@ class MachineConfigActivities(GatewayActivities):
                 n.current_config == info.target_config and n.desired_config in (None, info.target_config) for n in info.nodes
             ):
                 continue
+            if input.page_size is not None and len(info.nodes) > input.page_size:
+                first = sorted(info.nodes, key=lambda n: n.name)[: input.page_size]
+                info = info.model_copy(update={"nodes": first, "more_after": first[-1].name, "node_count": len(info.nodes)})
             result.append(info)
         network_type: str | None = None
         try:
@@ -192,6 +198,25 @@ class MachineConfigActivities(GatewayActivities):
             + (", ".join(f"pool {p.name} -> {p.target_config} ({len(p.nodes)} nodes)" for p in result) or "nothing to roll"),
         )
         return PreflightResult(pools=result, network_type=network_type)
+
+    @activity.defn(name="list_pool_nodes")
+    def list_pool_nodes(self, input: PoolNodesInput) -> PoolNodesPage:
+        """The next page of a pool's nodes after a paged preflight: the nodes its nodeSelector
+        selects now, by name, after ``input.after``, at most ``input.limit``. Read-only.
+
+        Keyed by name rather than by offset, so a node added or deleted between pages moves no
+        other node across a page boundary. Raises non-retryable ``UnknownPool`` when the pool is
+        gone, and the planning ``Api*`` failures as the preflight does."""
+        with self.planning_errors():
+            mcps = {(objects.meta(p).get("name") or ""): p for p in self.gateway.list_machineconfigpools()}
+            if input.pool not in mcps:
+                raise fail("UnknownPool", f"MachineConfigPool {input.pool} is gone (it was there at preflight)")
+            selector = objects.label_selector_string((mcps[input.pool].get("spec") or {}).get("nodeSelector"))
+            nodes = [] if selector is None else self.gateway.list_nodes(label_selector=selector or None)
+            after = sorted((n for n in nodes if (objects.meta(n).get("name") or "") > input.after), key=lambda n: objects.meta(n).get("name") or "")
+            page = [node_info(n, pool=input.pool) for n in after[: input.limit]]
+            more = page[-1].name if len(after) > input.limit else None
+            return PoolNodesPage(nodes=page, more_after=more)
 
     @activity.defn(name="wait_for_node")
     def wait_for_node(self, input: WaitForNodeInput) -> WaitForNodeResult:

@@ -45,6 +45,11 @@ class PoolInfo(BaseModel):
     node_selector: dict[str, str] = Field(default_factory=dict)
     nodes: list[NodeInfo] = Field(default_factory=list)
     conditions: dict[str, str] = Field(default_factory=dict)
+    #: Set when ``nodes`` is the first page only (:attr:`PreflightInput.page_size`): the name of
+    #: its last node, from which :class:`PoolNodesInput` reads on; ``node_count`` is then the
+    #: pool's node count at preflight.
+    more_after: str | None = None
+    node_count: int | None = None
 
 
 # --- preflight ---------------------------------------------------------------------------------
@@ -62,6 +67,10 @@ class PreflightInput(BaseModel):
     pools: list[str] = Field(default_factory=list)
     target_configs: dict[str, str] = Field(default_factory=dict)
     not_before: datetime | None = None
+    #: At most this many nodes per pool in the result, the first by name; the rest are read with
+    #: ``list_pool_nodes`` (:class:`PoolNodesInput`). None: every node in the one result, which
+    #: Temporal refuses above 2 MB (about 4,400 nodes).
+    page_size: int | None = Field(None, ge=1)
 
 
 class PreflightResult(BaseModel):
@@ -72,6 +81,22 @@ class PreflightResult(BaseModel):
 
     pools: list[PoolInfo]
     network_type: str | None = None
+
+
+class PoolNodesInput(BaseModel):
+    """The next page of a pool's nodes: at most ``limit`` nodes, by name, after ``after``
+    (exclusive), selected by the pool's nodeSelector as it is now."""
+
+    pool: str
+    after: str
+    limit: int = Field(ge=1)
+
+
+class PoolNodesPage(BaseModel):
+    """One page of a pool's nodes; ``more_after`` is the name to read on from, None on the last page."""
+
+    nodes: list[NodeInfo] = Field(default_factory=list)
+    more_after: str | None = None
 
 
 # --- node handshake ----------------------------------------------------------------------------

@@ -29,7 +29,9 @@ from activities.cluster.models import (
 )
 from activities.machineconfig.activities import MachineConfigActivities
 from activities.machineconfig.models import (
+    PoolNodesInput,
     PoolsStatusInput,
+    PreflightInput,
     SetNetworkTypeInput,
     WaitForNodeInput,
     drain_value,
@@ -257,3 +259,24 @@ def test_activity_names_match_what_the_workflows_call() -> None:
     offered = {"set_node_labels", "delete_node", "wait_node_ready", "snapshot_fields", "patch_object", "restore_fields"}
     assert set(cluster) - offered <= called, f"registered but never called: {set(cluster) - offered - called}"
     assert offered <= set(cluster)
+
+
+async def test_preflight_pages_and_list_pool_nodes_read_on_by_name(r1_static: Harness) -> None:
+    """A paged preflight returns a pool's first nodes by name and where to read on; the pages of
+    ``list_pool_nodes`` then give every other node once, and nothing is written."""
+    h = r1_static
+    paged = await h.run(h.mco.preflight_machineconfig_rollout, PreflightInput(pools=["app", "infra"], page_size=3))
+    app, infra = paged.pools
+    assert [n.name for n in app.nodes] == ["qsu-app-01", "qsu-app-02", "qsu-app-03"]
+    assert (app.more_after, app.node_count) == ("qsu-app-03", 4)
+    assert (infra.more_after, infra.node_count) == (None, None) and len(infra.nodes) <= 3
+    page = await h.run(h.mco.list_pool_nodes, PoolNodesInput(pool="app", after=app.more_after, limit=3))
+    assert ([n.name for n in page.nodes], page.more_after) == (["qsu-app-04"], None)
+    assert page.nodes[0].pool == "app" and page.nodes[0].current_config
+    # A limit that ends a page on a node with more to come says where to read on.
+    first = await h.run(h.mco.list_pool_nodes, PoolNodesInput(pool="app", after="", limit=2))
+    assert ([n.name for n in first.nodes], first.more_after) == (["qsu-app-01", "qsu-app-02"], "qsu-app-02")
+    with pytest.raises(ApplicationError) as info:
+        await h.run(h.mco.list_pool_nodes, PoolNodesInput(pool="gpu", after="", limit=2))
+    assert info.value.type == "UnknownPool" and info.value.non_retryable
+    assert h.writes() == []

@@ -29,7 +29,7 @@ async def test_standalone_drain_blocked_then_delete_pod_and_uncordon(time_skippi
         )
         await poll(handle, lambda s: s["node"]["phase"] == NodePhase.BLOCKED)
         await env.sleep(90)
-        st = await poll(handle, lambda s: (s["node"]["decision_gate"] or {}).get("state") == "waiting")
+        st = await poll(handle, lambda s: (s["node"].get("decision_gate") or {}).get("state") == "waiting")
         assert st["procedure"] == "drain" and "lockkeeper decide" in st["waiting_for"]
         upd = NodeDrainWorkflow.decide
         assert "four-eyes" in await update_error(handle.execute_update(

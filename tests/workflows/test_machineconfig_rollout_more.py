@@ -227,3 +227,23 @@ async def test_terminated_rollout_releases_its_lease_on_dev_server(temporal_clie
         assert (await lease.describe()).status == WorkflowExecutionStatus.TERMINATED
         again = await start_dev()
         assert (await again.result()).outcome == "completed"
+
+
+async def test_preflight_pages_plan_every_node(time_skipping_env, wf_task_queue):
+    """Pools larger than ``preflight_page_size`` come in pages (a preflight of every node passes
+    Temporal's 2 MB payload limit at about 4,400 nodes): the plan and the rollout hold every node
+    of every pool, each once, and the page calls read on from the previous page's last node."""
+    fake = FakeCluster({"worker": 7, "master": 3, "infra": 2})
+    async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
+        handle = await start(time_skipping_env, wf_task_queue, rollout_input(max_unavailable=3, preflight_page_size=3))
+        result = await handle.result()
+    (pre,) = fake.called("preflight_machineconfig_rollout")
+    assert pre.page_size == 3
+    # worker (7 nodes) takes two more pages after the first, master (3) and infra (2) none.
+    pages = [(p.pool, p.after, p.limit) for p in fake.called("list_pool_nodes")]
+    assert pages == [("worker", "worker-2", 3), ("worker", "worker-5", 3)]
+    assert result.outcome == "completed" and result.summary.done == 12
+    planned = {p.name: p.nodes for p in result.plan.pools}
+    assert sorted(planned["worker"]) == [f"worker-{i}" for i in range(7)]
+    assert sorted(planned["master"]) == ["master-0", "master-1", "master-2"]
+    assert all(fake.at_target(n) for n in fake.nodes)

@@ -49,6 +49,8 @@ from activities.machineconfig.models import (
     DrainWhenAskedInput,
     DrainWhenAskedResult,
     PoolInfo,
+    PoolNodesInput,
+    PoolNodesPage,
     PreflightInput,
     PreflightResult,
     WaitForNodeDoneInput,
@@ -215,11 +217,20 @@ class FakeCluster:
             for p in pools:
                 if p not in self.pools:
                     raise ApplicationError(f"MachineConfigPool {p} not found", type="UnknownPool", non_retryable=True)
-                out.append(PoolInfo(
-                    name=p, target_config=inp.target_configs.get(p, new_config(p)),
-                    nodes=[self.nodes[n].model_copy() for n in self.pools[p]],
-                ))
+                nodes = [self.nodes[n].model_copy() for n in self.pools[p]]
+                info = PoolInfo(name=p, target_config=inp.target_configs.get(p, new_config(p)), nodes=nodes)
+                if inp.page_size is not None and len(nodes) > inp.page_size:  # as the real one: first page by name
+                    first = sorted(nodes, key=lambda n: n.name)[: inp.page_size]
+                    info = info.model_copy(update={"nodes": first, "more_after": first[-1].name, "node_count": len(nodes)})
+                out.append(info)
             return PreflightResult(pools=out, network_type="OpenShiftSDN")
+
+        @activity.defn(name="list_pool_nodes")
+        async def list_pool_nodes(inp: PoolNodesInput) -> PoolNodesPage:
+            rec("list_pool_nodes", inp)
+            after = sorted(n for n in self.pools[inp.pool] if n > inp.after)
+            page = [self.nodes[n].model_copy() for n in after[: inp.limit]]
+            return PoolNodesPage(nodes=page, more_after=page[-1].name if len(after) > inp.limit else None)
 
         @activity.defn(name="read_node")
         async def read_node(inp: ReadNodeInput) -> NodeInfo:
@@ -361,7 +372,7 @@ class FakeCluster:
             self.deleted_pods = 10
             return DeleteAllPodsResult(deleted=10)
 
-        return [preflight, read_node, set_node_annotations, wait_for_node, wait_for_node_done, drain_when_asked, cordon_node,
+        return [preflight, list_pool_nodes, read_node, set_node_annotations, wait_for_node, wait_for_node_done, drain_when_asked, cordon_node,
                 uncordon_node,
                 drain_node, record_node_event, check_pods_ready, delete_all_pods]
 

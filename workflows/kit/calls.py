@@ -20,6 +20,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.cluster.models import API_FAIL_FAST_TYPES, API_FAILURE_TYPES
 
 PREFLIGHT = "preflight_machineconfig_rollout"
+#: The next page of a pool's nodes after a paged preflight.
+LIST_POOL_NODES = "list_pool_nodes"
 READ_NODE = "read_node"
 SET_NODE_ANNOTATIONS = "set_node_annotations"
 WAIT_FOR_NODE = "wait_for_node"

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny
 
-from activities.cluster.models import DrainReport
+from activities.cluster.models import DrainReport, JsonWithoutNulls
 
 # --- search attributes ------------------------------------------------------------------------------
 
@@ -154,8 +154,10 @@ class NodePhase(StrEnum):
 FINAL_NODE_PHASES = frozenset({NodePhase.DONE, NodePhase.SKIPPED, NodePhase.FAILED, NodePhase.ABORTED})
 
 
-class NodeStatus(BaseModel):
-    """Where one node stands: phase, step inside it, what it waits for, since when, until when."""
+class NodeStatus(JsonWithoutNulls):
+    """Where one node stands: phase, step inside it, what it waits for, since when, until when.
+
+    Its JSON leaves out the fields that are None (:class:`~activities.cluster.models.JsonWithoutNulls`)."""
 
     name: str
     pool: str
@@ -197,8 +199,9 @@ class NodeProgress(BaseModel):
     decisions: list[GateRecord] = Field(default_factory=list)
 
 
-class NodeResult(BaseModel):
-    """Final state of one node: phase, attempts, durations (seconds)."""
+class NodeResult(JsonWithoutNulls):
+    """Final state of one node: phase, attempts, durations (seconds). Its JSON leaves out the
+    fields that are None."""
 
     name: str
     pool: str

@@ -124,6 +124,10 @@ class MachineConfigRolloutInput(BaseModel):
       simulator's watch bookmarks stopped skipping queued events, 50 concurrent 10-node rollouts
       looked erratic with local calls (p99 58 s: lost watch events waited out a 60 s window), so
       this was 500; it stays a knob to go back to regular activities for small plans.
+    - ``preflight_page_size``: the preflight returns at most this many nodes per pool and the
+      rollout reads the rest in pages of as many (``list_pool_nodes``). About 470 bytes a node, so
+      1,000 keeps each result near 0.5 MB; one result of every node passes Temporal's 2 MB
+      payload limit at about 4,400 nodes.
     """
 
     cluster: str = "default"
@@ -160,6 +164,7 @@ class MachineConfigRolloutInput(BaseModel):
     continue_as_new_after_events: int = 10_000
     window_node_leases_above: int = Field(500, ge=0)
     local_calls_above: int = Field(0, ge=0)
+    preflight_page_size: int = Field(1000, ge=1)
     carried: str | None = None
 
     @field_validator("decision_timeout_outcome")

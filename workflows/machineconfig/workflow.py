@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
         UncordonInput,
         UncordonResult,
     )
-    from activities.machineconfig.models import PreflightInput, PreflightResult
+    from activities.machineconfig.models import PoolNodesInput, PoolNodesPage, PreflightInput, PreflightResult
     from workflows.kit import calls as acts
     from workflows.kit.batches import Group, NodeBatches
     from workflows.kit.board import NodeBoard
@@ -338,14 +338,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
 
     async def _make_plan(self, input: MachineConfigRolloutInput) -> RolloutPlan:
         try:
-            pre: PreflightResult = await planning_call(
-                self.control,
-                acts.PREFLIGHT,
-                PreflightInput(pools=input.pools, target_configs=input.target_configs, not_before=input.not_before),
-                PreflightResult,
-                seconds=60,
-                timeouts=self._timeouts,
-            )
+            pre = await self._preflight(input)
         except ActivityError as err:
             api = acts.planning_api_failure(err, "preflight")
             if api is not None:
@@ -378,6 +371,32 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             workflow.upsert_search_attributes([SA_KEY_POOLS.value_set([p.name for p in plan.pools])])
         self.touch()
         return plan
+
+    async def _preflight(self, input: MachineConfigRolloutInput) -> PreflightResult:
+        """Preflight, its node list in pages of ``input.preflight_page_size`` (one result of
+        every node passes Temporal's 2 MB payload limit at about 4,400 nodes). Replay-safe
+        without a patch: the page calls follow ``more_after`` of the recorded preflight result,
+        which a preflight scheduled by older code (no ``page_size``) never sets."""
+        pre: PreflightResult = await planning_call(
+            self.control,
+            acts.PREFLIGHT,
+            PreflightInput(
+                pools=input.pools, target_configs=input.target_configs, not_before=input.not_before, page_size=input.preflight_page_size,
+            ),
+            PreflightResult,
+            seconds=60,
+            timeouts=self._timeouts,
+        )
+        for pool in pre.pools:
+            after = pool.more_after
+            while after is not None:
+                page: PoolNodesPage = await planning_call(
+                    self.control, acts.LIST_POOL_NODES, PoolNodesInput(pool=pool.name, after=after, limit=input.preflight_page_size),
+                    PoolNodesPage, seconds=60, timeouts=self._timeouts,
+                )
+                pool.nodes.extend(page.nodes)
+                after = page.more_after
+        return pre
 
     # --- hooks of the node window -------------------------------------------------------------------
 
