@@ -101,7 +101,7 @@ class DrainActivities(GatewayActivities):
 
     ACTIVITIES = ("drain_node", "delete_blocking_pods")
 
-    @activity.defn(name="drain_node")
+    @activity.defn(name="drain_node", no_thread_cancel_exception=True)
     def drain_node(self, input: DrainInput) -> DrainResult:
         """One drain pass (``kubectl drain --ignore-daemonsets --delete-emptydir-data`` through
         the Eviction API, ``--force`` as MCO's drainer when ``input.force``).
@@ -251,7 +251,7 @@ class DrainActivities(GatewayActivities):
                 )
         return DrainReport(blocked_pods=blocked_pods, pending_replacements=list(replacements.values()))
 
-    @activity.defn(name="delete_blocking_pods")
+    @activity.defn(name="delete_blocking_pods", no_thread_cancel_exception=True)
     def delete_blocking_pods(self, input: DeleteBlockingPodsInput) -> DeleteBlockingPodsResult:
         """The ``delete-pod`` decision: DELETE each named pod (its own grace period) although
         its PodDisruptionBudget refuses the eviction, but only while it still runs on

@@ -53,7 +53,7 @@ class NodeActivities(GatewayActivities):
         "record_node_event",
     )
 
-    @activity.defn(name="read_node")
+    @activity.defn(name="read_node", no_thread_cancel_exception=True)
     def read_node(self, input: ReadNodeInput) -> NodeInfo:
         """The Node as :class:`NodeInfo`. Raises non-retryable ``NodeNotFound``; an API error as
         its retryable ``Api*`` failure type (:meth:`planning_errors` with ``policy_decides``: a
@@ -64,13 +64,13 @@ class NodeActivities(GatewayActivities):
 
     # --- node writes ---------------------------------------------------------------------------
 
-    @activity.defn(name="set_node_annotations")
+    @activity.defn(name="set_node_annotations", no_thread_cancel_exception=True)
     def set_node_annotations(self, input: SetNodeAnnotationsInput) -> NodeInfo:
         """Set/remove annotations with one merge patch holding only the keys that differ (no
         write at all when none does). Returns the Node after the change."""
         return set_annotations(self, input.node, input.annotations)
 
-    @activity.defn(name="cordon_node")
+    @activity.defn(name="cordon_node", no_thread_cancel_exception=True)
     def cordon_node(self, input: CordonInput) -> CordonResult:
         """Cordon for ``owner``: ``spec.unschedulable=true`` and ``lockkeeper.io/cordoned-by=owner``
         in ONE patch conditional on the resourceVersion read (409 -> re-read, retry).
@@ -98,7 +98,7 @@ class NodeActivities(GatewayActivities):
             return CordonResult(cordoned_by_us=True, was_unschedulable=False)
         raise ConflictExhausted(f"node {input.node} kept changing while cordoning")
 
-    @activity.defn(name="uncordon_node")
+    @activity.defn(name="uncordon_node", no_thread_cancel_exception=True)
     def uncordon_node(self, input: UncordonInput) -> UncordonResult:
         """Uncordon only if ``lockkeeper.io/cordoned-by == owner``, removing the annotation in
         the same conditional patch.
@@ -109,7 +109,7 @@ class NodeActivities(GatewayActivities):
         """
         return uncordon_owned(self, input.node, input.owner)
 
-    @activity.defn(name="set_node_labels")
+    @activity.defn(name="set_node_labels", no_thread_cancel_exception=True)
     def set_node_labels(self, input: SetNodeLabelsInput) -> NodeInfo:
         """Set/remove labels with one merge patch holding only the keys that differ (no write
         when none does). Returns the Node after the change. Raises non-retryable ``NodeNotFound``."""
@@ -125,7 +125,7 @@ class NodeActivities(GatewayActivities):
         log().info(f"node {input.node}: labels set {diff}")
         return node_info(patched)
 
-    @activity.defn(name="delete_node")
+    @activity.defn(name="delete_node", no_thread_cancel_exception=True)
     def delete_node(self, input: DeleteNodeInput) -> DeleteNodeResult:
         """DELETE the Node object. A node already gone is success (``deleted`` False). With
         ``require_cordoned`` a schedulable node is refused (non-retryable ``NodeNotCordoned``)."""
@@ -142,7 +142,7 @@ class NodeActivities(GatewayActivities):
         log().warning(f"node {input.node}: Node object deleted")
         return DeleteNodeResult(deleted=True)
 
-    @activity.defn(name="wait_node_ready")
+    @activity.defn(name="wait_node_ready", no_thread_cancel_exception=True)
     def wait_node_ready(self, input: WaitNodeReadyInput) -> WaitNodeReadyResult:
         """Watch the Node until its Ready condition is ``input.ready`` or ``timeout_seconds``
         pass (LIST, then WATCH from its resourceVersion in windows of
@@ -185,7 +185,7 @@ class NodeActivities(GatewayActivities):
 
     # --- events ----------------------------------------------------------------------------------
 
-    @activity.defn(name="record_node_event")
+    @activity.defn(name="record_node_event", no_thread_cancel_exception=True)
     def record_node_event(self, input: RecordEventInput) -> None:
         """Create a core/v1 Event (namespace ``default``, involvedObject kind Node with the
         node's uid, source component ``lockkeeper``) that names the procedure: the message ends

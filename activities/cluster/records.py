@@ -87,7 +87,7 @@ class RecordActivities(GatewayActivities):
     def _json_patch(self, ref: ObjectRef, ops: list[dict[str, Any]]) -> dict[str, Any]:
         return self.gateway.patch(ref.kind, ref.name, ops, ref.namespace, patch_type="json")
 
-    @activity.defn(name="snapshot_fields")
+    @activity.defn(name="snapshot_fields", no_thread_cancel_exception=True)
     def snapshot_fields(self, input: SnapshotFieldsInput) -> FieldRecord:
         """Read ``input.paths`` of the object. Raises non-retryable ``ObjectNotFound``."""
         obj = self._get(input.ref)
@@ -97,7 +97,7 @@ class RecordActivities(GatewayActivities):
             fields=[field_at(obj, p) for p in dict.fromkeys(input.paths)],
         )
 
-    @activity.defn(name="patch_object")
+    @activity.defn(name="patch_object", no_thread_cancel_exception=True)
     def patch_object(self, input: PatchObjectInput) -> PatchObjectResult:
         """Apply ``input.ops`` while the recorded fields still hold their recorded values.
 
@@ -129,7 +129,7 @@ class RecordActivities(GatewayActivities):
             return PatchObjectResult(changed=True, resource_version=(patched.get("metadata") or {}).get("resourceVersion"))
         raise ConflictExhausted(f"{input.ref.describe()} kept changing while patching")
 
-    @activity.defn(name="restore_fields")
+    @activity.defn(name="restore_fields", no_thread_cancel_exception=True)
     def restore_fields(self, input: RestoreFieldsInput) -> RestoreFieldsResult:
         """Write the record's values back where the object still holds ``input.expected``.
 

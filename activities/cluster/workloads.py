@@ -19,7 +19,7 @@ class WorkloadActivities(GatewayActivities):
 
     ACTIVITIES = ("check_pods_ready", "delete_all_pods")
 
-    @activity.defn(name="check_pods_ready")
+    @activity.defn(name="check_pods_ready", no_thread_cancel_exception=True)
     def check_pods_ready(self, input: PodsReadyInput) -> PodsReadyResult:
         """Are the matching pods Ready (condition Ready=True, not terminating)?
 
@@ -30,7 +30,7 @@ class WorkloadActivities(GatewayActivities):
         pods = self.gateway.list_pods(input.namespace, label_selector=input.label_selector)
         return pods_ready(pods, self.gateway.list_nodes() if input.expect_per_node else None)
 
-    @activity.defn(name="delete_all_pods")
+    @activity.defn(name="delete_all_pods", no_thread_cancel_exception=True)
     def delete_all_pods(self, input: DeleteAllPodsInput) -> DeleteAllPodsResult:
         """``oc delete pod -A --all`` minus ``exclude_namespaces``: graceful deletes (each pod's
         own grace period), mirror pods and pods already terminating left alone; a pod already

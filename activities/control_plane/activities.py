@@ -38,7 +38,7 @@ def _ssl(input: ProbeMasterApiInput) -> ssl.SSLContext | bool:
     return ctx
 
 
-@activity.defn(name=PROBE_MASTER_API)
+@activity.defn(name=PROBE_MASTER_API, no_thread_cancel_exception=True)
 async def probe_master_api(input: ProbeMasterApiInput) -> ProbeMasterApiResult:
     """One GET of ``url + path``: ready when 200 with body ``ok``. A refused or timed-out
     connection is an answer (``ready=False`` with ``error``), never an activity failure."""
@@ -57,7 +57,7 @@ class ControlPlaneActivities(GatewayActivities):
 
     ACTIVITIES = ("read_master_pods",)
 
-    @activity.defn(name=READ_MASTER_PODS)
+    @activity.defn(name=READ_MASTER_PODS, no_thread_cancel_exception=True)
     def read_master_pods(self, input: MasterPodsInput) -> MasterPods:
         """``master-<component>-<master>`` for each component; a missing one has ``exists=False``."""
         out: list[MirrorPod] = []

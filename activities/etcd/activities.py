@@ -97,13 +97,13 @@ class EtcdActivities(EtcdClient):
 
     # --- reads --------------------------------------------------------------------------------------------
 
-    @activity.defn(name="etcd_cluster_status")
+    @activity.defn(name="etcd_cluster_status", no_thread_cancel_exception=True)
     async def etcd_cluster_status(self, input: ClusterStatusInput) -> ClusterStatus:
         """member list, endpoint health and endpoint status as seen from ``via``."""
         endpoints = input.endpoints or [m.client_url for m in input.members]
         return await self.cluster_status(input.via, endpoints, input.timeouts)
 
-    @activity.defn(name="etcd_preflight_restore")
+    @activity.defn(name="etcd_preflight_restore", no_thread_cancel_exception=True)
     async def etcd_preflight_restore(self, input: PreflightRestoreInput) -> PreflightRestoreResult:
         """Read-only checks on every host before a restore stops anything: etcdctl runs on each
         host, the survivor's data dir holds a member (force-new-cluster), the snapshot is a
@@ -161,7 +161,7 @@ class EtcdActivities(EtcdClient):
 
     # --- stop / start ---------------------------------------------------------------------------------------
 
-    @activity.defn(name="etcd_stop_member")
+    @activity.defn(name="etcd_stop_member", no_thread_cancel_exception=True)
     async def etcd_stop_member(self, input: MemberInput) -> MemberActionResult:
         """Stop the member the declared way; no-op (``changed`` False) when it is stopped."""
         m, control = input.member, input.member.control
@@ -193,7 +193,7 @@ class EtcdActivities(EtcdClient):
             raise fail("EtcdCommandFailed", f"member {m.name}: still answering {timeout:.0f}s after its manifest moved out", retryable=True)
         return MemberActionResult(member=m.name, changed=True, detail=f"manifest moved to {target}")
 
-    @activity.defn(name="etcd_start_member")
+    @activity.defn(name="etcd_start_member", no_thread_cancel_exception=True)
     async def etcd_start_member(self, input: StartMemberInput) -> MemberActionResult:
         """Start the member with ``overrides`` (see :class:`StartOverrides`); no-op when it runs."""
         m, control, flags = input.member, input.member.control, input.overrides.flags()
@@ -230,7 +230,7 @@ class EtcdActivities(EtcdClient):
         await self._must(m, ["mv", tmp, control.manifest], what="install manifest copy")
         return MemberActionResult(member=m.name, changed=True, detail=f"manifest with {sorted(flags)} installed")
 
-    @activity.defn(name="etcd_wait_member_healthy")
+    @activity.defn(name="etcd_wait_member_healthy", no_thread_cancel_exception=True)
     async def etcd_wait_member_healthy(self, input: WaitHealthyInput) -> ClusterStatus:
         """Poll (heartbeating) until the member is healthy (and joined, see
         :class:`WaitHealthyInput`); retryable NotHealthyYet after the timeout."""
@@ -253,7 +253,7 @@ class EtcdActivities(EtcdClient):
 
     # --- membership -----------------------------------------------------------------------------------------
 
-    @activity.defn(name="etcd_member_update")
+    @activity.defn(name="etcd_member_update", no_thread_cancel_exception=True)
     async def etcd_member_update(self, input: MemberUpdateInput) -> MemberActionResult:
         """``member update ID --peer-urls=PEER`` when the member advertises another peer URL
         (R3: after force-new-cluster it may say ``http://localhost:2380``)."""
@@ -270,7 +270,7 @@ class EtcdActivities(EtcdClient):
         )
         return MemberActionResult(member=m.name, changed=True, detail=f"peer URL {info.peer_urls} -> {m.peer_url}")
 
-    @activity.defn(name="etcd_member_add")
+    @activity.defn(name="etcd_member_add", no_thread_cancel_exception=True)
     async def etcd_member_add(self, input: MemberAddInput) -> MemberAddResult:
         """``member add`` exactly once (see :class:`MemberAddInput`)."""
         via, m = input.via, input.member
@@ -312,7 +312,7 @@ class EtcdActivities(EtcdClient):
 
     # --- data directories and snapshots -----------------------------------------------------------------
 
-    @activity.defn(name="etcd_move_data_aside")
+    @activity.defn(name="etcd_move_data_aside", no_thread_cancel_exception=True)
     async def etcd_move_data_aside(self, input: MoveAsideInput) -> MoveAsideResult:
         """``mv DATA DATA.<suffix>`` (see :class:`MoveAsideInput`)."""
         m = input.member
@@ -326,7 +326,7 @@ class EtcdActivities(EtcdClient):
         await self._must(m, ["mv", "-T", m.data_dir, target], what="move data dir aside")
         return MoveAsideResult(member=m.name, moved_to=target, detail=f"{m.data_dir} moved to {target}")
 
-    @activity.defn(name="etcd_snapshot_save")
+    @activity.defn(name="etcd_snapshot_save", no_thread_cancel_exception=True)
     async def etcd_snapshot_save(self, input: SnapshotSaveInput) -> SnapshotInfo:
         """``etcdctl snapshot save`` then ``etcdutl snapshot status`` (etcdctl writes
         ``PATH.part`` and renames it, so PATH is never a partial snapshot)."""
@@ -339,7 +339,7 @@ class EtcdActivities(EtcdClient):
             )
             return await self._snapshot_status(m, input.path)
 
-    @activity.defn(name="etcd_snapshot_restore")
+    @activity.defn(name="etcd_snapshot_restore", no_thread_cancel_exception=True)
     async def etcd_snapshot_restore(self, input: SnapshotRestoreInput) -> MemberActionResult:
         """Restore the snapshot into the member's (absent) data dir as a one-member cluster;
         written to ``DATA.lockkeeper-restoring`` first and renamed, so a retry sees either
@@ -367,7 +367,7 @@ class EtcdActivities(EtcdClient):
 
     # --- verification -----------------------------------------------------------------------------------------
 
-    @activity.defn(name="etcd_verify_cluster")
+    @activity.defn(name="etcd_verify_cluster", no_thread_cancel_exception=True)
     async def etcd_verify_cluster(self, input: VerifyInput) -> VerifyResult:
         """Poll until healthy, exact member list, same raft index everywhere (or timeout)."""
         endpoints = [m.client_url for m in input.members]

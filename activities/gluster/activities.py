@@ -193,7 +193,7 @@ class GlusterActivities(GatewayActivities):
 
     # --- activities --------------------------------------------------------------------------------
 
-    @activity.defn(name="read_gluster")
+    @activity.defn(name="read_gluster", no_thread_cancel_exception=True)
     def read_gluster(self, input: GlusterReadInput) -> GlusterReport:
         """Read the GlusterFS state (see the module doc). Raises ``NoGlusterPod``,
         ``GlusterUnavailable``, ``GlusterBusy``, ``GlusterCommandFailed`` or ``GlusterParseError``;
@@ -246,7 +246,7 @@ class GlusterActivities(GatewayActivities):
                 out[pod.name] = uuid
         return out
 
-    @activity.defn(name="delete_gluster_pod")
+    @activity.defn(name="delete_gluster_pod", no_thread_cancel_exception=True)
     def delete_gluster_pod(self, input: PodRef) -> DeletePodResult:
         """Delete ``input.name`` only if it still is ``input.uid`` and not terminating.
 
@@ -270,7 +270,7 @@ class GlusterActivities(GatewayActivities):
         log().info("deleted GlusterFS pod %s/%s (uid %s)", input.namespace, input.name, input.uid)
         return DeletePodResult(deleted=True, detail=f"deleted pod {input.name} ({input.uid})")
 
-    @activity.defn(name="find_gluster_replacement")
+    @activity.defn(name="find_gluster_replacement", no_thread_cancel_exception=True)
     def find_gluster_replacement(self, input: ReplacementInput) -> ReplacementState:
         """The pods of the target on ``input.node``: a replacement (new uid; the healthy, then
         newest, first) and whether the old uid is still present."""
@@ -279,7 +279,7 @@ class GlusterActivities(GatewayActivities):
         new.sort(key=lambda p: (not p.healthy, -(p.created_at.timestamp() if p.created_at else 0), p.name))
         return ReplacementState(replacement=new[0] if new else None, old_present=any(p.uid == input.old_uid for p in pods))
 
-    @activity.defn(name="gluster_volume_start_force")
+    @activity.defn(name="gluster_volume_start_force", no_thread_cancel_exception=True)
     def gluster_volume_start_force(self, input: VolumeStartInput) -> VolumeStartResult:
         """``gluster volume start VOL force`` in a usable pod; ``ok`` when the CLI said success."""
         pods, nodes = self._pods(input.target), self._nodes()

@@ -33,7 +33,7 @@ class HostActivities:
         """Every activity of this class, bound, for a Worker's ``activities=``."""
         return [self.run_node_command]
 
-    @activity.defn(name="run_node_command")
+    @activity.defn(name="run_node_command", no_thread_cancel_exception=True)
     async def run_node_command(self, input: RunCommandInput) -> CommandResult:
         """Run one argv on one node (see :mod:`activities.host.executors`). A failing command is
         a result, not an error; an unreachable node is a retryable NodeUnreachable."""

@@ -117,7 +117,7 @@ class MachineConfigActivities(GatewayActivities):
         "set_network_type",
     )
 
-    @activity.defn(name="preflight_machineconfig_rollout")
+    @activity.defn(name="preflight_machineconfig_rollout", no_thread_cancel_exception=True)
     def preflight_machineconfig_rollout(self, input: PreflightInput) -> PreflightResult:
         """Resolve pools, target rendered configs and nodes; change nothing (GETs and LISTs only).
 
@@ -199,7 +199,7 @@ class MachineConfigActivities(GatewayActivities):
         )
         return PreflightResult(pools=result, network_type=network_type)
 
-    @activity.defn(name="list_pool_nodes")
+    @activity.defn(name="list_pool_nodes", no_thread_cancel_exception=True)
     def list_pool_nodes(self, input: PoolNodesInput) -> PoolNodesPage:
         """The next page of a pool's nodes after a paged preflight: the nodes its nodeSelector
         selects now, by name, after ``input.after``, at most ``input.limit``. Read-only.
@@ -218,7 +218,7 @@ class MachineConfigActivities(GatewayActivities):
             more = page[-1].name if len(after) > input.limit else None
             return PoolNodesPage(nodes=page, more_after=more)
 
-    @activity.defn(name="wait_for_node")
+    @activity.defn(name="wait_for_node", no_thread_cancel_exception=True)
     def wait_for_node(self, input: WaitForNodeInput) -> WaitForNodeResult:
         """Watch the Node until the condition holds, the daemon degrades, or ``timeout_seconds``.
 
@@ -252,7 +252,7 @@ class MachineConfigActivities(GatewayActivities):
                 input.node, rv, window, obj, info, last_beat, lambda o, i: _wait_outcome(input, o, i) is not None
             )
 
-    @activity.defn(name="wait_for_node_done")
+    @activity.defn(name="wait_for_node_done", no_thread_cancel_exception=True)
     def wait_for_node_done(self, input: WaitForNodeDoneInput) -> WaitForNodeDoneResult:
         """Watch the Node from the drain hand-off to Done, answering the uncordon on the way.
 
@@ -335,7 +335,7 @@ class MachineConfigActivities(GatewayActivities):
             raise fail("NodeNotFound", f"node {name} not found")
         return items[0], node_info(items[0]), rv
 
-    @activity.defn(name="get_pools_status")
+    @activity.defn(name="get_pools_status", no_thread_cancel_exception=True)
     def get_pools_status(self, input: PoolsStatusInput) -> PoolsStatusResult:
         """MachineConfigPool conditions and machine counts (all pools when ``pools`` is empty).
         Raises non-retryable ``UnknownPool`` for a name that does not exist."""
@@ -346,7 +346,7 @@ class MachineConfigActivities(GatewayActivities):
             raise fail("UnknownPool", f"unknown MachineConfigPool(s): {', '.join(unknown)}; known pools: {', '.join(sorted(mcps))}")
         return PoolsStatusResult(pools=[pool_status(mcps[n]) for n in names])
 
-    @activity.defn(name="set_network_type")
+    @activity.defn(name="set_network_type", no_thread_cancel_exception=True)
     def set_network_type(self, input: SetNetworkTypeInput) -> SetNetworkTypeResult:
         """Set ``networks.config.openshift.io/cluster`` spec.networkType (merge patch).
 

@@ -47,7 +47,7 @@ class HandshakeActivities(GatewayActivities):
         self._nodes = NodeActivities(shared)
         self._drains = DrainActivities(shared)
 
-    @activity.defn(name="drain_when_asked")
+    @activity.defn(name="drain_when_asked", no_thread_cancel_exception=True)
     def drain_when_asked(self, input: DrainWhenAskedInput) -> DrainWhenAskedResult:
         """Watch the Node (as ``wait_for_node``, up to ``timeout_seconds``) until the daemon asks
         for the drain of ``target``, it asks for the uncordon, the node is at ``target`` or the

@@ -119,7 +119,7 @@ class NetworkMigrationActivities(GatewayActivities):
     def _exists(self, kind: str, name: str) -> bool:
         return self._try(kind, name) is not None
 
-    @activity.defn(name="read_migration_state")
+    @activity.defn(name="read_migration_state", no_thread_cancel_exception=True)
     def read_migration_state(self, input: MigrationStateInput) -> MigrationState:
         """Read network configs, pools, nodes and the CNI DaemonSets (see :class:`MigrationState`).
         API errors are raised as their retryable ``Api*`` failure types (:meth:`planning_errors`
@@ -128,12 +128,12 @@ class NetworkMigrationActivities(GatewayActivities):
         with self.planning_errors(policy_decides=True):
             return self._state(input.count_pods)
 
-    @activity.defn(name="check_pools_settled")
+    @activity.defn(name="check_pools_settled", no_thread_cancel_exception=True)
     def check_pools_settled(self, input: PoolsSettledInput) -> PoolsSettledResult:
         """The pools guard (:func:`activities.network_migration.guard.pools_settled`) on a fresh read."""
         return pools_settled(self._state(False), input.baseline, input.pools)
 
-    @activity.defn(name="delete_namespace")
+    @activity.defn(name="delete_namespace", no_thread_cancel_exception=True)
     def delete_namespace(self, input: DeleteNamespaceInput) -> DeleteNamespaceResult:
         """DELETE namespace ``input.name``; already gone is success (``deleted`` False)."""
         try:

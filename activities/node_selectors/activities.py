@@ -93,7 +93,7 @@ class NodeSelectorActivities(GatewayActivities):
 
     ACTIVITIES = ("scan_node_selectors", "read_rollout", "read_pod_states")
 
-    @activity.defn(name=SCAN_NODE_SELECTORS)
+    @activity.defn(name=SCAN_NODE_SELECTORS, no_thread_cancel_exception=True)
     def scan_node_selectors(self, input: ScanInput) -> ScanResult:
         """The scan (module doc). Sorted by kind order, namespace, name. Read-only: API errors
         are raised as their retryable ``Api*`` failure types (:meth:`planning_errors` with
@@ -134,7 +134,7 @@ class NodeSelectorActivities(GatewayActivities):
                   for n in gw.list_nodes()]
         return ScanResult(workloads=workloads, namespaces=namespaces, nodes=sorted(nodes_, key=lambda n: n.name))
 
-    @activity.defn(name=READ_ROLLOUT)
+    @activity.defn(name=READ_ROLLOUT, no_thread_cancel_exception=True)
     def read_rollout(self, input: RolloutInput) -> RolloutState:
         """Where the rollout of ``input.ref`` stands (module doc)."""
         obj = self.gateway.get(input.ref.kind, input.ref.name, input.ref.namespace)
@@ -172,7 +172,7 @@ class NodeSelectorActivities(GatewayActivities):
         return RolloutState(done=observed and updated == replicas and ready == replicas, generation=gen,
                             detail=f"updated {updated}/{replicas}, ready {ready}")
 
-    @activity.defn(name=READ_POD_STATES)
+    @activity.defn(name=READ_POD_STATES, no_thread_cancel_exception=True)
     def read_pod_states(self, input: ScanInput) -> PodStates:
         """Every non-mirror pod with its phase; a Pending pod carries its latest FailedScheduling
         message (from the namespace's events)."""

@@ -45,7 +45,7 @@ class NodeUpgradeActivities(GatewayActivities):
 
     ACTIVITIES = ("read_upgrade_nodes", "read_node_facts")
 
-    @activity.defn(name=READ_UPGRADE_NODES)
+    @activity.defn(name=READ_UPGRADE_NODES, no_thread_cancel_exception=True)
     def read_upgrade_nodes(self, input: ReadUpgradeNodesInput) -> UpgradeNodes:
         """Every Node (matching ``label_selector`` if given) as facts, in name order. Read-only
         planning: API errors fail fast as ``Api*`` failure types (:meth:`planning_errors`)."""
@@ -53,7 +53,7 @@ class NodeUpgradeActivities(GatewayActivities):
             nodes = [node_facts(o) for o in self.gateway.list_nodes(label_selector=input.label_selector)]
         return UpgradeNodes(nodes=sorted(nodes, key=lambda n: n.name))
 
-    @activity.defn(name=READ_NODE_FACTS)
+    @activity.defn(name=READ_NODE_FACTS, no_thread_cancel_exception=True)
     def read_node_facts(self, input: NodeFactsInput) -> NodeFacts:
         """One Node's facts; ``exists=False`` when it is gone (not an error: it may come back)."""
         try:

@@ -45,7 +45,7 @@ class Notifier:
         self.urls = list(urls)
         self.timeout = timeout
 
-    @activity.defn(name=NOTIFY)
+    @activity.defn(name=NOTIFY, no_thread_cancel_exception=True)
     async def notify(self, event: NotifyEvent) -> NotifyResult:
         """POST ``event`` to every URL not yet reached. Raises ``ApplicationError`` (retryable)
         naming the receivers that failed and why (status code or connection error)."""

@@ -78,7 +78,7 @@ class MigrationKubeActivities(GatewayActivities):
     ACTIVITIES: ClassVar[tuple[str, ...]] = ("read_node_object", "delete_recorded_node", "list_pods_on_node", "list_node_labels",
                                              "save_node_record")
 
-    @activity.defn(name=READ_NODE_OBJECT)
+    @activity.defn(name=READ_NODE_OBJECT, no_thread_cancel_exception=True)
     def read_node_object(self, input: NodeObjectInput) -> NodeObject:
         """GET the Node; absent → ``exists`` False (during the migration that is a state, not
         an error). API errors as retryable ``Api*`` types (``planning_errors(policy_decides=True)``:
@@ -89,7 +89,7 @@ class MigrationKubeActivities(GatewayActivities):
             except NotFound:
                 return node_object(input.node, None)
 
-    @activity.defn(name=DELETE_RECORDED_NODE)
+    @activity.defn(name=DELETE_RECORDED_NODE, no_thread_cancel_exception=True)
     def delete_recorded_node(self, input: DeleteRecordedNodeInput) -> DeleteRecordedNodeResult:
         """DELETE the Node while it still has the recorded uid. Safe to repeat: a resumed step
         finds it gone (or re-registered with a new uid) and sends nothing."""
@@ -107,7 +107,7 @@ class MigrationKubeActivities(GatewayActivities):
         log().warning(f"node {input.node} (uid {uid}) deleted")
         return DeleteRecordedNodeResult(deleted=True, detail=f"node {input.node} uid {uid} deleted")
 
-    @activity.defn(name=LIST_PODS_ON_NODE)
+    @activity.defn(name=LIST_PODS_ON_NODE, no_thread_cancel_exception=True)
     def list_pods_on_node(self, input: PodsOnNodeInput) -> PodsOnNode:
         """The selector's pods bound to the node (field selector ``spec.nodeName``)."""
         items = self.gateway.list(
@@ -121,13 +121,13 @@ class MigrationKubeActivities(GatewayActivities):
                                  ready=ready, terminating=bool(md.get("deletionTimestamp"))))
         return PodsOnNode(pods=out)
 
-    @activity.defn(name=LIST_NODE_LABELS)
+    @activity.defn(name=LIST_NODE_LABELS, no_thread_cancel_exception=True)
     def list_node_labels(self, input: ListNodesInput) -> NodeLabels:
         """Every Node's name and labels."""
         return NodeLabels(nodes={objects.meta(n).get("name", ""): dict(objects.labels(n)) for n in self.gateway.list_nodes()})
 
 
-    @activity.defn(name=SAVE_NODE_RECORD)
+    @activity.defn(name=SAVE_NODE_RECORD, no_thread_cancel_exception=True)
     def save_node_record(self, input: SaveRecordInput) -> SaveRecordResult:
         """Create the record ConfigMap, or merge ``data`` into it (idempotent: a retry writes
         the same keys again). Raises the gateway's errors (e.g. Forbidden, a missing namespace)."""
@@ -155,14 +155,14 @@ class ExternalActivities:
         """Every activity of this class, bound."""
         return [self.run_external_command, self.which_programs]
 
-    @activity.defn(name=RUN_EXTERNAL_COMMAND)
+    @activity.defn(name=RUN_EXTERNAL_COMMAND, no_thread_cancel_exception=True)
     async def run_external_command(self, input: ExternalCommandInput) -> CommandResult:
         """Run ``argv`` as a subprocess of the worker, heartbeating; killed at its timeout.
         A program that does not exist is exit 127 with the OS error in stderr."""
         log().info(f"external command: {' '.join(input.argv)}")
         return await self.executor.run(list(input.argv), timeout=input.timeout_seconds, env=input.env)
 
-    @activity.defn(name=WHICH_PROGRAMS)
+    @activity.defn(name=WHICH_PROGRAMS, no_thread_cancel_exception=True)
     async def which_programs(self, input: WhichInput) -> WhichResult:
         """Resolve each program on the worker's PATH (an absolute path must be executable)."""
         out = WhichResult()
@@ -185,7 +185,7 @@ def gluster_read_adapter(gateway_factory: Callable[[], Any]) -> list[Callable[..
         return []
     impl = GlusterActivities(gateway_factory)
 
-    @activity.defn(name="read_gluster")
+    @activity.defn(name="read_gluster", no_thread_cancel_exception=True)
     def read_gluster(input: GlusterReadInput) -> GlusterReport:
         """See :meth:`activities.gluster.activities.GlusterActivities.read_gluster`."""
         return impl.read_gluster(input)

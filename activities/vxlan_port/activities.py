@@ -172,7 +172,7 @@ class VxlanActivities(GatewayActivities):
         except NotFound:
             return None
 
-    @activity.defn(name="preflight_vxlan_port")
+    @activity.defn(name="preflight_vxlan_port", no_thread_cancel_exception=True)
     def preflight_vxlan_port(self, input: PreflightInput) -> PreflightResult:
         """Phase A's reads (see :class:`PreflightResult`); the workflow judges them. Raises
         InvalidInput when the DaemonSet is missing or has no sdn container; API errors as retryable Api* types."""
@@ -205,12 +205,12 @@ class VxlanActivities(GatewayActivities):
                                    daemonset=record, cluster_network=cluster_network_state(self._cluster_network()),
                                    leader=self._leader(), workload_restarts=baseline)
 
-    @activity.defn(name="get_cluster_network")
+    @activity.defn(name="get_cluster_network", no_thread_cancel_exception=True)
     def get_cluster_network(self, _: None = None) -> ClusterNetworkState:
         """ClusterNetwork ``default`` now."""
         return cluster_network_state(self._cluster_network())
 
-    @activity.defn(name="check_master_controllers")
+    @activity.defn(name="check_master_controllers", no_thread_cancel_exception=True)
     def check_master_controllers(self, input: ControllersInput) -> ControllersState:
         """``kube-system/master-controllers-<master>`` Ready (and restarted at least
         ``min_restarts`` times), plus the current leader."""
@@ -223,7 +223,7 @@ class VxlanActivities(GatewayActivities):
         return ControllersState(ready=ready, restarts=n, leader=self._leader(),
                                 detail=f"ready={pod_ready(pod)} restarts={n} (want >= {input.min_restarts})")
 
-    @activity.defn(name="save_vxlan_record")
+    @activity.defn(name="save_vxlan_record", no_thread_cancel_exception=True)
     def save_vxlan_record(self, input: SaveRecordInput) -> str:
         """Create the record ConfigMap, or merge ``data`` into it (idempotent). Returns its
         resourceVersion."""
@@ -240,7 +240,7 @@ class VxlanActivities(GatewayActivities):
 
     # --- DaemonSet and pods -----------------------------------------------------------------------
 
-    @activity.defn(name="patch_sdn_daemonset")
+    @activity.defn(name="patch_sdn_daemonset", no_thread_cancel_exception=True)
     def patch_sdn_daemonset(self, input: DsPatchInput) -> DsPatchResult:
         """One JSON patch with ``test`` ops: image ``from_image`` → ``to_image`` and the triggers
         annotation ``from_triggers`` → ``to_triggers`` (procedures-spec §7.3 C and G). Already
@@ -273,7 +273,7 @@ class VxlanActivities(GatewayActivities):
         return DsPatchResult(changed=True, resource_version=out["metadata"].get("resourceVersion", ""),
                              detail=f"image {input.to_image}, triggers {'removed' if input.to_triggers is None else 'restored'}")
 
-    @activity.defn(name="replace_sdn_pod")
+    @activity.defn(name="replace_sdn_pod", no_thread_cancel_exception=True)
     def replace_sdn_pod(self, input: ReplacePodInput) -> ReplacePodResult:
         """OnDelete replacement of one node's SDN pod (check first: a Ready pod on ``image``
         there is left alone), then wait until the new one is Ready on ``image``. Heartbeats;
@@ -308,7 +308,7 @@ class VxlanActivities(GatewayActivities):
 
     # --- ClusterNetwork -----------------------------------------------------------------------
 
-    @activity.defn(name="delete_cluster_network")
+    @activity.defn(name="delete_cluster_network", no_thread_cancel_exception=True)
     def delete_cluster_network(self, input: DeleteClusterNetworkInput) -> DeleteClusterNetworkResult:
         """``oc delete clusternetwork default``, only while its uid is the recorded one: a
         retried delete never removes the object the controllers re-created."""
@@ -325,7 +325,7 @@ class VxlanActivities(GatewayActivities):
 
     # --- masters ------------------------------------------------------------------------------
 
-    @activity.defn(name="check_master_api")
+    @activity.defn(name="check_master_api", no_thread_cancel_exception=True)
     async def check_master_api(self, input: MasterApiInput) -> CheckResult:
         """GET ``<api_url>/healthz/ready``: ok iff 200 with body ``ok`` (kube-apiserver's
         healthz handler). A refused connection is an answer (not ready), not an error."""
@@ -353,7 +353,7 @@ class VxlanActivities(GatewayActivities):
         except NodeCommandError as exc:
             raise fail("NodeUnreachable", str(exc), retryable=True) from None
 
-    @activity.defn(name="read_host_file")
+    @activity.defn(name="read_host_file", no_thread_cancel_exception=True)
     async def read_host_file(self, input: ReadFileInput) -> FileRecord:
         """``cat PATH`` on the host: the FileRecord before any change."""
         res = await self._run(input.access, ["cat", input.path])
@@ -361,7 +361,7 @@ class VxlanActivities(GatewayActivities):
             raise fail("InvalidInput", f"{input.host}: cat {input.path}: {res.summary()}")
         return FileRecord(host=input.host, path=input.path, sha256_before=sha256(res.stdout), content_before=res.stdout)
 
-    @activity.defn(name="write_master_config")
+    @activity.defn(name="write_master_config", no_thread_cancel_exception=True)
     async def write_master_config(self, input: WriteMasterConfigInput) -> WriteFileResult:
         """Atomic write (``install -m 0600 /dev/stdin PATH.lockkeeper`` then ``mv -f``), guarded by
         the file's hash, then verified: read back, same hash, YAML with
@@ -396,7 +396,7 @@ class VxlanActivities(GatewayActivities):
 
     # --- the fan-out --------------------------------------------------------------------------
 
-    @activity.defn(name="resolve_sdn_targets")
+    @activity.defn(name="resolve_sdn_targets", no_thread_cancel_exception=True)
     async def resolve_sdn_targets(self, input: ResolveTargetsInput) -> list[SwitchTarget]:
         """One target per node, before the gate, so the fan-out only execs (§7.3 E "Prepare"):
         pod-exec → the node's Ready SDN pod; ssh → the sdn container id from
@@ -465,7 +465,7 @@ class VxlanActivities(GatewayActivities):
             return None, "", str(exc)
         return res.exit_code, res.stdout, res.stderr
 
-    @activity.defn(name="switch_vxlan_port")
+    @activity.defn(name="switch_vxlan_port", no_thread_cancel_exception=True)
     async def switch_vxlan_port(self, input: FanoutInput) -> FanoutResult:
         """The fast fan-out (:func:`activities.vxlan_port.fanout.fan_out`). Heartbeats every
         node's outcome as it finishes; a retried attempt resumes from those details."""
