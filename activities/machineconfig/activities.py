@@ -46,6 +46,7 @@ from activities.machineconfig.models import (
     WaitForNodeInput,
     WaitForNodeResult,
     drain_value,
+    node_page,
     uncordon_value,
 )
 
@@ -172,11 +173,11 @@ class MachineConfigActivities(GatewayActivities):
                     f"target {objects.meta(target).get('name')} of pool {pool} was created at "
                     f"{objects.meta(target).get('creationTimestamp')}, before not_before {input.not_before.isoformat()}",
                 )
-            selector = objects.label_selector_string((mcps[pool].get("spec") or {}).get("nodeSelector"))
-            nodes = [] if selector is None else gw.list_nodes(label_selector=selector or None)
+            nodes = self._selected_nodes(mcps[pool])
             info = _pool_info(mcps[pool], target, nodes)
             if not nodes:
                 if requested:
+                    selector = objects.label_selector_string((mcps[pool].get("spec") or {}).get("nodeSelector"))
                     raise fail("NoNodes", f"pool {pool}'s nodeSelector ({selector or 'nil'}) matches no node")
                 continue
             if not requested and all(
@@ -184,8 +185,8 @@ class MachineConfigActivities(GatewayActivities):
             ):
                 continue
             if input.page_size is not None and len(info.nodes) > input.page_size:
-                first = sorted(info.nodes, key=lambda n: n.name)[: input.page_size]
-                info = info.model_copy(update={"nodes": first, "more_after": first[-1].name, "node_count": len(info.nodes)})
+                first = node_page(info.nodes, after="", limit=input.page_size)
+                info = info.model_copy(update={"nodes": first.nodes, "more_after": first.more_after, "node_count": len(info.nodes)})
             result.append(info)
         network_type: str | None = None
         try:
@@ -211,12 +212,13 @@ class MachineConfigActivities(GatewayActivities):
             mcps = {(objects.meta(p).get("name") or ""): p for p in self.gateway.list_machineconfigpools()}
             if input.pool not in mcps:
                 raise fail("UnknownPool", f"MachineConfigPool {input.pool} is gone (it was there at preflight)")
-            selector = objects.label_selector_string((mcps[input.pool].get("spec") or {}).get("nodeSelector"))
-            nodes = [] if selector is None else self.gateway.list_nodes(label_selector=selector or None)
-            after = sorted((n for n in nodes if (objects.meta(n).get("name") or "") > input.after), key=lambda n: objects.meta(n).get("name") or "")
-            page = [node_info(n, pool=input.pool) for n in after[: input.limit]]
-            more = page[-1].name if len(after) > input.limit else None
-            return PoolNodesPage(nodes=page, more_after=more)
+            nodes = [node_info(n, pool=input.pool) for n in self._selected_nodes(mcps[input.pool])]
+            return node_page(nodes, after=input.after, limit=input.limit)
+
+    def _selected_nodes(self, mcp: dict[str, Any]) -> list[dict[str, Any]]:
+        """The Nodes a MachineConfigPool's nodeSelector selects (none for a nil selector)."""
+        selector = objects.label_selector_string((mcp.get("spec") or {}).get("nodeSelector"))
+        return [] if selector is None else self.gateway.list_nodes(label_selector=selector or None)
 
     @activity.defn(name="wait_for_node", no_thread_cancel_exception=True)
     def wait_for_node(self, input: WaitForNodeInput) -> WaitForNodeResult:

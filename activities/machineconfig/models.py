@@ -99,6 +99,14 @@ class PoolNodesPage(BaseModel):
     more_after: str | None = None
 
 
+def node_page(nodes: list[NodeInfo], *, after: str, limit: int) -> PoolNodesPage:
+    """The page of ``nodes`` that follows ``after`` (by name, exclusive; ``""`` for the first):
+    at most ``limit`` nodes, and ``more_after`` when nodes remain beyond them."""
+    rest = sorted((n for n in nodes if n.name > after), key=lambda n: n.name)
+    page = rest[:limit]
+    return PoolNodesPage(nodes=page, more_after=page[-1].name if len(rest) > limit else None)
+
+
 # --- node handshake ----------------------------------------------------------------------------
 
 

@@ -29,7 +29,7 @@ from workers import registry
 
 
 def _registered() -> list:
-    gateway = KubeGateway.__new__(KubeGateway)  # never called: the activities build their gateway use lazily
+    gateway = KubeGateway.__new__(KubeGateway)  # never called: the activities use their gateway only when they run
     return [*registry.build_activities(gateway), *registry.build_host_activities()]
 
 

@@ -58,6 +58,7 @@ from activities.machineconfig.models import (
     WaitForNodeInput,
     WaitForNodeResult,
     drain_value,
+    node_page,
     uncordon_value,
 )
 
@@ -220,17 +221,15 @@ class FakeCluster:
                 nodes = [self.nodes[n].model_copy() for n in self.pools[p]]
                 info = PoolInfo(name=p, target_config=inp.target_configs.get(p, new_config(p)), nodes=nodes)
                 if inp.page_size is not None and len(nodes) > inp.page_size:  # as the real one: first page by name
-                    first = sorted(nodes, key=lambda n: n.name)[: inp.page_size]
-                    info = info.model_copy(update={"nodes": first, "more_after": first[-1].name, "node_count": len(nodes)})
+                    first = node_page(nodes, after="", limit=inp.page_size)
+                    info = info.model_copy(update={"nodes": first.nodes, "more_after": first.more_after, "node_count": len(nodes)})
                 out.append(info)
             return PreflightResult(pools=out, network_type="OpenShiftSDN")
 
         @activity.defn(name="list_pool_nodes")
         async def list_pool_nodes(inp: PoolNodesInput) -> PoolNodesPage:
             rec("list_pool_nodes", inp)
-            after = sorted(n for n in self.pools[inp.pool] if n > inp.after)
-            page = [self.nodes[n].model_copy() for n in after[: inp.limit]]
-            return PoolNodesPage(nodes=page, more_after=page[-1].name if len(after) > inp.limit else None)
+            return node_page([self.nodes[n].model_copy() for n in self.pools[inp.pool]], after=inp.after, limit=inp.limit)
 
         @activity.defn(name="read_node")
         async def read_node(inp: ReadNodeInput) -> NodeInfo:
