@@ -80,6 +80,9 @@ class HistoryFigures:
     slowest: list[tuple[float, int, str]] = field(default_factory=list)
     #: Signal name -> count.
     signal_names: dict[str, int] = field(default_factory=dict)
+    #: "PREVIOUS -> EVENT" -> seconds summed over every run: where a run's time goes (an activity's
+    #: completion is named after the activity, as ``ACTIVITY_TASK_COMPLETED drain_when_asked``).
+    steps: dict[str, float] = field(default_factory=dict)
 
 
 def rollout_fields(args: argparse.Namespace) -> dict[str, object]:
@@ -130,12 +133,23 @@ async def history_figures(client: Client, query: str, *, per_run: bool = False) 
         if per_run:
             out.events_per_run.append(len(hist.events))
         started: dict[int, float] = {}
+        activities: dict[int, str] = {}
         events = list(hist.events)
+        prev: tuple[float, str] | None = None
         for i, e in enumerate(events):
             out.bytes += e.ByteSize()
             t = e.event_time.seconds + e.event_time.nanos / 1e9
             name = EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")
             out.by_type[name] = out.by_type.get(name, 0) + 1
+            label = name
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                activities[e.event_id] = e.activity_task_scheduled_event_attributes.activity_type.name
+            elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+                label += " " + activities.get(e.activity_task_completed_event_attributes.scheduled_event_id, "?")
+            if prev is not None:
+                step = f"{prev[1]} -> {label}"
+                out.steps[step] = out.steps.get(step, 0.0) + t - prev[0]
+            prev = (t, name)
             if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
                 out.signals += 1
                 sig = e.workflow_execution_signaled_event_attributes.signal_name
@@ -180,13 +194,16 @@ def _pct(values: list[float], q: float) -> float:
 async def main(args: argparse.Namespace) -> None:
     scale = args.time_scale
     rollout_fields(args)  # refuse a bad --rollout-input before anything starts
+    if any("=" not in item for item in args.server_config):
+        raise SystemExit(f"--server-config wants KEY=VALUE, got {args.server_config}")
     scenario = generate_scenario(
         nodes=args.nodes, pods=args.nodes * args.pods_per_node, pools={"worker": args.nodes}, name="overhead",
         reboot_seconds=args.reboot_seconds, write_files_seconds=args.files_seconds, pod_start_seconds=1,
         namespaces=5, pods_per_deployment=max(1, args.pods_per_node),
     )
     with tempfile.TemporaryDirectory(prefix="lk-bench-") as tmp:
-        async with DevServer(Path(tmp) / "temporal", headless=True, **SERVER_DB[args.server_db]) as server:
+        async with DevServer(Path(tmp) / "temporal", headless=True, **SERVER_DB[args.server_db],
+                             dynamic_config=dict(item.split("=", 1) for item in args.server_config)) as server:
             async with ClusterSim(scenario, time_scale=scale) as sim:
                 sim.store.pod_termination_seconds = args.drain_seconds
                 queue = f"bench-{uuid.uuid4().hex[:6]}"
@@ -250,6 +267,7 @@ async def main(args: argparse.Namespace) -> None:
                 if not result_task.done():
                     result_task.cancel()
                 actual = time.monotonic() - started
+                cpu = {k: v - cpu_start[k] for k, v in cpu_now().items()}  # the run's, not the figures' reading
                 follower.cancel()
                 sub.close()
 
@@ -271,7 +289,6 @@ async def main(args: argparse.Namespace) -> None:
                 # Lease workflows of this rollout (pool and node scopes of cluster "bench").
                 leases = await history_figures(client, "WorkflowType = 'LeaseWorkflow'", per_run=True)
                 done_nodes = result.summary.done if result else 0
-                cpu = {k: v - cpu_start[k] for k, v in cpu_now().items()}  # until the figures were read
                 await asyncio.gather(*(w.stop() for w in workers))
                 if args.keep:
                     keep = Path(args.keep)
@@ -316,6 +333,10 @@ async def main(args: argparse.Namespace) -> None:
     print(f"signals to the parent by name: {parent.signal_names}")
     top = sorted(parent.by_type.items(), key=lambda kv: -kv[1])[:8]
     print("parent events by type (per node): " + ", ".join(f"{k} {v / n:.2f}" for k, v in top))
+    if children.runs:
+        steps = sorted(children.steps.items(), key=lambda kv: -kv[1])[:6]
+        print(f"node run's time (mean {sum(children.steps.values()) / children.runs * 1000:.0f} ms), largest steps: "
+              + ", ".join(f"{k} {v / children.runs * 1000:.0f} ms" for k, v in steps))
     print(f"lease workflows: {leases.runs} runs, {leases.events} events ({leases.events / n:.1f}/node),"
           f" signals {leases.signals}")
     print(f"all events per node (parent + children + leases): {(parent.events + sum(children.events_per_run) + leases.events) / n:.1f}")
@@ -343,6 +364,8 @@ if __name__ == "__main__":
     p.add_argument("--rollout-input", action="append", default=[], metavar="NAME=VALUE",
                    help="a MachineConfigRolloutInput field (VALUE as JSON), e.g. window_node_leases_above=0; repeatable")
     p.add_argument("--keep", default="", help="directory to keep the worker log, the parent's histories and one node run's and one lease's in")
+    p.add_argument("--server-config", action="append", default=[], metavar="KEY=VALUE",
+                   help="a dev server dynamic config value (matching.numTaskqueueReadPartitions=1)")
     p.add_argument("--server-db", choices=sorted(SERVER_DB), default="wal",
                    help="the dev server's store: wal (an SQLite file with a write-ahead log, as the demo and the "
                         "tests), rollback (an SQLite file with SQLite's defaults) or memory (nothing on disk)")

@@ -27,12 +27,7 @@ from clustersim.clock import Clock
 from clustersim.eviction import EvictionMixin
 from clustersim.nodereg import NodeRegistrationMixin
 from clustersim.resources import RESOURCES, ResourceType, resource
-from clustersim.selectors import (
-    matches_fields,
-    matches_labels,
-    parse_field_selector,
-    parse_label_selector,
-)
+from clustersim.selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
 from clustersim.storeevents import Event, Subscription
 
 # Re-exported: most of clustersim imports these from here.
@@ -148,9 +143,11 @@ class Store(EvictionMixin, NodeRegistrationMixin):
         return len(self._objects[self._rt(resource).key])
 
     # ----------------------------------------------------------------- events
-    def subscribe(self, resources: Iterable[str] | None = None) -> Subscription:
-        """Subscribe to committed events (all resources, or only these keys)."""
-        sub = Subscription(self._unsubscribe, frozenset(resources) if resources is not None else None)
+    def subscribe(self, resources: Iterable[str] | None = None, names: Iterable[str] | None = None) -> Subscription:
+        """Subscribe to committed events (of all resources or these keys; of all objects or those
+        with these ``metadata.name`` values, so that a watch of one node is not woken by all)."""
+        sub = Subscription(self._unsubscribe, None if resources is None else frozenset(resources),
+                           None if names is None else frozenset(names))
         self._subs.append(sub)
         return sub
 
@@ -185,8 +182,9 @@ class Store(EvictionMixin, NodeRegistrationMixin):
         if len(self._history) == self._history.maxlen:
             self._replay_floor = self._history[0].rv
         self._history.append(ev)
+        name = (ev.object.get("metadata") or {}).get("name", "")
         for sub in self._subs:
-            if sub.resources is None or ev.resource in sub.resources:
+            if (sub.resources is None or ev.resource in sub.resources) and (sub.names is None or name in sub.names):
                 sub.queue.put_nowait(ev)
 
     def _next_rv(self) -> int:

@@ -28,11 +28,15 @@ class Event:
 
 
 class Subscription:
-    """Receives every committed Event (optionally filtered by resource key) in commit order."""
+    """Receives every committed Event (optionally filtered by resource key and object name) in
+    commit order."""
 
-    def __init__(self, on_close: Callable[[Subscription], None], resources: frozenset[str] | None) -> None:
+    def __init__(self, on_close: Callable[[Subscription], None], resources: frozenset[str] | None,
+                 names: frozenset[str] | None = None) -> None:
         self._on_close = on_close
         self.resources = resources
+        #: Only events whose object has one of these names (None: every name).
+        self.names = names
         self.queue: asyncio.Queue[Event] = asyncio.Queue()
         self.closed = False
 

@@ -175,6 +175,12 @@ class ChildProcess:
 FAST_SQLITE = ("journal_mode=wal", "synchronous=normal")
 
 
+#: Dynamic config of the embedded dev server (``--dynamic-config-value KEY=VALUE``, the value in
+#: JSON). Eager activity dispatch: the activity a workflow task schedules comes back in the
+#: task's own completion response, saving a round trip on every step of a node run.
+DYNAMIC_CONFIG: dict[str, str] = {"system.enableActivityEagerExecution": "true"}
+
+
 class DevServer(ChildProcess):
     """``temporal server start-dev`` on loopback with an SQLite file in ``state_dir``.
 
@@ -184,7 +190,8 @@ class DevServer(ChildProcess):
     ``start()`` again reuses the database file and ports. ``persist=False`` keeps the state in
     memory (the dev server's own default: lost when it stops, so no restart); ``sqlite_pragmas``
     are passed as ``--sqlite-pragma`` (default :data:`FAST_SQLITE`; ``()`` for SQLite's own
-    rollback journal with a sync on every commit).
+    rollback journal with a sync on every commit); ``dynamic_config`` adds to or overrides
+    :data:`DYNAMIC_CONFIG`.
 
     Attributes: ``address`` (``127.0.0.1:PORT``, gRPC), ``ui_url`` (``http://127.0.0.1:UIPORT``,
     or None when headless), ``db_path``, ``log_path``, ``namespace``.
@@ -205,10 +212,12 @@ class DevServer(ChildProcess):
         log_level: str = "warn",
         persist: bool = True,
         sqlite_pragmas: tuple[str, ...] = FAST_SQLITE,
+        dynamic_config: dict[str, str] | None = None,
     ) -> None:
         self.state_dir = Path(state_dir)
         self.persist = persist
         self.sqlite_pragmas = tuple(sqlite_pragmas)
+        self.dynamic_config = {**DYNAMIC_CONFIG, **(dynamic_config or {})}
         self.host = "127.0.0.1"
         self.port = port or free_port(self.host)
         self.headless = headless
@@ -255,9 +264,8 @@ class DevServer(ChildProcess):
             args += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
         for name, kind in SEARCH_ATTRIBUTES.items():
             args += ["--search-attribute", f"{name}={kind}"]
-        # Eager activity dispatch: the activity a workflow task schedules comes back in the
-        # task's own completion response, saving a round trip on every step of a node run.
-        args += ["--dynamic-config-value", "system.enableActivityEagerExecution=true"]
+        for key, value in self.dynamic_config.items():
+            args += ["--dynamic-config-value", f"{key}={value}"]
         return args
 
     async def start(self) -> None:

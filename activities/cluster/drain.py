@@ -192,7 +192,7 @@ class DrainActivities(GatewayActivities):
         or ``wait_seconds`` passed. Returns the node's pods at the end."""
         deadline = time.monotonic() + max(0.0, wait_seconds)
         interval = 0.1
-        last_beat = 0.0
+        last_beat = time.monotonic()  # the first beat after an interval: a short wait sends none (issue 16)
         while True:
             pods = self.gateway.list_pods(field_selector=f"spec.nodeName={node}")
             present = {objects.pod_key(p): objects.meta(p).get("uid", "") for p in pods}

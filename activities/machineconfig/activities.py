@@ -237,7 +237,7 @@ class MachineConfigActivities(GatewayActivities):
         """
         deadline = time.monotonic() + max(0.0, input.timeout_seconds)
         obj, info, rv = self._list_node(input.node)
-        last_beat = 0.0
+        last_beat = time.monotonic()  # the first beat after an interval: a short wait sends none (issue 16)
         while True:
             result = _wait_outcome(input, obj, info)
             if result is not None:
@@ -276,7 +276,7 @@ class MachineConfigActivities(GatewayActivities):
         obj, info, rv = self._list_node(input.node)
         answered_at: datetime | None = None
         uncordon = None
-        last_beat = 0.0
+        last_beat = time.monotonic()  # the first beat after an interval: a short wait sends none (issue 16)
         while True:
             if _asks_uncordon(input, info):
                 uncordon = uncordon_owned(self, input.node, input.owner)

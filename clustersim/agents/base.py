@@ -43,6 +43,7 @@ class AgentBase:
     _dirty_pools: bool
     _dirty: asyncio.Event
     _pools_synced_at: float
+    _pools_took: float
     _pools_timer: asyncio.TimerHandle | None
     _dirty_ds: set[tuple[str, str]]
     _dirty_rs: set[tuple[str, str]]

@@ -16,6 +16,11 @@ from clustersim.agents.base import MCP, PDB, AgentBase
 #: simulator half its CPU in a 600-node rollout (issue 16).
 POOL_STATUS_MIN_INTERVAL = 0.1
 
+#: A pool status sync waits at least this many times as long as the last one took: the status of
+#: a thousand-node pool is synced less often than that of a few nodes, and never takes more than
+#: a twentieth of the simulator (issue 16).
+POOL_STATUS_REST = 20.0
+
 
 class StatusControllerMixin(AgentBase):
     """Mixed into ``clustersim.agents.Agents``; see the module docstring."""
@@ -28,7 +33,7 @@ class StatusControllerMixin(AgentBase):
         if not self._dirty_pools:
             return
         loop = asyncio.get_running_loop()
-        wait = self._pools_synced_at + POOL_STATUS_MIN_INTERVAL - loop.time()
+        wait = self._pools_synced_at + max(POOL_STATUS_MIN_INTERVAL, POOL_STATUS_REST * self._pools_took) - loop.time()
         if wait > 0:  # synced moments ago: once more when the interval is over, for all changes since
             if self._pools_timer is None:
                 self._pools_timer = loop.call_later(wait, self._pools_due)
@@ -43,6 +48,7 @@ class StatusControllerMixin(AgentBase):
             st = logic.compute_pool_status(pool, members, now)
             self.store.mutate(MCP, pool["metadata"]["name"], None, lambda o, st=st: o.__setitem__("status", st),
                               subresource="status")
+        self._pools_took = loop.time() - self._pools_synced_at
 
     def _sync_pdbs(self) -> None:
         namespaces, self._dirty_pdb_ns = self._dirty_pdb_ns, set()
