@@ -83,6 +83,10 @@ class HistoryFigures:
     #: "PREVIOUS -> EVENT" -> seconds summed over every run: where a run's time goes (an activity's
     #: completion is named after the activity, as ``ACTIVITY_TASK_COMPLETED drain_when_asked``).
     steps: dict[str, float] = field(default_factory=dict)
+    #: Node children (IDs with ``/node/``): seconds from their start command to their completion
+    #: in this history, and from a node child's completion to the next node child's start command.
+    child_spans: list[float] = field(default_factory=list)
+    handovers: list[float] = field(default_factory=list)
 
 
 def rollout_fields(args: argparse.Namespace) -> dict[str, object]:
@@ -136,6 +140,8 @@ async def history_figures(client: Client, query: str, *, per_run: bool = False) 
         activities: dict[int, str] = {}
         events = list(hist.events)
         prev: tuple[float, str] | None = None
+        initiated: dict[str, float] = {}
+        last_done: float | None = None
         for i, e in enumerate(events):
             out.bytes += e.ByteSize()
             t = e.event_time.seconds + e.event_time.nanos / 1e9
@@ -146,6 +152,18 @@ async def history_figures(client: Client, query: str, *, per_run: bool = False) 
                 activities[e.event_id] = e.activity_task_scheduled_event_attributes.activity_type.name
             elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
                 label += " " + activities.get(e.activity_task_completed_event_attributes.scheduled_event_id, "?")
+            if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+                wid = e.start_child_workflow_execution_initiated_event_attributes.workflow_id
+                if "/node/" in wid:
+                    initiated[wid] = t
+                    if last_done is not None:
+                        out.handovers.append(t - last_done)
+                        last_done = None
+            elif e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED:
+                wid = e.child_workflow_execution_completed_event_attributes.workflow_execution.workflow_id
+                if wid in initiated:
+                    out.child_spans.append(t - initiated.pop(wid))
+                    last_done = t
             if prev is not None:
                 step = f"{prev[1]} -> {label}"
                 out.steps[step] = out.steps.get(step, 0.0) + t - prev[0]
@@ -333,6 +351,10 @@ async def main(args: argparse.Namespace) -> None:
     print(f"signals to the parent by name: {parent.signal_names}")
     top = sorted(parent.by_type.items(), key=lambda kv: -kv[1])[:8]
     print("parent events by type (per node): " + ", ".join(f"{k} {v / n:.2f}" for k, v in top))
+    if parent.child_spans:
+        print(f"node in the parent: start command to completion mean {statistics.mean(parent.child_spans) * 1000:.0f} ms;"
+              f" completion to the next start command mean {statistics.mean(parent.handovers or [0]) * 1000:.0f} ms,"
+              f" p99 {_pct(parent.handovers, 0.99) * 1000:.0f} ms")
     if children.runs:
         steps = sorted(children.steps.items(), key=lambda kv: -kv[1])[:6]
         print(f"node run's time (mean {sum(children.steps.values()) / children.runs * 1000:.0f} ms), largest steps: "
