@@ -143,11 +143,13 @@ class Store(EvictionMixin, NodeRegistrationMixin):
         return len(self._objects[self._rt(resource).key])
 
     # ----------------------------------------------------------------- events
-    def subscribe(self, resources: Iterable[str] | None = None, names: Iterable[str] | None = None) -> Subscription:
+    def subscribe(self, resources: Iterable[str] | None = None, names: Iterable[str] | None = None,
+                  node_names: Iterable[str] | None = None) -> Subscription:
         """Subscribe to committed events (of all resources or these keys; of all objects or those
-        with these ``metadata.name`` values, so that a watch of one node is not woken by all)."""
+        with these ``metadata.name`` or ``spec.nodeName`` values: a watch of one node, or of its
+        pods, is not woken by all the others)."""
         sub = Subscription(self._unsubscribe, None if resources is None else frozenset(resources),
-                           None if names is None else frozenset(names))
+                           None if names is None else frozenset(names), None if node_names is None else frozenset(node_names))
         self._subs.append(sub)
         return sub
 
@@ -184,7 +186,7 @@ class Store(EvictionMixin, NodeRegistrationMixin):
         self._history.append(ev)
         name = (ev.object.get("metadata") or {}).get("name", "")
         for sub in self._subs:
-            if (sub.resources is None or ev.resource in sub.resources) and (sub.names is None or name in sub.names):
+            if sub.wants(ev, name):
                 sub.queue.put_nowait(ev)
 
     def _next_rv(self) -> int:

@@ -32,13 +32,26 @@ class Subscription:
     commit order."""
 
     def __init__(self, on_close: Callable[[Subscription], None], resources: frozenset[str] | None,
-                 names: frozenset[str] | None = None) -> None:
+                 names: frozenset[str] | None = None, node_names: frozenset[str] | None = None) -> None:
         self._on_close = on_close
         self.resources = resources
         #: Only events whose object has one of these names (None: every name).
         self.names = names
+        #: Only events whose object, or its state before a change, has one of these
+        #: ``spec.nodeName`` values (None: every object).
+        self.node_names = node_names
         self.queue: asyncio.Queue[Event] = asyncio.Queue()
         self.closed = False
+
+    def wants(self, ev: Event, name: str) -> bool:
+        """Whether ``ev`` (its object named ``name``) passes this subscription's filters."""
+        if self.resources is not None and ev.resource not in self.resources:
+            return False
+        if self.names is not None and name not in self.names:
+            return False
+        if self.node_names is None:
+            return True
+        return any(((o or {}).get("spec") or {}).get("nodeName") in self.node_names for o in (ev.object, ev.old))
 
     async def get(self) -> Event:
         """Next event (waits)."""

@@ -124,11 +124,12 @@ async def serve_watch(store: Store, faults: FaultInjector, request: web.Request,
         return b"".join([*lines, bookmark()])
 
     # Subscribe before reading the current state: no await in between, so nothing is missed.
-    # A watch of one object by name (``fieldSelector=metadata.name=X``, as a node's waits use)
-    # hears only that object's events: a rollout's hundred node watches are not each woken by
-    # every node's change (issue 16).
+    # A watch of one object by name (``fieldSelector=metadata.name=X``, as a node's waits use) or
+    # of one node's pods (``spec.nodeName=X``, as a drain's) hears only those objects' events: a
+    # rollout's hundred watches are not each woken by every node's change (issue 16).
     names = {v for p, op, v in fsel if p == "metadata.name" and op == "="}
-    sub = store.subscribe([rt.key], names=names or None)
+    nodes = {v for p, op, v in fsel if p == "spec.nodeName" and op == "=" and rt.key == "pods"}
+    sub = store.subscribe([rt.key], names=names or None, node_names=nodes or None)
     stop = faults.register_watch()
     resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
     resp.enable_chunked_encoding()

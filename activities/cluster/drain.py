@@ -29,7 +29,7 @@ from activities.cluster.models import (
 )
 from activities.context import HEARTBEAT_INTERVAL_SECONDS, check_cancelled, fail, heartbeat, log, pause
 from activities.kube import objects
-from activities.kube.errors import KubeError, NotFound, ServerError, TooManyRequests
+from activities.kube.errors import Gone, KubeError, NotFound, ServerError, TooManyRequests, Unavailable
 
 
 @dataclass(frozen=True)
@@ -188,32 +188,51 @@ class DrainActivities(GatewayActivities):
         evicted: list[str],
         blocked: list[tuple[dict[str, Any], KubeError]],
     ) -> list[dict[str, Any]]:
-        """Poll the node's pods until every ``waiting`` pod (key -> uid) is gone or replaced,
-        or ``wait_seconds`` passed. Returns the node's pods at the end."""
+        """Watch the node's pods until every ``waiting`` pod (key -> uid) is gone or replaced,
+        or ``wait_seconds`` passed. Returns the node's pods at the end, by key.
+
+        One LIST (``fieldSelector=spec.nodeName=NODE``), then WATCH windows of at most
+        :data:`HEARTBEAT_INTERVAL_SECONDS` from its resourceVersion: the pod's DELETED event
+        ends the wait as the API server sends it (a poll lost up to its interval on the
+        rollout's critical path, issue 16). An expired resourceVersion or a broken stream
+        re-lists."""
+        field = f"spec.nodeName={node}"
         deadline = time.monotonic() + max(0.0, wait_seconds)
-        interval = 0.1
         last_beat = time.monotonic()  # the first beat after an interval: a short wait sends none (issue 16)
+        current, rv = self._node_pods(field)
         while True:
-            pods = self.gateway.list_pods(field_selector=f"spec.nodeName={node}")
-            present = {objects.pod_key(p): objects.meta(p).get("uid", "") for p in pods}
-            still = sorted(k for k, uid in waiting.items() if k in present and present[k] == uid)
+            still = sorted(k for k, uid in waiting.items() if k in current and objects.meta(current[k]).get("uid", "") == uid)
             now = time.monotonic()
             if not still or now >= deadline:
-                return pods
+                return [current[k] for k in sorted(current)]
             if now - last_beat >= HEARTBEAT_INTERVAL_SECONDS:
-                heartbeat(
-                    {
-                        "node": node,
-                        "evicted": len(evicted),
-                        "blocked": [objects.pod_key(p) for p, _ in blocked],
-                        "waiting_for": still[:20],
-                    }
-                )
+                heartbeat({"node": node, "evicted": len(evicted), "blocked": [objects.pod_key(p) for p, _ in blocked],
+                           "waiting_for": still[:20]})
                 last_beat = now
-            pause(min(interval, max(0.0, deadline - now)))
-            # kubectl drain polls every second; half a second keeps the hand-off to the daemon
-            # prompt (it is on the rollout's critical path) at one cheap indexed list per poll.
-            interval = min(0.5, interval * 1.5)
+            check_cancelled()
+            window = max(1, min(int(HEARTBEAT_INTERVAL_SECONDS), int(deadline - now + 0.999)))
+            try:
+                for type_, pod in self.gateway.watch("Pod", field_selector=field, resource_version=rv, timeout_seconds=window):
+                    rv = objects.meta(pod).get("resourceVersion") or rv
+                    if type_ == "DELETED":
+                        current.pop(objects.pod_key(pod), None)
+                    elif type_ in ("ADDED", "MODIFIED"):
+                        current[objects.pod_key(pod)] = pod
+                    if type_ != "BOOKMARK" and not any(
+                        k in current and objects.meta(current[k]).get("uid", "") == uid for k, uid in waiting.items()
+                    ):
+                        break
+            except Gone:
+                current, rv = self._node_pods(field)
+            except Unavailable as exc:
+                log().warning(f"node {node}: pod watch broke ({exc}); re-listing")
+                pause(0.5)
+                current, rv = self._node_pods(field)
+
+    def _node_pods(self, field_selector: str) -> tuple[dict[str, dict[str, Any]], str | None]:
+        """The pods matching ``field_selector`` by key, and the list's resourceVersion."""
+        pods, rv = self.gateway.list_with_rv("Pod", field_selector=field_selector)
+        return {objects.pod_key(p): p for p in pods}, rv
 
     def _blocked_report(self, blocked: list[tuple[dict[str, Any], KubeError]]) -> DrainReport:
         """Budgets and Pending replacements for the pods whose eviction was refused."""

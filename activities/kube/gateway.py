@@ -343,11 +343,12 @@ class KubeGateway(KindShortcuts):
         *,
         name: str | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         resource_version: str | None,
         timeout_seconds: int,
     ) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Watch objects of ``kind`` (one object with ``name``: ``fieldSelector=metadata.name``)
-        from ``resource_version``.
+        """Watch objects of ``kind`` matching the selectors (one object with ``name``, which adds
+        ``metadata.name=NAME`` to ``field_selector``) from ``resource_version``.
 
         Yields ``(type, object)`` with type ADDED, MODIFIED, DELETED or BOOKMARK (object then
         only carries ``metadata.resourceVersion``). The server ends the stream after
@@ -363,7 +364,7 @@ class KubeGateway(KindShortcuts):
             "allowWatchBookmarks": "true",
             "timeoutSeconds": seconds,
             "resourceVersion": resource_version or None,
-            **_selectors(label_selector, f"metadata.name={name}" if name else None),
+            **_selectors(label_selector, ",".join(f for f in (field_selector, name and f"metadata.name={name}") if f)),
         }
         raw = self._send(what, "GET", res.path(namespace), query=query,
                          timeout=(self._timeout[0], seconds + WATCH_READ_GRACE_SECONDS))

@@ -56,6 +56,7 @@ __all__ = ["MC", "MCP", "PDB", "TEMPLATE_HASH_ANN", "Agents", "FaultKind"]
 #: so the controllers take at most a quarter of the simulator's time (issue 16: a 600-node
 #: rollout's pod and node events made them half of it).
 RECONCILE_REST = 3.0
+RECONCILE_REST_AFTER = 0.005
 
 
 class Agents(MachineConfigDaemonMixin, KubeletMixin, SchedulerMixin, DaemonSetControllerMixin,
@@ -269,11 +270,12 @@ class Agents(MachineConfigDaemonMixin, KubeletMixin, SchedulerMixin, DaemonSetCo
         took = 0.0
         while True:
             await self._dirty.wait()
-            # Let a burst of events accumulate: for RECONCILE_REST times as long as the last pass
-            # took (a few microseconds in a small cluster), so that the controllers, like the real
-            # ones behind their work queues, sync once per burst and never take more than a
-            # fraction of the simulator from the API server under load.
-            await asyncio.sleep(RECONCILE_REST * took)
+            # Let a burst of events accumulate: a pass that took RECONCILE_REST_AFTER or more is
+            # followed by a rest of RECONCILE_REST times as long, so that under load the
+            # controllers, like the real ones behind their work queues, sync once per burst and
+            # never take more than a fraction of the simulator from the API server. A small
+            # cluster's passes take microseconds: its controllers react in the same loop turn.
+            await asyncio.sleep(RECONCILE_REST * took if took >= RECONCILE_REST_AFTER else 0)
             self._dirty.clear()
             started = loop.time()
             for step in (self._sync_nodes, self._schedule_pending, self._sync_daemonsets,
