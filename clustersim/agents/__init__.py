@@ -52,9 +52,10 @@ log = logging.getLogger(__name__)
 
 __all__ = ["MC", "MCP", "PDB", "TEMPLATE_HASH_ANN", "Agents", "FaultKind"]
 
-#: The reconcile loop rests this many times as long as its last pass took before the next one,
-#: so the controllers take at most a quarter of the simulator's time (issue 16: a 600-node
-#: rollout's pod and node events made them half of it).
+#: After a reconcile pass of ``RECONCILE_REST_AFTER`` seconds or more, the loop rests
+#: ``RECONCILE_REST`` times as long before the next one, so a large cluster's controllers take at
+#: most a quarter of the simulator's time (issue 16: a 600-node rollout's pod and node events made
+#: them half of it). Shorter passes (every small scenario's) are followed by none.
 RECONCILE_REST = 3.0
 RECONCILE_REST_AFTER = 0.005
 
