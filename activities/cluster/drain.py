@@ -200,8 +200,12 @@ class DrainActivities(GatewayActivities):
         deadline = time.monotonic() + max(0.0, wait_seconds)
         last_beat = time.monotonic()  # the first beat after an interval: a short wait sends none (issue 16)
         current, rv = self._node_pods(field)
+
+        def left() -> list[str]:  # the waiting pods still there (same key, same uid)
+            return sorted(k for k, uid in waiting.items() if k in current and objects.meta(current[k]).get("uid", "") == uid)
+
         while True:
-            still = sorted(k for k, uid in waiting.items() if k in current and objects.meta(current[k]).get("uid", "") == uid)
+            still = left()
             now = time.monotonic()
             if not still or now >= deadline:
                 return [current[k] for k in sorted(current)]
@@ -218,9 +222,7 @@ class DrainActivities(GatewayActivities):
                         current.pop(objects.pod_key(pod), None)
                     elif type_ in ("ADDED", "MODIFIED"):
                         current[objects.pod_key(pod)] = pod
-                    if type_ != "BOOKMARK" and not any(
-                        k in current and objects.meta(current[k]).get("uid", "") == uid for k, uid in waiting.items()
-                    ):
+                    if type_ != "BOOKMARK" and not left():
                         break
             except Gone:
                 current, rv = self._node_pods(field)
