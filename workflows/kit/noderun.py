@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.drain import DrainGateState, DrainLoop, blocked_waiting_for, cordon_and_drain
     from workflows.kit.features import Features
-    from workflows.kit.lease import Leases
+    from workflows.kit.lease import Leases, answer_contender
     from workflows.kit.models import DrainDecisionSignal, GateRecord, LeaseInfo, NodePhase, NodeProgress
 
 #: ``workflow.patched`` id: progress signals to the parent are sent without awaiting each one.
@@ -420,11 +420,34 @@ class NodeRunWorkflow:
     ``drain_decision`` carries a decision the parent's ``decide`` update validated; the
     ``progress`` query returns the last :class:`NodeProgress`; ``lease_denied`` is a lease's
     answer when the run takes its node's lease itself (``run_leases``).
+
+    A run started with its node scope's lease ID is that lease (``lease_info`` set; see
+    :mod:`workflows.kit.lease`): it answers ``contend`` with ``lease_denied`` and the ``holder``
+    query with ``lease_info``, as a :class:`workflows.kit.lease.LeaseWorkflow` would.
     """
 
     node_run: NodeRun
     #: The leases the run holds for its procedure (:meth:`workflows.kit.lease.Leases.hold_while_running`), if any.
     run_leases: Leases | None = None
+    #: Set when this run is its node's lease (its workflow ID is the scope's lease ID).
+    lease_info: LeaseInfo | None = None
+
+    @workflow.signal
+    async def contend(self, requester_workflow_id: str) -> None:
+        """Somebody wants the node's lease this run is: answer them with ``lease_denied`` naming
+        the holder (ignored, logged, when the run is no lease)."""
+        if self.lease_info is None:
+            workflow.logger.warning("contend from %s: this node run holds no lease", requester_workflow_id)
+            return
+        await answer_contender(requester_workflow_id, self.lease_info)
+
+    @workflow.query
+    def holder(self) -> LeaseInfo:
+        """Who holds the lease this run is: the procedure, since when. Raises ValueError (a
+        failed query) when the run is no lease."""
+        if self.lease_info is None:
+            raise ValueError(f"node run of {self.node_run.node} holds no lease")
+        return self.lease_info
 
     @workflow.signal
     def lease_denied(self, info: LeaseInfo) -> None:
