@@ -1,70 +1,103 @@
-"""Large plans (leases in the window): each node run takes its node's lease itself, as its own
-child, for as long as it runs (patch ``node-run-holds-node-lease``,
-:meth:`workflows.kit.lease.Leases.hold_while_running`). The rollout's history then records no
-node lease at all; a node another procedure leased in the meantime is failed untouched, naming
-that procedure; a degraded node's lease is taken over by the rollout, which keeps it until the
-end so that a skip's rollback stays protected.
+"""Large plans (leases in the window): each node run is its node's lease. The rollout starts it
+with the node scope's lease ID (patch ``node-run-is-node-lease``; before it, patch
+``node-run-holds-node-lease``, the run took a lease workflow as its child, and those histories
+replay in test_replay.py). The rollout's history then records no node lease at all and no lease
+workflow runs per node; a running node run refuses its node to another procedure, naming the
+rollout; a node another procedure leased in the meantime is failed untouched, naming that
+procedure; a degraded node's lease is taken over by the rollout, which keeps it until the end so
+that a skip's rollback stays protected.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import uuid
 
-from temporalio.client import WorkflowExecutionStatus, WorkflowHistory
-from temporalio.service import RPCError, RPCStatusCode
+import pytest
+from kit_fakes import KitFake, kit_worker, start_probe
+from kit_probes import BetaLeaseProbeWorkflow, ProbeInput
+from replay import HISTORIES
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHistory
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from test_machineconfig_rollout import phase_of, rollout_input, start, terminate_quietly, wait_status
 from wf_fakes import FakeCluster, old_config, r2_block_report, rollout_worker
 
 from workflows.kit.lease import LeaseWorkflow
-from workflows.kit.models import LeaseInput, NodePhase
+from workflows.kit.models import LeaseInfo, LeaseInput, NodePhase
 from workflows.kit.scopes import node_scope, scope_workflow_id
 
 
-async def run_lease_once_closed(client, lease_id: str, run_id: str, timeout: float = 60):
-    """The description of ``lease_id`` held by the node run ``run_id``, once that run has closed
-    (polled every 20 ms of real time)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        try:
-            run = await client.get_workflow_handle(run_id).describe()
-            if run.status != WorkflowExecutionStatus.RUNNING:
-                lease = await client.get_workflow_handle(lease_id).describe()
-                assert lease.parent_id == run_id, lease.parent_id
-                return lease
-        except RPCError as exc:
-            if exc.status != RPCStatusCode.NOT_FOUND:
-                raise  # not started yet otherwise
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"node run {run_id} did not close within {timeout} s")
-
-
-def started_children(history: WorkflowHistory) -> list[str]:
+def started_children(history: WorkflowHistory) -> list[tuple[str, str]]:
+    """(workflow ID, workflow type) of every child the history started."""
     return [
-        e.start_child_workflow_execution_initiated_event_attributes.workflow_id
+        (e.start_child_workflow_execution_initiated_event_attributes.workflow_id,
+         e.start_child_workflow_execution_initiated_event_attributes.workflow_type.name)
         for e in history.events
         if e.HasField("start_child_workflow_execution_initiated_event_attributes")
     ]
 
 
-async def test_node_runs_hold_their_own_leases(time_skipping_env, wf_task_queue):
+async def test_node_runs_are_their_node_leases(time_skipping_env, wf_task_queue):
     fake = FakeCluster({"worker": 3})
-    inp = rollout_input(max_unavailable=2, window_node_leases_above=0)
+    # A fixed cluster and rollout ID: the histories recorded below replay in test_replay.py.
+    inp = rollout_input(max_unavailable=2, window_node_leases_above=0, cluster="window-history")
     client = time_skipping_env.client
+    lease_ids = {n: scope_workflow_id(node_scope(inp.cluster, n)) for n in fake.nodes}
     async with rollout_worker(client, fake, wf_task_queue):
-        handle = await start(time_skipping_env, wf_task_queue, inp)
+        wf_id = "rollout-window" if os.environ.get("LOCKKEEPER_WRITE_HISTORY") else f"rollout-window-{uuid.uuid4().hex[:6]}"
+        handle = await start(time_skipping_env, wf_task_queue, inp, wf_id=wf_id)
         result = await handle.result()
         parent = await handle.fetch_history()
-        runs = {n: await client.get_workflow_handle(f"{handle.id}/node/{n}/1").fetch_history() for n in fake.nodes}
-        leases = {n: await client.get_workflow_handle(scope_workflow_id(node_scope(inp.cluster, n))).describe() for n in fake.nodes}
+        runs = {n: await client.get_workflow_handle(lease_ids[n]).fetch_history() for n in fake.nodes}
+        descs = {n: await client.get_workflow_handle(lease_ids[n]).describe() for n in fake.nodes}
+        if os.environ.get("LOCKKEEPER_WRITE_HISTORY"):
+            (HISTORIES / "machineconfig_rollout_window_run_lease.json").write_text(parent.to_json())
+            (HISTORIES / "node_rollout_is_lease.json").write_text(runs["worker-0"].to_json())
     assert result.outcome == "completed" and result.summary.done == 3
-    # The rollout leased its pool only; every node lease is its node run's first child.
-    assert not [i for i in started_children(parent) if ":" in i.rsplit("/", 1)[-1]], started_children(parent)
+    # The rollout leased its pool only (a lease workflow); every node child is a node run whose ID
+    # is its node's lease ID.
+    children = started_children(parent)
+    assert [t for _, t in children if t == "LeaseWorkflow"] == ["LeaseWorkflow"], children
+    assert sorted(i for i, t in children if t == "NodeRolloutWorkflow") == sorted(lease_ids.values()), children
     for n, h in runs.items():
-        assert started_children(h) == [scope_workflow_id(node_scope(inp.cluster, n))]
-        # A child of the run (its parent close policy ends it with the run: the time-skipping
-        # server does not apply that policy, tests/e2e/test_window_leases.py checks it on a real one).
-        assert leases[n].parent_id == f"{handle.id}/node/{n}/1"
+        assert started_children(h) == [], (n, started_children(h))  # no lease workflow of its own
+        assert descs[n].workflow_type == "NodeRolloutWorkflow" and descs[n].parent_id == handle.id
+        assert descs[n].status == WorkflowExecutionStatus.COMPLETED
+
+
+async def test_a_running_node_run_refuses_its_node_naming_the_rollout(time_skipping_env, wf_task_queue):
+    fake = FakeCluster({"worker": 2})
+    fake.drain_blocked["worker-0"] = r2_block_report("worker-0")  # keeps worker-0's run running
+    inp = rollout_input(max_unavailable=1, window_node_leases_above=0)
+    client = time_skipping_env.client
+    scope = node_scope(inp.cluster, "worker-0")
+    probe_queue = f"{wf_task_queue}-probe"
+    async with rollout_worker(client, fake, wf_task_queue), kit_worker(time_skipping_env, KitFake(), probe_queue):
+        handle = await start(time_skipping_env, wf_task_queue, inp)
+        try:
+            await wait_status(handle, lambda s: phase_of(s, "worker-0") == NodePhase.BLOCKED)
+            with time_skipping_env.auto_time_skipping_disabled():
+                # The ID runs: Temporal refuses a lease workflow of the same scope outright ...
+                with pytest.raises(WorkflowAlreadyStartedError):
+                    await client.start_workflow(
+                        LeaseWorkflow.run, LeaseInput(cluster=inp.cluster, scope=scope, holder="x", procedure="drain"),
+                        id=scope_workflow_id(scope), task_queue=wf_task_queue,
+                    )
+                # ... the run answers the holder query as a lease does ...
+                info = await client.get_workflow_handle(scope_workflow_id(scope)).query("holder", result_type=LeaseInfo)
+                assert (info.holder, info.procedure, info.scope) == (handle.id, "machineconfig-rollout", scope)
+                # ... and another procedure's acquire is refused, naming the rollout (contend answered).
+                probe = await start_probe(time_skipping_env, probe_queue, BetaLeaseProbeWorkflow,
+                                          ProbeInput(cluster=inp.cluster, scopes=[scope]))
+                with pytest.raises(WorkflowFailureError) as refused:
+                    await probe.result()
+            cause = refused.value.cause
+            assert isinstance(cause, ApplicationError) and cause.type == "LeaseHeld", cause
+            assert cause.message == f"node worker-0 on cluster {inp.cluster} is held by rollout {handle.id}"
+            assert list(cause.details) == [handle.id]
+        finally:
+            await terminate_quietly(handle)
 
 
 async def test_a_node_leased_meanwhile_fails_untouched_naming_the_holder(time_skipping_env, wf_task_queue):
@@ -100,23 +133,18 @@ async def test_the_rollout_keeps_a_degraded_nodes_lease(time_skipping_env, wf_ta
     inp = rollout_input(window_node_leases_above=0)
     client = time_skipping_env.client
     lease_id = scope_workflow_id(node_scope(inp.cluster, "worker-0"))
-    # Real time: the rollout asks again for the lease a second apart, KEEP_LEASE_TRIES times; with
-    # time skipping those seconds could all pass before the test plays the server's part below.
     with time_skipping_env.auto_time_skipping_disabled():
         async with rollout_worker(client, fake, wf_task_queue):
             handle = await start(time_skipping_env, wf_task_queue, inp)
             try:
-                # What a real server does when the node run closes (the time-skipping one does not):
-                # its parent close policy terminates the run's lease. Played as soon as the run
-                # closes, since the rollout asks again for the lease only KEEP_LEASE_TRIES seconds.
-                run_lease = await run_lease_once_closed(client, lease_id, f"{handle.id}/node/worker-0/1")
-                await client.get_workflow_handle(lease_id, run_id=run_lease.run_id).terminate("parent closed")
                 await wait_status(handle, lambda s: phase_of(s, "worker-0") == NodePhase.DEGRADED, timeout=60)
-                for _ in range(100):  # then the rollout's own lease starts (same ID, a new run)
+                desc = None
+                for _ in range(100):  # the node run closed; the rollout's own lease starts (same ID, a new run)
                     desc = await client.get_workflow_handle(lease_id).describe()
-                    if desc.status == WorkflowExecutionStatus.RUNNING and desc.parent_id == handle.id:
+                    if desc.workflow_type == "LeaseWorkflow" and desc.status == WorkflowExecutionStatus.RUNNING:
                         break
                     await asyncio.sleep(0.1)
+                assert desc is not None and desc.workflow_type == "LeaseWorkflow", desc and desc.workflow_type
                 assert desc.status == WorkflowExecutionStatus.RUNNING and desc.parent_id == handle.id, (desc.status, desc.parent_id)
                 s = await wait_status(handle, lambda s: True)
                 assert not s.nodes["worker-0"].warning, s.nodes["worker-0"].warning

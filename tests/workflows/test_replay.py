@@ -30,6 +30,14 @@ HISTORY_IDS = {
     # run ends in ContinuedAsNew, the last starts from the carried state.
     "machineconfig_rollout_can_first.json": "rollout-can",
     "machineconfig_rollout_can_last.json": "rollout-can",
+    # A large plan's rollout (leases in the window) whose node runs each took their node's lease
+    # as a child (patch node-run-holds-node-lease), recorded before node-run-is-node-lease.
+    "machineconfig_rollout_window.json": "rollout-window",
+    "node_rollout_lease_child.json": "rollout-window/node/worker-0/1",
+    # The same rollout whose node runs are their node leases (patch node-run-is-node-lease;
+    # tests/workflows/test_node_run_leases.py records them).
+    "machineconfig_rollout_window_run_lease.json": "rollout-window",
+    "node_rollout_is_lease.json": "lease/window-history/node:worker-0",
     # Recorded by tests/workflows/test_recorded_histories.py before the kit moved these workflows.
     "node_drain_full.json": "drain-history",
     "etcd_backup_partial.json": "etcd-backup-history",

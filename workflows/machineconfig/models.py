@@ -301,7 +301,9 @@ class NodeRolloutInput(BaseModel):
     :data:`workflows.machineconfig.node.NODE_RUN_FEATURES`); None for runs started before it.
     ``lease_scope``: the node scope the run leases for its rollout while it runs
     (:meth:`workflows.kit.lease.Leases.hold_while_running`; large plans), None when the rollout
-    holds it (or runs started before the field)."""
+    holds it (or runs started before the field). ``lease_is_run``: the run's own workflow ID is
+    that scope's lease ID, so the run is the lease (:class:`workflows.kit.noderun.NodeRunWorkflow`
+    ``lease_info``) and takes no lease workflow."""
 
     node: str
     pool: str
@@ -324,6 +326,7 @@ class NodeRolloutInput(BaseModel):
     local_calls: bool = True
     features: list[str] | None = None
     lease_scope: str | None = None
+    lease_is_run: bool = False
 
 
 class NodeRolloutResult(NodeRunResult):

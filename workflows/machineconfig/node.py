@@ -49,10 +49,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.drain import PATCH_DECISION_GATE, DrainGateState
     from workflows.kit.features import Features
     from workflows.kit.lease import Leases
+    from workflows.kit.scopes import LeaseScope
     from workflows.kit.noderun import PATCH_ASYNC_PROGRESS, PATCH_MILESTONE_PROGRESS, NodeRun, NodeRunWorkflow, Stopped
     from workflows.machineconfig.follow import PATCH_DRAIN_WHEN_ASKED, PATCH_FOLLOW_DAEMON, PATCH_TAIL_ONE_CALL, follow_daemon
     from workflows.machineconfig.plan import is_at_target
-    from workflows.kit.models import NodePhase
+    from workflows.kit.models import LeaseInfo, NodePhase
     from workflows.machineconfig.models import NodeRolloutInput, NodeRolloutResult, NodeStep
 
 #: ``workflow.patched`` id: the node run starts by setting desiredConfig (which also reads the node).
@@ -175,7 +176,12 @@ class NodeRolloutWorkflow(NodeRunWorkflow):
             self.node_run.report_steps = frozenset()
         # The same Timeouts object is the node run's and its drain's: all short calls go local.
         self._timeouts.local = input.local_calls and self._features.on(PATCH_LOCAL_CALLS)
-        if input.lease_scope:
+        if input.lease_scope and input.lease_is_run:
+            # This run is the node's lease (its workflow ID): nothing to take, only to answer.
+            self.lease_info = LeaseInfo(cluster=LeaseScope.parse(input.lease_scope).cluster, scope=input.lease_scope,
+                                        holder=input.parent_id, procedure="machineconfig-rollout",
+                                        acquired_at=workflow.info().start_time)
+        elif input.lease_scope:
             # The node's lease, held in the rollout's name for as long as this run lives.
             self.run_leases = Leases(input.parent_id, "machineconfig-rollout", requester=workflow.info().workflow_id)
             try:
@@ -187,6 +193,8 @@ class NodeRolloutWorkflow(NodeRunWorkflow):
                 return self.node_run.result(NodeRolloutResult, "failed", reason=err.message, safe_point=LEASE_REFUSED)
         result = await self._handshake(input)
         await self.node_run.settle()
+        if self.lease_info is not None:  # a contender's answer still going out
+            await workflow.wait_condition(workflow.all_handlers_finished)
         return result
 
     async def _handshake(self, input: NodeRolloutInput) -> NodeRolloutResult:

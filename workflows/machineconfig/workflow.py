@@ -67,7 +67,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.machineconfig.leasing import RolloutLeasing
     from workflows.machineconfig.network_repair import RepairContext, repair_network
-    from workflows.machineconfig.node import NODE_RUN_FEATURES, NodeRolloutWorkflow
+    from workflows.machineconfig.node import NODE_RUN_FEATURES
     from workflows.machineconfig.plan import plan_rollout, pool_stages
 
 
@@ -99,6 +99,8 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
         self._window_leases = False
         #: Whether node runs hold their own node leases (asked once per run, see leasing.py).
         self._node_run_leases: bool | None = None
+        #: Whether node runs are their node leases (their workflow ID; asked once per run).
+        self._node_run_is_lease: bool | None = None
         #: PATCH_START_TOGETHER, once asked (``_start_together``).
         self._starts_together: bool | None = None
         self.kit_init(
@@ -401,9 +403,10 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
     # --- hooks of the node window -------------------------------------------------------------------
 
     async def _start_child(self, node: str, group: Group, attempt: int) -> workflow.ChildWorkflowHandle:
-        """Start the node's NodeRolloutWorkflow attempt (ID ``{rollout}/node/{node}/{attempt}``),
-        after taking the node's lease (in-window leases, :mod:`workflows.machineconfig.leasing`; raises LeaseHeld
-        when another procedure holds the node, which the window records as a failed node)."""
+        """Start the node's NodeRolloutWorkflow attempt (ID ``{rollout}/node/{node}/{attempt}``, or
+        the node's lease ID when the run is its node's lease), after taking the node's lease
+        (in-window leases, :mod:`workflows.machineconfig.leasing`; raises LeaseHeld when another
+        procedure holds the node, which the window records as a failed node)."""
         lease_scope = None
         if self._window_leases:
             if self._leases_in_node_runs():
@@ -433,13 +436,10 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             local_calls=sum(len(pp.nodes) for pp in self._pool_plans.values()) > i.local_calls_above,
             features=list(NODE_RUN_FEATURES),
             lease_scope=lease_scope,
+            lease_is_run=lease_scope is not None and self._node_runs_are_leases(),
         )
-        return await workflow.start_child_workflow(
-            NodeRolloutWorkflow.run,
-            child_input,
-            id=node_workflow_id(self._id, node, attempt),
-            parent_close_policy=workflow.ParentClosePolicy.TERMINATE,
-            static_summary=f"node {node} · MachineConfig handshake (attempt {attempt})",
+        return await self._start_node_run(
+            child_input, node_workflow_id(self._id, node, attempt), f"node {node} · MachineConfig handshake (attempt {attempt})"
         )
 
     async def _cleanup_node(self, node: str) -> None:
