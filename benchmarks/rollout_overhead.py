@@ -90,7 +90,7 @@ class HistoryFigures:
     #: "PREVIOUS -> EVENT" -> seconds summed over every run: where a run's time goes (an activity's
     #: completion is named after the activity, as ``ACTIVITY_TASK_COMPLETED drain_when_asked``).
     steps: dict[str, float] = field(default_factory=dict)
-    #: Node children (IDs with ``/node/``): seconds from their start command to their completion
+    #: Node children (NodeRolloutWorkflow): seconds from their start command to their completion
     #: in this history, and from a node child's completion to the next node child's start command.
     child_spans: list[float] = field(default_factory=list)
     handovers: list[float] = field(default_factory=list)
@@ -161,7 +161,7 @@ async def history_figures(client: Client, query: str, *, per_run: bool = False) 
                 label += " " + activities.get(e.activity_task_completed_event_attributes.scheduled_event_id, "?")
             if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
                 wid = e.start_child_workflow_execution_initiated_event_attributes.workflow_id
-                if "/node/" in wid:
+                if e.start_child_workflow_execution_initiated_event_attributes.workflow_type.name == "NodeRolloutWorkflow":
                     initiated[wid] = t
                     if last_done is not None:
                         out.handovers.append(t - last_done)
@@ -309,7 +309,7 @@ async def main(args: argparse.Namespace) -> None:
                 # Every run of the parent (continue-as-new chain) and every node child.
                 parent = await history_figures(client, f"WorkflowId = '{handle.id}'")
                 children = await history_figures(
-                    client, f"WorkflowType = 'NodeRolloutWorkflow' AND WorkflowId STARTS_WITH '{handle.id}/'", per_run=True
+                    client, "WorkflowType = 'NodeRolloutWorkflow'", per_run=True
                 )
                 # Lease workflows of this rollout (pool and node scopes of cluster "bench").
                 leases = await history_figures(client, "WorkflowType = 'LeaseWorkflow'", per_run=True)
@@ -325,7 +325,7 @@ async def main(args: argparse.Namespace) -> None:
                         (keep / f"parent-{wf.run_id}.json").write_text(hist.to_json())
                     # One node run and one lease, to see what a node costs event by event.
                     for kind, query in (
-                        ("child", f"WorkflowType = 'NodeRolloutWorkflow' AND WorkflowId STARTS_WITH '{handle.id}/'"),
+                        ("child", "WorkflowType = 'NodeRolloutWorkflow'"),
                         ("lease", "WorkflowType = 'LeaseWorkflow'"),
                     ):
                         async for wf in client.list_workflows(query, limit=1):

@@ -129,8 +129,8 @@ def _lease_ids_to_check(scopes: Iterable[str]) -> tuple[list[str], set[str]]:
 async def lease_holders(client: Any, scopes: Sequence[str]) -> list[tuple[str, str, str]]:
     """Running leases that overlap ``scopes``: ``[(scope, holder workflow ID, holder procedure)]``.
 
-    Asks each candidate lease workflow its ``holder`` query; a lease that is not running (or not
-    there) holds nothing."""
+    Asks each candidate lease workflow (or node run that is its node's lease) its ``holder``
+    query; a lease that is not running (or not there) holds nothing."""
     from temporalio.client import WorkflowExecutionStatus
     from temporalio.service import RPCError
 
@@ -139,7 +139,10 @@ async def lease_holders(client: Any, scopes: Sequence[str]) -> list[tuple[str, s
     ids, whole = _lease_ids_to_check(scopes)
     for cluster in sorted(whole):
         prefix = f"lease/{cluster}/"
-        async for wf in client.list_workflows("WorkflowType = 'LeaseWorkflow' AND ExecutionStatus = 'Running'"):
+        # A large rollout's node runs are their node leases (same IDs, workflows.kit.lease).
+        async for wf in client.list_workflows(
+            "WorkflowType IN ('LeaseWorkflow', 'NodeRolloutWorkflow') AND ExecutionStatus = 'Running'"
+        ):
             if wf.id.startswith(prefix) and wf.id not in ids:
                 ids.append(wf.id)
     held: list[tuple[str, str, str]] = []
