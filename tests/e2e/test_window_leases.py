@@ -5,8 +5,8 @@ held exactly while the run runs and neither history records a lease workflow per
 generated 20-node pool with maxUnavailable 2 and the threshold at 0: the rollout completes every
 node; its history starts no node lease workflow; every node child has its node's lease ID and
 starts no child of its own; at no time did more node runs (so node leases) run than
-maxUnavailable, read from the runs' descriptions on the real server; and the pool's lease has
-closed at the end."""
+maxUnavailable, read from the runs' descriptions on the real server; the start command's lease
+check lists a running node run as its node's lease; and the pool's lease has closed at the end."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from clustersim.scenario import generate_scenario
+from lockkeeper.starter import lease_holders
 from tests.e2e.harness import drive, fast_timings, max_overlap, start_rollout
 
 pytestmark = pytest.mark.e2e
@@ -39,7 +40,21 @@ async def test_large_plan_leases_nodes_in_the_window_and_closes_them_all(
     cluster = f"winlease-{uuid.uuid4().hex[:6]}"
     handle = await start_rollout(temporal_client, queue, cluster=cluster, pools=["worker"], max_unavailable=WINDOW,
                                  window_node_leases_above=0, **FAST)
-    result = await drive(handle, timeout=400)
+    # What `lockkeeper start` checks before it starts a procedure: a running node run is listed as
+    # its node's lease (visibility, then its holder query), for a node scope and for the cluster.
+    seen: dict[str, list[tuple[str, str, str]]] = {}
+
+    async def look(status: Any) -> None:
+        running = [n for n, ns in status.nodes.items() if ns.phase == "running" and ns.run_id]
+        if running and "cluster" not in seen:
+            node = running[0]
+            seen["node"] = [h for h in await lease_holders(temporal_client, [f"node/{cluster}/{node}"])
+                            if h[0] == f"node/{cluster}/{node}"]
+            seen["cluster"] = await lease_holders(temporal_client, [f"cluster/{cluster}"])
+
+    result = await drive(handle, timeout=400, on_status=look)
+    assert seen["node"] and seen["node"][0][1:] == (handle.id, "machineconfig-rollout"), seen
+    assert [h for h in seen["cluster"] if h[0].startswith(f"node/{cluster}/") and h[1] == handle.id], seen
     assert result.outcome == "completed", result.message
     assert result.summary.done == NODES and len(result.nodes) == NODES
 
