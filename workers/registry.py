@@ -5,7 +5,8 @@ activities are the bound methods of the generic cluster activities
 (:mod:`activities.cluster.activities`), the MachineConfig ones
 (:mod:`activities.machineconfig.activities`) around one Kubernetes gateway
 (:class:`activities.kube.gateway.KubeGateway`) built from the worker's settings, plus the host
-ones (host commands and etcd). Tests that mock activities register their own functions under the
+ones (host commands and etcd) and the lease check that asks Temporal itself
+(:func:`activities.leases.activities.find_held_leases`). Tests that mock activities register their own functions under the
 same names instead of calling :func:`build_activities`.
 """
 
@@ -62,6 +63,7 @@ def build_activities(gateway: Any) -> list[Callable[..., Any]]:
     from activities.node_upgrade.activities import make_node_upgrade_activities
     from activities.runtime_migration.activities import make_runtime_migration_activities
     from activities.vxlan_port.activities import make_vxlan_activities
+    from activities.leases.activities import find_held_leases
 
     return (
         make_cluster_activities(gateway)
@@ -75,6 +77,7 @@ def build_activities(gateway: Any) -> list[Callable[..., Any]]:
         + make_runtime_migration_activities(lambda: gateway)
         + make_vxlan_activities(lambda: gateway)
         + build_host_activities(gateway_factory=lambda: gateway)
+        + [find_held_leases]
     )
 
 

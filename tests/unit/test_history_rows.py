@@ -19,6 +19,7 @@ HISTORIES = Path(__file__).parents[1] / "workflows" / "histories"
     [
         ("machineconfig_rollout_window.json", [f"rollout-window/node/worker-{i}/1" for i in range(3)]),
         ("machineconfig_rollout_window_run_lease.json", [f"lease/window-history/node:worker-{i}" for i in range(3)]),
+        ("machineconfig_rollout_window_probe_activity.json", [f"lease/window-history/node:worker-{i}" for i in range(3)]),
     ],
 )
 def test_node_runs_are_node_rows_and_leases_are_none(name: str, node_ids: list[str]) -> None:

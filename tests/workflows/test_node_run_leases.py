@@ -52,7 +52,8 @@ async def test_node_runs_are_their_node_leases(time_skipping_env, wf_task_queue)
         runs = {n: await client.get_workflow_handle(lease_ids[n]).fetch_history() for n in fake.nodes}
         descs = {n: await client.get_workflow_handle(lease_ids[n]).describe() for n in fake.nodes}
         if os.environ.get("LOCKKEEPER_WRITE_HISTORY"):
-            (HISTORIES / "machineconfig_rollout_window_run_lease.json").write_text(parent.to_json())
+            # New shapes go to new files (the rollout's probe by activity since ..._run_lease.json).
+            (HISTORIES / "machineconfig_rollout_window_probe_activity.json").write_text(parent.to_json())
             (HISTORIES / "node_rollout_is_lease.json").write_text(runs["worker-0"].to_json())
     assert result.outcome == "completed" and result.summary.done == 3
     # The rollout leased its pool only (a lease workflow); every node child is a node run whose ID
@@ -64,6 +65,39 @@ async def test_node_runs_are_their_node_leases(time_skipping_env, wf_task_queue)
         assert started_children(h) == [], (n, started_children(h))  # no lease workflow of its own
         assert descs[n].workflow_type == "NodeRolloutWorkflow" and descs[n].parent_id == handle.id
         assert descs[n].status == WorkflowExecutionStatus.COMPLETED
+
+
+async def test_a_planned_node_held_at_the_start_refuses_the_rollout_before_any_write(time_skipping_env, wf_task_queue):
+    fake = FakeCluster({"worker": 3})
+    inp = rollout_input(max_unavailable=1, window_node_leases_above=0)
+    client = time_skipping_env.client
+    scope = node_scope(inp.cluster, "worker-1")
+    async with rollout_worker(client, fake, wf_task_queue):
+        with time_skipping_env.auto_time_skipping_disabled():  # the holder waits for nothing
+            other = await client.start_workflow(
+                LeaseWorkflow.run, LeaseInput(cluster=inp.cluster, scope=scope, holder="upgrade-7", procedure="node-upgrade"),
+                id=scope_workflow_id(scope), task_queue=wf_task_queue,
+            )
+            handle = await start(time_skipping_env, wf_task_queue, inp)
+            try:
+                with pytest.raises(WorkflowFailureError) as refused:
+                    await handle.result()
+            finally:
+                await other.signal(LeaseWorkflow.release, "upgrade-7")
+        history = await handle.fetch_history()
+    cause = refused.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "LeaseHeld", cause
+    assert "worker-1" in cause.message and "upgrade upgrade-7" in cause.message, cause.message
+    assert fake.mutating_calls() == [], fake.mutating_calls()
+    # One activity asked which planned nodes are held (patch lease-probe-by-activity); the only
+    # signals asked the cluster-wide lease (the pools' acquire) and the holder for its name: no
+    # contend per planned node.
+    activities = [e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
+                  if e.HasField("activity_task_scheduled_event_attributes")]
+    assert activities.count("find_held_leases") == 1, activities
+    signalled = [e.signal_external_workflow_execution_initiated_event_attributes.workflow_execution.workflow_id
+                 for e in history.events if e.HasField("signal_external_workflow_execution_initiated_event_attributes")]
+    assert signalled == [scope_workflow_id(f"cluster/{inp.cluster}"), scope_workflow_id(scope)], signalled
 
 
 async def test_a_running_node_run_refuses_its_node_naming_the_rollout(time_skipping_env, wf_task_queue):

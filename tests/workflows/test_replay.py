@@ -38,6 +38,8 @@ HISTORY_IDS = {
     # tests/workflows/test_node_run_leases.py records them).
     "machineconfig_rollout_window_run_lease.json": "rollout-window",
     "node_rollout_is_lease.json": "lease/window-history/node:worker-0",
+    # ... whose probe of the planned nodes is one find_held_leases activity (patch lease-probe-by-activity).
+    "machineconfig_rollout_window_probe_activity.json": "rollout-window",
     # Recorded by tests/workflows/test_recorded_histories.py before the kit moved these workflows.
     "node_drain_full.json": "drain-history",
     "etcd_backup_partial.json": "etcd-backup-history",

@@ -45,6 +45,7 @@ from activities.cluster.models import (
     UncordonInput,
     UncordonResult,
 )
+from activities.leases.activities import find_held_leases
 from activities.machineconfig.models import (
     DrainWhenAskedInput,
     DrainWhenAskedResult,
@@ -373,7 +374,8 @@ class FakeCluster:
 
         return [preflight, list_pool_nodes, read_node, set_node_annotations, wait_for_node, wait_for_node_done, drain_when_asked, cordon_node,
                 uncordon_node,
-                drain_node, record_node_event, check_pods_ready, delete_all_pods]
+                drain_node, record_node_event, check_pods_ready, delete_all_pods,
+                find_held_leases]  # the real one: it asks the (test) Temporal server, nothing of the cluster
 
 
 @asynccontextmanager

@@ -40,6 +40,8 @@ SET_NETWORK_TYPE = "set_network_type"
 DELETE_BLOCKING_PODS = "delete_blocking_pods"
 #: Host command on a node (local, SSH or debug-pod backend).
 RUN_NODE_COMMAND = "run_node_command"
+#: Which lease workflow IDs run now (activities.leases; read-only).
+FIND_HELD_LEASES = "find_held_leases"
 
 #: ApplicationError types that fail an activity at once (raised non-retryable by the activities
 #: too; listing them here keeps the workflow safe if one is raised retryable by mistake).
