@@ -27,9 +27,10 @@ from activities.cluster.models import (
     PDBReport,
     PendingPodReport,
 )
-from activities.context import HEARTBEAT_INTERVAL_SECONDS, check_cancelled, fail, heartbeat, log, pause
+from activities.cluster.watch import watch_window
+from activities.context import HEARTBEAT_INTERVAL_SECONDS, check_cancelled, fail, heartbeat, log
 from activities.kube import objects
-from activities.kube.errors import Gone, KubeError, NotFound, ServerError, TooManyRequests, Unavailable
+from activities.kube.errors import KubeError, NotFound, ServerError, TooManyRequests
 
 
 @dataclass(frozen=True)
@@ -204,6 +205,19 @@ class DrainActivities(GatewayActivities):
         def left() -> list[str]:  # the waiting pods still there (same key, same uid)
             return sorted(k for k, uid in waiting.items() if k in current and objects.meta(current[k]).get("uid", "") == uid)
 
+        def seen(type_: str, pod: dict[str, Any]) -> bool:  # a watch event; True: none left
+            if type_ == "DELETED":
+                current.pop(objects.pod_key(pod), None)
+            elif type_ in ("ADDED", "MODIFIED"):
+                current[objects.pod_key(pod)] = pod
+            return not left()
+
+        def relist() -> str | None:
+            pods, new_rv = self._node_pods(field)
+            current.clear()
+            current.update(pods)
+            return new_rv
+
         while True:
             still = left()
             now = time.monotonic()
@@ -215,21 +229,10 @@ class DrainActivities(GatewayActivities):
                 last_beat = now
             check_cancelled()
             window = max(1, min(int(HEARTBEAT_INTERVAL_SECONDS), int(deadline - now + 0.999)))
-            try:
-                for type_, pod in self.gateway.watch("Pod", field_selector=field, resource_version=rv, timeout_seconds=window):
-                    rv = objects.meta(pod).get("resourceVersion") or rv
-                    if type_ == "DELETED":
-                        current.pop(objects.pod_key(pod), None)
-                    elif type_ in ("ADDED", "MODIFIED"):
-                        current[objects.pod_key(pod)] = pod
-                    if type_ != "BOOKMARK" and not left():
-                        break
-            except Gone:
-                current, rv = self._node_pods(field)
-            except Unavailable as exc:
-                log().warning(f"node {node}: pod watch broke ({exc}); re-listing")
-                pause(0.5)
-                current, rv = self._node_pods(field)
+            rv = watch_window(
+                lambda rv, s: self.gateway.watch("Pod", field_selector=field, resource_version=rv, timeout_seconds=s),
+                rv, window, seen, relist, f"node {node} pods",
+            )
 
     def _node_pods(self, field_selector: str) -> tuple[dict[str, dict[str, Any]], str | None]:
         """The pods matching ``field_selector`` by key, and the list's resourceVersion."""

@@ -34,9 +34,10 @@ from activities.cluster.models import (
     WaitNodeReadyResult,
 )
 from activities.cluster.nodeinfo import node_info, node_summary
-from activities.context import HEARTBEAT_INTERVAL_SECONDS, check_cancelled, fail, heartbeat, log, pause
+from activities.cluster.watch import watch_window
+from activities.context import HEARTBEAT_INTERVAL_SECONDS, check_cancelled, fail, heartbeat, log
 from activities.kube import objects
-from activities.kube.errors import Conflict, Gone, NotFound, Unavailable
+from activities.kube.errors import Conflict, NotFound
 
 
 class NodeActivities(GatewayActivities):
@@ -160,21 +161,25 @@ class NodeActivities(GatewayActivities):
             heartbeat(node_summary(info))
             check_cancelled()
             window = max(1, min(int(HEARTBEAT_INTERVAL_SECONDS), int(deadline - now + 0.999)))
-            try:
-                for type_, event_obj in self.gateway.watch_node(input.node, resource_version=rv, timeout_seconds=window):
-                    rv = objects.meta(event_obj).get("resourceVersion") or rv
-                    if type_ == "DELETED":
-                        raise fail("NodeNotFound", f"node {input.node} was deleted")
-                    if type_ in ("ADDED", "MODIFIED"):
-                        obj = event_obj
-                        if node_info(obj).ready == input.ready:
-                            break
-            except Gone:
-                obj, rv = self._list_one(input.node)
-            except Unavailable as exc:
-                log().warning(f"node {input.node}: watch broke ({exc}); re-listing")
-                pause(0.5)
-                obj, rv = self._list_one(input.node)
+            last = [obj]
+
+            def seen(type_: str, event_obj: dict[str, Any]) -> bool:
+                if type_ == "DELETED":
+                    raise fail("NodeNotFound", f"node {input.node} was deleted")
+                if type_ in ("ADDED", "MODIFIED"):
+                    last[0] = event_obj
+                    return node_info(event_obj).ready == input.ready
+                return False
+
+            def relist() -> str | None:
+                last[0], new_rv = self._list_one(input.node)
+                return new_rv
+
+            rv = watch_window(
+                lambda rv, s: self.gateway.watch_node(input.node, resource_version=rv, timeout_seconds=s), rv, window, seen,
+                relist, f"node {input.node}",
+            )
+            obj = last[0]
 
     def _list_one(self, name: str) -> tuple[dict[str, Any], str | None]:
         """The Node and the list's resourceVersion (to watch from). Raises ``NodeNotFound``."""

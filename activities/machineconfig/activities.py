@@ -27,9 +27,10 @@ from activities.cluster.base import GatewayActivities
 from activities.cluster.models import ANN_CURRENT_CONFIG, ANN_LAST_APPLIED_DRAIN, ANN_STATE, DaemonState, NodeInfo
 from activities.cluster.nodes import set_annotations, uncordon_owned
 from activities.cluster.nodeinfo import node_info, node_summary
-from activities.context import HEARTBEAT_INTERVAL_SECONDS, check_cancelled, fail, heartbeat, log, pause
+from activities.cluster.watch import watch_window
+from activities.context import HEARTBEAT_INTERVAL_SECONDS, check_cancelled, fail, heartbeat, log
 from activities.kube import objects
-from activities.kube.errors import Gone, NotFound, Unavailable
+from activities.kube.errors import NotFound
 from activities.machineconfig.models import (
     PoolInfo,
     PoolNodesInput,
@@ -304,32 +305,34 @@ class MachineConfigActivities(GatewayActivities):
         self, node: str, rv: str | None, seconds: int, obj: dict[str, Any], info: NodeInfo, last_beat: float,
         ends: Callable[[dict[str, Any], NodeInfo], bool],
     ) -> tuple[dict[str, Any], NodeInfo, str | None, float]:
-        """One WATCH window of ``seconds`` from ``rv`` on ``node``, shared by the waits: returns at the
-        first ADDED/MODIFIED object for which ``ends(obj, info)`` holds, or when the window closes,
-        heartbeating the node summary every :data:`HEARTBEAT_INTERVAL_SECONDS`. An expired
-        resourceVersion (410) or a broken stream re-lists. Returns (obj, info, rv, last_beat) as
-        last observed. Raises non-retryable ``NodeNotFound`` when the node is deleted."""
-        try:
-            for type_, event_obj in self.gateway.watch_node(node, resource_version=rv, timeout_seconds=seconds):
-                rv = objects.meta(event_obj).get("resourceVersion") or rv
-                if type_ == "BOOKMARK":
-                    continue
-                if type_ == "DELETED":
-                    raise fail("NodeNotFound", f"node {node} was deleted")
-                if type_ in ("ADDED", "MODIFIED"):
-                    obj, info = event_obj, node_info(event_obj)
-                    if ends(obj, info):
-                        break
-                if time.monotonic() - last_beat >= HEARTBEAT_INTERVAL_SECONDS:
-                    heartbeat(node_summary(info))
-                    last_beat = time.monotonic()
-        except Gone:
-            obj, info, rv = self._list_node(node)
-        except Unavailable as exc:
-            log().warning(f"node {node}: watch broke ({exc}); re-listing")
-            pause(0.5)
-            obj, info, rv = self._list_node(node)
-        return obj, info, rv, last_beat
+        """One WATCH window of ``seconds`` from ``rv`` on ``node`` (:func:`activities.cluster.watch.watch_window`),
+        shared by the waits: returns at the first ADDED/MODIFIED object for which ``ends(obj, info)``
+        holds, or when the window closes, heartbeating the node summary every
+        :data:`HEARTBEAT_INTERVAL_SECONDS`. Returns (obj, info, rv, last_beat) as last observed.
+        Raises non-retryable ``NodeNotFound`` when the node is deleted."""
+        state: list[Any] = [obj, info, last_beat]
+
+        def seen(type_: str, event_obj: dict[str, Any]) -> bool:
+            if type_ == "DELETED":
+                raise fail("NodeNotFound", f"node {node} was deleted")
+            if type_ in ("ADDED", "MODIFIED"):
+                state[0], state[1] = event_obj, node_info(event_obj)
+                if ends(state[0], state[1]):
+                    return True
+            if time.monotonic() - state[2] >= HEARTBEAT_INTERVAL_SECONDS:
+                heartbeat(node_summary(state[1]))
+                state[2] = time.monotonic()
+            return False
+
+        def relist() -> str | None:
+            state[0], state[1], new_rv = self._list_node(node)
+            return new_rv
+
+        rv = watch_window(
+            lambda rv, s: self.gateway.watch_node(node, resource_version=rv, timeout_seconds=s), rv, seconds, seen, relist,
+            f"node {node}",
+        )
+        return state[0], state[1], rv, state[2]
 
     def _list_node(self, name: str) -> tuple[dict[str, Any], NodeInfo, str | None]:
         items, rv = self.gateway.list_nodes_with_rv(field_selector=f"metadata.name={name}")
