@@ -55,7 +55,7 @@ async def patch_ds(sim: ClusterSim, ops: list[dict[str, Any]]) -> dict[str, Any]
             f"{sim.url}/apis/apps/v1/namespaces/openshift-sdn/daemonsets/sdn", data=json.dumps(ops),
             headers={"Content-Type": "application/json-patch+json"}) as r:
         body = await r.json()
-        assert r.status == 200, body
+        assert r.status == 200, (r.status, body.get("message"), body.get("reason"))
         return body  # type: ignore[no-any-return]
 
 
@@ -79,7 +79,15 @@ async def to_custom_image(sim: ClusterSim, prepull: bool = True) -> None:
     if prepull:
         results = await asyncio.gather(*(run(sim, n, "docker", "pull", CUSTOM) for n in NODES))
         assert all(code == 0 for _, _, code in results), results
-    ds = sim.store.get("daemonsets.apps", "sdn", "openshift-sdn")
+    # Read the DaemonSet once its controller has caught up with its spec: the status sync after an
+    # image revert (test_b) otherwise bumps the resourceVersion between this read and the patch,
+    # and the patch's `test` op then fails with 422 (seen under CI load).
+    def settled() -> dict[str, Any] | None:
+        ds = sim.store.get("daemonsets.apps", "sdn", "openshift-sdn")
+        gen = ds["metadata"].get("generation", 1)
+        return ds if (ds.get("status") or {}).get("observedGeneration") == gen else None
+
+    ds = await wait_for(settled, what="DaemonSet status caught up")
     await patch_ds(sim, [
         {"op": "test", "path": "/metadata/resourceVersion", "value": ds["metadata"]["resourceVersion"]},
         {"op": "remove", "path": "/metadata/annotations/image.openshift.io~1triggers"},
