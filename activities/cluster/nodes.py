@@ -150,9 +150,23 @@ class NodeActivities(GatewayActivities):
         :data:`HEARTBEAT_INTERVAL_SECONDS`, heartbeating; an expired resourceVersion or a broken
         stream re-lists). Raises non-retryable ``NodeNotFound`` when the node is absent or deleted."""
         deadline = time.monotonic() + input.timeout_seconds
-        obj, rv = self._list_one(input.node)
+        obj, rv = list_node(self, input.node)
+        last = [obj]  # the node as last seen by the watch
+
+        def seen(type_: str, event_obj: dict[str, Any]) -> bool:
+            if type_ == "DELETED":
+                raise fail("NodeNotFound", f"node {input.node} was deleted")
+            if type_ in ("ADDED", "MODIFIED"):
+                last[0] = event_obj
+                return node_info(event_obj).ready == input.ready
+            return False
+
+        def relist() -> str | None:
+            last[0], new_rv = list_node(self, input.node)
+            return new_rv
+
         while True:
-            info = node_info(obj)
+            info = node_info(last[0])
             if info.ready == input.ready:
                 return WaitNodeReadyResult(node=info, matched=True)
             now = time.monotonic()
@@ -161,32 +175,10 @@ class NodeActivities(GatewayActivities):
             heartbeat(node_summary(info))
             check_cancelled()
             window = max(1, min(int(HEARTBEAT_INTERVAL_SECONDS), int(deadline - now + 0.999)))
-            last = [obj]
-
-            def seen(type_: str, event_obj: dict[str, Any]) -> bool:
-                if type_ == "DELETED":
-                    raise fail("NodeNotFound", f"node {input.node} was deleted")
-                if type_ in ("ADDED", "MODIFIED"):
-                    last[0] = event_obj
-                    return node_info(event_obj).ready == input.ready
-                return False
-
-            def relist() -> str | None:
-                last[0], new_rv = self._list_one(input.node)
-                return new_rv
-
             rv = watch_window(
                 lambda rv, s: self.gateway.watch_node(input.node, resource_version=rv, timeout_seconds=s), rv, window, seen,
                 relist, f"node {input.node}",
             )
-            obj = last[0]
-
-    def _list_one(self, name: str) -> tuple[dict[str, Any], str | None]:
-        """The Node and the list's resourceVersion (to watch from). Raises ``NodeNotFound``."""
-        items, rv = self.gateway.list_nodes_with_rv(field_selector=f"metadata.name={name}")
-        if not items:
-            raise fail("NodeNotFound", f"node {name} not found")
-        return items[0], rv
 
     # --- events ----------------------------------------------------------------------------------
 
@@ -212,6 +204,15 @@ def procedure_of(workflow_id: str) -> str:
     """The procedure's workflow ID from a workflow ID: a node run's child ID is
     ``{procedure}/node/{node}/{attempt}``; any other ID is the procedure's own."""
     return workflow_id.split("/node/", 1)[0]
+
+
+def list_node(acts: GatewayActivities, name: str) -> tuple[dict[str, Any], str | None]:
+    """The Node ``name`` and the list's resourceVersion (to watch from): one LIST with
+    ``fieldSelector=metadata.name=NAME``. Raises non-retryable ``NodeNotFound``."""
+    items, rv = acts.gateway.list_nodes_with_rv(field_selector=f"metadata.name={name}")
+    if not items:
+        raise fail("NodeNotFound", f"node {name} not found")
+    return items[0], rv
 
 
 def set_annotations(acts: GatewayActivities, node: str, wanted: dict[str, str | None]) -> NodeInfo:

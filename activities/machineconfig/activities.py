@@ -25,7 +25,7 @@ from temporalio import activity
 
 from activities.cluster.base import GatewayActivities
 from activities.cluster.models import ANN_CURRENT_CONFIG, ANN_LAST_APPLIED_DRAIN, ANN_STATE, DaemonState, NodeInfo
-from activities.cluster.nodes import set_annotations, uncordon_owned
+from activities.cluster.nodes import list_node, set_annotations, uncordon_owned
 from activities.cluster.nodeinfo import node_info, node_summary
 from activities.cluster.watch import watch_window
 from activities.context import HEARTBEAT_INTERVAL_SECONDS, check_cancelled, fail, heartbeat, log
@@ -335,10 +335,8 @@ class MachineConfigActivities(GatewayActivities):
         return state[0], state[1], rv, state[2]
 
     def _list_node(self, name: str) -> tuple[dict[str, Any], NodeInfo, str | None]:
-        items, rv = self.gateway.list_nodes_with_rv(field_selector=f"metadata.name={name}")
-        if not items:
-            raise fail("NodeNotFound", f"node {name} not found")
-        return items[0], node_info(items[0]), rv
+        obj, rv = list_node(self, name)
+        return obj, node_info(obj), rv
 
     @activity.defn(name="get_pools_status", no_thread_cancel_exception=True)
     def get_pools_status(self, input: PoolsStatusInput) -> PoolsStatusResult:

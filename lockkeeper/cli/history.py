@@ -85,7 +85,7 @@ def rows_from_events(events: Any) -> tuple[list[dict[str, Any]], Any]:
             res = _payload(a.result) if kind.endswith("completed_event_attributes") else None
             detail = _fields(res, "node", "outcome", "phase", "reason", "safe_point", "attempt") if res else str(a.failure.message if hasattr(a, "failure") else "")
             is_node = isinstance(res, dict) and "node" in res and ("outcome" in res or "phase" in res)
-            if a.workflow_type.name == "LeaseWorkflow" or (not a.workflow_type.name and wid.startswith("lease/") and not is_node):
+            if a.workflow_type.name == "LeaseWorkflow":
                 continue  # a lease ending is no audit fact (its scope shows in status); a node run with a lease ID is one
             row = {"kind": "node" if is_node or "/node/" in wid or "/node:" in wid else "child",
                    "what": wid, "by": "", "detail": detail or ("failed" if "failed" in kind else "completed")}

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
@@ -342,7 +341,7 @@ class Leases:
         if held:
             raise await self.refusal(held[0])
 
-    async def probe_by_activity(self, scopes: list[str], *, timeouts: Any = None) -> None:
+    async def probe_by_activity(self, scopes: list[str], *, timeouts: acts.Timeouts = acts.DEFAULT_TIMEOUTS) -> None:
         """As :meth:`probe`, but one ``find_held_leases`` activity asks the server which of the
         scopes' lease workflow IDs run (:mod:`activities.leases`): one activity in the caller's
         history instead of two events per scope. Raises the LeaseHeld refusal (naming the holder,
@@ -354,7 +353,7 @@ class Leases:
         ids = [scope_workflow_id(s) for s in todo]
         found: FindHeldLeasesResult = await acts.call(
             acts.FIND_HELD_LEASES, FindHeldLeasesInput(lease_ids=ids), FindHeldLeasesResult,
-            seconds=PROBE_ACTIVITY_SECONDS, heartbeat=True, timeouts=timeouts or acts.DEFAULT_TIMEOUTS,
+            seconds=PROBE_ACTIVITY_SECONDS, heartbeat=True, timeouts=timeouts,
         )
         if found.held:
             raise await self.refusal(todo[ids.index(found.held[0])])
