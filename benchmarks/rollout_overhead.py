@@ -14,6 +14,7 @@ pool with ``max_unavailable``. Prints (issue 16's figures):
   uncordon-X, seen in clustersim's store) to lockkeeper's next write on that node (the cordon or
   uncordon PATCH in clustersim's request record). Target p99 < 250 ms;
 - node completions per second, and how the status query answered while the rollout ran;
+- the API requests per node, by verb and resource (clustersim's request record);
 - where a node run's time goes (the mean time between each pair of successive events of its
   history, the largest six), and the parent's view of a node (start command to completion, and
   completion to the next start command);
@@ -39,6 +40,7 @@ about 1.26 at 0.1.
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 import asyncio
 from dataclasses import dataclass, field
 from typing import Any
@@ -296,6 +298,11 @@ async def main(args: argparse.Namespace) -> None:
                 follower.cancel()
                 sub.close()
 
+                # API requests lockkeeper sent, by verb and resource (the simulator's record).
+                api_calls = Counter(
+                    f"{e.verb} {e.resource}{'/' + e.subresource if e.subresource else ''}" for e in sim.requests.entries()
+                )
+                api_recorded, api_kept = sum(api_calls.values()), sim.requests.maxlen
                 # Reaction: the first node write (PATCH) by lockkeeper after each daemon ask.
                 patches = sorted(
                     (e.time, e.name) for e in sim.requests.entries(verb="patch", resource="nodes") if e.code < 300
@@ -370,6 +377,9 @@ async def main(args: argparse.Namespace) -> None:
           f" signals {leases.signals}")
     print(f"all events per node (parent + children + leases): {(parent.events + sum(children.events_per_run) + leases.events) / n:.1f}")
     print(f"node completions per second: {done_nodes / actual:.2f}")
+    print(f"API requests per node: {api_recorded / n:.1f} ("
+          + ", ".join(f"{k} {v / n:.2f}" for k, v in api_calls.most_common())
+          + (f"; the record keeps only the last {api_kept}" if api_recorded >= api_kept else "") + ")")
     print("CPU seconds over the run: " + ", ".join(f"{k} {v:.0f} ({v / actual:.0%} of a core)" for k, v in cpu.items()))
     print(f"status query during the run: {status_ok} full answers, {status_failed} failures"
           + (f" (first: {status_errors[0]})" if status_errors else ""))

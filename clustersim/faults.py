@@ -49,6 +49,11 @@ class RequestRecord:
     def __init__(self, maxlen: int = 100_000) -> None:
         self._entries: deque[RequestEntry] = deque(maxlen=maxlen)
 
+    @property
+    def maxlen(self) -> int:
+        """Entries kept: the oldest are dropped beyond it."""
+        return self._entries.maxlen or 0
+
     def add(self, entry: RequestEntry) -> None:
         """Append one entry."""
         self._entries.append(entry)

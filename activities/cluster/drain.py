@@ -117,7 +117,8 @@ class DrainActivities(GatewayActivities):
         """
         gw = self.gateway
         node = input.node
-        pods = gw.list_pods(field_selector=f"spec.nodeName={node}")
+        on_node, listed_rv = self._node_pods(f"spec.nodeName={node}")
+        pods = [on_node[k] for k in sorted(on_node)]
         waiting: dict[str, str] = {}
         evicted: list[str] = []
         refused: list[str] = []
@@ -167,7 +168,7 @@ class DrainActivities(GatewayActivities):
                 + (f", blocked by disruption budgets: {', '.join(blocked_names)}" if blocked else "")
                 + (f", refused: {'; '.join(refused)}" if refused else "")
             )
-        left = self._wait_pods_gone(node, waiting, input.wait_seconds, evicted, blocked)
+        left = self._wait_pods_gone(node, waiting, input.wait_seconds, evicted, blocked, (on_node, listed_rv))
         remaining = sorted(
             objects.pod_key(p)
             for p in left
@@ -188,19 +189,21 @@ class DrainActivities(GatewayActivities):
         wait_seconds: float,
         evicted: list[str],
         blocked: list[tuple[dict[str, Any], KubeError]],
+        listed: tuple[dict[str, dict[str, Any]], str | None],
     ) -> list[dict[str, Any]]:
         """Watch the node's pods until every ``waiting`` pod (key -> uid) is gone or replaced,
         or ``wait_seconds`` passed. Returns the node's pods at the end, by key.
 
-        One LIST (``fieldSelector=spec.nodeName=NODE``), then WATCH windows of at most
-        :data:`HEARTBEAT_INTERVAL_SECONDS` from its resourceVersion: the pod's DELETED event
+        ``listed``: the pass's own LIST of the node's pods (by key) and its resourceVersion.
+        WATCH windows of at most :data:`HEARTBEAT_INTERVAL_SECONDS` from that resourceVersion
+        replay the evictions' effects and then follow the pods (no second LIST): the pod's DELETED event
         ends the wait as the API server sends it (a poll lost up to its interval on the
         rollout's critical path, issue 16). An expired resourceVersion or a broken stream
         re-lists."""
         field = f"spec.nodeName={node}"
         deadline = time.monotonic() + max(0.0, wait_seconds)
         last_beat = time.monotonic()  # the first beat after an interval: a short wait sends none (issue 16)
-        current, rv = self._node_pods(field)
+        current, rv = dict(listed[0]), listed[1]
 
         def left() -> list[str]:  # the waiting pods still there (same key, same uid)
             return sorted(k for k, uid in waiting.items() if k in current and objects.meta(current[k]).get("uid", "") == uid)

@@ -80,24 +80,7 @@ class NodeActivities(GatewayActivities):
         already names ``owner`` (a retry after our own cordon), False when somebody else
         cordoned it (then lockkeeper never uncordons it).
         """
-        for _ in range(CONFLICT_RETRIES):
-            obj = self._node(input.node)
-            info = node_info(obj)
-            if info.unschedulable:
-                return CordonResult(cordoned_by_us=info.cordoned_by == input.owner, was_unschedulable=True)
-            patch = {
-                "metadata": {"annotations": {ANN_CORDONED_BY: input.owner}, "resourceVersion": info.resource_version},
-                "spec": {"unschedulable": True},
-            }
-            try:
-                self.gateway.patch_node(input.node, patch)
-            except NotFound:
-                raise fail("NodeNotFound", f"node {input.node} not found") from None
-            except Conflict:
-                continue
-            log().info(f"node {input.node}: cordoned for {input.owner}")
-            return CordonResult(cordoned_by_us=True, was_unschedulable=False)
-        raise ConflictExhausted(f"node {input.node} kept changing while cordoning")
+        return cordon_for(self, input.node, input.owner)
 
     @activity.defn(name="uncordon_node", no_thread_cancel_exception=True)
     def uncordon_node(self, input: UncordonInput) -> UncordonResult:
@@ -215,19 +198,32 @@ def list_node(acts: GatewayActivities, name: str) -> tuple[dict[str, Any], str |
     return items[0], rv
 
 
-def set_annotations(acts: GatewayActivities, node: str, wanted: dict[str, str | None]) -> NodeInfo:
+def set_annotations(
+    acts: GatewayActivities, node: str, wanted: dict[str, str | None], known: dict[str, Any] | None = None
+) -> NodeInfo:
     """Body of ``set_node_annotations`` (shared with activities that answer the daemon): one
     merge patch with only the keys that differ from the Node as read, none when nothing does.
-    Returns the Node after the change. Raises non-retryable ``NodeNotFound``."""
+    Returns the Node after the change. Raises non-retryable ``NodeNotFound``.
+
+    ``known``: the Node as the caller just observed it (a watch event, the answer to its own
+    write). The diff is taken from it and the patch is conditional on its resourceVersion, so no
+    GET is needed; a 409 (the node changed since) falls back to read-then-patch."""
+    if known is not None and objects.meta(known).get("resourceVersion"):
+        diff = _annotation_diff(objects.annotations(known), wanted)
+        if not diff:
+            return node_info(known)
+        rv = objects.meta(known)["resourceVersion"]
+        try:
+            patched = acts.gateway.patch_node(node, {"metadata": {"annotations": diff, "resourceVersion": rv}})
+        except NotFound:
+            raise fail("NodeNotFound", f"node {node} not found") from None
+        except Conflict:
+            pass
+        else:
+            log().info(f"node {node}: annotations set {diff}")
+            return node_info(patched)
     obj = acts._node(node)
-    current = objects.annotations(obj)
-    diff: dict[str, str | None] = {}
-    for key, value in wanted.items():
-        if value is None:
-            if key in current:
-                diff[key] = None
-        elif current.get(key) != value:
-            diff[key] = value
+    diff = _annotation_diff(objects.annotations(obj), wanted)
     if not diff:
         return node_info(obj)
     try:
@@ -238,23 +234,33 @@ def set_annotations(acts: GatewayActivities, node: str, wanted: dict[str, str | 
     return node_info(patched)
 
 
-def uncordon_owned(acts: GatewayActivities, node: str, owner: str) -> UncordonResult:
-    """Body of ``uncordon_node`` (shared with activities that answer the daemon): uncordon only
-    if ``lockkeeper.io/cordoned-by == owner``, removing the annotation in the same patch,
-    conditional on the resourceVersion read (409: read again, up to ``CONFLICT_RETRIES``).
-    Raises non-retryable ``NodeNotFound``; ``ConflictExhausted`` when the node kept changing."""
+def _annotation_diff(current: dict[str, str], wanted: dict[str, str | None]) -> dict[str, str | None]:
+    """The merge-patch annotations that make ``current`` hold ``wanted`` (None removes a key)."""
+    diff: dict[str, str | None] = {}
+    for key, value in wanted.items():
+        if value is None:
+            if key in current:
+                diff[key] = None
+        elif current.get(key) != value:
+            diff[key] = value
+    return diff
+
+
+def cordon_for(acts: GatewayActivities, node: str, owner: str, known: dict[str, Any] | None = None) -> CordonResult:
+    """Body of ``cordon_node`` (shared with ``drain_when_asked``): ``spec.unschedulable=true``
+    and ``lockkeeper.io/cordoned-by=owner`` in ONE patch conditional on the resourceVersion read
+    (409: read again, up to ``CONFLICT_RETRIES``). ``known``: the Node as the caller just
+    observed it, used instead of the first read (the patch stays conditional on its
+    resourceVersion). Raises non-retryable ``NodeNotFound``; ``ConflictExhausted`` when the
+    node kept changing."""
     for _ in range(CONFLICT_RETRIES):
-        info = node_info(acts._node(node))
-        if not info.unschedulable:
-            if info.cordoned_by == owner:
-                _patch_if_present(acts, node, {"metadata": {"annotations": {ANN_CORDONED_BY: None}}})
-            return UncordonResult(uncordoned=True)
-        if info.cordoned_by != owner:
-            who = info.cordoned_by or "somebody else (no lockkeeper.io/cordoned-by annotation)"
-            return UncordonResult(uncordoned=False, left_cordoned_reason=f"node {node} was cordoned by {who}")
+        obj, known = known if known is not None else acts._node(node), None
+        info = node_info(obj)
+        if info.unschedulable:
+            return CordonResult(cordoned_by_us=info.cordoned_by == owner, was_unschedulable=True)
         patch = {
-            "metadata": {"annotations": {ANN_CORDONED_BY: None}, "resourceVersion": info.resource_version},
-            "spec": {"unschedulable": None},
+            "metadata": {"annotations": {ANN_CORDONED_BY: owner}, "resourceVersion": info.resource_version},
+            "spec": {"unschedulable": True},
         }
         try:
             acts.gateway.patch_node(node, patch)
@@ -262,8 +268,48 @@ def uncordon_owned(acts: GatewayActivities, node: str, owner: str) -> UncordonRe
             raise fail("NodeNotFound", f"node {node} not found") from None
         except Conflict:
             continue
+        log().info(f"node {node}: cordoned for {owner}")
+        return CordonResult(cordoned_by_us=True, was_unschedulable=False)
+    raise ConflictExhausted(f"node {node} kept changing while cordoning")
+
+
+def uncordon_owned(acts: GatewayActivities, node: str, owner: str) -> UncordonResult:
+    """Body of ``uncordon_node``: see :func:`uncordon_seen`."""
+    return uncordon_seen(acts, node, owner)[0]
+
+
+def uncordon_seen(
+    acts: GatewayActivities, node: str, owner: str, known: dict[str, Any] | None = None
+) -> tuple[UncordonResult, dict[str, Any] | None]:
+    """Uncordon only if ``lockkeeper.io/cordoned-by == owner``, removing the annotation in the
+    same patch, conditional on the resourceVersion read (409: read again, up to
+    ``CONFLICT_RETRIES``). ``known``: the Node as the caller just observed it, used instead of
+    the first read (the patch stays conditional on its resourceVersion). Returns the result and
+    the Node as it was left (the patch's answer; None after the removal of a stale annotation).
+    Raises non-retryable ``NodeNotFound``; ``ConflictExhausted`` when the node kept changing."""
+    for _ in range(CONFLICT_RETRIES):
+        obj, known = known if known is not None else acts._node(node), None
+        info = node_info(obj)
+        if not info.unschedulable:
+            if info.cordoned_by == owner:
+                _patch_if_present(acts, node, {"metadata": {"annotations": {ANN_CORDONED_BY: None}}})
+                return UncordonResult(uncordoned=True), None
+            return UncordonResult(uncordoned=True), obj
+        if info.cordoned_by != owner:
+            who = info.cordoned_by or "somebody else (no lockkeeper.io/cordoned-by annotation)"
+            return UncordonResult(uncordoned=False, left_cordoned_reason=f"node {node} was cordoned by {who}"), obj
+        patch = {
+            "metadata": {"annotations": {ANN_CORDONED_BY: None}, "resourceVersion": info.resource_version},
+            "spec": {"unschedulable": None},
+        }
+        try:
+            patched = acts.gateway.patch_node(node, patch)
+        except NotFound:
+            raise fail("NodeNotFound", f"node {node} not found") from None
+        except Conflict:
+            continue
         log().info(f"node {node}: uncordoned (cordoned by {owner})")
-        return UncordonResult(uncordoned=True)
+        return UncordonResult(uncordoned=True), patched
     raise ConflictExhausted(f"node {node} kept changing while uncordoning")
 
 

@@ -12,9 +12,8 @@ Design choices (kopf ``_cogs/clients`` style):
   :meth:`watch`, :meth:`evict` and :meth:`exec_in_pod`. A new kind is one line in the table.
   The per-kind methods (``get_node``, ``list_pods``...) are one-line conveniences over them
   (:mod:`activities.kube.shortcuts`).
-* Every verb returns plain JSON dicts exactly as the API serves them (camelCase keys); the
-  typed client models are skipped: they cost CPU on big lists and would turn a harmless missing
-  optional field into a validation error.
+* Every verb returns plain JSON dicts exactly as the API serves them (camelCase keys); typed client
+  models cost CPU on big lists and would turn a missing optional field into a validation error.
 * Every ``ApiException`` and transport error becomes one of the types of
   :mod:`activities.kube.errors` (``NotFound``, ``Conflict``, ``TooManyRequests`` with the parsed
   ``Status`` body, ``Invalid``, ``Unavailable``...).
@@ -44,7 +43,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from activities.kube.errors import KubeconfigError, Unavailable, Unreachable, error_for_status
-from activities.kube.kubeconfig import check_kubeconfig_file, mask_secrets
+from activities.kube.kubeconfig import check_kubeconfig_file, mask_secrets, throttle_token_refresh
 from activities.kube.resources import resource
 from activities.kube.shortcuts import KindShortcuts
 from activities.kube.translate import map_api_exception, map_exec_exception
@@ -147,6 +146,7 @@ class KubeGateway(KindShortcuts):
             raise KubeconfigError(f"kubeconfig {kube_path} (context {used_context}): {mask_secrets(str(exc))}") from None
         if not api_client.configuration.host:
             raise KubeconfigError(f"kubeconfig {kube_path} (context {used_context}) gives no API server address")
+        throttle_token_refresh(api_client.configuration)
         gateway = cls(
             api_client,
             description=f"{api_client.configuration.host} (context {used_context})",

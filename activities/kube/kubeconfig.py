@@ -9,7 +9,10 @@ the client's stack trace. Format: the kubeconfig v1 layout (``contexts[].context
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -19,6 +22,42 @@ _SECRET_PATTERNS = [
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+"),
     re.compile(r"(?i)((?:token|password|client-key-data|api[_-]?key|authorization)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"),
 ]
+
+
+#: Seconds between two runs of the client's token refresh hook (see :func:`throttle_token_refresh`).
+TOKEN_REFRESH_INTERVAL_SECONDS = 1.0
+
+
+def throttle_token_refresh(configuration: Any, interval: float = TOKEN_REFRESH_INTERVAL_SECONDS) -> None:
+    """Run the ``kubernetes`` client's ``refresh_api_key_hook`` at most once per ``interval`` seconds.
+
+    A configuration loaded from a kubeconfig with a token gets a hook that runs before every
+    request (``Configuration.get_api_key_with_prefix``). It re-applies the whole kubeconfig:
+    setting ``host`` again reads every proxy variable of the environment (``urllib``'s
+    ``getproxies_environment``), 3 to 4 % of a busy worker's CPU (py-spy, 600-node rollout,
+    issue 16). The hook reloads a credential only when it expires within five minutes
+    (``kubernetes.config.kube_config``, ``EXPIRY_SKEW_PREVENTION_DELAY``), so running it once a
+    second never lets an expired token through. The hook installs a fresh copy of itself each time
+    it runs; the wrapper takes its place again. No hook (a client certificate, in-cluster): nothing
+    to do."""
+    hook = getattr(configuration, "refresh_api_key_hook", None)
+    if hook is None:
+        return
+    state: dict[str, Any] = {"hook": hook, "next": 0.0}
+
+    def throttled(conf: Any) -> None:
+        now = time.monotonic()
+        if now < state["next"]:
+            return
+        state["next"] = now + interval
+        inner: Callable[[Any], None] = state["hook"]
+        inner(conf)
+        fresh = conf.refresh_api_key_hook
+        if fresh is not throttled and fresh is not None:
+            state["hook"] = fresh
+            conf.refresh_api_key_hook = throttled
+
+    configuration.refresh_api_key_hook = throttled
 
 
 def mask_secrets(text: str) -> str:

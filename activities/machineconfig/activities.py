@@ -25,7 +25,7 @@ from temporalio import activity
 
 from activities.cluster.base import GatewayActivities
 from activities.cluster.models import ANN_CURRENT_CONFIG, ANN_LAST_APPLIED_DRAIN, ANN_STATE, DaemonState, NodeInfo
-from activities.cluster.nodes import list_node, set_annotations, uncordon_owned
+from activities.cluster.nodes import list_node, set_annotations, uncordon_seen
 from activities.cluster.nodeinfo import node_info, node_summary
 from activities.cluster.watch import watch_window
 from activities.context import HEARTBEAT_INTERVAL_SECONDS, check_cancelled, fail, heartbeat, log
@@ -230,30 +230,36 @@ class MachineConfigActivities(GatewayActivities):
         ``any_of`` pair. ``degraded`` is set whenever the daemon's state is Degraded or
         Unreconcilable (callers check it first: it may coincide with ``matched``).
 
-        One LIST (fieldSelector metadata.name=NODE) then WATCH from its resourceVersion in
-        windows of :data:`HEARTBEAT_INTERVAL_SECONDS`, heartbeating the last observed node
-        summary between events; an expired resourceVersion (410) or a broken stream re-lists.
+        One WATCH without resourceVersion (``fieldSelector=metadata.name=NODE``: the node as it
+        is first, then its changes; :meth:`_first_sight`), then WATCH windows of
+        :data:`HEARTBEAT_INTERVAL_SECONDS` from the last resourceVersion seen, heartbeating the
+        last observed node summary between events; an expired resourceVersion (410) or a broken
+        stream re-lists.
         A change is seen as soon as the API server sends it. Raises non-retryable
         ``NodeNotFound`` when the node does not exist or is deleted.
         """
+        return self.wait_for_node_seen(input)[0]
+
+    def wait_for_node_seen(self, input: WaitForNodeInput) -> tuple[WaitForNodeResult, dict[str, Any]]:
+        """Body of :meth:`wait_for_node`; also returns the Node object as last seen (a caller
+        that writes next makes its write conditional on it instead of reading the node again)."""
         deadline = time.monotonic() + max(0.0, input.timeout_seconds)
-        obj, info, rv = self._list_node(input.node)
         last_beat = time.monotonic()  # the first beat after an interval: a short wait sends none (issue 16)
+        ends: Callable[[dict[str, Any], NodeInfo], bool] = lambda o, i: _wait_outcome(input, o, i) is not None  # noqa: E731
+        obj, info, rv, last_beat = self._first_sight(input.node, deadline, last_beat, ends)
         while True:
             result = _wait_outcome(input, obj, info)
             if result is not None:
-                return result
+                return result, obj
             now = time.monotonic()
             if now >= deadline:
-                return WaitForNodeResult(node=info, matched=False, timed_out=True)
+                return WaitForNodeResult(node=info, matched=False, timed_out=True), obj
             if now - last_beat >= HEARTBEAT_INTERVAL_SECONDS:
                 heartbeat(node_summary(info))
                 last_beat = now
             check_cancelled()
             window = max(1, min(int(HEARTBEAT_INTERVAL_SECONDS), int(deadline - now + 0.999)))
-            obj, info, rv, last_beat = self._watch_window(
-                input.node, rv, window, obj, info, last_beat, lambda o, i: _wait_outcome(input, o, i) is not None
-            )
+            obj, info, rv, last_beat = self._watch_window(input.node, rv, window, obj, info, last_beat, ends)
 
     @activity.defn(name="wait_for_node_done", no_thread_cancel_exception=True)
     def wait_for_node_done(self, input: WaitForNodeDoneInput) -> WaitForNodeDoneResult:
@@ -269,19 +275,24 @@ class MachineConfigActivities(GatewayActivities):
         answered first, also while Degraded. Each write is idempotent, so an attempt retried
         after a crash answers only what is still missing.
 
-        Watching as :meth:`wait_for_node` (LIST, then WATCH windows with heartbeats). Returns
+        Watching as :meth:`wait_for_node` (WATCH windows with heartbeats), and both writes are
+        conditional on the node as the watch last showed it, with no read before them. Returns
         ``timed_out`` after ``timeout_seconds``. Raises non-retryable ``NodeNotFound``; API errors
         of the writes propagate and the attempt is retried by its policy.
         """
         deadline = time.monotonic() + max(0.0, input.timeout_seconds)
-        obj, info, rv = self._list_node(input.node)
         answered_at: datetime | None = None
         uncordon = None
         last_beat = time.monotonic()  # the first beat after an interval: a short wait sends none (issue 16)
+        ends: Callable[[dict[str, Any], NodeInfo], bool] = (  # noqa: E731
+            lambda _, i: _asks_uncordon(input, i) or _done_outcome(input, i) is not None
+        )
+        obj, info, rv, last_beat = self._first_sight(input.node, deadline, last_beat, ends)
         while True:
             if _asks_uncordon(input, info):
-                uncordon = uncordon_owned(self, input.node, input.owner)
-                info = set_annotations(self, input.node, {ANN_LAST_APPLIED_DRAIN: uncordon_value(input.target)})
+                # Both writes conditional on the node as just seen: no read before either.
+                uncordon, left = uncordon_seen(self, input.node, input.owner, known=obj)
+                info = set_annotations(self, input.node, {ANN_LAST_APPLIED_DRAIN: uncordon_value(input.target)}, known=left)
                 answered_at = answered_at or datetime.now(UTC)
                 rv = info.resource_version or rv  # watch on after our own writes
                 log().info(f"node {input.node}: uncordon answered ({uncordon_value(input.target)})")
@@ -296,15 +307,12 @@ class MachineConfigActivities(GatewayActivities):
                 last_beat = now
             check_cancelled()
             window = max(1, min(int(HEARTBEAT_INTERVAL_SECONDS), int(deadline - now + 0.999)))
-            obj, info, rv, last_beat = self._watch_window(
-                input.node, rv, window, obj, info, last_beat,
-                lambda _, i: _asks_uncordon(input, i) or _done_outcome(input, i) is not None,
-            )
+            obj, info, rv, last_beat = self._watch_window(input.node, rv, window, obj, info, last_beat, ends)
 
     def _watch_window(
-        self, node: str, rv: str | None, seconds: int, obj: dict[str, Any], info: NodeInfo, last_beat: float,
-        ends: Callable[[dict[str, Any], NodeInfo], bool],
-    ) -> tuple[dict[str, Any], NodeInfo, str | None, float]:
+        self, node: str, rv: str | None, seconds: int, obj: dict[str, Any] | None, info: NodeInfo | None,
+        last_beat: float, ends: Callable[[dict[str, Any], NodeInfo], bool],
+    ) -> tuple[Any, Any, str | None, float]:
         """One WATCH window of ``seconds`` from ``rv`` on ``node`` (:func:`activities.cluster.watch.watch_window`),
         shared by the waits: returns at the first ADDED/MODIFIED object for which ``ends(obj, info)``
         holds, or when the window closes, heartbeating the node summary every
@@ -319,7 +327,7 @@ class MachineConfigActivities(GatewayActivities):
                 state[0], state[1] = event_obj, node_info(event_obj)
                 if ends(state[0], state[1]):
                     return True
-            if time.monotonic() - state[2] >= HEARTBEAT_INTERVAL_SECONDS:
+            if state[1] is not None and time.monotonic() - state[2] >= HEARTBEAT_INTERVAL_SECONDS:
                 heartbeat(node_summary(state[1]))
                 state[2] = time.monotonic()
             return False
@@ -333,6 +341,26 @@ class MachineConfigActivities(GatewayActivities):
             f"node {node}",
         )
         return state[0], state[1], rv, state[2]
+
+    def _first_sight(
+        self, node: str, deadline: float, last_beat: float, ends: Callable[[dict[str, Any], NodeInfo], bool]
+    ) -> tuple[dict[str, Any], NodeInfo, str | None, float]:
+        """The Node as it is, from a WATCH without resourceVersion: the API server sends the
+        current object first (a synthetic ADDED, Kubernetes API concepts "Semantics for watch"),
+        then its changes, so one request does what a LIST and a WATCH did (issue 16). The window
+        ends at the first object for which ``ends`` holds, or as :meth:`_watch_window`'s. When
+        no object came (a node that does not exist, a stream cut early), one LIST decides:
+        non-retryable ``NodeNotFound``, or the node and the list's resourceVersion.
+        Returns (obj, info, rv, last_beat)."""
+        left = deadline - time.monotonic()
+        if left <= 0:  # no time to watch: read it once
+            obj, info, rv = self._list_node(node)
+            return obj, info, rv, last_beat
+        seconds = max(1, min(int(HEARTBEAT_INTERVAL_SECONDS), int(left + 0.999)))
+        obj, info, rv, last_beat = self._watch_window(node, None, seconds, None, None, last_beat, ends)
+        if obj is None or info is None:
+            obj, info, rv = self._list_node(node)
+        return obj, info, rv, last_beat
 
     def _list_node(self, name: str) -> tuple[dict[str, Any], NodeInfo, str | None]:
         obj, rv = list_node(self, name)

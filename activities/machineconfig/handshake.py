@@ -19,8 +19,8 @@ from temporalio import activity
 
 from activities.cluster.base import GatewayActivities
 from activities.cluster.drain import DrainActivities
-from activities.cluster.models import ANN_CURRENT_CONFIG, ANN_DESIRED_DRAIN, CordonInput
-from activities.cluster.nodes import NodeActivities
+from activities.cluster.models import ANN_CURRENT_CONFIG, ANN_DESIRED_DRAIN
+from activities.cluster.nodes import cordon_for
 from activities.context import log
 from activities.machineconfig.activities import MachineConfigActivities
 from activities.machineconfig.models import (
@@ -42,9 +42,8 @@ class HandshakeActivities(GatewayActivities):
 
     def __init__(self, gateway_factory: Callable[[], KubeGateway]) -> None:
         super().__init__(gateway_factory)
-        shared = lambda: self.gateway  # noqa: E731 - one gateway (and connection pool) for all three
+        shared = lambda: self.gateway  # noqa: E731 - one gateway (and connection pool) for both
         self._mco = MachineConfigActivities(shared)
-        self._nodes = NodeActivities(shared)
         self._drains = DrainActivities(shared)
 
     @activity.defn(name="drain_when_asked", no_thread_cancel_exception=True)
@@ -52,7 +51,8 @@ class HandshakeActivities(GatewayActivities):
         """Watch the Node (as ``wait_for_node``, up to ``timeout_seconds``) until the daemon asks
         for the drain of ``target``, it asks for the uncordon, the node is at ``target`` or the
         daemon is degraded. On the drain request (lastAppliedDrain not yet answered): cordon for
-        ``owner`` (``cordon_node``: a node somebody else cordoned stays theirs) and make one drain
+        ``owner`` (as ``cordon_node``, conditional on the node as the watch showed it: a node
+        somebody else cordoned stays theirs) and make one drain
         pass (``drain_node`` with ``input.drain``). Every step is idempotent, so a retried attempt
         re-reads and does only what is missing. Raises non-retryable ``NodeNotFound``; API errors
         propagate for the activity's retry policy.
@@ -62,14 +62,14 @@ class HandshakeActivities(GatewayActivities):
             node=input.node, value=drain_v, timeout_seconds=input.timeout_seconds,
             any_of=[(ANN_DESIRED_DRAIN, uncordon_v), (ANN_CURRENT_CONFIG, input.target)],
         )
-        seen = self._mco.wait_for_node(wait)
+        seen, obj = self._mco.wait_for_node_seen(wait)
         node = seen.node
         if node.desired_drain != drain_v or node.last_applied_drain == drain_v:
             return DrainWhenAskedResult(
                 node=node, asked=False, matched=seen.matched, degraded=seen.degraded, timed_out=seen.timed_out
             )
         started = time.monotonic()
-        cordon = self._nodes.cordon_node(CordonInput(node=input.node, owner=input.owner))
+        cordon = cordon_for(self, input.node, input.owner, known=obj)  # conditional on the node as seen
         drain = self._drains.drain_node(input.drain.model_copy(update={"node": input.node}))
         log().info(f"node {input.node}: drain asked ({drain_v}); cordoned and drained, done={drain.done}")
         return DrainWhenAskedResult(

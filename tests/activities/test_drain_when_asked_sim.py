@@ -33,6 +33,9 @@ async def test_waits_for_the_request_then_cordons_and_drains(r2: Harness) -> Non
     assert stored["spec"]["unschedulable"] is True and stored["metadata"]["annotations"][ANN_CORDONED_BY] == owner
     evictions = [e for e in h.sim.requests.entries() if e.verb == "create" and e.subresource == "eviction"]
     assert evictions, "the pass evicted through the Eviction API"
+    # One LIST of the node's pods per pass: the wait for them to go watches from its resourceVersion.
+    pod_reads = [e.verb for e in h.sim.requests.entries() if e.resource == "pods" and e.namespace == ""]
+    assert pod_reads.count("list") == 1, pod_reads
 
 
 async def test_no_request_changes_nothing(r1_static: Harness) -> None:

@@ -117,3 +117,82 @@ async def test_a_change_during_the_watch_ends_it(r1_static: Harness) -> None:
     h.set_annotations(node, **{ANN_CURRENT_CONFIG: target, ANN_STATE: "Done"})
     result = await asyncio.wait_for(task, 10)
     assert result.outcome == "done" and result.uncordon_answered_at is not None
+
+
+async def test_the_handshake_waits_read_the_node_only_by_watching(r2: Harness) -> None:
+    """Issue 16: a node's waits open with a WATCH without resourceVersion (the node first, as a
+    synthetic ADDED) instead of LIST + WATCH, and the cordon, uncordon and hand-offs they answer
+    are conditional on the node as the watch showed it, with no GET before them. The node run's
+    API requests fall from 19 to 14 per node."""
+    h = r2
+    node, owner, target = "okd-worker-01", "rollout/node/okd-worker-01", R2_WORKER_TARGET
+    h.sim.store.mutate(
+        "poddisruptionbudgets.policy", "router-default", "openshift-ingress", lambda o: o["spec"].update(minAvailable=0)
+    )
+    await h.run(h.acts.set_node_annotations, SetNodeAnnotationsInput(node=node, annotations={ANN_DESIRED_CONFIG: target}))
+    h.sim.requests.clear()
+    asked = await h.run(h.mco.wait_for_node, WaitForNodeInput(node=node, value=drain_value(target), timeout_seconds=30))
+    assert asked.matched and asked.node.desired_drain == drain_value(target)
+    await h.run(h.acts.set_node_annotations, SetNodeAnnotationsInput(node=node, annotations={ANN_CORDONED_BY: owner}))
+    h.sim.store.mutate("nodes", node, None, lambda o: o["spec"].update(unschedulable=True))
+    await h.run(h.acts.set_node_annotations, SetNodeAnnotationsInput(node=node, annotations={ANN_LAST_APPLIED_DRAIN: drain_value(target)}))
+    waits = [e for e in h.sim.requests.entries() if e.resource == "nodes" and e.verb in ("list", "watch")]
+    assert [e.verb for e in waits][:1] == ["watch"] and all(e.verb == "watch" for e in waits), waits
+    h.sim.requests.clear()
+
+    done = await h.run(h.mco.wait_for_node_done, WaitForNodeDoneInput(node=node, target=target, owner=owner, timeout_seconds=60))
+
+    assert done.outcome == "done" and done.uncordon is not None and done.uncordon.uncordoned, done
+    verbs = [e.verb for e in h.sim.requests.entries() if e.resource == "nodes" and e.name in (node, "")]
+    assert "get" not in verbs and "list" not in verbs, verbs
+    assert verbs.count("patch") == 2, verbs  # the uncordon, then lastAppliedDrain=uncordon-X
+
+
+async def test_a_stale_node_falls_back_to_read_then_write(r1_static: Harness) -> None:
+    """The writes made on the node as last seen are conditional on its resourceVersion: when the
+    node changed since, the API answers 409 and the write reads the node and diffs again, so
+    nothing is written on a stale view (and nothing is lost)."""
+    from activities.cluster.nodes import cordon_for, set_annotations, uncordon_seen
+    from activities.machineconfig.activities import MachineConfigActivities
+
+    h, node, owner = r1_static, "qsu-app-04", "rollout/node/qsu-app-04"
+    acts = MachineConfigActivities(lambda: h.gateway)
+    stale = h.sim.store.get("nodes", node)
+    h.set_annotations(node, **{ANN_STATE: "Working"})  # moves the resourceVersion on
+    h.sim.requests.clear()
+
+    info = await asyncio.to_thread(set_annotations, acts, node, {ANN_LAST_APPLIED_DRAIN: "drain-x"}, stale)
+    assert info.last_applied_drain == "drain-x" and info.state == "Working"
+    codes = [(e.verb, e.code) for e in h.sim.requests.entries() if e.resource == "nodes"]
+    assert codes == [("patch", 409), ("get", 200), ("patch", 200)], codes
+
+    # Nothing to change on the node as seen: no request at all.
+    fresh = h.sim.store.get("nodes", node)
+    h.sim.requests.clear()
+    same = await asyncio.to_thread(set_annotations, acts, node, {ANN_LAST_APPLIED_DRAIN: "drain-x"}, fresh)
+    assert same.last_applied_drain == "drain-x" and h.sim.requests.entries() == []
+
+    cordon = await asyncio.to_thread(cordon_for, acts, node, owner, stale)  # 409, then read, then cordon
+    assert cordon.cordoned_by_us and h.sim.store.get("nodes", node)["spec"]["unschedulable"] is True
+    cordoned = h.sim.store.get("nodes", node)
+    h.set_annotations(node, **{ANN_STATE: "Done"})
+    h.sim.requests.clear()
+    result, left = await asyncio.to_thread(uncordon_seen, acts, node, owner, cordoned)  # 409, read, uncordon
+    assert result.uncordoned and left is not None and not left["spec"].get("unschedulable")
+    codes = [(e.verb, e.code) for e in h.sim.requests.entries() if e.resource == "nodes"]
+    assert codes == [("patch", 409), ("get", 200), ("patch", 200)], codes
+    assert ANN_CORDONED_BY not in h.sim.store.get("nodes", node)["metadata"]["annotations"]
+
+
+async def test_a_wait_on_a_missing_node_says_so(r1_static: Harness) -> None:
+    """The WATCH without resourceVersion shows nothing for a node that does not exist; one LIST
+    then raises the non-retryable ``NodeNotFound`` (as the LIST-first wait did)."""
+    from temporalio.exceptions import ApplicationError
+
+    h = r1_static
+    with pytest.raises(ApplicationError) as missing:
+        await h.run(h.mco.wait_for_node, WaitForNodeInput(node="no-such-node", value="x", timeout_seconds=5))
+    assert missing.value.type == "NodeNotFound" and missing.value.non_retryable
+    with pytest.raises(ApplicationError) as missing_done:
+        await _answers(h, "no-such-node", owner="o", timeout=5)
+    assert missing_done.value.type == "NodeNotFound"
