@@ -68,7 +68,10 @@ class NodeActivities(GatewayActivities):
     @activity.defn(name="set_node_annotations", no_thread_cancel_exception=True)
     def set_node_annotations(self, input: SetNodeAnnotationsInput) -> NodeInfo:
         """Set/remove annotations with one merge patch holding only the keys that differ (no
-        write at all when none does). Returns the Node after the change."""
+        write at all when none does; with ``read_first`` False, one patch of every key and no
+        read). Returns the Node after the change. Raises non-retryable ``NodeNotFound``."""
+        if not input.read_first:
+            return patch_annotations(self, input.node, input.annotations)
         return set_annotations(self, input.node, input.annotations)
 
     @activity.defn(name="cordon_node", no_thread_cancel_exception=True)
@@ -231,6 +234,18 @@ def set_annotations(
     except NotFound:
         raise fail("NodeNotFound", f"node {node} not found") from None
     log().info(f"node {node}: annotations set {diff}")
+    return node_info(patched)
+
+
+def patch_annotations(acts: GatewayActivities, node: str, wanted: dict[str, str | None]) -> NodeInfo:
+    """One merge patch of every key of ``wanted`` (None removes it), without reading the Node
+    first: a patch that changes nothing is no write for the API server (no new resourceVersion,
+    no watch event). Returns the Node as the patch left it. Raises non-retryable ``NodeNotFound``."""
+    try:
+        patched = acts.gateway.patch_node(node, {"metadata": {"annotations": dict(wanted)}})
+    except NotFound:
+        raise fail("NodeNotFound", f"node {node} not found") from None
+    log().info(f"node {node}: annotations written {wanted}")
     return node_info(patched)
 
 

@@ -280,3 +280,23 @@ async def test_preflight_pages_and_list_pool_nodes_read_on_by_name(r1_static: Ha
         await h.run(h.mco.list_pool_nodes, PoolNodesInput(pool="gpu", after="", limit=2))
     assert info.value.type == "UnknownPool" and info.value.non_retryable
     assert h.writes() == []
+
+
+async def test_annotations_without_reading_first(r1_static: Harness) -> None:
+    """``read_first=False`` (the node run's writes): one PATCH and no GET; a patch that changes
+    nothing leaves the node's resourceVersion as it was (the API server writes nothing)."""
+    from activities.cluster.models import ANN_DESIRED_CONFIG, SetNodeAnnotationsInput
+
+    h, node = r1_static, "qsu-app-03"
+    h.sim.requests.clear()
+    wanted = {ANN_DESIRED_CONFIG: "rendered-app-new", "example.com/gone": None}
+    info = await h.run(h.acts.set_node_annotations, SetNodeAnnotationsInput(node=node, annotations=wanted, read_first=False))
+    assert info.desired_config == "rendered-app-new"
+    assert [(e.verb, e.resource) for e in h.sim.requests.entries()] == [("patch", "nodes")]
+    rv = h.sim.store.get("nodes", node)["metadata"]["resourceVersion"]
+    again = await h.run(h.acts.set_node_annotations, SetNodeAnnotationsInput(node=node, annotations=wanted, read_first=False))
+    assert again.desired_config == "rendered-app-new" and again.resource_version == rv
+    assert h.sim.store.get("nodes", node)["metadata"]["resourceVersion"] == rv
+    with pytest.raises(ApplicationError) as missing:
+        await h.run(h.acts.set_node_annotations, SetNodeAnnotationsInput(node="no-such-node", annotations=wanted, read_first=False))
+    assert missing.value.type == "NodeNotFound" and missing.value.non_retryable

@@ -140,7 +140,10 @@ class NodeRolloutWorkflow(NodeRunWorkflow):
 
     async def _annotate(self, annotations: dict[str, str | None]) -> NodeInfo:
         return await acts.call(
-            acts.SET_NODE_ANNOTATIONS, SetNodeAnnotationsInput(node=self._in.node, annotations=annotations), NodeInfo,
+            # No read first: each of the run's writes is idempotent and usually needed (desiredConfig,
+            # a hand-off), so one request instead of two, in a workflow task that stays open for it.
+            acts.SET_NODE_ANNOTATIONS, SetNodeAnnotationsInput(node=self._in.node, annotations=annotations, read_first=False),
+            NodeInfo,
             timeouts=self._timeouts,
         )
 
