@@ -1,8 +1,9 @@
 """One WATCH window from a resourceVersion, shared by every wait that follows objects by watching
 (a node's annotations or Ready condition, the drain's pods going away).
 
-The pattern (Kubernetes API concepts, "Efficient detection of changes"): LIST once for the
-objects and the list's resourceVersion, then WATCH from it in windows of at most
+The pattern (Kubernetes API concepts, "Efficient detection of changes"): a resourceVersion to
+start from (a LIST's, or none: the API server then sends the current objects first as ADDED
+events, one request instead of two), then WATCH in windows of at most
 :data:`activities.context.HEARTBEAT_INTERVAL_SECONDS`, so the caller can heartbeat and notice a
 cancellation between windows. A change is seen as soon as the API server sends it. An expired
 resourceVersion (410 Gone) or a broken stream re-lists.
