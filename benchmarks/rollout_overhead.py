@@ -200,6 +200,20 @@ async def history_figures(client: Client, query: str, *, per_run: bool = False) 
     return out
 
 
+async def failed_node_runs(client: Client, show: int = 3) -> tuple[int, list[str]]:
+    """Node runs that ended FAILED (not a result with a bad outcome: the run itself), and the
+    failure of the first ``show`` of them (workflow ID: message, cause), from their histories."""
+    ids = [wf.id async for wf in client.list_workflows("WorkflowType = 'NodeRolloutWorkflow' AND ExecutionStatus = 'Failed'")]
+    texts: list[str] = []
+    for wf_id in ids[:show]:
+        history = await client.get_workflow_handle(wf_id).fetch_history()
+        last = history.events[-1]
+        failure = last.workflow_execution_failed_event_attributes.failure
+        cause = f" (cause: {failure.cause.message})" if failure.HasField("cause") else ""
+        texts.append(f"{wf_id}: {failure.message}{cause}")
+    return len(ids), texts
+
+
 def cpu_seconds(pid: int | None) -> float:
     """User + system CPU seconds of ``pid`` so far (Linux ``/proc/<pid>/stat``; 0 when gone)."""
     if pid is None:
@@ -320,6 +334,7 @@ async def main(args: argparse.Namespace) -> None:
                 )
                 # Lease workflows of this rollout (pool and node scopes of cluster "bench").
                 leases = await history_figures(client, "WorkflowType = 'LeaseWorkflow'", per_run=True)
+                failed_runs = await failed_node_runs(client)
                 done_nodes = result.summary.done if result else 0
                 await asyncio.gather(*(w.stop() for w in workers))
                 if args.keep:
@@ -377,6 +392,7 @@ async def main(args: argparse.Namespace) -> None:
           f" signals {leases.signals}")
     print(f"all events per node (parent + children + leases): {(parent.events + sum(children.events_per_run) + leases.events) / n:.1f}")
     print(f"node completions per second: {done_nodes / actual:.2f}")
+    print(f"node runs that failed (the run, not its node): {failed_runs[0]}" + "".join(f"\n  {t}" for t in failed_runs[1]))
     print(f"API requests per node: {api_recorded / n:.1f} ("
           + ", ".join(f"{k} {v / n:.2f}" for k, v in api_calls.most_common())
           + (f"; the record keeps only the last {api_kept}" if api_recorded >= api_kept else "") + ")")
