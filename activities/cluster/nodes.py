@@ -105,10 +105,7 @@ class NodeActivities(GatewayActivities):
         diff = {k: v for k, v in input.labels.items() if (k in current if v is None else current.get(k) != v)}
         if not diff:
             return node_info(obj)
-        try:
-            patched = self.gateway.patch_node(input.node, {"metadata": {"labels": diff}})
-        except NotFound:
-            raise fail("NodeNotFound", f"node {input.node} not found") from None
+        patched = _patch(self, input.node, {"metadata": {"labels": diff}})
         log().info(f"node {input.node}: labels set {diff}")
         return node_info(patched)
 
@@ -215,11 +212,9 @@ def set_annotations(
         diff = _annotation_diff(objects.annotations(known), wanted)
         if not diff:
             return node_info(known)
-        rv = objects.meta(known)["resourceVersion"]
         try:
-            patched = acts.gateway.patch_node(node, {"metadata": {"annotations": diff, "resourceVersion": rv}})
-        except NotFound:
-            raise fail("NodeNotFound", f"node {node} not found") from None
+            rv = objects.meta(known)["resourceVersion"]
+            patched = _patch(acts, node, {"metadata": {"annotations": diff, "resourceVersion": rv}})
         except Conflict:
             pass
         else:
@@ -229,10 +224,7 @@ def set_annotations(
     diff = _annotation_diff(objects.annotations(obj), wanted)
     if not diff:
         return node_info(obj)
-    try:
-        patched = acts.gateway.patch_node(node, {"metadata": {"annotations": diff}})
-    except NotFound:
-        raise fail("NodeNotFound", f"node {node} not found") from None
+    patched = _patch(acts, node, {"metadata": {"annotations": diff}})
     log().info(f"node {node}: annotations set {diff}")
     return node_info(patched)
 
@@ -241,10 +233,7 @@ def patch_annotations(acts: GatewayActivities, node: str, wanted: dict[str, str 
     """One merge patch of every key of ``wanted`` (None removes it), without reading the Node
     first: a patch that changes nothing is no write for the API server (no new resourceVersion,
     no watch event). Returns the Node as the patch left it. Raises non-retryable ``NodeNotFound``."""
-    try:
-        patched = acts.gateway.patch_node(node, {"metadata": {"annotations": dict(wanted)}})
-    except NotFound:
-        raise fail("NodeNotFound", f"node {node} not found") from None
+    patched = _patch(acts, node, {"metadata": {"annotations": dict(wanted)}})
     log().info(f"node {node}: annotations written {wanted}")
     return node_info(patched)
 
@@ -278,9 +267,7 @@ def cordon_for(acts: GatewayActivities, node: str, owner: str, known: dict[str, 
             "spec": {"unschedulable": True},
         }
         try:
-            acts.gateway.patch_node(node, patch)
-        except NotFound:
-            raise fail("NodeNotFound", f"node {node} not found") from None
+            _patch(acts, node, patch)
         except Conflict:
             continue
         log().info(f"node {node}: cordoned for {owner}")
@@ -295,20 +282,19 @@ def uncordon_owned(acts: GatewayActivities, node: str, owner: str) -> UncordonRe
 
 def uncordon_seen(
     acts: GatewayActivities, node: str, owner: str, known: dict[str, Any] | None = None
-) -> tuple[UncordonResult, dict[str, Any] | None]:
+) -> tuple[UncordonResult, dict[str, Any]]:
     """Uncordon only if ``lockkeeper.io/cordoned-by == owner``, removing the annotation in the
     same patch, conditional on the resourceVersion read (409: read again, up to
     ``CONFLICT_RETRIES``). ``known``: the Node as the caller just observed it, used instead of
     the first read (the patch stays conditional on its resourceVersion). Returns the result and
-    the Node as it was left (the patch's answer; None after the removal of a stale annotation).
+    the Node as it was left (the last patch's answer, or the node as read when nothing was written).
     Raises non-retryable ``NodeNotFound``; ``ConflictExhausted`` when the node kept changing."""
     for _ in range(CONFLICT_RETRIES):
         obj, known = known if known is not None else acts._node(node), None
         info = node_info(obj)
         if not info.unschedulable:
-            if info.cordoned_by == owner:
-                _patch_if_present(acts, node, {"metadata": {"annotations": {ANN_CORDONED_BY: None}}})
-                return UncordonResult(uncordoned=True), None
+            if info.cordoned_by == owner:  # a stale record of ours: remove it
+                obj = _patch(acts, node, {"metadata": {"annotations": {ANN_CORDONED_BY: None}}})
             return UncordonResult(uncordoned=True), obj
         if info.cordoned_by != owner:
             who = info.cordoned_by or "somebody else (no lockkeeper.io/cordoned-by annotation)"
@@ -318,9 +304,7 @@ def uncordon_seen(
             "spec": {"unschedulable": None},
         }
         try:
-            patched = acts.gateway.patch_node(node, patch)
-        except NotFound:
-            raise fail("NodeNotFound", f"node {node} not found") from None
+            patched = _patch(acts, node, patch)
         except Conflict:
             continue
         log().info(f"node {node}: uncordoned (cordoned by {owner})")
@@ -328,8 +312,10 @@ def uncordon_seen(
     raise ConflictExhausted(f"node {node} kept changing while uncordoning")
 
 
-def _patch_if_present(acts: GatewayActivities, node: str, patch: dict[str, Any]) -> None:
+def _patch(acts: GatewayActivities, node: str, patch: dict[str, Any]) -> dict[str, Any]:
+    """Merge-patch the Node; returns it as patched. 404 is the non-retryable ``NodeNotFound``;
+    a 409 (a patch conditional on a resourceVersion that moved on) propagates as ``Conflict``."""
     try:
-        acts.gateway.patch_node(node, patch)
+        return acts.gateway.patch_node(node, patch)
     except NotFound:
         raise fail("NodeNotFound", f"node {node} not found") from None
