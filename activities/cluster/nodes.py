@@ -1,7 +1,8 @@
 """Generic node activities: read, annotate, label, cordon/uncordon, delete, wait for Ready,
 record an Event.
 
-Synchronous (the gateway blocks), idempotent (read first, write only what differs), with the
+Synchronous (the gateway blocks), idempotent (read first, or take the node as a watch just
+showed it, and write only what differs), with the
 conditional patches the durability rules ask for: a cordon writes ``spec.unschedulable`` and the
 ``lockkeeper.io/cordoned-by`` record in ONE patch conditional on the resourceVersion read, so
 "we cordoned it" is never lost between two writes (kured's "undo only what you changed", made
