@@ -87,6 +87,8 @@ class HistoryFigures:
     tasks: int = 0
     #: The longest workflow tasks: (ms, run index, "N x COMMAND_TYPE, ..." recorded right after).
     slowest: list[tuple[float, int, str]] = field(default_factory=list)
+    #: Workflow tasks by what they recorded ("1 x MARKER_RECORDED, ..."): [count, total ms, max ms].
+    task_kinds: dict[str, list[float]] = field(default_factory=dict)
     #: Signal name -> count.
     signal_names: dict[str, int] = field(default_factory=dict)
     #: "PREVIOUS -> EVENT" -> seconds summed over every run: where a run's time goes (an activity's
@@ -197,6 +199,10 @@ async def history_figures(client: Client, query: str, *, per_run: bool = False) 
                         after[k] = after.get(k, 0) + 1
                     what = ", ".join(f"{v} x {k}" for k, v in sorted(after.items(), key=lambda kv: -kv[1])[:3])
                     out.slowest = sorted([*out.slowest, ((t - begun) * 1000, out.runs, what)], reverse=True)[:3]
+                    kind = out.task_kinds.setdefault(what or "nothing", [0, 0.0, 0.0])
+                    kind[0] += 1
+                    kind[1] += (t - begun) * 1000
+                    kind[2] = max(kind[2], (t - begun) * 1000)
     return out
 
 
@@ -377,6 +383,8 @@ async def main(args: argparse.Namespace) -> None:
           f" mean {parent.task_ms_total / max(parent.tasks, 1):.0f} ms")
     for ms, run, what in parent.slowest:
         print(f"  slow parent task: {ms:.0f} ms (run {run}), then {what or 'nothing'}")
+    for what, (count, total, most) in sorted(children.task_kinds.items(), key=lambda kv: -kv[1][2])[:4]:
+        print(f"  node-run tasks then {what}: {count / max(children.runs, 1):.2f}/run, mean {total / count:.0f} ms, max {most:.0f} ms")
     print(f"signals to the parent by name: {parent.signal_names}")
     top = sorted(parent.by_type.items(), key=lambda kv: -kv[1])[:8]
     print("parent events by type (per node): " + ", ".join(f"{k} {v / n:.2f}" for k, v in top))

@@ -234,9 +234,15 @@ def patch_annotations(acts: GatewayActivities, node: str, wanted: dict[str, str 
     """One merge patch of every key of ``wanted`` (None removes it), without reading the Node
     first: a patch that changes nothing is no write for the API server (no new resourceVersion,
     no watch event). Returns the Node as the patch left it. Raises non-retryable ``NodeNotFound``."""
+    return node_info(write_annotations(acts, node, wanted))
+
+
+def write_annotations(acts: GatewayActivities, node: str, wanted: dict[str, str | None]) -> dict[str, Any]:
+    """:func:`patch_annotations`, returning the Node object the API server answered (a caller
+    that watches next starts from its resourceVersion)."""
     patched = _patch(acts, node, {"metadata": {"annotations": dict(wanted)}})
     log().info(f"node {node}: annotations written {wanted}")
-    return node_info(patched)
+    return patched
 
 
 def _annotation_diff(current: dict[str, str], wanted: dict[str, str | None]) -> dict[str, str | None]:

@@ -240,13 +240,20 @@ class MachineConfigActivities(GatewayActivities):
         """
         return self.wait_for_node_seen(input)[0]
 
-    def wait_for_node_seen(self, input: WaitForNodeInput) -> tuple[WaitForNodeResult, dict[str, Any]]:
+    def wait_for_node_seen(
+        self, input: WaitForNodeInput, seen: dict[str, Any] | None = None
+    ) -> tuple[WaitForNodeResult, dict[str, Any]]:
         """Body of :meth:`wait_for_node`; also returns the Node object as last seen (a caller
-        that writes next makes its write conditional on it instead of reading the node again)."""
+        that writes next makes its write conditional on it instead of reading the node again).
+        ``seen``: the Node as the caller's own write just returned it; the watch then starts
+        from its resourceVersion instead of with a first sight."""
         deadline = time.monotonic() + max(0.0, input.timeout_seconds)
         last_beat = time.monotonic()  # the first beat after an interval: a short wait sends none (issue 16)
         ends: Callable[[dict[str, Any], NodeInfo], bool] = lambda o, i: _wait_outcome(input, o, i) is not None  # noqa: E731
-        obj, info, rv, last_beat = self._first_sight(input.node, deadline, last_beat, ends)
+        if seen is not None and objects.meta(seen).get("resourceVersion"):
+            obj, info, rv = seen, node_info(seen), objects.meta(seen)["resourceVersion"]
+        else:
+            obj, info, rv, last_beat = self._first_sight(input.node, deadline, last_beat, ends)
         while True:
             result = _wait_outcome(input, obj, info)
             if result is not None:
@@ -272,7 +279,8 @@ class MachineConfigActivities(GatewayActivities):
         ``lastAppliedDrain=uncordon-<target>``, with no workflow round trip in between. It keeps
         watching until currentConfig == target with state Done, the daemon asks for a drain again,
         or the daemon is Degraded/Unreconcilable with nothing to answer; a request pending is
-        answered first, also while Degraded. Each write is idempotent, so an attempt retried
+        answered first, also while Degraded. With ``hand_off_drain`` the drain request is
+        answered first the same way (``lastAppliedDrain=drain-<target>``, see the input). Each write is idempotent, so an attempt retried
         after a crash answers only what is still missing.
 
         Watching as :meth:`wait_for_node` (WATCH windows with heartbeats), and both writes are
@@ -282,6 +290,7 @@ class MachineConfigActivities(GatewayActivities):
         """
         deadline = time.monotonic() + max(0.0, input.timeout_seconds)
         answered_at: datetime | None = None
+        handed_off_at: datetime | None = None
         uncordon = None
         last_beat = time.monotonic()  # the first beat after an interval: a short wait sends none (issue 16)
         ends: Callable[[dict[str, Any], NodeInfo], bool] = (  # noqa: E731
@@ -289,6 +298,11 @@ class MachineConfigActivities(GatewayActivities):
         )
         obj, info, rv, last_beat = self._first_sight(input.node, deadline, last_beat, ends)
         while True:
+            if input.hand_off_drain and _awaits_drain_hand_off(input, info):
+                info = set_annotations(self, input.node, {ANN_LAST_APPLIED_DRAIN: drain_value(input.target)}, known=obj)
+                handed_off_at = handed_off_at or datetime.now(UTC)
+                rv = info.resource_version or rv
+                log().info(f"node {input.node}: drain handed off ({drain_value(input.target)})")
             if _asks_uncordon(input, info):
                 # Both writes conditional on the node as just seen: no read before either.
                 uncordon, left = uncordon_seen(self, input.node, input.owner, known=obj)
@@ -298,10 +312,16 @@ class MachineConfigActivities(GatewayActivities):
                 log().info(f"node {input.node}: uncordon answered ({uncordon_value(input.target)})")
             outcome = _done_outcome(input, info)
             if outcome is not None:
-                return WaitForNodeDoneResult(node=info, outcome=outcome, uncordon_answered_at=answered_at, uncordon=uncordon)
+                return WaitForNodeDoneResult(
+                    node=info, outcome=outcome, uncordon_answered_at=answered_at, uncordon=uncordon,
+                    drain_handed_off_at=handed_off_at,
+                )
             now = time.monotonic()
             if now >= deadline:
-                return WaitForNodeDoneResult(node=info, outcome="timed_out", uncordon_answered_at=answered_at, uncordon=uncordon)
+                return WaitForNodeDoneResult(
+                    node=info, outcome="timed_out", uncordon_answered_at=answered_at, uncordon=uncordon,
+                    drain_handed_off_at=handed_off_at,
+                )
             if now - last_beat >= HEARTBEAT_INTERVAL_SECONDS:
                 heartbeat(node_summary(info))
                 last_beat = now
@@ -409,6 +429,13 @@ def _wait_outcome(input: WaitForNodeInput, obj: dict[str, Any], info: NodeInfo) 
     if matched or info.degraded:
         return WaitForNodeResult(node=info, matched=matched, degraded=info.degraded)
     return None
+
+
+def _awaits_drain_hand_off(input: WaitForNodeDoneInput, info: NodeInfo) -> bool:
+    """The daemon asks for the drain of ``input.target`` and has had no answer for this config
+    yet (lastAppliedDrain neither ``drain-`` nor ``uncordon-<target>``)."""
+    drain, uncordon = drain_value(input.target), uncordon_value(input.target)
+    return info.desired_drain == drain and info.last_applied_drain not in (drain, uncordon)
 
 
 def _asks_uncordon(input: WaitForNodeDoneInput, info: NodeInfo) -> bool:

@@ -19,8 +19,9 @@ from temporalio import activity
 
 from activities.cluster.base import GatewayActivities
 from activities.cluster.drain import DrainActivities
-from activities.cluster.models import ANN_CURRENT_CONFIG, ANN_DESIRED_DRAIN
-from activities.cluster.nodes import cordon_for
+from activities.cluster.models import ANN_CURRENT_CONFIG, ANN_DESIRED_CONFIG, ANN_DESIRED_DRAIN, DaemonState, NodeInfo
+from activities.cluster.nodeinfo import node_info
+from activities.cluster.nodes import cordon_for, write_annotations
 from activities.context import log
 from activities.machineconfig.activities import MachineConfigActivities
 from activities.machineconfig.models import (
@@ -54,15 +55,23 @@ class HandshakeActivities(GatewayActivities):
         ``owner`` (as ``cordon_node``, conditional on the node as the watch showed it: a node
         somebody else cordoned stays theirs) and make one drain
         pass (``drain_node`` with ``input.drain``). Every step is idempotent, so a retried attempt
-        re-reads and does only what is missing. Raises non-retryable ``NodeNotFound``; API errors
-        propagate for the activity's retry policy.
+        re-reads and does only what is missing. With ``set_desired_config`` it first sets
+        ``desiredConfig=<target>`` and watches from the answer's resourceVersion, or returns
+        ``first_look_only`` when the node does not plainly wait (:func:`plainly_waiting`).
+        Raises non-retryable ``NodeNotFound``; API errors propagate for the activity's retry
+        policy.
         """
         drain_v, uncordon_v = drain_value(input.target), uncordon_value(input.target)
+        first: dict[str, Any] | None = None
+        if input.set_desired_config:
+            first = write_annotations(self, input.node, {ANN_DESIRED_CONFIG: input.target})
+            if not plainly_waiting(node_info(first), input):
+                return DrainWhenAskedResult(node=node_info(first), asked=False, first_look_only=True)
         wait = WaitForNodeInput(
             node=input.node, value=drain_v, timeout_seconds=input.timeout_seconds,
             any_of=[(ANN_DESIRED_DRAIN, uncordon_v), (ANN_CURRENT_CONFIG, input.target)],
         )
-        seen, obj = self._mco.wait_for_node_seen(wait)
+        seen, obj = self._mco.wait_for_node_seen(wait, seen=first)
         node = seen.node
         if node.desired_drain != drain_v or node.last_applied_drain == drain_v:
             return DrainWhenAskedResult(
@@ -76,6 +85,24 @@ class HandshakeActivities(GatewayActivities):
             node=node, asked=True, matched=True, degraded=seen.degraded, cordon=cordon, drain=drain,
             drain_seconds=time.monotonic() - started,
         )
+
+
+def plainly_waiting(node: NodeInfo, input: DrainWhenAskedInput) -> bool:
+    """True when ``node``, just asked for ``input.target``, needs nothing but the daemon's next
+    move: not at the target (currentConfig with state Done), not cordoned by ``input.owner``
+    (an earlier attempt's cordon), not Degraded/Unreconcilable, and with neither a request nor
+    an answer of the daemon for the target (``desiredDrain``/``lastAppliedDrain`` other than
+    ``drain-``/``uncordon-<target>``). Any other node goes back to the workflow, which decides
+    from what it sees (:func:`workflows.machineconfig.follow.follow_daemon`)."""
+    ours = (drain_value(input.target), uncordon_value(input.target))
+    at_target = node.current_config == input.target and node.state == DaemonState.DONE
+    return (
+        not at_target
+        and node.cordoned_by != input.owner
+        and not node.degraded
+        and node.desired_drain not in ours
+        and node.last_applied_drain not in ours
+    )
 
 
 def make_handshake_activities(gateway: KubeGateway | Callable[[], KubeGateway]) -> list[Callable[..., Any]]:

@@ -144,12 +144,20 @@ class WaitForNodeDoneInput(BaseModel):
     ``target``: the rendered config the node is moving to; ``owner``: the cordoned-by value of
     the node run (only a cordon of ``owner`` is undone); ``timeout_seconds`` bounds one attempt
     (the workflow loops, as for :class:`WaitForNodeInput`).
+
+    ``hand_off_drain``: the workflow decided to hand the drain off (its node is empty) and leaves
+    the write to this call: while the daemon asks for the drain of ``target``
+    (``desiredDrain=drain-<target>``) and ``lastAppliedDrain`` is neither ``drain-<target>`` nor
+    ``uncordon-<target>``, set ``lastAppliedDrain=drain-<target>`` first. The second condition
+    keeps a retried attempt from answering a later drain request (after the uncordon) that was
+    never drained: that one ends the call as ``drain_requested``.
     """
 
     node: str
     target: str
     owner: str
     timeout_seconds: float = 60.0
+    hand_off_drain: bool = False
 
 
 class WaitForNodeDoneResult(BaseModel):
@@ -161,12 +169,15 @@ class WaitForNodeDoneResult(BaseModel):
     ``timed_out``. ``uncordon_answered_at``: when this attempt answered the daemon's uncordon
     request (None when it did not: not asked yet, or answered before); ``uncordon`` the result of
     that uncordon (a node cordoned by somebody else stays cordoned, and says so).
+    ``drain_handed_off_at``: when this attempt wrote the drain hand-off of ``hand_off_drain``
+    (None when it did not: not asked for, or already there).
     """
 
     node: NodeInfo
     outcome: Literal["done", "drain_requested", "degraded", "timed_out"]
     uncordon_answered_at: datetime | None = None
     uncordon: UncordonResult | None = None
+    drain_handed_off_at: datetime | None = None
 
 
 class DrainWhenAskedInput(BaseModel):
@@ -174,6 +185,11 @@ class DrainWhenAskedInput(BaseModel):
 
     ``target``: the rendered config asked for; ``timeout_seconds`` bounds the wait for the
     request in one attempt; ``drain``: the pass's options (its ``node`` is ``node``).
+
+    ``set_desired_config``: first set ``desiredConfig=<target>`` (one merge patch, no read: the
+    node run's first step), then go on only when the node, as that patch left it, plainly waits
+    for the daemon (:func:`activities.machineconfig.handshake.plainly_waiting`); otherwise return
+    at once with ``first_look_only`` and let the workflow decide from the node.
     """
 
     node: str
@@ -181,6 +197,7 @@ class DrainWhenAskedInput(BaseModel):
     owner: str
     timeout_seconds: float = 60.0
     drain: DrainInput
+    set_desired_config: bool = False
 
 
 class DrainWhenAskedResult(BaseModel):
@@ -191,11 +208,14 @@ class DrainWhenAskedResult(BaseModel):
     the cordon and of the one pass (``drain.done``: the node is empty; otherwise the pass was
     blocked or pods are still terminating) and ``drain_seconds`` the time from the request seen to
     the end of the pass. Not asked: the wait ended as :class:`WaitForNodeResult` does
-    (``matched`` another request or Done, ``degraded``, ``timed_out``).
+    (``matched`` another request or Done, ``degraded``, ``timed_out``). ``first_look_only``:
+    ``set_desired_config`` was asked and the node was not plainly waiting after it; ``node`` is
+    the node as that patch left it and nothing else was done.
     """
 
     node: NodeInfo
     asked: bool
+    first_look_only: bool = False
     matched: bool = False
     degraded: bool = False
     timed_out: bool = False

@@ -35,6 +35,12 @@ async def test_drain_request_cordon_and_first_pass_in_one_activity(time_skipping
     assert all(not n.unschedulable and n.cordoned_by is None for n in fake.nodes.values())
     scheduled = _scheduled(child)
     assert scheduled["drain_when_asked"] >= 1 and scheduled["drain_node"] == 0 and scheduled["wait_for_node"] == 0, scheduled
+    # desiredConfig went with drain_when_asked, the drain hand-off with wait_for_node_done: no
+    # local call keeps a workflow task open on the normal path.
+    markers = [e for e in child.events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
+    assert markers == [] and scheduled["set_node_annotations"] == 0, (markers, scheduled)
+    assert [a.set_desired_config for a in fake.called("drain_when_asked") if a.node == "worker-0"][:1] == [True]
+    assert [a.hand_off_drain for a in fake.called("wait_for_node_done") if a.node == "worker-0"][:1] == [True]
     target = new_config("worker")
     for node in fake.nodes:
         assert fake.hand_offs(node) == [drain_value(target), uncordon_value(target)]

@@ -153,7 +153,7 @@ async def test_full_rollout_two_pools_honours_max_unavailable(time_skipping_env,
             if not parent.exists():
                 parent.write_text((await handle.fetch_history()).to_json())
             child = time_skipping_env.client.get_workflow_handle("rollout-full/node/worker-0/1")
-            (HISTORIES / "node_rollout_drain_asked.json").write_text((await child.fetch_history()).to_json())
+            (HISTORIES / "node_rollout_writes_in_calls.json").write_text((await child.fetch_history()).to_json())
     assert result.outcome == "completed"
     assert result.summary.done == 8
     assert all(fake.at_target(n) for n in fake.nodes)

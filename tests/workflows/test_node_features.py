@@ -76,9 +76,11 @@ async def test_a_node_run_without_features_asks_the_patches(time_skipping_env, w
     assert out.outcome == "done" and fake.at_target("worker-0")
     ids, upserts = _patches(history)
     # local_calls=False never asks its patch; the handshake and progress patches are asked (the
-    # async-progress one only when a signal goes out: none does on the normal path any more).
+    # async-progress one only when a signal goes out: none does on the normal path any more). The
+    # fake daemon asks for the drain in the answer to desiredConfig, so the first call comes back
+    # at its first look and the kit's drain loop hands off (no tail hand-off asked).
     assert set(ids) == {
-        "node-steps-by-query", "set-desired-config-first", "handshake-follows-daemon", "milestone-progress-signals",
-        "handshake-tail-in-one-call",
+        "node-steps-by-query", "set-desired-config-first", "desired-config-in-drain-call", "handshake-follows-daemon",
+        "drain-when-asked", "milestone-progress-signals", "handshake-tail-in-one-call",
     }, ids
     assert upserts == len(ids)

@@ -2,7 +2,7 @@
 
 Record after a deliberate, patched change with
 ``LOCKKEEPER_WRITE_HISTORY=1 pytest tests/workflows -k full_rollout`` (it records one node run of
-the full two-pool rollout as ``node_rollout_drain_asked.json``, and the parent run when its file
+the full two-pool rollout as ``node_rollout_writes_in_calls.json``, and the parent run when its file
 is missing; rename the file when the node run's shape changes again, and keep the old files). The drain and
 etcd histories come from ``LOCKKEEPER_WRITE_HISTORY=1 pytest tests/workflows/test_recorded_histories.py``.
 """
@@ -26,6 +26,9 @@ HISTORY_IDS = {
     "node_rollout_quiet.json": "rollout-full/node/worker-0/1",
     # The drain request, cordon and first pass in one drain_when_asked (feature drain-when-asked).
     "node_rollout_drain_asked.json": "rollout-full/node/worker-0/1",
+    # desiredConfig set by the first drain_when_asked, the drain hand-off by wait_for_node_done
+    # (features desired-config-in-drain-call, drain-hand-off-in-tail-call): no local call.
+    "node_rollout_writes_in_calls.json": "rollout-full/node/worker-0/1",
     # A rollout across continue-as-new (tests/workflows/test_scale_continue_as_new.py): the first
     # run ends in ContinuedAsNew, the last starts from the carried state.
     "machineconfig_rollout_can_first.json": "rollout-can",

@@ -46,6 +46,7 @@ from activities.cluster.models import (
     UncordonResult,
 )
 from activities.leases.activities import find_held_leases
+from activities.machineconfig.handshake import plainly_waiting
 from activities.machineconfig.models import (
     DrainWhenAskedInput,
     DrainWhenAskedResult,
@@ -269,11 +270,19 @@ class FakeCluster:
 
         @activity.defn(name="wait_for_node_done")
         async def wait_for_node_done(inp: WaitForNodeDoneInput) -> WaitForNodeDoneResult:
-            """As the real one: answers the uncordon request (recorded as ``answer_uncordon``)."""
+            """As the real one: writes the drain hand-off it is given (recorded as the
+            ``set_node_annotations`` it makes) and answers the uncordon request (recorded as
+            ``answer_uncordon``)."""
             rec("wait_for_node_done", inp)
             self._tick(inp.node)
             n = self.nodes[inp.node]
-            answered_at, unc = None, None
+            answered_at, unc, handed_at = None, None, None
+            drain_v = drain_value(inp.target)
+            if inp.hand_off_drain and n.desired_drain == drain_v and n.last_applied_drain not in (drain_v, uncordon_value(inp.target)):
+                n = await set_node_annotations(
+                    SetNodeAnnotationsInput(node=inp.node, annotations={ANN_LAST_APPLIED_DRAIN: drain_v}, read_first=False)
+                )
+                handed_at = datetime.now(UTC)
             if n.desired_drain == uncordon_value(inp.target) and n.last_applied_drain != uncordon_value(inp.target):
                 rec("answer_uncordon", inp)
                 if n.unschedulable and n.cordoned_by == inp.owner:
@@ -296,13 +305,23 @@ class FakeCluster:
             else:
                 await asyncio.sleep(0.02)
                 outcome = "timed_out"
-            return WaitForNodeDoneResult(node=n.model_copy(), outcome=outcome, uncordon_answered_at=answered_at, uncordon=unc)
+            return WaitForNodeDoneResult(
+                node=n.model_copy(), outcome=outcome, uncordon_answered_at=answered_at, uncordon=unc, drain_handed_off_at=handed_at
+            )
 
         @activity.defn(name="drain_when_asked")
         async def drain_when_asked(inp: DrainWhenAskedInput) -> DrainWhenAskedResult:
             """As the real one: waits (one tick) for the drain request, then cordons and drains
-            through the fakes below (recorded as cordon_node and drain_node too)."""
+            through the fakes below (recorded as cordon_node and drain_node too). With
+            ``set_desired_config`` it first writes desiredConfig (recorded as set_node_annotations)
+            and returns ``first_look_only`` for a node that does not plainly wait, as the real one."""
             rec("drain_when_asked", inp)
+            if inp.set_desired_config:
+                first = await set_node_annotations(
+                    SetNodeAnnotationsInput(node=inp.node, annotations={ANN_DESIRED_CONFIG: inp.target}, read_first=False)
+                )
+                if not plainly_waiting(first, inp):
+                    return DrainWhenAskedResult(node=first, asked=False, first_look_only=True)
             self._tick(inp.node)
             n = self.nodes[inp.node]
             if n.desired_drain == drain_value(inp.target) and n.last_applied_drain != drain_value(inp.target):

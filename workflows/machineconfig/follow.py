@@ -83,6 +83,18 @@ PATCH_TAIL_ONE_CALL = "handshake-tail-in-one-call"
 #: in the kit's drain loop (backoff, decision gate) as before.
 PATCH_DRAIN_WHEN_ASKED = "drain-when-asked"
 
+#: ``workflow.patched`` id (a node-run feature): the drain hand-off after a ``drain_when_asked``
+#: pass that emptied the node is written by the ``wait_for_node_done`` call that follows
+#: (``hand_off_drain``) instead of by a local call inside the workflow task: the task no longer
+#: stays open while the API answers (issue 16: the largest workflow task), and a marker fewer.
+PATCH_HAND_OFF_IN_TAIL = "drain-hand-off-in-tail-call"
+
+#: ``workflow.patched`` id (a node-run feature): a run's first ``drain_when_asked`` call also sets
+#: desiredConfig (``set_desired_config``) instead of a local call in the first workflow task; a
+#: node that does not plainly wait for the daemon after it comes back at once and the run goes on
+#: as after its own desiredConfig write (:func:`follow_from_start`).
+PATCH_DESIRED_IN_DRAIN = "desired-config-in-drain-call"
+
 #: Fraction of the daemon's uncordon deadline given to it to retry a failed sync by itself: the
 #: MCO daemon retries within 60 s (backoff cap) + 10 s (poll) = 70 s of its 600 s deadline; 0.15
 #: is 90 s at the real deadline and scales with it in simulations.
@@ -109,16 +121,20 @@ def _current_step(step: str | None) -> NodeStep:
 class _Follow:
     """Loop state of one :func:`follow_daemon` run (lives in workflow state)."""
 
-    def __init__(self, wf: NodeRolloutWorkflow, input: NodeRolloutInput, node: NodeInfo) -> None:
+    def __init__(self, wf: NodeRolloutWorkflow, input: NodeRolloutInput, node: NodeInfo, *, fresh: bool = False) -> None:
+        """``node``: as first observed. ``fresh``: it was first observed plainly waiting for the
+        daemon (``drain_when_asked`` with ``set_desired_config`` went on), and ``node`` is as
+        that call last saw it: neither degraded at the start nor handed off."""
         self.wf, self.input, self.run = wf, input, wf.node_run
         self.target = input.target
         self.drain_v, self.uncordon_v = drain_value(input.target), uncordon_value(input.target)
         self.grace = timedelta(seconds=daemon_retry_grace_seconds(input))
         # A node found degraded when a retry attempt starts (retry-node): the daemon retries on its own.
-        self.grace_from: datetime | None = workflow.now() if node.degraded and input.attempt > 1 else None
+        self.grace_from: datetime | None = workflow.now() if node.degraded and input.attempt > 1 and not fresh else None
         # Past the first drain hand-off the daemon owns the node (same test as the fixed sequence).
-        self.handed_off = node.last_applied_drain in (self.drain_v, self.uncordon_v) or (
-            node.current_config == input.target and node.desired_drain == self.uncordon_v
+        self.handed_off = not fresh and (
+            node.last_applied_drain in (self.drain_v, self.uncordon_v)
+            or (node.current_config == input.target and node.desired_drain == self.uncordon_v)
         )
         self.drain_seconds: float | None = None
         self.reboot_started: datetime | None = workflow.now() if self.handed_off else None
@@ -144,28 +160,24 @@ class _Follow:
         """Before the first hand-off (:data:`PATCH_DRAIN_WHEN_ASKED`): ``drain_when_asked`` until
         the daemon asks, then hand off when its pass emptied the node, or go on draining in the
         kit's loop. Interruptible: skip/abort cancels it and raises :class:`Stopped`."""
-        run, inp = self.run, self.input
-        await run.report(
+        await self.run.report(
             NodePhase.RUNNING, NodeStep.WAIT_DRAIN_REQUEST, f"daemon to set desiredDrain={self.drain_v}, then cordon and drain"
         )
-        run.check_stop()
-        handle = acts.start(
-            acts.DRAIN_WHEN_ASKED,
-            DrainWhenAskedInput(
-                node=inp.node, target=self.target, owner=inp.owner, timeout_seconds=inp.wait_activity_timeout_seconds,
-                drain=DrainInput(node=inp.node, wait_seconds=inp.drain_wait_seconds),
-            ),
-            DrainWhenAskedResult,
-            seconds=inp.wait_activity_timeout_seconds + inp.drain_wait_seconds,
-            timeouts=self.wf._timeouts,
-        )
-        res: DrainWhenAskedResult = await run.until_stopped(handle)
+        return await self.after_drain_when_asked(await _drain_when_asked(self.wf, self.input))
+
+    async def after_drain_when_asked(self, res: DrainWhenAskedResult) -> tuple[NodeInfo, NodeStep, bool]:
+        """Go on from a ``drain_when_asked`` result (:meth:`wait_and_drain`)."""
+        run = self.run
         if res.cordon is not None:
             run.cordoned_by_us = run.cordoned_by_us or res.cordon.cordoned_by_us
         if not res.asked:
             return res.node, NodeStep.WAIT_DRAIN_REQUEST, res.degraded and not res.matched
         if res.drain is not None and res.drain.done:
             self.drain_seconds = res.drain_seconds
+            if self.wf._features.on(PATCH_HAND_OFF_IN_TAIL) and self.wf._features.on(PATCH_TAIL_ONE_CALL):
+                # Decided here, written by the next call: from now on the daemon owns the node.
+                self.handed_off_now()
+                return await self.wait_done(res.node, hand_off=True)
             await run.report(NodePhase.RUNNING, STEP_HAND_OFF_DRAIN)
             await self.hand_off_drain()
         else:  # blocked, or pods still terminating: the kit's loop (cordon again is a no-op)
@@ -265,30 +277,35 @@ class _Follow:
         res = await self.wf._wait(wait, interruptible=not self.handed_off)
         return res.node, step, res.degraded and not res.matched
 
-    async def wait_done(self, node: NodeInfo) -> tuple[NodeInfo, NodeStep, bool]:
+    async def wait_done(self, node: NodeInfo, *, hand_off: bool = False) -> tuple[NodeInfo, NodeStep, bool]:
         """Past the hand-off (:data:`PATCH_TAIL_ONE_CALL`): ``wait_for_node_done`` windows until the
         node is Done, the daemon asks for a drain again or is degraded with nothing to answer.
-        The uncordon it answers counts as our hand-off (reboot time, the daemon's retry grace)."""
+        The uncordon it answers counts as our hand-off (reboot time, the daemon's retry grace).
+        ``hand_off``: the first window writes the drain hand-off (:data:`PATCH_HAND_OFF_IN_TAIL`)."""
         run, inp = self.run, self.input
         while True:
             rebooting = node.last_applied_drain != self.uncordon_v
             step = NodeStep.WAIT_REBOOT if rebooting else NodeStep.WAIT_DONE
+            first = f"lastAppliedDrain={self.drain_v}, then " if hand_off else ""
             await run.report(
                 NodePhase.RUNNING, step,
-                f"daemon to reboot and set desiredDrain={self.uncordon_v}, then uncordon, lastAppliedDrain="
+                f"{first}daemon to reboot and set desiredDrain={self.uncordon_v}, then uncordon, lastAppliedDrain="
                 f"{self.uncordon_v} and currentConfig={self.target}, state=Done" if rebooting
                 else f"daemon to set currentConfig={self.target}, state=Done",
             )
             res: WaitForNodeDoneResult = await acts.start(
                 acts.WAIT_FOR_NODE_DONE,
                 WaitForNodeDoneInput(
-                    node=inp.node, target=self.target, owner=inp.owner, timeout_seconds=inp.wait_activity_timeout_seconds
+                    node=inp.node, target=self.target, owner=inp.owner, timeout_seconds=inp.wait_activity_timeout_seconds,
+                    hand_off_drain=hand_off,
                 ),
                 WaitForNodeDoneResult,
                 seconds=inp.wait_activity_timeout_seconds,
                 timeouts=self.wf._timeouts,
             )
-            node = res.node
+            node, hand_off = res.node, False
+            if res.drain_handed_off_at is not None:  # the daemon's clocks start at the write
+                self.reboot_started = self.grace_from = res.drain_handed_off_at
             if res.uncordon_answered_at is not None:
                 if self.reboot_started is not None and self.reboot_seconds is None:
                     self.reboot_seconds = max(0.0, (res.uncordon_answered_at - self.reboot_started).total_seconds())
@@ -318,20 +335,81 @@ class _Follow:
         return await self.wf._read()
 
 
+async def _drain_when_asked(
+    wf: NodeRolloutWorkflow, input: NodeRolloutInput, *, set_desired_config: bool = False
+) -> DrainWhenAskedResult:
+    """One ``drain_when_asked`` call, interruptible: skip/abort cancels it and raises :class:`Stopped`."""
+    run = wf.node_run
+    run.check_stop()
+    handle = acts.start(
+        acts.DRAIN_WHEN_ASKED,
+        DrainWhenAskedInput(
+            node=input.node, target=input.target, owner=input.owner, timeout_seconds=input.wait_activity_timeout_seconds,
+            drain=DrainInput(node=input.node, wait_seconds=input.drain_wait_seconds), set_desired_config=set_desired_config,
+        ),
+        DrainWhenAskedResult,
+        seconds=input.wait_activity_timeout_seconds + input.drain_wait_seconds,
+        timeouts=wf._timeouts,
+    )
+    res: DrainWhenAskedResult = await run.until_stopped(handle)
+    return res
+
+
+def desired_in_drain(wf: NodeRolloutWorkflow) -> bool:
+    """Whether the run starts with :func:`follow_from_start` (:data:`PATCH_DESIRED_IN_DRAIN`; asked
+    first, so a run recorded without it asks nothing more here)."""
+    on = wf._features.on
+    return on(PATCH_DESIRED_IN_DRAIN) and on(PATCH_FOLLOW_DAEMON) and on(PATCH_DRAIN_WHEN_ASKED)
+
+
+async def follow_from_start(wf: NodeRolloutWorkflow, input: NodeRolloutInput) -> NodeRolloutResult | NodeInfo:
+    """The run's first step under :data:`PATCH_DESIRED_IN_DRAIN`: one ``drain_when_asked`` call
+    sets desiredConfig and, when the node plainly waits for the daemon, goes on to wait for the
+    drain request, cordon and drain; then :func:`follow_daemon`'s loop. Returns the run's result,
+    or the node as desiredConfig left it when it did not plainly wait (nothing else was done:
+    the caller goes on exactly as after its own desiredConfig write). Rolls back on skip/abort
+    before the first hand-off, as :func:`follow_daemon`."""
+    run = wf.node_run
+    await run.report(
+        NodePhase.RUNNING, NodeStep.WAIT_DRAIN_REQUEST,
+        f"desiredConfig={input.target}, daemon to set desiredDrain={drain_value(input.target)}, then cordon and drain",
+    )
+    try:
+        res = await _drain_when_asked(wf, input, set_desired_config=True)
+        if res.first_look_only:
+            return res.node
+        f = _Follow(wf, input, res.node, fresh=True)
+        node, step, degraded = await f.after_drain_when_asked(res)
+        result, node = await _loop(f, node, first=(step, degraded))
+    except Stopped:
+        return await _roll_back(wf)
+    return await _finish(f, result, node)
+
+
+async def _roll_back(wf: NodeRolloutWorkflow) -> NodeRolloutResult:
+    run = wf.node_run
+    return await run.roll_back(
+        NodeRolloutResult, f"before drain hand-off ({run.progress.step})", wf._undo_desired_config, before="the drain hand-off",
+    )
+
+
 async def follow_daemon(wf: NodeRolloutWorkflow, input: NodeRolloutInput, node: NodeInfo) -> NodeRolloutResult:
     """Drive ``input.node`` to ``input.target`` from the observed ``node`` (after desiredConfig was
     asked for and the node is not at its target yet) by answering the daemon (module docstring).
     Returns the run's :class:`NodeRolloutResult`: done, degraded (the daemon's reason, after the
     grace where it applies), skipped/aborted (rolled back before the first hand-off; after it only
     by a decision on a repeated drain's gate, the node then left cordoned)."""
-    f, run = _Follow(wf, input, node), wf.node_run
+    f = _Follow(wf, input, node)
     try:
         result, node = await _loop(f, node)
     except Stopped:  # only raised before the first hand-off: roll back
-        return await run.roll_back(
-            NodeRolloutResult, f"before drain hand-off ({run.progress.step})", wf._undo_desired_config,
-            before="the drain hand-off",
-        )
+        return await _roll_back(wf)
+    return await _finish(f, result, node)
+
+
+async def _finish(f: _Follow, result: NodeRolloutResult | None, node: NodeInfo) -> NodeRolloutResult:
+    """The run's result: the loop's own, or done (our cordon undone)."""
+    run, input = f.run, f.input
     if result is not None:
         return result
     if run.cordoned_by_us or node.cordoned_by == input.owner:
@@ -345,12 +423,19 @@ async def follow_daemon(wf: NodeRolloutWorkflow, input: NodeRolloutInput, node: 
     )
 
 
-async def _loop(f: _Follow, node: NodeInfo) -> tuple[NodeRolloutResult | None, NodeInfo]:
+async def _loop(
+    f: _Follow, node: NodeInfo, first: tuple[NodeStep, bool] | None = None
+) -> tuple[NodeRolloutResult | None, NodeInfo]:
     """Answer the daemon until the node is at its target: returns (None, node at target) or
     (a degraded / skipped / aborted result, node). Raises :class:`Stopped` before the first
-    hand-off when skip/abort was requested or decided."""
+    hand-off when skip/abort was requested or decided. ``first``: the step and degraded flag of
+    a wait made before the loop (as :meth:`_Follow.wait` returns them)."""
     wf, run, input = f.wf, f.run, f.input
     step = NodeStep.READ
+    if first is not None:
+        step, degraded = first
+        if degraded and not f.in_grace():
+            return await wf._degraded(node, step), node
     while not is_at_target(node, input.target):
         dd, la = node.desired_drain, node.last_applied_drain
         if dd == f.drain_v and la != f.drain_v:

@@ -51,7 +51,16 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.lease import Leases
     from workflows.kit.scopes import LeaseScope
     from workflows.kit.noderun import PATCH_ASYNC_PROGRESS, PATCH_MILESTONE_PROGRESS, NodeRun, NodeRunWorkflow, Stopped
-    from workflows.machineconfig.follow import PATCH_DRAIN_WHEN_ASKED, PATCH_FOLLOW_DAEMON, PATCH_TAIL_ONE_CALL, follow_daemon
+    from workflows.machineconfig.follow import (
+        PATCH_DESIRED_IN_DRAIN,
+        PATCH_DRAIN_WHEN_ASKED,
+        PATCH_FOLLOW_DAEMON,
+        PATCH_HAND_OFF_IN_TAIL,
+        PATCH_TAIL_ONE_CALL,
+        desired_in_drain,
+        follow_daemon,
+        follow_from_start,
+    )
     from workflows.machineconfig.plan import is_at_target
     from workflows.kit.models import LeaseInfo, NodePhase
     from workflows.machineconfig.models import NodeRolloutInput, NodeRolloutResult, NodeStep
@@ -89,6 +98,8 @@ NODE_RUN_FEATURES: tuple[str, ...] = (
     PATCH_TAIL_ONE_CALL,
     PATCH_STEPS_BY_QUERY,
     PATCH_DRAIN_WHEN_ASKED,
+    PATCH_HAND_OFF_IN_TAIL,
+    PATCH_DESIRED_IN_DRAIN,
 )
 
 #: Steps a node rollout signals to its parent (besides blocked drains, warnings and decisions):
@@ -211,8 +222,14 @@ class NodeRolloutWorkflow(NodeRunWorkflow):
         # nothing; mid-handshake for the target: no request at all), and the answer is the
         # node as observed, so one activity does both the read and step 2.
         if not run.stop and self._features.on(PATCH_SET_DESIRED_FIRST):
-            await run.report(NodePhase.RUNNING, NodeStep.SET_DESIRED_CONFIG)
-            node = await self._annotate({ANN_DESIRED_CONFIG: target})
+            if desired_in_drain(self):  # desiredConfig in the first drain_when_asked call
+                first = await follow_from_start(self, input)
+                if isinstance(first, NodeRolloutResult):
+                    return first
+                node = first
+            else:
+                await run.report(NodePhase.RUNNING, NodeStep.SET_DESIRED_CONFIG)
+                node = await self._annotate({ANN_DESIRED_CONFIG: target})
         else:
             await run.report(NodePhase.RUNNING, NodeStep.READ)
             node = await self._read()
