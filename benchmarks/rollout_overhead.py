@@ -62,6 +62,7 @@ from temporalio.client import Client  # noqa: E402
 from clustersim import ClusterSim  # noqa: E402
 from clustersim.scenario import generate_scenario  # noqa: E402
 from workers.client import connect  # noqa: E402
+from workers.gctune import tune_gc  # noqa: E402
 from lockkeeper.devserver import DevServer  # noqa: E402
 from lockkeeper.procs import WorkerProcess  # noqa: E402
 from workers.settings import Settings  # noqa: E402
@@ -98,6 +99,9 @@ class HistoryFigures:
     #: in this history, and from a node child's completion to the next node child's start command.
     child_spans: list[float] = field(default_factory=list)
     handovers: list[float] = field(default_factory=list)
+    #: Event times (Unix seconds) of the first run's start, the first node child's start command,
+    #: the last node child's completion and the last run's end: the rollout's own time around its nodes.
+    marks: dict[str, float] = field(default_factory=dict)
 
 
 def rollout_fields(args: argparse.Namespace) -> dict[str, object]:
@@ -163,9 +167,13 @@ async def history_figures(client: Client, query: str, *, per_run: bool = False) 
                 activities[e.event_id] = e.activity_task_scheduled_event_attributes.activity_type.name
             elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
                 label += " " + activities.get(e.activity_task_completed_event_attributes.scheduled_event_id, "?")
+            if i == 0:
+                out.marks["started"] = min(out.marks.get("started", t), t)
+            out.marks["ended"] = max(out.marks.get("ended", t), t)
             if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
                 wid = e.start_child_workflow_execution_initiated_event_attributes.workflow_id
                 if e.start_child_workflow_execution_initiated_event_attributes.workflow_type.name == "NodeRolloutWorkflow":
+                    out.marks["first node"] = min(out.marks.get("first node", t), t)
                     initiated[wid] = t
                     if last_done is not None:
                         out.handovers.append(t - last_done)
@@ -175,6 +183,7 @@ async def history_figures(client: Client, query: str, *, per_run: bool = False) 
                 if wid in initiated:
                     out.child_spans.append(t - initiated.pop(wid))
                     last_done = t
+                    out.marks["last node"] = max(out.marks.get("last node", t), t)
             if prev is not None:
                 step = f"{prev[1]} -> {label}"
                 out.steps[step] = out.steps.get(step, 0.0) + t - prev[0]
@@ -264,6 +273,8 @@ async def main(args: argparse.Namespace) -> None:
                     for role in roles
                 ]
                 await asyncio.gather(*(w.start() for w in workers))
+                if not args.default_gc:
+                    tune_gc()  # this process is the simulator's API server: as the worker does (workers/gctune.py)
                 client = await connect(Settings(temporal_address=server.address))
 
                 # Daemon annotation changes, as clustersim's store commits them: (node, value) -> time.
@@ -388,6 +399,10 @@ async def main(args: argparse.Namespace) -> None:
     print(f"signals to the parent by name: {parent.signal_names}")
     top = sorted(parent.by_type.items(), key=lambda kv: -kv[1])[:8]
     print("parent events by type (per node): " + ", ".join(f"{k} {v / n:.2f}" for k, v in top))
+    m = parent.marks
+    if {"started", "first node", "last node", "ended"} <= m.keys():
+        print(f"rollout around its nodes: {(m['first node'] - m['started']) * 1000:.0f} ms from its start to the first node's"
+              f" start command (plan, leases), {(m['ended'] - m['last node']) * 1000:.0f} ms from the last node's completion to its end")
     if parent.child_spans:
         print(f"node in the parent: start command to completion mean {statistics.mean(parent.child_spans) * 1000:.0f} ms;"
               f" completion to the next start command mean {statistics.mean(parent.handovers or [0]) * 1000:.0f} ms,"
@@ -432,6 +447,8 @@ if __name__ == "__main__":
     p.add_argument("--server-db", choices=sorted(SERVER_DB), default="wal",
                    help="the dev server's store: wal (an SQLite file with a write-ahead log, as the demo and the "
                         "tests), rollback (an SQLite file with SQLite's defaults) or memory (nothing on disk)")
+    p.add_argument("--default-gc", action="store_true",
+                   help="keep CPython's default GC thresholds in this process (the simulator); the worker tunes its own")
     p.add_argument("--max-concurrent-activities", type=int, default=0,
                    help="the worker's activity slots and threads (0: the worker's default)")
     p.add_argument("--local-calls-above", type=int, default=None,

@@ -46,11 +46,14 @@ async def run_worker(
     activities: Sequence[Callable[..., Any]] | None = None,
     workflows: Sequence[type] | None = None,
     install_signal_handlers: bool = True,
+    process_gc: bool = False,
 ) -> None:
     """Run a worker until ``stop`` is set or SIGINT/SIGTERM arrives, then shut down gracefully.
 
     ``client``: an existing connection (else :func:`workers.client.connect`).
     ``activities`` / ``workflows``: override the registry (tests register mocks by name).
+    ``process_gc``: the worker owns its process (``python -m workers.worker``): once everything
+    is loaded, tune the garbage collector for its large live heap (:func:`workers.gctune.tune_gc`).
     Raises :class:`workers.settings.SettingsError` for bad cluster credentials before it
     connects, :class:`workers.client.ConnectionFailed` when Temporal is unreachable, and (only
     when it connects itself) :class:`workers.search_attributes.SearchAttributesRefused` when
@@ -145,6 +148,11 @@ async def run_worker(
             graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
             interceptors=interceptors,
         )
+        if process_gc:
+            from workers.gctune import GC_THRESHOLDS, tune_gc
+
+            frozen = tune_gc()  # everything is imported and built: start-up objects go to the permanent generation
+            log.info("garbage collector tuned", frozen_objects=frozen, thresholds=list(GC_THRESHOLDS))
         run = asyncio.create_task(worker.run())
         log.info(
             READY_EVENT,
@@ -208,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     configure_logging(settings.log_level, settings.log_format)
     try:
-        asyncio.run(run_worker(settings))
+        asyncio.run(run_worker(settings, process_gc=True))
     except SettingsError as exc:
         log.error("invalid settings", error=str(exc))
         return 2

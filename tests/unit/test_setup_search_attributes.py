@@ -90,6 +90,7 @@ async def test_plain_dev_server_worker_start_and_list_with_no_setup(
     await worker.start()  # waits for "worker started": after the registration
     assert await missing_search_attributes(client, "default") == ([], [])
     assert "search attributes registered" in worker.log_path.read_text()
+    assert "garbage collector tuned" in worker.log_path.read_text()  # the worker owns its process
 
     code, out, err = await lk(plain_server, "--task-queue", task_queue, "start", "machineconfig-rollout",
                               "--pool", "app", env={"KUBECONFIG": str(sim.kubeconfig_path)})
