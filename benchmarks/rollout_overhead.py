@@ -86,8 +86,9 @@ class HistoryFigures:
     #: Sum of workflow task durations (started -> completed), ms.
     task_ms_total: float = 0.0
     tasks: int = 0
-    #: The longest workflow tasks: (ms, run index, "N x COMMAND_TYPE, ..." recorded right after).
-    slowest: list[tuple[float, int, str]] = field(default_factory=list)
+    #: The longest workflow tasks: (ms, run index, "N x COMMAND_TYPE, ..." recorded right after,
+    #: the task's WorkflowTaskStarted event ID in its run: 3 is the run's first task).
+    slowest: list[tuple[float, int, str, int]] = field(default_factory=list)
     #: Workflow tasks by what they recorded ("1 x MARKER_RECORDED, ..."): [count, total ms, max ms].
     task_kinds: dict[str, list[float]] = field(default_factory=dict)
     #: Signal name -> count.
@@ -207,7 +208,8 @@ async def history_figures(client: Client, query: str, *, per_run: bool = False) 
                         k = EventType.Name(f.event_type).removeprefix("EVENT_TYPE_")
                         after[k] = after.get(k, 0) + 1
                     what = ", ".join(f"{v} x {k}" for k, v in sorted(after.items(), key=lambda kv: -kv[1])[:3])
-                    out.slowest = sorted([*out.slowest, ((t - begun) * 1000, out.runs, what)], reverse=True)[:3]
+                    started_id = e.workflow_task_completed_event_attributes.started_event_id
+                    out.slowest = sorted([*out.slowest, ((t - begun) * 1000, out.runs, what, started_id)], reverse=True)[:3]
                     kind = out.task_kinds.setdefault(what or "nothing", [0, 0.0, 0.0])
                     kind[0] += 1
                     kind[1] += (t - begun) * 1000
@@ -392,8 +394,8 @@ async def main(args: argparse.Namespace) -> None:
           f" (targets: parent <= 10, total <= 40)")
     print(f"parent workflow tasks: {parent.tasks}, total {parent.task_ms_total / 1000:.1f} s,"
           f" mean {parent.task_ms_total / max(parent.tasks, 1):.0f} ms")
-    for ms, run, what in parent.slowest:
-        print(f"  slow parent task: {ms:.0f} ms (run {run}), then {what or 'nothing'}")
+    for ms, run, what, started_id in parent.slowest:
+        print(f"  slow parent task: {ms:.0f} ms (run {run}, started at event {started_id}), then {what or 'nothing'}")
     for what, (count, total, most) in sorted(children.task_kinds.items(), key=lambda kv: -kv[1][2])[:4]:
         print(f"  node-run tasks then {what}: {count / max(children.runs, 1):.2f}/run, mean {total / count:.0f} ms, max {most:.0f} ms")
     print(f"signals to the parent by name: {parent.signal_names}")
