@@ -401,6 +401,11 @@ async def main(args: argparse.Namespace) -> None:
     print(f"signals to the parent by name: {parent.signal_names}")
     top = sorted(parent.by_type.items(), key=lambda kv: -kv[1])[:8]
     print("parent events by type (per node): " + ", ".join(f"{k} {v / n:.2f}" for k, v in top))
+    # A timed-out workflow task (a sticky task not picked up in time, a task past its deadline)
+    # or a failed one is followed by a task that replays the whole history: name them.
+    lost = {who: {k: v for k, v in figures.by_type.items() if k in ("WORKFLOW_TASK_TIMED_OUT", "WORKFLOW_TASK_FAILED")}
+            for who, figures in (("rollout", parent), ("node runs", children))}
+    print("workflow tasks timed out or failed: " + "; ".join(f"{who} {counts or 'none'}" for who, counts in lost.items()))
     m = parent.marks
     if {"started", "first node", "last node", "ended"} <= m.keys():
         print(f"rollout around its nodes: {(m['first node'] - m['started']) * 1000:.0f} ms from its start to the first node's"
