@@ -280,8 +280,8 @@ class MachineConfigActivities(GatewayActivities):
         watching until currentConfig == target with state Done, the daemon asks for a drain again,
         or the daemon is Degraded/Unreconcilable with nothing to answer; a request pending is
         answered first, also while Degraded. With ``hand_off_drain`` the drain request is
-        answered first the same way (``lastAppliedDrain=drain-<target>``, see the input). Each write is idempotent, so an attempt retried
-        after a crash answers only what is still missing.
+        answered first the same way (``lastAppliedDrain=drain-<target>``, see the input). Each
+        write is idempotent, so an attempt retried after a crash answers only what is still missing.
 
         Watching as :meth:`wait_for_node` (WATCH windows with heartbeats), and both writes are
         conditional on the node as the watch last showed it, with no read before them. Returns

@@ -65,8 +65,9 @@ class HandshakeActivities(GatewayActivities):
         first: dict[str, Any] | None = None
         if input.set_desired_config:
             first = write_annotations(self, input.node, {ANN_DESIRED_CONFIG: input.target})
-            if not plainly_waiting(node_info(first), input):
-                return DrainWhenAskedResult(node=node_info(first), asked=False, first_look_only=True)
+            looked = node_info(first)
+            if not plainly_waiting(looked, input):
+                return DrainWhenAskedResult(node=looked, asked=False, first_look_only=True)
         wait = WaitForNodeInput(
             node=input.node, value=drain_v, timeout_seconds=input.timeout_seconds,
             any_of=[(ANN_DESIRED_DRAIN, uncordon_v), (ANN_CURRENT_CONFIG, input.target)],
