@@ -32,6 +32,22 @@ def test_command_registers_search_attributes_and_sqlite(tmp_path: Path) -> None:
     assert "--db-filename" not in memory and "--sqlite-pragma" not in memory
 
 
+def test_command_passes_dynamic_config_and_overrides(tmp_path: Path) -> None:
+    """Eager activities and the fast queue reads go to the server; a caller's value wins."""
+
+    def values(cmd: list[str]) -> dict[str, str]:
+        return dict(cmd[i + 1].split("=", 1) for i, a in enumerate(cmd) if a == "--dynamic-config-value")
+
+    assert values(DevServer(tmp_path).command()) == {
+        "system.enableActivityEagerExecution": "true",
+        "history.transferProcessorMaxPollRPS": "200",
+        "history.timerProcessorMaxPollRPS": "200",
+    }
+    mine = values(DevServer(tmp_path, dynamic_config={"history.transferProcessorMaxPollRPS": "20", "x.y": "1"}).command())
+    assert mine["history.transferProcessorMaxPollRPS"] == "20" and mine["x.y"] == "1"
+    assert mine["system.enableActivityEagerExecution"] == "true"
+
+
 def _accepts(address: str) -> bool:
     host, port = address.rsplit(":", 1)
     try:
