@@ -3,30 +3,50 @@
 ``PROCEDURES`` is the one list of procedure types (:class:`workflows.kit.spec.ProcedureSpec`), one
 spec per procedure package: the worker registry and the CLI read it. ``WORKFLOWS`` (what the
 worker registers) is derived from it, plus the lease workflow that procedures start as a helper.
+Both live in :mod:`workflows.registry`.
+
+This package's ``__init__`` imports nothing itself: the workflow sandbox runs the ``__init__`` of
+every package above a workflow's module for each new sandboxed run, and importing every procedure
+from here made each one re-run all of them (about 100 ms of worker CPU per rollout start and per
+continue-as-new, in the run's first workflow task). The names below are resolved on first use.
 """
 
-from workflows import drain, etcd, machineconfig, network_migration, runtime_migration, vxlan_port, node_upgrade, control_plane, node_selectors, cluster_upgrade, gluster
-from workflows.drain import NodeDrainWorkflow
-from workflows.etcd import EtcdBackupWorkflow, EtcdQuorumRestoreWorkflow
-from workflows.kit.lease import LeaseWorkflow
-from workflows.kit.spec import ProcedureSpec
-from workflows.machineconfig import MachineConfigRolloutWorkflow, NodeRolloutWorkflow
-from workflows.machineconfig.models import PROCEDURE_MACHINECONFIG_ROLLOUT
+from __future__ import annotations
 
-PROCEDURES: list[ProcedureSpec] = [machineconfig.SPEC, drain.SPEC, etcd.BACKUP, etcd.RESTORE, runtime_migration.SPEC, vxlan_port.SPEC, node_upgrade.SPEC, control_plane.SPEC, node_selectors.SPEC, cluster_upgrade.SPEC, network_migration.SPEC, gluster.SPEC]
+import importlib
+from typing import TYPE_CHECKING, Any
 
-# dict.fromkeys: a child two procedures start (the GlusterFS recovery) is registered once
-WORKFLOWS: list[type] = list(dict.fromkeys(c for spec in PROCEDURES for c in (spec.workflow, *spec.children))) + [LeaseWorkflow]
+#: Public name -> the module that defines it (resolved lazily, PEP 562).
+_EXPORTS: dict[str, str] = {
+    "PROCEDURES": "workflows.registry",
+    "WORKFLOWS": "workflows.registry",
+    "ProcedureSpec": "workflows.kit.spec",
+    "LeaseWorkflow": "workflows.kit.lease",
+    "NodeDrainWorkflow": "workflows.drain",
+    "EtcdBackupWorkflow": "workflows.etcd",
+    "EtcdQuorumRestoreWorkflow": "workflows.etcd",
+    "MachineConfigRolloutWorkflow": "workflows.machineconfig",
+    "NodeRolloutWorkflow": "workflows.machineconfig",
+    "PROCEDURE_MACHINECONFIG_ROLLOUT": "workflows.machineconfig.models",
+}
 
-__all__ = [
-    "PROCEDURES",
-    "WORKFLOWS",
-    "EtcdBackupWorkflow",
-    "EtcdQuorumRestoreWorkflow",
-    "PROCEDURE_MACHINECONFIG_ROLLOUT",
-    "LeaseWorkflow",
-    "MachineConfigRolloutWorkflow",
-    "NodeRolloutWorkflow",
-    "NodeDrainWorkflow",
-    "ProcedureSpec",
-]
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from workflows.drain import NodeDrainWorkflow
+    from workflows.etcd import EtcdBackupWorkflow, EtcdQuorumRestoreWorkflow
+    from workflows.kit.lease import LeaseWorkflow
+    from workflows.kit.spec import ProcedureSpec
+    from workflows.machineconfig import MachineConfigRolloutWorkflow, NodeRolloutWorkflow
+    from workflows.machineconfig.models import PROCEDURE_MACHINECONFIG_ROLLOUT
+    from workflows.registry import PROCEDURES, WORKFLOWS
+
+
+def __getattr__(name: str) -> Any:
+    """``workflows.<name>`` for the names of :data:`_EXPORTS`; AttributeError for any other."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'workflows' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
