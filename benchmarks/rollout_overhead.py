@@ -30,11 +30,10 @@ workflows and the activities in two worker processes (``LOCKKEEPER_WORKER_ROLE``
 a dev server dynamic config value.
 
 The simulator compresses the cluster's own time by ``--time-scale`` but lockkeeper's overhead
-(Temporal round trips, a fixed few hundred milliseconds per node) is real time, so the ratio
-depends on the scale: measured 1.16 at 0.05 (about 3 minutes) and 1.035 at the default 0.2
-(about 11 minutes) on the 2-core machine, for 100 nodes with max_unavailable 10; with
-``--reboot-seconds 20 --drain-seconds 2 --files-seconds 1 --pods-per-node 1``, 1.041 at 1.0 and
-about 1.26 at 0.1.
+(Temporal round trips, 100 to 150 ms per node) is real time, so the ratio depends on the scale:
+for 100 nodes with max_unavailable 10 and ``--reboot-seconds 20 --drain-seconds 2
+--files-seconds 1 --pods-per-node 1`` on the 2-core machine, 1.014 at 1.0 and 1.09 to 1.10 at
+0.1 (docs/architecture.md, "Scale, as measured", has the latest figures).
 """
 
 from __future__ import annotations
