@@ -185,7 +185,7 @@ FAST_SQLITE = ("journal_mode=wal", "synchronous=normal")
 #:   and the dev server has one shard: each workflow task then waited for the next read. At 200
 #:   reads a second a node run's three workflow tasks wait 17 to 21 ms in all instead of 54 to
 #:   61 ms, and 100 nodes (benchmarks/rollout_overhead.py, max_unavailable 10, time scale 0.1) took
-#:   1.09 to 1.10 times the ideal instead of 1.15 to 1.16. The reader is woken by new tasks, so an
+#:   1.09 to 1.11 times the ideal instead of 1.15 to 1.16. The reader is woken by new tasks, so an
 #:   idle server does not read more often; 1,000 was no faster at 100 nodes and cost the server
 #:   more CPU at 2,000 (93 s against 76 s).
 DYNAMIC_CONFIG: dict[str, str] = {

@@ -7,12 +7,8 @@ Only the worker and the CLI import this module; workflow code never does.
 """
 
 from workflows import drain, etcd, machineconfig, network_migration, runtime_migration, vxlan_port, node_upgrade, control_plane, node_selectors, cluster_upgrade, gluster
-from workflows.drain import NodeDrainWorkflow
-from workflows.etcd import EtcdBackupWorkflow, EtcdQuorumRestoreWorkflow
 from workflows.kit.lease import LeaseWorkflow
 from workflows.kit.spec import ProcedureSpec
-from workflows.machineconfig import MachineConfigRolloutWorkflow, NodeRolloutWorkflow
-from workflows.machineconfig.models import PROCEDURE_MACHINECONFIG_ROLLOUT
 
 PROCEDURES: list[ProcedureSpec] = [machineconfig.SPEC, drain.SPEC, etcd.BACKUP, etcd.RESTORE, runtime_migration.SPEC, vxlan_port.SPEC, node_upgrade.SPEC, control_plane.SPEC, node_selectors.SPEC, cluster_upgrade.SPEC, network_migration.SPEC, gluster.SPEC]
 
