@@ -32,7 +32,7 @@ a dev server dynamic config value.
 The simulator compresses the cluster's own time by ``--time-scale`` but lockkeeper's overhead
 (Temporal round trips, 100 to 150 ms per node) is real time, so the ratio depends on the scale:
 for 100 nodes with max_unavailable 10 and ``--reboot-seconds 20 --drain-seconds 2
---files-seconds 1 --pods-per-node 1`` on the 2-core machine, 1.014 at 1.0 and 1.09 to 1.10 at
+--files-seconds 1 --pods-per-node 1`` on the 2-core machine, 1.014 at 1.0 and 1.09 to 1.11 at
 0.1 (docs/architecture.md, "Scale, as measured", has the latest figures).
 """
 

@@ -1,9 +1,6 @@
 """lockkeeper's workflows: deterministic orchestration only (see DESIGN.md, "workflows decide").
 
-``PROCEDURES`` is the one list of procedure types (:class:`workflows.kit.spec.ProcedureSpec`), one
-spec per procedure package: the worker registry and the CLI read it. ``WORKFLOWS`` (what the
-worker registers) is derived from it, plus the lease workflow that procedures start as a helper.
-Both live in :mod:`workflows.registry`.
+``workflows.PROCEDURES`` and ``workflows.WORKFLOWS`` are :mod:`workflows.registry`'s.
 
 This package's ``__init__`` imports nothing itself: the workflow sandbox runs the ``__init__`` of
 every package above a workflow's module for each new sandboxed run, and importing every procedure
