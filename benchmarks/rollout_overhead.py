@@ -13,6 +13,9 @@ pool with ``max_unavailable``. Prints (issue 16's figures):
 - reaction latency p50/p99: from a daemon annotation change (desiredDrain=drain-X or
   uncordon-X, seen in clustersim's store) to lockkeeper's next write on that node (the cordon or
   uncordon PATCH in clustersim's request record). Target p99 < 250 ms;
+- where the time beyond the ideal goes, from the cluster's view (:mod:`benchmarks.cluster_view`):
+  the start, each node's handshake less the cluster's own time, and the handover from a node's
+  Done to the next node's first write in its place in the window;
 - node completions per second, and how the status query answered while the rollout ran;
 - the API requests per node, by verb and resource (clustersim's request record);
 - where a node run's time goes (the mean time between each pair of successive events of its
@@ -58,6 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from temporalio.api.enums.v1 import EventType  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 
+from benchmarks.cluster_view import ClusterClock, describe  # noqa: E402
 from clustersim import ClusterSim  # noqa: E402
 from clustersim.scenario import generate_scenario  # noqa: E402
 from workers.client import connect  # noqa: E402
@@ -280,12 +284,16 @@ async def main(args: argparse.Namespace) -> None:
 
                 # Daemon annotation changes, as clustersim's store commits them: (node, value) -> time.
                 asks: dict[tuple[str, str], float] = {}
+                clock = ClusterClock()  # each node's begin and Done, for where the time goes
                 sub = sim.store.subscribe(["nodes"])
 
                 async def follow() -> None:
                     async for ev in sub:
-                        new = (ev.object["metadata"].get("annotations") or {}).get(MCO + "desiredDrain")
-                        old = (((ev.old or {}).get("metadata") or {}).get("annotations") or {}).get(MCO + "desiredDrain")
+                        new_ann = ev.object["metadata"].get("annotations")
+                        old_ann = ((ev.old or {}).get("metadata") or {}).get("annotations")
+                        clock.observe(ev.object["metadata"]["name"], new_ann, old_ann, time.time())
+                        new = (new_ann or {}).get(MCO + "desiredDrain")
+                        old = (old_ann or {}).get(MCO + "desiredDrain")
                         if new and new != old:
                             asks.setdefault((ev.object["metadata"]["name"], new.split("-")[0]), time.time())
 
@@ -296,7 +304,7 @@ async def main(args: argparse.Namespace) -> None:
                             "simulator + benchmark": time.process_time()}
 
                 cpu_start = cpu_now()
-                started = time.monotonic()
+                started, started_at = time.monotonic(), time.time()
                 handle = await client.start_workflow(
                     "MachineConfigRolloutWorkflow",
                     MachineConfigRolloutInput(
@@ -326,6 +334,7 @@ async def main(args: argparse.Namespace) -> None:
                 if not result_task.done():
                     result_task.cancel()
                 actual = time.monotonic() - started
+                finished_at = started_at + actual
                 cpu = {k: v - cpu_start[k] for k, v in cpu_now().items()}  # the run's, not the figures' reading
                 follower.cancel()
                 sub.close()
@@ -417,6 +426,9 @@ async def main(args: argparse.Namespace) -> None:
         steps = sorted(children.steps.items(), key=lambda kv: -kv[1])[:6]
         print(f"node run's time (mean {sum(children.steps.values()) / children.runs * 1000:.0f} ms), largest steps: "
               + ", ".join(f"{k} {v / children.runs * 1000:.0f} ms" for k, v in steps))
+    view = clock.breakdown(started=started_at, finished=finished_at, window=args.max_unavailable, cluster_seconds=per_node)
+    for line in describe(view, waves=batches) if view else ["cluster's view: no node both began and ended"]:
+        print(line)
     print(f"lease workflows: {leases.runs} runs, {leases.events} events ({leases.events / n:.1f}/node),"
           f" signals {leases.signals}")
     print(f"all events per node (parent + children + leases): {(parent.events + sum(children.events_per_run) + leases.events) / n:.1f}")

@@ -1,0 +1,102 @@
+"""Where a rollout's time goes beyond the cluster's own, seen from the cluster (the simulator's store).
+
+``rollout_overhead.py`` feeds :class:`ClusterClock` every node change clustersim's store commits,
+then prints :func:`describe` of its :meth:`ClusterClock.breakdown`. A node *begins* when its
+``desiredConfig`` annotation first changes (lockkeeper's first write to it) and *ends* when the
+daemon next sets ``state=Done``. Over a rollout the wall time beyond the ideal is then:
+
+- **start**: from the rollout's start to the first node's begin (plan, leases, the first run);
+- **in the node**: a node's begin to its end, less the cluster's own time for it (drain, files,
+  reboot): the API calls, watches and workflow tasks inside the handshake;
+- **handover**: a node's end to the begin of the node that took its place in the window. The
+  ``w``-th node to begin (``w`` = maxUnavailable) took the place of the first to end, and so on:
+  exact for one pool whose nodes begin one at a time as places free up, as the MachineConfig
+  window does;
+- **end**: from the last node's end to the rollout's result.
+
+Nothing here touches Temporal or the simulator; the caller gives the times (Unix seconds).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+MCO = "machineconfiguration.openshift.io/"
+
+
+@dataclass
+class Breakdown:
+    """Seconds beyond the cluster's own time (see the module docstring); lists hold one value
+    per node (``in_node``) or per handover (``handovers``)."""
+
+    start: float
+    in_node: list[float] = field(default_factory=list)
+    handovers: list[float] = field(default_factory=list)
+    end: float = 0.0
+    nodes: int = 0
+
+
+class ClusterClock:
+    """Begin and end times of every node of a rollout, from the store's node events."""
+
+    def __init__(self) -> None:
+        self.began: dict[str, float] = {}
+        self.ended: dict[str, float] = {}
+
+    def observe(self, name: str, new: dict[str, Any] | None, old: dict[str, Any] | None, at: float) -> None:
+        """One committed change of node ``name``: ``new`` and ``old`` are its annotations after and
+        before (None: none), ``at`` the commit time. Keeps the first begin and the first end after
+        it of each node."""
+        new, old = new or {}, old or {}
+        if name not in self.began:
+            if old.get(MCO + "desiredConfig") and new.get(MCO + "desiredConfig") != old.get(MCO + "desiredConfig"):
+                self.began[name] = at
+        elif name not in self.ended and new.get(MCO + "state") == "Done" and old.get(MCO + "state") != "Done":
+            self.ended[name] = at
+
+    def breakdown(self, *, started: float, finished: float, window: int, cluster_seconds: float) -> Breakdown | None:
+        """The overhead of a rollout that started at ``started`` and returned at ``finished``, rolling
+        its nodes ``window`` at a time, each taking ``cluster_seconds`` of the cluster's own time.
+        None when no node both began and ended. Raises ValueError for a window below 1."""
+        if window < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
+        whole = [n for n in self.began if n in self.ended]
+        if not whole:
+            return None
+        begins = sorted(self.began.values())
+        ends = sorted(self.ended.values())
+        return Breakdown(
+            start=begins[0] - started,
+            in_node=[self.ended[n] - self.began[n] - cluster_seconds for n in whole],
+            handovers=[begins[window + k] - ends[k] for k in range(max(0, min(len(begins) - window, len(ends))))],
+            end=finished - ends[-1],
+            nodes=len(whole),
+        )
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def describe(b: Breakdown, *, waves: int) -> list[str]:
+    """Printable lines (milliseconds) for ``b``, with the estimate ``start + waves x (in the node +
+    handover) + end`` of the time beyond the ideal (the wall time's critical path of ``waves``
+    nodes one after another in one place of the window)."""
+    ms = 1000.0
+    lines = [f"cluster's view: {b.nodes} nodes; start {b.start * ms:.0f} ms, end {b.end * ms:.0f} ms"]
+    node_mean = statistics.mean(b.in_node)
+    lines.append(f"  in the node (begin -> Done, less the cluster's time): mean {node_mean * ms:.0f} ms,"
+                 f" p50 {_pct(b.in_node, 0.5) * ms:.0f}, max {max(b.in_node) * ms:.0f}")
+    hand_mean = statistics.mean(b.handovers) if b.handovers else 0.0
+    if b.handovers:
+        lines.append(f"  handover (a node Done -> the next node's begin in its place): mean {hand_mean * ms:.0f} ms,"
+                     f" p50 {_pct(b.handovers, 0.5) * ms:.0f}, p90 {_pct(b.handovers, 0.9) * ms:.0f},"
+                     f" max {max(b.handovers) * ms:.0f}")
+    estimate = b.start + waves * node_mean + max(waves - 1, 0) * hand_mean + b.end
+    lines.append(f"  beyond the ideal, from the means: start + {waves} x in-node + {max(waves - 1, 0)} x handover + end"
+                 f" = {estimate * ms:.0f} ms (the slowest place of the window sets the wall time)")
+    return lines

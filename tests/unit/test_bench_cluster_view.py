@@ -1,0 +1,61 @@
+"""benchmarks/cluster_view.py: a rollout's overhead from the cluster's view, on made-up node events."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+_spec = importlib.util.spec_from_file_location(
+    "cluster_view", Path(__file__).resolve().parents[2] / "benchmarks" / "cluster_view.py"
+)
+assert _spec is not None and _spec.loader is not None
+cluster_view = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault("cluster_view", cluster_view)  # dataclasses look their module up there
+_spec.loader.exec_module(cluster_view)
+
+MCO = cluster_view.MCO
+
+
+def ann(desired: str, state: str = "Done") -> dict[str, str]:
+    return {MCO + "desiredConfig": desired, MCO + "currentConfig": "old", MCO + "state": state}
+
+
+def roll(clock: object, node: str, begin: float, done: float) -> None:
+    """One node's handshake as the store commits it: the first write, the daemon's states."""
+    clock.observe(node, ann("new", "Done"), ann("old", "Done"), begin)  # desiredConfig changes
+    clock.observe(node, ann("new", "Working"), ann("new", "Done"), begin + 0.001)
+    clock.observe(node, ann("new", "Rebooting"), ann("new", "Working"), begin + 0.5)
+    clock.observe(node, ann("new", "Done"), ann("new", "Rebooting"), done)
+
+
+def test_breakdown_pairs_each_end_with_the_begin_that_took_its_place() -> None:
+    clock = cluster_view.ClusterClock()
+    clock.observe("a", ann("old"), None, 0.0)  # creation: no begin
+    roll(clock, "a", 1.0, 3.1)  # window 2: a and b first, then c after a, d after b
+    roll(clock, "b", 1.0, 3.2)
+    roll(clock, "c", 3.2, 5.3)
+    roll(clock, "d", 3.5, 5.5)
+    b = clock.breakdown(started=0.8, finished=5.6, window=2, cluster_seconds=2.0)
+    assert b is not None and b.nodes == 4
+    assert b.start == pytest.approx(0.2)
+    assert b.end == pytest.approx(0.1)
+    assert sorted(b.in_node) == pytest.approx([0.0, 0.1, 0.1, 0.2])
+    assert b.handovers == pytest.approx([0.1, 0.3])
+    lines = cluster_view.describe(b, waves=2)
+    assert "start 200 ms, end 100 ms" in lines[0]
+    assert "mean 100 ms" in lines[1] and "mean 200 ms" in lines[2]
+    # 200 + 2 x 100 + 1 x 200 + 100
+    assert "= 700 ms" in lines[3]
+
+
+def test_a_node_that_never_began_or_never_ended_is_left_out() -> None:
+    clock = cluster_view.ClusterClock()
+    clock.observe("x", ann("new", "Done"), ann("new", "Working"), 1.0)  # Done without a begin
+    assert clock.breakdown(started=0, finished=2, window=1, cluster_seconds=1) is None
+    clock.observe("x", ann("newer", "Working"), ann("new", "Done"), 2.0)  # begins, never Done
+    assert clock.breakdown(started=0, finished=3, window=1, cluster_seconds=1) is None
+    with pytest.raises(ValueError, match="window"):
+        clock.breakdown(started=0, finished=3, window=0, cluster_seconds=1)
