@@ -2,7 +2,8 @@
 
 ``FaultInjector`` decides, per API request (paths under /api and /apis only), whether to answer
 with an injected 500, 503 or 429 (+ ``Retry-After``), or to hang for ``timeout_seconds`` and then
-drop the connection. Rates are probabilities in [0, 1] and can be limited to some verbs
+drop the connection; ``latency_seconds`` delays every request it lets through (a slow API server:
+a write lands that much after it was sent). Rates are probabilities in [0, 1] and can be limited to some verbs
 (``MUTATING_VERBS`` for writes only) and resources. It can also drop every open watch stream and
 answer the next N watches with a 410 Expired ERROR event.
 
@@ -80,10 +81,12 @@ class RequestRecord:
 
 @dataclass
 class FaultDecision:
-    """What to do with one request: ``kind`` is "ok", "error" (``code``) or "timeout"."""
+    """What to do with one request: ``kind`` is "ok", "error" (``code``) or "timeout"; an "ok"
+    request is served after ``delay`` seconds."""
 
     kind: str
     code: int = 0
+    delay: float = 0.0
 
 
 class FaultInjector:
@@ -99,6 +102,7 @@ class FaultInjector:
         self.error_rates: dict[int, float] = {500: 0.0, 503: 0.0, 429: 0.0}
         self.timeout_rate = 0.0
         self.timeout_seconds = 5.0
+        self.latency_seconds = 0.0
         self.retry_after_seconds = 1
         self.verbs: frozenset[str] | None = None
         self.resources: frozenset[str] | None = None
@@ -107,6 +111,7 @@ class FaultInjector:
     def configure(self, *, error_500: float | None = None, error_503: float | None = None,
                   error_429: float | None = None, timeout: float | None = None,
                   timeout_seconds: float | None = None, retry_after_seconds: int | None = None,
+                  latency_seconds: float | None = None,
                   verbs: list[str] | str | None = None, resources: list[str] | None = None,
                   expire_watches: int | None = None) -> None:
         """Set rates (probabilities 0..1) and filters; ``verbs="mutating"`` means MUTATING_VERBS.
@@ -121,6 +126,10 @@ class FaultInjector:
             self.timeout_rate = _rate(timeout)
         if timeout_seconds is not None:
             self.timeout_seconds = float(timeout_seconds)
+        if latency_seconds is not None:
+            if latency_seconds < 0:
+                raise ValueError(f"latency_seconds must be >= 0, got {latency_seconds}")
+            self.latency_seconds = float(latency_seconds)
         if retry_after_seconds is not None:
             self.retry_after_seconds = int(retry_after_seconds)
         if verbs is not None:
@@ -156,7 +165,7 @@ class FaultInjector:
         acc += self.timeout_rate
         if roll < acc:
             return FaultDecision("timeout")
-        return FaultDecision("ok")
+        return FaultDecision("ok", delay=self.latency_seconds)
 
     def take_forced_expiry(self) -> bool:
         """True (and consume one) when the next watch must get 410 Expired."""
@@ -197,6 +206,7 @@ class FaultInjector:
         return {"error_500": self.error_rates[500], "error_503": self.error_rates[503],
                 "error_429": self.error_rates[429], "timeout": self.timeout_rate,
                 "timeout_seconds": self.timeout_seconds, "retry_after_seconds": self.retry_after_seconds,
+                "latency_seconds": self.latency_seconds,
                 "verbs": sorted(self.verbs) if self.verbs else None,
                 "resources": sorted(self.resources) if self.resources else None,
                 "expire_watches": self.expire_watches, "open_watches": self.open_watches}

@@ -98,6 +98,8 @@ class ApiServer:
                         request.transport.close()
                     code = 0
                     return web.Response(status=504)
+                if fault.delay:
+                    await asyncio.sleep(fault.delay)
             resp = await self._handle(request, path, info)
             code = resp.status
             return resp

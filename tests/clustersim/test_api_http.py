@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -177,6 +178,26 @@ async def test_fault_injection_and_request_record(sim: ClusterSim, http: aiohttp
     assert sim.requests.entries(verb="patch")[0].user_agent.startswith("Python")
     assert (await http.delete("/_sim/requests")).status == 200
     assert len(sim.requests) == 0
+
+
+async def test_latency_delays_matching_requests_only(sim: ClusterSim, http: aiohttp.ClientSession) -> None:
+    sim.faults.configure(latency_seconds=0.3, verbs=["patch"], resources=["nodes"])
+    try:
+        started = time.monotonic()
+        assert (await http.get("/api/v1/nodes/node1")).status == 200
+        read = time.monotonic() - started
+        started = time.monotonic()
+        resp = await http.patch("/api/v1/nodes/node1", data=b'{"metadata":{"labels":{"slow":"1"}}}',
+                                headers={"Content-Type": "application/merge-patch+json"})
+        written = time.monotonic() - started
+        assert resp.status == 200 and sim.store.get("nodes", "node1")["metadata"]["labels"]["slow"] == "1"
+        assert written >= 0.3 and read < 0.3, (written, read)
+        assert (await (await http.get("/_sim/faults")).json())["latency_seconds"] == 0.3
+        with pytest.raises(ValueError, match="latency_seconds"):
+            sim.faults.configure(latency_seconds=-1)
+    finally:
+        sim.faults.clear()
+    assert sim.faults.latency_seconds == 0.0
 
 
 async def test_drop_watch_streams(sim: ClusterSim, http: aiohttp.ClientSession) -> None:
