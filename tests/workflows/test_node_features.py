@@ -81,6 +81,6 @@ async def test_a_node_run_without_features_asks_the_patches(time_skipping_env, w
     # at its first look and the kit's drain loop hands off (no tail hand-off asked).
     assert set(ids) == {
         "node-steps-by-query", "set-desired-config-first", "desired-config-in-drain-call", "handshake-follows-daemon",
-        "drain-when-asked", "milestone-progress-signals", "handshake-tail-in-one-call",
+        "drain-when-asked", "milestone-progress-signals", "handshake-tail-in-one-call", "stop-settles-call",
     }, ids
     assert upserts == len(ids)

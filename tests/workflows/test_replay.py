@@ -29,6 +29,9 @@ HISTORY_IDS = {
     # desiredConfig set by the first drain_when_asked, the drain hand-off by wait_for_node_done
     # (features desired-config-in-drain-call, drain-hand-off-in-tail-call): no local call.
     "node_rollout_writes_in_calls.json": "rollout-full/node/worker-0/1",
+    # A node run skipped during its first drain_when_asked, rolled back once the call had ended
+    # (feature stop-settles-call; tests/workflows/test_stop_settles.py records it).
+    "node_rollout_stop_settles.json": "rollout-stop-settles-skip/node/worker-0/1",
     # A rollout across continue-as-new (tests/workflows/test_scale_continue_as_new.py): the first
     # run ends in ContinuedAsNew, the last starts from the carried state.
     "machineconfig_rollout_can_first.json": "rollout-can",

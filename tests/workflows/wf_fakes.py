@@ -105,7 +105,10 @@ class FakeCluster:
     (node -> DrainReport: evictions refused with 429 until removed), ``ovnkube_polls`` /
     ``workloads_polls`` (check_pods_ready answers not-ready this many times first);
     ``slow_drain_request``: the daemon asks for the drain only on its next reaction after the
-    desiredConfig write (as a real daemon does), not within the write."""
+    desiredConfig write (as a real daemon does), not within the write. ``drain_call_started``
+    (node -> asyncio.Event) is set when a ``drain_when_asked`` call for the node starts, which
+    then waits for ``drain_call_go`` (node -> asyncio.Event) before writing anything: a call that
+    is slow to its first write and, like a real one between heartbeats, does not see a cancel."""
 
     def __init__(self, pools: dict[str, int], *, zones: tuple[str, ...] = ("a", "b"), reboot_polls: int = 2) -> None:
         self.pools: dict[str, list[str]] = {}
@@ -133,6 +136,8 @@ class FakeCluster:
         self.max_in_flight = 0
         self.deleted_pods = 0
         self.slow_drain_request = False
+        self.drain_call_started: dict[str, asyncio.Event] = {}
+        self.drain_call_go: dict[str, asyncio.Event] = {}
 
     # --- inspection ---------------------------------------------------------------------------
 
@@ -316,6 +321,9 @@ class FakeCluster:
             ``set_desired_config`` it first writes desiredConfig (recorded as set_node_annotations)
             and returns ``first_look_only`` for a node that does not plainly wait, as the real one."""
             rec("drain_when_asked", inp)
+            if inp.node in self.drain_call_go:
+                self.drain_call_started.setdefault(inp.node, asyncio.Event()).set()
+                await asyncio.shield(self.drain_call_go[inp.node].wait())
             if inp.set_desired_config:
                 first = await set_node_annotations(
                     SetNodeAnnotationsInput(node=inp.node, annotations={ANN_DESIRED_CONFIG: inp.target}, read_first=False)

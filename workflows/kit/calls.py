@@ -199,10 +199,13 @@ def _non_retryable(err: FailureError) -> bool:
 
 def start(
     name: str, arg: Any, result_type: type | None, *, seconds: float, heartbeat: bool = True,
-    timeouts: Timeouts = DEFAULT_TIMEOUTS,
+    timeouts: Timeouts = DEFAULT_TIMEOUTS, wait_cancelled: bool = False,
 ) -> Any:
     """Start activity ``name`` (same options as :func:`call`) and return its handle, so the
-    caller can race it against a signal and cancel it."""
+    caller can race it against a signal and cancel it. ``wait_cancelled``: a cancelled handle
+    resolves only once the activity has ended (``WAIT_CANCELLATION_COMPLETED``: with its result,
+    or an ActivityError), not at once; a running activity learns of a cancel only with its next
+    heartbeat, and writes until then."""
     return workflow.start_activity(
         name,
         arg,
@@ -211,6 +214,8 @@ def start(
         heartbeat_timeout=timeouts.heartbeat if heartbeat else None,
         retry_policy=DEFAULT_RETRY,
         summary=summary_of(name, arg),
+        cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+        if wait_cancelled else workflow.ActivityCancellationType.TRY_CANCEL,
     )
 
 

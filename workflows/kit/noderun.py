@@ -25,6 +25,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.cluster.models import DrainReport, UncordonInput, UncordonResult
@@ -279,12 +280,20 @@ class NodeRun:
         if self.stop is not None:
             raise Stopped()
 
-    async def until_stopped(self, handle: Any) -> Any:
+    async def until_stopped(self, handle: Any, *, settle: bool = False) -> Any:
         """Await an activity ``handle`` (from :func:`workflows.kit.calls.start`) unless a
-        skip/abort arrives first: then cancel it and raise :class:`Stopped`."""
+        skip/abort arrives first: then cancel it and raise :class:`Stopped`. ``settle`` (a handle
+        started with ``wait_cancelled``): raise only once the activity has ended, so a roll-back
+        after it sees everything the activity wrote before the cancel reached it."""
         await workflow.wait_condition(lambda: handle.done() or self.stop is not None)
         if not handle.done():
             handle.cancel()
+            if settle:
+                await self.report(NodePhase.RUNNING, STEP_ROLLBACK, f"{self.stop} requested: waiting for the running call to stop")
+                try:
+                    await handle
+                except ActivityError:
+                    pass  # cancelled or failed: either way the roll-back reads what it left
             raise Stopped()
         return await handle
 

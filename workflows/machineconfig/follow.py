@@ -95,6 +95,12 @@ PATCH_HAND_OFF_IN_TAIL = "drain-hand-off-in-tail-call"
 #: as after its own desiredConfig write (:func:`follow_from_start`).
 PATCH_DESIRED_IN_DRAIN = "desired-config-in-drain-call"
 
+#: ``workflow.patched`` id (a node-run feature): a skip or abort during a ``drain_when_asked`` call
+#: (before the first hand-off) rolls back once the call has ended, not at once. The call learns
+#: of the cancel only with its next heartbeat and may set desiredConfig or cordon until then; a
+#: roll-back that read the node first left those writes behind and reported the node skipped.
+PATCH_STOP_SETTLES = "stop-settles-call"
+
 #: Fraction of the daemon's uncordon deadline given to it to retry a failed sync by itself: the
 #: MCO daemon retries within 60 s (backoff cap) + 10 s (poll) = 70 s of its 600 s deadline; 0.15
 #: is 90 s at the real deadline and scales with it in simulations.
@@ -338,9 +344,11 @@ class _Follow:
 async def _drain_when_asked(
     wf: NodeRolloutWorkflow, input: NodeRolloutInput, *, set_desired_config: bool = False
 ) -> DrainWhenAskedResult:
-    """One ``drain_when_asked`` call, interruptible: skip/abort cancels it and raises :class:`Stopped`."""
+    """One ``drain_when_asked`` call, interruptible: skip/abort cancels it and raises :class:`Stopped`
+    (under :data:`PATCH_STOP_SETTLES` once the call has ended)."""
     run = wf.node_run
     run.check_stop()
+    settle = wf._features.on(PATCH_STOP_SETTLES)
     handle = acts.start(
         acts.DRAIN_WHEN_ASKED,
         DrainWhenAskedInput(
@@ -350,8 +358,9 @@ async def _drain_when_asked(
         DrainWhenAskedResult,
         seconds=input.wait_activity_timeout_seconds + input.drain_wait_seconds,
         timeouts=wf._timeouts,
+        wait_cancelled=settle,
     )
-    res: DrainWhenAskedResult = await run.until_stopped(handle)
+    res: DrainWhenAskedResult = await run.until_stopped(handle, settle=settle)
     return res
 
 

@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.machineconfig.follow import (
         PATCH_DESIRED_IN_DRAIN,
         PATCH_DRAIN_WHEN_ASKED,
+        PATCH_STOP_SETTLES,
         PATCH_FOLLOW_DAEMON,
         PATCH_HAND_OFF_IN_TAIL,
         PATCH_TAIL_ONE_CALL,
@@ -100,6 +101,7 @@ NODE_RUN_FEATURES: tuple[str, ...] = (
     PATCH_DRAIN_WHEN_ASKED,
     PATCH_HAND_OFF_IN_TAIL,
     PATCH_DESIRED_IN_DRAIN,
+    PATCH_STOP_SETTLES,
 )
 
 #: Steps a node rollout signals to its parent (besides blocked drains, warnings and decisions):
