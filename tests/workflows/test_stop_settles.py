@@ -4,7 +4,7 @@ call did once it has ended (node-run feature ``stop-settles-call``).
 The call sets desiredConfig, then cordons and drains when the daemon asks. A cancel reaches a
 running activity only with its next heartbeat, so a call can still write after the workflow
 asked it to stop. A roll-back that read the node before that write left the node with the new
-desiredConfig, cordoned by the rollout, and reported it skipped. The fake call here is slow to its
+desiredConfig (and our cordon, had the daemon asked in time) and reported it skipped. The fake call here is slow to its
 first write and sees no cancel, as a real one between heartbeats."""
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from workflows import MachineConfigRolloutWorkflow
 from workflows.kit.models import ControlInput, NodeControlInput, NodePhase
 
 
-#: The skipped node run's history, for the replay test below (LOCKKEEPER_WRITE_HISTORY=1 records it).
+#: The skipped node run's history (LOCKKEEPER_WRITE_HISTORY=1 records it): test_replay.py replays
+#: it, the last test here checks its order.
 HISTORY_FILE = "node_rollout_stop_settles.json"
 HISTORY_ID = "rollout-stop-settles"
 
