@@ -24,7 +24,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-MCO = "machineconfiguration.openshift.io/"
+from activities.cluster.models import ANN_DESIRED_CONFIG, ANN_STATE
 
 
 @dataclass
@@ -52,9 +52,9 @@ class ClusterClock:
         it of each node."""
         new, old = new or {}, old or {}
         if name not in self.began:
-            if old.get(MCO + "desiredConfig") and new.get(MCO + "desiredConfig") != old.get(MCO + "desiredConfig"):
+            if old.get(ANN_DESIRED_CONFIG) and new.get(ANN_DESIRED_CONFIG) != old.get(ANN_DESIRED_CONFIG):
                 self.began[name] = at
-        elif name not in self.ended and new.get(MCO + "state") == "Done" and old.get(MCO + "state") != "Done":
+        elif name not in self.ended and new.get(ANN_STATE) == "Done" and old.get(ANN_STATE) != "Done":
             self.ended[name] = at
 
     def breakdown(self, *, started: float, finished: float, window: int, cluster_seconds: float) -> Breakdown | None:
@@ -77,7 +77,10 @@ class ClusterClock:
         )
 
 
-def _pct(values: list[float], q: float) -> float:
+def pct(values: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1, nearest rank) of ``values``; NaN when there are none."""
+    if not values:
+        return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
@@ -90,11 +93,11 @@ def describe(b: Breakdown, *, waves: int) -> list[str]:
     lines = [f"cluster's view: {b.nodes} nodes; start {b.start * ms:.0f} ms, end {b.end * ms:.0f} ms"]
     node_mean = statistics.mean(b.in_node)
     lines.append(f"  in the node (begin -> Done, less the cluster's time): mean {node_mean * ms:.0f} ms,"
-                 f" p50 {_pct(b.in_node, 0.5) * ms:.0f}, max {max(b.in_node) * ms:.0f}")
+                 f" p50 {pct(b.in_node, 0.5) * ms:.0f}, max {max(b.in_node) * ms:.0f}")
     hand_mean = statistics.mean(b.handovers) if b.handovers else 0.0
     if b.handovers:
         lines.append(f"  handover (a node Done -> the next node's begin in its place): mean {hand_mean * ms:.0f} ms,"
-                     f" p50 {_pct(b.handovers, 0.5) * ms:.0f}, p90 {_pct(b.handovers, 0.9) * ms:.0f},"
+                     f" p50 {pct(b.handovers, 0.5) * ms:.0f}, p90 {pct(b.handovers, 0.9) * ms:.0f},"
                      f" max {max(b.handovers) * ms:.0f}")
     estimate = b.start + waves * node_mean + max(waves - 1, 0) * hand_mean + b.end
     lines.append(f"  beyond the ideal, from the means: start + {waves} x in-node + {max(waves - 1, 0)} x handover + end"

@@ -61,7 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from temporalio.api.enums.v1 import EventType  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 
-from benchmarks.cluster_view import ClusterClock, describe  # noqa: E402
+from benchmarks.cluster_view import ClusterClock, describe, pct  # noqa: E402
 from clustersim import ClusterSim  # noqa: E402
 from clustersim.scenario import generate_scenario  # noqa: E402
 from workers.client import connect  # noqa: E402
@@ -245,13 +245,6 @@ def cpu_seconds(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
-
-
 async def main(args: argparse.Namespace) -> None:
     scale = args.time_scale
     rollout_fields(args)  # refuse a bad --rollout-input before anything starts
@@ -421,7 +414,7 @@ async def main(args: argparse.Namespace) -> None:
     if parent.child_spans:
         print(f"node in the parent: start command to completion mean {statistics.mean(parent.child_spans) * 1000:.0f} ms;"
               f" completion to the next start command mean {statistics.mean(parent.handovers or [0]) * 1000:.0f} ms,"
-              f" p99 {_pct(parent.handovers, 0.99) * 1000:.0f} ms")
+              f" p99 {pct(parent.handovers, 0.99) * 1000:.0f} ms")
     if children.runs:
         steps = sorted(children.steps.items(), key=lambda kv: -kv[1])[:6]
         print(f"node run's time (mean {sum(children.steps.values()) / children.runs * 1000:.0f} ms), largest steps: "
@@ -441,7 +434,7 @@ async def main(args: argparse.Namespace) -> None:
     print(f"status query during the run: {status_ok} full answers, {status_failed} failures"
           + (f" (first: {status_errors[0]})" if status_errors else ""))
     print(f"reaction latency (daemon annotation -> next lockkeeper write), n={len(latencies)}:"
-          f" p50 {_pct(latencies, 0.5) * 1000:.0f} ms, p99 {_pct(latencies, 0.99) * 1000:.0f} ms (target p99 < 250 ms)")
+          f" p50 {pct(latencies, 0.5) * 1000:.0f} ms, p99 {pct(latencies, 0.99) * 1000:.0f} ms (target p99 < 250 ms)")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from clustersim.scenario import generate_scenario
-from activities.cluster.models import ANN_CORDONED_BY
+from activities.cluster.models import ANN_CORDONED_BY, ANN_CURRENT_CONFIG, ANN_DESIRED_CONFIG, ANN_STATE
 from tests.e2e.harness import fast_timings, node_annotations, start_rollout, status
 from workflows.kit.models import ControlInput
 
@@ -31,17 +31,16 @@ pytestmark = pytest.mark.e2e
 SCALE = 0.05
 NODES, WINDOW = 24, 6
 LATENCY = 0.4
-MCO = "machineconfiguration.openshift.io/"
 
 
 def _whole(store: Any, name: str, owner_prefix: str) -> str | None:
     """Why node ``name`` is not whole, or None."""
     node = store.get("nodes", name)
     ann = node_annotations(store, name)
-    if ann.get(MCO + "desiredConfig") != ann.get(MCO + "currentConfig"):
-        return f"update pending: desired {ann.get(MCO + 'desiredConfig')} current {ann.get(MCO + 'currentConfig')}"
-    if ann.get(MCO + "state") != "Done":
-        return f"daemon state {ann.get(MCO + 'state')}"
+    if ann.get(ANN_DESIRED_CONFIG) != ann.get(ANN_CURRENT_CONFIG):
+        return f"update pending: desired {ann.get(ANN_DESIRED_CONFIG)} current {ann.get(ANN_CURRENT_CONFIG)}"
+    if ann.get(ANN_STATE) != "Done":
+        return f"daemon state {ann.get(ANN_STATE)}"
     if node["spec"].get("unschedulable") or (ann.get(ANN_CORDONED_BY) or "").startswith(owner_prefix):
         return f"cordoned ({ann.get(ANN_CORDONED_BY)})"
     return None
@@ -49,18 +48,16 @@ def _whole(store: Any, name: str, owner_prefix: str) -> str | None:
 
 @pytest.mark.timeout(600)
 async def test_an_abort_mid_rollout_leaves_every_node_done_or_as_it_was(
-    sim_factory: Any, worker_process_factory: Any, dev_server: Any, temporal_client: Any
+    sim_factory: Any, worker_for: Any, task_queue: str, temporal_client: Any
 ) -> None:
     scenario = generate_scenario(nodes=NODES, pods=NODES, pools={"worker": NODES}, name="abort-whole", reboot_seconds=20,
                                  write_files_seconds=1, pod_start_seconds=1, namespaces=2, pods_per_deployment=1)
     sim = await sim_factory(scenario, time_scale=SCALE)
-    queue = f"lk-abortwhole-{uuid.uuid4().hex[:6]}"
-    worker = worker_process_factory(address=dev_server.address, kubeconfig=sim.kubeconfig_path, task_queue=queue)
-    await worker.start()
-    old = {n["metadata"]["name"]: node_annotations(sim.store, n["metadata"]["name"])[MCO + "currentConfig"]
+    await worker_for(sim)
+    old = {n["metadata"]["name"]: node_annotations(sim.store, n["metadata"]["name"])[ANN_CURRENT_CONFIG]
            for n in sim.store.list("nodes")}
     sim.faults.configure(latency_seconds=LATENCY, verbs=["patch"], resources=["nodes"])
-    handle = await start_rollout(temporal_client, queue, cluster=f"abortwhole-{uuid.uuid4().hex[:6]}", pools=["worker"],
+    handle = await start_rollout(temporal_client, task_queue, cluster=f"abortwhole-{uuid.uuid4().hex[:6]}", pools=["worker"],
                                  max_unavailable=WINDOW, **fast_timings(SCALE))
     deadline = time.monotonic() + 300
     caught = None
@@ -68,7 +65,7 @@ async def test_an_abort_mid_rollout_leaves_every_node_done_or_as_it_was(
         st = await status(handle)
         done = sum(1 for ns in st.nodes.values() if ns.phase == "done")
         first_call = [n for n, ns in st.nodes.items() if ns.phase == "running" and ns.step == "wait-drain-request"
-                      and node_annotations(sim.store, n)[MCO + "desiredConfig"] == old[n]]
+                      and node_annotations(sim.store, n)[ANN_DESIRED_CONFIG] == old[n]]
         if done >= 2 and first_call:
             caught = first_call[0]
         assert time.monotonic() < deadline, st
@@ -89,7 +86,7 @@ async def test_an_abort_mid_rollout_leaves_every_node_done_or_as_it_was(
         await asyncio.sleep(0.05)
     assert not broken, (caught, broken)
     for name, phase in phases.items():
-        current = node_annotations(sim.store, name)[MCO + "currentConfig"]
+        current = node_annotations(sim.store, name)[ANN_CURRENT_CONFIG]
         if phase == "aborted":
             assert current == old[name], (name, current)  # rolled back or never started
         else:

@@ -16,11 +16,11 @@ cluster_view = importlib.util.module_from_spec(_spec)
 sys.modules.setdefault("cluster_view", cluster_view)  # dataclasses look their module up there
 _spec.loader.exec_module(cluster_view)
 
-MCO = cluster_view.MCO
+from activities.cluster.models import ANN_CURRENT_CONFIG, ANN_DESIRED_CONFIG, ANN_STATE  # noqa: E402
 
 
 def ann(desired: str, state: str = "Done") -> dict[str, str]:
-    return {MCO + "desiredConfig": desired, MCO + "currentConfig": "old", MCO + "state": state}
+    return {ANN_DESIRED_CONFIG: desired, ANN_CURRENT_CONFIG: "old", ANN_STATE: state}
 
 
 def roll(clock: object, node: str, begin: float, done: float) -> None:
