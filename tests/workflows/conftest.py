@@ -17,6 +17,7 @@ import pytest
 import pytest_asyncio
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
+from timeskip import make_sleep_recover
 
 
 def find_binary(name: str) -> str:
@@ -32,11 +33,12 @@ async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     """A time-skipping test server of the test's own (it starts in ~0.1 s). Not shared: the test
     server sometimes keeps time locked after several concurrent child workflows, which would stall
     a later test's timers. It cannot register search attributes, so rollouts here run with
-    ``search_attributes=False``."""
-    env = await WorkflowEnvironment.start_time_skipping(
+    ``search_attributes=False``. Its ``sleep`` outlasts a failed sleep RPC while the server
+    sleeps on (timeskip.py)."""
+    env = make_sleep_recover(await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=find_binary("temporal-test-server"),
         data_converter=pydantic_data_converter,
-    )
+    ))
     try:
         yield env
     finally:
