@@ -10,12 +10,14 @@
   test's event loop, stopped after the test.
 - ``worker_process_factory``: builds :class:`lockkeeper.procs.WorkerProcess` children
   (``python -m workers.worker``) that are stopped at the end of the test.
+- ``_root_logging_restored`` (every test): takes back a log handler a test installed.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,23 @@ import pytest_asyncio
 from clustersim import ClusterSim
 from lockkeeper.devserver import DevServer
 from lockkeeper.procs import WorkerProcess
+from workers.logging import HANDLER_NAME
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """Remove the lockkeeper log handler a test installed, and put the root level back.
+
+    A CLI test's ``configure_logging`` writes to the CliRunner's stderr, which is closed after
+    the test. A later test's warning in the same process would then print ``--- Logging error
+    --- ValueError: I/O operation on closed file`` into its captured output."""
+    root = logging.getLogger()
+    before, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in before and handler.get_name() == HANDLER_NAME:
+            root.removeHandler(handler)
+    root.setLevel(level)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

@@ -163,7 +163,8 @@ def _want_console(fmt: str, stream: TextIO) -> bool:
     return bool(isatty and isatty())
 
 
-_HANDLER_NAME = "lockkeeper-structlog"
+HANDLER_NAME = "lockkeeper-structlog"
+"""The name of the root handler :func:`configure_logging` installs (one per process)."""
 
 
 def configure_logging(level: str = "info", fmt: str = "auto", stream: TextIO | None = None) -> None:
@@ -198,11 +199,11 @@ def configure_logging(level: str = "info", fmt: str = "auto", stream: TextIO | N
         ],
     )
     handler = logging.StreamHandler(stream)
-    handler.set_name(_HANDLER_NAME)
+    handler.set_name(HANDLER_NAME)
     handler.setFormatter(formatter)
     root = logging.getLogger()
     for h in list(root.handlers):
-        if h.get_name() == _HANDLER_NAME:
+        if h.get_name() == HANDLER_NAME:
             root.removeHandler(h)
     root.addHandler(handler)
     root.setLevel(level.upper())

@@ -14,6 +14,7 @@ from temporalio import activity
 from temporalio.testing import ActivityEnvironment
 
 from workers.logging import (
+    HANDLER_NAME,
     MASK,
     configure_logging,
     flatten_temporal_context,
@@ -31,7 +32,7 @@ def json_logs() -> Iterator[io.StringIO]:
     yield buf
     root = logging.getLogger()
     for h in list(root.handlers):
-        if h.get_name() == "lockkeeper-structlog":
+        if h.get_name() == HANDLER_NAME:
             root.removeHandler(h)
     structlog.reset_defaults()
 
