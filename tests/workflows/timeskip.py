@@ -3,11 +3,13 @@
 ``WorkflowEnvironment.sleep(d)`` on the Java time-skipping test server is one blocking RPC
 (``UnlockTimeSkippingWithSleep``, sdk-java ``TestService.unlockTimeSkippingWhileSleep``): the
 server schedules "take the lock again at now + d", drops the SDK's time-skipping lock, and answers
-once that timer has fired. The SDK sends it without retries, so anything that breaks the call
-while it blocks (CI saw ``RPCError: h2 protocol error: http2 error`` once, in issue 16's
-3,000-node test, under the full suite's load; the client's own deadline gives ``Timeout
-expired``) fails the test, although the server goes on: its timer still fires at now + d and
-takes the lock back, the same end state as a sleep that answered.
+once that timer has fired. The SDK sends it without retries and with a 30 s deadline, so a
+sleep that takes longer in wall time fails the test: when the server holds its clock at wall
+speed (it does while any workflow task is outstanding, and a loaded worker can keep one
+outstanding for long). The failure reads ``Timeout expired``, or, when the server's own
+deadline resets the stream first, ``h2 protocol error: http2 error`` (1 call in 10 to 20 here;
+CI failed once so, in issue 16's 3,000-node test). The server goes on all the same: its timer
+still fires at now + d and takes the lock back, the same end state as a sleep that answered.
 
 ``recovering_sleep`` waits for exactly that: on an RPCError it watches the test clock until it has
 passed now + d, then returns as the sleep would have. If the clock does not get there within
