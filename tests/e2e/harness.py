@@ -15,6 +15,7 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 
+from clustersim.scenario import generate_scenario
 from lockkeeper.live import client_of, merge_live_progress
 from workflows.kit.models import ApproveInput, GateState
 from workflows.machineconfig.models import MachineConfigRolloutInput, MachineConfigRolloutResult, RolloutStatus
@@ -96,6 +97,14 @@ def max_overlap(windows: list[tuple[float, float]]) -> int:
         cur += step
         best = max(best, cur)
     return best
+
+
+def worker_pool_scenario(nodes: int, name: str) -> Any:
+    """A generated clustersim scenario: one ``worker`` pool of ``nodes`` nodes, a pod per node in
+    two namespaces (one per Deployment), reboots of 20 s, file writes and pod starts of 1 s
+    (simulated seconds, before the simulator's time scale)."""
+    return generate_scenario(nodes=nodes, pods=nodes, pools={"worker": nodes}, name=name, reboot_seconds=20,
+                             write_files_seconds=1, pod_start_seconds=1, namespaces=2, pods_per_deployment=1)
 
 
 def fast_timings(scale: float) -> dict[str, float]:

@@ -21,9 +21,8 @@ from typing import Any
 
 import pytest
 
-from clustersim.scenario import generate_scenario
 from activities.cluster.models import ANN_CORDONED_BY, ANN_CURRENT_CONFIG, ANN_DESIRED_CONFIG, ANN_STATE
-from tests.e2e.harness import fast_timings, node_annotations, start_rollout, status
+from tests.e2e.harness import fast_timings, node_annotations, start_rollout, status, worker_pool_scenario
 from workflows.kit.models import ControlInput
 
 pytestmark = pytest.mark.e2e
@@ -50,8 +49,7 @@ def _whole(store: Any, name: str, owner_prefix: str) -> str | None:
 async def test_an_abort_mid_rollout_leaves_every_node_done_or_as_it_was(
     sim_factory: Any, worker_for: Any, task_queue: str, temporal_client: Any
 ) -> None:
-    scenario = generate_scenario(nodes=NODES, pods=NODES, pools={"worker": NODES}, name="abort-whole", reboot_seconds=20,
-                                 write_files_seconds=1, pod_start_seconds=1, namespaces=2, pods_per_deployment=1)
+    scenario = worker_pool_scenario(NODES, "abort-whole")
     sim = await sim_factory(scenario, time_scale=SCALE)
     await worker_for(sim)
     old = {n["metadata"]["name"]: node_annotations(sim.store, n["metadata"]["name"])[ANN_CURRENT_CONFIG]

@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
-from clustersim.scenario import generate_scenario
 from lockkeeper.starter import lease_holders
-from tests.e2e.harness import drive, fast_timings, max_overlap, start_rollout
+from tests.e2e.harness import drive, fast_timings, max_overlap, start_rollout, worker_pool_scenario
 
 pytestmark = pytest.mark.e2e
 
@@ -31,8 +30,7 @@ FAST = fast_timings(SCALE)
 async def test_large_plan_leases_nodes_in_the_window_and_closes_them_all(
     sim_factory: Any, worker_process_factory: Any, dev_server: Any, temporal_client: Any
 ) -> None:
-    scenario = generate_scenario(nodes=NODES, pods=NODES, pools={"worker": NODES}, name="window-leases", reboot_seconds=20,
-                                 write_files_seconds=1, pod_start_seconds=1, namespaces=2, pods_per_deployment=1)
+    scenario = worker_pool_scenario(NODES, "window-leases")
     sim = await sim_factory(scenario, time_scale=SCALE)
     queue = f"lk-winlease-{uuid.uuid4().hex[:6]}"
     worker = worker_process_factory(address=dev_server.address, kubeconfig=sim.kubeconfig_path, task_queue=queue)

@@ -21,8 +21,7 @@ from typing import Any
 
 import pytest
 
-from clustersim.scenario import generate_scenario
-from tests.e2e.harness import drive, fast_timings, start_rollout
+from tests.e2e.harness import drive, fast_timings, start_rollout, worker_pool_scenario
 
 pytestmark = pytest.mark.e2e
 
@@ -50,8 +49,7 @@ async def _identities(client: Any, workflow_id: str) -> tuple[set[str], set[str]
 async def test_a_workflows_and_an_activities_worker_share_the_work(
     sim_factory: Any, worker_process_factory: Any, dev_server: Any, temporal_client: Any
 ) -> None:
-    scenario = generate_scenario(nodes=NODES, pods=NODES, pools={"worker": NODES}, name="roles", reboot_seconds=20,
-                                 write_files_seconds=1, pod_start_seconds=1, namespaces=2, pods_per_deployment=1)
+    scenario = worker_pool_scenario(NODES, "roles")
     sim = await sim_factory(scenario, time_scale=SCALE)
     pool = sim.store.get("machineconfigpools.machineconfiguration.openshift.io", "worker")
     target = pool["spec"]["configuration"]["name"]

@@ -14,7 +14,6 @@ from temporalio import activity
 from temporalio.testing import ActivityEnvironment
 
 from workers.logging import (
-    HANDLER_NAME,
     MASK,
     configure_logging,
     flatten_temporal_context,
@@ -29,11 +28,7 @@ from workers.logging import (
 def json_logs() -> Iterator[io.StringIO]:
     buf = io.StringIO()
     configure_logging("info", "json", stream=buf)
-    yield buf
-    root = logging.getLogger()
-    for h in list(root.handlers):
-        if h.get_name() == HANDLER_NAME:
-            root.removeHandler(h)
+    yield buf  # tests/conftest.py's _root_logging_restored takes the handler back
     structlog.reset_defaults()
 
 
