@@ -310,6 +310,13 @@ async def test_worker_killed_after_switch_and_during_reboots(sim_factory, worker
     assert result.outcome == "completed", result.message
     nodes = {n["metadata"]["name"] for n in sim.store.list("nodes")}
     assert counts == {n: 1 for n in nodes}, f"every node rebooted exactly once after the switch: {counts}"
+    # A killed worker's reboot command is given up after a heartbeat timeout, not after the
+    # command's whole bound (90 s): each one was scheduled with a short heartbeat timeout.
+    reboots = [ev.activity_task_scheduled_event_attributes async for ev in handle.fetch_history_events()
+               if ev.HasField("activity_task_scheduled_event_attributes")
+               and ev.activity_task_scheduled_event_attributes.activity_type.name == "run_node_command"]
+    assert len(reboots) >= len(nodes)
+    assert all(0 < a.heartbeat_timeout.ToTimedelta().total_seconds() <= 10 for a in reboots), reboots[0].heartbeat_timeout
 
 
 async def test_revert_before_cleanup_restores_sdn(sim_factory, worker_for, temporal_client, task_queue) -> None:

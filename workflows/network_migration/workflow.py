@@ -429,7 +429,10 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         try:
             res: CommandResult = await acts.call_with(
                 acts.RUN_NODE_COMMAND, RunCommandInput(access=self._access(r.node, address), argv=i.reboot_command, timeout_seconds=60.0),
-                CommandResult, retry=ONCE, seconds=60.0)
+                CommandResult, retry=ONCE, seconds=60.0,
+                # The command heartbeats while it runs: a worker that dies mid-call is seen after
+                # a heartbeat timeout, not after the call's 90 s bound (replay ignores timeouts).
+                heartbeat_seconds=self._t.heartbeat.total_seconds())
         except ActivityError as err:  # the worker died, or the session dropped as the node went down
             r.detail = f"reboot command outcome unknown ({err.cause or err}); judged by the boot id"
             self.touch()
