@@ -5,6 +5,7 @@ activity names the workflows call. Harness and fixtures from test_activities_clu
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -236,6 +237,24 @@ async def test_delete_all_pods_skips_excluded_namespaces(r1_static: Harness) -> 
     assert result.deleted == len(expected) > 0
     deleted_ns = {e.namespace for e in h.sim.requests.entries(verb="delete", resource="pods")}
     assert deleted_ns and not deleted_ns & excluded
+
+
+async def test_delete_all_pods_heartbeats_by_the_clock_on_a_slow_api(r1_static: Harness) -> None:
+    """Every delete answered 0.3 s late: the activity still beats every HEARTBEAT_INTERVAL_SECONDS,
+    however few pods it has deleted, so a heartbeat timeout sees a live worker."""
+    from activities.context import HEARTBEAT_INTERVAL_SECONDS
+
+    h = r1_static
+    total = len(h.sim.store.list("pods"))
+    h.sim.faults.configure(latency_seconds=0.3, verbs=["delete"], resources=["pods"])
+    started = time.monotonic()
+    result = await h.run(h.acts.delete_all_pods, DeleteAllPodsInput())
+    took = time.monotonic() - started
+    assert result.deleted == total and took > 3 * HEARTBEAT_INTERVAL_SECONDS, (result.deleted, took)
+    beats = [b for b in h.heartbeats if isinstance(b, dict) and "deleted" in b]
+    assert len(beats) >= 2, beats
+    assert all(b["of"] == total for b in beats)
+    assert [b["deleted"] for b in beats] == sorted(b["deleted"] for b in beats) and beats[-1]["deleted"] < total
 
 
 def test_activity_names_match_what_the_workflows_call() -> None:

@@ -110,6 +110,12 @@ async def test_repair_network_waits_ovnkube_gates_delete_and_verifies(time_skipp
     assert result.network_repair.stage == "done"
     assert len(fake.called("delete_all_pods")) == 1
     assert [c.namespace for c in fake.called("check_pods_ready")] == ["openshift-ovn-kubernetes"] * 3 + [None] * 2
+    # One DELETE per pod can take minutes: a long bound, and a heartbeat timeout for a dead worker.
+    scheduled = [ev.activity_task_scheduled_event_attributes async for ev in handle.fetch_history_events()
+                 if ev.activity_task_scheduled_event_attributes.activity_type.name == "delete_all_pods"]
+    assert len(scheduled) == 1
+    assert scheduled[0].start_to_close_timeout.ToTimedelta().total_seconds() >= 300
+    assert 0 < scheduled[0].heartbeat_timeout.ToTimedelta().total_seconds() <= 30
 
 
 # --- search attributes on the dev server -----------------------------------------------------------

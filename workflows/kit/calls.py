@@ -36,6 +36,9 @@ RECORD_NODE_EVENT = "record_node_event"
 GET_POOLS_STATUS = "get_pools_status"
 CHECK_PODS_READY = "check_pods_ready"
 DELETE_ALL_PODS = "delete_all_pods"
+#: Bound of one ``delete_all_pods`` call (seconds; it heartbeats, so a dead worker is seen sooner):
+#: one DELETE per pod, a few thousand pods on a large cluster. A retry deletes what is left.
+DELETE_ALL_PODS_SECONDS = 300.0
 SET_NETWORK_TYPE = "set_network_type"
 DELETE_BLOCKING_PODS = "delete_blocking_pods"
 #: Host command on a node (local, SSH or debug-pod backend).

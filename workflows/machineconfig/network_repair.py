@@ -98,7 +98,8 @@ async def repair_network(ctx: RepairContext, net: NetworkRepairStatus, plan: Rol
     net.stage = "delete-pods"
     ctx.touch()
     deleted: DeleteAllPodsResult = await acts.call(
-        acts.DELETE_ALL_PODS, DeleteAllPodsInput(), DeleteAllPodsResult, seconds=300, timeouts=ctx.timeouts
+        acts.DELETE_ALL_PODS, DeleteAllPodsInput(), DeleteAllPodsResult, seconds=acts.DELETE_ALL_PODS_SECONDS, heartbeat=True,
+        timeouts=ctx.timeouts,
     )
     net.pods_deleted = deleted.deleted
     if await _poll_ready(ctx, net, "wait-workloads", PodsReadyInput()):

@@ -473,7 +473,7 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
                                                       f"e.g. {', '.join(state.broken_pods[:5])}: delete all pods (oc delete pod -A --all)"):
                 await acts.call(acts.DELETE_ALL_PODS, DeleteAllPodsInput(exclude_namespaces=["openshift-ovn-kubernetes", "openshift-multus",
                                                                                               "openshift-machine-config-operator"]),
-                                DeleteAllPodsResult, timeouts=self._t)
+                                DeleteAllPodsResult, seconds=acts.DELETE_ALL_PODS_SECONDS, heartbeat=True, timeouts=self._t)
         return state
 
     async def _revert(self, i: NetworkMigrationInput, pools: list[str]) -> NetworkMigrationResult:
