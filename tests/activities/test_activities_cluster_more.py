@@ -257,6 +257,25 @@ async def test_delete_all_pods_heartbeats_by_the_clock_on_a_slow_api(r1_static: 
     assert [b["deleted"] for b in beats] == sorted(b["deleted"] for b in beats) and beats[-1]["deleted"] < total
 
 
+async def test_drain_beats_between_slow_evictions(r1_static: Harness) -> None:
+    """Twelve evictions answered 0.3 s late: the eviction loop beats by the clock (it beat every
+    20 pods), so a heartbeat timeout does not take a slow API for a dead worker."""
+    node = "qsu-app-03"
+    for n in range(12):
+        r1_static.sim.store.create("pods", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"extra-{n}", "namespace": "default", "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "extra", "uid": "extra-rs", "controller": True}]},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Running"},
+        })
+    r1_static.sim.faults.configure(latency_seconds=0.3, verbs=["create"], resources=["pods"])
+    result = await r1_static.run(r1_static.acts.drain_node, DrainInput(node=node, wait_seconds=0.5))
+    assert len(result.evicted) >= 12, result
+    in_loop = [b for b in r1_static.heartbeats if isinstance(b, dict) and isinstance(b.get("blocked"), int)]
+    assert in_loop and all(0 < b["evicted"] < len(result.evicted) for b in in_loop), r1_static.heartbeats
+
+
 def test_activity_names_match_what_the_workflows_call() -> None:
     """Every activity name the workflows call (workflows/kit/calls.py) is registered by
     the worker's registry exactly once, and every cluster activity is called by a workflow."""
