@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from temporalio import activity
@@ -77,3 +79,30 @@ async def heartbeating(details: Any = None, every: float = HEARTBEAT_SECONDS) ->
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+@contextlib.contextmanager
+def beating(details: Any = None, every: float = HEARTBEAT_INTERVAL_SECONDS) -> Iterator[None]:
+    """Heartbeat ``details`` every ``every`` seconds from a helper thread while the block runs in a
+    synchronous activity: a blocking call (an exec that waits for its command) then shows a live
+    worker to a heartbeat timeout shorter than the call. No-op outside an activity.
+
+    The beats carry the activity's context (a copy of the calling thread's); the SDK's heartbeat
+    is thread safe. A cancel still reaches the activity only where it checks for one."""
+    if not activity.in_activity():
+        yield
+        return
+    stop = threading.Event()
+    context = contextvars.copy_context()
+
+    def beat() -> None:
+        while not stop.wait(every):
+            context.run(activity.heartbeat, details)
+
+    thread = threading.Thread(target=beat, name="lockkeeper-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()

@@ -34,7 +34,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.cluster.base import GatewayActivities
-from activities.context import fail, heartbeat, log, pause
+from activities.context import beating, fail, heartbeat, log, pause
 from activities.gluster.inventory import exec_candidates, gluster_pod, node_addresses
 from activities.gluster.models import (
     CommandNote,
@@ -98,7 +98,8 @@ class GlusterCli:
         self.current: GlusterPod | None = self.pods[0] if self.pods else None
 
     def _exec(self, pod: GlusterPod, argv: builtins.list[str]) -> CliAnswer:
-        out = self.gateway.exec_in_pod(self.namespace, pod.name, argv, timeout=self.timeout)
+        with beating({"pod": pod.name, "argv": argv[len(GLUSTER):], "running": True}):  # heal info can take minutes
+            out = self.gateway.exec_in_pod(self.namespace, pod.name, argv, timeout=self.timeout)
         return CliAnswer(pod.name, out.stdout.decode("utf-8", "replace"), out.stderr.decode("utf-8", "replace"),
                          out.exit_code)
 

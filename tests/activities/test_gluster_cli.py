@@ -88,3 +88,28 @@ def test_peer_failures_are_retryable() -> None:
     with pytest.raises(ApplicationError) as exc:
         cli.ok(["volume", "status", "all", "--xml"])
     assert exc.value.type == "GlusterPeerError" and not exc.value.non_retryable
+
+
+def test_a_slow_command_beats_while_it_runs() -> None:
+    """An exec that takes 5.5 s (heal info on a big volume) beats from a helper thread every
+    HEARTBEAT_INTERVAL_SECONDS, not only once per attempt: a heartbeat timeout shorter than the
+    command still sees a live worker."""
+    import time
+
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.context import HEARTBEAT_INTERVAL_SECONDS
+
+    class SlowExec(ScriptedExec):
+        def exec_in_pod(self, namespace: str, name: str, argv: list[str], *, timeout: float, **kw: object) -> ExecOutput:
+            time.sleep(2.75 * HEARTBEAT_INTERVAL_SECONDS)
+            return super().exec_in_pod(namespace, name, argv, timeout=timeout, **kw)
+
+    beats: list[object] = []
+    env = ActivityEnvironment()
+    env.on_heartbeat = lambda *d: beats.append(d[0] if d else None)
+    cli = GlusterCli(SlowExec({"gfs-a": [("Brick gfs-a:/b\nNumber of entries: 0\n", "", 0)]}), "glusterfs", PODS)  # type: ignore[arg-type]
+    ans = env.run(cli.run, ["volume", "heal", "vol_x", "info"])
+    assert ans.exit_code == 0
+    running = [b for b in beats if isinstance(b, dict) and b.get("running")]
+    assert len(running) >= 2 and running[0] == {"pod": "gfs-a", "argv": ["volume", "heal", "vol_x", "info"], "running": True}, beats

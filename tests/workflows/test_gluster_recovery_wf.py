@@ -62,6 +62,7 @@ class World:
         self.deletes: list[PodRef] = []
         self.start_force: list[str] = []
         self.reads = 0
+        self.history: Any = None  # the last run's (``_run``)
 
     def pod(self, node: str) -> GlusterPod:
         ip = next(ip for ip, n in HOSTS.items() if n == node)
@@ -149,8 +150,8 @@ async def _run(env: Any, queue: str, world: World, inp: GlusterRecoveryInput, st
             await steer(handle)
         result = await handle.result()
     # Every run's history replays against the workflow code: no non-determinism in any path.
-    await Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter).replay_workflow(
-        await handle.fetch_history())
+    world.history = await handle.fetch_history()
+    await Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter).replay_workflow(world.history)
     return result
 
 
@@ -217,6 +218,12 @@ async def test_sticky_brick_gets_bounded_restarts_then_start_force(time_skipping
     res = await _run(time_skipping_env, wf_task_queue, world, _input(allow_volume_start_force=True), steer)
     assert res.outcome == "completed" and res.ok, res.message
     assert world.start_force == ["reg"] and res.hosts[0].restarts == 2
+    # The CLI beats while it runs: every gluster CLI activity has a heartbeat timeout of at most
+    # 30 s, so a worker that dies mid-command is seen then, not at the command's timeout.
+    cli = [e.activity_task_scheduled_event_attributes for e in world.history.events
+           if e.activity_task_scheduled_event_attributes.activity_type.name in ("read_gluster", "gluster_volume_start_force")]
+    assert {a.activity_type.name for a in cli} == {"read_gluster", "gluster_volume_start_force"}
+    assert all(0 < a.heartbeat_timeout.ToTimedelta().total_seconds() <= 30 for a in cli), cli
 
 
 async def test_heal_stall_opens_a_gate(time_skipping_env, wf_task_queue) -> None:

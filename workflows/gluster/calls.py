@@ -1,9 +1,10 @@
 """The GlusterFS activities as the workflows call them: names and call options.
 
 Names match :mod:`activities.gluster.activities`. ``read_gluster`` may run ``heal info`` on
-many volumes (minutes on big ones, procedures-spec §3.3), so it heartbeats per CLI call and gets
-a long start-to-close; its retries are bounded so a check never hangs on a broken cluster. The
-pod delete is safe to retry (it is guarded by the recorded uid).
+many volumes (minutes on big ones, procedures-spec §3.3), so it gets a long start-to-close and
+heartbeats while each CLI call runs (:data:`CLI_HEARTBEAT`); its retries are bounded so a check
+never hangs on a broken cluster. The pod delete is safe to retry (it is guarded by the recorded
+uid).
 """
 
 from __future__ import annotations
@@ -47,6 +48,16 @@ PLANNING_READ_RETRY = dataclasses.replace(
     kit_calls.PLANNING_RETRY, non_retryable_error_types=[*(kit_calls.PLANNING_RETRY.non_retryable_error_types or []), *NON_RETRYABLE])
 #: heal info on big volumes can take many minutes (procedures-spec §3.3: >= 30 min).
 READ_START_TO_CLOSE = timedelta(minutes=30)
+#: Heartbeat timeout of the activities that run the gluster CLI: a running command beats every
+#: 2 s (``activities.context.beating``), so a dead worker is seen within this, however long the
+#: command's own timeout; 30 s leaves a busy worker room.
+CLI_HEARTBEAT = timedelta(seconds=30)
+
+
+def _read_heartbeat(input: GlusterReadInput, short_call_s: float) -> timedelta:
+    """A read's heartbeat timeout: :data:`CLI_HEARTBEAT`, or the command's own timeout plus the
+    short-call slack when that is shorter."""
+    return min(CLI_HEARTBEAT, timedelta(seconds=input.command_timeout_seconds + short_call_s))
 
 
 async def read(input: GlusterReadInput, short_call_s: float, *, planning: bool = False) -> GlusterReport:
@@ -54,7 +65,7 @@ async def read(input: GlusterReadInput, short_call_s: float, *, planning: bool =
     procedure's first read, before it changes anything) with :data:`PLANNING_READ_RETRY`."""
     return await workflow.execute_activity(
         READ_GLUSTER, input, result_type=GlusterReport, start_to_close_timeout=READ_START_TO_CLOSE,
-        heartbeat_timeout=timedelta(seconds=input.command_timeout_seconds + short_call_s),
+        heartbeat_timeout=_read_heartbeat(input, short_call_s),
         retry_policy=PLANNING_READ_RETRY if planning else READ_RETRY,
     )
 
@@ -66,7 +77,7 @@ async def read_planning(control: Control, input: GlusterReadInput, short_call_s:
     attempt, ActivityError when it failed."""
     return await planning_call(
         control, READ_GLUSTER, input, GlusterReport, seconds=0, retry=PLANNING_READ_RETRY, start_to_close=READ_START_TO_CLOSE,
-        heartbeat=timedelta(seconds=input.command_timeout_seconds + short_call_s),
+        heartbeat=_read_heartbeat(input, short_call_s),
     )
 
 
@@ -90,5 +101,5 @@ async def start_force(input: VolumeStartInput, short_call_s: float) -> VolumeSta
     """``gluster_volume_start_force`` (restarting only offline bricks, so a repeat is harmless)."""
     return await workflow.execute_activity(
         GLUSTER_VOLUME_START_FORCE, input, result_type=VolumeStartResult,
-        start_to_close_timeout=timedelta(seconds=short_call_s + 120), retry_policy=READ_RETRY,
+        start_to_close_timeout=timedelta(seconds=short_call_s + 120), heartbeat_timeout=CLI_HEARTBEAT, retry_policy=READ_RETRY,
     )

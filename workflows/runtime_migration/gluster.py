@@ -17,6 +17,7 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.gluster.models import GlusterReadInput, GlusterReport, GlusterTarget
+    from workflows.gluster.calls import CLI_HEARTBEAT
     from workflows.gluster.models import Assessment
     from workflows.gluster.plan import assess
     from workflows.runtime_migration.models import GlusterTargetSpec
@@ -38,6 +39,6 @@ async def read_assessment(spec: GlusterTargetSpec, *, exclude_node: str | None, 
     )
     report: GlusterReport = await workflow.execute_activity(
         READ_GLUSTER, inp, result_type=GlusterReport,
-        start_to_close_timeout=timedelta(seconds=timeout_seconds * 4 + 30), retry_policy=_RETRY,
+        start_to_close_timeout=timedelta(seconds=timeout_seconds * 4 + 30), heartbeat_timeout=CLI_HEARTBEAT, retry_policy=_RETRY,
     )
     return assess(report, "per-replica-set")
