@@ -176,10 +176,18 @@ async def test_wrong_order_breaks_dns_after_reboot(r4: ClusterSim) -> None:
     before = {p["metadata"]["name"]: p["status"]["containerStatuses"][0]["restartCount"]
               for p in gluster_pods_on(r4, NODE)}
     await reboot_and_wait(r4, ex)
-    # The pods still bound to the node ran again after the boot.
-    after = {p["metadata"]["name"]: p["status"]["containerStatuses"][0]["restartCount"]
-             for p in gluster_pods_on(r4, NODE)}
-    assert before and after == {n: c + 1 for n, c in before.items()}
+    # The pods still bound to the node ran again after the boot. The host is up (and its SSH
+    # server opens) a moment before the restarts are counted, as a kubelet reports them after
+    # the node is back: wait for the counts rather than read them at once.
+    assert before
+
+    def after() -> dict[str, int]:
+        return {p["metadata"]["name"]: p["status"]["containerStatuses"][0]["restartCount"] for p in gluster_pods_on(r4, NODE)}
+
+    try:
+        await wait_for(lambda: after() == {n: c + 1 for n, c in before.items()}, timeout=10)
+    except AssertionError:
+        raise AssertionError(f"restart counts after the boot: {after()}, before: {before}") from None
     r = await ex.run(["getent", "hosts", "master.demo"], timeout=30)
     assert (r.exit_code, r.stdout) == (2, "")
     resolv = (await ex.run(["cat", "/etc/resolv.conf"], timeout=30)).stdout
