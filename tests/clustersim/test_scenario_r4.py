@@ -22,7 +22,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from activities.host.executors import SSHExecutor
+from activities.host.executors import NodeCommandError, SSHExecutor
 from clustersim.external import ExternalComponent
 from clustersim.hosts import HostsComponent
 from clustersim.scenario import load_scenario
@@ -93,6 +93,20 @@ async def reboot_and_wait(sim: ClusterSim, ex: SSHExecutor, node: str = NODE) ->
     boots = host.boot_count
     assert (await ex.run(["reboot"], timeout=30)).exit_code is None
     await wait_for(lambda: host.up and host.boot_count == boots + 1)
+    # The host is up a moment before its SSH server reopens (clustersim/hosts/component.py): the
+    # boot is over once a command runs again.
+    loop = asyncio.get_running_loop()
+    end = loop.time() + 10
+    last: object = None
+    while loop.time() < end:
+        try:
+            last = await ex.run(["true"], timeout=10)
+            if last.exit_code == 0:  # type: ignore[attr-defined]
+                return
+        except NodeCommandError as exc:
+            last = exc
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{node} never ran a command after its reboot: {last}")
 
 
 def gluster_pods_on(sim: ClusterSim, node: str) -> list[dict[str, Any]]:
