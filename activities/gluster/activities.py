@@ -127,7 +127,8 @@ class GlusterCli:
                 kind = classify_error(ans.text + "\n" + (xml_error(ans.stdout) or ""))
                 if kind == "transaction" and note.attempts < self.attempts:
                     log().info("gluster %s in %s: another transaction is in progress; retrying in %.1fs", args, pod.name, delay)
-                    self.sleep(delay)
+                    with beating({"pod": pod.name, "argv": args, "retry_in": delay}):  # a back-off may outlast the heartbeat timeout
+                        self.sleep(delay)
                     delay = min(self.max_backoff, delay * 2)
                     continue
                 if kind == "transaction":

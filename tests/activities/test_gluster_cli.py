@@ -113,3 +113,21 @@ def test_a_slow_command_beats_while_it_runs() -> None:
     assert ans.exit_code == 0
     running = [b for b in beats if isinstance(b, dict) and b.get("running")]
     assert len(running) >= 2 and running[0] == {"pod": "gfs-a", "argv": ["volume", "heal", "vol_x", "info"], "running": True}, beats
+
+
+def test_a_long_back_off_beats_while_it_waits() -> None:
+    """A back-off longer than the heartbeat interval (``backoff_seconds`` is the caller's) beats
+    while it waits for the next attempt: a 30 s heartbeat timeout must not end a 60 s back-off."""
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.context import HEARTBEAT_INTERVAL_SECONDS
+
+    beats: list[object] = []
+    env = ActivityEnvironment()
+    env.on_heartbeat = lambda *d: beats.append(d[0] if d else None)
+    script = {"gfs-a": [("", BUSY, 1), ("vol_x\n", "", 0)], "gfs-b": []}
+    cli = GlusterCli(ScriptedExec(script), "glusterfs", PODS, backoff=2.75 * HEARTBEAT_INTERVAL_SECONDS)  # type: ignore[arg-type]
+    ans = env.run(cli.run, ["volume", "list"])
+    assert ans.stdout == "vol_x\n"
+    waiting = [b for b in beats if isinstance(b, dict) and "retry_in" in b]
+    assert len(waiting) >= 2 and waiting[0]["retry_in"] == 2.75 * HEARTBEAT_INTERVAL_SECONDS, beats
