@@ -13,7 +13,7 @@ import contextlib
 import contextvars
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from temporalio import activity
@@ -46,6 +46,25 @@ def pause(seconds: float) -> None:
         check_cancelled()
     else:
         time.sleep(seconds)
+
+
+class Pacer:
+    """Heartbeats by the clock from a synchronous loop: :meth:`beat` between two steps sends one
+    (and checks for a cancel) once ``every`` seconds have passed since the last, or since the
+    pacer was made. A loop of slow API calls then beats however few steps it has made."""
+
+    def __init__(self, every: float = HEARTBEAT_INTERVAL_SECONDS) -> None:
+        self.every = every
+        self._next = time.monotonic() + every
+
+    def beat(self, details: Callable[[], Any]) -> None:
+        """Heartbeat ``details()`` when due, then raise ``CancelledError`` if the activity was
+        cancelled; otherwise nothing (``details`` is not called)."""
+        if time.monotonic() < self._next:
+            return
+        heartbeat(details())
+        check_cancelled()
+        self._next = time.monotonic() + self.every
 
 
 def log() -> Any:

@@ -28,7 +28,7 @@ from activities.cluster.models import (
     PendingPodReport,
 )
 from activities.cluster.watch import watch_window
-from activities.context import HEARTBEAT_INTERVAL_SECONDS, check_cancelled, fail, heartbeat, log
+from activities.context import HEARTBEAT_INTERVAL_SECONDS, Pacer, check_cancelled, fail, heartbeat, log
 from activities.kube import objects
 from activities.kube.errors import KubeError, NotFound, ServerError, TooManyRequests
 
@@ -123,13 +123,9 @@ class DrainActivities(GatewayActivities):
         evicted: list[str] = []
         refused: list[str] = []
         blocked: list[tuple[dict[str, Any], KubeError]] = []
-        # Beat by the clock between evictions: a slow API must not look like a dead worker.
-        beat_at = time.monotonic() + HEARTBEAT_INTERVAL_SECONDS
+        pacer = Pacer()  # by the clock between evictions: a slow API must not look like a dead worker
         for pod in pods:
-            if time.monotonic() >= beat_at:
-                heartbeat({"node": node, "evicted": len(evicted), "blocked": len(blocked)})
-                check_cancelled()
-                beat_at = time.monotonic() + HEARTBEAT_INTERVAL_SECONDS
+            pacer.beat(lambda: {"node": node, "evicted": len(evicted), "blocked": len(blocked)})
             disposition = classify_pod_for_drain(
                 pod,
                 ignore_daemonsets=input.ignore_daemonsets,

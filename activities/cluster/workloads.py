@@ -3,14 +3,13 @@ pod (R1's network repair: ``oc delete pod -A --all``)."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from temporalio import activity
 
 from activities.cluster.base import GatewayActivities
 from activities.cluster.models import DeleteAllPodsInput, DeleteAllPodsResult, PodsReadyInput, PodsReadyResult
-from activities.context import HEARTBEAT_INTERVAL_SECONDS, check_cancelled, heartbeat, log
+from activities.context import Pacer, log
 from activities.kube import objects
 from activities.kube.errors import NotFound
 
@@ -37,19 +36,16 @@ class WorkloadActivities(GatewayActivities):
         own grace period), mirror pods and pods already terminating left alone; a pod already
         gone counts as done. ``deleted`` counts the DELETE requests that succeeded.
 
-        Heartbeats ``{"deleted": n, "of": total}`` between deletes once
-        :data:`HEARTBEAT_INTERVAL_SECONDS` have passed since the last beat (by the clock, not by
-        the pod count: a slow API server must not look like a dead worker), and stops with
-        ``CancelledError`` on a cancel. Safe to repeat: a retry deletes what is left."""
+        Heartbeats ``{"deleted": n, "of": total}`` between deletes by the clock
+        (:class:`activities.context.Pacer`: not by the pod count, so a slow API server does not
+        look like a dead worker), and stops with ``CancelledError`` on a cancel. Safe to repeat:
+        a retry deletes what is left."""
         excluded = set(input.exclude_namespaces)
         deleted = 0
         pods = self.gateway.list_pods()
-        beat_at = time.monotonic() + HEARTBEAT_INTERVAL_SECONDS
+        pacer = Pacer()
         for pod in pods:
-            if time.monotonic() >= beat_at:
-                heartbeat({"deleted": deleted, "of": len(pods)})
-                check_cancelled()
-                beat_at = time.monotonic() + HEARTBEAT_INTERVAL_SECONDS
+            pacer.beat(lambda: {"deleted": deleted, "of": len(pods)})
             meta = objects.meta(pod)
             if meta.get("namespace") in excluded or objects.is_mirror_pod(pod) or meta.get("deletionTimestamp"):
                 continue
