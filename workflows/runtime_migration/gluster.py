@@ -17,13 +17,10 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.gluster.models import GlusterReadInput, GlusterReport, GlusterTarget
-    from workflows.gluster.calls import CLI_HEARTBEAT
+    from workflows.gluster.calls import CLI_HEARTBEAT, READ_GLUSTER
     from workflows.gluster.models import Assessment
     from workflows.gluster.plan import assess
     from workflows.runtime_migration.models import GlusterTargetSpec
-
-#: Activity name of the GlusterFS read (the GlusterFS package's).
-READ_GLUSTER = "read_gluster"
 
 _RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=30),
                      maximum_attempts=5)
