@@ -14,6 +14,13 @@ daemon next sets ``state=Done``. Over a rollout the wall time beyond the ideal i
   window does;
 - **end**: from the last node's end to the rollout's result.
 
+Inside the node, :class:`ClusterClock` also times each step of the handshake as the store saw it
+(:data:`STEPS`): the daemon's drain request, lockkeeper's cordon (``lockkeeper.io/cordoned-by``
+appears), its drain hand-off, the daemon's uncordon request, the uncordon (the annotation goes),
+the uncordon hand-off and Done. Two of those gaps hold the cluster's own time: the cordon to the
+drain hand-off holds the pods' termination, the hand-off to the uncordon request the daemon's
+files and reboot; the others are all reaction.
+
 Nothing here touches Temporal or the simulator; the caller gives the times (Unix seconds).
 """
 
@@ -24,7 +31,29 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from activities.cluster.models import ANN_DESIRED_CONFIG, ANN_STATE
+from activities.cluster.models import (
+    ANN_CORDONED_BY,
+    ANN_DESIRED_CONFIG,
+    ANN_DESIRED_DRAIN,
+    ANN_LAST_APPLIED_DRAIN,
+    ANN_STATE,
+)
+
+#: The handshake's steps in their order, each the first commit after the node began where
+#: ``test(new annotations, old annotations)`` holds.
+STEPS: tuple[tuple[str, Any], ...] = (
+    ("drain asked", lambda n, o: _became(n, o, ANN_DESIRED_DRAIN, "drain-")),
+    ("cordoned", lambda n, o: ANN_CORDONED_BY in n and ANN_CORDONED_BY not in o),
+    ("drain handed off", lambda n, o: _became(n, o, ANN_LAST_APPLIED_DRAIN, "drain-")),
+    ("uncordon asked", lambda n, o: _became(n, o, ANN_DESIRED_DRAIN, "uncordon-")),
+    ("uncordoned", lambda n, o: ANN_CORDONED_BY in o and ANN_CORDONED_BY not in n),
+    ("uncordon handed off", lambda n, o: _became(n, o, ANN_LAST_APPLIED_DRAIN, "uncordon-")),
+)
+
+
+def _became(new: dict[str, Any], old: dict[str, Any], key: str, prefix: str) -> bool:
+    value = new.get(key) or ""
+    return value.startswith(prefix) and value != old.get(key)
 
 
 @dataclass
@@ -45,6 +74,8 @@ class ClusterClock:
     def __init__(self) -> None:
         self.began: dict[str, float] = {}
         self.ended: dict[str, float] = {}
+        #: node -> step name (:data:`STEPS`) -> first commit time after the begin.
+        self.steps: dict[str, dict[str, float]] = {}
 
     def observe(self, name: str, new: dict[str, Any] | None, old: dict[str, Any] | None, at: float) -> None:
         """One committed change of node ``name``: ``new`` and ``old`` are its annotations after and
@@ -54,8 +85,29 @@ class ClusterClock:
         if name not in self.began:
             if old.get(ANN_DESIRED_CONFIG) and new.get(ANN_DESIRED_CONFIG) != old.get(ANN_DESIRED_CONFIG):
                 self.began[name] = at
-        elif name not in self.ended and new.get(ANN_STATE) == "Done" and old.get(ANN_STATE) != "Done":
+            return
+        if name in self.ended:
+            return
+        steps = self.steps.setdefault(name, {})
+        for step, test in STEPS:
+            if step not in steps and test(new, old):
+                steps[step] = at
+        if new.get(ANN_STATE) == "Done" and old.get(ANN_STATE) != "Done":
             self.ended[name] = at
+
+    def step_gaps(self) -> list[tuple[str, list[float]]]:
+        """Seconds between successive handshake steps (begin, :data:`STEPS`, Done), one list per
+        gap with a value for each node that ended and went through both of its steps."""
+        names = ["begin", *(s for s, _ in STEPS), "Done"]
+        gaps: list[tuple[str, list[float]]] = []
+        for a, b in zip(names, names[1:]):
+            values = []
+            for node, end in self.ended.items():
+                times = {"begin": self.began[node], **self.steps.get(node, {}), "Done": end}
+                if a in times and b in times:
+                    values.append(times[b] - times[a])
+            gaps.append((f"{a} -> {b}", values))
+        return gaps
 
     def breakdown(self, *, started: float, finished: float, window: int, cluster_seconds: float) -> Breakdown | None:
         """The overhead of a rollout that started at ``started`` and returned at ``finished``, rolling
@@ -103,3 +155,12 @@ def describe(b: Breakdown, *, waves: int) -> list[str]:
     lines.append(f"  beyond the ideal, from the means: start + {waves} x in-node + {max(waves - 1, 0)} x handover + end"
                  f" = {estimate * ms:.0f} ms (the slowest place of the window sets the wall time)")
     return lines
+
+
+def describe_steps(clock: ClusterClock) -> list[str]:
+    """Printable lines (milliseconds): the mean and p90 of each gap of :meth:`ClusterClock.step_gaps`."""
+    parts = [f"{gap} {statistics.mean(v) * 1000:.0f}/{pct(v, 0.9) * 1000:.0f}" for gap, v in clock.step_gaps() if v]
+    if not parts:
+        return []
+    return ["  in the node by step (mean/p90 ms; the pods' termination and the reboot are in the 3rd and 4th):",
+            *(f"    {p}" for p in parts)]

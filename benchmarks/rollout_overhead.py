@@ -61,7 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from temporalio.api.enums.v1 import EventType  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 
-from benchmarks.cluster_view import ClusterClock, describe, pct  # noqa: E402
+from benchmarks.cluster_view import ClusterClock, describe, describe_steps, pct  # noqa: E402
 from clustersim import ClusterSim  # noqa: E402
 from clustersim.scenario import generate_scenario  # noqa: E402
 from workers.client import connect  # noqa: E402
@@ -420,7 +420,7 @@ async def main(args: argparse.Namespace) -> None:
         print(f"node run's time (mean {sum(children.steps.values()) / children.runs * 1000:.0f} ms), largest steps: "
               + ", ".join(f"{k} {v / children.runs * 1000:.0f} ms" for k, v in steps))
     view = clock.breakdown(started=started_at, finished=finished_at, window=args.max_unavailable, cluster_seconds=per_node)
-    for line in describe(view, waves=batches) if view else ["cluster's view: no node both began and ended"]:
+    for line in [*describe(view, waves=batches), *describe_steps(clock)] if view else ["cluster's view: no node both began and ended"]:
         print(line)
     print(f"lease workflows: {leases.runs} runs, {leases.events} events ({leases.events / n:.1f}/node),"
           f" signals {leases.signals}")

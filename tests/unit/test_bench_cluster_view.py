@@ -59,3 +59,35 @@ def test_a_node_that_never_began_or_never_ended_is_left_out() -> None:
     assert clock.breakdown(started=0, finished=3, window=1, cluster_seconds=1) is None
     with pytest.raises(ValueError, match="window"):
         clock.breakdown(started=0, finished=3, window=0, cluster_seconds=1)
+
+
+def test_step_gaps_time_each_step_of_the_handshake_once() -> None:
+    """Each step counts at its first commit after the begin; a node that never ended is left out."""
+    from activities.cluster.models import ANN_CORDONED_BY, ANN_DESIRED_DRAIN, ANN_LAST_APPLIED_DRAIN
+
+    clock = cluster_view.ClusterClock()
+    base = ann("old", "Done") | {ANN_DESIRED_DRAIN: "uncordon-old", ANN_LAST_APPLIED_DRAIN: "uncordon-old"}
+    timeline = [  # (seconds, what changed)
+        (1.00, {ANN_DESIRED_CONFIG: "new"}),
+        (1.01, {ANN_DESIRED_DRAIN: "drain-new", ANN_STATE: "Working"}),
+        (1.03, {ANN_CORDONED_BY: "me"}),
+        (1.25, {ANN_LAST_APPLIED_DRAIN: "drain-new"}),
+        (1.26, {ANN_CORDONED_BY: "me"}),  # an unrelated write: no step twice
+        (3.36, {ANN_DESIRED_DRAIN: "uncordon-new"}),
+        (3.40, {ANN_CORDONED_BY: None}),
+        (3.45, {ANN_LAST_APPLIED_DRAIN: "uncordon-new"}),
+        (3.50, {ANN_STATE: "Done"}),
+    ]
+    old = base
+    for at, change in timeline:
+        new = {k: v for k, v in (old | change).items() if v is not None}
+        clock.observe("a", new, old, at)
+        old = new
+    clock.observe("b", ann("new", "Done"), ann("old", "Done"), 1.0)  # began, never ended
+    gaps = dict(clock.step_gaps())
+    assert list(gaps) == ["begin -> drain asked", "drain asked -> cordoned", "cordoned -> drain handed off",
+                          "drain handed off -> uncordon asked", "uncordon asked -> uncordoned",
+                          "uncordoned -> uncordon handed off", "uncordon handed off -> Done"]
+    assert [round(v[0], 3) for v in gaps.values()] == [0.01, 0.02, 0.22, 2.11, 0.04, 0.05, 0.05]
+    lines = cluster_view.describe_steps(clock)
+    assert "cordoned -> drain handed off 220/220" in lines[3]
