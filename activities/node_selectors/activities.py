@@ -24,6 +24,7 @@ from temporalio import activity
 
 from activities.cluster.base import GatewayActivities
 from activities.cluster.models import ObjectRef
+from activities.context import beating
 from activities.kube import objects
 from activities.node_selectors.models import (
     CRONJOB_SELECTOR_PATH,
@@ -99,7 +100,7 @@ class NodeSelectorActivities(GatewayActivities):
         are raised as their retryable ``Api*`` failure types (:meth:`planning_errors` with
         ``policy_decides``), so the first scan fails fast under the planning retry policy and
         the re-scan after the changes keeps retrying."""
-        with self.planning_errors(policy_decides=True):
+        with self.planning_errors(policy_decides=True), beating("scan"):
             return self._scan(input)
 
     def _scan(self, input: ScanInput) -> ScanResult:
@@ -175,7 +176,11 @@ class NodeSelectorActivities(GatewayActivities):
     @activity.defn(name=READ_POD_STATES, no_thread_cancel_exception=True)
     def read_pod_states(self, input: ScanInput) -> PodStates:
         """Every non-mirror pod with its phase; a Pending pod carries its latest FailedScheduling
-        message (from the namespace's events)."""
+        message (from the namespace's events). Heartbeats while it reads (:func:`activities.context.beating`)."""
+        with beating("pod states"):
+            return self._pod_states()
+
+    def _pod_states(self) -> PodStates:
         gw = self.gateway
         out: list[PodState] = []
         events: dict[str, list[dict[str, Any]]] = {}

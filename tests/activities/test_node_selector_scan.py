@@ -120,3 +120,25 @@ async def test_ondelete_daemonset_keeps_old_pods_until_deleted(world: Any) -> No
     await until(lambda: len(pods()) == 2 and all(p["status"].get("phase") == "Running" for p in pods()))
     later: RolloutState = await run(acts.read_rollout, RolloutInput(ref=ref))
     assert [p.split("@")[1] for p in later.old_pods] == INFRA[1:], later
+
+
+@pytest.mark.parametrize(("name", "latency"), [("scan_node_selectors", 0.7), ("read_pod_states", 4.5)])
+async def test_a_slow_api_does_not_silence_the_scans(world: Any, name: str, latency: float) -> None:
+    """Every LIST answered late (the scan makes many, the pod states one): both reads beat while
+    they wait, so their heartbeat timeout (10 s in the workflow) tells a live worker on a slow API
+    from a dead one."""
+    from activities.context import HEARTBEAT_INTERVAL_SECONDS
+
+    sim, _, acts = world
+    sim.faults.configure(latency_seconds=latency, verbs=["list"])
+    env = ActivityEnvironment()
+    beats: list[Any] = []
+    env.on_heartbeat = lambda *details: beats.append(details[0] if details else None)
+    started = time.monotonic()
+    result = await asyncio.to_thread(env.run, getattr(acts, name), ScanInput())
+    took = time.monotonic() - started
+    assert result is not None
+    # The premise, from the request record: enough slow LISTs to span two beats.
+    lists = sim.requests.count(verb="list")
+    assert lists * latency > 2 * HEARTBEAT_INTERVAL_SECONDS, lists
+    assert len(beats) >= int(took / HEARTBEAT_INTERVAL_SECONDS) - 1 >= 1, (beats, took)

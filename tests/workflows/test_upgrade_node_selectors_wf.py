@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 import pytest
+from beats import all_within, heartbeat_timeouts
 from temporalio import activity
 from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
@@ -173,3 +174,7 @@ async def test_revert_restores_and_refuses_a_changed_node(time_skipping_env: Any
     assert world.objects["Node/n2"]["metadata"]["labels"]["region"] == "edge"  # refused, not overwritten
     assert len(result.revert_refused) == 1 and result.revert_refused[0].startswith("labels/n2")
     assert world.obj(REF)["spec"]["template"]["spec"]["nodeSelector"] == {"region": "infra"}
+    # Both reads list the whole cluster and beat while they do: a dead worker is seen in 10 s,
+    # not at their 70 s bound.
+    beats = await heartbeat_timeouts(handle, {"scan_node_selectors", "read_pod_states"})
+    assert all_within(beats, 10), beats

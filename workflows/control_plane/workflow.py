@@ -227,7 +227,8 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
             self._status.warnings.append(f"etcd health not checked: {input.etcd_health_skip_reason or 'no etcd members in the input'}")
             return
         st: ClusterStatus = await abortable(self.control, acts.call(
-            ETCD_CLUSTER_STATUS, ClusterStatusInput(via=members[0], members=members), ClusterStatus, seconds=60, timeouts=self._timeouts))
+            ETCD_CLUSTER_STATUS, ClusterStatusInput(via=members[0], members=members), ClusterStatus, seconds=60, heartbeat=True,
+            timeouts=self._timeouts))
         if workflow.patched(PATCH_ETCD_HEALTH):
             bad = etcd_health_problems(members, st)
         else:

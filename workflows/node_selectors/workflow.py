@@ -173,9 +173,11 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
         policy: an API that cannot be used fails the migration with the ``Api*`` type (issue 18),
         and an abort while it runs raises Aborted (:func:`workflows.kit.planning.planning_call`)."""
         if not planning:
-            return await acts.call(SCAN_NODE_SELECTORS, ScanInput(), ScanResult, seconds=60, timeouts=self._timeouts)
+            return await acts.call(SCAN_NODE_SELECTORS, ScanInput(), ScanResult, seconds=60, heartbeat=True, timeouts=self._timeouts)
         try:
-            return await planning_call(self.control, SCAN_NODE_SELECTORS, ScanInput(), ScanResult, seconds=60, timeouts=self._timeouts)
+            # The scan beats while it lists: a dead worker is seen at the heartbeat timeout.
+            return await planning_call(self.control, SCAN_NODE_SELECTORS, ScanInput(), ScanResult, seconds=60, timeouts=self._timeouts,
+                                       heartbeat=self._timeouts.heartbeat)
         except ActivityError as err:
             api = acts.planning_api_failure(err, "the scan")
             if api is not None:
@@ -183,7 +185,7 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
             raise
 
     async def _pods(self) -> PodStates:
-        return await acts.call(READ_POD_STATES, ScanInput(), PodStates, seconds=60, timeouts=self._timeouts)
+        return await acts.call(READ_POD_STATES, ScanInput(), PodStates, seconds=60, heartbeat=True, timeouts=self._timeouts)
 
     async def _master_selectors(self) -> tuple[dict[str, str], list[MigrationItem]]:
         """Each master's ``defaultNodeSelector`` and the blocked items: one per master on an old

@@ -60,7 +60,8 @@ class MasterSteps(_Base):
         i, row = self.inp, self.st.masters[m.name]
         rec = self.file_records.get(m.name)
         if rec is None:
-            rec = await acts.call("read_host_file", ReadFileInput(host=m.name, access=m.access, path=i.master_config_path), FileRecord, seconds=30)
+            rec = await acts.call("read_host_file", ReadFileInput(host=m.name, access=m.access, path=i.master_config_path), FileRecord, seconds=30,
+                                 heartbeat=True)  # the host command beats while it runs
             self.file_records[m.name] = rec
             await self.mirror({f"master-config.{m.name}.yaml": rec.content_before})
             row.config = "recorded"
