@@ -40,6 +40,8 @@ __all__ = ["HEARTBEAT_SECONDS", "LocalExecutor", "NodeCommandError", "NodeExecut
 ENV_SSH_KEY = "LOCKKEEPER_SSH_KEY"
 ENV_SSH_KNOWN_HOSTS = "LOCKKEEPER_SSH_KNOWN_HOSTS"
 ENV_SSH_USER = "LOCKKEEPER_SSH_USER"
+#: Seconds a cancelled command, killed with its process group, is waited for (SIGKILL ends it at once).
+KILL_REAP_SECONDS = 5.0
 
 
 class NodeCommandError(RuntimeError):
@@ -181,6 +183,10 @@ class LocalExecutor:
             except asyncio.CancelledError:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
+                # Reap it before the cancel goes on: left to the loop's child watcher, a loop that
+                # closes first never reaps it ("Loop ... that handles pid N is closed").
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait_for(asyncio.gather(proc.wait(), io, return_exceptions=True), KILL_REAP_SECONDS)
                 raise
         stdout, t1 = cap_output(out, max_output)
         stderr, t2 = cap_output(err, max_output)

@@ -44,6 +44,26 @@ async def test_local_timeout_kills_the_command() -> None:
     assert res.timed_out and res.exit_code is None and res.duration_seconds < 10
 
 
+async def test_a_cancelled_command_is_killed_and_reaped_before_the_cancel_goes_on(tmp_path: Path) -> None:
+    """A cancelled activity's command (a worker shutting down, a heartbeat timeout) is killed with
+    its process group and waited for: no process, not even a zombie, outlives the cancel, so no
+    event loop that closes later is left to reap it."""
+    import os
+
+    pid_file = tmp_path / "pid"
+    task = asyncio.ensure_future(LocalExecutor().run(["sh", "-c", f"echo $$ > {pid_file}; exec sleep 30"], timeout=60))
+    for _ in range(500):
+        if pid_file.exists() and pid_file.read_text().strip():
+            break
+        await asyncio.sleep(0.01)
+    pid = int(pid_file.read_text())
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # gone and reaped: a zombie would still answer
+
+
 # --- ssh -------------------------------------------------------------------------------------------
 
 
