@@ -185,13 +185,15 @@ class DsPatchResult(BaseModel):
 
 class ReplacePodInput(BaseModel):
     """OnDelete replacement on one node: delete its SDN pod unless it already runs ``image``,
-    then wait (``timeout_s``) until a new pod there is Ready with ``image``."""
+    then wait (``timeout_s``) until a new pod there is Ready with ``image``, reading its pods
+    every ``poll_s`` seconds (at most 5: the activity beats once per read, against a 10 s
+    heartbeat timeout)."""
 
     sdn: SdnRef = Field(default_factory=SdnRef)
     node: str
     image: str
     timeout_s: float = Field(600.0, gt=0)
-    poll_s: float = Field(0.5, gt=0)
+    poll_s: float = Field(0.5, gt=0, le=5.0)
 
 
 class ReplacePodResult(BaseModel):

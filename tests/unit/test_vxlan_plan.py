@@ -19,6 +19,7 @@ from activities.vxlan_port.models import (
     FanoutInput,
     NodeSwitch,
     PreflightResult,
+    ReplacePodInput,
     SdnPod,
     SwitchTarget,
 )
@@ -195,3 +196,11 @@ async def test_fan_out_retry_bounds_nodes_switched_by_a_lost_attempt() -> None:
     assert nodes.sets == ["b"] and res.failed == []
     assert res.nodes[0].lost_attempt and (res.nodes[0].t_apply_start, res.nodes[0].t_apply_end) == (50.0, 60.0)
     assert not res.window_exact and res.window_s == pytest.approx(10.0)
+
+
+def test_pod_replacement_polls_within_its_heartbeat_timeout() -> None:
+    """The replacement beats once per read of its pods: a poll longer than 5 s would look like a
+    dead worker to the 10 s heartbeat timeout, so the input refuses it."""
+    assert ReplacePodInput(node="n1", image="img", poll_s=5).poll_s == 5
+    with pytest.raises(ValidationError, match="poll_s"):
+        ReplacePodInput(node="n1", image="img", poll_s=30)
