@@ -28,7 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from rollout_overhead import MCO, _pct  # noqa: E402
+from benchmarks.cluster_view import pct  # noqa: E402
+from rollout_overhead import MCO  # noqa: E402
 from temporalio.api.enums.v1 import EventType  # noqa: E402
 
 from clustersim import ClusterSim  # noqa: E402
@@ -137,7 +138,7 @@ async def fleet(server: DevServer, tmp: Path, args: argparse.Namespace, workers:
           f" (first problem: {next((r for r in results if isinstance(r, BaseException) or r.outcome != 'completed'), None)!r:.200})"))
     print(f"wall {wall:.1f}s against one pool's ideal {ideal:.1f}s ({wall / ideal:.2f}x)")
     print("worker peak RSS: " + ", ".join(f"{k / 1024:.0f} MiB" for k in hwm) + " (target < 1024 MiB each)")
-    print(f"reaction latency n={len(latencies)}: p50 {_pct(latencies, 0.5) * 1000:.0f} ms, p99 {_pct(latencies, 0.99) * 1000:.0f} ms")
+    print(f"reaction latency n={len(latencies)}: p50 {pct(latencies, 0.5) * 1000:.0f} ms, p99 {pct(latencies, 0.99) * 1000:.0f} ms")
     if workers > 1:
         print("node runs with workflow tasks on each worker: " + ", ".join(f"{k}: {v}" for k, v in sorted(served.items())))
 
