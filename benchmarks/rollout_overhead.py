@@ -234,6 +234,28 @@ async def failed_node_runs(client: Client, show: int = 3) -> tuple[int, list[str
     return len(ids), texts
 
 
+def add_pool_arguments(p: argparse.ArgumentParser, *, nodes: int = 100, max_unavailable: int = 10, reboot: float = 300.0,
+                       drain: float = 30.0, files: float = 2.0, pods: int = 2, scale: float = 0.2) -> None:
+    """The generated pool's flags (``--nodes`` .. ``--time-scale``), with a script's own defaults
+    (shared by ``window_floor.py``, so both measure the same pool)."""
+    p.add_argument("--nodes", type=int, default=nodes)
+    p.add_argument("--max-unavailable", type=int, default=max_unavailable)
+    p.add_argument("--reboot-seconds", type=float, default=reboot, help="simulated reboot time")
+    p.add_argument("--drain-seconds", type=float, default=drain, help="simulated pod termination time")
+    p.add_argument("--files-seconds", type=float, default=files, help="simulated time the daemon writes files")
+    p.add_argument("--pods-per-node", type=int, default=pods)
+    p.add_argument("--time-scale", type=float, default=scale)
+
+
+def pool_scenario(args: argparse.Namespace, name: str) -> Any:
+    """One generated pool ``worker`` of ``args.nodes`` nodes with the flags' fixed timings."""
+    return generate_scenario(
+        nodes=args.nodes, pods=args.nodes * args.pods_per_node, pools={"worker": args.nodes}, name=name,
+        reboot_seconds=args.reboot_seconds, write_files_seconds=args.files_seconds, pod_start_seconds=1,
+        namespaces=5, pods_per_deployment=max(1, args.pods_per_node),
+    )
+
+
 def cpu_seconds(pid: int | None) -> float:
     """User + system CPU seconds of ``pid`` so far (Linux ``/proc/<pid>/stat``; 0 when gone)."""
     if pid is None:
@@ -250,11 +272,7 @@ async def main(args: argparse.Namespace) -> None:
     rollout_fields(args)  # refuse a bad --rollout-input before anything starts
     if any("=" not in item for item in args.server_config):
         raise SystemExit(f"--server-config wants KEY=VALUE, got {args.server_config}")
-    scenario = generate_scenario(
-        nodes=args.nodes, pods=args.nodes * args.pods_per_node, pools={"worker": args.nodes}, name="overhead",
-        reboot_seconds=args.reboot_seconds, write_files_seconds=args.files_seconds, pod_start_seconds=1,
-        namespaces=5, pods_per_deployment=max(1, args.pods_per_node),
-    )
+    scenario = pool_scenario(args, "overhead")
     with tempfile.TemporaryDirectory(prefix="lk-bench-") as tmp:
         async with DevServer(Path(tmp) / "temporal", headless=True, **SERVER_DB[args.server_db],
                              dynamic_config=dict(item.split("=", 1) for item in args.server_config)) as server:
@@ -439,13 +457,7 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--nodes", type=int, default=100)
-    p.add_argument("--max-unavailable", type=int, default=10)
-    p.add_argument("--reboot-seconds", type=float, default=300.0, help="simulated reboot time")
-    p.add_argument("--drain-seconds", type=float, default=30.0, help="simulated pod termination time")
-    p.add_argument("--files-seconds", type=float, default=2.0, help="simulated time the daemon writes files")
-    p.add_argument("--pods-per-node", type=int, default=2)
-    p.add_argument("--time-scale", type=float, default=0.2)
+    add_pool_arguments(p)
     p.add_argument("--split-worker", action="store_true",
                    help="run the workflows and the activities in two worker processes (LOCKKEEPER_WORKER_ROLE)")
     p.add_argument("--worker-setting", action="append", default=[], metavar="NAME=VALUE",

@@ -96,7 +96,7 @@ def worker_main() -> None:
 async def main(args: argparse.Namespace) -> None:
     from benchmarks.cluster_view import ClusterClock, describe, describe_steps
     from clustersim import ClusterSim
-    from clustersim.scenario import generate_scenario
+    from benchmarks.rollout_overhead import pool_scenario
     from lockkeeper.devserver import DevServer
     from lockkeeper.procs import WorkerProcess
     from workers.client import connect
@@ -112,11 +112,7 @@ async def main(args: argparse.Namespace) -> None:
             await self._wait_ready(offset)
 
     scale = args.time_scale
-    scenario = generate_scenario(
-        nodes=args.nodes, pods=args.nodes * args.pods_per_node, pools={"worker": args.nodes}, name="floor",
-        reboot_seconds=args.reboot_seconds, write_files_seconds=args.files_seconds, pod_start_seconds=1,
-        namespaces=5, pods_per_deployment=max(1, args.pods_per_node),
-    )
+    scenario = pool_scenario(args, "floor")
     with tempfile.TemporaryDirectory(prefix="lk-floor-") as tmp:
         async with DevServer(Path(tmp) / "temporal", headless=True) as server, ClusterSim(scenario, time_scale=scale) as sim:
             sim.store.pod_termination_seconds = args.drain_seconds
@@ -173,14 +169,11 @@ async def main(args: argparse.Namespace) -> None:
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    from benchmarks.rollout_overhead import add_pool_arguments
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--nodes", type=int, default=100)
-    p.add_argument("--max-unavailable", type=int, default=10)
-    p.add_argument("--reboot-seconds", type=float, default=20)
-    p.add_argument("--drain-seconds", type=float, default=2)
-    p.add_argument("--files-seconds", type=float, default=1)
-    p.add_argument("--pods-per-node", type=int, default=1)
-    p.add_argument("--time-scale", type=float, default=0.1)
+    # Issue 16's 100-node flags by default.
+    add_pool_arguments(p, reboot=20, drain=2, files=1, pods=1, scale=0.1)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.nodes < 1 or args.max_unavailable < 1 or args.time_scale <= 0:
