@@ -21,7 +21,7 @@ import yaml
 from temporalio import activity
 
 from activities.cluster.base import GatewayActivities
-from activities.context import fail, heartbeat, heartbeating, pause
+from activities.context import beating, fail, heartbeat, heartbeating, pause
 from activities.host.executors import NodeCommandError
 from activities.host.factory import ExecutorFactory
 from activities.kube.errors import Conflict, Invalid, NotFound
@@ -176,7 +176,7 @@ class VxlanActivities(GatewayActivities):
     def preflight_vxlan_port(self, input: PreflightInput) -> PreflightResult:
         """Phase A's reads (see :class:`PreflightResult`); the workflow judges them. Raises
         InvalidInput when the DaemonSet is missing or has no sdn container; API errors as retryable Api* types."""
-        with self.planning_errors(policy_decides=True):  # the caller's retry policy decides
+        with self.planning_errors(policy_decides=True), beating("preflight"):  # the caller's retry policy decides
             gw, sdn = self.gateway, input.sdn
             nodes = {n["metadata"]["name"]: condition(n, "Ready") == "True" for n in gw.list("Node")}
             if input.nodes:
@@ -405,15 +405,15 @@ class VxlanActivities(GatewayActivities):
         ``grep k8s_sdn_sdn``). TargetsMissing (retried) names the nodes without exactly one."""
         sdn = input.sdn
         if input.via == "pod-exec":
-            pods = await asyncio.to_thread(self._sdn_pods, sdn)
+            async with heartbeating({"sdn pods": sdn.namespace}):  # a slow LIST must not look like a dead worker
+                pods = await asyncio.to_thread(self._sdn_pods, sdn)
             missing = [n for n in input.nodes if n not in pods or not pods[n].ready]
             if missing:
                 raise fail("TargetsMissing", f"no Ready sdn pod on: {', '.join(missing)}", retryable=True)
             return [SwitchTarget(node=n, via="pod-exec", namespace=sdn.namespace, pod=pods[n].name, container=sdn.container)
                     for n in input.nodes]
-        # Filters of different keys are ANDed by docker; the name filter (the kubelet's
-        # k8s_<container>_<pod>_<namespace>_... container name) also narrows runtimes that
-        # ignore labels.
+        # Filters of different keys are ANDed by docker; the name filter (the kubelet's container name,
+        # k8s_<container>_<pod>_<namespace>_...) also narrows runtimes that ignore labels.
         argv = ["docker", "ps", "--filter", f"label=io.kubernetes.container.name={sdn.container}",
                 "--filter", f"label=io.kubernetes.pod.namespace={sdn.namespace}", "--filter", f"name=k8s_{sdn.container}_", "-q"]
         missing_access = [n for n in input.nodes if n not in input.access]

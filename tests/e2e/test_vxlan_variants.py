@@ -75,3 +75,34 @@ async def test_stock_sdn_started_on_a_switched_node_rebuilds_it(sim_factory) -> 
                  if not (p.get("spec") or {}).get("hostNetwork") and p["metadata"]["namespace"] != "openshift-sdn"}
     assert on_victim and all(after[u] == before[u] + 1 for u in on_victim if u in before)
     assert all(sdn.nodes[n].rebuilds == 0 for n in nodes if n != victim)
+
+
+@pytest.mark.timeout(180)
+async def test_the_reads_before_the_gate_beat_on_a_slow_api(sim_factory) -> None:
+    """Every LIST served late: the preflight and the pod-exec target resolution beat while they
+    wait, so their 10 s heartbeat timeout tells a slow API from a dead worker."""
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.context import HEARTBEAT_INTERVAL_SECONDS
+
+    sim = await ready_sim(sim_factory)
+    acts = await activities_for(sim)
+    nodes = sorted((await asyncio.to_thread(acts.preflight_vxlan_port, PreflightInput())).nodes)
+
+    def env(beats: list) -> ActivityEnvironment:
+        e = ActivityEnvironment()
+        e.on_heartbeat = lambda *details: beats.append(details[0] if details else None)
+        return e
+
+    latency = 2.5
+    sim.faults.configure(latency_seconds=latency, verbs=["list"])
+    sim.requests.clear()
+    pre_beats: list = []
+    await asyncio.to_thread(env(pre_beats).run, acts.preflight_vxlan_port, PreflightInput())
+    slow = sim.requests.count(verb="list") * latency  # the LISTs run one after another: a lower bound
+    assert slow > 2 * HEARTBEAT_INTERVAL_SECONDS, slow
+    assert len(pre_beats) >= int(slow / HEARTBEAT_INTERVAL_SECONDS) - 1, (pre_beats, slow)
+    resolve_beats: list = []
+    targets = await env(resolve_beats).run(acts.resolve_sdn_targets, ResolveTargetsInput(nodes=nodes))
+    assert [t.node for t in targets] == nodes
+    assert len(resolve_beats) >= 2, resolve_beats  # one LIST of 2.5 s: a beat each second

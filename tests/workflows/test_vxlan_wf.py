@@ -280,6 +280,7 @@ async def test_cluster_network_back_with_the_old_port_is_deleted_again_behind_a_
     # The records mirrored for recovery without Temporal, taken before each change.
     assert world.record["daemonset.image"] == STOCK and world.record["daemonset.triggers"] == TRIG
     assert world.record["master-config.m1.yaml"] == CONFIG and '"vxlanPort": 4789' in world.record["clusternetwork.json"]
-    # cat runs on each master and the activity beats while it does: a dead worker is seen in 10 s.
-    beats = await heartbeat_timeouts(h, {"read_host_file"})
+    # cat on each master, the preflight's reads and the target resolution beat while they run:
+    # a dead worker is seen in 10 s.
+    beats = await heartbeat_timeouts(h, {"read_host_file", "preflight_vxlan_port", "resolve_sdn_targets"})
     assert all_within(beats, 10), beats

@@ -202,7 +202,7 @@ class NodeSteps(_Base):
         i = self.inp
         access = {n: i.host_access[n] for n in nodes if n in i.host_access}
         return await acts.call("resolve_sdn_targets", ResolveTargetsInput(sdn=self.sdn_ref(), nodes=nodes, via=i.switch_via, access=access),
-                               list[SwitchTarget], seconds=60)
+                               list[SwitchTarget], seconds=60, heartbeat=True)  # the host commands beat
 
     async def fanout(self, targets: list[SwitchTarget], port: int, *, apply: bool = True) -> FanoutResult:
         """One ``switch_vxlan_port`` activity; a crashed worker's retry resumes from heartbeats."""

@@ -195,7 +195,8 @@ class VxlanPortChangeWorkflow(NodeSteps, MasterSteps, ProcedureWorkflow):
         i = self.inp
         try:  # read-only: the planning retry policy fails fast on API errors, an abort stops it (issue 18)
             pre: PreflightResult = await planning_call(self.control, "preflight_vxlan_port", PreflightInput(
-                sdn=self.sdn_ref(), nodes=i.nodes, masters=[m.name for m in i.masters]), PreflightResult, seconds=60)
+                sdn=self.sdn_ref(), nodes=i.nodes, masters=[m.name for m in i.masters]), PreflightResult, seconds=60,
+                heartbeat=acts.DEFAULT_TIMEOUTS.heartbeat)  # it beats while it lists
         except Aborted as stop:  # nothing written yet: the run ends aborted (run), its lease released
             raise Aborted(planning_abort_message(self.control, stop)) from None
         except ActivityError as err:
@@ -299,7 +300,7 @@ class VxlanPortChangeWorkflow(NodeSteps, MasterSteps, ProcedureWorkflow):
                                  f"{i.new_port}: {', '.join(read.failed) or 'none'} (a stock SDN would rebuild them)")
             await self.restore_ds()
         after: PreflightResult = await acts.call("preflight_vxlan_port", PreflightInput(sdn=self.sdn_ref(), nodes=self.node_names),
-                                                 PreflightResult, seconds=60)
+                                                 PreflightResult, seconds=60, heartbeat=True)
         base = self.pre.workload_restarts if self.pre else {}
         self.restarted_pods = sorted(uid for uid, n in after.workload_restarts.items() if uid in base and n > base[uid])
         read = await self.fanout(await self.resolve(self.node_names), i.new_port, apply=False)
