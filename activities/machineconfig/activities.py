@@ -28,7 +28,7 @@ from activities.cluster.models import ANN_CURRENT_CONFIG, ANN_LAST_APPLIED_DRAIN
 from activities.cluster.nodes import list_node, set_annotations, uncordon_seen
 from activities.cluster.nodeinfo import node_info, node_summary
 from activities.cluster.watch import watch_window
-from activities.context import HEARTBEAT_INTERVAL_SECONDS, check_cancelled, fail, heartbeat, log
+from activities.context import HEARTBEAT_INTERVAL_SECONDS, beating, check_cancelled, fail, heartbeat, log
 from activities.kube import objects
 from activities.kube.errors import NotFound
 from activities.machineconfig.models import (
@@ -132,7 +132,7 @@ class MachineConfigActivities(GatewayActivities):
         (403), ``ApiError``; retryable ``ApiUnavailable`` (5xx, 429, timeouts) for the caller's
         bounded planning retry policy. Messages name the API server and the API's message.
         """
-        with self.planning_errors():
+        with self.planning_errors(), beating("preflight"):
             return self._preflight(input)
 
     def _preflight(self, input: PreflightInput) -> PreflightResult:
@@ -209,7 +209,7 @@ class MachineConfigActivities(GatewayActivities):
         Keyed by name rather than by offset, so a node added or deleted between pages moves no
         other node across a page boundary. Raises non-retryable ``UnknownPool`` when the pool is
         gone, and the planning ``Api*`` failures as the preflight does."""
-        with self.planning_errors():
+        with self.planning_errors(), beating("pool nodes"):
             mcps = {(objects.meta(p).get("name") or ""): p for p in self.gateway.list_machineconfigpools()}
             if input.pool not in mcps:
                 raise fail("UnknownPool", f"MachineConfigPool {input.pool} is gone (it was there at preflight)")

@@ -275,6 +275,26 @@ async def test_drain_beats_between_slow_evictions(r1_static: Harness) -> None:
     assert in_loop and all(0 < b["evicted"] < len(result.evicted) for b in in_loop), r1_static.heartbeats
 
 
+@pytest.mark.parametrize("call", ["preflight", "pool page"])
+async def test_the_rollout_preflight_reads_beat_on_a_slow_api(r1_static: Harness, call: str) -> None:
+    """Every LIST served 2.5 s late: the preflight and a pool page beat while they wait, so their
+    heartbeat timeout tells a slow API server from a dead worker."""
+    from activities.context import HEARTBEAT_INTERVAL_SECONDS
+
+    h = r1_static
+    latency = 2.5
+    h.sim.faults.configure(latency_seconds=latency, verbs=["list"])
+    h.sim.requests.clear()
+    if call == "preflight":
+        await h.run(h.mco.preflight_machineconfig_rollout, PreflightInput())
+    else:
+        await h.run(h.mco.list_pool_nodes, PoolNodesInput(pool="app", after="", limit=100))
+    slow = h.sim.requests.count(verb="list") * latency  # one LIST after another: a lower bound
+    assert slow > 2 * HEARTBEAT_INTERVAL_SECONDS, slow
+    beats = [b for b in h.heartbeats if b in ("preflight", "pool nodes")]
+    assert len(beats) >= int(slow / HEARTBEAT_INTERVAL_SECONDS) - 1, (h.heartbeats, slow)
+
+
 def test_activity_names_match_what_the_workflows_call() -> None:
     """Every activity name the workflows call (workflows/kit/calls.py) is registered by
     the worker's registry exactly once, and every cluster activity is called by a workflow."""

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
+from beats import all_within, heartbeat_timeouts
 from wf_fakes import FakeCluster, new_config, old_config, rollout_worker
 
 from workflows import MachineConfigRolloutWorkflow
@@ -243,6 +244,9 @@ async def test_preflight_pages_plan_every_node(time_skipping_env, wf_task_queue)
     async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
         handle = await start(time_skipping_env, wf_task_queue, rollout_input(max_unavailable=3, preflight_page_size=3))
         result = await handle.result()
+        # Both reads list the cluster and beat while they do: a dead worker is seen at the heartbeat timeout.
+        beats = await heartbeat_timeouts(handle, {"preflight_machineconfig_rollout", "list_pool_nodes"})
+    assert all_within(beats, 30), beats
     (pre,) = fake.called("preflight_machineconfig_rollout")
     assert pre.page_size == 3
     # worker (7 nodes) takes two more pages after the first, master (3) and infra (2) none.

@@ -388,13 +388,14 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             PreflightResult,
             seconds=60,
             timeouts=self._timeouts,
+            heartbeat=self._timeouts.heartbeat,  # it beats while it lists
         )
         for pool in pre.pools:
             after = pool.more_after
             while after is not None:
                 page: PoolNodesPage = await planning_call(
                     self.control, acts.LIST_POOL_NODES, PoolNodesInput(pool=pool.name, after=after, limit=input.preflight_page_size),
-                    PoolNodesPage, seconds=60, timeouts=self._timeouts,
+                    PoolNodesPage, seconds=60, timeouts=self._timeouts, heartbeat=self._timeouts.heartbeat,
                 )
                 pool.nodes.extend(page.nodes)
                 after = page.more_after
