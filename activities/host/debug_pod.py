@@ -14,13 +14,14 @@ import asyncio
 import contextlib
 import os
 import secrets
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from activities.context import heartbeating
 from activities.host.executors import NodeCommandError, cap_output, with_env
-from activities.host.models import DEFAULT_OUTPUT_CAP, CommandResult
+from activities.host.models import DEBUG_POD_START_SECONDS, DEFAULT_OUTPUT_CAP, CommandResult
 from activities.kube.errors import KubeError
 
 if TYPE_CHECKING:
@@ -30,6 +31,11 @@ if TYPE_CHECKING:
 DEBUG_POD_LABEL = "lockkeeper.io/debug-pod"
 #: The debug pod's only container.
 CONTAINER = "container-00"
+#: Seconds between reads of a starting debug pod's phase.
+POD_POLL_SECONDS = 1.0
+#: Seconds a cancelled command waits for its pod's deletion and its thread before the cancel
+#: goes on (see :meth:`DebugPodExecutor.run`).
+CANCEL_WAIT_SECONDS = 10.0
 
 
 def debug_pod_name(node: str, token: str | None = None) -> str:
@@ -113,7 +119,7 @@ class DebugPodExecutor:
         namespace: str = "default",
         image: str = "registry.access.redhat.com/ubi9/ubi-minimal:latest",
         gateway_factory: Callable[[], Any] | None = None,
-        start_timeout: float = 120.0,
+        start_timeout: float = DEBUG_POD_START_SECONDS,
     ) -> None:
         self.node, self.namespace, self.image = node, namespace, image
         self._factory = gateway_factory or gateway_from_environment
@@ -128,10 +134,27 @@ class DebugPodExecutor:
         env: Mapping[str, str] | None = None,
         max_output: int = DEFAULT_OUTPUT_CAP,
     ) -> CommandResult:
-        """Run ``argv`` on the node (see :class:`activities.host.executors.NodeExecutor`)."""
+        """Run ``argv`` on the node (see :class:`activities.host.executors.NodeExecutor`).
+
+        Cancelled (the activity's timeout, its worker shutting down, a workflow's cancel), it
+        stops the work in its thread before the cancel goes on: a pod still starting is deleted
+        and the command never runs; a command already running is killed with its pod (deleted
+        with grace period 0). It waits up to :data:`CANCEL_WAIT_SECONDS` for that, so a command
+        that is not safe to repeat cannot run after its call has been given up."""
         started = time.monotonic()
+        stop = threading.Event()
+        name = debug_pod_name(self.node)
         async with heartbeating({"debug-pod": self.node, "argv0": argv[0]}):
-            code, out, err, timed_out = await asyncio.to_thread(self._run_sync, argv, timeout, stdin, env or {})
+            work = asyncio.ensure_future(asyncio.to_thread(self._run_sync, name, argv, timeout, stdin, env or {}, stop))
+            try:
+                code, out, err, timed_out = await asyncio.shield(work)
+            except asyncio.CancelledError:
+                stop.set()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(asyncio.shield(asyncio.to_thread(self._delete, name)), CANCEL_WAIT_SECONDS)
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait_for(work, CANCEL_WAIT_SECONDS)
+                raise
         stdout, t1 = cap_output(out, max_output)
         stderr, t2 = cap_output(err, max_output)
         return CommandResult(
@@ -145,14 +168,21 @@ class DebugPodExecutor:
             duration_seconds=round(time.monotonic() - started, 3),
         )
 
-    def _run_sync(
-        self, argv: list[str], timeout: float, stdin: str | None, env: Mapping[str, str]
-    ) -> tuple[int | None, bytes, bytes, bool]:
+    def _gateway(self) -> Any:
         try:
-            gw = self._factory()
+            return self._factory()
         except KubeError as exc:
             raise NodeCommandError(f"debug pod on node {self.node}: no cluster access: {exc}") from None
-        name = debug_pod_name(self.node)
+
+    def _delete(self, name: str) -> None:
+        """Delete the pod now (grace period 0: its command, if running, is killed); gone is fine."""
+        with contextlib.suppress(KubeError, NodeCommandError):
+            self._gateway().delete("Pod", name, self.namespace, grace_period_seconds=0)
+
+    def _run_sync(
+        self, name: str, argv: list[str], timeout: float, stdin: str | None, env: Mapping[str, str], stop: threading.Event
+    ) -> tuple[int | None, bytes, bytes, bool]:
+        gw = self._gateway()
         manifest = debug_pod_manifest(
             self.node, namespace=self.namespace, image=self.image, name=name,
             lifetime_seconds=int(timeout + self.start_timeout),
@@ -163,14 +193,16 @@ class DebugPodExecutor:
             raise NodeCommandError(f"debug pod on node {self.node}: create failed: {exc}") from None
         try:
             deadline = time.monotonic() + self.start_timeout
-            while True:
+            while not stop.is_set():
                 pod = gw.get("Pod", name, self.namespace)
                 phase = (pod.get("status") or {}).get("phase")
                 if phase == "Running":
                     break
                 if phase in ("Failed", "Succeeded") or time.monotonic() > deadline:
                     raise NodeCommandError(f"debug pod {name} on node {self.node} did not run (phase {phase})")
-                time.sleep(1.0)
+                stop.wait(POD_POLL_SECONDS)
+            if stop.is_set():
+                raise NodeCommandError(f"debug pod {name} on node {self.node}: cancelled before the command started")
             result = gw.exec_in_pod(
                 self.namespace, name, debug_exec_argv(argv, env), container=CONTAINER, stdin=stdin, timeout=timeout
             )

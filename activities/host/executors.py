@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Protocol
 
 from activities.context import HEARTBEAT_SECONDS, heartbeating
-from activities.host.models import DEFAULT_OUTPUT_CAP, CommandResult
+from activities.host.models import DEFAULT_OUTPUT_CAP, SSH_CONNECT_SECONDS, CommandResult
 
 __all__ = ["HEARTBEAT_SECONDS", "LocalExecutor", "NodeCommandError", "NodeExecutor", "SSHExecutor", "find_etcd_binary"]
 
@@ -221,7 +221,7 @@ class SSHExecutor:
         user: str,
         known_hosts: str | os.PathLike[str],
         client_keys: list[str] | None = None,
-        connect_timeout: float = 10.0,
+        connect_timeout: float = SSH_CONNECT_SECONDS,
     ) -> None:
         self.host, self.port, self.user = host, port, user
         self.known_hosts = str(known_hosts)

@@ -16,6 +16,12 @@ from pydantic import BaseModel, Field, model_validator
 #: ``*_truncated``), so a chatty command cannot bloat workflow history.
 DEFAULT_OUTPUT_CAP = 16 * 1024
 
+#: Seconds the debug-pod backend waits for its pod to run before the command can start (an image
+#: pull on a cold node is the usual wait). The executor's default and the call bound's share.
+DEBUG_POD_START_SECONDS = 120.0
+#: Seconds the SSH backend waits for the connection before the command can start.
+SSH_CONNECT_SECONDS = 10.0
+
 
 # --- node commands --------------------------------------------------------------------------------
 
@@ -62,6 +68,18 @@ class HostAccess(BaseModel):
             return f"debug-pod node/{self.node}"
         return "local"
 
+    def startup_seconds(self) -> float:
+        """Seconds this backend may take before the command starts, on top of the command's own
+        timeout: the debug pod's start (:data:`DEBUG_POD_START_SECONDS`), the SSH connection
+        (:data:`SSH_CONNECT_SECONDS`), 0 for a local subprocess. A call's start-to-close bound
+        that leaves this out times out while a slow node is still getting ready, and reports an
+        unknown outcome for a command that never started."""
+        if self.backend == ExecBackend.DEBUG_POD:
+            return DEBUG_POD_START_SECONDS
+        if self.backend == ExecBackend.SSH:
+            return SSH_CONNECT_SECONDS
+        return 0.0
+
 
 class RunCommandInput(BaseModel):
     """Run ``argv`` on a node (no shell: each element is one argument, never interpolated).
@@ -77,6 +95,11 @@ class RunCommandInput(BaseModel):
     stdin: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     max_output_bytes: int = Field(DEFAULT_OUTPUT_CAP, ge=256)
+
+    def bound_seconds(self) -> float:
+        """The longest the command can take on its backend: ``timeout_seconds`` plus
+        :meth:`HostAccess.startup_seconds`. A caller's start-to-close is this plus its slack."""
+        return self.timeout_seconds + self.access.startup_seconds()
 
 
 class CommandResult(BaseModel):

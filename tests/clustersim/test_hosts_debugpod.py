@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -84,3 +85,24 @@ async def test_debug_route_fails_while_runtime_is_down(sim: ClusterSim) -> None:
     plain = ExecRequest("default", {**pod, "metadata": {"name": "x", "namespace": "default"}}, "c",
                         ["chroot", "/host", "hostname"])
     assert sim.exec_router.route_for(plain) != "hosts-debug-pod"
+
+
+async def test_a_cancelled_command_never_runs_once_its_call_is_given_up(sim: ClusterSim) -> None:
+    """A call given up while its debug pod is still starting (an image pull on a cold node):
+    the pod is deleted and the command does not run later, so a step that is not safe to repeat
+    cannot run behind an unknown outcome (before, the executor's thread went on and ran it)."""
+    hc = sim.components["hosts"]
+    assert isinstance(hc, HostsComponent) and sim.agents is not None
+    sim.agents.options.pod_start_seconds = 40.0  # 2 s of real time at the fixture's time scale
+    with debug_executor(sim) as ex:
+        call = asyncio.create_task(ex.run(["tee", "/etc/origin/node/late"], timeout=30, stdin="late\n"))
+        while not sim.store.list("pods", "default", label_selector="lockkeeper.io/debug-pod"):
+            await asyncio.sleep(0.05)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        await asyncio.sleep(sim.clock.real(40.0) + 1.5)  # past the moment the pod would have run
+    assert "/etc/origin/node/late" not in hc.host(NODE).files
+    assert [rec.argv for rec in hc.host(NODE).log if rec.via == "debug-pod"] == []
+    left = sim.store.list("pods", "default", label_selector="lockkeeper.io/debug-pod")
+    assert all(p["metadata"].get("deletionTimestamp") for p in left)

@@ -19,7 +19,7 @@ import uuid
 from typing import Any
 
 import pytest
-from beats import all_within, heartbeat_timeouts
+from beats import all_within, heartbeat_timeouts, start_to_close
 from temporalio import activity
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.worker import Worker
@@ -284,3 +284,9 @@ async def test_cluster_network_back_with_the_old_port_is_deleted_again_behind_a_
     # a dead worker is seen in 10 s.
     beats = await heartbeat_timeouts(h, {"read_host_file", "preflight_vxlan_port", "resolve_sdn_targets"})
     assert all_within(beats, 10), beats
+    # Every host command's bound leaves room for its debug pod to start (120 s) before the
+    # command's own timeout (30 s for a file, 60 s or more for a node command): a cold node's
+    # image pull is not an unknown outcome.
+    bounds = await start_to_close(h, {"read_host_file", "write_master_config", "run_node_command"})
+    assert min(bounds["read_host_file"]) >= 30 + 120 and min(bounds["write_master_config"]) >= 60 + 4 * 120, bounds
+    assert bounds["run_node_command"] and min(bounds["run_node_command"]) >= 120 + 30, bounds

@@ -78,11 +78,11 @@ class MasterSteps:
 
     async def _cmd(self, access: HostAccess, argv: list[str], *, stdin: str | None = None) -> CommandResult:
         """An idempotent host command (reads, the manifest write): retried like any activity."""
+        cmd = RunCommandInput(access=access, argv=argv, stdin=stdin, timeout_seconds=self.inp.host_command_timeout_seconds)
         return await workflow.execute_activity(
-            acts.RUN_NODE_COMMAND, RunCommandInput(access=access, argv=argv, stdin=stdin,
-                                                   timeout_seconds=self.inp.host_command_timeout_seconds),
+            acts.RUN_NODE_COMMAND, cmd,
             result_type=CommandResult,
-            start_to_close_timeout=timedelta(seconds=self.inp.host_command_timeout_seconds) + self.timeouts.short_call,
+            start_to_close_timeout=timedelta(seconds=cmd.bound_seconds()) + self.timeouts.short_call,
             heartbeat_timeout=self.timeouts.heartbeat, retry_policy=RetryPolicy(maximum_attempts=3),
         )
 

@@ -88,11 +88,12 @@ class HostSteps:
         self.gate_timeout_seconds = gate_timeout_seconds
 
     async def _exec(self, argv: list[str], access: HostAccess, timeout: float, *, once: bool) -> CommandResult:
+        cmd = RunCommandInput(access=access, argv=list(argv), timeout_seconds=timeout)
         return await workflow.execute_activity(
             acts.RUN_NODE_COMMAND,
-            RunCommandInput(access=access, argv=list(argv), timeout_seconds=timeout),
+            cmd,
             result_type=CommandResult,
-            start_to_close_timeout=timedelta(seconds=timeout) + self.timeouts.short_call,
+            start_to_close_timeout=timedelta(seconds=cmd.bound_seconds()) + self.timeouts.short_call,
             heartbeat_timeout=max(self.heartbeat, self.timeouts.heartbeat),
             task_queue=self.task_queue,
             retry_policy=RetryPolicy(maximum_attempts=1) if once else acts.DEFAULT_RETRY,

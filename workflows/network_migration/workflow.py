@@ -427,9 +427,9 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         r.commands_sent += 1  # counted before the call: a lost call is never re-sent blindly
         self.touch()
         try:
+            cmd = RunCommandInput(access=self._access(r.node, address), argv=i.reboot_command, timeout_seconds=60.0)
             res: CommandResult = await acts.call_with(
-                acts.RUN_NODE_COMMAND, RunCommandInput(access=self._access(r.node, address), argv=i.reboot_command, timeout_seconds=60.0),
-                CommandResult, retry=ONCE, seconds=60.0,
+                acts.RUN_NODE_COMMAND, cmd, CommandResult, retry=ONCE, seconds=cmd.bound_seconds(),
                 # The command heartbeats while it runs: a worker that dies mid-call is seen after
                 # a heartbeat timeout, not after the call's 90 s bound (replay ignores timeouts).
                 heartbeat_seconds=self._t.heartbeat.total_seconds())

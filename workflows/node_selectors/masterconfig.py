@@ -31,9 +31,10 @@ async def read_master_selectors(input: NodeSelectorMigrationInput, timeouts: act
     selectors: dict[str, str] = {}
     errors: dict[str, str] = {}
     for m in input.masters:
+        cmd = RunCommandInput(access=m.access, argv=["cat", input.master_config_path], timeout_seconds=30)
         res: CommandResult = await workflow.execute_activity(
-            acts.RUN_NODE_COMMAND, RunCommandInput(access=m.access, argv=["cat", input.master_config_path], timeout_seconds=30),
-            result_type=CommandResult, start_to_close_timeout=timedelta(seconds=30) + timeouts.short_call,
+            acts.RUN_NODE_COMMAND, cmd,
+            result_type=CommandResult, start_to_close_timeout=timedelta(seconds=cmd.bound_seconds()) + timeouts.short_call,
             heartbeat_timeout=timeouts.heartbeat, retry_policy=RetryPolicy(maximum_attempts=3),
         )
         if not res.ok:

@@ -67,11 +67,12 @@ class NodeUpgradeNodeWorkflow(NodeRunWorkflow):
 
     async def _command(self, argv: list[str], access: HostAccess, timeout: float, *, once: bool,
                        env: dict[str, str] | None = None) -> CommandResult:
+        cmd = RunCommandInput(access=access, argv=argv, timeout_seconds=timeout, env=env or {})
         return await workflow.execute_activity(
             acts.RUN_NODE_COMMAND,
-            RunCommandInput(access=access, argv=argv, timeout_seconds=timeout, env=env or {}),
+            cmd,
             result_type=CommandResult,
-            start_to_close_timeout=timedelta(seconds=timeout) + self._timeouts.short_call,
+            start_to_close_timeout=timedelta(seconds=cmd.bound_seconds()) + self._timeouts.short_call,
             heartbeat_timeout=self._timeouts.heartbeat,
             retry_policy=RetryPolicy(maximum_attempts=1) if once else acts.DEFAULT_RETRY,
         )

@@ -103,9 +103,10 @@ class NodeSteps:
         self.st.last_command = LastCommand(step=step, argv=list(argv), where=self.access.describe(), at=workflow.now(),
                                            tail="(running)")
         self.push()
+        cmd = RunCommandInput(access=self.access, argv=list(argv), timeout_seconds=t)
         result: CommandResult = await workflow.execute_activity(
-            acts.RUN_NODE_COMMAND, RunCommandInput(access=self.access, argv=list(argv), timeout_seconds=t),
-            result_type=CommandResult, start_to_close_timeout=timedelta(seconds=t + 30),
+            acts.RUN_NODE_COMMAND, cmd,
+            result_type=CommandResult, start_to_close_timeout=timedelta(seconds=cmd.bound_seconds() + 30),
             heartbeat_timeout=timedelta(seconds=self.timing.heartbeat), retry_policy=ONCE if once else REPEATABLE,
         )
         self._remember(step, self.access.describe(), result)
@@ -113,10 +114,11 @@ class NodeSteps:
 
     async def probe(self, step: str, argv: list[str]) -> CommandResult | None:
         """A read-only command for a check; None when the host does not answer (one attempt)."""
+        cmd = RunCommandInput(access=self.access, argv=list(argv), timeout_seconds=30)
         try:
             return await workflow.execute_activity(
-                acts.RUN_NODE_COMMAND, RunCommandInput(access=self.access, argv=list(argv), timeout_seconds=30),
-                result_type=CommandResult, start_to_close_timeout=timedelta(seconds=60),
+                acts.RUN_NODE_COMMAND, cmd,
+                result_type=CommandResult, start_to_close_timeout=timedelta(seconds=cmd.bound_seconds() + 30),
                 heartbeat_timeout=timedelta(seconds=self.timing.heartbeat), retry_policy=ONCE,
             )
         except ActivityError:

@@ -214,9 +214,10 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
     async def _host(self, node: str, argv: list[str]) -> CommandResult | None:
         """An idempotent command on a node or peer; None when the host stays unreachable."""
         try:
+            cmd = RunCommandInput(access=self._in.host_access[node], argv=list(argv), timeout_seconds=120)
             return await workflow.execute_activity(
-                acts.RUN_NODE_COMMAND, RunCommandInput(access=self._in.host_access[node], argv=list(argv), timeout_seconds=120),
-                result_type=CommandResult, start_to_close_timeout=timedelta(seconds=150),
+                acts.RUN_NODE_COMMAND, cmd,
+                result_type=CommandResult, start_to_close_timeout=timedelta(seconds=cmd.bound_seconds() + 30),
                 heartbeat_timeout=timedelta(seconds=self._in.timing.heartbeat), retry_policy=REPEATABLE,
             )
         except ActivityError as err:

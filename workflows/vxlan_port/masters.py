@@ -60,8 +60,9 @@ class MasterSteps(_Base):
         i, row = self.inp, self.st.masters[m.name]
         rec = self.file_records.get(m.name)
         if rec is None:
-            rec = await acts.call("read_host_file", ReadFileInput(host=m.name, access=m.access, path=i.master_config_path), FileRecord, seconds=30,
-                                 heartbeat=True)  # the host command beats while it runs
+            # One 30 s command (the activity's own bound) after its backend's start-up; it beats while it runs.
+            rec = await acts.call("read_host_file", ReadFileInput(host=m.name, access=m.access, path=i.master_config_path), FileRecord,
+                                 seconds=30 + m.access.startup_seconds(), heartbeat=True)
             self.file_records[m.name] = rec
             await self.mirror({f"master-config.{m.name}.yaml": rec.content_before})
             row.config = "recorded"
@@ -72,7 +73,7 @@ class MasterSteps(_Base):
             return f"{i.master_config_path}: {exc}"
         res: WriteFileResult = await acts.call("write_master_config", WriteMasterConfigInput(
             host=m.name, access=m.access, path=i.master_config_path, sha256_before=rec.sha256_before, content=content,
-            port=plan.config_port(i.new_port)), WriteFileResult, seconds=60, heartbeat=True)
+            port=plan.config_port(i.new_port)), WriteFileResult, seconds=60 + 4 * m.access.startup_seconds(), heartbeat=True)
         rec.sha256_after = res.sha256_after
         row.config = "edited" if res.written else "already edited"
         self.touch()

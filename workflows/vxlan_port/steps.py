@@ -57,9 +57,10 @@ class NodeSteps(_Base):
 
     async def host_cmd(self, node: str, argv: list[str], *, timeout: float = 60.0, once: bool = False) -> CommandResult:
         """``run_node_command`` on ``node``'s host access; ``once``: never retried (not safe to repeat)."""
+        cmd = RunCommandInput(access=self.inp.host_access[node], argv=argv, timeout_seconds=timeout)
         return await workflow.execute_activity(
-            acts.RUN_NODE_COMMAND, RunCommandInput(access=self.inp.host_access[node], argv=argv, timeout_seconds=timeout),
-            result_type=CommandResult, start_to_close_timeout=timedelta(seconds=timeout + 30),
+            acts.RUN_NODE_COMMAND, cmd,
+            result_type=CommandResult, start_to_close_timeout=timedelta(seconds=cmd.bound_seconds() + 30),
             heartbeat_timeout=timedelta(seconds=30),
             retry_policy=RetryPolicy(maximum_attempts=1) if once else acts.DEFAULT_RETRY,
         )
