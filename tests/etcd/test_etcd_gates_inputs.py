@@ -147,6 +147,9 @@ def test_bad_members_files_change_nothing(tmp_path: Path, etcd_cluster: LocalEtc
         ({"members": good}, ["--strategy", "snapshot-restore"], "needs a backup"),
         ({"members": good}, ["--strategy", "sideways"], "Invalid value for '--strategy'"),
         ({"members": [{**good[0], "control": {"kind": "process"}}]}, ["--strategy", "force-new-cluster"], "members.0.control.process.argv"),
+        ({"members": [good[0], {**good[1], "host": {"backend": "debug-pod", "node": "master-1"}, "control": {"kind": "systemd"}},
+                      good[2]]},
+         ["--strategy", "force-new-cluster"], "members m2 are reached through debug pods"),
     ]
     runner = CliRunner()
     for i, (doc, args, message) in enumerate(cases):

@@ -69,7 +69,9 @@ class EtcdBackupWorkflow(ProcedureWorkflow):
                     timeout_seconds=input.snapshot_timeout_seconds,
                 ),
                 result_type=SnapshotInfo,
-                start_to_close_timeout=timedelta(seconds=input.snapshot_timeout_seconds + 30),
+                # Three host commands (mkdir, snapshot save, snapshot status), each after its
+                # backend's start-up (a debug pod's, as `oc debug node/` backups do).
+                start_to_close_timeout=timedelta(seconds=input.snapshot_timeout_seconds + 30 + 3 * member.host.startup_seconds()),
                 heartbeat_timeout=timedelta(seconds=input.heartbeat_timeout_seconds),
                 retry_policy=retry,
             )

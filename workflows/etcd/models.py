@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 
 from activities.etcd.models import EtcdMember, EtcdctlTimeouts, SnapshotInfo, VerifyResult
+from activities.host.models import ExecBackend
 from workflows.kit.models import GateTimeoutOutcome, ProcedureResult, ProcedureStatus
 
 PROCEDURE_ETCD_BACKUP = "etcd-backup"
@@ -184,6 +185,13 @@ class EtcdRestoreInput(_MembersMixin):
             raise ValueError("strategy snapshot-restore needs a backup: give the snapshot path (--snapshot)")
         if self.strategy == RestoreStrategy.FORCE_NEW_CLUSTER and self.snapshot:
             raise ValueError("a snapshot is only used by strategy snapshot-restore")
+        via_pods = [m.name for m in self.members if m.host.backend == ExecBackend.DEBUG_POD]
+        if via_pods:
+            # A debug pod is created through the Kubernetes API, which has no quorum to serve it
+            # while etcd is down (OpenShift's restore procedure reaches the hosts over SSH).
+            raise ValueError(
+                f"members {', '.join(via_pods)} are reached through debug pods, which need the Kubernetes API; "
+                "a quorum restore runs while the API is down: give them ssh or local host access")
         return self
 
     @property
