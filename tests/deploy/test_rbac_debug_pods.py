@@ -11,6 +11,8 @@ fails this test.
 
 from __future__ import annotations
 
+import asyncio
+
 from typing import Any
 
 import yaml
@@ -55,8 +57,8 @@ class RecordingGateway:
 def test_debug_pod_executor_needs_exactly_the_component_role() -> None:
     log: list[Access] = []
     executor = DebugPodExecutor("master-0", namespace=NAMESPACE, gateway_factory=lambda: RecordingGateway(log))
-    code, _, _, timed_out = executor._run_sync(["true"], 5.0, None, {})
-    assert code == 0 and not timed_out
+    result = asyncio.run(executor.run(["true"], timeout=5.0))
+    assert result.exit_code == 0 and not result.timed_out
 
     role = next(d for d in yaml.safe_load_all((COMPONENT / "role.yaml").read_text()) if d["kind"] == "Role")
     assert {a.verb for a in log if a.resource == "pods"} == {"create", "get", "delete"}
