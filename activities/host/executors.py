@@ -14,8 +14,10 @@
 Commands are argv lists. Nothing is ever passed through a local shell; over SSH the remote
 shell receives ``shlex.join(argv)``, which quotes every element, so input is never interpolated.
 Output is capped (:data:`activities.host.models.DEFAULT_OUTPUT_CAP` per stream by default);
-commands are killed at their timeout; while one runs inside an activity the activity
-heartbeats every :data:`activities.context.HEARTBEAT_SECONDS`.
+commands are killed at their timeout and when their call is cancelled (a local process group
+with SIGKILL; over SSH a ``signal`` request, which OpenSSH honours from 7.9; a debug pod is
+deleted); while one runs inside an activity the activity heartbeats every
+:data:`activities.context.HEARTBEAT_SECONDS`.
 """
 
 from __future__ import annotations
@@ -205,6 +207,15 @@ class LocalExecutor:
 # --- ssh -----------------------------------------------------------------------------------------
 
 
+def _kill_remote(proc: object) -> None:
+    """Ask the SSH server to SIGKILL a command given up (its timeout, or the call cancelled)
+    before the channel closes: an SSH server does not end a command when its client goes away.
+    OpenSSH honours the request from 7.9 (RFC 4254 section 6.9 "signal"); an older server (RHEL 7's
+    7.4) ignores it, and the command then runs to its own end."""
+    with contextlib.suppress(Exception):
+        proc.kill()  # type: ignore[attr-defined]
+
+
 class SSHExecutor:
     """Run commands over SSH with asyncssh.
 
@@ -264,20 +275,21 @@ class SSHExecutor:
                 raise NodeCommandError(f"ssh {self.user}@{self.host}:{self.port}: {exc}") from None
             async with conn:
                 try:
-                    res = await conn.run(
-                        self.remote_command(argv, env),
-                        # Always send EOF: a command reading stdin must not wait forever.
-                        input=(stdin or "").encode(),
-                        timeout=timeout,
-                        check=False,
-                        encoding=None,
-                    )
-                    timed_out = False
-                    code = res.exit_status
-                    out, err = res.stdout or b"", res.stderr or b""
-                except asyncssh.TimeoutError as exc:
-                    timed_out, code = True, None
-                    out, err = exc.stdout or b"", exc.stderr or b""
+                    # Always send EOF (``input``): a command reading stdin must not wait forever.
+                    proc = await conn.create_process(self.remote_command(argv, env), input=(stdin or "").encode(), encoding=None)
+                    try:
+                        res = await proc.wait(check=False, timeout=timeout)
+                    except asyncssh.TimeoutError as exc:
+                        _kill_remote(proc)
+                        timed_out, code = True, None
+                        out, err = exc.stdout or b"", exc.stderr or b""
+                    except asyncio.CancelledError:
+                        _kill_remote(proc)
+                        raise
+                    else:
+                        timed_out = False
+                        code = res.exit_status
+                        out, err = res.stdout or b"", res.stderr or b""
                 except asyncssh.Error as exc:
                     raise NodeCommandError(f"ssh {self.host}: {exc}") from None
         out_b = out if isinstance(out, bytes) else str(out).encode()

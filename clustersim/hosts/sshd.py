@@ -7,8 +7,9 @@ own ed25519 host key, accepts only the client key (public-key authentication, an
 and runs every session's ``process.command`` through ``shlex.split`` into the host interpreter:
 stdout/stderr are written back and ``process.exit(code)`` sends the exit status. A command
 that reboots the host aborts the connection, so the client sees a lost connection and no exit
-status. While the host is down (reboot, ``ssh_down`` fault) the listener is closed: connections
-are refused.
+status. A client's ``signal`` request (RFC 4254 section 6.9) ends the command where it is, as
+OpenSSH 7.9 and later do. While the host is down (reboot, ``ssh_down`` fault) the listener is
+closed: connections are refused.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ RunCommand = Callable[[list[str], bytes], Awaitable[tuple[str, str, int]]]
 #: A real sshd forks the command after the client's first writes arrive; answering faster than
 #: that would close the channel under a client that writes its input just after opening it.
 STDIN_GRACE = 0.05
+#: Real seconds between two looks for a client's signal while a command runs.
+SIGNAL_POLL = 0.05
 
 
 def reads_stdin(argv: list[str]) -> bool:
@@ -54,6 +57,46 @@ def reads_stdin(argv: list[str]) -> bool:
     if cmd == "grep":
         return len(operands) <= 1
     return False
+
+
+async def _signal(process: asyncssh.SSHServerProcess) -> str:
+    """The first signal the client sends (RFC 4254 section 6.9): asyncssh raises it from a read of
+    stdin, which returns at once once stdin is at its end, hence the short rest between reads."""
+    while True:
+        try:
+            data = await process.stdin.read()
+        except asyncssh.SignalReceived as exc:
+            return str(exc.signal)
+        except (asyncssh.Error, OSError):
+            data = ""
+        if not data:
+            await asyncio.sleep(SIGNAL_POLL)
+
+
+async def _unless_signalled(
+    process: asyncssh.SSHServerProcess, command: Awaitable[tuple[str, str, int]]
+) -> tuple[str, str, int] | None:
+    """Run ``command`` until it ends or the client signals it, as OpenSSH 7.9 and later do for a
+    command session: the command is then cancelled where it is (a pull still sleeping never lands),
+    the exit carries the signal, and None comes back. Without a signal, a client that goes away
+    leaves the command running to its end, as any sshd does without a pty."""
+    run = asyncio.ensure_future(command)
+    sig = asyncio.ensure_future(_signal(process))
+    try:
+        await asyncio.wait({run, sig}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # the server stops: the command goes with the session
+        run.cancel()
+        raise
+    finally:
+        sig.cancel()
+    if run.done():
+        return run.result()
+    run.cancel()
+    with contextlib.suppress(BaseException):
+        await run
+    with contextlib.suppress(asyncssh.Error, OSError):
+        process.exit_with_signal(sig.result())
+    return None
 
 
 def command_argv(command: str) -> list[str]:
@@ -197,7 +240,10 @@ class HostSSHServer:
             data = await asyncio.wait_for(process.stdin.read(), None if reads else STDIN_GRACE)
             stdin = data.encode() if isinstance(data, str) else data
         try:
-            out, err, code = await self._run(argv, stdin)
+            ran = await _unless_signalled(process, self._run(argv, stdin))
+            if ran is None:
+                return
+            out, err, code = ran
         except SessionDropped:
             conn = process.channel.get_connection()
             conn.abort()

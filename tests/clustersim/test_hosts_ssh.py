@@ -277,3 +277,28 @@ async def test_stop_ends_a_command_still_running() -> None:
     r = await pull
     # Cut, not waited for: a pull that completed would have exited 0.
     assert r.exit_code is None and not r.timed_out
+
+
+@pytest.mark.parametrize("given_up_by", ["timeout", "cancel"])
+async def test_a_command_given_up_is_killed_on_the_host(sim: ClusterSim, given_up_by: str) -> None:
+    """An SSH server leaves a command running when its client goes away; the executor sends
+    SIGKILL first (RFC 4254 6.9), so a pull given up at its timeout or by a cancelled call never
+    lands later behind an unknown outcome."""
+    hc = hosts_of(sim)
+    host = hc.host("gluster1.demo")
+    await hc.set_fault("gluster1.demo", "pull_slow")  # 50 s simulated: 2.5 s real
+    image = "registry.redhat.io/openshift3/ose-node:v3.11"
+    ex = executor(sim, "gluster1.demo")
+    if given_up_by == "timeout":
+        r = await ex.run(["crictl", "pull", image], timeout=0.5)
+        assert r.timed_out and r.exit_code is None
+    else:
+        call = asyncio.create_task(ex.run(["crictl", "pull", image], timeout=60))
+        await wait_for(lambda: any(rec.argv[:2] == ["crictl", "pull"] for rec in host.log))
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+    await asyncio.sleep(sim.clock.real(hc.pull_seconds(host)) + 1.0)  # past the pull's own end
+    assert image not in host.images
+    pull = next(rec for rec in host.log if rec.argv[:2] == ["crictl", "pull"])
+    assert pull.exit is None  # cut where it was, not ended
