@@ -95,6 +95,9 @@ class NodeInfo(JsonWithoutNulls):
     ready: bool = False
     cordoned_by: str | None = None
     resource_version: str | None = None
+    #: ``status.nodeInfo.bootID``, filled by ``read_node`` only (a new value means the node has
+    #: booted since: how a reboot is told from a node that has not gone down yet).
+    boot_id: str | None = None
 
     @property
     def degraded(self) -> bool:

@@ -57,12 +57,15 @@ class NodeActivities(GatewayActivities):
 
     @activity.defn(name="read_node", no_thread_cancel_exception=True)
     def read_node(self, input: ReadNodeInput) -> NodeInfo:
-        """The Node as :class:`NodeInfo`. Raises non-retryable ``NodeNotFound``; an API error as
+        """The Node as :class:`NodeInfo`, with its ``boot_id``. Raises non-retryable ``NodeNotFound``; an API error as
         its retryable ``Api*`` failure type (:meth:`planning_errors` with ``policy_decides``: a
         procedure reading the node before it writes fails fast under the planning retry policy,
         one in the middle of its work keeps retrying)."""
         with self.planning_errors(policy_decides=True):
-            return node_info(self._node(input.node))
+            obj = self._node(input.node)
+            info = node_info(obj)
+            info.boot_id = ((obj.get("status") or {}).get("nodeInfo") or {}).get("bootID") or None
+            return info
 
     # --- node writes ---------------------------------------------------------------------------
 

@@ -76,9 +76,10 @@ class RebootFake(DecisionFake):
     """DecisionFake plus ``run_node_command``: the command makes the node NotReady for
     ``not_ready_reads`` reads of ``read_node``."""
 
-    def __init__(self, *a: Any, not_ready_reads: int = 1, **kw: Any) -> None:
+    def __init__(self, *a: Any, not_ready_reads: int = 1, session_lost: bool = False, **kw: Any) -> None:
         super().__init__(*a, **kw)
         self.not_ready_reads = not_ready_reads
+        self.session_lost = session_lost  # the command's session goes down with the host: no exit status
         self.rebooted = 0
 
     def activities(self):
@@ -88,12 +89,12 @@ class RebootFake(DecisionFake):
         async def run_node_command(inp: RunCommandInput) -> CommandResult:
             fake.calls.append(("run_node_command", inp))
             fake.rebooted += 1
-            return CommandResult(argv=inp.argv, exit_code=0, stdout="rebooting")
+            return CommandResult(argv=inp.argv, exit_code=None if fake.session_lost else 0, stdout="rebooting")
 
         @activity.defn(name="read_node")
         async def read_node(inp: ReadNodeInput) -> NodeInfo:
             fake.calls.append(("read_node", inp))
-            node = fake.nodes[inp.node].model_copy()
+            node = fake.nodes[inp.node].model_copy(update={"boot_id": f"boot-{fake.rebooted}"})
             if fake.rebooted and fake.not_ready_reads > 0:
                 fake.not_ready_reads -= 1
                 node.ready = False
@@ -124,6 +125,27 @@ async def test_record_drain_blocked_decided_rebooted_uncordoned(temporal_client,
     assert [r.action for r in result.gate_history] == ["opened", "decided"]
     assert fake.rebooted == 1 and fake.not_ready_reads == 0
     assert not fake.nodes["worker-0"].unschedulable
+
+
+async def test_record_drain_reboot_session_lost_judged_by_boot(temporal_client, task_queue):
+    """The reboot command's session goes down with the host (no exit status): the drain reads
+    the bootID before, then waits for another bootID and Ready before it uncordons (patch
+    drain-reboot-by-boot)."""
+    fake = RebootFake({"worker": 1}, session_lost=True)
+    async with Worker(temporal_client, task_queue=task_queue, workflows=WORKFLOWS, activities=fake.activities()):
+        handle = await temporal_client.start_workflow(
+            NodeDrainWorkflow.run,
+            NodeDrainInput(node="worker-0", cluster="c1", requested_by="alice", uncordon_after=True,
+                           reboot_command=["systemctl", "reboot"], drain_wait_seconds=0.5),
+            id=DRAIN_ID, task_queue=task_queue, result_type=NodeDrainResult,
+        )
+        result = await handle.result()
+        await save_history(handle, "node_drain_reboot_by_boot.json")
+    assert result.outcome == "completed" and result.uncordoned, result.message
+    assert "rebooted (bootID boot-0 -> boot-1)" in result.message
+    assert fake.rebooted == 1 and fake.not_ready_reads == 0
+    names = [c[0] for c in fake.calls if c[0] in ("read_node", "run_node_command")]
+    assert names[names.index("run_node_command") - 1] == "read_node"  # the bootID read just before the command
 
 
 async def test_record_etcd_backup_names_failed_member(time_skipping_env, wf_task_queue):

@@ -60,6 +60,9 @@ HISTORY_IDS = {
     # kit-lease-release-waits-closed; its 60 s timer cancelled once they have).
     "node_drain_release_closed.json": "drain-history",
     "etcd_restore_release_closed.json": "etcd-restore-history",
+    # A reboot command whose session went down with the host, judged by the node's bootID
+    # (patch drain-reboot-by-boot).
+    "node_drain_reboot_by_boot.json": "drain-history",
     # The SDN->OVN migration with leases, takeover, reboots and every gate
     # (tests/workflows/test_network_migration_history.py).
     "network_migration_full.json": "network-migration-history",

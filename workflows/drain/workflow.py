@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         UncordonInput,
         UncordonResult,
     )
+    from activities.host.models import CommandResult
     from workflows.drain.models import (
         PROCEDURE_DRAIN,
         PROCEDURE_NODE_DRAIN,
@@ -71,6 +72,15 @@ PATCH_KIT = "drain-kit"
 #: workflow.patched ID: the node is read (planning retry policy, fail fast on API errors) before
 #: the cordon; runs recorded before cordoned first.
 PATCH_PREFLIGHT_READ = "drain-preflight-read"
+#: workflow.patched ID: the reboot command is judged by the node's boot ID (see
+#: :meth:`NodeDrainWorkflow._run_reboot_command`).
+PATCH_REBOOT_BY_BOOT = "drain-reboot-by-boot"
+
+
+def _session_lost(result: CommandResult | None) -> bool:
+    """The command's session ended with no exit status (SSH, a debug pod's exec), or the command
+    was killed by a signal (exit 128+N), before its timeout: what a reboot does to its command."""
+    return result is not None and not result.timed_out and (result.exit_code is None or result.exit_code >= 128)
 
 
 @workflow.defn
@@ -85,6 +95,7 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
         self._gate = DrainGateState(input.node, input.decide_after_seconds, input.decision_timeout_seconds, input.decision_timeout_outcome)
         self._node = NodeStatus(name=input.node, pool="-", phase=NodePhase.RUNNING, step="cordon", since=workflow.now())
         self._status = DrainStatus(reboot_command=input.reboot_command, uncordon_after=input.uncordon_after)
+        self._rebooted: str | None = None
         self.kit_init(
             procedure=PROCEDURE_DRAIN, noun="drain", cluster=input.cluster,
             rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
@@ -156,39 +167,73 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
             await self.control.safe_point()
 
     async def _run_reboot_command(self, input: NodeDrainInput, timeouts: acts.Timeouts) -> None:
-        """Run ``reboot_command`` once; with ``uncordon_after`` wait for the node to be Ready.
+        """Run ``reboot_command`` once; with ``uncordon_after`` wait for the node to be back.
 
-        Raises a non-retryable ApplicationError (``RebootCommandFailed`` / ``NodeNotReady``)
-        that fails the procedure with the node still cordoned."""
+        Under :data:`PATCH_REBOOT_BY_BOOT` the reboot is judged by the node's boot: its bootID is
+        read first, and the node counts as back only with another bootID (then Ready, with
+        ``uncordon_after``). A Node stays Ready for the node monitor's grace period after its
+        kubelet stops, so Ready alone would uncordon a node that has not gone down yet. A
+        session that ends without an exit status, or a command killed by a signal
+        (:func:`_session_lost`), is what a reboot does to the command that asked for it: judged
+        by the boot too, not failed.
+
+        Raises a non-retryable ApplicationError (``RebootCommandFailed`` / ``NodeNotRebooted`` /
+        ``NodeNotReady``) that fails the procedure with the node still cordoned."""
         access = input.command_access()
+        by_boot = workflow.patched(PATCH_REBOOT_BY_BOOT)
+        boot_before: str | None = None
+        if by_boot:
+            self._set(NodePhase.RUNNING, "reboot-command", "the node's bootID before the reboot command")
+            node: NodeInfo = await acts.call(acts.READ_NODE, ReadNodeInput(node=input.node), NodeInfo, timeouts=timeouts)
+            boot_before = node.boot_id
         self._set(NodePhase.RUNNING, "reboot-command", f"{' '.join(input.reboot_command or [])} via {access.describe()}")
         steps = HostSteps(self.gates, board=self._status.host_steps, on_change=self.touch, timeouts=timeouts,
                           heartbeat_seconds=30, gate_timeout_seconds=input.unknown_outcome_gate_seconds)
         step = HostStep(name="reboot-command", argv=list(input.reboot_command or []), timeout_seconds=input.reboot_timeout_seconds)
+        lost = False
         try:
             self._status.command = await steps.run(step, access, unknown_opens_gate=self._kit)
         except HostStepFailed as err:
             self._status.command = err.result
-            if err.status.state == "unknown" and err.result is None:
-                reason = f"reboot command lost: {err.status.detail}; node left cordoned"
+            if boot_before is not None and _session_lost(err.result):
+                lost = True
+            elif err.status.state == "unknown" and err.result is None:
+                raise self._fail("reboot-command", f"reboot command lost: {err.status.detail}; node left cordoned",
+                                 "RebootCommandFailed") from err
             else:
-                reason = f"reboot command {err.status.detail}; node left cordoned"
-            raise self._fail("reboot-command", reason, "RebootCommandFailed") from err
-        if not input.uncordon_after:
+                raise self._fail("reboot-command", f"reboot command {err.status.detail}; node left cordoned",
+                                 "RebootCommandFailed") from err
+        judge_boot = boot_before is not None and (lost or input.uncordon_after)
+        if not (input.uncordon_after or judge_boot):
             return
-        # The node comes back from the reboot: poll its Ready condition on a durable timer.
+        # The node comes back from the reboot: poll it on a durable timer.
         deadline = workflow.now() + timedelta(seconds=input.ready_timeout_seconds)
-        self._set(NodePhase.RUNNING, "wait-ready", "node Ready after the reboot command", deadline=deadline)
+        what = (f"a new boot (bootID other than {boot_before})" if judge_boot else "the node") + (
+            " and Ready" if input.uncordon_after else "")
+        if lost:
+            what += " (the command's session went down, as a reboot takes it)"
+        self._set(NodePhase.RUNNING, "wait-ready", what + " after the reboot command", deadline=deadline)
+        seen: list[NodeInfo] = []
 
         async def ready() -> Check:
             node: NodeInfo = await acts.call(acts.READ_NODE, ReadNodeInput(node=input.node), NodeInfo, timeouts=timeouts)
-            return Check(node.ready, "Ready" if node.ready else "NotReady")
+            seen[:] = [node]
+            if judge_boot and node.boot_id == boot_before:
+                return Check(False, f"bootID still {boot_before}: not rebooted yet ({'Ready' if node.ready else 'NotReady'})")
+            if input.uncordon_after and not node.ready:
+                return Check(False, "NotReady")
+            return Check(True, f"booted as {node.boot_id}" if judge_boot else "Ready")
 
         health = await wait_until(ready, name="node-ready", backoff=Backoff(initial=2.0, maximum=30.0), deadline=deadline,
                                   board=self._status.health, on_poll=lambda _: self.touch())
         if health.state != "ok":
+            if judge_boot and (not seen or seen[0].boot_id == boot_before):
+                raise self._fail("wait-ready", f"node did not reboot within {input.ready_timeout_seconds:.0f}s of the reboot command "
+                                 f"(bootID still {boot_before}); left cordoned", "NodeNotRebooted")
             raise self._fail("wait-ready", f"node not Ready {input.ready_timeout_seconds:.0f}s after the reboot command; left cordoned",
                              "NodeNotReady")
+        if judge_boot and seen:
+            self._rebooted = f"rebooted (bootID {boot_before} -> {seen[0].boot_id})"
 
     async def _preflight(self, input: NodeDrainInput, timeouts: acts.Timeouts) -> None:
         """Read the node before anything is written, with the planning retry policy: an API
@@ -280,7 +325,8 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
             unc: UncordonResult = await acts.call(acts.UNCORDON_NODE, UncordonInput(node=input.node, owner=self._id), UncordonResult, timeouts=timeouts)
             uncordoned = unc.uncordoned
         if drained:
-            phase, message = NodePhase.DONE, f"node {input.node} drained" + (" and uncordoned" if uncordoned else "; left cordoned for maintenance")
+            phase, message = NodePhase.DONE, f"node {input.node} drained" + (f", {self._rebooted}" if self._rebooted else "") + (
+                " and uncordoned" if uncordoned else "; left cordoned for maintenance")
         else:
             by = self.control.abort_by or (self._gate.gate.decided_by if self._gate.gate else "unknown")
             phase = NodePhase.SKIPPED if outcome == "skip" else NodePhase.ABORTED
