@@ -69,6 +69,15 @@ async def test_every_procedure_through_the_cli(dev_server: Any, temporal_client:
     restore = json.loads(out)["workflow_id"]
     assert restore.startswith(f"etcd-restore-{cluster}-")
 
+    # The reboot command's SSH endpoint and the reboot's time bound reach the input.
+    code, out, err = await lk(dev_server, task_queue, "start", "drain", "--node", "worker-0", "--cluster", cluster,
+                              "--reboot-command", "systemctl reboot", "--exec-via", "ssh", "--ssh-host", "10.0.0.7",
+                              "--ssh-port", "2222", "--ready-timeout", "900", "--dry-run", "-o", "json")
+    assert code == 0, err
+    inp = json.loads(out)["input"]
+    assert inp["reboot_command"] == ["systemctl", "reboot"] and inp["ready_timeout_seconds"] == 900
+    assert {k: inp["reboot_access"][k] for k in ("backend", "host", "port")} == {"backend": "ssh", "host": "10.0.0.7", "port": 2222}
+
     # A drain runs to its end; the table output's first line is the workflow ID.
     code, out, err = await lk(dev_server, task_queue, "start", "drain", "--node", "worker-0", "--cluster", cluster,
                               "--uncordon-after", "--wait")

@@ -79,6 +79,9 @@ def test_usage_and_validation_errors_exit_2_in_one_line() -> None:
     dead = f"127.0.0.1:{free_port()}"
     cases = [
         (["start", "drain", "--node", "n1", "--decide-after", "-5"], 2, "--decide-after"),
+        (["start", "drain", "--node", "n1", "--reboot-command", "reboot", "--exec-via", "ssh", "--ssh-host", "h", "--ssh-port", "0"],
+         2, "--ssh-port"),
+        (["start", "drain", "--node", "n1", "--ready-timeout", "0"], 2, "--ready-timeout"),
         (["start", "drain", "--node", "n1", "--decision-timeout", "0"], 2, "--decision-timeout"),
         (["start", "drain", "--node", "n1", "--decision-timeout-outcome", "delete-pod"], 2, "delete-pod"),
         (["start", "machineconfig-rollout", "--pool", "app", "--target", "infra=rendered-infra-1"], 2, "infra"),

@@ -51,8 +51,11 @@ def start_drain(
     reboot_command: str | None = typer.Option(None, "--reboot-command", help="Command to run after the drain (argv, shell-split)."),
     exec_via: str = typer.Option("debug-pod", "--exec-via", help="How --reboot-command reaches the node: debug-pod | ssh | local."),
     ssh_host: str | None = typer.Option(None, "--ssh-host", help="Node address for --exec-via ssh."),
+    ssh_port: int = typer.Option(22, "--ssh-port", help="SSH port of the node (--exec-via ssh)."),
     ssh_user: str | None = typer.Option(None, "--ssh-user", help="SSH user (default LOCKKEEPER_SSH_USER or core)."),
     uncordon_after: bool = typer.Option(False, "--uncordon-after", help="Uncordon when done (only if we cordoned)."),
+    ready_timeout: float = typer.Option(1800.0, "--ready-timeout",
+                                        help="Seconds the node may take to boot anew and be Ready after --reboot-command."),
     decide_after: float = typer.Option(600.0, "--decide-after", help="Seconds blocked before asking for a decision."),
     decision_timeout: float | None = typer.Option(None, "--decision-timeout", help="Seconds a decision waits (default forever)."),
     decision_timeout_outcome: str = typer.Option("wait", "--decision-timeout-outcome", help="wait | skip | abort"),
@@ -83,6 +86,10 @@ def start_drain(
         raise typer.BadParameter("must be debug-pod, ssh or local", param_hint="'--exec-via'") from None
     if backend == ExecBackend.SSH and not ssh_host:
         raise typer.BadParameter("--exec-via ssh needs --ssh-host", param_hint="'--ssh-host'")
+    if not 1 <= ssh_port <= 65535:
+        raise typer.BadParameter("must be a port, 1 to 65535", param_hint="'--ssh-port'")
+    if ready_timeout <= 0:
+        raise typer.BadParameter("must be > 0 seconds", param_hint="'--ready-timeout'")
     if decide_after < 0:
         raise typer.BadParameter("must be >= 0 seconds", param_hint="'--decide-after'")
     if decision_timeout is not None and decision_timeout <= 0:
@@ -97,9 +104,9 @@ def start_drain(
         node=node, cluster=cluster or settings.cluster, requested_by=who, four_eyes=four_eyes,
         allowed_approvers=allowed_approver, reboot_command=argv, uncordon_after=uncordon_after,
         decide_after_seconds=decide_after, decision_timeout_seconds=decision_timeout,
-        decision_timeout_outcome=decision_timeout_outcome,
+        decision_timeout_outcome=decision_timeout_outcome, ready_timeout_seconds=ready_timeout,
     )
-    access = dict(backend=backend, node=node, host=ssh_host or "127.0.0.1", user=ssh_user) if argv else None
+    access = dict(backend=backend, node=node, host=ssh_host or "127.0.0.1", port=ssh_port, user=ssh_user) if argv else None
     run(_start(settings, fields, access, dry_run, workflow_id, wait, output, who))
 
 
