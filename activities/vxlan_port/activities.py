@@ -26,7 +26,7 @@ from activities.host.executors import NodeCommandError
 from activities.host.factory import ExecutorFactory
 from activities.kube.errors import Conflict, Invalid, NotFound
 from activities.kube.objects import annotations, condition
-from activities.vxlan_port.fanout import fan_out
+from activities.vxlan_port.fanout import exec_pool, fan_out
 from activities.vxlan_port.models import (
     CheckResult,
     ClusterNetworkState,
@@ -487,7 +487,7 @@ class VxlanActivities(GatewayActivities):
             state.update({k: v.model_dump(mode="json") for k, v in done.items()})
             heartbeat(state)
 
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vxlan-fanout") as pool:
+        async with exec_pool(workers) as pool:
             async def run(target: SwitchTarget, argv: list[str], timeout: float) -> tuple[int | None, str, str]:
                 return await self.run_on_target(target, argv, timeout, pool)
 

@@ -15,8 +15,10 @@ quotes too; Open vSwitch ``lib/db-ctl-base.c``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from activities.vxlan_port.models import FanoutInput, FanoutResult, NodeSwitch, SwitchTarget, summarise
@@ -145,3 +147,16 @@ def thread_runner(call: Callable[[SwitchTarget, list[str], float], tuple[int | N
         return await asyncio.to_thread(call, target, argv, timeout)
 
     return run
+
+
+@contextlib.asynccontextmanager
+async def exec_pool(workers: int) -> AsyncIterator[ThreadPoolExecutor]:
+    """A thread pool for the blocking per-target execs, shut down off the event loop: an exec
+    still running past the fan-out's deadline (it ends within its command timeout) is waited for
+    before the activity returns, so none lands later, and the worker's other activities and
+    heartbeats go on meanwhile (``with ThreadPoolExecutor`` would block the loop in its join)."""
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vxlan-fanout")
+    try:
+        yield pool
+    finally:
+        await asyncio.to_thread(pool.shutdown, True)
