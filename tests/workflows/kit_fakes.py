@@ -127,6 +127,8 @@ class KitFake:
                 raise answer
             if answer == "timeout":
                 return CommandResult(argv=inp.argv, exit_code=None, timed_out=True, stderr="killed after timeout")
+            if answer == "lost":  # the session ended mid-command: no exit status
+                return CommandResult(argv=inp.argv, exit_code=None)
             return CommandResult(argv=inp.argv, exit_code=int(answer), stdout="ok" if answer == 0 else "", stderr="" if answer == 0 else "boom")
 
         return [kit_step, kit_health, kit_target_step, snapshot_fields, patch_object, restore_fields, run_node_command]

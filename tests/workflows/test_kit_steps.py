@@ -173,3 +173,20 @@ async def test_unknown_outcome_rejected_stops_without_running_again(time_skippin
         result = await h.result()
     assert result.outcome == "failed" and "may have acted" in result.detail
     assert len(fake.called("run_node_command")) == 1
+
+
+async def test_a_lost_session_is_an_unknown_outcome_not_a_failure(time_skipping_env, wf_task_queue):
+    """No exit status (the connection or the exec was lost mid-command): a step that is not safe
+    to repeat asks a person (it may have acted); a repeatable one runs again."""
+    env, fake = time_skipping_env, KitFake()
+    fake.host_script = {"yum": ["lost", 0], "mkfs": ["lost"]}
+    steps = [HostStep(name="install", argv=["yum", "-y", "install", "docker"], idempotent=True),
+             HostStep(name="format", argv=["mkfs", "/dev/sdb"])]
+    async with kit_worker(env, fake, wf_task_queue):
+        h = await start_probe(env, wf_task_queue, HostProbeWorkflow, ProbeInput(host_steps=steps))
+        st = await poll(h, gate_waiting("host/format"))
+        assert st["host_steps"]["format"]["state"] == "unknown" and "no exit status" in st["host_steps"]["format"]["detail"]
+        await h.execute_update(ProcedureWorkflow.reject, RejectInput(identity="bob"))
+        result = await h.result()
+    assert result.outcome == "failed" and result.done == ["install"] and "may have acted" in result.detail
+    assert [c.argv[0] for c in fake.called("run_node_command")] == ["yum", "yum", "mkfs"]

@@ -189,7 +189,8 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
         self._set(NodePhase.RUNNING, "reboot-command", f"{' '.join(input.reboot_command or [])} via {access.describe()}")
         steps = HostSteps(self.gates, board=self._status.host_steps, on_change=self.touch, timeouts=timeouts,
                           heartbeat_seconds=30, gate_timeout_seconds=input.unknown_outcome_gate_seconds)
-        step = HostStep(name="reboot-command", argv=list(input.reboot_command or []), timeout_seconds=input.reboot_timeout_seconds)
+        step = HostStep(name="reboot-command", argv=list(input.reboot_command or []), timeout_seconds=input.reboot_timeout_seconds,
+                        drops_session=by_boot)
         lost = False
         try:
             self._status.command = await steps.run(step, access, unknown_opens_gate=self._kit)

@@ -12,6 +12,10 @@ DESIGN.md "Host command": a step is an argv (never a shell string) run on a node
   it opens gate ``host/<step>``: approve runs it again (after the check, if any), reject or the
   gate's timeout stops with :class:`HostStepFailed`. Without, it fails at once.
 - A command that ran and failed (exit code != 0) is a known failure: :class:`HostStepFailed`.
+- A command whose session ended with no exit status (the connection or the debug pod's exec
+  was lost mid-command) is an unknown outcome too, under patch :data:`PATCH_LOST_SESSION_UNKNOWN`
+  (before it, a known failure "exited None"). A step whose command takes its own session down
+  (``drops_session``, a reboot) is returned to its caller as before, to be judged by the host.
 
 Each step's :class:`HostStepStatus` (pending / already-done / running / done / failed / unknown,
 attempts, detail) is kept in the procedure's status board.
@@ -45,6 +49,13 @@ class HostStep(BaseModel):
     check: list[str] | None = None
     idempotent: bool = False
     timeout_seconds: float = Field(60.0, gt=0)
+    #: The command takes its own session down (a reboot): no exit status is its expected end,
+    #: so it is a :class:`HostStepFailed` with the result for the caller to judge, never a gate.
+    drops_session: bool = False
+
+
+#: workflow.patched ID: a command with no exit status (its session lost) is an unknown outcome.
+PATCH_LOST_SESSION_UNKNOWN = "host-step-lost-session-unknown"
 
 
 class HostStepFailed(Exception):
@@ -133,12 +144,15 @@ class HostSteps:
                     st.state, st.detail = "done", result.summary()
                     self.on_change()
                     return result
-                if not result.timed_out:
+                lost = result.exit_code is None and not result.timed_out and not step.drops_session
+                if not result.timed_out and not (lost and workflow.patched(PATCH_LOST_SESSION_UNKNOWN)):
                     tail = (result.stderr or result.stdout).strip()[-500:]
                     st.state, st.detail = "failed", f"exited {result.exit_code}: {tail}"
                     self.on_change()
                     raise HostStepFailed(st, result)
-                st.state, st.detail = "unknown", f"timed out after {step.timeout_seconds:.0f}s; it may have acted"
+                st.state, st.detail = "unknown", (
+                    "no exit status (its session was lost mid-command); it may have acted" if lost
+                    else f"timed out after {step.timeout_seconds:.0f}s; it may have acted")
             self.on_change()
             if step.idempotent:
                 continue  # safe to repeat: the check (if any) decides again
