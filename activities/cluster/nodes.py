@@ -63,9 +63,7 @@ class NodeActivities(GatewayActivities):
         one in the middle of its work keeps retrying)."""
         with self.planning_errors(policy_decides=True):
             obj = self._node(input.node)
-            info = node_info(obj)
-            info.boot_id = ((obj.get("status") or {}).get("nodeInfo") or {}).get("bootID") or None
-            return info
+            return node_info(obj).model_copy(update={"boot_id": objects.boot_id(obj) or None})
 
     # --- node writes ---------------------------------------------------------------------------
 

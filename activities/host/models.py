@@ -120,6 +120,12 @@ class CommandResult(BaseModel):
         """Exit code 0 and not timed out."""
         return self.exit_code == 0 and not self.timed_out
 
+    @property
+    def session_lost(self) -> bool:
+        """No exit status and not timed out: the session (SSH, a debug pod's exec) ended
+        mid-command, so the command may or may not have acted."""
+        return self.exit_code is None and not self.timed_out
+
     def summary(self, limit: int = 400) -> str:
         """One line for errors: argv[0], exit code and the tail of stderr (or stdout)."""
         what = "timed out" if self.timed_out else f"exit {self.exit_code}"

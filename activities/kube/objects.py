@@ -48,6 +48,12 @@ def condition(obj: dict[str, Any], type_: str) -> str | None:
     return None
 
 
+def boot_id(node: dict[str, Any]) -> str:
+    """A Node's ``status.nodeInfo.bootID`` (the kubelet's report; a new value on every boot), or
+    ``""`` when the node reports none."""
+    return str(((node.get("status") or {}).get("nodeInfo") or {}).get("bootID") or "")
+
+
 def _quote_values(values: Iterable[Any]) -> str:
     return ",".join(str(v) for v in values)
 

@@ -92,7 +92,7 @@ class NetworkMigrationActivities(GatewayActivities):
                 master="node-role.kubernetes.io/master" in lb or "node-role.kubernetes.io/control-plane" in lb,
                 current_config=a.get(MCO + "currentConfig", ""), desired_config=a.get(MCO + "desiredConfig", ""),
                 mco_state=a.get(MCO + "state", ""), ready=objects.condition(n, "Ready") == "True",
-                boot_id=((n.get("status") or {}).get("nodeInfo") or {}).get("bootID", ""), address=addrs[0] if addrs else ""))
+                boot_id=objects.boot_id(n), address=addrs[0] if addrs else ""))
         state = MigrationState(
             config_type=(cfg.get("spec") or {}).get("networkType", ""),
             status_type=(cfg.get("status") or {}).get("networkType", ""),

@@ -78,9 +78,9 @@ PATCH_REBOOT_BY_BOOT = "drain-reboot-by-boot"
 
 
 def _session_lost(result: CommandResult | None) -> bool:
-    """The command's session ended with no exit status (SSH, a debug pod's exec), or the command
-    was killed by a signal (exit 128+N), before its timeout: what a reboot does to its command."""
-    return result is not None and not result.timed_out and (result.exit_code is None or result.exit_code >= 128)
+    """The command's session ended with no exit status (:attr:`CommandResult.session_lost`), or
+    the command was killed by a signal (exit 128+N) before its timeout: what a reboot does to it."""
+    return result is not None and (result.session_lost or (not result.timed_out and (result.exit_code or 0) >= 128))
 
 
 @workflow.defn

@@ -144,7 +144,7 @@ class HostSteps:
                     st.state, st.detail = "done", result.summary()
                     self.on_change()
                     return result
-                lost = result.exit_code is None and not result.timed_out and not step.drops_session
+                lost = result.session_lost and not step.drops_session
                 if not result.timed_out and not (lost and workflow.patched(PATCH_LOST_SESSION_UNKNOWN)):
                     tail = (result.stderr or result.stdout).strip()[-500:]
                     st.state, st.detail = "failed", f"exited {result.exit_code}: {tail}"
