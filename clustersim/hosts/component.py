@@ -110,7 +110,8 @@ class HostsComponent:
         self.ssh_map_path = self.keys.ssh_map_path
         for i, (name, host) in enumerate(self.hosts.items()):
             port = self.options.ssh_port_base + i if self.options.ssh_port_base else 0
-            server = HostSSHServer(name, self._runner_for(name), self.keys, port)
+            server = HostSSHServer(name, self._runner_for(name), self.keys, port,
+                                   honours_signals=lambda h=host: h.sshd_honours_signals)
             self.servers[name] = server
             await server.open()
             host.ssh_port, host.host_key = server.port, server.host_key_line

@@ -14,10 +14,18 @@ executors pass variables) runs CMD. ``sh -c SCRIPT`` accepts only simple command
 ``&&`` or ``;`` with at most a ``DIR/*`` glob per word; other shell syntax exits 2.
 ``reboot``, ``systemctl reboot`` and ``shutdown -r now`` start the reboot sequence and raise
 :class:`~clustersim.hosts.ctx.SessionDropped` (the session dies without an exit status).
+
+``timeout [-s SIG|--signal=SIG] DURATION CMD...`` (coreutils, how lockkeeper's SSH executor
+bounds a command on its host) runs CMD and cancels it where it is after DURATION, then exits 124,
+or 137 for ``-s KILL`` (coreutils ``timeout(1)``); its own bad usage exits 125. DURATION counts
+*real* seconds at any time scale: the bound is lockkeeper's, taken from its own real-time
+timeout, and must keep its order with it. The log shows CMD with ``bound_seconds``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import re
 import shlex
 from collections.abc import Awaitable, Callable
 
@@ -39,6 +47,35 @@ PACKAGED: dict[str, tuple[str, ...]] = {
     "oc": ("atomic-openshift-clients", "origin-clients"),
 }
 SHELL_FORBIDDEN = ("|", ">", "<", "$", "`", "(", ")", "{", "}", "||")
+#: coreutils ``timeout`` DURATION: a decimal number with an optional unit.
+_DURATION = re.compile(r"^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)([smhd]?)$")
+_UNIT_SECONDS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def split_timeout(argv: list[str]) -> tuple[float, str, list[str]]:
+    """``timeout [-s SIG|-sSIG|--signal=SIG|--signal SIG] DURATION CMD...`` as (seconds, signal
+    name, CMD...); the signal defaults to TERM. Raises ValueError (the message ``timeout(1)`` would
+    print) for any other option, a bad DURATION or no CMD."""
+    args, sig = argv[1:], "TERM"
+    while args and args[0].startswith("-"):
+        opt = args.pop(0)
+        if opt in ("-s", "--signal") and args:
+            sig = args.pop(0)
+        elif opt.startswith("--signal="):
+            sig = opt.split("=", 1)[1]
+        elif opt.startswith("-s") and len(opt) > 2:
+            sig = opt[2:]
+        else:
+            raise ValueError(f"timeout: unrecognized option '{opt}' (only -s/--signal is simulated)")
+    sig = sig.upper().removeprefix("SIG")
+    if sig not in ("TERM", "KILL", "9", "15"):
+        raise ValueError(f"timeout: {sig}: only TERM and KILL are simulated")
+    match = _DURATION.match(args[0]) if args else None
+    if match is None:
+        raise ValueError(f"timeout: invalid time interval {args[0]!r}" if args else "timeout: missing operand")
+    if len(args) < 2:
+        raise ValueError("timeout: missing operand")
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)], "KILL" if sig in ("KILL", "9") else "TERM", args[1:]
 
 
 def _fs(fn: Callable[[HostState, list[str], bytes], Result]) -> Callable[[Ctx], Awaitable[Result]]:
@@ -104,6 +141,12 @@ class Interpreter:
         """Run ``argv`` on ``host`` and log it (argv, via, start, end, exit). Raises
         SessionDropped when the command reboots the host (logged with exit None)."""
         rec = CommandRecord(argv=list(argv), via=via, start=self._now())
+        if argv[:1] == ["timeout"]:
+            try:
+                rec.bound_seconds, _, inner = split_timeout(argv)
+                rec.argv = list(inner)
+            except ValueError:
+                pass  # logged as given; dispatch answers 125
         host.log.append(rec)
         if len(host.log) > LOG_LIMIT:
             del host.log[: len(host.log) - LOG_LIMIT]
@@ -124,6 +167,8 @@ class Interpreter:
         if not argv:
             return "", "", 0
         cmd = argv[0]
+        if cmd == "timeout":
+            return await self._timeout(host, argv, stdin, via)
         if cmd in ("sh", "bash", "/bin/sh", "/bin/bash") and len(argv) == 3 and argv[1] == "-c":
             return await self._shell(host, argv[2], stdin, via)
         base = cmd.rsplit("/", 1)[-1]
@@ -138,6 +183,17 @@ class Interpreter:
 
             return await builtin(Ctx(host=host, argv=argv, stdin=stdin, world=self.world, via=via, dispatch=nested))
         return "", f"sh: {cmd}: command not found\n", 127
+
+    async def _timeout(self, host: HostState, argv: list[str], stdin: bytes, via: str) -> Result:
+        """coreutils ``timeout`` (module docstring): CMD cancelled after DURATION real seconds."""
+        try:
+            seconds, sig, inner = split_timeout(argv)
+        except ValueError as exc:
+            return "", f"{exc}\nTry 'timeout --help' for more information.\n", 125
+        try:
+            return await asyncio.wait_for(self.dispatch(host, inner, stdin, via), seconds)
+        except TimeoutError:
+            return "", "", 137 if sig == "KILL" else 124
 
     async def _shell(self, host: HostState, script: str, stdin: bytes, via: str) -> Result:
         try:

@@ -19,7 +19,8 @@ The ``hosts:`` section (validated by :class:`HostsSection`)::
         gluster1.demo: {profiles: [node], ip: 10.0.1.11}
 
 ``{ip}``, ``{name}`` and ``{group}`` in file contents are replaced by the host's address, name
-and node group.
+and node group. A host's ``openssh`` (default :data:`DEFAULT_OPENSSH`) sets whether its sshd ends
+a command on the client's ``signal`` request (7.9 and later; the RHEL 7 scenarios say 7.4p1).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ RUNTIME_SOCKETS: dict[str, str] = {"cri-o": "/var/run/crio/crio.sock", "docker":
 NODE_SERVICES: tuple[str, ...] = ("atomic-openshift-node", "origin-node")
 #: Comment the 3.x NetworkManager dispatcher (o-a 99-origin-dns.sh) writes into /etc/resolv.conf.
 ORIGIN_DNS_WATERMARK = "# nameserver updated by /etc/NetworkManager/dispatcher.d/99-origin-dns.sh"
+#: A host's OpenSSH when its spec names none: RHEL 8's and RHCOS's.
+DEFAULT_OPENSSH = "8.0p1"
 
 
 class _Strict(BaseModel):
@@ -91,6 +94,9 @@ class HostSpec(_Strict):
     runtime: Literal["cri-o", "docker", ""] | None = None
     images: list[str] = Field(default_factory=list)
     node_group: str | None = None  # openshift_node_group_name the host was deployed with
+    # The sshd's OpenSSH version: from 7.9 it ends a command on the client's ``signal`` request
+    # (RFC 4254 6.9); RHEL 7 ships 7.4p1, which ignores it; RHEL 8 and RHCOS ship 8.0p1.
+    openssh: str | None = Field(default=None, pattern=r"^[0-9]+\.[0-9]+(p[0-9]+)?$")
 
 
 class ScaleupSpec(_Strict):
@@ -160,6 +166,7 @@ def _merge(base: HostSpec, top: HostSpec) -> HostSpec:
         runtime=top.runtime if top.runtime is not None else base.runtime,
         images=list(dict.fromkeys([*base.images, *top.images])),
         node_group=top.node_group or base.node_group,
+        openssh=top.openssh or base.openssh,
     )
 
 
@@ -185,17 +192,21 @@ class HostEvent:
 @dataclass
 class CommandRecord:
     """One command run on a host: ``via`` is ``ssh`` or ``debug-pod``; times are RFC 3339;
-    ``exit`` is None while running or when the session was dropped (reboot)."""
+    ``exit`` is None while running or when the session was dropped (reboot) or cut by the client's
+    signal. A command run under coreutils ``timeout`` is logged as the command it runs, with
+    ``bound_seconds`` its DURATION (137 in ``exit`` when ``timeout -s KILL`` killed it)."""
 
     argv: list[str]
     via: str
     start: str
     end: str | None = None
     exit: int | None = None
+    bound_seconds: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able form (admin endpoint)."""
-        return {"argv": self.argv, "via": self.via, "start": self.start, "end": self.end, "exit": self.exit}
+        return {"argv": self.argv, "via": self.via, "start": self.start, "end": self.end, "exit": self.exit,
+                "bound_seconds": self.bound_seconds}
 
 
 def new_boot_id() -> str:
@@ -230,10 +241,18 @@ class HostState:
     log: list[CommandRecord] = field(default_factory=list)
     ssh_port: int = 0
     host_key: str = ""
+    openssh: str = DEFAULT_OPENSSH
 
     def __post_init__(self) -> None:
         if not self.boot_ids:
             self.boot_ids.append(self.boot_id)
+
+    @property
+    def sshd_honours_signals(self) -> bool:
+        """The host's sshd ends a command on the client's ``signal`` request: OpenSSH 7.9 and later
+        (its release notes: "sshd(8): support signalling sessions via the SSH protocol")."""
+        major, minor = (int(p) for p in self.openssh.split("p", 1)[0].split(".")[:2])
+        return (major, minor) >= (7, 9)
 
     # -- derived facts ----------------------------------------------------------------------
     def unit_active(self, name: str) -> bool:
@@ -329,6 +348,7 @@ class HostState:
             "packages": dict(sorted(self.packages.items())),
             "iptables": {"runtime": list(self.iptables_runtime), "saved": list(self.iptables_saved)},
             "images": sorted(self.images), "node_group": self.node_group, "faults": sorted(self.faults),
+            "openssh": self.openssh,
             "files": sorted(self.files), "log": [r.as_dict() for r in self.log],
         }
 
@@ -371,5 +391,6 @@ def build_host(name: str, section: HostsSection, default_ip: str, default_role: 
     host.runtime = spec.runtime or ""
     host.images = set(spec.images)
     host.node_group = spec.node_group or ""
+    host.openssh = spec.openssh or DEFAULT_OPENSSH
     host.faults = set(section.faults.get(name, []))
     return host

@@ -8,7 +8,8 @@ and runs every session's ``process.command`` through ``shlex.split`` into the ho
 stdout/stderr are written back and ``process.exit(code)`` sends the exit status. A command
 that reboots the host aborts the connection, so the client sees a lost connection and no exit
 status. A client's ``signal`` request (RFC 4254 section 6.9) ends the command where it is, as
-OpenSSH 7.9 and later do. While the host is down (reboot, ``ssh_down`` fault) the listener is
+OpenSSH 7.9 and later do; a host whose ``openssh`` is older (RHEL 7's 7.4p1) ignores it, and the
+command runs on after its client is gone, bounded only by a ``timeout`` it runs under. While the host is down (reboot, ``ssh_down`` fault) the listener is
 closed: connections are refused.
 """
 
@@ -26,6 +27,7 @@ from pathlib import Path
 import asyncssh
 
 from clustersim.hosts.ctx import SessionDropped
+from clustersim.hosts.interp import split_timeout
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +44,14 @@ SIGNAL_POLL = 0.05
 def reads_stdin(argv: list[str]) -> bool:
     """Whether ``argv`` reads its standard input to the end (then the server waits for the
     client's EOF as a real command would; other commands wait at most STDIN_GRACE)."""
-    while argv[:1] == ["env"]:
-        argv = [a for a in argv[1:] if "=" not in a] if len(argv) > 1 else []
+    while argv[:1] in (["env"], ["timeout"]):
+        if argv[0] == "timeout":
+            try:
+                argv = split_timeout(argv)[2]
+            except ValueError:
+                return False
+        else:
+            argv = [a for a in argv[1:] if "=" not in a] if len(argv) > 1 else []
     if not argv:
         return False
     cmd, args = argv[0].rsplit("/", 1)[-1], argv[1:]
@@ -167,11 +175,15 @@ class _Server(asyncssh.SSHServer):
 
 class HostSSHServer:
     """The SSH server of one host (see module docstring). ``run`` executes a command on the
-    host; ``port`` 0 picks a free port at the first ``open`` and keeps it afterwards."""
+    host; ``port`` 0 picks a free port at the first ``open`` and keeps it afterwards;
+    ``honours_signals`` says, when a command starts, whether this sshd ends it on the client's
+    ``signal`` request (OpenSSH 7.9 and later)."""
 
-    def __init__(self, name: str, run: RunCommand, keys: KeyMaterial, port: int = 0) -> None:
+    def __init__(self, name: str, run: RunCommand, keys: KeyMaterial, port: int = 0,
+                 honours_signals: Callable[[], bool] = lambda: True) -> None:
         self.name = name
         self._run = run
+        self._honours_signals = honours_signals
         self.keys = keys
         self.port = port
         self.host_key = asyncssh.generate_private_key("ssh-ed25519")
@@ -240,7 +252,10 @@ class HostSSHServer:
             data = await asyncio.wait_for(process.stdin.read(), None if reads else STDIN_GRACE)
             stdin = data.encode() if isinstance(data, str) else data
         try:
-            ran = await _unless_signalled(process, self._run(argv, stdin))
+            if self._honours_signals():
+                ran = await _unless_signalled(process, self._run(argv, stdin))
+            else:  # OpenSSH before 7.9: a signal request is refused, the command runs to its end
+                ran = await self._run(argv, stdin)
             if ran is None:
                 return
             out, err, code = ran

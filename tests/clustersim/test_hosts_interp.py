@@ -72,6 +72,7 @@ class World:
         self.changes: list[tuple[str, str, bool]] = []
         self.reboots: list[str] = []
         self.slept = 0.0
+        self.real_seconds = 0.0  # real time each sim_sleep takes (0: none, just a yield)
         self.pods: list[dict[str, Any]] = []
 
     def unit_changed(self, host: HostState, unit: str, was_active: bool) -> None:
@@ -91,7 +92,7 @@ class World:
 
     async def sim_sleep(self, sim_seconds: float) -> None:
         self.slept += sim_seconds
-        await asyncio.sleep(0)
+        await asyncio.sleep(self.real_seconds)
 
     def pull_seconds(self, host: HostState) -> float:
         return self.section.options.pull_seconds
@@ -264,3 +265,27 @@ async def test_docker_exec_runs_on_the_host_in_a_known_container(env: Any) -> No
     assert len(cid) == 12
     assert await run(env, "docker", "exec", cid, "hostname") == ("gluster1.demo\n", "", 0)
     assert await run(env, "docker", "exec", "deadbeef", "hostname") == ("", "Error: No such container: deadbeef\n", 1)
+
+
+async def test_timeout_bounds_a_command_in_real_seconds_and_logs_the_command_it_ran(env: Any) -> None:
+    """coreutils ``timeout`` as lockkeeper's SSH executor sends it: a command that ends in time
+    answers as itself; one still running at DURATION is cut where it is (the pull never lands)
+    and exits 137 under ``-s KILL``, 124 under TERM; bad usage exits 125 without running CMD."""
+    interp, host, world = env
+    image = "registry.redhat.io/openshift3/ose-node:v3.11"
+    assert await run(env, "timeout", "-s", "KILL", "30", "env", "A=1", "echo", "hi") == ("hi\n", "", 0)
+    assert (host.log[-1].argv, host.log[-1].bound_seconds, host.log[-1].exit) == (["env", "A=1", "echo", "hi"], 30.0, 0)
+    world.real_seconds = 30.0  # a pull that would take half a minute of real time
+    assert await run(env, "timeout", "-s", "KILL", "0.2", "crictl", "pull", image) == ("", "", 137)
+    assert image not in host.images
+    rec = host.log[-1]
+    assert (rec.argv, rec.bound_seconds, rec.exit) == (["crictl", "pull", image], 0.2, 137)
+    assert rec.as_dict()["bound_seconds"] == 0.2
+    assert (await run(env, "timeout", "--signal=TERM", ".1", "crictl", "pull", image))[2] == 124
+    world.real_seconds = 0.0
+    assert (await run(env, "timeout", "1m", "crictl", "pull", image))[2] == 0 and image in host.images
+    for bad, message in ((["-k", "5", "1", "true"], "unrecognized option '-k'"), (["5"], "missing operand"),
+                         (["1x", "true"], "invalid time interval '1x'"), (["-s", "HUP", "1", "true"], "HUP")):
+        out, err, code = await run(env, "timeout", *bad)
+        assert (out, code) == ("", 125) and message in err, (bad, err)
+        assert host.log[-1].argv == ["timeout", *bad] and host.log[-1].bound_seconds is None
