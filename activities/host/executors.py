@@ -17,13 +17,17 @@ Output is capped (:data:`activities.host.models.DEFAULT_OUTPUT_CAP` per stream b
 commands are killed at their timeout and when their call is cancelled (a local process group
 with SIGKILL; over SSH a ``signal`` request, which OpenSSH honours from 7.9; a debug pod is
 deleted); while one runs inside an activity the activity heartbeats every
-:data:`activities.context.HEARTBEAT_SECONDS`.
+:data:`activities.context.HEARTBEAT_SECONDS`. An SSH command is also bounded on the host itself,
+as a debug pod is by its ``activeDeadlineSeconds``: it runs under coreutils ``timeout -s KILL``
+(:func:`remote_bound_seconds`), so it ends even when the worker dies mid-command or the host's
+sshd ignores the kill request (RHEL 7's OpenSSH 7.4).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import shlex
 import shutil
@@ -44,6 +48,9 @@ ENV_SSH_KNOWN_HOSTS = "LOCKKEEPER_SSH_KNOWN_HOSTS"
 ENV_SSH_USER = "LOCKKEEPER_SSH_USER"
 #: Seconds a cancelled command, killed with its process group, is waited for (SIGKILL ends it at once).
 KILL_REAP_SECONDS = 5.0
+#: Seconds an SSH command may run on its host beyond its own timeout before the host's
+#: ``timeout -s KILL`` ends it (the client gives up first, then asks the sshd to kill it).
+REMOTE_BOUND_GRACE_SECONDS = 5.0
 
 
 class NodeCommandError(RuntimeError):
@@ -207,11 +214,21 @@ class LocalExecutor:
 # --- ssh -----------------------------------------------------------------------------------------
 
 
+def remote_bound_seconds(timeout: float, grace: float = REMOTE_BOUND_GRACE_SECONDS) -> float:
+    """Seconds after which an SSH command's host kills it: its ``timeout`` plus ``grace``, rounded
+    up to a tenth (coreutils ``timeout`` takes a decimal DURATION). Raises ValueError for a
+    ``timeout`` that is not positive or a negative ``grace``."""
+    if not timeout > 0 or grace < 0:
+        raise ValueError(f"a remote bound needs timeout > 0 and grace >= 0, got {timeout} and {grace}")
+    return math.ceil((timeout + grace) * 10) / 10
+
+
 def _kill_remote(proc: object) -> None:
     """Ask the SSH server to SIGKILL a command given up (its timeout, or the call cancelled)
     before the channel closes: an SSH server does not end a command when its client goes away.
     OpenSSH honours the request from 7.9 (RFC 4254 section 6.9 "signal"); an older server (RHEL 7's
-    7.4) ignores it, and the command then runs to its own end."""
+    7.4) ignores it, and the command then runs until it ends or its host's ``timeout`` bound
+    (:func:`remote_bound_seconds`) kills it."""
     with contextlib.suppress(Exception):
         proc.kill()  # type: ignore[attr-defined]
 
@@ -221,7 +238,9 @@ class SSHExecutor:
 
     ``client_keys``: private key files (None: asyncssh's defaults under ``~/.ssh``);
     ``known_hosts``: the known_hosts file to verify the host key against (required);
-    ``connect_timeout``: seconds. One connection per command: commands here are few and long.
+    ``connect_timeout``: seconds; ``remote_grace``: seconds a command may outlive its timeout on
+    the host (:func:`remote_bound_seconds`). One connection per command: commands here are few
+    and long.
     """
 
     def __init__(
@@ -233,15 +252,21 @@ class SSHExecutor:
         known_hosts: str | os.PathLike[str],
         client_keys: list[str] | None = None,
         connect_timeout: float = SSH_CONNECT_SECONDS,
+        remote_grace: float = REMOTE_BOUND_GRACE_SECONDS,
     ) -> None:
         self.host, self.port, self.user = host, port, user
         self.known_hosts = str(known_hosts)
         self.client_keys = client_keys
         self.connect_timeout = connect_timeout
+        self.remote_grace = remote_grace
 
-    def remote_command(self, argv: list[str], env: Mapping[str, str] | None = None) -> str:
-        """The command line the remote shell gets: every argument quoted (``shlex.join``)."""
-        return shlex.join(with_env(argv, env))
+    def remote_command(self, argv: list[str], env: Mapping[str, str] | None = None, *, timeout: float) -> str:
+        """The command line the remote shell gets, every argument quoted (``shlex.join``):
+        ``timeout -s KILL BOUND [env K=V ...] ARGV...`` with BOUND from :func:`remote_bound_seconds`.
+        coreutils ``timeout`` is on RHEL 7 and 8 and RHCOS; a command it kills exits 137
+        (coreutils ``timeout(1)``: 128 + SIGKILL). Raises ValueError for a ``timeout`` not above 0."""
+        bound = remote_bound_seconds(timeout, self.remote_grace)
+        return shlex.join(["timeout", "-s", "KILL", f"{bound:g}", *with_env(argv, env)])
 
     async def run(
         self,
@@ -259,6 +284,7 @@ class SSHExecutor:
             raise NodeCommandError(
                 f"ssh {self.host}: known_hosts file {self.known_hosts} does not exist; host keys must be verified"
             )
+        line = self.remote_command(argv, env, timeout=timeout)
         started = time.monotonic()
         async with heartbeating({"ssh": self.host, "argv0": argv[0]}):
             try:
@@ -276,7 +302,7 @@ class SSHExecutor:
             async with conn:
                 try:
                     # Always send EOF (``input``): a command reading stdin must not wait forever.
-                    proc = await conn.create_process(self.remote_command(argv, env), input=(stdin or "").encode(), encoding=None)
+                    proc = await conn.create_process(line, input=(stdin or "").encode(), encoding=None)
                     try:
                         res = await proc.wait(check=False, timeout=timeout)
                     except asyncssh.TimeoutError as exc:

@@ -18,7 +18,7 @@ import pytest_asyncio
 from activities.etcd.members import override_flags, static_pod_with_overrides, systemd_dropin
 from activities.host.models import ExecBackend, HostAccess
 from activities.host.debug_pod import DebugPodExecutor, debug_exec_argv, debug_pod_manifest, debug_pod_name
-from activities.host.executors import LocalExecutor, NodeCommandError, SSHExecutor
+from activities.host.executors import LocalExecutor, NodeCommandError, SSHExecutor, remote_bound_seconds
 from activities.host.factory import ExecutorFactory
 from lockkeeper.devserver import free_port
 
@@ -145,6 +145,26 @@ async def test_ssh_refuses_unknown_host_key_and_missing_known_hosts(ssh_server: 
                           client_keys=[str(d / "id_ed25519")])
     with pytest.raises(NodeCommandError, match="host keys must be verified"):
         await missing.run(["true"], timeout=5)
+
+
+async def test_an_ssh_command_given_up_is_killed_by_its_hosts_own_timeout(ssh_server: dict[str, Any],
+                                                                         tmp_path: Path) -> None:
+    """This server, like RHEL 7's sshd (OpenSSH 7.4), ignores the client's kill request and keeps a
+    command whose client left. The real coreutils ``timeout -s KILL`` the executor runs the command
+    under ends it on the host at its timeout plus the grace, with every process it started."""
+    d = ssh_server["dir"]
+    ex = SSHExecutor("127.0.0.1", port=ssh_server["port"], user="core", known_hosts=d / "known_hosts",
+                     client_keys=[str(d / "id_ed25519")], remote_grace=0.5)
+    assert ex.remote_command(["sh", "-c", "a b"], {"K": "v w"}, timeout=60) == "timeout -s KILL 60.5 env 'K=v w' sh -c 'a b'"
+    assert remote_bound_seconds(0.25, 0.5) == 0.8 and remote_bound_seconds(60) == 65.0
+    for timeout, grace in ((0, 5.0), (1, -1.0)):
+        with pytest.raises(ValueError, match="remote bound"):
+            remote_bound_seconds(timeout, grace)
+    marker = tmp_path / "landed"
+    r = await ex.run(["sh", "-c", f"sleep 2 && touch {marker}"], timeout=0.3)
+    assert r.timed_out and r.exit_code is None
+    await asyncio.sleep(2.5)  # past the command's own end
+    assert not marker.exists()
 
 
 # --- debug pod -------------------------------------------------------------------------------------

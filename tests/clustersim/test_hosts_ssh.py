@@ -302,3 +302,32 @@ async def test_a_command_given_up_is_killed_on_the_host(sim: ClusterSim, given_u
     assert image not in host.images
     pull = next(rec for rec in host.log if rec.argv[:2] == ["crictl", "pull"])
     assert pull.exit is None  # cut where it was, not ended
+
+
+async def test_an_old_sshd_ignores_the_kill_and_the_host_bound_ends_the_command(sim: ClusterSim) -> None:
+    """RHEL 7's OpenSSH 7.4 refuses a client's signal request, so a command given up runs on; the
+    executor's ``timeout -s KILL`` bound still ends it on the host, where it is."""
+    hc = hosts_of(sim)
+    host = hc.host("gluster1.demo")
+    host.openssh = "7.4p1"
+    await hc.set_fault("gluster1.demo", "pull_slow")  # 50 s simulated: 2.5 s real
+    pull_real = sim.clock.real(hc.pull_seconds(host))
+    image = "registry.redhat.io/openshift3/ose-node:v3.11"
+    ssh_host, port = hc.ssh_map["gluster1.demo"].split(":")
+    # The model first: without a bound, a pull whose client signals it and leaves lands anyway.
+    async with asyncssh.connect(ssh_host, port=int(port), username="root", known_hosts=str(hc.known_hosts_path),
+                                client_keys=[str(hc.client_key_path)], agent_path=None) as conn:
+        proc = await conn.create_process(f"crictl pull {image}")
+        await wait_for(lambda: any(rec.argv[:2] == ["crictl", "pull"] for rec in host.log))
+        proc.kill()
+    await wait_for(lambda: image in host.images, timeout=pull_real + 5)
+    host.images.discard(image)
+    # lockkeeper's executor: given up at 0.3 s, killed by the host at 0.8 s, long before 2.5 s.
+    ex = executor(sim, "gluster1.demo")
+    ex.remote_grace = 0.5
+    r = await ex.run(["crictl", "pull", image], timeout=0.3)
+    assert r.timed_out and r.exit_code is None
+    killed = await wait_for(lambda: [rec for rec in host.log if rec.bound_seconds is not None and rec.end])
+    assert [(rec.argv, rec.bound_seconds, rec.exit) for rec in killed] == [(["crictl", "pull", image], 0.8, 137)]
+    await asyncio.sleep(pull_real + 0.5)  # past the pull's own end
+    assert image not in host.images
