@@ -49,6 +49,8 @@ class Settings(BaseSettings):
     - ``kubeconfig``: path to a kubeconfig file (``KUBECONFIG``; only the first entry of a
       ``:``-separated list is used); ``kube_context``: context name in it.
     - ``in_cluster``: use the pod's service account instead of a kubeconfig.
+    - ``ssh_sudo``: host commands over SSH go through ``sudo -n`` (default: for any SSH user but
+      ``root``; see :func:`activities.host.factory.ssh_sudo`).
     - ``cluster``: the name lockkeeper uses for the cluster in workflow IDs and search attributes.
     - ``max_concurrent_activities``: worker thread pool size (sync activities, local ones
       included) and the Kubernetes connection pool's size, default 200. Every node in flight holds
@@ -114,6 +116,9 @@ class Settings(BaseSettings):
     #: A worker for host procedures only (etcd, node commands), e.g. on a bastion host: it needs
     #: no cluster credentials and registers no Kubernetes activities. Give it its own task queue.
     host_only: bool = Field(False, validation_alias=_aliases("host_only"))
+    #: Checked here so a bad value fails the worker's start with the other problems; the executors
+    #: read it themselves (activities.host.factory.ssh_sudo: None = sudo for any user but root).
+    ssh_sudo: bool | None = Field(None, validation_alias=_aliases("ssh_sudo"))
     cluster: str = Field("default", validation_alias=_aliases("cluster"))
     max_concurrent_activities: int = Field(200, ge=1, validation_alias=_aliases("max_concurrent_activities"))
     max_concurrent_local_activities: int = Field(
@@ -131,6 +136,11 @@ class Settings(BaseSettings):
     log_level: str = Field("info", validation_alias=_aliases("log_level"))
     log_format: str = Field("auto", validation_alias=_aliases("log_format"))
     decision_timeout: float = Field(30.0, gt=0, le=3600, validation_alias=_aliases("decision_timeout"))
+
+    @field_validator("ssh_sudo", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, v: object) -> object:
+        return None if isinstance(v, str) and not v.strip() else v
 
     @field_validator("temporal_address")
     @classmethod

@@ -41,11 +41,12 @@ from typing import Protocol
 from activities.context import HEARTBEAT_SECONDS, heartbeating
 from activities.host.models import DEFAULT_OUTPUT_CAP, SSH_CONNECT_SECONDS, CommandResult
 
-__all__ = ["HEARTBEAT_SECONDS", "LocalExecutor", "NodeCommandError", "NodeExecutor", "SSHExecutor", "find_etcd_binary"]
+__all__ = ["ENV_SSH_SUDO", "HEARTBEAT_SECONDS", "LocalExecutor", "NodeCommandError", "NodeExecutor", "SSHExecutor", "find_etcd_binary"]
 
 ENV_SSH_KEY = "LOCKKEEPER_SSH_KEY"
 ENV_SSH_KNOWN_HOSTS = "LOCKKEEPER_SSH_KNOWN_HOSTS"
 ENV_SSH_USER = "LOCKKEEPER_SSH_USER"
+ENV_SSH_SUDO = "LOCKKEEPER_SSH_SUDO"
 #: Seconds a cancelled command, killed with its process group, is waited for (SIGKILL ends it at once).
 KILL_REAP_SECONDS = 5.0
 #: Seconds an SSH command may run on its host beyond its own timeout before the host's
@@ -239,8 +240,10 @@ class SSHExecutor:
     ``client_keys``: private key files (None: asyncssh's defaults under ``~/.ssh``);
     ``known_hosts``: the known_hosts file to verify the host key against (required);
     ``connect_timeout``: seconds; ``remote_grace``: seconds a command may outlive its timeout on
-    the host (:func:`remote_bound_seconds`). One connection per command: commands here are few
-    and long.
+    the host (:func:`remote_bound_seconds`); ``sudo``: run every command as root through
+    ``sudo -n`` (a user such as RHCOS's ``core``, whose sudo needs no password; ``-n`` makes a
+    sudo that wants one fail at once, "sudo: a password is required", instead of hanging). One
+    connection per command: commands here are few and long.
     """
 
     def __init__(
@@ -253,20 +256,24 @@ class SSHExecutor:
         client_keys: list[str] | None = None,
         connect_timeout: float = SSH_CONNECT_SECONDS,
         remote_grace: float = REMOTE_BOUND_GRACE_SECONDS,
+        sudo: bool = False,
     ) -> None:
         self.host, self.port, self.user = host, port, user
         self.known_hosts = str(known_hosts)
         self.client_keys = client_keys
         self.connect_timeout = connect_timeout
         self.remote_grace = remote_grace
+        self.sudo = sudo
 
     def remote_command(self, argv: list[str], env: Mapping[str, str] | None = None, *, timeout: float) -> str:
         """The command line the remote shell gets, every argument quoted (``shlex.join``):
-        ``timeout -s KILL BOUND [env K=V ...] ARGV...`` with BOUND from :func:`remote_bound_seconds`.
-        coreutils ``timeout`` is on RHEL 7 and 8 and RHCOS; a command it kills exits 137
-        (coreutils ``timeout(1)``: 128 + SIGKILL). Raises ValueError for a ``timeout`` not above 0."""
+        ``[sudo -n] timeout -s KILL BOUND [env K=V ...] ARGV...`` with BOUND from
+        :func:`remote_bound_seconds`. coreutils ``timeout`` is on RHEL 7 and 8 and RHCOS; a command
+        it kills exits 137 (coreutils ``timeout(1)``: 128 + SIGKILL); under sudo it runs as root,
+        so it can kill what it started. Raises ValueError for a ``timeout`` not above 0."""
         bound = remote_bound_seconds(timeout, self.remote_grace)
-        return shlex.join(["timeout", "-s", "KILL", f"{bound:g}", *with_env(argv, env)])
+        become = ["sudo", "-n"] if self.sudo else []
+        return shlex.join([*become, "timeout", "-s", "KILL", f"{bound:g}", *with_env(argv, env)])
 
     async def run(
         self,

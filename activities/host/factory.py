@@ -11,6 +11,7 @@ from activities.host.debug_pod import DebugPodExecutor, gateway_from_environment
 from activities.host.executors import (
     ENV_SSH_KEY,
     ENV_SSH_KNOWN_HOSTS,
+    ENV_SSH_SUDO,
     ENV_SSH_USER,
     LocalExecutor,
     NodeExecutor,
@@ -19,11 +20,31 @@ from activities.host.executors import (
 from activities.host.models import ExecBackend, HostAccess
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def ssh_sudo(value: str | None, user: str) -> bool:
+    """Whether SSH commands for ``user`` go through ``sudo -n``: ``value`` is
+    ``LOCKKEEPER_SSH_SUDO`` (``true``/``false``, ``1``/``0``, ``yes``/``no``, ``on``/``off``);
+    unset or empty, sudo is used for any user but ``root``, as the host commands need root (RHCOS's
+    ``core`` has password-less sudo). Raises ValueError for any other value."""
+    if value is None or not value.strip():
+        return user != "root"
+    word = value.strip().lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise ValueError(f"{ENV_SSH_SUDO}={value!r}: expected true or false")
+
+
 class ExecutorFactory:
     """Builds the executor for a :class:`HostAccess` from the worker's environment (``environ``):
     ``LOCKKEEPER_SSH_KEY`` (private key file), ``LOCKKEEPER_SSH_KNOWN_HOSTS`` (default
-    ``~/.ssh/known_hosts``), ``LOCKKEEPER_SSH_USER`` (default ``core``, the RHCOS user); the
-    debug-pod backend's gateway from ``gateway_factory`` (default: the environment's
+    ``~/.ssh/known_hosts``), ``LOCKKEEPER_SSH_USER`` (default ``core``, the RHCOS user),
+    ``LOCKKEEPER_SSH_SUDO`` (``true``/``false``; default: true for any user but ``root``, whose
+    host commands need root: see :func:`ssh_sudo`); the debug-pod backend's gateway from ``gateway_factory`` (default: the environment's
     kubeconfig, loaded on first use only, so host-only workers need none)."""
 
     def __init__(
@@ -34,6 +55,7 @@ class ExecutorFactory:
         self._gateway: Any = None
         self._lock = threading.Lock()
         self._local = LocalExecutor()
+        ssh_sudo(self._env.get(ENV_SSH_SUDO), "root")  # a bad value fails the worker's start, not a command
 
     def _shared_gateway(self) -> Any:
         """One gateway for every debug-pod command, built on first use."""
@@ -49,12 +71,14 @@ class ExecutorFactory:
         if access.backend == ExecBackend.SSH:
             key = self._env.get(ENV_SSH_KEY)
             known = self._env.get(ENV_SSH_KNOWN_HOSTS) or os.path.expanduser("~/.ssh/known_hosts")
+            user = access.user or self._env.get(ENV_SSH_USER) or "core"
             return SSHExecutor(
                 access.host,
                 port=access.port,
-                user=access.user or self._env.get(ENV_SSH_USER) or "core",
+                user=user,
                 known_hosts=known,
                 client_keys=[key] if key else None,
+                sudo=ssh_sudo(self._env.get(ENV_SSH_SUDO), user),
             )
         assert access.node is not None  # HostAccess validates it
         return DebugPodExecutor(

@@ -20,6 +20,8 @@ bounds a command on its host) runs CMD and cancels it where it is after DURATION
 or 137 for ``-s KILL`` (coreutils ``timeout(1)``); its own bad usage exits 125. DURATION counts
 *real* seconds at any time scale: the bound is lockkeeper's, taken from its own real-time
 timeout, and must keep its order with it. The log shows CMD with ``bound_seconds``.
+``sudo -n CMD...`` runs CMD (a host has no users: everything runs as root), logged as CMD with
+``sudo`` set.
 """
 
 from __future__ import annotations
@@ -141,9 +143,11 @@ class Interpreter:
         """Run ``argv`` on ``host`` and log it (argv, via, start, end, exit). Raises
         SessionDropped when the command reboots the host (logged with exit None)."""
         rec = CommandRecord(argv=list(argv), via=via, start=self._now())
-        if argv[:1] == ["timeout"]:
+        if argv[:2] == ["sudo", "-n"] and len(argv) > 2:
+            rec.sudo, rec.argv = True, argv[2:]
+        if rec.argv[:1] == ["timeout"]:
             try:
-                rec.bound_seconds, _, inner = split_timeout(argv)
+                rec.bound_seconds, _, inner = split_timeout(rec.argv)
                 rec.argv = list(inner)
             except ValueError:
                 pass  # logged as given; dispatch answers 125
@@ -167,6 +171,10 @@ class Interpreter:
         if not argv:
             return "", "", 0
         cmd = argv[0]
+        if cmd == "sudo":
+            if argv[1:2] != ["-n"] or len(argv) < 3:
+                return "", "sudo: only 'sudo -n CMD...' is simulated\n", 1
+            return await self.dispatch(host, argv[2:], stdin, via)  # a host has no users: all is root
         if cmd == "timeout":
             return await self._timeout(host, argv, stdin, via)
         if cmd in ("sh", "bash", "/bin/sh", "/bin/bash") and len(argv) == 3 and argv[1] == "-c":

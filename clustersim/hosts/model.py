@@ -194,7 +194,8 @@ class CommandRecord:
     """One command run on a host: ``via`` is ``ssh`` or ``debug-pod``; times are RFC 3339;
     ``exit`` is None while running or when the session was dropped (reboot) or cut by the client's
     signal. A command run under coreutils ``timeout`` is logged as the command it runs, with
-    ``bound_seconds`` its DURATION (137 in ``exit`` when ``timeout -s KILL`` killed it)."""
+    ``bound_seconds`` its DURATION (137 in ``exit`` when ``timeout -s KILL`` killed it), and one
+    run under ``sudo -n`` with ``sudo`` set."""
 
     argv: list[str]
     via: str
@@ -202,11 +203,12 @@ class CommandRecord:
     end: str | None = None
     exit: int | None = None
     bound_seconds: float | None = None
+    sudo: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able form (admin endpoint)."""
         return {"argv": self.argv, "via": self.via, "start": self.start, "end": self.end, "exit": self.exit,
-                "bound_seconds": self.bound_seconds}
+                "bound_seconds": self.bound_seconds, "sudo": self.sudo}
 
 
 def new_boot_id() -> str:

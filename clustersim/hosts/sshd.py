@@ -44,8 +44,10 @@ SIGNAL_POLL = 0.05
 def reads_stdin(argv: list[str]) -> bool:
     """Whether ``argv`` reads its standard input to the end (then the server waits for the
     client's EOF as a real command would; other commands wait at most STDIN_GRACE)."""
-    while argv[:1] in (["env"], ["timeout"]):
-        if argv[0] == "timeout":
+    while argv[:1] in (["env"], ["timeout"], ["sudo"]):
+        if argv[0] == "sudo":
+            argv = argv[2:] if argv[1:2] == ["-n"] else []
+        elif argv[0] == "timeout":
             try:
                 argv = split_timeout(argv)[2]
             except ValueError:

@@ -19,7 +19,7 @@ from activities.etcd.members import override_flags, static_pod_with_overrides, s
 from activities.host.models import ExecBackend, HostAccess
 from activities.host.debug_pod import DebugPodExecutor, debug_exec_argv, debug_pod_manifest, debug_pod_name
 from activities.host.executors import LocalExecutor, NodeCommandError, SSHExecutor, remote_bound_seconds
-from activities.host.factory import ExecutorFactory
+from activities.host.factory import ExecutorFactory, ssh_sudo
 from lockkeeper.devserver import free_port
 
 TRICKY = ["printf", "%s|", "two words", "$(touch /tmp/lockkeeper-pwned)", "a;b", "'q'"]
@@ -119,7 +119,7 @@ async def test_ssh_runs_quoted_argv_with_verified_host_key(ssh_server: dict[str,
     d = ssh_server["dir"]
     factory = ExecutorFactory(
         {"LOCKKEEPER_SSH_KEY": str(d / "id_ed25519"), "LOCKKEEPER_SSH_KNOWN_HOSTS": str(d / "known_hosts"),
-         "LOCKKEEPER_SSH_USER": "core"}
+         "LOCKKEEPER_SSH_USER": "core", "LOCKKEEPER_SSH_SUDO": "false"}  # this server runs commands as us
     )
     ex = factory.for_access(HostAccess(backend=ExecBackend.SSH, host="127.0.0.1", port=ssh_server["port"]))
     assert isinstance(ex, SSHExecutor) and ex.user == "core"
@@ -165,6 +165,30 @@ async def test_an_ssh_command_given_up_is_killed_by_its_hosts_own_timeout(ssh_se
     assert r.timed_out and r.exit_code is None
     await asyncio.sleep(2.5)  # past the command's own end
     assert not marker.exists()
+
+
+def test_ssh_commands_go_through_sudo_for_any_user_but_root() -> None:
+    """RHCOS's ``core`` needs root for every host command (systemctl, crictl, /etc): sudo -n is
+    on for any user but root unless LOCKKEEPER_SSH_SUDO says otherwise; a bad value fails the
+    factory (the worker's start), not a command."""
+    env = {"LOCKKEEPER_SSH_KNOWN_HOSTS": "/dev/null"}
+    ssh = HostAccess(backend=ExecBackend.SSH, host="10.0.0.1")
+
+    def built(extra: dict[str, str], user: str | None = None) -> SSHExecutor:
+        ex = ExecutorFactory({**env, **extra}).for_access(ssh.model_copy(update={"user": user}))
+        assert isinstance(ex, SSHExecutor)
+        return ex
+
+    assert built({}).sudo and built({}).user == "core"
+    assert not built({}, user="root").sudo
+    assert not built({"LOCKKEEPER_SSH_SUDO": "false"}).sudo
+    assert built({"LOCKKEEPER_SSH_SUDO": "yes"}, user="root").sudo
+    assert built({"LOCKKEEPER_SSH_SUDO": " "}).sudo  # empty: unset
+    assert built({}).remote_command(["systemctl", "reboot"], timeout=30) == "sudo -n timeout -s KILL 35 systemctl reboot"
+    assert built({}, user="root").remote_command(["true"], timeout=1) == "timeout -s KILL 6 true"
+    with pytest.raises(ValueError, match="LOCKKEEPER_SSH_SUDO='maybe': expected true or false"):
+        ExecutorFactory({**env, "LOCKKEEPER_SSH_SUDO": "maybe"})
+    assert [ssh_sudo(v, "core") for v in ("1", "on", "0", "OFF", None)] == [True, True, False, False, True]
 
 
 # --- debug pod -------------------------------------------------------------------------------------

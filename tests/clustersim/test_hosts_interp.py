@@ -289,3 +289,15 @@ async def test_timeout_bounds_a_command_in_real_seconds_and_logs_the_command_it_
         out, err, code = await run(env, "timeout", *bad)
         assert (out, code) == ("", 125) and message in err, (bad, err)
         assert host.log[-1].argv == ["timeout", *bad] and host.log[-1].bound_seconds is None
+
+
+async def test_sudo_runs_the_command_as_the_hosts_only_user(env: Any) -> None:
+    """``sudo -n CMD`` (lockkeeper's SSH executor for a user other than root) runs CMD, logged as
+    CMD with ``sudo`` set; any other sudo use is refused, as the simulator has no sudoers."""
+    interp, host, _ = env
+    assert await run(env, "sudo", "-n", "timeout", "-s", "KILL", "35", "systemctl", "is-active", "crio") == ("active\n", "", 0)
+    rec = host.log[-1]
+    assert (rec.argv, rec.sudo, rec.bound_seconds) == (["systemctl", "is-active", "crio"], True, 35.0)
+    assert rec.as_dict()["sudo"] is True
+    out, err, code = await run(env, "sudo", "systemctl", "is-active", "crio")
+    assert (out, code) == ("", 1) and "sudo -n" in err and not host.log[-1].sudo

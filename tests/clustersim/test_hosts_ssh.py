@@ -331,3 +331,15 @@ async def test_an_old_sshd_ignores_the_kill_and_the_host_bound_ends_the_command(
     assert [(rec.argv, rec.bound_seconds, rec.exit) for rec in killed] == [(["crictl", "pull", image], 0.8, 137)]
     await asyncio.sleep(pull_real + 0.5)  # past the pull's own end
     assert image not in host.images
+
+
+async def test_a_user_other_than_root_runs_host_commands_through_sudo(sim: ClusterSim) -> None:
+    """As RHCOS's ``core``: the executor's ``sudo -n`` reaches the host and the command runs."""
+    ex = executor(sim, "gluster1.demo")
+    ex.user, ex.sudo = "core", True
+    r = await ex.run(["tee", "/etc/origin/node/by-core"], timeout=10, stdin="x\n")
+    assert r.exit_code == 0, r
+    host = hosts_of(sim).host("gluster1.demo")
+    assert host.files["/etc/origin/node/by-core"] == "x\n"
+    assert (host.log[-1].argv, host.log[-1].sudo, host.log[-1].bound_seconds) == (
+        ["tee", "/etc/origin/node/by-core"], True, 15.0)

@@ -129,6 +129,16 @@ def test_several_problems_reported_together(monkeypatch: pytest.MonkeyPatch) -> 
     assert "LOCKKEEPER_MAX_CONCURRENT_ACTIVITIES" in str(err.value)
 
 
+def test_ssh_sudo_is_checked_at_start_and_empty_means_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOCKKEEPER_SSH_SUDO", "maybe")
+    with pytest.raises(SettingsError, match="LOCKKEEPER_SSH_SUDO"):
+        load_settings()
+    monkeypatch.setenv("LOCKKEEPER_SSH_SUDO", "")
+    assert load_settings().ssh_sudo is None
+    monkeypatch.setenv("LOCKKEEPER_SSH_SUDO", "off")
+    assert load_settings().ssh_sudo is False
+
+
 @pytest.mark.parametrize(("role", "threads"), [("all", 250), ("workflows", 50), ("activities", 200)])
 def test_worker_role_sizes_the_threads(monkeypatch: pytest.MonkeyPatch, role: str, threads: int) -> None:
     """A ``workflows`` worker runs only local activities, an ``activities`` worker only remote
