@@ -73,6 +73,9 @@ class NodeBoard:
         self.warnings = warnings
         self.on_change = on_change
         self.noun = noun
+        #: node -> (attempt, seq) of the latest report taken (NodeProgress.seq). Not carried
+        #: across a continue-as-new: there the first report of each node is taken as it comes.
+        self._latest: dict[str, tuple[int, int]] = {}
         #: node -> (attempt, number of its decision records already in gate_history)
         self._decisions_seen: dict[str, tuple[int, int]] = {}
 
@@ -89,12 +92,18 @@ class NodeBoard:
     # --- children's reports ---------------------------------------------------------------------
 
     def on_progress(self, progress: NodeProgress) -> None:
-        """A child's step change (the ``node_progress`` signal). Stale attempts and nodes already
-        finished are ignored; a first BLOCKED counts in the blocked-drain metric; a new warning
-        is added to ``warnings`` and logged."""
+        """A child's step change (the ``node_progress`` signal). Stale attempts, reports older
+        than one already taken (``seq``: they can overtake each other) and nodes already finished
+        are ignored; a first BLOCKED counts in the blocked-drain metric; a new warning is added to
+        ``warnings`` and logged."""
         ns = self.nodes.get(progress.node)
         if ns is None or progress.attempt != ns.attempt or ns.phase in FINAL_NODE_PHASES:
             return
+        if progress.seq is not None:
+            latest = self._latest.get(progress.node)
+            if latest is not None and latest[0] == progress.attempt and progress.seq < latest[1]:
+                return
+            self._latest[progress.node] = (progress.attempt, progress.seq)
         if progress.phase == NodePhase.BLOCKED and ns.phase != NodePhase.BLOCKED:
             lk_metrics.record_drain_blocked(procedure=self.procedure, cluster=self.cluster, pool=ns.pool)
         ns.phase = progress.phase

@@ -181,10 +181,13 @@ class NodeStatus(JsonWithoutNulls):
 
 
 class NodeProgress(BaseModel):
-    """Signal payload node run -> parent (``node_progress``) on every step change."""
+    """Signal payload node run -> parent (``node_progress``) on every step change. ``seq``: the
+    run's count of reports sent, 1, 2, ... (None from runs before it existed): signals sent
+    without waiting for each other may arrive out of order, and the parent keeps the latest."""
 
     node: str
     attempt: int
+    seq: int | None = None
     phase: NodePhase
     step: str | None = None
     waiting_for: str | None = None

@@ -224,7 +224,9 @@ class NodeRun:
         self.signals_sent += 1
         parent = workflow.get_external_workflow_handle(self.parent_id)
         if self.features.on(PATCH_ASYNC_PROGRESS):
-            self._signals.append(asyncio.ensure_future(self._send(parent, self.progress)))
+            # Not awaited, so two reports may overtake each other: the number orders them.
+            numbered = progress.model_copy(update={"seq": self.signals_sent})
+            self._signals.append(asyncio.ensure_future(self._send(parent, numbered)))
         else:
             await parent.signal("node_progress", self.progress)
 

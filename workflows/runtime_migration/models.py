@@ -201,6 +201,9 @@ class NodeMigrationStatus(BaseModel):
     step: str | None = None
     waiting_for: str | None = None
     since: datetime | None = None
+    #: Until when the current wait may last: a health wait's or the reboot's timeout, a host or
+    #: external command's bound, a gate's timeout (None: no bound of its own).
+    deadline: datetime | None = None
     last_command: LastCommand | None = None
     heal: dict[str, int | None] = Field(default_factory=dict)
     node_deleted: bool = False
@@ -217,6 +220,10 @@ class NodeMigrationStatus(BaseModel):
     removed: list[str] = Field(default_factory=list)
     attempt: int = 1
     record_configmap: str = ""
+    #: The child's count of rows sent in this attempt, 1, 2, ... (None from children before it
+    #: existed): rows are signalled without waiting for each other, so they may arrive out of
+    #: order, and the parent keeps the latest (:func:`is_older`).
+    seq: int | None = None
     #: The fields the kit's node views read from every procedure's node rows (the live details
     #: of the Temporal UI): a pool column, the blocked-drain report.
     pool: str = "-"
@@ -320,3 +327,11 @@ class RuntimeMigrationResult(ProcedureResult):
     preflight: list[str] = Field(default_factory=list)
     #: node → packages the migration removed from it.
     removed: dict[str, list[str]] = Field(default_factory=dict)
+
+
+def is_older(row: NodeMigrationStatus, than: NodeMigrationStatus | None) -> bool:
+    """Whether ``row`` was sent before ``than`` by the same node's children: by attempt, then by
+    ``seq``. False when either has no ``seq`` (rows from before it existed are taken as they come)."""
+    if than is None or row.seq is None or than.seq is None:
+        return False
+    return (row.attempt, row.seq) < (than.attempt, than.seq)

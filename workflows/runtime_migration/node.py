@@ -89,12 +89,14 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow, RejoinSteps):
         self.steps = NodeSteps(input.node, run.host_access[input.node], t, self.st, self.gates, self._push, run.gate_timeout_seconds)
         self.record = prev.record.model_copy(deep=True) if prev is not None and prev.record is not None else NodeRecordView()
         self._signals: list[asyncio.Future[None]] = []
+        self._sent = 0  # rows sent to the parent (NodeMigrationStatus.seq)
 
     # --- parent link ------------------------------------------------------------------------------
 
     def _push(self) -> None:
         """Send the row (with the gates and a record without the full Node) to the parent."""
-        st = self.st.model_copy(deep=True)
+        self._sent += 1
+        st = self.st.model_copy(deep=True, update={"seq": self._sent})
         st.gates = sorted((g.model_copy() for g in self.gates.gates.values()), key=lambda g: g.state != GateState.WAITING)
         st.record = self.record.model_copy(update={"node_object": None})
         parent = workflow.get_external_workflow_handle(self.inp.parent_id)

@@ -16,7 +16,7 @@ so the kind travels in the id and the comment).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Literal
 
 from temporalio import workflow
@@ -77,12 +77,18 @@ class NodeSteps:
 
     # --- status ---------------------------------------------------------------------------------
 
-    def set(self, step: str, waiting_for: str | None = None, phase: str = "running") -> None:
-        """Move the row to ``step`` (``since`` restarts when the step or phase changes)."""
+    def set(self, step: str, waiting_for: str | None = None, phase: str = "running",
+            deadline: datetime | None = None) -> None:
+        """Move the row to ``step`` (``since`` restarts when the step or phase changes), waiting
+        for ``waiting_for`` until ``deadline`` (None: no bound of its own)."""
         if (self.st.step, self.st.phase) != (step, phase):
             self.st.since = workflow.now()
         self.st.step, self.st.phase, self.st.waiting_for = step, phase, waiting_for  # type: ignore[assignment]
+        self.st.deadline = deadline
         self.push()
+
+    def _until(self, seconds: float | None) -> datetime | None:
+        return workflow.now() + timedelta(seconds=seconds) if seconds else None
 
     def done(self, step: str) -> None:
         if step not in self.st.done_steps:
@@ -100,15 +106,17 @@ class NodeSteps:
         ``maximum_attempts=1`` (the caller handles a lost outcome). Raises ActivityError when the
         host stays unreachable."""
         t = timeout or self.timing.host_command_timeout
+        cmd = RunCommandInput(access=self.access, argv=list(argv), timeout_seconds=t)
         self.st.last_command = LastCommand(step=step, argv=list(argv), where=self.access.describe(), at=workflow.now(),
                                            tail="(running)")
+        own, self.st.deadline = self.st.deadline, self.st.deadline or self._until(cmd.bound_seconds())
         self.push()
-        cmd = RunCommandInput(access=self.access, argv=list(argv), timeout_seconds=t)
         result: CommandResult = await workflow.execute_activity(
             acts.RUN_NODE_COMMAND, cmd,
             result_type=CommandResult, start_to_close_timeout=timedelta(seconds=cmd.bound_seconds() + 30),
             heartbeat_timeout=timedelta(seconds=self.timing.heartbeat), retry_policy=ONCE if once else REPEATABLE,
         )
+        self.st.deadline = own
         self._remember(step, self.access.describe(), result)
         return result
 
@@ -134,7 +142,7 @@ class NodeSteps:
         gate = self.gates.open(gate_id, GateKind.NODE if kind != "destructive" else GateKind.STEP, node=self.node,
                                timeout_seconds=self.gate_timeout, comment=f"[{kind}] {what}", opened_by="lockkeeper",
                                record_comment=what)
-        self.set(step, f"approval of gate {gate_id}: {what}", phase="waiting")
+        self.set(step, f"approval of gate {gate_id}: {what}", phase="waiting", deadline=self._until(self.gate_timeout))
         passed = await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=self.gate_timeout)
         self.gates.passed.discard(gate_id)
         self.set(step)
@@ -169,7 +177,7 @@ class NodeSteps:
         again after fixing the cause, reject = stop). A lost outcome → the unknown-outcome gate;
         ``mark-done`` returns None. Raises :class:`StepStopped`."""
         while True:
-            self.set(step, f"{' '.join(argv)} (on the worker, runs once)")
+            self.set(step, f"{' '.join(argv)} (on the worker, runs once)", deadline=self._until(timeout))
             self.st.last_command = LastCommand(step=step, argv=list(argv), where="worker", at=workflow.now(), tail="(running)")
             self.push()
             try:
@@ -245,7 +253,7 @@ class NodeSteps:
                 return Check(True, f"new boot_id {bid}")
             return Check(False, f"boot_id still {bid}")
 
-        self.set("reboot", "a new boot_id (the host answering again)")
+        self.set("reboot", "a new boot_id (the host answering again)", deadline=deadline)
         hs = await wait_until(check, name=f"{self.node}/reboot", backoff=Backoff(self.timing.reboot_poll, self.timing.reboot_poll * 2),
                               deadline=deadline, board=board, stop=lambda: self.gates.control.abort, on_poll=lambda _: self.push())
         return seen.get("new") if hs.state == "ok" else None
@@ -255,10 +263,11 @@ class NodeSteps:
         """Health wait for ``check`` up to ``timeout`` s; on timeout gate ``health`` (approve =
         wait again, reject = stop). Raises :class:`StepStopped`."""
         while True:
-            self.set(step, what)
+            deadline = workflow.now() + timedelta(seconds=timeout)
+            self.set(step, what, deadline=deadline)
             hs = await wait_until(check, name=f"{self.node}/{step}",
                                   backoff=Backoff(initial or self.timing.poll, self.timing.poll_max),
-                                  deadline=workflow.now() + timedelta(seconds=timeout), board=board,
+                                  deadline=deadline, board=board,
                                   stop=lambda: self.gates.control.abort, on_poll=lambda _: self.push())
             if hs.state == "ok":
                 return

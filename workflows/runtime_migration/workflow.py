@@ -66,6 +66,7 @@ with workflow.unsafe.imports_passed_through():
         RuntimeMigrationResult,
         RuntimeMigrationStatus,
         UnknownOutcomeInput,
+        is_older,
     )
     from workflows.runtime_migration.node import RuntimeMigrationNodeWorkflow
     from workflows.runtime_migration.nodecontrol import PATCH_NODE_CONTROL, NodeControl
@@ -119,14 +120,18 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
             st.waiting_for, st.since = self._status.waiting_for, self._status.since
         cur = st.nodes.get(st.current or "")
         if cur is not None and not st.waiting_for and cur.waiting_for:
-            st.waiting_for, st.since = f"node {cur.node}: {cur.step} ({cur.waiting_for})", cur.since
+            st.waiting_for, st.since, st.deadline = f"node {cur.node}: {cur.step} ({cur.waiting_for})", cur.since, cur.deadline
         return st
 
     # --- child links -------------------------------------------------------------------------------
 
     @workflow.signal
     def migration_progress(self, row: NodeMigrationStatus) -> None:
-        """A node's row from its child; its gates are mirrored so approve/reject reach them."""
+        """A node's row from its child; its gates are mirrored so approve/reject reach them. A row
+        older than the one shown (:func:`is_older`: rows may overtake each other) is dropped; the
+        newer one already carried every gate."""
+        if is_older(row, self._status.nodes.get(row.node)):
+            return
         self._status.nodes[row.node] = row
         for g in row.gates:
             mine = self.gates.gates.get(g.id)
@@ -154,6 +159,10 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
             self._signal_child(node, "gate_decision", d)
 
     def on_node_progress(self, progress: NodeProgress) -> None:
+        last = self._drain.get(progress.node)
+        if (last is not None and progress.seq is not None and last.seq is not None
+                and (progress.attempt, progress.seq) < (last.attempt, last.seq)):
+            return  # overtaken by a newer report of the same drain
         self._drain[progress.node] = progress
         self.touch()
 
