@@ -376,6 +376,13 @@ async def test_lost_reboot_without_new_boot_id_asks_and_mark_done_needs_a_commen
 
     async def body(h: WorkflowHandle) -> None:
         await _approve(env, h, "g1/destructive/approve-migration")
+        # status says what the run waits for, since when and until when (the reboot timeout).
+        st = await _status(env, h, lambda st: (st.nodes["g1"].waiting_for or "").startswith("a new boot_id"))
+        row = st.nodes["g1"]
+        assert st.waiting_for == f"node g1: reboot ({row.waiting_for})" and st.since == row.since
+        assert row.deadline is not None and row.since is not None and st.deadline == row.deadline
+        # since: the reboot step's start (the lost command's wait is in it); until: 300 s after the wait's.
+        assert 300 <= (row.deadline - row.since).total_seconds() <= 360, (row.since, row.deadline)
         await _status(env, h, _waiting("g1/unknown/reboot"))
         with pytest.raises(WorkflowUpdateFailedError):
             await h.execute_update("resolve_unknown", UnknownOutcomeInput(gate_id="g1/unknown/reboot", choice="mark-done", identity="bob"))
