@@ -43,9 +43,10 @@ class ExecutorFactory:
     """Builds the executor for a :class:`HostAccess` from the worker's environment (``environ``):
     ``LOCKKEEPER_SSH_KEY`` (private key file), ``LOCKKEEPER_SSH_KNOWN_HOSTS`` (default
     ``~/.ssh/known_hosts``), ``LOCKKEEPER_SSH_USER`` (default ``core``, the RHCOS user),
-    ``LOCKKEEPER_SSH_SUDO`` (``true``/``false``; default: true for any user but ``root``, whose
-    host commands need root: see :func:`ssh_sudo`); the debug-pod backend's gateway from ``gateway_factory`` (default: the environment's
-    kubeconfig, loaded on first use only, so host-only workers need none)."""
+    ``LOCKKEEPER_SSH_SUDO`` (``true``/``false``; default: true for any user but ``root``, as
+    host commands need root: see :func:`ssh_sudo`); the debug-pod backend's gateway from
+    ``gateway_factory`` (default: the environment's kubeconfig, loaded on first use only, so
+    host-only workers need none)."""
 
     def __init__(
         self, environ: Mapping[str, str] | None = None, gateway_factory: Callable[[], Any] | None = None
