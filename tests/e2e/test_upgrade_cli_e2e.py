@@ -1,11 +1,13 @@
 """The upgrade procedures' ``lockkeeper start`` commands against a real dev server, a real worker
 process and clustersim ``r3-okd310-upgrade``: dry runs print the plan (batches, canary, masters
 excluded), the selector migration names the blocked object and exits 1, the cluster upgrade's plan
-file prints every phase; nothing is written."""
+file prints every phase, nothing written; and a whole control-plane upgrade started, approved and
+finished from the CLI as the README gives it."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -82,3 +84,47 @@ async def test_control_plane_api_url_template_with_per_master_ports(dev_server: 
     code, out, err = await lk(dev_server, task_queue, "start", "control-plane-upgrade", "--master", masters[0], "--action-command", "x",
                               "--etcd-backup-skip-reason", "s", "--etcd-health-skip-reason", "s", "--api-url", "https://{host}:8443")
     assert code == 2 and "unknown placeholder {host}" in err, (code, out, err)
+
+
+async def test_control_plane_upgrade_runs_from_the_cli_with_the_simulators_ssh_map(
+        dev_server: Any, sim_factory: Any, worker_for: Any, task_queue: str, temporal_client: Any, tmp_path: Path) -> None:
+    """The whole R3d masters run as the README gives it: ``--ssh-map`` (the file ``sim serve``
+    prints, each master on its own loopback port), each master's own API from its ``MASTER_API``
+    URL, a static-pod manifest; the gate before the first master answered with ``approve``."""
+    from tests.e2e.test_upgrade_control_plane_e2e import r3_without_brick_fault
+    from workflows.control_plane.models import ControlPlaneResult
+
+    sim = await sim_factory(r3_without_brick_fault(), time_scale=SCALE)  # R3a's brick fault is fixed first
+    env = sim.components["hosts"].client_env()
+    await worker_for(sim, env=env)
+    hosts = sim.components["hosts"].hosts
+    masters = ["master01.example.com", "master02.example.com", "master03.example.com"]
+    ca = "/etc/origin/master/freeipa_ldap_ca.crt"  # R3d's missing LDAP CA, put where 3.10 reads it
+    hosts[masters[0]].files[ca] = hosts[masters[0]].files["/etc/origin/master/ipa-ca.crt"]
+    manifest = tmp_path / "apiserver.yaml"
+    manifest.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: master-api, namespace: kube-system}\n")
+    args = ["start", "control-plane-upgrade", "--ssh-map", env["CLUSTERSIM_SSH_MAP"],
+            "--static-pod", f"/etc/origin/node/pods/apiserver.yaml={manifest}",
+            "--etcd-backup-skip-reason", "simulator", "--etcd-health-skip-reason", "simulator", "-o", "json"]
+    for m in masters:
+        args += ["--master", m, "--api-url", f"{m}={sim.components['masters'].api_url(m)}"]
+    code, out, err = await lk(dev_server, task_queue, *args)
+    assert code == 0, (out, err)
+    wf_id = json.loads(out)["workflow_id"]
+    gate = f"master/{masters[0]}"
+    for _ in range(120):
+        code, out, err = await lk(dev_server, task_queue, "approve", wf_id, gate, "-m", "CHG-2")
+        if code == 0:
+            break
+        await asyncio.sleep(0.5)  # the gate opens after the preflight
+    assert code == 0, (out, err, (await lk(dev_server, task_queue, "status", wf_id))[1][-2000:])
+    handle = temporal_client.get_workflow_handle(wf_id, result_type=ControlPlaneResult)
+    result = await asyncio.wait_for(handle.result(), 300)
+    assert result.outcome == "completed", result.message
+    for m in masters:  # reached over SSH at the map's address, one manifest and one restart each
+        assert hosts[m].files["/etc/origin/node/pods/apiserver.yaml"] == manifest.read_text()
+        assert any(r.via == "ssh" and r.argv[0].endswith("master-restart") for r in hosts[m].log), m
+    bad = tmp_path / "map.json"
+    bad.write_text(json.dumps({masters[0]: "127.0.0.1:22"}))
+    code, out, err = await lk(dev_server, task_queue, *[a if a != env["CLUSTERSIM_SSH_MAP"] else str(bad) for a in args])
+    assert code == 2 and "has no address for master02.example.com, master03.example.com" in err, (code, err)

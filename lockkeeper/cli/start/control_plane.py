@@ -4,7 +4,8 @@ Either ``--input upgrade-cp.yaml`` (a whole :class:`ControlPlaneUpgradeInput` as
 ``masters`` with each master's own ``api_url`` and ``access``, ``action``, ``etcd_backup`` /
 ``etcd_members``; the other flags are then ignored, only ``--dry-run``, ``--cluster`` and the
 identity apply) or flags: ``--master NAME`` (repeatable, in order) and SSH access (``--ssh-user``;
-``--ssh-port``), and the action ``--action-command "ansible-playbook ... -l {master}"`` or
+``--ssh-port``, or ``--ssh-map FILE``: each master's own ``host:port``, as ``lockkeeper sim serve``
+prints it in ``CLUSTERSIM_SSH_MAP``), and the action ``--action-command "ansible-playbook ... -l {master}"`` or
 ``--static-pod PATH=LOCALFILE`` (repeatable).
 
 Each master's own API URL (:func:`api_urls`): ``--api-url`` is a template with ``{master}`` (the
@@ -43,7 +44,7 @@ from lockkeeper.cli.common import (
     validation_lines,
 )
 from lockkeeper.cli.start.node_upgrade import parse_argv
-from lockkeeper.cli.start.shared import Launch, launch, spec_named
+from lockkeeper.cli.start.shared import Launch, launch, read_ssh_map, spec_named
 
 
 DEFAULT_API_PORT = 8443
@@ -127,6 +128,8 @@ def start_control_plane_upgrade(
     api_port: list[str] = typer.Option([], "--api-port", help="NAME=PORT: {port} of that master (default 8443; repeatable)."),
     ssh_user: str = typer.Option("root", "--ssh-user", help="SSH user on the masters."),
     ssh_port: int = typer.Option(22, "--ssh-port", help="SSH port on the masters."),
+    ssh_map: Path | None = typer.Option(None, "--ssh-map", help="JSON file master -> host[:port] (instead of the "
+                                                               "master's name and --ssh-port)."),
     action_command: str | None = typer.Option(None, "--action-command", help="External master action ({master} replaced)."),
     static_pod: list[str] = typer.Option([], "--static-pod", help="PATH=LOCALFILE: manifest to write on each master."),
     expected_image: str | None = typer.Option(None, "--expected-image", help="Mirror pods' image after the action."),
@@ -170,12 +173,19 @@ def start_control_plane_upgrade(
         action: dict[str, Any] = ({"kind": "external", "argv": parse_argv(action_command, "'--action-command'")} if action_command
                                   else {"kind": "static-pods", "manifests": manifests})
         urls = api_urls(master, api_url, api_port)
+        where = {m: (m, ssh_port) for m in master}
+        if ssh_map is not None:
+            mapped = read_ssh_map(ssh_map)
+            if missing := [m for m in master if m not in mapped]:
+                raise typer.BadParameter(f"{ssh_map} has no address for {', '.join(missing)}", param_hint="'--ssh-map'")
+            where = {m: mapped[m] for m in master}
         fields = dict(
             cluster=cluster or settings.cluster, requested_by=who, dry_run=dry_run, action=action, expected_image=expected_image,
             etcd_backup_skip_reason=etcd_backup_skip_reason, approve_each=approve_each, api_ca_file=api_ca_file,
             etcd_members=_read_members(etcd_members) if etcd_members else [], etcd_health_skip_reason=etcd_health_skip_reason,
             masters=[{"name": m, "api_url": urls[m], "gluster_host": gluster_host,
-                      "access": {"backend": "ssh", "host": m, "port": ssh_port, "user": ssh_user, "node": m}} for m in master],
+                      "access": {"backend": "ssh", "host": where[m][0], "port": where[m][1], "user": ssh_user, "node": m}}
+                     for m in master],
         )
     run(_start(settings, fields, workflow_id, wait, output, who))
 

@@ -10,7 +10,6 @@ the node's name and ``{group}`` its Docker node group, so one command line serve
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 from pathlib import Path
@@ -33,6 +32,7 @@ from lockkeeper.cli.common import (
     validation_lines,
 )
 from lockkeeper.cli.start.shared import Launch, dry_run_report, launch, spec_named
+from lockkeeper.cli.start.shared import read_ssh_map as shared_ssh_map
 
 PROCEDURE = "runtime-migration"
 ENV_SSH_MAP = "LOCKKEEPER_SSH_MAP"
@@ -99,22 +99,11 @@ register_panel()
 
 
 def read_ssh_map(path: Path, user: str | None) -> dict[str, dict[str, Any]]:
-    """``node → HostAccess fields`` from a JSON map of node → ``host`` or ``host:port``.
-    Raises typer.BadParameter for an unreadable or malformed file."""
-    try:
-        raw = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise typer.BadParameter(f"{path}: {exc}", param_hint="'--ssh-map'") from None
-    if not isinstance(raw, dict):
-        raise typer.BadParameter(f"{path}: expected a JSON object node -> address", param_hint="'--ssh-map'")
-    out: dict[str, dict[str, Any]] = {}
-    for node, addr in raw.items():
-        host, _, port = str(addr).rpartition(":") if ":" in str(addr) else (str(addr), "", "22")
-        try:
-            out[node] = dict(backend="ssh", host=host, port=int(port), user=user, node=node)
-        except ValueError:
-            raise typer.BadParameter(f"{path}: bad address {addr!r} for {node}", param_hint="'--ssh-map'") from None
-    return out
+    """``node → HostAccess fields`` from a JSON map of node → ``host`` or ``host:port``
+    (:func:`lockkeeper.cli.start.shared.read_ssh_map`). Raises typer.BadParameter for an
+    unreadable or malformed file."""
+    return {node: dict(backend="ssh", host=host, port=port, user=user, node=node)
+            for node, (host, port) in shared_ssh_map(path).items()}
 
 
 def _argv(value: str | None, option: str) -> dict[str, Any] | None:

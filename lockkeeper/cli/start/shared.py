@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -179,3 +181,23 @@ async def launch(req: Launch, settings: Any) -> int:
     else:
         _emit({**doc, "result": out.to_data(res)}, req.output)
     return EXIT_OK if panels.result_ok(res) else EXIT_FAILED
+
+
+def read_ssh_map(path: str | Path) -> dict[str, tuple[str, int]]:
+    """Node -> (host, port) from a JSON object ``{"node": "host:port" | "host", ...}`` (port 22 when
+    none), the file ``lockkeeper sim serve`` prints as ``CLUSTERSIM_SSH_MAP``. Raises
+    ``typer.BadParameter`` (``--ssh-map``) for an unreadable file, anything but a non-empty object,
+    or a bad port."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise typer.BadParameter(f"cannot read {path}: {exc}", param_hint="'--ssh-map'") from None
+    if not isinstance(doc, dict) or not doc:
+        raise typer.BadParameter(f"{path} must be a JSON object node -> host[:port]", param_hint="'--ssh-map'")
+    out: dict[str, tuple[str, int]] = {}
+    for node, addr in doc.items():
+        host, _, port = str(addr).rpartition(":") if ":" in str(addr) else (str(addr), "", "22")
+        if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise typer.BadParameter(f"{path}: bad address {addr!r} for {node}", param_hint="'--ssh-map'")
+        out[str(node)] = (host, int(port))
+    return out

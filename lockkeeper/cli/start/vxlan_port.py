@@ -10,9 +10,7 @@ Masters are named with ``--master NAME=API_URL`` (that master's own API, e.g.
 
 from __future__ import annotations
 
-import json
 import shlex
-from pathlib import Path
 from typing import Any
 
 import typer
@@ -31,24 +29,7 @@ from lockkeeper.cli.common import (
     run,
     validation_lines,
 )
-from lockkeeper.cli.start.shared import Launch, launch, spec_named
-
-
-def read_ssh_map(path: str) -> dict[str, tuple[str, int]]:
-    """``{"node": "host:port"}`` (or ``"host"``, port 22) from ``path``. Raises BadParameter."""
-    try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise typer.BadParameter(f"cannot read {path}: {exc}", param_hint="'--ssh-map'") from None
-    if not isinstance(doc, dict) or not doc:
-        raise typer.BadParameter(f"{path} must be a JSON object node -> host[:port]", param_hint="'--ssh-map'")
-    out = {}
-    for node, addr in doc.items():
-        host, _, port = str(addr).rpartition(":") if ":" in str(addr) else (str(addr), "", "22")
-        if not port.isdigit():
-            raise typer.BadParameter(f"{node}: bad address {addr!r}", param_hint="'--ssh-map'")
-        out[str(node)] = (host, int(port))
-    return out
+from lockkeeper.cli.start.shared import Launch, launch, read_ssh_map, spec_named
 
 
 def parse_masters(values: list[str]) -> list[tuple[str, str]]:
