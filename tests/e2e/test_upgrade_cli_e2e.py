@@ -121,6 +121,9 @@ async def test_control_plane_upgrade_runs_from_the_cli_with_the_simulators_ssh_m
     handle = temporal_client.get_workflow_handle(wf_id, result_type=ControlPlaneResult)
     result = await asyncio.wait_for(handle.result(), 300)
     assert result.outcome == "completed", result.message
+    assert result.started_at is not None and result.finished_at is not None and result.finished_at > result.started_at
+    code, out, err = await lk(dev_server, task_queue, "status", wf_id)
+    assert code == 0 and "total time" in out, (out, err)
     for m in masters:  # reached over SSH at the map's address, one manifest and one restart each
         assert hosts[m].files["/etc/origin/node/pods/apiserver.yaml"] == manifest.read_text()
         assert any(r.via == "ssh" and r.argv[0].endswith("master-restart") for r in hosts[m].log), m

@@ -137,7 +137,8 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
         await workflow.wait_condition(workflow.all_handlers_finished)
         lines = [f"{p.name}: {p.state}" + (f" ({p.child_id})" if p.child_id else "") for p in self._status.phases]
         return ClusterUpgradeResult(workflow_id=self._id, outcome=outcome, phases=[p.model_copy() for p in self._status.phases],
-                                    message=self.control.abort_reason if outcome == "aborted" else "; ".join(lines))
+                                    message=self.control.abort_reason if outcome == "aborted" else "; ".join(lines),
+                                    started_at=self._status.started_at, finished_at=workflow.now())
 
     async def _run_child(self, ph: PhaseStatus) -> Any:
         ph.attempts += 1

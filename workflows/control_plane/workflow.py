@@ -119,7 +119,8 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
 
     def _result(self, outcome: str, message: str) -> ControlPlaneResult:
         return ControlPlaneResult(workflow_id=self._id, outcome=outcome, masters=[r.model_copy() for r in self._status.masters],
-                                  preflight=dict(self._status.preflight), message=message)
+                                  preflight=dict(self._status.preflight), message=message,
+                                  started_at=self._status.started_at, finished_at=workflow.now())
 
     async def _run(self, input: ControlPlaneUpgradeInput) -> ControlPlaneResult:
         if input.dry_run:

@@ -166,7 +166,8 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
         s = self._status
         return NodeSelectorMigrationResult(workflow_id=self._id, outcome=outcome, plan=s.plan, labels_removed=list(s.labels_removed),
                                            reverted=list(s.reverted), revert_refused=list(s.revert_refused), message=message,
-                                           old_template_pods=dict(s.old_template_pods))
+                                           old_template_pods=dict(s.old_template_pods), started_at=s.started_at,
+                                           finished_at=workflow.now())
 
     async def _scan(self, *, planning: bool = False) -> ScanResult:
         """The scan; ``planning`` (the first one, before any change) with the planning retry

@@ -173,7 +173,7 @@ class NodeUpgradeWorkflow(NodeProcedureWorkflow):
 
     def _result(self, outcome: str, message: str) -> NodeUpgradeResult:
         return NodeUpgradeResult(workflow_id=self._id, outcome=outcome, plan=self._status.plan, nodes=self.batches.node_results(),
-                                 message=message)
+                                 message=message, started_at=self._status.started_at, finished_at=workflow.now())
 
     async def _run(self, input: NodeUpgradeInput) -> NodeUpgradeResult:
         try:
