@@ -7,6 +7,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from activities.host.debug_pod import DebugPodExecutor, gateway_from_environment
 from activities.host.executors import (
     ENV_SSH_KEY,
@@ -20,23 +22,21 @@ from activities.host.executors import (
 from activities.host.models import ExecBackend, HostAccess
 
 
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
+_BOOL = TypeAdapter(bool)
 
 
 def ssh_sudo(value: str | None, user: str) -> bool:
     """Whether SSH commands for ``user`` go through ``sudo -n``: ``value`` is
-    ``LOCKKEEPER_SSH_SUDO`` (``true``/``false``, ``1``/``0``, ``yes``/``no``, ``on``/``off``);
-    unset or empty, sudo is used for any user but ``root``, as the host commands need root (RHCOS's
-    ``core`` has password-less sudo). Raises ValueError for any other value."""
+    ``LOCKKEEPER_SSH_SUDO``, read as the worker's settings read it (pydantic's booleans:
+    ``true``/``false``, ``1``/``0``, ``yes``/``no``, ``on``/``off``); unset or empty, sudo is used
+    for any user but ``root``, as the host commands need root (RHCOS's ``core`` has password-less
+    sudo). Raises ValueError for any other value."""
     if value is None or not value.strip():
         return user != "root"
-    word = value.strip().lower()
-    if word in _TRUE:
-        return True
-    if word in _FALSE:
-        return False
-    raise ValueError(f"{ENV_SSH_SUDO}={value!r}: expected true or false")
+    try:
+        return _BOOL.validate_python(value.strip())
+    except ValidationError:
+        raise ValueError(f"{ENV_SSH_SUDO}={value!r}: expected true or false") from None
 
 
 class ExecutorFactory:

@@ -27,6 +27,7 @@ timeout, and must keep its order with it. The log shows CMD with ``bound_seconds
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import shlex
 from collections.abc import Awaitable, Callable
@@ -78,6 +79,19 @@ def split_timeout(argv: list[str]) -> tuple[float, str, list[str]]:
     if len(args) < 2:
         raise ValueError("timeout: missing operand")
     return float(match.group(1)) * _UNIT_SECONDS[match.group(2)], "KILL" if sig in ("KILL", "9") else "TERM", args[1:]
+
+
+def unwrap(argv: list[str]) -> tuple[list[str], bool, float | None]:
+    """``argv`` without the wrappers lockkeeper's SSH executor puts around a command, in its order
+    (``sudo -n``, then ``timeout ... DURATION``): (the command, under sudo, DURATION or None). A
+    wrapper in bad form is left in place (running it answers its usage error)."""
+    sudo = argv[:2] == ["sudo", "-n"] and len(argv) > 2
+    inner = argv[2:] if sudo else list(argv)
+    bound = None
+    if inner[:1] == ["timeout"]:
+        with contextlib.suppress(ValueError):
+            bound, _, inner = split_timeout(inner)
+    return list(inner), sudo, bound
 
 
 def _fs(fn: Callable[[HostState, list[str], bytes], Result]) -> Callable[[Ctx], Awaitable[Result]]:
@@ -142,15 +156,8 @@ class Interpreter:
     async def run(self, host: HostState, argv: list[str], *, stdin: bytes = b"", via: str = "ssh") -> Result:
         """Run ``argv`` on ``host`` and log it (argv, via, start, end, exit). Raises
         SessionDropped when the command reboots the host (logged with exit None)."""
-        rec = CommandRecord(argv=list(argv), via=via, start=self._now())
-        if argv[:2] == ["sudo", "-n"] and len(argv) > 2:
-            rec.sudo, rec.argv = True, argv[2:]
-        if rec.argv[:1] == ["timeout"]:
-            try:
-                rec.bound_seconds, _, inner = split_timeout(rec.argv)
-                rec.argv = list(inner)
-            except ValueError:
-                pass  # logged as given; dispatch answers 125
+        shown, sudo, bound = unwrap(argv)
+        rec = CommandRecord(argv=shown, via=via, start=self._now(), bound_seconds=bound, sudo=sudo)
         host.log.append(rec)
         if len(host.log) > LOG_LIMIT:
             del host.log[: len(host.log) - LOG_LIMIT]

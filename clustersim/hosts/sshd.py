@@ -9,8 +9,8 @@ stdout/stderr are written back and ``process.exit(code)`` sends the exit status.
 that reboots the host aborts the connection, so the client sees a lost connection and no exit
 status. A client's ``signal`` request (RFC 4254 section 6.9) ends the command where it is, as
 OpenSSH 7.9 and later do; a host whose ``openssh`` is older (RHEL 7's 7.4p1) ignores it, and the
-command runs on after its client is gone, bounded only by a ``timeout`` it runs under. While the host is down (reboot, ``ssh_down`` fault) the listener is
-closed: connections are refused.
+command runs on after its client is gone, bounded only by a ``timeout`` it runs under. While the
+host is down (reboot, ``ssh_down`` fault) the listener is closed: connections are refused.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 import asyncssh
 
 from clustersim.hosts.ctx import SessionDropped
-from clustersim.hosts.interp import split_timeout
+from clustersim.hosts.interp import unwrap
 
 log = logging.getLogger(__name__)
 
@@ -44,16 +44,9 @@ SIGNAL_POLL = 0.05
 def reads_stdin(argv: list[str]) -> bool:
     """Whether ``argv`` reads its standard input to the end (then the server waits for the
     client's EOF as a real command would; other commands wait at most STDIN_GRACE)."""
-    while argv[:1] in (["env"], ["timeout"], ["sudo"]):
-        if argv[0] == "sudo":
-            argv = argv[2:] if argv[1:2] == ["-n"] else []
-        elif argv[0] == "timeout":
-            try:
-                argv = split_timeout(argv)[2]
-            except ValueError:
-                return False
-        else:
-            argv = [a for a in argv[1:] if "=" not in a] if len(argv) > 1 else []
+    argv = unwrap(argv)[0]
+    while argv[:1] == ["env"]:
+        argv = [a for a in argv[1:] if "=" not in a] if len(argv) > 1 else []
     if not argv:
         return False
     cmd, args = argv[0].rsplit("/", 1)[-1], argv[1:]

@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         NodeStatus,
     )
     from workflows.kit.noderun import NodeRunResult
+    from workflows.kit.order import overtaken
 
 _TOTAL_OF = {
     NodePhase.DONE: "done",
@@ -99,10 +100,9 @@ class NodeBoard:
         ns = self.nodes.get(progress.node)
         if ns is None or progress.attempt != ns.attempt or ns.phase in FINAL_NODE_PHASES:
             return
+        if overtaken((progress.attempt, progress.seq), self._latest.get(progress.node)):
+            return
         if progress.seq is not None:
-            latest = self._latest.get(progress.node)
-            if latest is not None and latest[0] == progress.attempt and progress.seq < latest[1]:
-                return
             self._latest[progress.node] = (progress.attempt, progress.seq)
         if progress.phase == NodePhase.BLOCKED and ns.phase != NodePhase.BLOCKED:
             lk_metrics.record_drain_blocked(procedure=self.procedure, cluster=self.cluster, pool=ns.pool)

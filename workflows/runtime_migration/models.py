@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from activities.cluster.models import DrainReport
 from activities.host.models import CommandResult, HostAccess
 from workflows.kit.models import Gate, GateRecord, GateState, OperatorInput, ProcedureResult, ProcedureStatus
+from workflows.kit.order import overtaken
 
 #: Procedure name (spec name, LockkeeperProcedure, CLI ``start runtime-migration``).
 PROCEDURE_RUNTIME_MIGRATION = "runtime-migration"
@@ -332,6 +333,4 @@ class RuntimeMigrationResult(ProcedureResult):
 def is_older(row: NodeMigrationStatus, than: NodeMigrationStatus | None) -> bool:
     """Whether ``row`` was sent before ``than`` by the same node's children: by attempt, then by
     ``seq``. False when either has no ``seq`` (rows from before it existed are taken as they come)."""
-    if than is None or row.seq is None or than.seq is None:
-        return False
-    return (row.attempt, row.seq) < (than.attempt, than.seq)
+    return than is not None and overtaken((row.attempt, row.seq), (than.attempt, than.seq))

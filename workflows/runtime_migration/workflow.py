@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         ProcedureStatus,
         failure_message,
     )
+    from workflows.kit.order import overtaken
     from workflows.kit.planning import abortable, planning_abort_message, planning_call
     from workflows.kit.procedure import NodeProcedureWorkflow
     from workflows.kit.scopes import node_scope
@@ -160,9 +161,8 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
 
     def on_node_progress(self, progress: NodeProgress) -> None:
         last = self._drain.get(progress.node)
-        if (last is not None and progress.seq is not None and last.seq is not None
-                and (progress.attempt, progress.seq) < (last.attempt, last.seq)):
-            return  # overtaken by a newer report of the same drain
+        if last is not None and overtaken((progress.attempt, progress.seq), (last.attempt, last.seq)):
+            return  # a newer report of the same drain came first
         self._drain[progress.node] = progress
         self.touch()
 
