@@ -418,7 +418,16 @@ class RestoreFieldsInput(BaseModel):
 
 
 class RestoreFieldsResult(BaseModel):
-    """``restored``: the paths written back; ``unchanged``: already at their original value."""
+    """``restored``: the paths written back; ``unchanged``: already at their original value;
+    ``differences``: after the write the object was read back, and these recorded paths do not
+    hold their original value (``path: recorded X, now Y``; e.g. a controller or an admission
+    webhook changed it again). Only a result with no differences is a verified restore."""
 
     restored: list[str] = Field(default_factory=list)
     unchanged: list[str] = Field(default_factory=list)
+    differences: list[str] = Field(default_factory=list)
+
+    @property
+    def verified(self) -> bool:
+        """Every recorded field was read back at its original value."""
+        return not self.differences

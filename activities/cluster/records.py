@@ -10,7 +10,9 @@ restores exactly what was changed, and only that. Three activities:
   nothing changes: Kubernetes API conventions, "Patch operations").
 - ``restore_fields``: write the recorded values back (``remove`` for fields that were absent),
   again guarded by ``test`` operations on the values the procedure wrote; a field somebody
-  changed since is refused (non-retryable ``RecordChanged``) and nothing is written.
+  changed since is refused (non-retryable ``RecordChanged``) and nothing is written. After the
+  write the object is read back and every recorded field compared with its original value: the
+  result names each difference (a restore is verified only without any).
 
 Both writes are idempotent: an object already in the wanted state gets no request. A 422 caused
 by a concurrent unrelated write (the resourceVersion test) is re-read and retried.
@@ -161,7 +163,7 @@ class RecordActivities(GatewayActivities):
             if changed:
                 raise fail("RecordChanged", f"{ref.describe()} changed since the procedure wrote it: {'; '.join(changed)}")
             if not ops:
-                return RestoreFieldsResult(unchanged=unchanged)
+                return RestoreFieldsResult(unchanged=unchanged, differences=self._read_back(input.record))
             try:
                 jsonpatch.apply_patch(obj, ops)
             except (jsonpatch.JsonPatchException, JsonPointerException) as exc:
@@ -173,5 +175,10 @@ class RecordActivities(GatewayActivities):
             except NotFound:
                 raise fail("ObjectNotFound", f"{ref.describe()} not found") from None
             log().info(f"{ref.describe()}: restored {restored}")
-            return RestoreFieldsResult(restored=restored, unchanged=unchanged)
+            return RestoreFieldsResult(restored=restored, unchanged=unchanged, differences=self._read_back(input.record))
         raise ConflictExhausted(f"{ref.describe()} kept changing while restoring")
+
+    def _read_back(self, record: FieldRecord) -> list[str]:
+        """Read the object again (a fresh GET, after the write) and name every recorded field
+        that does not hold its original value (:func:`record_conflicts`)."""
+        return record_conflicts(self._get(record.ref), record)

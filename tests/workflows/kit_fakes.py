@@ -56,6 +56,8 @@ class KitFake:
         self.target_fail: dict[str, str] = {}
         self.objects: dict[str, dict[str, Any]] = {}
         self.host_script: dict[str, list[Any]] = {}
+        #: object key -> {path: value} a "controller" puts back after every write (read-back tests)
+        self.sticky: dict[str, dict[str, Any]] = {}
 
     def called(self, name: str) -> list[Any]:
         return [a for n, a in self.calls if n == name]
@@ -100,6 +102,8 @@ class KitFake:
                 raise ApplicationError(f"{ref.describe()} changed since it was recorded: {exc}", type="RecordChanged",
                                        non_retryable=True) from None
             new["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1)
+            for path, value in fake.sticky.get(key(ref), {}).items():
+                new = jsonpatch.apply_patch(new, [{"op": "add", "path": path, "value": value}])
             fake.objects[key(ref)] = new
 
         @activity.defn(name="patch_object")
@@ -116,7 +120,10 @@ class KitFake:
             ops = [{"op": "add", "path": f.path, "value": f.value} if f.present else {"op": "remove", "path": f.path}
                    for f in inp.record.fields]
             write(inp.record.ref, tests + ops)
-            return RestoreFieldsResult(restored=[f.path for f in inp.record.fields])
+            now = fake.objects[key(inp.record.ref)]
+            differences = [f"{f.path}: recorded {f.value!r}, now {_field(now, f.path).value!r}" for f in inp.record.fields
+                           if _field(now, f.path) != f]
+            return RestoreFieldsResult(restored=[f.path for f in inp.record.fields], differences=differences)
 
         @activity.defn(name="run_node_command")
         async def run_node_command(inp: RunCommandInput) -> CommandResult:

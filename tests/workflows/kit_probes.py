@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.cluster.models import ObjectRef
@@ -28,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         ProcedureResult,
         ProcedureStatus,
     )
+    from workflows.kit.inputs import ProcedureInput
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.kit.records import RecordRefused, Records
 
@@ -261,8 +263,46 @@ class HostProbeWorkflow(_Probe):
         return await self._finish("completed", done=done)
 
 
+class TemplateProbeInput(ProcedureInput):
+    """The run template's probe: ``problems`` refuse before anything (PreconditionFailed);
+    else change ``record`` to ``record_values``, declare the point of no return when ``pnr``,
+    pass gate ``go`` (with ``choices`` when given), then fail with ``fail`` (an ApplicationError
+    of type StepFailed) or complete naming the choice."""
+
+    problems: list[str] = Field(default_factory=list)
+    record: ObjectRef | None = None
+    record_values: dict[str, Any] = Field(default_factory=dict)
+    pnr: bool = False
+    choices: list[str] = Field(default_factory=list)
+    fail: str | None = None
+
+
+@workflow.defn
+class TemplateProbeWorkflow(ProcedureWorkflow):
+    @workflow.init
+    def __init__(self, input: TemplateProbeInput) -> None:
+        self.kit_init(procedure="template-probe", noun="probe", status=ProcedureStatus(), input=input, pause_on_reject=False)
+
+    @workflow.run
+    async def run(self, input: TemplateProbeInput) -> ProbeResult:
+        return await self.kit_run(lambda: self._run(input), ProbeResult)
+
+    async def _run(self, input: TemplateProbeInput) -> ProbeResult:
+        if input.problems:
+            raise ApplicationError("\n".join(input.problems), type="PreconditionFailed", non_retryable=True)
+        if input.record is not None:
+            await self.records.change("obj", input.record, input.record_values)
+        if input.pnr:
+            self.control.passed_point_of_no_return("the probe's change went out")
+        answer = await self.gates.step("go", "go on?", self.gate_policy, choices=input.choices, required=True)
+        await self.control.safe_point()
+        if input.fail:
+            raise ApplicationError(input.fail, type="StepFailed", non_retryable=True)
+        return self.kit_end(ProbeResult, "completed", f"choice {answer.choice}", passed=True)
+
+
 PROBES = [GateProbeWorkflow, StepsProbeWorkflow, AlphaLeaseProbeWorkflow, BetaLeaseProbeWorkflow, HealthProbeWorkflow,
-          BarrierProbeWorkflow, RecordProbeWorkflow, HostProbeWorkflow]
+          BarrierProbeWorkflow, RecordProbeWorkflow, HostProbeWorkflow, TemplateProbeWorkflow]
 
 
 @workflow.defn(name="LeaseWorkflow")

@@ -92,6 +92,15 @@ class Aborted(Exception):
         self.reason = reason
 
 
+class RevertRequested(Exception):
+    """Raised by :meth:`Control.safe_point` when a revert was requested (and no abort): the
+    procedure stops at this step boundary and restores what its records hold."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 class Control:
     """Pause/abort flags and reasons plus the procedure's base phase.
 
@@ -116,6 +125,12 @@ class Control:
         self.abort = False
         self.abort_reason = ""
         self.abort_by: str | None = None
+        #: A ``revert`` was requested (by whom, why): every wait stops and the procedure restores.
+        self.revert = False
+        self.revert_reason = ""
+        self.revert_by: str | None = None
+        #: What the procedure did that a revert inside the run can no longer undo (None: not yet).
+        self.point_of_no_return: str | None = None
 
     # --- state ---------------------------------------------------------------------------------
 
@@ -168,6 +183,29 @@ class Control:
         self.on_abort(identity)
         self.on_change()
 
+    def request_revert(self, reason: str, identity: str) -> None:
+        """Revert: clears a pause, records ``reason``; every wait and safe point stops
+        (:meth:`stopping`), then the procedure restores from its records."""
+        self.revert = True
+        self.revert_by = identity
+        self.revert_reason = reason
+        self.paused, self.paused_reason = False, None
+        workflow.logger.warning("revert requested by %s: %s", identity, reason)
+        self.on_abort(identity)
+        self.on_change()
+
+    def stopping(self) -> bool:
+        """An abort or a revert is pending: waits end, no new step starts."""
+        return self.abort or self.revert
+
+    def passed_point_of_no_return(self, what: str) -> None:
+        """Declare that the procedure did ``what``, which a revert inside the run cannot undo
+        (e.g. "the fan-out switched nodes to the new port"): from now on an abort ends with
+        the list of what stays changed instead of restoring, and ``revert`` needs ``--full``."""
+        if self.point_of_no_return is None:
+            self.point_of_no_return = what
+            self.on_change()
+
     # --- validators (raise ValueError: the update's rejection message) ----------------------------
 
     def check_pause(self) -> None:
@@ -196,7 +234,11 @@ class Control:
         add safe points without changing the histories of runs that never paused."""
         if self.abort:
             raise Aborted(self.abort_reason)
+        if self.revert:
+            raise RevertRequested(self.revert_reason)
         if self.paused:
-            await workflow.wait_condition(lambda: not self.paused or self.abort)
+            await workflow.wait_condition(lambda: not self.paused or self.stopping())
             if self.abort:
                 raise Aborted(self.abort_reason)
+            if self.revert:
+                raise RevertRequested(self.revert_reason)

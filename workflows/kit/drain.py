@@ -82,6 +82,8 @@ def check_decision(
     the four-eyes rule."""
     if not inp.identity.strip():
         raise ValueError("an identity is required to decide a blocked drain")
+    if inp.decision not in {str(c) for c in CHOICES}:
+        raise ValueError(f"{inp.decision!r} is not a drain decision: choose {'|'.join(str(c) for c in CHOICES)}")
     if gate is None or gate.state != GateState.WAITING:
         state = f" (gate {gate.id} is {gate.state})" if gate is not None else ""
         raise ValueError(f"node {inp.node} has no drain decision waiting{state}")

@@ -20,14 +20,16 @@ the procedure stops). The same holds for a timeout with outcome reject.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.kit.control import Control, check_in_time
+    from workflows.kit.control import Aborted, Control, RevertRequested, check_in_time
+    from workflows.kit.inputs import GatePolicy
     from workflows.kit.models import (
         ApprovalRules,
         Gate,
@@ -36,6 +38,31 @@ with workflow.unsafe.imports_passed_through():
         GateState,
         GateTimeoutOutcome,
     )
+
+
+@dataclass(frozen=True)
+class GateAnswer:
+    """How a gate ended: ``passed`` (approved, a choice made, or timed out with outcome approve);
+    ``choice`` the choice made (``approve`` for a plain approval, the gate's first choice for an
+    approval of a gate with choices, None when not passed); ``gate`` the gate itself."""
+
+    gate: Gate
+    passed: bool
+    choice: str | None
+
+    def why_not(self) -> str:
+        """One line: ``gate ID rejected by NAME: comment`` / ``timed out`` / ``cancelled``."""
+        g = self.gate
+        by = g.decided_by or ("timeout" if g.state == GateState.TIMED_OUT else "workflow")
+        return f"gate {g.id} {g.state} by {by}" + (f": {g.comment}" if g.comment and g.state == GateState.REJECTED else "")
+
+
+class GateNotPassed(Exception):
+    """:meth:`Gates.step` with ``required=True`` ended without passing; ``answer`` says how."""
+
+    def __init__(self, answer: GateAnswer) -> None:
+        super().__init__(answer.why_not())
+        self.answer = answer
 
 
 def check_approver(
@@ -182,10 +209,36 @@ class Gates:
         gate.connection_identity = connection_identity
         gate.decided_at = workflow.now()
         gate.comment = comment
+        if state == GateState.APPROVED and gate.choices:
+            gate.decision = gate.choices[0]
         action = "approved" if state == GateState.APPROVED else "rejected"
         self.record(gate.id, action, identity, comment, connection_identity=connection_identity)
+        if gate.decision is not None:
+            self.history[-1].decision = gate.decision
         if state == GateState.REJECTED and self.pause_on_reject:
             self.control.pause(f"gate {gate.id} rejected by {identity}" + (f": {comment}" if comment else ""))
+        self.on_change()
+
+    def check_choice(self, input: Any, choice: str) -> Gate:
+        """Validator of ``decide`` on a gate with choices: :meth:`check_decision` (an approval:
+        in time, the gate waits, the identity may approve), then ``choice`` is one of the gate's.
+        Raises ValueError."""
+        gate = self.check_decision(input, approving=True)
+        if not gate.choices:
+            raise ValueError(f"gate {gate.id} takes approve or reject, not a choice")
+        if choice not in gate.choices:
+            raise ValueError(f"gate {gate.id}: {choice!r} is not one of its choices ({', '.join(gate.choices)}) or reject")
+        return gate
+
+    def choose(self, gate: Gate, choice: str, identity: str, comment: str = "", connection_identity: str | None = None) -> None:
+        """Decide ``gate`` with one of its ``choices`` (validated by :meth:`check_choice`):
+        state decided, recorded with the choice; the gate passes."""
+        gate.state, gate.decision = GateState.DECIDED, choice
+        gate.decided_by, gate.decided_at, gate.comment = identity, workflow.now(), comment
+        gate.connection_identity = connection_identity
+        self.history.append(GateRecord(gate_id=gate.id, action="decided", by=identity, at=workflow.now(), comment=comment,
+                                       decision=choice, connection_identity=connection_identity))
+        self.passed.add(gate.id)
         self.on_change()
 
     def cancel(self, gate: Gate, by: str, comment: str) -> None:
@@ -204,12 +257,14 @@ class Gates:
         comment: str = "",
         opened_by: str = "workflow",
         record_comment: str = "",
+        choices: Sequence[str] = (),
     ) -> Gate:
-        """Open (or re-open) gate ``gate_id``: state waiting, ``timeout_at`` now + timeout.
-        Records "opened"; the caller then waits with :meth:`wait`."""
+        """Open (or re-open) gate ``gate_id``: state waiting, ``timeout_at`` now + timeout,
+        ``choices`` a person may make besides reject. Records "opened"; the caller then waits
+        with :meth:`wait`."""
         now = workflow.now()
         gate = Gate(
-            id=gate_id, kind=kind, pool=pool, node=node, opened_at=now, comment=comment,
+            id=gate_id, kind=kind, pool=pool, node=node, opened_at=now, comment=comment, choices=list(choices),
             timeout_at=now + timedelta(seconds=timeout_seconds) if timeout_seconds is not None else None,
         )
         self.gates[gate_id] = gate
@@ -225,6 +280,7 @@ class Gates:
         interrupt: Callable[[], bool] = lambda: False,
         while_waiting: Callable[[], Awaitable[None]] | None = None,
         abort_comment: str | None = None,
+        interrupt_comment: Callable[[], str] | None = None,
     ) -> bool:
         """Wait for a decision on ``gate``, its timeout, or an abort; True when passed
         (approved, or timed out with outcome approve).
@@ -241,18 +297,23 @@ class Gates:
                 if remaining is not None and remaining <= 0:
                     raise TimeoutError
                 await workflow.wait_condition(
-                    lambda: gate.state != GateState.WAITING or self.control.abort or interrupt(), timeout=remaining
+                    lambda: gate.state != GateState.WAITING or self.control.stopping() or interrupt(), timeout=remaining
                 )
             except TimeoutError:
                 self.timed_out(gate, timeout, timeout_outcome)
                 break
-            if interrupt() and gate.state == GateState.WAITING and not self.control.abort and while_waiting is not None:
+            if interrupt() and gate.state == GateState.WAITING and not self.control.stopping() and while_waiting is not None:
                 await while_waiting()
                 continue
             break
-        if gate.state == GateState.WAITING:  # aborted while waiting
-            self.cancel(gate, "workflow", abort_comment or f"{self.noun} aborted")
-        if gate.state == GateState.APPROVED:
+        if gate.state == GateState.WAITING:  # aborted (or interrupted) while waiting
+            why = abort_comment or f"{self.noun} aborted"
+            if not self.control.abort and self.control.revert:
+                why = f"revert requested by {self.control.revert_by}"
+            elif not self.control.abort and interrupt_comment is not None:
+                why = interrupt_comment()
+            self.cancel(gate, "workflow", why)
+        if gate.state in (GateState.APPROVED, GateState.DECIDED):
             self.passed.add(gate.id)
         return gate.id in self.passed
 
@@ -294,3 +355,63 @@ class Gates:
         await self.wait(gate, timeout_outcome=timeout_outcome, timeout_seconds=timeout_seconds)
         self.on_change()
         return gate
+
+    async def step(
+        self,
+        gate_id: str,
+        what: str,
+        policy: GatePolicy,
+        *,
+        kind: GateKind = GateKind.STEP,
+        node: str | None = None,
+        pool: str | None = None,
+        choices: Sequence[str] = (),
+        interrupt: Callable[[], str | None] = lambda: None,
+        required: bool = False,
+        again: bool = False,
+    ) -> GateAnswer:
+        """The one gate step every procedure uses: open ``gate_id`` with ``what`` (the text a
+        person reads, also the opened record's comment), wait for approve / reject / a choice /
+        the ``policy``'s timeout (its declared outcome applies) / an abort, and answer.
+
+        - A gate that already passed in this run answers at once (a step retried after a pause
+          does not ask twice) unless ``again``: each pass then asks afresh.
+        - ``choices``: what a person may decide besides reject (``lockkeeper decide ID GATE
+          CHOICE``); ``approve`` takes the first. Never a comment's first word.
+        - ``interrupt()`` returning a reason (e.g. "revert requested") cancels a waiting gate
+          with that reason.
+        - ``required``: unless it passed, raise :class:`workflows.kit.control.Aborted` /
+          :class:`~workflows.kit.control.RevertRequested` when that is why, else
+          :class:`GateNotPassed`.
+
+        What a rejection or a timeout then does to the whole procedure is the gates' rule
+        (``pause_on_reject``) and the policy's outcome (abort requests an abort)."""
+        known = self.gates.get(gate_id)
+        if not again and known is not None and gate_id in self.passed:
+            return GateAnswer(known, True, known.decision or "approve")
+        gate = self.open(gate_id, kind, timeout_seconds=policy.timeout_seconds, pool=pool, node=node, comment=what,
+                         opened_by="lockkeeper", record_comment=what, choices=choices)
+        self.on_change()
+        reason: list[str] = []
+
+        def interrupted() -> bool:
+            why = interrupt()
+            if why:
+                reason[:] = [why]
+            return bool(why)
+
+        await self.wait(gate, timeout_outcome=policy.timeout_outcome, timeout_seconds=policy.timeout_seconds,
+                        interrupt=interrupted, abort_comment=f"{self.noun} aborted",
+                        interrupt_comment=lambda: reason[0] if reason else "interrupted")
+        passed = gate.id in self.passed
+        if again:
+            self.passed.discard(gate.id)
+        self.on_change()
+        answer = GateAnswer(gate, passed, (gate.decision or "approve") if passed else None)
+        if required and not passed:
+            if self.control.abort:
+                raise Aborted(self.control.abort_reason)
+            if self.control.revert:
+                raise RevertRequested(self.control.revert_reason)
+            raise GateNotPassed(answer)
+        return answer

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny
 
-from activities.cluster.models import DrainReport, JsonWithoutNulls
+from activities.cluster.models import DrainReport, FieldRecord, JsonWithoutNulls
 
 # --- search attributes ------------------------------------------------------------------------------
 
@@ -97,10 +97,18 @@ class Gate(BaseModel):
     decided_by: str | None = None
     decided_at: datetime | None = None
     comment: str = ""
-    decision: DrainDecision | None = None
-    choices: list[DrainDecision] = Field(default_factory=list)
+    #: The choice made (a drain decision gate's ``wait``/``skip``/..., a step gate's declared
+    #: choice such as ``restart``); None for a plain approve or reject of a gate without choices.
+    decision: str | None = None
+    #: The choices a person may make on this gate besides reject (``decide ID GATE CHOICE``);
+    #: ``approve`` takes the first. Empty: the gate takes approve or reject.
+    choices: list[str] = Field(default_factory=list)
     #: The decider's credential identity (:class:`OperatorInput`), None when unauthenticated.
     connection_identity: str | None = None
+    #: The workflow whose gate this is when it is shown by another (a parent shows its
+    #: children's gates, :mod:`workflows.kit.report`); None: the workflow showing it. Decisions
+    #: go to that workflow.
+    workflow_id: str | None = None
 
 
 class GateRecord(BaseModel):
@@ -117,7 +125,8 @@ class GateRecord(BaseModel):
     at: datetime
     comment: str = ""
     outcome: GateTimeoutOutcome | None = None
-    decision: DrainDecision | None = None
+    #: The choice recorded with ``decided`` (a drain decision, or a step gate's choice).
+    decision: str | None = None
     #: ``by`` is the identity the decider asserted; this is the identity of the credential its
     #: connection used (a TLS client certificate's CN), None when the connection was
     #: unauthenticated (:class:`OperatorInput`).
@@ -255,14 +264,41 @@ class HostStepStatus(BaseModel):
 
 class RecordStatus(BaseModel):
     """One record (:mod:`workflows.kit.records`): the object, the recorded paths, ``state``
-    recorded (originals stored, change pending) / changed / reverted / refused (the object
-    changed since we wrote it: nothing was reverted), ``detail`` why."""
+    recorded (originals stored, change pending) / changed / reverted (written back and read back
+    at the originals) / refused (the object changed since we wrote it: nothing was reverted) /
+    differs (written back, but the read-back shows differences: ``detail`` names them)."""
 
     name: str
     object: str
     paths: list[str] = Field(default_factory=list)
-    state: Literal["recorded", "changed", "reverted", "refused"] = "recorded"
+    state: Literal["recorded", "changed", "reverted", "refused", "differs"] = "recorded"
     detail: str = ""
+
+
+class ChangedItem(BaseModel):
+    """One thing a procedure leaves changed when it ends other than completed or restored (an
+    abort past its point of no return, a failure, a stop): ``target`` what it is, named as the
+    simulator's diff names it (``DaemonSet openshift-sdn/sdn``, ``Node node01``, ``host node01``,
+    ``network type``); ``what`` what stays changed (fields, "cordoned by this run", a file);
+    ``undo`` the exact command that undoes it, when one exists (``oc adm uncordon node01``,
+    ``lockkeeper revert ID --full``)."""
+
+    target: str
+    what: str
+    undo: str | None = None
+
+    def line(self) -> str:
+        return f"{self.target}: {self.what}" + (f" (undo: {self.undo})" if self.undo else "")
+
+
+class RecordEntry(BaseModel):
+    """A record as a reverse run needs it after its procedure ended: ``name``, the original
+    values (``record``) and what the procedure wrote (``written``, path -> value; a revert
+    restores only while the object still holds these)."""
+
+    name: str
+    record: FieldRecord
+    written: dict[str, Any] = Field(default_factory=dict)
 
 
 # --- operator updates -------------------------------------------------------------------------------------
@@ -328,17 +364,41 @@ class NodeControlInput(OperatorInput):
 
 
 class DecideInput(OperatorInput):
-    """Answer ``node``'s open drain decision gate with ``decision`` as ``identity``."""
+    """Make a choice on a gate as ``identity``: ``node`` names either a gate of the procedure
+    that declares choices (``gate_id`` may name it too) or a node whose blocked drain waits for
+    a decision (``decision`` one of wait / skip / delete-pod / abort). The validator refuses a
+    choice the gate does not declare."""
 
     node: str
-    decision: DrainDecision
+    decision: str
     identity: str
     comment: str = ""
+    gate_id: str | None = None
+
+
+class RevertInput(OperatorInput):
+    """``revert`` as ``identity``: restore what the run's records hold (``full``: the whole change
+    in reverse, for procedures that can; an ended run gets a reverse run). ``reason`` is kept
+    with the request."""
+
+    identity: str
+    comment: str = ""
+    reason: str = ""
+    full: bool = False
+
+
+class RevertAnswer(BaseModel):
+    """The answer to ``revert``: ``mode`` "in-run" (this run restores at its next safe point) or
+    "reverse-run" (a new run reverses the change: ``workflow_id``), and the operator's message."""
+
+    mode: Literal["in-run", "reverse-run"] = "in-run"
+    message: str = ""
+    workflow_id: str | None = None
 
 
 class DecideResult(BaseModel):
     gate_id: str
-    decision: DrainDecision
+    decision: str
     message: str
 
 
@@ -414,6 +474,12 @@ class ProcedureStatus(BaseModel):
     since: datetime | None = None
     deadline: datetime | None = None
     error: str | None = None
+    #: What the procedure did that a revert inside the run cannot undo (None: not yet).
+    point_of_no_return: str | None = None
+    #: A revert was requested and is being carried out (by whom).
+    revert_requested_by: str | None = None
+    #: Once it failed or stopped: what stays changed and how to undo it.
+    left_changed: list[ChangedItem] = Field(default_factory=list)
 
 
 class ProcedureResult(BaseModel):
@@ -429,6 +495,16 @@ class ProcedureResult(BaseModel):
     gate_history: list[GateRecord] = Field(default_factory=list)
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    #: A refusal's problems, one line each (a failed precondition): nothing was written.
+    problems: list[str] = Field(default_factory=list)
+    #: What an abort or a revert restored, each read back at its original value.
+    restored: list[str] = Field(default_factory=list)
+    #: What stays changed (an abort past the point of no return, a stop) and how to undo it.
+    left_changed: list[ChangedItem] = Field(default_factory=list)
+    #: The exact commands to continue or to revert from here.
+    next_commands: list[str] = Field(default_factory=list)
+    #: The records still holding changes, for a reverse run (``revert --full``) after the end.
+    records: list[RecordEntry] = Field(default_factory=list)
 
 
 class ControlResult(BaseModel):

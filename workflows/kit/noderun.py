@@ -4,7 +4,7 @@ DESIGN.md "Node run": a child per node keeps the parent's history small and lets
 retried, skipped or inspected on its own. This module holds what every node run needs whatever
 it does to the node:
 
-- :class:`NodeRun`, the component: progress to the parent (``node_progress`` signal, sent without
+- :class:`NodeRun`, the component: progress to the parent (the kit's ``child_report`` signal, sent without
   awaiting each one), the skip/abort requests honoured at safe points (:class:`Stopped`),
   deadline warnings, the node's cordon-and-drain with the blocked-drain decision gate
   (:mod:`workflows.kit.drain`), the rollback shell and the stamping of the result.
@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.features import Features
     from workflows.kit.lease import Leases, answer_contender
     from workflows.kit.models import DrainDecisionSignal, GateRecord, LeaseInfo, NodePhase, NodeProgress
+    from workflows.kit.report import CHILD_REPORT_SIGNAL, ChildReport
 
 #: ``workflow.patched`` id: progress signals to the parent are sent without awaiting each one.
 PATCH_ASYNC_PROGRESS = "async-progress-signals"
@@ -105,7 +106,7 @@ class NodeRun:
     """State and steps of one node run (lives in workflow state, so replay restores it).
 
     ``node``, ``attempt`` (1, 2, ... for retry_node), ``parent_id`` (the procedure's workflow ID,
-    the target of ``node_progress``), ``owner`` (the cordoned-by value: the same for every attempt,
+    the target of its reports), ``owner`` (the cordoned-by value: the same for every attempt,
     so a retry recognises an earlier attempt's cordon as ours), ``warn_fraction`` (0..1 of a
     deadline after which :meth:`warn_deadline` warns), ``timeouts`` (activity timeouts), ``drain``
     (the node's blocked-drain state; its gate and records travel in every progress report) and
@@ -157,7 +158,7 @@ class NodeRun:
         self.features = features or Features()
         #: The last progress the parent was sent (milestone mode compares with it).
         self._sent: NodeProgress | None = None
-        #: Number of node_progress signals sent (benchmarks print signals per node).
+        #: Number of reports sent to the parent (benchmarks print signals per node).
         self.signals_sent = 0
 
     # --- requests from the parent ---------------------------------------------------------------
@@ -228,7 +229,7 @@ class NodeRun:
             numbered = progress.model_copy(update={"seq": self.signals_sent})
             self._signals.append(asyncio.ensure_future(self._send(parent, numbered)))
         else:
-            await parent.signal("node_progress", self.progress)
+            await parent.signal(CHILD_REPORT_SIGNAL, ChildReport(workflow_id=workflow.info().workflow_id, node=self.progress))
 
     def wants_parent(self, progress: NodeProgress) -> bool:
         """Milestone mode: whether ``progress`` is worth a signal to the parent. Yes for a step
@@ -252,7 +253,8 @@ class NodeRun:
 
     async def _send(self, parent: workflow.ExternalWorkflowHandle, progress: NodeProgress) -> None:
         try:
-            await parent.signal("node_progress", progress)
+            await parent.signal(CHILD_REPORT_SIGNAL, ChildReport(workflow_id=workflow.info().workflow_id, seq=progress.seq or 0,
+                                                                 node=progress))
         except Exception as err:  # noqa: BLE001 - progress is advisory; a gone parent must not fail the node
             workflow.logger.warning("progress signal to %s failed: %s", self.parent_id, err)
 

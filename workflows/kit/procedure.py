@@ -25,7 +25,9 @@ handlers by their decorators, and an undecorated override would hide one):
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from enum import Enum
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
@@ -33,12 +35,16 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from workflows.kit import metrics as lk_metrics
-    from workflows.kit.control import Control, check_in_time
+    from workflows.kit import calls as acts
+    from workflows.kit.control import Aborted, Control, RevertRequested, check_in_time
     from workflows.kit.decisions import WITHDRAW_SIGNAL, WithdrawInput, Withdrawals
     from workflows.kit.details import DetailsPublisher
-    from workflows.kit.gates import Gates
+    from workflows.kit.gates import Gates, GateNotPassed
+    from workflows.kit.inputs import GatePolicy, ProcedureInput
     from workflows.kit.lease import Leases
     from workflows.kit.notify import ProcedureNotifier, wrap_run
+    from workflows.kit.records import Records
+    from workflows.kit.report import CHILD_REPORT_SIGNAL, ChildReport, ReportInbox, Reporter, summary
     from workflows.kit.models import (
         SA_CLUSTER,
         SA_POOLS,
@@ -46,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
         SA_STATUS,
         ApprovalRules,
         ApproveInput,
+        ChangedItem,
         ControlInput,
         ControlResult,
         DecideInput,
@@ -56,8 +63,11 @@ with workflow.unsafe.imports_passed_through():
         NodeControlInput,
         NodeProgress,
         ProcedurePhase,
+        ProcedureResult,
         ProcedureStatus,
         RejectInput,
+        RevertAnswer,
+        RevertInput,
     )
 
 SA_KEY_CLUSTER = SearchAttributeKey.for_keyword(SA_CLUSTER)
@@ -68,6 +78,19 @@ SA_KEY_POOLS = SearchAttributeKey.for_keyword_list(SA_POOLS)
 #: workflow.patched ID under which the etcd procedures and the drain upsert LockkeeperStatus
 #: (their histories recorded before the kit have no such upsert).
 PATCH_STATUS_SEARCH_ATTRIBUTE = "kit-status-search-attribute"
+
+
+R = TypeVar("R", bound=ProcedureResult)
+
+#: ApplicationError types that mean "refused before any write": the run ends with outcome
+#: ``refused`` and its problems, one line each (the CLI exits 2), never as a failed workflow.
+REFUSAL_TYPES = frozenset({"PreconditionFailed", "InvalidPlan", "InvalidInput"})
+
+#: Base phase of each outcome a run ends with.
+OUTCOME_PHASE = {
+    "completed": ProcedurePhase.DONE, "dry-run": ProcedurePhase.DONE, "checked": ProcedurePhase.DONE,
+    "reverted": ProcedurePhase.DONE, "aborted": ProcedurePhase.ABORTED, "rejected": ProcedurePhase.REJECTED,
+}
 
 
 class ProcedureWorkflow:
@@ -84,10 +107,11 @@ class ProcedureWorkflow:
         *,
         procedure: str,
         noun: str,
-        cluster: str,
-        rules: ApprovalRules,
         status: ProcedureStatus,
-        search_attributes: bool,
+        input: ProcedureInput | None = None,
+        cluster: str | None = None,
+        rules: ApprovalRules | None = None,
+        search_attributes: bool | None = None,
         pause_on_reject: bool = True,
         reject_note: str | None = None,
         base_phase: str = ProcedurePhase.RUNNING,
@@ -104,6 +128,15 @@ class ProcedureWorkflow:
         upserts decide it under a ``workflow.patched`` ID); ``pause_on_reject`` and
         ``reject_note`` ("rollout paused", "restore stops"): what a rejection does and says.
         """
+        if input is not None:
+            cluster = input.cluster if cluster is None else cluster
+            rules = input.approvals if rules is None else rules
+            search_attributes = input.search_attributes if search_attributes is None else search_attributes
+        assert cluster is not None and rules is not None and search_attributes is not None, "kit_init needs input or the three"
+        #: Every gate's policy (:meth:`Gates.step`): the input's, or none.
+        self.gate_policy: GatePolicy = input.gates if input is not None else GatePolicy()
+        #: Activity timeouts of this run (:mod:`workflows.kit.calls`).
+        self.timeouts = acts.Timeouts(input.calls.short_call_seconds, input.calls.heartbeat_seconds) if input is not None else acts.DEFAULT_TIMEOUTS
         self.kit_procedure = procedure
         self.kit_noun = noun
         self.kit_cluster = cluster
@@ -118,6 +151,12 @@ class ProcedureWorkflow:
         self._kit_details = DetailsPublisher()
         self.kit_withdrawals = getattr(self, "kit_withdrawals", None) or Withdrawals()
         self.kit_notifier = ProcedureNotifier(status, noun)
+        #: The records of what this run changed (:mod:`workflows.kit.records`).
+        self.records = Records(board=status.records, on_change=self.touch, timeouts=self.timeouts)
+        #: The latest report of each child (:mod:`workflows.kit.report`).
+        self.inbox = ReportInbox()
+        #: Reports to the parent procedure, if this one was started as a phase of another.
+        self.reporter = Reporter(input.report_to if input is not None else None)
         status.procedure = procedure
         status.workflow_id = workflow.info().workflow_id
         status.cluster = cluster
@@ -146,6 +185,128 @@ class ProcedureWorkflow:
             pairs.append(SA_KEY_POOLS.value_set(pools))
         workflow.upsert_search_attributes(pairs)
 
+    # --- the run template -----------------------------------------------------------------------------
+
+    async def kit_run(self, body: Callable[[], Awaitable[R]], result_type: type[R]) -> R:
+        """The one way a procedure's ``@workflow.run`` runs its body (DESIGN.md, "the safety
+        contract"). Every procedure's run method is ``return await self.kit_run(lambda:
+        self._run(input), XResult)``; ``body`` returns the result (built with :meth:`kit_end`)
+        or raises, and this template ends the run the same way for every procedure:
+
+        - :class:`Aborted` (an abort reached a safe point) and :class:`RevertRequested`: before
+          the point of no return, restore what the records hold (:meth:`kit_undo`, each object
+          read back) and end ``aborted`` / ``reverted`` with what was restored; past it (an
+          abort), end ``aborted`` with what stays changed (:meth:`kit_left_changed`) and the
+          commands to go on from there;
+        - a refusal (an ApplicationError whose type is in :data:`REFUSAL_TYPES`, e.g. a failed
+          precondition): end ``refused`` with one line per problem; nothing was written;
+        - :class:`GateNotPassed` (a required gate rejected or timed out): as an abort;
+        - any other ApplicationError: status phase ``failed``, its ``error`` and ``left_changed``
+          set, the parent told, then the workflow fails with the error (its message names what
+          stays changed).
+
+        In every case the leases are released, the parent gets the last report, and the run
+        returns only once every update handler finished. Returns what ``body`` returned or
+        the ending built here (a ``result_type`` with the kit's fields)."""
+        self._kit_sa = self._kit_sa_wanted
+        self.touch()
+        try:
+            try:
+                result = await body()
+            except (Aborted, GateNotPassed, RevertRequested) as stop:
+                await self.kit_settle()
+                result = await self.kit_stopped(stop, result_type)
+            except ApplicationError as err:
+                await self.kit_settle()
+                if err.type not in REFUSAL_TYPES:
+                    raise
+                lines = [ln for ln in (err.message or str(err)).splitlines() if ln.strip()]
+                result = self.kit_end(result_type, "refused", "refused before any change: " + "; ".join(lines), problems=lines)
+        except ApplicationError as err:
+            self.control.base_phase = ProcedurePhase.FAILED
+            left = self.kit_left_changed()
+            self.kit_status.error = err.message or str(err)
+            self.kit_status.left_changed = left
+            self.touch()
+            await self.leases.release()
+            await self.reporter.settle()
+            if left:
+                raise ApplicationError(f"{err.message}; left changed: " + "; ".join(i.line() for i in left), *err.details,
+                                       type=err.type, non_retryable=err.non_retryable) from err
+            raise
+        self.control.base_phase = OUTCOME_PHASE.get(result.outcome, ProcedurePhase.FAILED)
+        self.touch()
+        await self.leases.release()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        await self.reporter.settle()
+        return result
+
+    async def kit_stopped(self, stop: Exception, result_type: type[R]) -> R:
+        """End after an abort, a refused gate or a revert request (see :meth:`kit_run`)."""
+        c = self.control
+        reverting = isinstance(stop, RevertRequested)
+        reason = getattr(stop, "reason", None) or str(stop)
+        if not reverting and not c.abort:  # a required gate did not pass: the run stops as if aborted
+            c.abort, c.abort_reason = True, reason
+        if reverting or (c.point_of_no_return is None and self.records.changed()):
+            restored, problems = await self.kit_undo(reason)
+            left = self.kit_left_changed()
+            outcome = "reverted" if reverting else "aborted"
+            what = ", restored" + (" and read back" if restored else "") if not problems and not left else ", NOT fully restored"
+            message = f"{outcome}{what}: {reason}" + ("; " + "; ".join(problems) if problems else "")
+            return self.kit_end(result_type, outcome, message, restored=restored, left_changed=left,
+                                next_commands=self.kit_next_commands(left))
+        left = self.kit_left_changed()
+        tail = f"; left changed: {'; '.join(i.line() for i in left)}" if left else "; nothing was changed"
+        if c.point_of_no_return is not None:
+            tail = f" (past the point of no return: {c.point_of_no_return})" + tail
+        return self.kit_end(result_type, "aborted", f"aborted: {reason}{tail}", left_changed=left,
+                            next_commands=self.kit_next_commands(left))
+
+    async def kit_undo(self, why: str) -> tuple[list[str], list[str]]:
+        """Hook: restore what this run changed, last change first (an abort before the point of
+        no return, or a revert). Default: every record written back and read back
+        (:meth:`workflows.kit.records.Records.revert_all`). Returns ``(restored, problems)``:
+        one line per thing restored and verified, one per thing that could not be. A procedure
+        that changes more than records (a firewall rule, a cordon) adds its own undo steps and
+        calls this."""
+        return await self.records.revert_all()
+
+    def kit_left_changed(self) -> list[ChangedItem]:
+        """Hook: what stays changed now (records not reverted; a node procedure adds the nodes
+        it left cordoned). Procedures with more (files on hosts, a network type) add theirs."""
+        return self.records.left_changed(undo=self.kit_full_revert_command())
+
+    def kit_full_revert_command(self) -> str | None:
+        """The command that reverses this run's whole change after it ended, or None."""
+        return f"lockkeeper revert {workflow.info().workflow_id} --full" if self.records.changed() else None
+
+    def kit_next_commands(self, left: list[ChangedItem]) -> list[str]:
+        """The exact commands to go on from an ending that left ``left`` changed."""
+        return list(dict.fromkeys(i.undo for i in left if i.undo))
+
+    async def kit_settle(self) -> None:
+        """Hook: let work in flight finish before the run ends (a node window's children)."""
+
+    def kit_result_fields(self) -> dict[str, Any]:
+        """Hook: the procedure's own fields of every result :meth:`kit_end` builds (its plan,
+        its nodes), so an ending the template builds carries them too."""
+        return {}
+
+    def kit_end(self, result_type: type[R], outcome: str, message: str, **fields: Any) -> R:
+        """A result of ``result_type``: the procedure's own fields (:meth:`kit_result_fields`,
+        then ``fields``) and the kit's: procedure, workflow ID, outcome, message, gate history,
+        start and end times, and the records still holding changes."""
+        st = self.kit_status
+        data = {
+            "procedure": self.kit_procedure, "workflow_id": workflow.info().workflow_id, "outcome": outcome, "message": message,
+            "gate_history": list(st.gate_history), "started_at": st.started_at, "finished_at": workflow.now(),
+            "records": self.records.entries(),
+        }
+        data.update(self.kit_result_fields())
+        data.update(fields)
+        return result_type(**data)
+
     # --- state ---------------------------------------------------------------------------------------
 
     def phase(self) -> str:
@@ -173,6 +334,14 @@ class ProcedureWorkflow:
         )
         # Webhooks (workflows.kit.notify): new gate records, degraded/blocked nodes, a pause.
         self.kit_notifier.observe(str(phase), self.gates.gates)
+        reporter = getattr(self, "reporter", None)  # built last in kit_init: touches before it report nothing
+        if reporter is not None and reporter.parent_id is not None:
+            reporter.send(self.kit_report())
+
+    def kit_report(self) -> ChildReport:
+        """Hook: what this procedure reports to its parent (:mod:`workflows.kit.report`);
+        default its status' summary."""
+        return summary(self.procedure_status())
 
     def procedure_status(self) -> ProcedureStatus:
         """Hook: what ``status`` returns. Default: a copy of the status model with the phase,
@@ -180,13 +349,18 @@ class ProcedureWorkflow:
         s = self.kit_status.model_copy(deep=True)
         phase = self.phase()
         s.phase = type(s.phase)(phase) if isinstance(s.phase, Enum) else phase
-        s.gates = [g.model_copy() for g in self.gates.gates.values()]
+        s.gates = [g.model_copy() for g in self.gates.gates.values()] + [g.model_copy() for g in self.inbox.gates()]
         s.paused_reason = self.control.paused_reason
         s.abort_requested = self.control.abort
+        if self.control.point_of_no_return is not None:
+            s.point_of_no_return = self.control.point_of_no_return
+        s.revert_requested_by = self.control.revert_by if self.control.revert else None
         waiting = [g for g in s.gates if g.state == GateState.WAITING]
         if waiting:
             g = waiting[0]
-            s.waiting_for, s.since, s.deadline = f"approval of gate {g.id}" + (f": {g.comment}" if g.comment else ""), g.opened_at, g.timeout_at
+            owner = f" on {g.workflow_id}" if g.workflow_id else ""
+            s.waiting_for, s.since, s.deadline = (f"approval of gate {g.id}{owner}" + (f": {g.comment}" if g.comment else ""),
+                                                  g.opened_at, g.timeout_at)
         elif self.control.paused:
             s.waiting_for, s.since, s.deadline = f"resume (paused: {self.control.paused_reason})", s.updated_at, None
         else:
@@ -220,6 +394,23 @@ class ProcedureWorkflow:
         """A lease's answer to our ``contend``: who holds it."""
         self.leases.denied(info)
 
+    @workflow.signal(name=CHILD_REPORT_SIGNAL)
+    def child_report(self, report: ChildReport) -> None:
+        """A child's report (:mod:`workflows.kit.report`): a node run's progress goes to
+        :meth:`on_node_progress`, any other child's summary to :meth:`on_child_report`."""
+        if report.node is not None:
+            self.on_node_progress(report.node)
+            return
+        if self.inbox.receive(report):
+            self.on_child_report(report)
+            self.touch()
+
+    def on_node_progress(self, progress: NodeProgress) -> None:
+        """Hook: a node run's step change (ignored by default)."""
+
+    def on_child_report(self, report: ChildReport) -> None:
+        """Hook: a child procedure's new report (kept in :attr:`inbox` already)."""
+
     # --- updates: gates ----------------------------------------------------------------------------------
 
     @workflow.update
@@ -245,6 +436,77 @@ class ProcedureWorkflow:
     @reject.validator
     def _validate_reject(self, input: RejectInput) -> None:
         self.gates.check_decision(input, approving=False)
+
+    # --- updates: choices and revert ---------------------------------------------------------------------
+
+    def _choice_gate(self, input: DecideInput) -> Any:
+        gid = input.gate_id or input.node
+        gate = self.gates.gates.get(gid)
+        return gate if gate is not None and gate.choices else None
+
+    @workflow.update
+    async def decide(self, input: DecideInput) -> DecideResult:
+        """Make a choice: on a gate that declares choices (``decide ID GATE CHOICE``), or on a
+        node's blocked drain (``decide ID NODE wait|skip|delete-pod|abort``, node procedures)."""
+        gate = self._choice_gate(input)
+        if gate is not None:
+            self.gates.choose(gate, input.decision, input.identity, input.comment, input.connection_identity)
+            return DecideResult(gate_id=gate.id, decision=input.decision,
+                                message=f"{input.decision} decided on gate {gate.id} by {input.identity}")
+        return await self.on_decide(input)
+
+    @decide.validator
+    def _validate_decide(self, input: DecideInput) -> None:
+        gate = self._choice_gate(input)
+        if gate is not None:
+            self.gates.check_choice(input, input.decision)
+            return
+        check_in_time(input, "decide")
+        self.check_decide(input)
+
+    def check_decide(self, input: DecideInput) -> None:
+        """Hook: validate a decision on something other than a gate with choices (a node
+        procedure's blocked drain). Raises ValueError."""
+        known = [g.id for g in self.gates.waiting() if g.choices]
+        raise ValueError(f"nothing named {input.gate_id or input.node!r} waits for a choice"
+                         + (f" (gates with choices: {', '.join(known)})" if known else ""))
+
+    async def on_decide(self, input: DecideInput) -> DecideResult:
+        # Unreachable while check_decide refuses in the validator.
+        raise ApplicationError(f"this {self.kit_noun} has no such decision", non_retryable=True)
+
+    @workflow.update
+    def revert(self, input: RevertInput) -> RevertAnswer:
+        """Restore what this run changed: every wait stops, the records are written back in
+        reverse order and read back (:meth:`kit_restore`), and the run ends ``reverted``."""
+        self.control.request_revert(input.reason or input.comment or f"revert requested by {input.identity}", input.identity)
+        return RevertAnswer(mode="in-run", message=f"revert requested by {input.identity}: {self.kit_noun} stops at its next "
+                                                   "safe point and restores what its records hold, read back")
+
+    @revert.validator
+    def _validate_revert(self, input: RevertInput) -> None:
+        check_in_time(input, "revert")
+        if not input.identity.strip():
+            raise ValueError("an identity is required to revert")
+        self.check_revert(input)
+
+    def check_revert(self, input: RevertInput) -> None:
+        """Hook: whether a revert inside the run is possible now. The default: not once the run
+        is finished or aborting, not twice, not with nothing changed yet (abort instead), and
+        past the point of no return only as a full revert, which this run cannot do (a
+        procedure that can overrides). Raises ValueError (the operator's message)."""
+        c = self.control
+        if c.finished():
+            raise ValueError(f"{self.kit_noun} already {c.base_phase}")
+        if c.revert:
+            raise ValueError(f"a revert was already requested by {c.revert_by}")
+        if c.abort:
+            raise ValueError("abort already requested: the run ends with what it restored or left changed")
+        if c.point_of_no_return is not None:
+            raise ValueError(f"past the point of no return ({c.point_of_no_return}): abort the run, then "
+                             f"`lockkeeper revert {workflow.info().workflow_id} --full` reverses the whole change")
+        if not self.records.changed():
+            raise ValueError("nothing has been changed yet: abort the run instead")
 
     # --- updates: control --------------------------------------------------------------------------------
 
@@ -306,23 +568,7 @@ class NodeProcedureWorkflow(ProcedureWorkflow):
         # allows it overrides both. Fails the update, not the workflow task.
         raise ApplicationError(f"this {self.kit_noun} cannot retry nodes", non_retryable=True)
 
-    def check_decide(self, input: DecideInput) -> None:
-        raise ValueError(f"this {self.kit_noun} has no drain decisions")
-
-    async def on_decide(self, input: DecideInput) -> DecideResult:
-        # Unreachable while the matching check_* refuses in the validator; a procedure that
-        # allows it overrides both. Fails the update, not the workflow task.
-        raise ApplicationError(f"this {self.kit_noun} has no drain decisions", non_retryable=True)
-
-    def on_node_progress(self, progress: NodeProgress) -> None:
-        """A node run's step change (ignored by default)."""
-
     # --- handlers -----------------------------------------------------------------------------------------
-
-    @workflow.signal
-    def node_progress(self, progress: NodeProgress) -> None:
-        """A node run's step change (see :meth:`on_node_progress`)."""
-        self.on_node_progress(progress)
 
     @workflow.update
     def skip_node(self, input: NodeControlInput) -> ControlResult:
@@ -345,12 +591,3 @@ class NodeProcedureWorkflow(ProcedureWorkflow):
         check_in_time(input, "retry_node")
         self.check_retry_node(input)
 
-    @workflow.update
-    async def decide(self, input: DecideInput) -> DecideResult:
-        """Answer a blocked drain's decision gate: wait, skip, delete-pod or abort."""
-        return await self.on_decide(input)
-
-    @decide.validator
-    def _validate_decide(self, input: DecideInput) -> None:
-        check_in_time(input, "decide")
-        self.check_decide(input)

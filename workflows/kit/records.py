@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
         SnapshotFieldsInput,
     )
     from workflows.kit import calls as acts
-    from workflows.kit.models import RecordStatus, failure_message
+    from workflows.kit.models import ChangedItem, RecordEntry, RecordStatus, failure_message
 
 SNAPSHOT_FIELDS = "snapshot_fields"
 PATCH_OBJECT = "patch_object"
@@ -111,10 +111,49 @@ class Records:
         self.on_change()
         return record
 
+    def changed(self) -> list[str]:
+        """Names of the records whose change was written and not reverted, in the order they
+        were first changed."""
+        return [n for n, st in self.board.items() if n in self.records and st.state in ("changed", "refused", "differs")]
+
+    def entries(self) -> list[RecordEntry]:
+        """The records still holding changes, for a reverse run after the procedure ended."""
+        return [RecordEntry(name=n, record=self.records[n], written=self.written.get(n, {})) for n in self.changed()]
+
+    def left_changed(self, undo: str | None = None) -> list[ChangedItem]:
+        """What the records say stays changed: one item per record not reverted (``undo`` the
+        command that reverts it, e.g. ``lockkeeper revert ID --full``)."""
+        out = []
+        for n in self.changed():
+            st = self.board[n]
+            what = f"{', '.join(st.paths)} changed (record {n})"
+            if st.state != "changed":
+                what += f"; revert {st.state}: {st.detail}"
+            out.append(ChangedItem(target=st.object, what=what, undo=undo))
+        return out
+
+    async def revert_all(self, names: list[str] | None = None) -> tuple[list[str], list[str]]:
+        """Revert every changed record (or ``names``), last changed first, each read back.
+        Returns ``(restored, problems)``: one line per record restored and verified, one per
+        record refused or differing after the read-back (never raises for those)."""
+        restored: list[str] = []
+        problems: list[str] = []
+        for name in reversed(names if names is not None else self.changed()):
+            try:
+                await self.revert(name)
+            except RecordRefused as err:
+                problems.append(str(err))
+                continue
+            st = self.board[name]
+            (restored if st.state == "reverted" else problems).append(f"{st.object}: {st.detail}")
+        return restored, problems
+
     async def revert(self, name: str) -> RestoreFieldsResult:
         """Put back exactly the recorded originals of ``name``, only where the object still
-        holds what :meth:`change` wrote. Raises :class:`RecordRefused` (state ``refused``,
-        nothing written) when somebody changed a field since, KeyError for an unknown name."""
+        holds what :meth:`change` wrote, then read it back: state ``reverted`` only when every
+        recorded field holds its original value, ``differs`` (naming each difference)
+        otherwise. Raises :class:`RecordRefused` (state ``refused``, nothing written) when
+        somebody changed a field since, KeyError for an unknown name."""
         record = self.records[name]
         st = self._status(name, record.ref, [f.path for f in record.fields])
         try:
@@ -128,7 +167,20 @@ class Records:
                 self.on_change()
                 raise RecordRefused(name, st.detail) from err
             raise
-        st.state = "reverted"
-        st.detail = f"restored {', '.join(result.restored) or 'nothing'}" + (f"; already original: {', '.join(result.unchanged)}" if result.unchanged else "")
+        if result.differences:
+            st.state = "differs"
+            st.detail = f"read back after the restore: {'; '.join(result.differences)}"
+        else:
+            st.state = "reverted"
+            st.detail = (f"restored {', '.join(result.restored) or 'nothing'}, read back at the originals"
+                         + (f"; already original: {', '.join(result.unchanged)}" if result.unchanged else ""))
         self.on_change()
         return result
+
+    def restore_entries(self, entries: list[RecordEntry]) -> None:
+        """Take over ``entries`` (from an ended run's result) so :meth:`revert_all` reverts them."""
+        for e in entries:
+            self.records[e.name] = e.record
+            self.written[e.name] = dict(e.written)
+            st = self._status(e.name, e.record.ref, [f.path for f in e.record.fields])
+            st.state, st.detail = "changed", "taken over from the ended run"

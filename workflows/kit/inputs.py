@@ -1,0 +1,139 @@
+"""What every procedure's input shares, as nested models validated once at the edge.
+
+A procedure's input model extends :class:`ProcedureInput` and adds its own fields; the parts every
+procedure has are sub-models with one name each, so the CLI, an input file (``lockkeeper start
+NAME -f input.yaml --set approvals.four_eyes=true``), a composed procedure and the workflow read
+the same shape:
+
+- ``cluster``: the cluster's name (search attribute, lease scopes, messages);
+- ``approvals``: :class:`workflows.kit.models.ApprovalRules` (who requested it, four-eyes,
+  allowed approvers);
+- ``gates``: :class:`GatePolicy` (every gate's timeout and what a timeout does);
+- ``calls``: :class:`CallTimeouts` (activity start-to-close and heartbeat timeouts);
+- ``search_attributes``: upsert LockkeeperStatus on phase changes;
+- ``dry_run``: plan and check, change nothing;
+- ``report_to``: the workflow ID of a parent procedure this one reports to (a phase of a cluster
+  upgrade), None when started on its own.
+
+Node procedures pass a :class:`DrainPolicy` to their node runs whole, and take
+:data:`MaxUnavailable` (an int >= 1 or ``"N%"``), the same type the CLI parses.
+
+Pure pydantic v2; no Temporal import. Unknown fields are refused (``extra="forbid"``): a typo in an
+input file is an error at the start, never a default silently taken. Durations are seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from workflows.kit.models import ApprovalRules, DrainDecision, GateTimeoutOutcome, check_timeout_decision
+
+_PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+_INT = re.compile(r"^\s*(\d+)\s*$")
+
+
+class Strict(BaseModel):
+    """Base of every input model: unknown fields are an error."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class GatePolicy(Strict):
+    """How every gate of a procedure waits (DESIGN.md "Gate"): ``timeout_seconds`` None waits
+    until somebody decides; otherwise after that many seconds ``timeout_outcome`` applies
+    (recorded as a timeout, never as somebody's approval)."""
+
+    timeout_seconds: float | None = Field(None, gt=0)
+    timeout_outcome: GateTimeoutOutcome = GateTimeoutOutcome.REJECT
+
+
+class CallTimeouts(Strict):
+    """Activity timeouts, seconds: ``short_call_seconds`` bounds one short API call (a read, a
+    patch) so that a call lost with a crashed worker is retried quickly; ``heartbeat_seconds`` is
+    the heartbeat timeout of the watching and draining activities (they beat every 2 s)."""
+
+    short_call_seconds: float = Field(10.0, gt=0)
+    heartbeat_seconds: float = Field(10.0, gt=0)
+
+
+class DrainPolicy(Strict):
+    """How a node is drained (DESIGN.md handshake step 3; R2), passed whole to node runs.
+
+    - ``wait_seconds``: one drain pass waits this long for evicted pods to be gone;
+    - ``backoff_initial_seconds`` / ``backoff_max_seconds``: between passes while an eviction is
+      refused (HTTP 429 from a PodDisruptionBudget);
+    - ``decide_after_seconds``: a drain blocked this long opens the decision gate (wait, skip,
+      delete-pod, abort); None never asks;
+    - ``decision_timeout_seconds`` / ``decision_timeout_outcome``: an unanswered decision gate
+      applies wait, skip or abort (never delete-pod);
+    - ``timeout_seconds`` with ``on_timeout="proceed"``: give the drain up after that many
+      seconds and go on with the pods still on the node (openshift-ansible's
+      ``openshift_upgrade_nodes_drain_timeout``); ``on_timeout="gate"`` asks instead.
+    """
+
+    wait_seconds: float = Field(10.0, gt=0)
+    backoff_initial_seconds: float = Field(2.0, gt=0)
+    backoff_max_seconds: float = Field(30.0, gt=0)
+    decide_after_seconds: float | None = Field(600.0, gt=0)
+    decision_timeout_seconds: float | None = Field(None, gt=0)
+    decision_timeout_outcome: Annotated[DrainDecision, BeforeValidator(lambda v: check_timeout_decision(DrainDecision(v)))] = (
+        DrainDecision.WAIT
+    )
+    timeout_seconds: float | None = Field(None, gt=0)
+    on_timeout: Literal["gate", "proceed"] = "gate"
+
+
+def parse_max_unavailable(value: object) -> int | str:
+    """``maxUnavailable`` as MachineConfigPool.spec and openshift-ansible's ``serial`` take it: an
+    integer >= 1 (or its digit string) or a percent ``"N%"`` with 0 < N <= 100, kept as the
+    normalised string ``"N%"``. Raises ValueError (the validation error's message) otherwise.
+
+    Source: apimachinery ``intstr.IntOrString`` (``GetScaledValueFromIntOrPercent``)."""
+    if isinstance(value, bool):
+        raise ValueError(f"invalid maxUnavailable {value!r}: expected an integer >= 1 or a percent like '25%'")
+    if isinstance(value, int):
+        if value < 1:
+            raise ValueError(f"invalid maxUnavailable {value}: must be at least 1")
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return parse_max_unavailable(int(value))
+    if isinstance(value, str):
+        if m := _INT.match(value):
+            return parse_max_unavailable(int(m.group(1)))
+        if m := _PERCENT.match(value):
+            pct = float(m.group(1))
+            if not 0 < pct <= 100:
+                raise ValueError(f"invalid maxUnavailable {value!r}: a percent must be above 0 and at most 100")
+            return f"{m.group(1)}%"
+    raise ValueError(f"invalid maxUnavailable {value!r}: expected an integer >= 1 or a percent like '25%'")
+
+
+#: An integer >= 1 or ``"N%"``, validated wherever it is read (CLI flag, input file, child input).
+MaxUnavailable = Annotated[int | str, BeforeValidator(parse_max_unavailable)]
+
+
+def resolve_max_unavailable(value: int | str, pool_size: int) -> int:
+    """Nodes at a time for ``pool_size`` nodes: a count is used as is; a percent is scaled and
+    rounded DOWN (``intstr.GetScaledValueFromIntOrPercent(roundUp=false)``, as the MCO does), then
+    raised to at least 1 so a rollout always progresses (MCO ``getMaxUnavailable``). Raises
+    ValueError for a value :func:`parse_max_unavailable` refuses."""
+    value = parse_max_unavailable(value)
+    if isinstance(value, int):
+        return value
+    return max(1, math.floor(float(value[:-1]) * pool_size / 100))
+
+
+class ProcedureInput(Strict):
+    """The fields every procedure's input has (see the module doc)."""
+
+    cluster: str = Field("default", min_length=1)
+    approvals: ApprovalRules = Field(default_factory=ApprovalRules)
+    gates: GatePolicy = Field(default_factory=GatePolicy)
+    calls: CallTimeouts = Field(default_factory=CallTimeouts)
+    search_attributes: bool = True
+    dry_run: bool = False
+    report_to: str | None = None
