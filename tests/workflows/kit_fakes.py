@@ -56,6 +56,8 @@ class KitFake:
         self.target_fail: dict[str, str] = {}
         self.objects: dict[str, dict[str, Any]] = {}
         self.host_script: dict[str, list[Any]] = {}
+        #: answers of ``cat /proc/sys/kernel/random/boot_id`` in order, the last one kept (None: no answer)
+        self.boot_ids: list[str | None] = []
         #: object key -> {path: value} a "controller" puts back after every write (read-back tests)
         self.sticky: dict[str, dict[str, Any]] = {}
 
@@ -128,6 +130,9 @@ class KitFake:
         @activity.defn(name="run_node_command")
         async def run_node_command(inp: RunCommandInput) -> CommandResult:
             fake.calls.append(("run_node_command", inp))
+            if inp.argv[:2] == ["cat", "/proc/sys/kernel/random/boot_id"] and fake.boot_ids:
+                bid = fake.boot_ids.pop(0) if len(fake.boot_ids) > 1 else fake.boot_ids[0]
+                return CommandResult(argv=inp.argv, exit_code=0, stdout=bid + "\n") if bid else CommandResult(argv=inp.argv, exit_code=255)
             script = fake.host_script.get(inp.argv[0], [])
             answer = script.pop(0) if script else 0
             if isinstance(answer, Exception):

@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.barrier import Barrier
     from workflows.kit.control import Aborted
     from workflows.kit.health import Backoff, Check, wait_until
-    from workflows.kit.host import HostStep, HostStepFailed, HostSteps
+    from workflows.kit.host import HostStep, HostStepFailed, HostSteps, RebootFailed, reboot
     from workflows.kit.models import (
         ApprovalRules,
         GateTimeoutOutcome,
@@ -301,8 +301,37 @@ class TemplateProbeWorkflow(ProcedureWorkflow):
         return self.kit_end(ProbeResult, "completed", f"choice {answer.choice}", passed=True)
 
 
+class RebootProbeInput(ProcedureInput):
+    """Reboot node ``n1`` (over a local host access) with ``argv``, confirmed by the boot ID read
+    on the host, within ``timeout_seconds``."""
+
+    argv: list[str] = Field(default_factory=lambda: ["systemctl", "reboot"])
+    timeout_seconds: float = 60.0
+
+
+@workflow.defn
+class RebootProbeWorkflow(ProcedureWorkflow):
+    @workflow.init
+    def __init__(self, input: RebootProbeInput) -> None:
+        self.kit_init(procedure="reboot-probe", noun="probe", status=ProcedureStatus(), input=input, pause_on_reject=False)
+        self.host = HostSteps(self.gates, board=self.kit_status.host_steps, on_change=self.touch,
+                              gate_timeout_seconds=input.gates.timeout_seconds)
+
+    @workflow.run
+    async def run(self, input: RebootProbeInput) -> ProbeResult:
+        return await self.kit_run(lambda: self._run(input), ProbeResult)
+
+    async def _run(self, input: RebootProbeInput) -> ProbeResult:
+        try:
+            done = await reboot(self.host, "n1", HostAccess(), input.argv, via="host", timeout_seconds=input.timeout_seconds,
+                                board=self.kit_status.health)
+        except RebootFailed as err:
+            return self.kit_end(ProbeResult, "failed-reboot", err.reason)
+        return self.kit_end(ProbeResult, "completed", done.how, detail=str(done.after))
+
+
 PROBES = [GateProbeWorkflow, StepsProbeWorkflow, AlphaLeaseProbeWorkflow, BetaLeaseProbeWorkflow, HealthProbeWorkflow,
-          BarrierProbeWorkflow, RecordProbeWorkflow, HostProbeWorkflow, TemplateProbeWorkflow]
+          BarrierProbeWorkflow, RecordProbeWorkflow, HostProbeWorkflow, TemplateProbeWorkflow, RebootProbeWorkflow]
 
 
 @workflow.defn(name="LeaseWorkflow")

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
-    from workflows.kit.batches import Group, NodeBatches
+    from workflows.kit.batches import Group, LocalStop, NodeBatches, local_run
     from workflows.kit.board import NodeBoard
     from workflows.kit.drain import DrainGateState
     from workflows.kit.models import (
@@ -43,6 +44,8 @@ class WindowProbeInput(BaseModel):
     fail_first: list[str] = Field(default_factory=list)
     approval: ApprovalPolicy = ApprovalPolicy.NONE
     work_seconds: float = 30.0
+    #: run each node as an in-process step (LocalRun) instead of a child workflow
+    in_process: bool = False
 
 
 class WindowProbeStatus(ProcedureStatus):
@@ -117,27 +120,22 @@ class WindowProbeWorkflow(NodeProcedureWorkflow):
         s.in_flight = self.batches.in_flight()
         return s
 
-    def on_abort(self, identity: str) -> None:
-        self.batches.abort_children(identity)
-
-    def on_node_progress(self, progress: NodeProgress) -> None:
-        self.board.on_progress(progress)
-
-    def check_skip_node(self, input: NodeControlInput) -> None:
-        self.batches.check_request(input, "skip", finished=self.control.finished())
-
-    def on_skip_node(self, input: NodeControlInput) -> ControlResult:
-        return ControlResult(message=self.batches.request("skip", input))
-
-    def check_retry_node(self, input: NodeControlInput) -> None:
-        self.batches.check_request(input, "retry", finished=self.control.finished())
-
-    def on_retry_node(self, input: NodeControlInput) -> ControlResult:
-        return ControlResult(message=self.batches.request("retry", input))
-
     async def _start(self, node: str, group: Group, attempt: int) -> workflow.ChildWorkflowHandle:
         self._max_in_flight = max(self._max_in_flight, len(self.batches.children) + 1)
         wf_id = workflow.info().workflow_id
+        if self._in.in_process:
+            fail = attempt == 1 and node in self._in.fail_first
+
+            async def step(stop: LocalStop) -> NodeRunResult:
+                self.board.nodes[node].step = "work"
+                for _ in range(int(self._in.work_seconds)):
+                    stop.check()
+                    await workflow.sleep(1)
+                if fail:
+                    raise ApplicationError("told to fail")
+                return NodeRunResult(node=node, outcome="done", attempt=attempt)
+
+            return await local_run(node, attempt, step)
         return await workflow.start_child_workflow(
             ProbeNodeWorkflow.run,
             ProbeNodeInput(node=node, parent_id=wf_id, attempt=attempt, work_seconds=self._in.work_seconds,

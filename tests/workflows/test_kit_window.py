@@ -118,3 +118,31 @@ def _control(identity: str):
     from workflows.kit.models import ControlInput
 
     return ControlInput(identity=identity)
+
+
+async def test_in_process_steps_run_in_the_window_one_at_a_time(time_skipping_env, wf_task_queue):
+    """The masters' loop of a control-plane upgrade or a port change: in-process steps
+    (LocalRun), maxUnavailable 1, with the window's retry and skip."""
+    env = time_skipping_env
+    async with Worker(env.client, task_queue=wf_task_queue, workflows=PROBES):
+        handle = await start(env, wf_task_queue, WindowProbeInput(nodes=["m1", "m2", "m3"], in_process=True, fail_first=["m2"],
+                                                                  work_seconds=1))
+        s = await wait_status(handle, lambda s: s.phase == "paused")
+        assert s.nodes["m1"].phase == NodePhase.DONE and s.nodes["m2"].phase == NodePhase.FAILED
+        assert "told to fail" in (s.nodes["m2"].reason or "") and s.nodes["m3"].phase == NodePhase.PENDING
+        await handle.execute_update(WindowProbeWorkflow.retry_node, NodeControlInput(node="m2", identity="bob"))
+        result = await handle.result()
+    assert result.phases == dict.fromkeys(["m1", "m2", "m3"], NodePhase.DONE)
+    assert result.attempts == {"m1": 1, "m2": 2, "m3": 1} and result.max_in_flight == 1
+
+
+async def test_an_in_process_step_stops_at_its_safe_point_on_skip(time_skipping_env, wf_task_queue):
+    env = time_skipping_env
+    async with Worker(env.client, task_queue=wf_task_queue, workflows=PROBES):
+        handle = await start(env, wf_task_queue, WindowProbeInput(nodes=["m1", "m2"], in_process=True, work_seconds=3600))
+        await wait_status(handle, lambda s: s.nodes["m1"].step == "work")
+        await handle.execute_update(WindowProbeWorkflow.skip_node, NodeControlInput(node="m1", identity="bob"))
+        await wait_status(handle, lambda s: s.nodes["m1"].phase == NodePhase.SKIPPED)
+        await handle.execute_update(WindowProbeWorkflow.skip_node, NodeControlInput(node="m2", identity="bob"))
+        result = await handle.result()
+    assert result.phases == {"m1": NodePhase.SKIPPED, "m2": NodePhase.SKIPPED}

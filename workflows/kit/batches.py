@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, ChildWorkflowError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from workflows.kit import metrics as lk_metrics
@@ -51,7 +51,7 @@ with workflow.unsafe.imports_passed_through():
         NodeStatus,
         failure_message,
     )
-    from workflows.kit.noderun import NodeRunResult
+    from workflows.kit.noderun import NodeRunResult, Stopped
     from workflows.kit.plan import PlannedGate
     from workflows.kit.starts import next_starts
 
@@ -84,6 +84,67 @@ class Group:
 
     def __post_init__(self) -> None:
         self.queue = list(self.nodes)
+
+
+class LocalStop:
+    """The skip/abort request of one in-process node step (:class:`LocalRun`): ``kind`` None,
+    "skip" or "abort" (an abort always wins), ``by`` who. A step checks :meth:`check` at its
+    safe points."""
+
+    def __init__(self) -> None:
+        self.kind: str | None = None
+        self.by: str = ""
+
+    def request(self, kind: str, identity: str) -> None:
+        if kind == "abort" or self.kind is None:
+            self.kind, self.by = kind, identity
+
+    def check(self) -> None:
+        """Raise :class:`workflows.kit.noderun.Stopped` when a skip or an abort was requested."""
+        if self.kind is not None:
+            raise Stopped()
+
+
+class LocalRun:
+    """A node step run inside the procedure's own workflow instead of a child (the masters of a
+    control-plane upgrade or a port change, one at a time), behind the interface the window uses
+    for children: an ``id``, ``signal("skip" | "abort", identity)`` (sets :attr:`stop`), and
+    awaiting it gives the step's :class:`NodeRunResult`. A step that raises ends ``failed`` with
+    the error's message (``Stopped`` ends ``skipped`` / ``aborted``). Start one with
+    :func:`local_run` from the window's ``start_child`` hook."""
+
+    def __init__(self, node: str, attempt: int, result_type: type[NodeRunResult],
+                 step: Callable[[LocalStop], Awaitable[NodeRunResult]]) -> None:
+        self.id = f"{workflow.info().workflow_id}/local/{node}/{attempt}"
+        self.node, self.attempt, self.result_type = node, attempt, result_type
+        self.stop = LocalStop()
+        self.started_at = workflow.now()
+        self._task = asyncio.ensure_future(self._run(step))
+
+    async def _run(self, step: Callable[[LocalStop], Awaitable[NodeRunResult]]) -> NodeRunResult:
+        try:
+            return await step(self.stop)
+        except Stopped:
+            outcome = "skipped" if self.stop.kind == "skip" else "aborted"
+            return self.result_type(node=self.node, outcome=outcome, attempt=self.attempt, started_at=self.started_at,  # type: ignore[arg-type]
+                                    reason=f"{self.stop.kind or 'abort'} requested by {self.stop.by or 'unknown'}", finished_at=workflow.now())
+        except (ApplicationError, ActivityError, ChildWorkflowError) as err:
+            return self.result_type(node=self.node, outcome="failed", attempt=self.attempt, started_at=self.started_at,  # type: ignore[arg-type]
+                                    reason=failure_message(err), finished_at=workflow.now())
+
+    async def signal(self, name: str, arg: Any = "") -> None:
+        if name in ("skip", "abort"):
+            self.stop.request(name, str(arg or ""))
+
+    def __await__(self) -> Any:
+        return self._task.__await__()
+
+
+async def local_run(node: str, attempt: int, step: Callable[[LocalStop], Awaitable[NodeRunResult]],
+                    result_type: type[NodeRunResult] = NodeRunResult) -> Any:
+    """Start ``step`` for ``node`` in this workflow (:class:`LocalRun`); the window's
+    ``start_child`` hook returns it."""
+    return LocalRun(node, attempt, result_type, step)
 
 
 class GroupState(BaseModel):
@@ -394,7 +455,7 @@ class NodeBatches:
 
     async def _watch_child(self, node: str, attempt: int, handle: workflow.ChildWorkflowHandle) -> None:
         try:
-            result: NodeRunResult = await handle
+            result: NodeRunResult = await handle  # a child workflow, or a LocalRun (never raises)
         except ChildWorkflowError as err:
             result = self.result_type(
                 node=node, outcome="failed", attempt=attempt, reason=failure_message(err), finished_at=workflow.now()

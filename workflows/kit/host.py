@@ -23,8 +23,8 @@ attempts, detail) is kept in the procedure's status board.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import timedelta
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
@@ -33,10 +33,13 @@ from temporalio.exceptions import ActivityError
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.cluster.models import NodeInfo, ReadNodeInput
     from activities.host.models import CommandResult, HostAccess, RunCommandInput
     from workflows.kit import calls as acts
     from workflows.kit.gates import Gates
-    from workflows.kit.models import GateKind, GateState, GateTimeoutOutcome, HostStepStatus, failure_message
+    from workflows.kit.health import Backoff, Check, wait_until
+    from workflows.kit.inputs import GatePolicy
+    from workflows.kit.models import GateKind, GateState, GateTimeoutOutcome, HealthStatus, HostStepStatus, failure_message
 
 
 class HostStep(BaseModel):
@@ -97,6 +100,10 @@ class HostSteps:
         self.heartbeat = timedelta(seconds=heartbeat_seconds)
         self.task_queue = task_queue
         self.gate_timeout_seconds = gate_timeout_seconds
+        #: The policy of the gates these steps open (unknown outcomes, reboots).
+        self.gate_policy = GatePolicy(timeout_seconds=gate_timeout_seconds)
+        #: node -> the boot ID read before this run rebooted it (:func:`reboot`).
+        self.boots: dict[str, str] = {}
 
     async def _exec(self, argv: list[str], access: HostAccess, timeout: float, *, once: bool) -> CommandResult:
         cmd = RunCommandInput(access=access, argv=list(argv), timeout_seconds=timeout)
@@ -172,3 +179,148 @@ class HostSteps:
         self.gates.passed.discard(gate_id)  # a later unknown outcome asks afresh
         return gate.state == GateState.APPROVED
 
+
+
+# --- reboots ---------------------------------------------------------------------------------------
+
+#: The host's boot ID (Linux: a random UUID per boot, ``/proc/sys/kernel/random/boot_id``; the
+#: kubelet reports the same value as ``Node.status.nodeInfo.bootID``).
+BOOT_ID_ARGV = ["cat", "/proc/sys/kernel/random/boot_id"]
+
+
+class Rebooted(BaseModel):
+    """A reboot confirmed by a new boot ID: ``before`` / ``after`` the IDs (``after`` None when a
+    person marked it done), ``seconds`` from the command to the new boot, ``how`` in words."""
+
+    node: str
+    before: str
+    after: str | None
+    seconds: float
+    how: str
+
+
+class RebootFailed(Exception):
+    """The reboot did not happen and nobody chose to go on: ``reason`` says why (the command
+    failed, or no new boot ID and the gate was rejected or timed out). The node is as it was
+    before the command (or unknown: the reason says which)."""
+
+    def __init__(self, node: str, reason: str) -> None:
+        super().__init__(f"reboot of {node}: {reason}")
+        self.node = node
+        self.reason = reason
+
+
+async def read_boot_id(node: str, access: HostAccess | None, via: str, timeouts: acts.Timeouts, task_queue: str | None = None) -> str | None:
+    """The node's boot ID now: ``via="api"`` from the Node's ``status.nodeInfo.bootID``
+    (``read_node``), ``via="host"`` from the host itself over ``access``. None when it does not
+    answer (rebooting, unreachable)."""
+    if via == "api":
+        try:
+            info = await acts.call(acts.READ_NODE, ReadNodeInput(node=node), NodeInfo, timeouts=timeouts)
+        except ActivityError:
+            return None
+        return info.boot_id or None
+    assert access is not None, "reading the boot ID on the host needs its access"
+    cmd = RunCommandInput(access=access, argv=list(BOOT_ID_ARGV), timeout_seconds=15.0)
+    try:
+        res = await workflow.execute_activity(
+            acts.RUN_NODE_COMMAND, cmd, result_type=CommandResult, task_queue=task_queue,
+            start_to_close_timeout=timedelta(seconds=cmd.bound_seconds()) + timeouts.short_call,
+            retry_policy=RetryPolicy(maximum_attempts=2, initial_interval=timedelta(seconds=1)),
+        )
+    except ActivityError:
+        return None
+    text = res.stdout.strip()
+    return text if res.exit_code == 0 and text else None
+
+
+async def reboot(
+    steps: HostSteps,
+    node: str,
+    access: HostAccess,
+    argv: list[str],
+    *,
+    via: str = "api",
+    timeout_seconds: float,
+    ready: Callable[[], Awaitable[bool]] | None = None,
+    poll_seconds: float = 2.0,
+    board: dict[str, HealthStatus] | None = None,
+    on_wait: Callable[[str, datetime], None] = lambda what, deadline: None,
+) -> Rebooted:
+    """Reboot ``node`` once with ``argv`` over ``access`` and confirm it by a new boot ID
+    (never by Ready alone: a Node stays Ready for the node monitor's grace period after its
+    kubelet stops), read ``via`` the API or the host (:func:`read_boot_id`).
+
+    1. Read the boot ID (``before``). Already different from the one this run saw before a
+       crash or a re-run: the reboot happened, return.
+    2. Run ``argv`` at most once (host step ``reboot/<node>``, ``drops_session``): a lost
+       session, a command killed by the going-down host or a lost activity are what a reboot
+       does to its command, judged by the boot ID; an exit status other than 0 is
+       :class:`RebootFailed`.
+    3. Wait up to ``timeout_seconds`` for another boot ID (and ``ready()``, when given), visible
+       in the ``board`` (``on_wait(what, deadline)`` for the procedure's own row). The wait stops
+       at once on an abort or a revert (:class:`workflows.kit.control.Aborted` /
+       ``RevertRequested`` from the control's safe point).
+    4. No new boot ID in time: gate ``reboot/<node>/<n>`` with the choices ``wait`` (wait
+       again), ``rerun`` (send the command again; a person checked it did not reboot) and
+       ``mark-done`` (a person checked it did); reject or the gate's timeout raise
+       :class:`RebootFailed`.
+    """
+    control = steps.gates.control
+    name = f"reboot/{node}"
+    before = steps.boots.get(node)
+    current = await read_boot_id(node, access, via, steps.timeouts, steps.task_queue)
+    if before is None:
+        if current is None:
+            raise RebootFailed(node, f"cannot read its boot ID before the reboot ({'the Node' if via == 'api' else access.describe()} "
+                                     "does not answer); nothing was sent")
+        before = steps.boots[node] = current
+    elif current is not None and current != before:
+        return Rebooted(node=node, before=before, after=current, seconds=0.0, how="already rebooted (a resumed run)")
+    started = workflow.now()
+    send, n = True, 0
+    while True:
+        if send:
+            await control.safe_point()
+            step = HostStep(name=name + (f"#{n}" if n else ""), argv=list(argv), timeout_seconds=60.0, drops_session=True)
+            try:
+                await steps.run(step, access, unknown_opens_gate=False)
+            except HostStepFailed as err:
+                res = err.result
+                if res is not None and res.exit_code not in (None, 0) and not res.timed_out and not res.session_lost:
+                    raise RebootFailed(node, f"{' '.join(argv)} exited {res.exit_code}: {res.summary()}") from err
+                # no exit status: the host went down under it, or the activity was lost: look
+        deadline = workflow.now() + timedelta(seconds=timeout_seconds)
+        seen: list[str] = []
+
+        async def check() -> Check:
+            bid = await read_boot_id(node, access, via, steps.timeouts, steps.task_queue)
+            if bid is None:
+                return Check(False, "not answering (rebooting)")
+            if bid == before:
+                return Check(False, f"boot ID still {before}: not rebooted yet")
+            seen[:] = [bid]
+            if ready is not None and not await ready():
+                return Check(False, f"booted as {bid}, not Ready yet")
+            return Check(True, f"booted as {bid}")
+
+        what = f"a new boot ID of {node} (not {before})" + (" and Ready" if ready is not None else "")
+        on_wait(what, deadline)
+        hs = await wait_until(check, name=name, deadline=deadline, board=board, stop=control.stopping,
+                              backoff=Backoff(initial=poll_seconds, maximum=poll_seconds * 4), on_poll=lambda _: steps.on_change())
+        if hs.state == "ok":
+            return Rebooted(node=node, before=before, after=seen[0], seconds=(workflow.now() - started).total_seconds(),
+                            how=f"rebooted (boot ID {before} -> {seen[0]})")
+        await control.safe_point()  # stopped by an abort or a revert
+        n += 1
+        answer = await steps.gates.step(
+            f"{name}/{n}", f"{node}: no new boot ID within {timeout_seconds:.0f}s after {' '.join(argv)} ({hs.last}). "
+            "wait: wait again; rerun: send the reboot again (checked: it did not reboot); mark-done: it did reboot; reject stops",
+            steps.gate_policy, kind=GateKind.NODE, node=node, choices=["wait", "rerun", "mark-done"])
+        await control.safe_point()
+        if not answer.passed:
+            raise RebootFailed(node, f"no new boot ID within {timeout_seconds:.0f}s; {answer.why_not()}")
+        if answer.choice == "mark-done":
+            return Rebooted(node=node, before=before, after=None, seconds=(workflow.now() - started).total_seconds(),
+                            how=f"marked rebooted by {answer.gate.decided_by}")
+        send = answer.choice == "rerun"

@@ -36,6 +36,8 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from workflows.kit import metrics as lk_metrics
     from workflows.kit import calls as acts
+    from workflows.kit.batches import NodeBatches
+    from workflows.kit.board import NodeBoard
     from workflows.kit.control import Aborted, Control, RevertRequested, check_in_time
     from workflows.kit.decisions import WITHDRAW_SIGNAL, WithdrawInput, Withdrawals
     from workflows.kit.details import DetailsPublisher
@@ -546,27 +548,67 @@ class ProcedureWorkflow:
 
 
 class NodeProcedureWorkflow(ProcedureWorkflow):
-    """A procedure over nodes: adds ``skip_node``, ``retry_node``, ``decide`` and the
-    ``node_progress`` signal, each delegating to a hook. The validators' hooks raise ValueError
-    (the update's rejection message); the defaults refuse, naming the procedure."""
+    """A procedure over nodes: adds ``skip_node`` and ``retry_node`` and the blocked-drain side
+    of ``decide``, each delegating to a hook. A procedure that keeps its nodes in the kit's
+    window (``self.batches``, :class:`workflows.kit.batches.NodeBatches`) and board
+    (``self.board``, :class:`workflows.kit.board.NodeBoard`) gets every hook from them: abort
+    reaches the children, node runs' reports go to the board, skip/retry are queued window
+    requests, a blocked drain's decision is forwarded to its node run, the run settles its
+    children before it ends, and the nodes it left cordoned are named in what stays changed.
+    The validators' hooks raise ValueError (the update's rejection message)."""
+
+    batches: NodeBatches | None = None
+    board: NodeBoard | None = None
 
     # --- hooks --------------------------------------------------------------------------------------------
 
+    def _window(self) -> NodeBatches:
+        if self.batches is None:
+            raise ValueError(f"this {self.kit_noun} has no node window")
+        return self.batches
+
+    def on_abort(self, identity: str) -> None:
+        if self.batches is not None:
+            self.batches.abort_children(identity)
+
+    def on_node_progress(self, progress: NodeProgress) -> None:
+        if self.board is not None:
+            self.board.on_progress(progress)
+
     def check_skip_node(self, input: NodeControlInput) -> None:
-        raise ValueError(f"this {self.kit_noun} cannot skip nodes")
+        self._window().check_request(input, "skip", finished=self.control.finished())
 
     def on_skip_node(self, input: NodeControlInput) -> ControlResult:
-        # Unreachable while the matching check_* refuses in the validator; a procedure that
-        # allows it overrides both. Fails the update, not the workflow task.
-        raise ApplicationError(f"this {self.kit_noun} cannot skip nodes", non_retryable=True)
+        return ControlResult(message=self._window().request("skip", input))
 
     def check_retry_node(self, input: NodeControlInput) -> None:
-        raise ValueError(f"this {self.kit_noun} cannot retry nodes")
+        self._window().check_request(input, "retry", finished=self.control.finished())
 
     def on_retry_node(self, input: NodeControlInput) -> ControlResult:
-        # Unreachable while the matching check_* refuses in the validator; a procedure that
-        # allows it overrides both. Fails the update, not the workflow task.
-        raise ApplicationError(f"this {self.kit_noun} cannot retry nodes", non_retryable=True)
+        return ControlResult(message=self._window().request("retry", input))
+
+    def check_decide(self, input: DecideInput) -> None:
+        if self.board is None or input.node not in self.board.nodes:
+            super().check_decide(input)
+            return
+        finished = str(self.control.base_phase) if self.control.finished() else None
+        self.board.check_decide(input, self.gates.rules, finished=finished, in_flight=input.node in self._window().children)
+
+    async def on_decide(self, input: DecideInput) -> DecideResult:
+        assert self.board is not None
+        return await self.board.decide(input, self._window().children.get(input.node), self.control)
+
+    async def kit_settle(self) -> None:
+        if self.batches is not None:
+            await self.batches.settle()
+
+    def kit_left_changed(self) -> list[ChangedItem]:
+        items = super().kit_left_changed()
+        if self.board is not None:
+            items += [ChangedItem(target=f"Node {n.name}", what="cordoned by this run (spec.unschedulable)",
+                                  undo=f"kubectl uncordon {n.name}")
+                      for n in self.board.nodes.values() if n.cordoned_by_us]
+        return items
 
     # --- handlers -----------------------------------------------------------------------------------------
 
