@@ -211,11 +211,9 @@ def _drain_result(res: Any) -> RenderableType:
     return Group(*parts)
 
 
-#: Procedure name → (status panel, result panel). Procedures not named here use the generic view.
-PANELS: dict[str, tuple[Callable[[Any], RenderableType], Callable[[Any], RenderableType]]] = {
-    "machineconfig-rollout": (_rollout_status, _rollout_result),
-    "drain": (_drain_status, _drain_result),
-}
+#: The rollout's and the drain's (status panel, result panel), named by their specs' ``panels``.
+ROLLOUT_PANELS = (_rollout_status, _rollout_result)
+DRAIN_PANELS = (_drain_status, _drain_result)
 
 
 def status_panel(procedure: str, status: BaseModel) -> RenderableType:
@@ -238,8 +236,12 @@ def result_ok(result: Any) -> bool:
 
 
 def _views(procedure: str) -> tuple[Callable[[Any], RenderableType], Callable[[Any], RenderableType]]:
-    """The panel pair of ``procedure``: this module's table, then what a procedure's CLI module
-    registered (:mod:`lockkeeper.panel_registry`), else the generic view."""
-    from lockkeeper.panel_registry import REGISTERED
+    """The panel pair of ``procedure``: what its spec names (``ProcedureSpec.panels``), else the
+    generic view."""
+    from workflows.kit.spec import resolve
+    from workflows.registry import PROCEDURES
 
-    return PANELS.get(procedure) or REGISTERED.get(procedure) or (procedure_view, procedure_view)
+    spec = next((s for s in PROCEDURES if s.name == procedure), None)
+    if spec is None or spec.panels is None:
+        return (procedure_view, procedure_view)
+    return resolve(spec.panels)  # type: ignore[return-value]

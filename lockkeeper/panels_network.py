@@ -1,9 +1,7 @@
 """The status and result panels of the SDN→OVN network migration (``network-migration``).
 
-Registered with :mod:`lockkeeper.panel_registry` when this module is imported (the procedure's
-CLI module, :mod:`lockkeeper.cli.start.network_migration`, imports it). Module level imports only
-the registry: rich and the panels' helpers load when a panel is drawn, so ``--help`` stays free of
-temporalio and kubernetes.
+Named by the procedure's spec (``ProcedureSpec.panels`` = ``lockkeeper.panels_network:PANELS``);
+rich and the panels' helpers load when a panel is drawn.
 
 What it shows, beyond the generic view (:func:`lockkeeper.panels.procedure_view`): the step and
 the switch; per pool updated/machines, conditions, paused and the rendered config it started
@@ -15,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from lockkeeper.panel_registry import register
 
 PROCEDURE = "network-migration"
 #: Fields this panel draws itself (the generic view skips them).
@@ -110,4 +107,5 @@ def panel(model: Any) -> Any:
     return Group(*parts)
 
 
-register(PROCEDURE, panel, panel)
+#: The network migration's (status panel, result panel), named by its spec's ``panels``.
+PANELS = (panel, panel)

@@ -51,34 +51,24 @@ def build_gateway(settings: Settings) -> Any:
 
 
 def build_activities(gateway: Any) -> list[Callable[..., Any]]:
-    """Every activity of every procedure: the cluster and MachineConfig ones bound to
-    ``gateway``, plus the host ones, whose debug-pod backend shares ``gateway``."""
+    """Every activity of every procedure: the ones all procedures share (cluster reads and
+    writes, records, host commands and etcd, the lease check) bound to ``gateway``, plus each
+    procedure's own, from its spec's ``activities`` factories (:class:`workflows.kit.spec.
+    ProcedureSpec`; each is called with a function returning ``gateway``)."""
     from activities.cluster.activities import make_cluster_activities
-    from activities.machineconfig.activities import make_machineconfig_activities
-    from activities.machineconfig.handshake import make_handshake_activities
-    from activities.network_migration.activities import make_network_migration_activities
-    from activities.control_plane.activities import make_control_plane_activities
-    from activities.gluster.activities import make_gluster_activities
-    from activities.node_selectors.activities import make_node_selector_activities
-    from activities.node_upgrade.activities import make_node_upgrade_activities
-    from activities.runtime_migration.activities import make_runtime_migration_activities
-    from activities.vxlan_port.activities import make_vxlan_activities
     from activities.leases.activities import find_held_leases
+    from workflows import PROCEDURES
+    from workflows.kit.spec import resolve
 
-    return (
-        make_cluster_activities(gateway)
-        + make_machineconfig_activities(gateway)
-        + make_handshake_activities(gateway)
-        + make_network_migration_activities(lambda: gateway)
-        + make_node_upgrade_activities(gateway)
-        + make_control_plane_activities(gateway)
-        + make_gluster_activities(gateway)
-        + make_node_selector_activities(gateway)
-        + make_runtime_migration_activities(lambda: gateway)
-        + make_vxlan_activities(lambda: gateway)
-        + build_host_activities(gateway_factory=lambda: gateway)
-        + [find_held_leases]
-    )
+    def gateway_factory() -> Any:
+        return gateway
+
+    own: list[Callable[..., Any]] = []
+    for spec in PROCEDURES:
+        for target in spec.activities:
+            factory = resolve(target)
+            own += factory(gateway_factory)  # type: ignore[operator]
+    return make_cluster_activities(gateway) + own + build_host_activities(gateway_factory=gateway_factory) + [find_held_leases]
 
 
 def build_host_activities(gateway_factory: Callable[[], Any] | None = None) -> list[Callable[..., Any]]:

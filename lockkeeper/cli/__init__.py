@@ -29,7 +29,7 @@ app = typer.Typer(
     add_completion=True,  # typer's --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
 )
-start_app = typer.Typer(help="Start a procedure.", no_args_is_help=True)
+start_app = typer.Typer(help="Start a procedure.", no_args_is_help=True, cls=start.StartGroup)
 app.add_typer(start_app, name="start")
 
 
@@ -48,7 +48,6 @@ def _main(
     ctx.obj = {"temporal_address": address, "temporal_namespace": namespace, "task_queue": task_queue, "log_level": log_level}
 
 
-start.register(start_app)
 observe.register(app)
 operate.register(app)
 diagnose.register(app)

@@ -4,13 +4,12 @@ A run that is still going gets the ``revert`` Update with ``full`` set (its vali
 whether it can, and why not), sent as every decision is (:func:`lockkeeper.cli.decisions.update`:
 a deadline, a bounded wait, "nothing was decided" with exit 3 when no worker answers). A run that has ended is reversed by a NEW run of the same
 procedure whose input comes from the ended run's own input (read from its history) through the
-procedure's reverse function (:data:`REVERSERS`; the VXLAN port change swaps the ports:
+procedure's reverse function (its spec's ``reverse``; the VXLAN port change swaps the ports:
 fan-out back, masters and ClusterNetwork to the old port, the DaemonSet restored at the end).
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -40,18 +39,13 @@ class RevertReply(BaseModel):
 
     message: str = ""
 
-#: Procedure name -> "module:function" taking (the ended run's input, its workflow ID) and
-#: returning the reverse run's input.
-REVERSERS: dict[str, str] = {"vxlan-port-change": "workflows.vxlan_port.plan:reverse_input"}
-
-
 def reverser(name: str) -> Any:
-    """The reverse function of procedure ``name``, or None."""
-    target = REVERSERS.get(name)
-    if target is None:
-        return None
-    module, _, fn = target.partition(":")
-    return getattr(importlib.import_module(module), fn)
+    """The reverse function of procedure ``name`` (its spec's ``reverse``), or None."""
+    from workflows.kit.spec import resolve
+    from workflows.registry import PROCEDURES
+
+    spec = next((s for s in PROCEDURES if s.name == name), None)
+    return resolve(spec.reverse) if spec is not None and spec.reverse else None
 
 
 async def started_input(client: Any, handle: Any, model: type) -> Any:

@@ -1,4 +1,4 @@
-"""The network migration's status/result panel (lockkeeper/panels_network.py): registered by the
+"""The network migration's status/result panel (lockkeeper/panels_network.py): named by the
 procedure's CLI module, drawn through lockkeeper.panels for ``status`` and results."""
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ def status(**kw: object) -> NetworkMigrationStatus:
     return NetworkMigrationStatus(**base)  # type: ignore[arg-type]
 
 
-def test_cli_module_registers_the_panel() -> None:
-    import lockkeeper.cli.start.network_migration  # noqa: F401 - registers
+def test_the_spec_names_the_panel() -> None:
     from lockkeeper import panels, panels_network
 
     assert panels._views("network-migration") == (panels_network.panel, panels_network.panel)

@@ -64,10 +64,11 @@ def test_every_imported_module_is_declared() -> None:
 
 def _subcommands(cmd: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     # Duck-typed: newer typer releases carry their own click core (typer._click), not click's.
+    # Groups are asked for their commands (``lockkeeper start`` builds its own on first use).
     out = [path]
-    if getattr(cmd, "commands", None):
-        for name, sub in sorted(cmd.commands.items()):
-            out += _subcommands(sub, (*path, name))
+    if hasattr(cmd, "list_commands"):
+        for name in sorted(cmd.list_commands(None)):
+            out += _subcommands(cmd.get_command(None, name), (*path, name))
     return out
 
 

@@ -23,6 +23,7 @@ SPEC = ProcedureSpec(
     result_model=ClusterUpgradeResult,
     id_prefix="cluster-upgrade",
     children=(GlusterRecoveryWorkflow,),
+    start="lockkeeper.cli.start.cluster_upgrade:start_cluster_upgrade",
 )
 
 __all__ = ["SPEC", "ClusterUpgradeWorkflow"]

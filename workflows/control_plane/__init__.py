@@ -25,6 +25,8 @@ SPEC = ProcedureSpec(
     status_model=ControlPlaneStatus,
     result_model=ControlPlaneResult,
     id_prefix="control-plane",
+    activities=("activities.control_plane.activities:make_control_plane_activities",),
+    start="lockkeeper.cli.start.control_plane:start_control_plane_upgrade",
 )
 
 __all__ = ["SPEC", "ControlPlaneUpgradeWorkflow"]

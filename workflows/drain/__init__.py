@@ -22,6 +22,8 @@ SPEC = ProcedureSpec(
     result_model=NodeDrainResult,
     id_prefix="drain",
     node_procedure=True,
+    start="lockkeeper.cli.start.drain:start_drain",
+    panels="lockkeeper.panels:DRAIN_PANELS",
 )
 
 __all__ = ["SPEC", "NodeDrainWorkflow"]

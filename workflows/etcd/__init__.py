@@ -34,6 +34,7 @@ BACKUP = ProcedureSpec(
     result_model=EtcdBackupResult,
     id_prefix="etcd-backup",
     task_queue="host",
+    start="lockkeeper.cli.start.etcd:start_etcd_backup",
 )
 
 RESTORE = ProcedureSpec(
@@ -44,6 +45,7 @@ RESTORE = ProcedureSpec(
     result_model=EtcdRestoreResult,
     id_prefix="etcd-restore",
     task_queue="host",
+    start="lockkeeper.cli.start.etcd:start_etcd_restore",
 )
 
 __all__ = ["BACKUP", "RESTORE", "EtcdBackupWorkflow", "EtcdQuorumRestoreWorkflow"]

@@ -27,6 +27,8 @@ SPEC = ProcedureSpec(
     status_model=GlusterRecoveryStatus,
     result_model=GlusterRecoveryResult,
     id_prefix="gluster-recovery",
+    activities=("activities.gluster.activities:make_gluster_activities",),
+    start="lockkeeper.cli.start.gluster:start_gluster_recovery",
 )
 
 __all__ = ["SPEC", "GlusterRecoveryWorkflow"]

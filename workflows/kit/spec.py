@@ -31,6 +31,22 @@ class ProcedureSpec:
     - ``node_procedure``: the workflow also exposes ``skip_node``, ``retry_node`` and ``decide``.
     - ``children``: child workflow classes the worker must register with it.
     - ``task_queue``: "main" (workers with cluster credentials) or "host" (host-only workers run it).
+    - ``activities``: the procedure's own activity factories as ``"module:function"`` names; the
+      worker imports each and calls it with a zero-argument function that returns the cluster
+      gateway (``function(gateway_factory) -> list of activities``). Names, not imports: the
+      workflow layer never imports activity implementations (import-linter keeps it so). The
+      activities every procedure shares (cluster, host commands and etcd, leases, notify,
+      preconditions) are the worker's own.
+    - ``start``: the ``lockkeeper start <name>`` command as ``"module:function"`` (a typer
+      command; the CLI adds the common options and ``-f input.yaml`` / ``--set key=value``).
+    - ``panels``: ``"module:NAME"`` of a ``(status_view, result_view)`` pair the CLI shows below
+      the generic status and result; None: the generic views only.
+    - ``reverse``: ``"module:function"`` taking (the ended run's input, its workflow ID) and
+      returning the input of a run that reverses the whole change (``revert --full`` after the
+      run ended); None: an ended run's records are restored by the kit's reverse run.
+
+    Adding a procedure is one entry in :data:`workflows.registry.PROCEDURES`: the worker, the CLI
+    and the panels read this spec.
     """
 
     name: str
@@ -42,6 +58,10 @@ class ProcedureSpec:
     node_procedure: bool = False
     children: tuple[type, ...] = ()
     task_queue: TaskQueueKind = "main"
+    activities: tuple[str, ...] = ()
+    start: str | None = None
+    panels: str | None = None
+    reverse: str | None = None
 
     @property
     def workflow_type(self) -> str:
@@ -61,3 +81,14 @@ def spec_by_name(specs: Iterable[ProcedureSpec], name: str) -> ProcedureSpec:
         if s.name == name:
             return s
     raise KeyError(f"unknown procedure {name!r}; known: {', '.join(s.name for s in specs)}")
+
+
+def resolve(target: str) -> object:
+    """The object named ``"module:attribute"`` (a spec's ``activities``, ``start``, ``panels``,
+    ``reverse``). Raises ImportError / AttributeError naming the target when it does not exist."""
+    import importlib
+
+    module, _, attr = target.partition(":")
+    if not module or not attr:
+        raise ValueError(f"{target!r} is not 'module:attribute'")
+    return getattr(importlib.import_module(module), attr)

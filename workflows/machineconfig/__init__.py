@@ -29,6 +29,10 @@ SPEC = ProcedureSpec(
     id_prefix="rollout",
     node_procedure=True,
     children=(NodeRolloutWorkflow,),
+    activities=("activities.machineconfig.activities:make_machineconfig_activities",
+                "activities.machineconfig.handshake:make_handshake_activities"),
+    start="lockkeeper.cli.start.machineconfig:start_machineconfig_rollout",
+    panels="lockkeeper.panels:ROLLOUT_PANELS",
 )
 
 __all__ = ["SPEC", "MachineConfigRolloutWorkflow", "NodeRolloutWorkflow"]

@@ -25,6 +25,9 @@ SPEC = ProcedureSpec(
     status_model=NetworkMigrationStatus,
     result_model=NetworkMigrationResult,
     id_prefix="network-migration",
+    activities=("activities.network_migration.activities:make_network_migration_activities",),
+    start="lockkeeper.cli.start.network_migration:start_network_migration",
+    panels="lockkeeper.panels_network:PANELS",
 )
 
 __all__ = ["SPEC", "NetworkMigrationWorkflow"]

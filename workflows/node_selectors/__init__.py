@@ -25,6 +25,8 @@ SPEC = ProcedureSpec(
     status_model=NodeSelectorMigrationStatus,
     result_model=NodeSelectorMigrationResult,
     id_prefix="node-selectors",
+    activities=("activities.node_selectors.activities:make_node_selector_activities",),
+    start="lockkeeper.cli.start.node_selectors:start_node_selector_migration",
 )
 
 __all__ = ["SPEC", "NodeSelectorMigrationWorkflow"]

@@ -23,6 +23,8 @@ SPEC = ProcedureSpec(
     id_prefix="node-upgrade",
     node_procedure=True,
     children=(NodeUpgradeNodeWorkflow,),
+    activities=("activities.node_upgrade.activities:make_node_upgrade_activities",),
+    start="lockkeeper.cli.start.node_upgrade:start_node_upgrade",
 )
 
 __all__ = ["SPEC", "NodeUpgradeNodeWorkflow", "NodeUpgradeWorkflow"]

@@ -28,6 +28,9 @@ SPEC = ProcedureSpec(
     id_prefix="runtime-migration",
     node_procedure=True,
     children=(RuntimeMigrationNodeWorkflow,),
+    activities=("activities.runtime_migration.activities:make_runtime_migration_activities",),
+    start="lockkeeper.cli.start.runtime_migration:start_runtime_migration",
+    panels="lockkeeper.cli.start.runtime_migration:PANELS",
 )
 
 __all__ = ["SPEC", "RuntimeMigrationNodeWorkflow", "RuntimeMigrationWorkflow"]

@@ -19,6 +19,9 @@ SPEC = ProcedureSpec(
     status_model=VxlanStatus,
     result_model=VxlanPortChangeResult,
     id_prefix="vxlan-port",
+    activities=("activities.vxlan_port.activities:make_vxlan_activities",),
+    start="lockkeeper.cli.start.vxlan_port:start_vxlan_port_change",
+    reverse="workflows.vxlan_port.plan:reverse_input",
 )
 
 __all__ = ["SPEC", "VxlanPortChangeWorkflow"]

@@ -1,41 +1,55 @@
-"""``lockkeeper start <procedure>``: one module per procedure (flags → input → start).
+"""``lockkeeper start <procedure>``: one subcommand per procedure, read from ``workflows.PROCEDURES``.
 
-Every subcommand takes the common options ``--id``, ``--cluster``, ``--dry-run``, ``--wait``,
-``--queue`` (added to each by :func:`.shared.with_common_options`) and ``-o table|json|yaml``
-and prints the workflow ID; :mod:`.shared` does the starting
+Each procedure's spec names its start command (``ProcedureSpec.start``, a typer command in a
+module of this package); every subcommand gets the common options ``--id``, ``--cluster``,
+``--dry-run``, ``--wait``, ``--queue`` (added by :func:`.shared.with_common_options`) and ``-o
+table|json|yaml`` and prints the workflow ID; :mod:`.shared` does the starting
 (:func:`lockkeeper.starter.start_procedure`: no worker on the task queue → exit 3, unless
-``--queue``).
+``--queue``). A procedure without a start command of its own is not offered here.
+
+The subcommands are built when ``lockkeeper start`` is used (:class:`StartGroup`): reading the
+registry loads the workflow code, which the other commands (``--help``, ``status``) do not need.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import click
 import typer
+from typer.core import TyperGroup
 
 
 def register(start_app: typer.Typer) -> None:
-    """Add every procedure's ``start`` subcommand."""
-    from lockkeeper.cli.start.cluster_upgrade import start_cluster_upgrade
-    from lockkeeper.cli.start.control_plane import start_control_plane_upgrade
-    from lockkeeper.cli.start.drain import start_drain
-    from lockkeeper.cli.start.etcd import start_etcd_backup, start_etcd_restore
-    from lockkeeper.cli.start.gluster import start_gluster_recovery
-    from lockkeeper.cli.start.machineconfig import start_machineconfig_rollout
-    from lockkeeper.cli.start.network_migration import start_network_migration
-    from lockkeeper.cli.start.node_selectors import start_node_selector_migration
-    from lockkeeper.cli.start.node_upgrade import start_node_upgrade
-    from lockkeeper.cli.start.runtime_migration import start_runtime_migration
+    """Add every procedure's ``start`` subcommand to ``start_app``, in the order of
+    ``workflows.PROCEDURES``."""
     from lockkeeper.cli.start.shared import with_common_options
-    from lockkeeper.cli.start.vxlan_port import start_vxlan_port_change
+    from workflows.kit.spec import resolve
+    from workflows.registry import PROCEDURES
 
-    start_app.command("machineconfig-rollout")(with_common_options(start_machineconfig_rollout))
-    start_app.command("drain")(with_common_options(start_drain))
-    start_app.command("etcd-backup")(with_common_options(start_etcd_backup))
-    start_app.command("etcd-restore")(with_common_options(start_etcd_restore))
-    start_app.command("runtime-migration")(with_common_options(start_runtime_migration))
-    start_app.command("node-upgrade")(with_common_options(start_node_upgrade))
-    start_app.command("network-migration")(with_common_options(start_network_migration))
-    start_app.command("control-plane-upgrade")(with_common_options(start_control_plane_upgrade))
-    start_app.command("node-selector-migration")(with_common_options(start_node_selector_migration))
-    start_app.command("cluster-upgrade")(with_common_options(start_cluster_upgrade))
-    start_app.command("vxlan-port-change")(with_common_options(start_vxlan_port_change))
-    start_app.command("gluster-recovery")(with_common_options(start_gluster_recovery))
+    for spec in PROCEDURES:
+        if spec.start is not None:
+            start_app.command(spec.name)(with_common_options(resolve(spec.start)))  # type: ignore[arg-type]
+
+
+class StartGroup(TyperGroup):
+    """``lockkeeper start``: its subcommands are added from the registry on first use."""
+
+    _loaded = False
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        tmp = typer.Typer()
+        register(tmp)
+        for name, cmd in typer.main.get_group(tmp).commands.items():
+            self.add_command(cmd, name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> Any:
+        self._load()
+        return super().get_command(ctx, cmd_name)

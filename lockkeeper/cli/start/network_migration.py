@@ -27,7 +27,6 @@ from lockkeeper.cli.common import (
     validation_lines,
 )
 from lockkeeper.cli.start.shared import Launch, dry_run_report, launch, spec_named
-from lockkeeper.panels_network import PROCEDURE as _PANEL_PROCEDURE  # noqa: F401 - registers the status panel
 
 
 def start_network_migration(

@@ -87,15 +87,8 @@ def panel(model: Any) -> Any:
     return Group(*parts)
 
 
-def register_panel() -> None:
-    """Show runtime-migration runs with :func:`panel` in ``status`` and results (the panels table
-    is keyed by procedure name; registering from here keeps the procedure's view with its CLI)."""
-    from lockkeeper.panel_registry import register
-
-    register(PROCEDURE, panel, panel)
-
-
-register_panel()
+#: The runtime migration's (status panel, result panel), named by its spec's ``panels``.
+PANELS = (panel, panel)
 
 
 def read_ssh_map(path: Path, user: str | None) -> dict[str, dict[str, Any]]:
