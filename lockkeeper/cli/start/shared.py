@@ -17,6 +17,7 @@ running: ID`` with exit 0: the workflow runs, so it is never called failed.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 import json
@@ -40,28 +41,101 @@ def queued_notice(workflow_id: str, task_queue: str) -> None:
         f"when `lockkeeper worker` runs there. Cancel it with: lockkeeper abort {workflow_id}")
 
 
+#: ``-f FILE`` and ``--set KEY=VALUE`` of the running start command (:func:`with_common_options`).
+INPUT_FILE: contextvars.ContextVar[Path | None] = contextvars.ContextVar("lockkeeper_input_file", default=None)
+INPUT_SETS: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("lockkeeper_input_sets", default=())
+
+
 def with_common_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """``command`` with the common start option ``--queue`` (start even when no worker polls
-    the task queue) added to its signature; typer reads the signature, so every procedure's
-    subcommand gets the flag without declaring it."""
+    """``command`` with the common start options added to its signature (typer reads the
+    signature, so every procedure's subcommand gets them without declaring them):
+
+    - ``--queue``: start even when no worker polls the task queue;
+    - ``-f/--input-file FILE``: the procedure's input as YAML or JSON (its input model's fields,
+      nested as the model nests them);
+    - ``--set KEY=VALUE`` (repeatable): one field of the input by its dotted path
+      (``approvals.four_eyes=true``); the value is read as YAML (``3``, ``true``, ``[a, b]``).
+
+    The input is the file, then the flags the operator gave, then the ``--set`` values
+    (:func:`build_input`)."""
     sig = inspect.signature(command)
-    queue_param = inspect.Parameter(
-        "queue", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
-        default=typer.Option(False, "--queue", help="Start even when no worker polls the task queue: it waits for "
-                                                    "one (cancel with `lockkeeper abort ID`)."),
-    )
+    extra = [
+        inspect.Parameter("queue", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
+            False, "--queue", help="Start even when no worker polls the task queue: it waits for one (cancel with "
+                                   "`lockkeeper abort ID`).")),
+        inspect.Parameter("common_input_file", inspect.Parameter.KEYWORD_ONLY, annotation=Path | None, default=typer.Option(
+            None, "--input-file", "-f", help="The procedure's input as YAML or JSON (its input model; the flags and "
+                                             "--set override it).", exists=True, dir_okay=False)),
+        inspect.Parameter("common_sets", inspect.Parameter.KEYWORD_ONLY, annotation=list[str], default=typer.Option(
+            [], "--set", help="KEY=VALUE: one input field by its dotted path, the value as YAML (repeatable).")),
+    ]
 
     @functools.wraps(command)
-    def wrapper(*args: Any, queue: bool = False, **kwargs: Any) -> Any:
+    def wrapper(*args: Any, queue: bool = False, common_input_file: Path | None = None, common_sets: list[str] | None = None,
+                **kwargs: Any) -> Any:
         from lockkeeper.starter import ON_QUEUED, QUEUE_WITHOUT_WORKER
 
         QUEUE_WITHOUT_WORKER.set(queue)
         ON_QUEUED.set(queued_notice)
+        INPUT_FILE.set(common_input_file)
+        INPUT_SETS.set(tuple(common_sets or ()))
         return command(*args, **kwargs)
 
-    wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), queue_param])  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {**getattr(command, "__annotations__", {}), "queue": "bool"}
+    wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {**getattr(command, "__annotations__", {}), "queue": bool, "common_input_file": Path | None,
+                               "common_sets": list[str]}
     return wrapper
+
+
+def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
+    keys = path.split(".")
+    cur = data
+    for k in keys[:-1]:
+        nxt = cur.get(k)
+        if not isinstance(nxt, dict):
+            nxt = cur[k] = {}
+        cur = nxt
+    cur[keys[-1]] = value
+
+
+def build_input(model: type[Any], flags: dict[str, Any] | None = None) -> Any:
+    """The start command's input ``model``: the ``-f`` file (YAML or JSON), then ``flags``
+    (dotted field path -> value; only the flags the operator gave, None values are left out),
+    then every ``--set KEY=VALUE``, validated once. Raises :class:`CliError` (exit 2) with one
+    ``field: message`` item per problem, naming the file, before anything is started."""
+    import yaml
+    from pydantic import ValidationError
+
+    from lockkeeper.cli.common import EXIT_USAGE, validation_lines
+
+    data: dict[str, Any] = {}
+    path = INPUT_FILE.get()
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise CliError(f"cannot read {path}: {exc}", EXIT_USAGE) from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise CliError(f"{path}: the input must be a mapping of the procedure's fields, not {type(loaded).__name__}",
+                           EXIT_USAGE)
+        data = loaded or {}
+    for key, value in (flags or {}).items():
+        if value is not None:
+            _set_path(data, key, value)
+    for item in INPUT_SETS.get():
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--set {item!r}: expected KEY=VALUE", EXIT_USAGE)
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as exc:
+            raise CliError(f"--set {key}: {exc}", EXIT_USAGE) from None
+        _set_path(data, key.strip(), value)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        where = f" ({path})" if path is not None else ""
+        raise CliError(f"invalid input{where}: {validation_lines(exc)}", EXIT_USAGE) from None
 
 
 @dataclass
