@@ -117,6 +117,29 @@ def plan_table(plan: RolloutPlan) -> RenderableType:
     return Group(*parts)
 
 
+def append_next_steps(head: Text, model: Any) -> None:
+    """Append to a status or result headline what a person does next: the exact command that
+    answers each waiting gate, the point of no return, what an abort or revert restored, what
+    stays changed (with its undo command), the commands to go on, a refusal's problems."""
+    from workflows.kit.details import gate_commands
+
+    get = lambda k: getattr(model, k, None)  # noqa: E731 - status and result models differ
+    for g in get("gates") or []:
+        if str(g.state) == "waiting":
+            for cmd in gate_commands(get("workflow_id") or "ID", g):
+                head.append(f"\n  answer: {cmd}", style="bold")
+    if get("point_of_no_return"):
+        head.append(f"\npast the point of no return: {get('point_of_no_return')}")
+    for line in get("restored") or []:
+        head.append(f"\nrestored: {line}", style="green")
+    for item in get("left_changed") or []:
+        head.append(f"\nleft changed: {item.line()}", style="yellow")
+    for cmd in get("next_commands") or []:
+        head.append(f"\nnext: {cmd}", style="bold")
+    for line in get("problems") or []:
+        head.append(f"\nproblem: {line}", style="red")
+
+
 def status_view(st: RolloutStatus, now: datetime | None = None) -> RenderableType:
     """The live view of a rollout: headline with what it waits for, nodes, gates, totals."""
     now = now or datetime.now(UTC)
@@ -136,6 +159,7 @@ def status_view(st: RolloutStatus, now: datetime | None = None) -> RenderableTyp
             head.append(f" since {fmt_time(st.since, now)}")
         if st.deadline:
             head.append(f" until {fmt_time(st.deadline, now)}")
+    append_next_steps(head, st)
     if st.error:
         head.append(f"\nerror: {st.error}", style="bold red")
     tt = st.totals
@@ -285,6 +309,7 @@ def result_view(res: MachineConfigRolloutResult) -> RenderableType:
         head.append(f": {res.message}")
     if res.started_at and res.finished_at:
         head.append(f"\ntotal time {fmt_duration((res.finished_at - res.started_at).total_seconds())}")
+    append_next_steps(head, res)
     parts: list[RenderableType] = [head]
     if res.nodes:
         t = Table(title="Nodes", title_justify="left")

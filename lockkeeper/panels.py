@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from enum import Enum
 from typing import Any
 
 from pydantic import BaseModel
@@ -22,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lockkeeper.output import (
+    append_next_steps,
     PHASE_STYLE,
     blocked_view,
     fmt_duration,
@@ -36,6 +38,7 @@ _BASE = {
     "procedure", "workflow_id", "cluster", "phase", "paused_reason", "abort_requested", "gates", "gate_history",
     "health", "barriers", "host_steps", "records", "leases", "warnings", "started_at", "updated_at",
     "waiting_for", "since", "deadline", "error", "outcome", "message", "finished_at",
+    "point_of_no_return", "revert_requested_by", "left_changed", "next_commands", "problems", "open_records", "restored",
 }
 _OK_OUTCOMES = ("completed", "dry-run")
 
@@ -44,12 +47,37 @@ def _scalar(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool | datetime)
 
 
-def _fmt(value: Any) -> str:
+#: A value longer than this (characters) is cut in table mode; ``-o json|yaml`` shows it whole.
+MAX_TEXT = 400
+
+
+def _plain(value: Any, nested: bool = False) -> str:
+    """A value as a person reads it, never a Python repr: times as times, enums as their value,
+    models and mappings as ``key: value`` pairs, lists comma-separated (brackets when nested)."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json", exclude_none=True)
     if isinstance(value, datetime):
         return fmt_time(value)
+    if isinstance(value, Enum):
+        return str(value.value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:g}"
-    return "-" if value is None or value == "" else str(value)
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, dict):
+        inner = ", ".join(f"{k}: {_plain(v, True)}" for k, v in value.items())
+        return f"({inner})" if nested else inner
+    if isinstance(value, list | tuple | set | frozenset):
+        inner = ", ".join(_plain(v, True) for v in value)
+        return f"[{inner}]" if nested else inner
+    return str(value)
+
+
+def _fmt(value: Any) -> str:
+    text = _plain(value)
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + " … (-o yaml shows all)"
 
 
 def _table_of(title: str, rows: dict[str, Any]) -> Table:
@@ -95,6 +123,7 @@ def _headline(model: BaseModel, now: datetime) -> Text:
             head.append(f" since {fmt_time(get('since'), now)}")
         if get("deadline"):
             head.append(f" until {fmt_time(get('deadline'), now)}")
+    append_next_steps(head, model)
     if get("started_at") and get("finished_at"):
         head.append(f"\ntotal time {fmt_duration((get('finished_at') - get('started_at')).total_seconds())}")
     if get("error"):

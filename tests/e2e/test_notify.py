@@ -81,7 +81,7 @@ async def test_gate_opened_within_2s_then_decided_and_completed(
         at, body = opened[0]
         assert (at - gate.opened_at).total_seconds() <= 2.0, (at, gate.opened_at)
         assert body["gate"] == gate.id and body["workflow_id"] == handle.id
-        assert body["command"] == f"lockkeeper approve {handle.id} {gate.id}"
+        assert body["command"] == f"lockkeeper approve {handle.id} {gate.id} -m REASON"
         assert gate.id in body["text"] and body["command"] in body["text"]  # Slack-style line
 
         await handle.execute_update("approve", {"gate_id": gate.id, "identity": "notify-approver"})

@@ -149,7 +149,7 @@ async def test_approval_gate_timed_out_pauses(
                                  gate_timeout_seconds=3, gate_timeout_outcome="reject", **FAST)
     opened = await event(receiver, "gate-opened")
     gate = opened["gate"]
-    assert opened["command"] == f"lockkeeper approve {handle.id} {gate}"
+    assert opened["command"] == f"lockkeeper approve {handle.id} {gate} -m REASON"
 
     timed_out = await event(receiver, "gate-timed-out")
     check_common(timed_out, handle, "notify-timeout")

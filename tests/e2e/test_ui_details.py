@@ -56,7 +56,7 @@ async def test_details_name_the_gate_and_command_then_the_next_step(
         gate = waiting[0]
 
         text = await wait_details(handle, lambda t: gate.id in t)
-        assert f"`lockkeeper approve {handle.id} {gate.id}`" in text
+        assert f"`lockkeeper approve {handle.id} {gate.id} -m REASON`" in text
         assert "phase **waiting-approval**" in text
         assert f"Waiting for approval of gate {gate.id} since " in text
         assert "**Nodes** pending: 2" in text  # both infra nodes counted, none in flight yet
@@ -131,7 +131,7 @@ def test_render_blocked_drain_report_and_decide_command() -> None:
     st.health["x"] = HealthStatus(name="x", polls=7, last="3 of 4 Ready")
     text = render(st, phase="waiting-approval", gates=[gate], paused_reason=None, noun="rollout")
     assert "Waiting for decision on the blocked drain of n1 since 2026-11-23 08:39:00 UTC" in text
-    assert "`lockkeeper decide wf-1 n1 wait|skip|delete-pod|abort`" in text
+    assert "`lockkeeper decide wf-1 n1 wait|skip|delete-pod|abort -m REASON`" in text
     assert "| n1 | app | blocked | drain |" in text and "blocked: 1, pending: 1" in text
     assert "**Drain of n1 blocked** since 2026-11-23 08:39:00 UTC" in text
     assert "pod `default/router-1`" in text and "PDB default/router: 1 healthy, needs 1" in text

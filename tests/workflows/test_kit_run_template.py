@@ -58,7 +58,7 @@ async def test_abort_before_the_point_of_no_return_restores_and_reads_back(time_
     assert _image(fake) == "openshift/node:v3.11"
     assert fake.objects[REF.describe()]["metadata"]["annotations"] == {"image.openshift.io/triggers": "[...]"}
     assert [r.action for r in result.gate_history] == ["opened", "cancelled"]
-    assert result.records == []  # nothing holds a change any more
+    assert result.open_records == []  # nothing holds a change any more
 
 
 async def test_abort_past_the_point_of_no_return_names_what_stays_changed(time_skipping_env, wf_task_queue):
@@ -76,7 +76,7 @@ async def test_abort_past_the_point_of_no_return_names_what_stays_changed(time_s
     (item,) = result.left_changed
     assert item.target == "DaemonSet openshift-sdn/sdn" and IMAGE in item.what
     assert item.undo == f"lockkeeper revert {h.id} --full" and result.next_commands == [item.undo]
-    assert [e.name for e in result.records] == ["obj"]  # a reverse run can take these over
+    assert [e.name for e in result.open_records] == ["obj"]  # a reverse run can take these over
 
 
 async def test_revert_preempts_a_waiting_gate_and_restores(time_skipping_env, wf_task_queue):

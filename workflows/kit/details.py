@@ -44,13 +44,25 @@ def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def gate_command(workflow_id: str, gate: Gate) -> str:
-    """The command that answers ``gate``: ``lockkeeper approve ID GATE`` (and reject), or for a
-    blocked drain's decision gate ``lockkeeper decide ID NODE wait|skip|delete-pod|abort``."""
+def gate_commands(workflow_id: str, gate: Gate) -> list[str]:
+    """The exact commands that answer ``gate`` (sent to the workflow that owns it:
+    ``gate.workflow_id``, else ``workflow_id``): a blocked drain's decision gate
+    ``lockkeeper decide ID NODE wait|skip|delete-pod|abort -m REASON``; a gate with choices
+    ``lockkeeper decide ID GATE CHOICE|... -m REASON`` (approve takes the first choice) and
+    reject; any other gate ``lockkeeper approve ID GATE -m REASON`` and reject."""
+    wid = gate.workflow_id or workflow_id
     if gate.kind == GateKind.DRAIN and gate.node:
         choices = "|".join(str(c) for c in gate.choices) or "wait|skip|delete-pod|abort"
-        return f"lockkeeper decide {workflow_id} {gate.node} {choices}"
-    return f"lockkeeper approve {workflow_id} {gate.id}"
+        return [f"lockkeeper decide {wid} {gate.node} {choices} -m REASON"]
+    reject = f"lockkeeper reject {wid} {gate.id} -m REASON"
+    if gate.choices:
+        return [f"lockkeeper decide {wid} {gate.id} {'|'.join(gate.choices)} -m REASON", reject]
+    return [f"lockkeeper approve {wid} {gate.id} -m REASON", reject]
+
+
+def gate_command(workflow_id: str, gate: Gate) -> str:
+    """The first of :func:`gate_commands`: the one that lets the procedure go on."""
+    return gate_commands(workflow_id, gate)[0]
 
 
 def waiting_line(

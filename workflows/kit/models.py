@@ -504,7 +504,7 @@ class ProcedureResult(BaseModel):
     #: The exact commands to continue or to revert from here.
     next_commands: list[str] = Field(default_factory=list)
     #: The records still holding changes, for a reverse run (``revert --full``) after the end.
-    records: list[RecordEntry] = Field(default_factory=list)
+    open_records: list[RecordEntry] = Field(default_factory=list)
 
 
 class ControlResult(BaseModel):

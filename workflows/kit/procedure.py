@@ -303,7 +303,7 @@ class ProcedureWorkflow:
         data = {
             "procedure": self.kit_procedure, "workflow_id": workflow.info().workflow_id, "outcome": outcome, "message": message,
             "gate_history": list(st.gate_history), "started_at": st.started_at, "finished_at": workflow.now(),
-            "records": self.records.entries(),
+            "open_records": self.records.entries(),
         }
         data.update(self.kit_result_fields())
         data.update(fields)
