@@ -25,8 +25,12 @@ from lockkeeper.cli import common, decisions
 from lockkeeper.cli.common import EXIT_USAGE, CliError, IdentityOpt, OutputOpt, check_output, cli_settings, identity_of
 
 
-def send(ctx: typer.Context, wid: str, update: str, arg: Any, result_type: type, output: str, who: str, *, node: bool = False) -> None:
-    """Send ``update`` (after checking, for ``node`` updates, that the procedure has nodes)."""
+def send(ctx: typer.Context, wid: str, update: str, arg: Any, result_type: type, output: str, who: str, *, node: bool = False,
+         gate: str | None = None) -> None:
+    """Send ``update`` (after checking, for ``node`` updates, that the procedure has nodes). A
+    ``gate`` that the procedure shows on behalf of a child (a phase of a cluster upgrade, a node
+    run; :mod:`workflows.kit.report`) is answered on the child that owns it, so the decision is
+    recorded once, where the gate is."""
     settings = cli_settings(ctx)
 
     async def body() -> int:
@@ -34,9 +38,26 @@ def send(ctx: typer.Context, wid: str, update: str, arg: Any, result_type: type,
             await require_node_procedure(settings, wid, update)
         if update == "abort" and await abort_if_never_ran(settings, wid, who, getattr(arg, "reason", None), output):
             return common.EXIT_OK
-        return await decisions.update(settings, wid, update, arg, result_type, output, who)
+        target = await gate_owner(settings, wid, gate) if gate else wid
+        if target != wid:
+            common.err(f"gate {gate} belongs to {target} (shown by {wid}): answering it there")
+        return await decisions.update(settings, target, update, arg, result_type, output, who)
 
     common.run(body(), decision=True)
+
+
+async def gate_owner(settings: Any, wid: str, gate: str) -> str:
+    """The workflow that owns ``gate`` as ``wid``'s status shows it (``Gate.workflow_id``), or
+    ``wid`` itself (also when the status cannot be read: the update then says what is wrong)."""
+    try:
+        client = await common.connect(settings)
+        status = await client.get_workflow_handle(wid).query("status", result_type=dict)
+    except Exception:  # noqa: BLE001 - a closed run or no worker: the update itself reports it
+        return wid
+    for g in status.get("gates") or []:
+        if g.get("id") == gate and g.get("workflow_id"):
+            return str(g["workflow_id"])
+    return wid
 
 
 async def abort_if_never_ran(settings: Any, wid: str, who: str, reason: str | None, output: str) -> bool:
@@ -88,7 +109,7 @@ def approve(
 
     who = identity_of(identity)
     send(ctx, workflow_id, "approve", ApproveInput(gate_id=gate, identity=who, comment=comment), GateDecisionResult,
-         check_output(output), who)
+         check_output(output), who, gate=gate)
 
 
 def reject(
@@ -104,7 +125,7 @@ def reject(
 
     who = identity_of(identity)
     send(ctx, workflow_id, "reject", RejectInput(gate_id=gate, identity=who, comment=comment), GateDecisionResult,
-         check_output(output), who)
+         check_output(output), who, gate=gate)
 
 
 def _control(update: str, help_text: str) -> Any:
@@ -148,44 +169,53 @@ def _node_control(update: str, help_text: str) -> Any:
 def decide(
     ctx: typer.Context,
     workflow_id: str = typer.Argument(..., metavar="ID"),
-    node: str = typer.Argument(..., metavar="NODE"),
-    decision: str = typer.Argument(..., metavar="wait|skip|delete-pod|abort"),
+    target: str = typer.Argument(..., metavar="NODE|GATE"),
+    choice: str = typer.Argument(..., metavar="CHOICE"),
     comment: str = typer.Option("", "--comment", "-m"),
     identity: str | None = IdentityOpt,
     output: str = OutputOpt,
 ) -> None:
-    """Answer a blocked drain: wait (ask again later), skip the node, delete the blocking pods
-    despite their PodDisruptionBudget (needs an approver; four-eyes applies), or abort."""
-    from workflows.kit.models import DecideInput, DecideResult, DrainDecision
+    """Make a choice on a gate that offers choices (``decide ID GATE CHOICE``; ``status`` lists
+    them, e.g. ``wait|restart``), or answer a node's blocked drain (``decide ID NODE
+    wait|skip|delete-pod|abort``: wait asks again later, skip the node, delete-pod deletes the
+    blocking pods despite their PodDisruptionBudget (four-eyes applies), abort the procedure).
+    The procedure refuses a choice its gate does not offer."""
+    from workflows.kit.models import DecideInput, DecideResult
 
-    try:
-        choice = DrainDecision(decision)
-    except ValueError:
-        raise typer.BadParameter("must be wait, skip, delete-pod or abort", param_hint="DECISION") from None
     who = identity_of(identity)
-    send(ctx, workflow_id, "decide", DecideInput(node=node, decision=choice, identity=who, comment=comment), DecideResult,
-         check_output(output), who, node=True)
+    send(ctx, workflow_id, "decide", DecideInput(node=target, decision=choice, identity=who, comment=comment), DecideResult,
+         check_output(output), who, gate=target)
 
 
 def revert(
     ctx: typer.Context,
     workflow_id: str = typer.Argument(..., metavar="ID"),
     reason: str = typer.Option("", "--reason", "-m"),
-    full: bool = typer.Option(False, "--full", help="Reverse the whole change (a running run decides; an ended one "
-                                                        "gets a reverse run, see lockkeeper.cli.revert_full)."),
+    full: bool = typer.Option(False, "--full", help="Reverse the whole change: a running run does it if it can; an ended "
+                                                        "run gets a reverse run (its own, or one that restores its records)."),
     identity: str | None = IdentityOpt,
     output: str = OutputOpt,
 ) -> None:
-    """Revert a procedure's recorded changes (procedures with a ``revert`` Update, e.g. the
-    network migration before its cleanup); the procedure's validator says when it cannot. Sent
-    with a deadline and a bounded wait like every decision (:func:`lockkeeper.cli.decisions.update`)."""
-    from lockkeeper.cli.revert_full import RevertArgs, RevertReply, revert_full
+    """Revert what a procedure changed: a running run stops at its next safe point (every wait
+    ends), restores what its records hold, reads each object back and ends ``reverted``; its
+    validator says when it cannot (past its point of no return: ``--full``). An ended run:
+    ``--full`` starts the reverse run. Sent with a deadline and a bounded wait like every decision."""
+    from lockkeeper.cli.revert_full import revert_ended, revert_full
+    from workflows.kit.models import RevertAnswer, RevertInput
 
     who = identity_of(identity)
+    settings = cli_settings(ctx)
     if full:
-        common.run(revert_full(cli_settings(ctx), workflow_id, who, check_output(output), reason), decision=True)
+        common.run(revert_full(settings, workflow_id, who, check_output(output), reason), decision=True)
         return
-    send(ctx, workflow_id, "revert", RevertArgs(identity=who, reason=reason), RevertReply, check_output(output), who)
+
+    async def body() -> int:
+        if await revert_ended(settings, workflow_id, who):
+            return EXIT_USAGE
+        return await decisions.update(settings, workflow_id, "revert", RevertInput(identity=who, reason=reason), RevertAnswer,
+                                      check_output(output), who)
+
+    common.run(body(), decision=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,43 +1,25 @@
-"""``lockkeeper revert ID --full``: reverse a whole change, for procedures that can.
+"""``lockkeeper revert ID [--full]``: reverse what a procedure changed.
 
-A run that is still going gets the ``revert`` Update with ``full`` set (its validator says
-whether it can, and why not), sent as every decision is (:func:`lockkeeper.cli.decisions.update`:
-a deadline, a bounded wait, "nothing was decided" with exit 3 when no worker answers). A run that has ended is reversed by a NEW run of the same
-procedure whose input comes from the ended run's own input (read from its history) through the
-procedure's reverse function (its spec's ``reverse``; the VXLAN port change swaps the ports:
-fan-out back, masters and ClusterNetwork to the old port, the DaemonSet restored at the end).
+A running run gets the ``revert`` Update (the kit's: :class:`workflows.kit.models.RevertInput`,
+``full`` set with ``--full``), sent as every decision is (:func:`lockkeeper.cli.decisions.update`:
+a deadline, a bounded wait, "nothing was decided" with exit 3 when no worker answers); its
+validator says whether it can and why not. A run that has ended is reversed by a NEW run:
+
+- the procedure's own reverse (``ProcedureSpec.reverse``: a function of the ended run's input,
+  read from its history; the VXLAN port change swaps the ports and runs the change backwards);
+- otherwise the kit's :class:`workflows.kit.reverse.RevertRecordsWorkflow`, which restores the
+  records the ended run left in its result (``open_records``) and reads each object back.
+
+A plain ``revert`` of an ended run changes nothing and says which command would (exit 2).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
-from lockkeeper.cli.common import EXIT_USAGE, CliError, connect
+from lockkeeper.cli.common import EXIT_USAGE, CliError, connect, err
 from lockkeeper.cli.decisions import update
-from workflows.kit.models import OperatorInput
 
-
-class RevertArgs(OperatorInput):
-    """What ``lockkeeper revert`` sends as the ``revert`` Update to any procedure that has one
-    (each decodes it as its own model: node_selectors ``RevertRequest``, network_migration and
-    vxlan_port ``RevertInput``; a field a model does not declare, e.g. ``full``, is ignored).
-    The :class:`~workflows.kit.models.OperatorInput` fields are stamped by
-    :func:`lockkeeper.cli.decisions.update` (sent_at, deadline, connection identity)."""
-
-    identity: str
-    reason: str = ""
-    full: bool = False
-
-
-class RevertReply(BaseModel):
-    """Any procedure's answer to ``revert``: its ``message`` and whatever else it says
-    (``accepted``, ``mode``), kept for ``-o json``."""
-
-    model_config = ConfigDict(extra="allow")
-
-    message: str = ""
 
 def reverser(name: str) -> Any:
     """The reverse function of procedure ``name`` (its spec's ``reverse``), or None."""
@@ -56,26 +38,63 @@ async def started_input(client: Any, handle: Any, model: type) -> Any:
     return value
 
 
-async def revert_full(settings: Any, wid: str, who: str, output: str, reason: str) -> int:
-    """See the module doc. Exit codes as every command (a refusal is exit 2 or 1)."""
+async def _ended(client: Any, wid: str) -> tuple[Any, Any, Any] | None:
+    """``(description, spec, result or None)`` when ``wid`` has ended, None while it runs."""
     from temporalio.client import WorkflowExecutionStatus
 
-    from lockkeeper.cli.start.shared import Launch, launch
-    from workflows import PROCEDURES
-    from workflows.kit.scopes import cluster_scope
     from workflows.kit.spec import spec_for_workflow_type
+    from workflows.registry import PROCEDURES
 
-    client = await connect(settings, identity=who)
     handle = client.get_workflow_handle(wid)
     desc = await handle.describe()
-    spec = spec_for_workflow_type(PROCEDURES, desc.workflow_type)
     if desc.status == WorkflowExecutionStatus.RUNNING:
-        return await update(settings, wid, "revert", RevertArgs(identity=who, full=True, reason=reason), RevertReply, output, who)
+        return None
+    spec = spec_for_workflow_type(PROCEDURES, desc.workflow_type)
+    result = None
+    if spec is not None and desc.status == WorkflowExecutionStatus.COMPLETED:
+        result = await handle.result(result_type=spec.result_model)
+    return desc, spec, result
+
+
+async def revert_ended(settings: Any, wid: str, who: str) -> bool:
+    """Plain ``revert`` of an ended run: say what would revert it (stderr) and return True (the
+    caller exits 2); False while the run is running (the Update decides)."""
+    client = await connect(settings, identity=who)
+    ended = await _ended(client, wid)
+    if ended is None:
+        return False
+    desc, spec, result = ended
+    if spec is not None and (spec.reverse or getattr(result, "open_records", None)):
+        err(f"{wid} has ended ({desc.status.name.lower()}): `lockkeeper revert {wid} --full` reverses its change in a new run")
+    else:
+        err(f"{wid} has ended ({desc.status.name.lower()}) and left no recorded change to revert")
+    return True
+
+
+async def revert_full(settings: Any, wid: str, who: str, output: str, reason: str) -> int:
+    """See the module doc. Exit codes as every command (a refusal is exit 2 or 1)."""
+    from lockkeeper.cli.start.shared import Launch, launch
+    from workflows.kit.models import ApprovalRules, RevertAnswer, RevertInput
+    from workflows.kit.reverse import PROCEDURE_REVERT_RECORDS, RevertRecordsInput
+    from workflows.kit.scopes import cluster_scope
+
+    client = await connect(settings, identity=who)
+    ended = await _ended(client, wid)
+    if ended is None:
+        return await update(settings, wid, "revert", RevertInput(identity=who, full=True, reason=reason), RevertAnswer, output, who)
+    desc, spec, result = ended
+    summary = f"full revert of {wid} by {who}" + (f": {reason}" if reason else "")
     fn = reverser(spec.name) if spec is not None else None
-    if spec is None or fn is None:
-        raise CliError(f"{wid} ({desc.workflow_type}) has ended and has no full revert", EXIT_USAGE)
-    inp = fn(await started_input(client, handle, spec.input_model), wid)
-    cluster = getattr(inp, "cluster", "default")
-    req = Launch(name=spec.name, input=inp, cluster=cluster, who=who, output=output, scopes=[cluster_scope(cluster)],
-                 id_name=f"revert-{wid}"[-60:], summary=f"full revert of {wid} by {who}" + (f": {reason}" if reason else ""))
-    return await launch(req, settings)
+    if spec is not None and fn is not None:
+        inp = fn(await started_input(client, client.get_workflow_handle(wid), spec.input_model), wid)
+        cluster = getattr(inp, "cluster", "default")
+        return await launch(Launch(name=spec.name, input=inp, cluster=cluster, who=who, output=output,
+                                   scopes=[cluster_scope(cluster)], id_name=f"revert-{wid}"[-60:], summary=summary), settings)
+    records = list(getattr(result, "open_records", None) or [])
+    if not records:
+        raise CliError(f"{wid} ({desc.workflow_type}) has ended and left no recorded change to revert", EXIT_USAGE)
+    started = await started_input(client, client.get_workflow_handle(wid), spec.input_model) if spec is not None else None
+    cluster = str(getattr(started, "cluster", None) or "default")
+    inp = RevertRecordsInput(cluster=cluster, of_workflow=wid, records=records, approvals=ApprovalRules(requested_by=who))
+    return await launch(Launch(name=PROCEDURE_REVERT_RECORDS, input=inp, cluster=cluster, who=who, output=output,
+                               scopes=[], id_name=f"revert-{wid}"[-60:], summary=summary), settings)

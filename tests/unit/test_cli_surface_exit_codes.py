@@ -88,7 +88,6 @@ def test_usage_and_validation_errors_exit_2_in_one_line() -> None:
         (["start", "machineconfig-rollout", "--decide-after", "-1"], 2, "--decide-after"),
         (["start", "machineconfig-rollout", "--gate-timeout", "-3"], 2, "--gate-timeout"),
         (["status", "x", "-o", "xml"], 2, "-o"),
-        (["decide", "x", "n1", "maybe"], 2, "DECISION"),
         (["no-such-command"], 2, "no-such-command"),
         (["start", "drain"], 2, "--node"),
     ]

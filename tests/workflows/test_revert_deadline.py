@@ -1,7 +1,7 @@
 """Procedure-specific updates carry the decision deadline too (issue 18, "Decisions are confirmed
 or never happen"): a ``revert`` that reaches the VXLAN port change after its deadline is refused
 and nothing is reverted, a timely one (with matching identities) reverts the run; and what
-``lockkeeper revert`` sends (``lockkeeper.cli.revert_full.RevertArgs``) decodes, stamped, as each
+``lockkeeper revert`` sends (the kit's ``RevertInput``) decodes, stamped, as each
 procedure's own revert model through the pydantic data converter the worker uses.
 """
 
@@ -17,7 +17,7 @@ from temporalio.worker import Worker
 from test_vxlan_wf import STOCK, TRIG, World, make_input, until, waiting
 
 from lockkeeper.cli.decisions import stamp_decision
-from lockkeeper.cli.revert_full import RevertArgs
+from workflows.kit.models import RevertInput as KitRevertInput
 from workflows import WORKFLOWS
 from workflows.network_migration.models import RevertInput as NetworkRevertInput
 from workflows.node_selectors.models import RevertRequest
@@ -58,7 +58,7 @@ async def test_a_late_revert_is_refused_and_nothing_is_reverted_then_a_timely_on
 
 @pytest.mark.parametrize("model", [RevertRequest, NetworkRevertInput, RevertInput])
 def test_the_cli_revert_decodes_stamped_as_each_procedures_model(model: type) -> None:
-    sent, deadline = stamp_decision(RevertArgs(identity="bob", reason="why", full=True), 30.0, "bob")
+    sent, deadline = stamp_decision(KitRevertInput(identity="bob", reason="why", full=True), 30.0, "bob")
     assert deadline is not None and sent.sent_at is not None and sent.sent_at < deadline
     conv = pydantic_data_converter.payload_converter
     (payload,) = conv.to_payloads([sent])
