@@ -7,7 +7,7 @@ Rows, in time order (``time``, ``kind``, ``what``, ``by``, ``detail``):
   ``continued-as-new``: the run itself (the start's client identity is the requester);
 - ``update``: every accepted operator update (approve, reject, decide, pause, resume, abort,
   skip-node, retry-node, revert) with the identity that sent it and its input's gate, node,
-  decision and comment; ``signal``: signals with their sender;
+  decision and comment; ``signal``: signals with their sender (not the children's progress reports);
 - ``node``: every child run that ended (node runs: the node's outcome from its result);
 - ``gate``: the gate records the procedure kept (opened, decided, timed out: who, when, why) and
   ``record``: the records of objects it changed, both from the run's result once it closed
@@ -25,6 +25,10 @@ from typing import Any
 import typer
 
 from lockkeeper.cli.common import EXIT_OK, OutputOpt, check_output, cli_settings, connect, run
+
+
+#: Signals that only carry progress (children's reports, a lease's answer): left out of the trail.
+PROGRESS_SIGNALS = frozenset({"child_report", "lease_denied"})
 
 
 def _payload(payloads: Any) -> Any:
@@ -76,6 +80,8 @@ def rows_from_events(events: Any) -> tuple[list[dict[str, Any]], Any]:
                    "detail": _fields(arg, "gate_id", "node", "decision", "reason", "comment", "connection_identity")}
         elif kind == "workflow_execution_signaled_event_attributes":
             a = ev.workflow_execution_signaled_event_attributes
+            if a.signal_name in PROGRESS_SIGNALS:
+                continue  # a child's progress report is no audit fact; its decisions are in the gate records
             row = {"kind": "signal", "what": a.signal_name, "by": a.identity, "detail": ""}
         elif kind == "start_child_workflow_execution_initiated_event_attributes":
             children[ev.event_id] = ev.start_child_workflow_execution_initiated_event_attributes.workflow_id
