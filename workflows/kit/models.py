@@ -474,6 +474,12 @@ class ProcedureStatus(BaseModel):
     since: datetime | None = None
     deadline: datetime | None = None
     error: str | None = None
+    #: The procedure's current step (:meth:`ProcedureWorkflow.kit_step`), what it does there and
+    #: since when: the headline's fallback when nothing else waits.
+    step: str | None = None
+    step_doing: str | None = None
+    step_since: datetime | None = None
+    step_until: datetime | None = None
     #: What the procedure did that a revert inside the run cannot undo (None: not yet).
     point_of_no_return: str | None = None
     #: A revert was requested and is being carried out (by whom).

@@ -26,6 +26,7 @@ handlers by their decorators, and an undecorated override would hide one):
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -371,7 +372,19 @@ class ProcedureWorkflow:
                 h = health[-1]
                 s.waiting_for = f"health check {h.name}" + (f" ({h.last})" if h.last else "")
                 s.since, s.deadline = h.since, h.deadline
+        if not s.waiting_for and getattr(s, "step_doing", None):
+            s.waiting_for, s.since, s.deadline = f"{s.step}: {s.step_doing}", s.step_since, s.step_until
         return s
+
+    def kit_step(self, step: str, doing: str, *, until: datetime | None = None) -> None:
+        """Say what the procedure does now (``step`` its name, ``doing`` in words, ``until`` its
+        deadline if it has one): ``status`` shows it as what the procedure waits for when no
+        gate, pause or health check says more."""
+        st = self.kit_status
+        if st.step != step or st.step_doing != doing:
+            st.step_since = workflow.now()
+        st.step, st.step_doing, st.step_until = step, doing, until
+        self.touch()
 
     def on_abort(self, identity: str) -> None:
         """Hook: called when an abort is requested (before ``touch``)."""
