@@ -15,9 +15,10 @@ import pytest
 from clustersim.gluster import GlusterComponent
 from clustersim.scenario import load_scenario
 from clustersim.sim import ClusterSim
+from tests.clustersim.conftest import kubectl_binary
 from tests.clustersim.test_gluster_format import join_wrapped, seed_status_block
 
-KUBECTL = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "kubectl")
+KUBECTL = kubectl_binary()  # next to the interpreter, else on PATH
 REG = "glusterfs-registry-volume"
 APP = "vol_ec8d838607528268a4e435628ea9f709"
 
