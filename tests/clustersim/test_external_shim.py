@@ -227,3 +227,14 @@ async def test_found_on_path_as_ansible_playbook(sim: ClusterSim, tmp_path: Path
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, _ = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0 and b"PLAY RECAP" in out
+
+
+def test_shipped_file_names_are_plain_names() -> None:
+    from pydantic import ValidationError
+
+    from clustersim.external import ExternalSection, shipped_files
+
+    assert sorted(shipped_files("r4-crio-to-docker")) == ["inventory", "inventory_hook.py"]
+    assert shipped_files("r2-pdb-blocked") == {}
+    with pytest.raises(ValidationError, match="plain names"):
+        ExternalSection.model_validate({"files": {"../escape": "x"}})
