@@ -1,9 +1,12 @@
 """``sim`` command group: run a simulated cluster (mounted by lockkeeper's CLI as ``lockkeeper sim``).
 
-``serve --scenario NAME [--port P] [--time-scale X] [--kubeconfig-out PATH]`` runs until SIGINT or
-SIGTERM and prints where its kubeconfig is, then the SSH client settings and map of the simulated
-hosts and the per-master API URLs when the scenario has them; ``scenarios`` lists the bundled
-scenarios.
+``serve --scenario NAME [--port P] [--time-scale X] [--kubeconfig-out PATH] [--write-files DIR]``
+runs until SIGINT or SIGTERM and prints where its kubeconfig is, then the SSH client settings and
+map of the simulated hosts and the per-master API URLs when the scenario has them; with
+``--write-files`` it also writes the files the scenario ships for its procedures (the
+``external.files`` of :mod:`clustersim.external`: an openshift-ansible inventory, an inventory
+hook) and the ``ansible-playbook`` stand-in link into DIR and prints where they are
+(:func:`file_lines`); ``scenarios`` lists the bundled scenarios.
 Data goes to stdout, messages for people to stderr. Exit codes: 0 ok, 2 bad arguments/unknown scenario.
 """
 
@@ -36,20 +39,24 @@ def serve(
     time_scale: float = typer.Option(1.0, "--time-scale", help="Real seconds per simulated second."),
     kubeconfig_out: Path | None = typer.Option(None, "--kubeconfig-out",
                                                help="Where to write the kubeconfig (default: a temp file)."),
+    write_files: Path | None = typer.Option(None, "--write-files", help="Write the scenario's files (inventory, hooks) "
+                                            "and bin/ansible-playbook (the playbook stand-in) into this directory."),
 ) -> None:
     """Serve the simulated cluster until interrupted; prints KUBECONFIG=<path>, URL=<url> and the
-    components' access details (SSH key, known_hosts, SSH map, master API URLs) on stdout."""
+    components' access details (SSH key, known_hosts, SSH map, master API URLs) on stdout, and
+    with --write-files where the scenario's files went (ANSIBLE_INVENTORY=, FILE name=path)."""
     if time_scale <= 0:
         typer.echo("error: --time-scale must be > 0", err=True)
         raise typer.Exit(2)
     try:
-        asyncio.run(_serve(scenario, port, time_scale, kubeconfig_out))
-    except ValueError as e:  # unknown scenario / invalid scenario file
+        asyncio.run(_serve(scenario, port, time_scale, kubeconfig_out, write_files))
+    except (ValueError, OSError) as e:  # unknown scenario / invalid scenario file / files not writable
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
 
 
-async def _serve(scenario: str, port: int, time_scale: float, kubeconfig_out: Path | None) -> None:
+async def _serve(scenario: str, port: int, time_scale: float, kubeconfig_out: Path | None,
+                 write_files: Path | None = None) -> None:
     from clustersim.sim import ClusterSim
 
     stop = asyncio.Event()
@@ -61,6 +68,12 @@ async def _serve(scenario: str, port: int, time_scale: float, kubeconfig_out: Pa
         typer.echo(f"URL={sim.url}")
         for line in component_lines(sim):
             typer.echo(line)
+        if write_files is not None:
+            external = sim.components.get("external")
+            if external is None:
+                raise ValueError(f"--write-files: scenario {scenario!r} ships no files (it has no external: section)")
+            for line in file_lines(external.write_files(write_files)):
+                typer.echo(line)
         typer.echo(f"clustersim: scenario {scenario!r} serving on {sim.url}; "
                    f"export KUBECONFIG={sim.kubeconfig_path}; Ctrl-C stops", err=True)
         await stop.wait()
@@ -83,6 +96,14 @@ def component_lines(sim: Any) -> list[str]:
         lines.extend(f"MASTER_API {name}={masters.api_url(name)}" for name in sorted(getattr(masters, "masters", {})))
     lines.append("EXEC_LOG=" + sim.url + "/_sim/exec")
     return lines
+
+
+def file_lines(written: dict[str, Path]) -> list[str]:
+    """Lines for the files ``--write-files`` wrote (name -> path): ``ANSIBLE_INVENTORY=<path>``
+    when one is named ``inventory`` (ansible-playbook and its stand-in read it when no ``-i`` is
+    given), then ``FILE <name>=<path>`` for each, in name order."""
+    lines = [f"ANSIBLE_INVENTORY={written['inventory']}"] if "inventory" in written else []
+    return lines + [f"FILE {name}={path}" for name, path in sorted(written.items())]
 
 
 def main() -> None:

@@ -1,13 +1,14 @@
 """The simulated kube-apiserver: an aiohttp application over a ``Store``.
 
-Serves what /work/shared/k8s-api-contract.md lists: legacy discovery (/api, /apis, /api/v1,
-/apis/G, /apis/G/V, /version, trailing slashes), CRUD, list and watch with label and field
-selectors, the three PATCH types, eviction, graceful pod deletion, dryRun=All, bookmarks and the
-watch-list ``k8s.io/initial-events-end`` bookmark, 410 Expired as a watch ERROR event, protobuf
-DeleteOptions bodies, Go ``strconv.ParseBool`` booleans, and ``pods/exec`` over WebSocket
-(clustersim.execws). Gets and lists asking for a ``meta.k8s.io`` Table get one
-(clustersim.tables); otherwise it answers plain JSON (also when Accept prefers protobuf, which
-kubectl and client-go accept); watches stay plain objects. Every error is a ``Status``.
+Serves what the project's API contract (``k8s-api-contract.md`` of the design notes) lists:
+legacy discovery (/api, /apis, /api/v1, /apis/G, /apis/G/V, /version, trailing slashes), CRUD,
+list and watch with label and field selectors, the three PATCH types, eviction, graceful pod
+deletion, dryRun=All, bookmarks and the watch-list ``k8s.io/initial-events-end`` bookmark, 410
+Expired as a watch ERROR event, protobuf DeleteOptions bodies, Go ``strconv.ParseBool``
+booleans, and ``pods/exec`` over WebSocket (clustersim.execws). Gets and lists asking for a
+``meta.k8s.io`` Table get one (clustersim.tables); otherwise it answers plain JSON (also when
+Accept prefers protobuf, which kubectl and client-go accept); watches stay plain objects. Every
+error is a ``Status``.
 
 Admin endpoints (outside /api, never faulted or recorded): ``GET|DELETE /_sim/requests``,
 ``GET|POST /_sim/faults``, ``POST|DELETE /_sim/nodes/{name}/fault``, ``GET /_sim/healthz``.

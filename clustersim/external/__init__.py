@@ -4,6 +4,19 @@
 
     external:
       reapply_gluster_label: true   # false: scale-up forgets the GlusterFS label (R4 symptom c)
+      node_group_configmaps: false  # true: the openshift-node/<group> ConfigMaps exist at start
+      files:                        # the operator's side of the playbook runs (file name -> text)
+        inventory: |
+          [OSEv3:children]
+          ...
+
+``node_group_configmaps`` creates, at start, the ConfigMap of every node group of the ``hosts``
+section as ``playbooks/openshift-master/openshift_node_group.yml`` does (R3: the 3.10
+control-plane upgrade creates them before any node is upgraded, and the node upgrade needs
+them). ``files`` are what a person running the scenario's procedures keeps beside the cluster
+(the openshift-ansible inventory, an inventory hook); ``lockkeeper sim serve --write-files DIR``
+writes them with :meth:`ExternalComponent.write_files`, and tests read them with
+:func:`shipped_files`, so that both use one definition.
 
 Admin routes (outside /api, never faulted):
 
@@ -16,25 +29,54 @@ Admin routes (outside /api, never faulted):
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from clustersim.agents.objects import rfc3339
-from clustersim.external.inventory import InventoryError, parse_inventory
-from clustersim.external.playbooks import run_playbook
+from clustersim.external.inventory import Inventory, InventoryError, parse_inventory
+from clustersim.external.playbooks import PlayRun, node_group, run_playbook
+from clustersim.external.shim import link_as_ansible_playbook
 
 if TYPE_CHECKING:
     from clustersim.components import Handler
     from clustersim.sim import ClusterSim
 
 
+#: A shipped file's name: one plain file name, no folder (``inventory``, ``hook.py``).
+FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+#: Where :meth:`ExternalComponent.write_files` links the stand-in, below its directory.
+STANDIN_LINK = "bin/ansible-playbook"
+
+
 class ExternalSection(BaseModel):
-    """The ``external:`` section (see module docstring)."""
+    """The ``external:`` section (see module docstring). Raises pydantic's ValidationError for
+    an unknown key or a file name that is not a plain name."""
 
     model_config = ConfigDict(extra="forbid")
     reapply_gluster_label: bool = True
+    node_group_configmaps: bool = False
+    files: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("files")
+    @classmethod
+    def _plain_names(cls, files: dict[str, str]) -> dict[str, str]:
+        bad = sorted(n for n in files if not FILE_NAME.match(n))
+        if bad:
+            raise ValueError(f"file names must be plain names without a folder: {bad}")
+        return files
+
+
+def shipped_files(scenario: str | Path) -> dict[str, str]:
+    """The ``external.files`` of a bundled scenario (by name) or a scenario file (by path):
+    file name -> text; ``{}`` when the scenario has no ``external`` section. Raises
+    clustersim.scenario.ScenarioError for an unknown or invalid scenario."""
+    from clustersim.scenario import load_scenario
+
+    return dict(ExternalSection.model_validate(load_scenario(scenario).external or {}).files)
 
 
 class ExternalComponent:
@@ -48,8 +90,31 @@ class ExternalComponent:
         self.runs: list[dict[str, Any]] = []
 
     async def start(self, sim: ClusterSim) -> None:
-        """Nothing runs in the background."""
+        """Create the node-group ConfigMaps when ``node_group_configmaps`` asks for them; nothing
+        runs in the background."""
         self.sim = sim
+        if self.section.node_group_configmaps:
+            await node_group(sim, Inventory(), {}, PlayRun())
+
+    def write_files(self, directory: str | Path) -> dict[str, Path]:
+        """Write the section's ``files`` into ``directory`` (created if missing; existing files
+        are replaced) and link the stand-in there as ``bin/ansible-playbook`` (so that
+        ``PATH=DIRECTORY/bin:$PATH`` makes ``ansible-playbook`` the stand-in). Returns name ->
+        path, the link under ``bin/ansible-playbook``. Files whose text starts with ``#!`` are
+        made executable. Raises OSError when a file cannot be written and FileNotFoundError when
+        the stand-in's console script is not installed next to the interpreter."""
+        root = Path(directory)
+        root.mkdir(parents=True, exist_ok=True)
+        written: dict[str, Path] = {}
+        for name, text in sorted(self.section.files.items()):
+            path = root / name
+            path.write_text(text)
+            path.chmod(0o755 if text.startswith("#!") else 0o644)
+            written[name] = path
+        bindir = root / Path(STANDIN_LINK).parent
+        bindir.mkdir(exist_ok=True)
+        written[STANDIN_LINK] = link_as_ansible_playbook(bindir)
+        return written
 
     async def stop(self) -> None:
         """Nothing to stop."""

@@ -9,7 +9,19 @@
   from ``openshift_use_crio``, adding the GlusterFS node label for hosts in ``[glusterfs]``
   (unless the ``external`` section's ``reapply_gluster_label`` is false: R4 symptom (c));
 - ``playbooks/byo/openshift-cluster/upgrades/v3_10/upgrade_nodes.yml`` (any ``upgrade_nodes.yml``)
-  with ``-e openshift_upgrade_nodes_label=K=V``: upgrades the matching nodes' kubelets.
+  with ``-e openshift_upgrade_nodes_label=K=V`` and/or ``-l HOST``: upgrades the kubelets of the
+  matching ``[nodes]`` hosts (masters included: the simulator has no separate model of the
+  control-plane playbook's "Update master nodes" play) and puts each node in its node group as the
+  3.10 upgrade does: every node needs ``openshift_node_group_name`` (o-a
+  ``roles/lib_utils/action_plugins/node_group_checks.py``: "openshift_node_group_name must be
+  defined for all nodes") and its group's ConfigMap ``openshift-node/<group>`` ("the upgrade
+  process will block until you have the required configmaps", o-a README, release-3.10); the
+  node gets ``BOOTSTRAP_CONFIG_NAME=<group>`` (``roles/openshift_node/tasks/upgrade/
+  bootstrap_changes.yml``), the ConfigMap's ``node-config.yaml``, and the group's
+  ``kubeletArguments.node-labels`` on its Node (the ``sync`` DaemonSet of
+  ``roles/openshift_node_group/files/sync.yaml`` relabels the node when its config changes:
+  infra nodes get ``node-role.kubernetes.io/infra=true``, compute nodes
+  ``node-role.kubernetes.io/compute=true``; no label is removed).
 
 Output imitates ansible-playbook's default callback (``TASK [...]``, ``fatal: [host]: FAILED! =>``,
 ``PLAY RECAP``); exit status 0 on success, 2 when a host failed, 1 for an unknown playbook
@@ -21,6 +33,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import yaml
 
 from clustersim.external.inventory import Inventory, truthy
 from clustersim.hosts.join import JoinError
@@ -35,6 +49,32 @@ NO_NEW_NODES = "Detected no new_nodes in inventory. Please add hosts to the new_
 GLUSTER_SELECTOR_VAR = "openshift_storage_glusterfs_nodeselector"
 DEFAULT_GLUSTER_SELECTOR = "glusterfs=storage-host"
 KUBELET_VERSIONS = {"3.9": "v1.9.1+a0ce1bc657", "3.10": "v1.10.0+b81c8f8", "3.11": "v1.11.0+d4cacc0"}
+NODE_GROUP_VAR = "openshift_node_group_name"
+NO_NODE_GROUP = "openshift_node_group_name must be defined for all nodes"
+NODE_CONFIG_KEY = "node-config.yaml"
+
+
+def missing_group_configmap(group: str) -> str:
+    """The failure when node group ``group`` has no ConfigMap yet."""
+    return (f"The node group {group} has no ConfigMap openshift-node/{group}: run "
+            "playbooks/openshift-master/openshift_node_group.yml first")
+
+
+def node_config_labels(node_config: str) -> dict[str, str]:
+    """The labels of a node group's ``node-config.yaml`` (``kubeletArguments.node-labels``: a
+    list of ``k=v[,k=v...]`` strings, as ``openshift_node_group`` writes them). Raises
+    ValueError for a config that is not a YAML mapping or a label that is not ``k=v``."""
+    doc = yaml.safe_load(node_config) or {}
+    if not isinstance(doc, dict):
+        raise ValueError("node-config.yaml is not a mapping")
+    labels: dict[str, str] = {}
+    for item in (doc.get("kubeletArguments") or {}).get("node-labels") or []:
+        for pair in str(item).split(","):
+            k, eq, v = pair.strip().partition("=")
+            if not eq or not k:
+                raise ValueError(f"node label {pair!r} is not k=v")
+            labels[k] = v
+    return labels
 
 
 @dataclass
@@ -116,8 +156,7 @@ async def scaleup(sim: ClusterSim, inv: Inventory, extra: dict[str, str], run: P
             continue
         group = inv.var(name, "openshift_node_group_name") or "node-config-compute"
         if sim.store.try_get("configmaps", group, "openshift-node") is None:
-            run.fatal(name, f"The node group {group} has no ConfigMap openshift-node/{group}: run "
-                            "playbooks/openshift-master/openshift_node_group.yml first")
+            run.fatal(name, missing_group_configmap(group))
             continue
         runtime = "cri-o" if truthy(inv.var(name, "openshift_use_crio")) else "docker"
         labels: dict[str, str] = {}
@@ -144,7 +183,8 @@ async def scaleup(sim: ClusterSim, inv: Inventory, extra: dict[str, str], run: P
 
 async def upgrade_nodes(sim: ClusterSim, inv: Inventory, extra: dict[str, str], run: PlayRun,
                         limit: list[str] | None = None) -> None:
-    """Upgrade the kubelet of the nodes matching ``openshift_upgrade_nodes_label``."""
+    """Upgrade the kubelet of the ``[nodes]`` hosts matching ``openshift_upgrade_nodes_label``
+    and ``limit``, each into its node group (module docstring)."""
     hosts = _hosts(sim)
     selector = extra.get("openshift_upgrade_nodes_label") or inv.var("", "openshift_upgrade_nodes_label") or ""
     release = extra.get("openshift_release") or inv.group_vars.get("OSEv3", {}).get("openshift_release", "3.10")
@@ -160,15 +200,26 @@ async def upgrade_nodes(sim: ClusterSim, inv: Inventory, extra: dict[str, str], 
         if all(lbls.get(k) == v for k, v in wanted.items()):
             targets.append(name)
     if not targets:
-        run.fatal("localhost", f"No nodes matched openshift_upgrade_nodes_label={selector!r}")
+        run.fatal("localhost", f"No nodes matched openshift_upgrade_nodes_label={selector!r}"
+                               + (f" and --limit {','.join(limit)}" if limit else ""))
         return
     for name in targets:
         if hosts is None:
             run.fatal(name, "no simulated hosts in this scenario")
             continue
+        group = inv.var(name, NODE_GROUP_VAR)
+        if not group:
+            run.fatal(name, NO_NODE_GROUP)
+            continue
+        cm = sim.store.try_get("configmaps", group, "openshift-node")
+        if cm is None:
+            run.fatal(name, missing_group_configmap(group))
+            continue
+        node_config = str((cm.get("data") or {}).get(NODE_CONFIG_KEY, ""))
         try:
-            lines = await join_upgrade(hosts, name, version)
-        except JoinError as exc:
+            labels = node_config_labels(node_config)
+            lines = await join_upgrade(hosts, name, version, node_group=group, node_config=node_config, labels=labels)
+        except (JoinError, ValueError) as exc:
             run.fatal(name, str(exc))
             continue
         run.result(name, changed=True, msg=lines[-1])

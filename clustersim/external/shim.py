@@ -3,13 +3,16 @@
 Tests put it first on PATH as ``ansible-playbook``; it is then the "external command" a
 procedure runs (spec §8.7). It accepts ``ansible-playbook``'s common form::
 
-    ansible-playbook -i INVENTORY [-e K=V | -e JSON]... [-l HOST[,HOST]] [-v...] [-b] PLAYBOOK
+    ansible-playbook [-i INVENTORY] [-e K=V | -e JSON]... [-l HOST[,HOST]] [-v...] [-b] PLAYBOOK...
 
 reads the INI inventory file, and POSTs it with the playbook path to
 ``<sim>/_sim/external/ansible-playbook``; it prints the run's output and exits with its code.
-The simulator is ``$CLUSTERSIM_URL``, or else the server of the current context of the first
-``$KUBECONFIG`` file (what ``lockkeeper sim serve`` writes). Exit codes: the playbook's (0, 1, 2);
-250 when the simulator cannot be reached or the arguments are wrong (ansible's "unexpected error").
+Without ``-i`` the inventory is ``$ANSIBLE_INVENTORY`` (a path, or several separated by commas,
+read as one inventory), as ansible's ``DEFAULT_HOST_LIST`` setting reads it; the stand-in never
+falls back to the machine's ``/etc/ansible/hosts``. The simulator is ``$CLUSTERSIM_URL``, or else
+the server of the current context of the first ``$KUBECONFIG`` file (what ``lockkeeper sim
+serve`` writes). Exit codes: the playbook's (0, 1, 2); 250 when the simulator cannot be reached,
+no inventory is given or the arguments are wrong (ansible's "unexpected error").
 """
 
 from __future__ import annotations
@@ -61,6 +64,16 @@ def parse_extra_vars(values: list[str]) -> dict[str, str]:
     return out
 
 
+def inventory_source(option: str, environ: dict[str, str] | None = None) -> str:
+    """The inventory path(s): ``-i`` when given, else ``$ANSIBLE_INVENTORY``. Raises ValueError
+    when neither is set."""
+    env = os.environ if environ is None else environ
+    found = option or env.get("ANSIBLE_INVENTORY", "")
+    if not found.strip(","):
+        raise ValueError("no inventory: give -i INVENTORY or set ANSIBLE_INVENTORY")
+    return ",".join(p for p in found.split(",") if p)
+
+
 def link_as_ansible_playbook(directory: str | os.PathLike[str]) -> Path:
     """Create ``DIRECTORY/ansible-playbook`` pointing at this stand-in's console script (next to
     the running interpreter), so that a test can put DIRECTORY first on PATH. Returns the link.
@@ -78,7 +91,7 @@ def link_as_ansible_playbook(directory: str | os.PathLike[str]) -> Path:
 def main(argv: list[str] | None = None) -> int:
     """Run the stand-in (see module docstring); returns the exit code."""
     parser = argparse.ArgumentParser(prog="ansible-playbook", add_help=True)
-    parser.add_argument("-i", "--inventory", required=True)
+    parser.add_argument("-i", "--inventory", default="")
     parser.add_argument("-e", "--extra-vars", action="append", default=[])
     parser.add_argument("-l", "--limit", default="")
     parser.add_argument("-v", "--verbose", action="count", default=0)
@@ -90,14 +103,15 @@ def main(argv: list[str] | None = None) -> int:
         return UNEXPECTED if exc.code else 0
     try:
         extra = parse_extra_vars(args.extra_vars)
-        inventory_text = Path(args.inventory).read_text()
+        inventory_path = inventory_source(args.inventory)
+        inventory_text = "\n".join(Path(p).read_text() for p in inventory_path.split(","))
         url = sim_url()
     except (OSError, ValueError) as exc:
         print(f"ERROR! {exc}", file=sys.stderr)
         return UNEXPECTED
     code = 0
     for playbook in args.playbook:
-        body = json.dumps({"playbook": playbook, "inventory": inventory_text, "inventory_path": args.inventory,
+        body = json.dumps({"playbook": playbook, "inventory": inventory_text, "inventory_path": inventory_path,
                            "extra_vars": extra, "limit": args.limit}).encode()
         req = urllib.request.Request(f"{url}/_sim/external/ansible-playbook", data=body,
                                      headers={"Content-Type": "application/json"}, method="POST")

@@ -15,6 +15,7 @@ Scale-up of a wiped host:
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from clustersim.hosts.component import HostsComponent
 
 KUBELET_VERSION = "v1.11.0+d4cacc0"
+NODE_CONFIG = "/etc/origin/node/node-config.yaml"
+MD5SUM_ANNOTATION = "node.openshift.io/md5sum"
 
 
 class JoinError(RuntimeError):
@@ -123,9 +126,19 @@ async def scaleup(hosts: HostsComponent, name: str, group: str, runtime: str,
     return lines
 
 
-async def upgrade(hosts: HostsComponent, name: str, version: str) -> list[str]:
+async def upgrade(hosts: HostsComponent, name: str, version: str, *, node_group: str | None = None,
+                  node_config: str | None = None, labels: dict[str, str] | None = None) -> list[str]:
     """Upgrade ``name``'s node to kubelet ``version``: the node service restarts (Node not Ready
-    for ``restart_seconds``), then the Node reports the new kubeletVersion. Raises JoinError."""
+    for ``restart_seconds``), then the Node reports the new kubeletVersion.
+
+    With ``node_group`` (the 3.10 upgrade, procedures-spec §8.7) the node also moves into that
+    group: ``/etc/sysconfig/<node service>`` gets ``BOOTSTRAP_CONFIG_NAME=<group>`` (o-a
+    ``roles/openshift_node/tasks/upgrade/bootstrap_changes.yml``), ``node_config`` becomes
+    ``/etc/origin/node/node-config.yaml``, and when the node is back its Node carries ``labels``
+    (added or overwritten, none removed) and the annotation ``node.openshift.io/md5sum`` (md5
+    of ``node_config``), what the ``sync`` DaemonSet does (o-a
+    ``roles/openshift_node_group/files/sync.yaml``: ``oc label ... --overwrite``, then
+    ``oc annotate node.openshift.io/md5sum``). Returns the log lines; raises JoinError."""
     host = hosts.hosts.get(name)
     if host is None or hosts.sim.store.try_get("nodes", name) is None:
         raise JoinError(f"host {name} has no registered Node")
@@ -135,12 +148,26 @@ async def upgrade(hosts: HostsComponent, name: str, version: str) -> list[str]:
     ctx = Ctx(host=host, argv=["ansible"], stdin=b"", world=hosts, via="ansible")
     set_active(ctx, svc, False)
     hosts.write_ready(host, ("False", "KubeletNotReady", "kubelet is restarting"))
+    if node_group:
+        host.node_group = node_group
+        sysconfig = f"/etc/sysconfig/{svc}"
+        kept = [ln for ln in host.files.get(sysconfig, "").splitlines() if not ln.startswith("BOOTSTRAP_CONFIG_NAME=")]
+        host.files[sysconfig] = "\n".join([*kept, f"BOOTSTRAP_CONFIG_NAME={node_group}"]) + "\n"
+        if node_config is not None:
+            host.files[NODE_CONFIG] = node_config
     await hosts.sim.clock.sleep(hosts.options.restart_seconds)
 
     def bump(o: dict[str, Any]) -> None:
         info = o.setdefault("status", {}).setdefault("nodeInfo", {})
         info["kubeletVersion"] = info["kubeProxyVersion"] = version
+        if labels:
+            o["metadata"].setdefault("labels", {}).update(labels)
+        if node_group and node_config is not None:
+            o["metadata"].setdefault("annotations", {})[MD5SUM_ANNOTATION] = hashlib.md5(node_config.encode()).hexdigest()  # noqa: S324 - the sync pod's md5sum
 
     hosts.sim.store.mutate("nodes", name, None, bump)
     set_active(ctx, svc, True)
-    return [f"node {name} upgraded to {version}"]
+    lines = [f"node {name} upgraded to {version}"]
+    if labels:
+        lines.append(f"node {name} in node group {node_group}, labels " + ",".join(f"{k}={v}" for k, v in sorted(labels.items())))
+    return lines

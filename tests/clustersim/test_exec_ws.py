@@ -17,8 +17,9 @@ import pytest
 from clustersim.agents.objects import make_node
 from clustersim.execsim import ExecRequest, ExecResult
 from clustersim.sim import ClusterSim
+from tests.clustersim.conftest import kubectl_binary
 
-KUBECTL = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "kubectl")
+KUBECTL = kubectl_binary()  # next to the interpreter, else on PATH
 
 
 def running_pod(name: str, node: str, containers: list[str], running: list[str] | None = None) -> dict[str, Any]:

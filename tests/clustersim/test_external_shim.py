@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 
 from clustersim.external.inventory import InventoryError, parse_inventory, truthy
-from clustersim.external.shim import link_as_ansible_playbook, parse_extra_vars, sim_url
+from clustersim.external.shim import inventory_source, link_as_ansible_playbook, parse_extra_vars, sim_url
 from clustersim.sim import ClusterSim
 
 SHIM = Path(sys.executable).parent / "clustersim-ansible-playbook"
@@ -65,6 +65,10 @@ def test_inventory_groups_children_and_vars() -> None:
         parse_inventory("[nodes\nx\n")
     assert parse_extra_vars(["openshift_upgrade_nodes_label=region=infra a=1", '{"b": 2}']) == {
         "openshift_upgrade_nodes_label": "region=infra", "a": "1", "b": "2"}
+    assert inventory_source("hosts", {"ANSIBLE_INVENTORY": "other"}) == "hosts"
+    assert inventory_source("", {"ANSIBLE_INVENTORY": "a,,b"}) == "a,b"
+    with pytest.raises(ValueError):
+        inventory_source("", {})
 
 
 @pytest.fixture
@@ -127,7 +131,15 @@ async def test_upgrade_nodes_playbook_restarts_matching_kubelets(sim: ClusterSim
     inv = tmp_path / "inventory"
     inv.write_text(INVENTORY.format(new_nodes="").replace(
         "gluster3.demo openshift_node_group_name=node-config-infra-crio",
-        "gluster3.demo openshift_node_group_name=node-config-infra-crio\ncompute1.demo\ncompute2.demo"))
+        "gluster3.demo openshift_node_group_name=node-config-infra-crio\n"
+        "compute1.demo openshift_node_group_name=node-config-compute-crio\n"
+        "compute2.demo openshift_node_group_name=node-config-compute-crio"))
+    upgrade = f"{PLAYBOOKS}/byo/openshift-cluster/upgrades/v3_10/upgrade_nodes.yml"
+    # 3.10 blocks until the node groups' ConfigMaps exist (o-a README, release-3.10)
+    code, out, _ = await shim(sim, inv, "-e", "openshift_upgrade_nodes_label=node-role.kubernetes.io/compute=true", upgrade)
+    assert code == 2 and "has no ConfigMap openshift-node/node-config-compute-crio" in out, out
+    assert sim.store.get("nodes", "compute1.demo")["status"]["nodeInfo"]["kubeletVersion"] == "v1.11.0+d4cacc0"
+    assert (await shim(sim, inv, f"{PLAYBOOKS}/openshift-master/openshift_node_group.yml"))[0] == 0
     seen: list[str] = []
     sub = sim.store.subscribe(["nodes"])
 
@@ -139,19 +151,57 @@ async def test_upgrade_nodes_playbook_restarts_matching_kubelets(sim: ClusterSim
     task = asyncio.create_task(watch())
     try:
         code, out, _ = await shim(sim, inv, "-e", "openshift_upgrade_nodes_label=node-role.kubernetes.io/compute=true",
-                                  "-e", "openshift_release=3.10",
-                                  f"{PLAYBOOKS}/byo/openshift-cluster/upgrades/v3_10/upgrade_nodes.yml")
+                                  "-e", "openshift_release=3.10", upgrade)
     finally:
         task.cancel()
         sub.close()
     assert code == 0, out
     for name in ("compute1.demo", "compute2.demo"):
-        assert sim.store.get("nodes", name)["status"]["nodeInfo"]["kubeletVersion"] == "v1.10.0+b81c8f8"
+        node = sim.store.get("nodes", name)
+        assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.10.0+b81c8f8"
+        # the group's labels (sync pod relabel), the md5sum of the config it got
+        assert {k: node["metadata"]["labels"].get(k) for k in ("node-role.kubernetes.io/compute", "runtime")} == {
+            "node-role.kubernetes.io/compute": "true", "runtime": "cri-o"}
+        assert len(node["metadata"]["annotations"]["node.openshift.io/md5sum"]) == 32
     assert sim.store.get("nodes", "gluster2.demo")["status"]["nodeInfo"]["kubeletVersion"] == "v1.11.0+d4cacc0"
     assert "False" in seen and seen[-1] == "True"  # NotReady while the node service restarted
-    code, out, _ = await shim(sim, inv, "-e", "openshift_upgrade_nodes_label=region=nowhere",
-                              f"{PLAYBOOKS}/byo/openshift-cluster/upgrades/v3_10/upgrade_nodes.yml")
+    code, out, _ = await shim(sim, inv, "-e", "openshift_upgrade_nodes_label=region=nowhere", upgrade)
     assert code == 2 and "No nodes matched" in out
+
+
+async def test_upgrade_nodes_needs_a_node_group_for_every_node(sim: ClusterSim, tmp_path: Path) -> None:
+    inv = tmp_path / "inventory"
+    inv.write_text(INVENTORY.format(new_nodes="").replace("[masters]", "[nodes]\ncompute1.demo\n\n[masters]"))
+    assert (await shim(sim, inv, f"{PLAYBOOKS}/openshift-master/openshift_node_group.yml"))[0] == 0
+    code, out, _ = await shim(sim, inv, "-l", "compute1.demo", f"{PLAYBOOKS}/byo/openshift-cluster/upgrades/v3_10/upgrade_nodes.yml")
+    assert code == 2 and "fatal: [compute1.demo]: FAILED!" in out
+    assert "openshift_node_group_name must be defined for all nodes" in out
+    assert sim.store.get("nodes", "compute1.demo")["status"]["nodeInfo"]["kubeletVersion"] == "v1.11.0+d4cacc0"
+
+
+async def test_inventory_from_ansible_inventory_when_no_i(sim: ClusterSim, tmp_path: Path) -> None:
+    """Like ansible-playbook, the stand-in reads $ANSIBLE_INVENTORY without -i; with neither it fails."""
+    inv = tmp_path / "inventory"
+    inv.write_text(INVENTORY.format(new_nodes=""))
+    env = {k: v for k, v in os.environ.items() if k not in ("ANSIBLE_INVENTORY", "KUBECONFIG")}
+    env["CLUSTERSIM_URL"] = sim.url
+
+    async def run(extra_env: dict[str, str]) -> tuple[int, str]:
+        proc = await asyncio.create_subprocess_exec(str(SHIM), f"{PLAYBOOKS}/openshift-master/openshift_node_group.yml",
+                                                    env={**env, **extra_env}, stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.STDOUT)
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode is not None
+        return proc.returncode, out.decode()
+
+    code, out = await run({})
+    assert code == 250 and "no inventory: give -i INVENTORY or set ANSIBLE_INVENTORY" in out
+    assert sim.store.try_get("configmaps", "node-config-infra", "openshift-node") is None
+    code, out = await run({"ANSIBLE_INVENTORY": str(inv)})
+    assert code == 0 and "PLAY RECAP" in out
+    assert sim.store.try_get("configmaps", "node-config-infra", "openshift-node") is not None
+    async with aiohttp.ClientSession() as http, http.get(f"{sim.url}/_sim/external") as resp:
+        assert [r["inventory"] for r in (await resp.json())["runs"]] == [str(inv)]
 
 
 async def test_scaleup_admin_route_refuses_a_registered_node(sim: ClusterSim) -> None:
@@ -177,3 +227,14 @@ async def test_found_on_path_as_ansible_playbook(sim: ClusterSim, tmp_path: Path
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, _ = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0 and b"PLAY RECAP" in out
+
+
+def test_shipped_file_names_are_plain_names() -> None:
+    from pydantic import ValidationError
+
+    from clustersim.external import ExternalSection, shipped_files
+
+    assert sorted(shipped_files("r4-crio-to-docker")) == ["inventory", "inventory_hook.py"]
+    assert shipped_files("r2-pdb-blocked") == {}
+    with pytest.raises(ValidationError, match="plain names"):
+        ExternalSection.model_validate({"files": {"../escape": "x"}})

@@ -15,9 +15,10 @@ import pytest
 from clustersim.agents.objects import make_node
 from clustersim.gluster import GlusterComponent
 from clustersim.sim import ClusterSim
+from tests.clustersim.conftest import kubectl_binary
 from tests.clustersim.test_gluster_format import P10, P11, P12, REG, join_wrapped, seed_status_block
 
-KUBECTL = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "kubectl")
+KUBECTL = kubectl_binary()  # next to the interpreter, else on PATH
 NODES = {"master01.example.com": ("10.0.0.10", "glusterfs-storage-dz8qj"),
          "master02.example.com": ("10.0.0.11", "glusterfs-storage-jncsl"),
          "master03.example.com": ("10.0.0.12", "glusterfs-storage-r24wg")}

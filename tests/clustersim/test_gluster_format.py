@@ -1,6 +1,7 @@
 """The gluster CLI formats, table-tested against procedures-spec §2.3-§2.6 and seed 002.
 
-Seed 002 shows ``gluster volume status`` as pasted into a blog: indented by four spaces, lines
+The seed's output lines are kept in ``tests/fixtures/field_reports/r3-seed-002/`` (see the
+README there). Seed 002 shows ``gluster volume status`` as pasted into a blog: indented by four spaces, lines
 padded with terminal spaces, and the first brick-name chunk 44 characters wide. glusterfs prints
 43-character chunks (``CLI_VOL_STATUS_BRICK_LEN``); the spec says the simulator keeps 43, so the
 seed comparison joins wrapped names and right-strips lines, and a separate test pins the 43 wrap.
@@ -32,8 +33,8 @@ from clustersim.gluster.textfmt import (
     number_of_bricks,
 )
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-SEED = SHARED / "seeds" / "002_f519fa04e0318d01.txt"
+#: Seed 002's ``gluster volume status`` output, verbatim (blog indentation and padding included).
+SEED_STATUS = Path(__file__).resolve().parents[1] / "fixtures" / "field_reports" / "r3-seed-002" / "gluster-volume-status.txt"
 REG = "glusterfs-registry-volume"
 P11 = "/var/lib/heketi/mounts/vg_61bc5a26248cc6ea9fb7ffaae4edbe93/brick_128dfeb5436dad25702e689d3d6f4b8a/brick"
 P12 = "/var/lib/heketi/mounts/vg_5ecf67ed85f71cf28090d7db1acc6433/brick_d364694c7034276c22e264eb2576413b/brick"
@@ -57,10 +58,9 @@ def seed_state(style: str = "seed") -> GlusterState:
 
 def seed_status_block() -> list[str]:
     """The seed's ``gluster volume status`` lines, without the blog's indentation."""
-    lines = SEED.read_text().split("\n")
-    start = next(i for i, line in enumerate(lines) if line.strip() == "sh-4.2# gluster volume status") + 1
-    end = next(i for i in range(start, len(lines)) if lines[i].strip() == "[...]")
-    return [line[4:] if line.startswith("    ") else line.strip() for line in lines[start:end]]
+    lines = SEED_STATUS.read_text().split("\n")
+    assert lines[-1] == "", f"{SEED_STATUS} must end with a newline"
+    return [line[4:] if line.startswith("    ") else line.strip() for line in lines[:-1]]
 
 
 def join_wrapped(lines: list[str]) -> list[str]:

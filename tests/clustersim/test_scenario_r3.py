@@ -15,9 +15,10 @@ import pytest
 from clustersim.gluster import GlusterComponent
 from clustersim.scenario import load_scenario
 from clustersim.sim import ClusterSim
+from tests.clustersim.conftest import kubectl_binary
 from tests.clustersim.test_gluster_format import join_wrapped, seed_status_block
 
-KUBECTL = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "kubectl")
+KUBECTL = kubectl_binary()  # next to the interpreter, else on PATH
 REG = "glusterfs-registry-volume"
 APP = "vol_ec8d838607528268a4e435628ea9f709"
 
@@ -69,7 +70,7 @@ def gcomp(sim: ClusterSim) -> GlusterComponent:
 def test_r3_loads_with_a_gluster_section() -> None:
     scenario = load_scenario("r3-okd310-upgrade")
     sections = scenario.component_sections()
-    assert set(sections) == {"gluster", "hosts", "masters"}
+    assert set(sections) == {"external", "gluster", "hosts", "masters"}
     dcs = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in scenario.objects if o["kind"] == "DeploymentConfig"}
     assert dcs == {("default", "docker-registry"), ("default", "router"), ("glusterfs", "heketi-storage")}
     assert sections["gluster"]["enabled_symptoms"] == ["brick_offline"]
@@ -243,3 +244,50 @@ async def test_r3_symptom_e_exec_into_etcd_fails_as_in_the_seed(r3: ClusterSim) 
     assert status == 200
     _, err3, code3 = await hc.run(master, ["docker", "exec", eid, *argv])
     assert code3 != 126 and "oci runtime error" not in err3
+
+
+async def test_node_upgrade_runs_as_the_readme_writes_it_and_labels_the_node_groups(r3: ClusterSim, tmp_path: Path) -> None:
+    """R3d nodes: `ansible-playbook upgrade_nodes.yml -l NODE` with only what `sim serve
+    --write-files DIR` gives (DIR/bin first on PATH, ANSIBLE_INVENTORY, KUBECONFIG) upgrades the
+    node and puts it in its 3.10 node group: node-role.kubernetes.io/infra=true on the infra
+    nodes (R3e's new selector), .../compute=true on the compute nodes; old labels stay."""
+    written = r3.components["external"].write_files(tmp_path / "files")  # type: ignore[attr-defined]
+    assert sorted(written) == ["bin/ansible-playbook", "inventory"]
+    for group, role in (("node-config-infra", "infra"), ("node-config-compute", "compute"), ("node-config-master", "master")):
+        cm = r3.store.get("configmaps", group, "openshift-node")  # the 3.10 control plane made them
+        assert f"node-role.kubernetes.io/{role}=true" in cm["data"]["node-config.yaml"]
+    env = {k: v for k, v in os.environ.items() if k not in ("CLUSTERSIM_URL", "ANSIBLE_INVENTORY")}
+    env.update(PATH=f"{written['bin/ansible-playbook'].parent}{os.pathsep}{env.get('PATH', '')}",
+               ANSIBLE_INVENTORY=str(written["inventory"]), KUBECONFIG=str(r3.kubeconfig_path))
+
+    async def upgrade(node: str) -> tuple[int, str]:
+        proc = await asyncio.create_subprocess_exec("ansible-playbook", "upgrade_nodes.yml", "-l", node, env=env,
+                                                    cwd=tmp_path, stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.STDOUT)
+        out, _ = await asyncio.wait_for(proc.communicate(), 120)
+        return proc.returncode or 0, out.decode()
+
+    def node(name: str) -> dict[str, Any]:
+        return r3.store.get("nodes", name)
+
+    assert "node-role.kubernetes.io/infra" not in node("node01.example.com")["metadata"]["labels"]
+    code, out = await upgrade("node01.example.com")
+    assert code == 0, out
+    n1 = node("node01.example.com")
+    assert n1["status"]["nodeInfo"]["kubeletVersion"] == "v1.10.0+b81c8f8"
+    assert {k: n1["metadata"]["labels"].get(k) for k in ("node-role.kubernetes.io/infra", "region", "zone")} == {
+        "node-role.kubernetes.io/infra": "true", "region": "infra", "zone": "default"}
+    host = r3.components["hosts"].hosts["node01.example.com"]  # type: ignore[attr-defined]
+    assert "BOOTSTRAP_CONFIG_NAME=node-config-infra\n" in host.files["/etc/sysconfig/origin-node"]
+    assert host.files["/etc/origin/node/node-config.yaml"] == r3.store.get(
+        "configmaps", "node-config-infra", "openshift-node")["data"]["node-config.yaml"]
+    # only the -l node: node02 is still 3.9 and unlabelled
+    n2 = node("node02.example.com")
+    assert n2["status"]["nodeInfo"]["kubeletVersion"] == "v1.9.1+a0ce1bc657"
+    assert "node-role.kubernetes.io/infra" not in n2["metadata"]["labels"]
+    code, out = await upgrade("node03.example.com")
+    assert code == 0, out
+    assert node("node03.example.com")["metadata"]["labels"]["node-role.kubernetes.io/compute"] == "true"
+    assert "node-role.kubernetes.io/infra" not in node("node03.example.com")["metadata"]["labels"]
+    code, out = await upgrade("node09.example.com")  # -l names no host of the inventory
+    assert code == 2 and "No nodes matched openshift_upgrade_nodes_label='' and --limit node09.example.com" in out

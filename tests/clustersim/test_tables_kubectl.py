@@ -16,8 +16,9 @@ from clustersim.agents.logic import ANN_DESIRED_CONFIG, ANN_STATE
 from clustersim.printers import human_duration, pod_status_cells
 from clustersim.scenario import load_scenario
 from clustersim.sim import ClusterSim
+from tests.clustersim.conftest import kubectl_binary
 
-KUBECTL = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "kubectl")
+KUBECTL = kubectl_binary()  # next to the interpreter, else on PATH
 MCP = "machineconfigpools.machineconfiguration.openshift.io"
 PENDING_ROUTER = "router-default-796df5847b-h8bm4"
 

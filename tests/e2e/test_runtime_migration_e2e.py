@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import textwrap
 import time
 import uuid
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from temporalio.service import RPCError
 
 from activities.host.models import HostAccess
 from clustersim import ClusterSim
+from clustersim.external import shipped_files
 from workflows.kit.models import ApproveInput, GateState
 from workflows.runtime_migration import RuntimeMigrationWorkflow
 from workflows.runtime_migration.models import (
@@ -43,58 +43,13 @@ SHIM = str(Path(sys.executable).parent / "clustersim-ansible-playbook")
 APPROVER = "e2e-approver"
 SCALE = 0.02
 
-INVENTORY = """\
-[OSEv3:children]
-masters
-nodes
-new_nodes
-glusterfs
-
-[OSEv3:vars]
-ansible_user=root
-openshift_deployment_type=openshift-enterprise
-openshift_release="3.11"
-openshift_use_crio=True
-
-[masters]
-master1.demo
-
-[nodes]
-master1.demo openshift_node_group_name=node-config-master-crio
-gluster1.demo openshift_node_group_name=node-config-infra-crio
-gluster2.demo openshift_node_group_name=node-config-infra-crio
-gluster3.demo openshift_node_group_name=node-config-infra-crio
-
-[new_nodes]
-
-[glusterfs]
-gluster1.demo glusterfs_devices='["/dev/vdb"]'
-gluster2.demo glusterfs_devices='["/dev/vdb"]'
-gluster3.demo glusterfs_devices='["/dev/vdb"]'
-"""
-
-#: The inventory hook: ``hook.py INVENTORY to-new|restore NODE`` moves the host between [nodes]
-#: and [new_nodes] with the Docker variables (seed 003's edit), idempotently.
-HOOK = textwrap.dedent('''\
-    import sys
-    path, action, node = sys.argv[1:4]
-    lines = open(path).read().splitlines()
-    out, section = [], None
-    new_line = node + " openshift_use_crio=False openshift_node_group_name=node-config-infra"
-    for ln in lines:
-        if ln.startswith("["):
-            section = ln
-        if section == "[nodes]" and ln.split(" ")[0] == node and action == "to-new":
-            continue
-        if section == "[new_nodes]" and ln.split(" ")[0] == node and action == "restore":
-            continue
-        out.append(ln)
-        if action == "to-new" and ln == "[new_nodes]" and new_line not in lines:
-            out.append(new_line)
-        if action == "restore" and ln == "[nodes]" and new_line not in lines[lines.index("[nodes]"):lines.index("[new_nodes]")]:
-            out.append(new_line)
-    open(path, "w").write("\\n".join(out) + "\\n")
-''')
+#: The operator's files of the scenario (its ``external.files``, what ``lockkeeper sim serve
+#: --write-files`` writes for the README's R4 run): the openshift-ansible inventory, and the hook
+#: ``inventory_hook.py INVENTORY to-new|restore NODE`` that moves the host between [nodes] and
+#: [new_nodes] with the Docker variables (seed 003's edit), idempotently.
+FILES = shipped_files("r4-crio-to-docker")
+INVENTORY = FILES["inventory"]
+HOOK = FILES["inventory_hook.py"]
 
 
 def hosts_env(sim: ClusterSim) -> dict[str, str]:

@@ -19,6 +19,7 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from clustersim import ClusterSim
+from clustersim.external import shipped_files
 from clustersim.scenario import load_scenario
 from workflows.kit.models import ApproveInput, GateState
 from workflows.node_upgrade import NodeUpgradeWorkflow
@@ -39,41 +40,16 @@ NEW = "v1.10.0+b81c8f8"
 MASTERS = ["master01.example.com", "master02.example.com", "master03.example.com"]
 SCALE = 0.02
 
-INVENTORY = """\
-[OSEv3:children]
-masters
-nodes
-etcd
-
-[OSEv3:vars]
-openshift_release="3.10"
-
-[masters]
-master01.example.com
-master02.example.com
-master03.example.com
-
-[etcd]
-master01.example.com
-master02.example.com
-master03.example.com
-
-[nodes]
-master01.example.com openshift_node_group_name=node-config-master
-master02.example.com openshift_node_group_name=node-config-master
-master03.example.com openshift_node_group_name=node-config-master
-node01.example.com openshift_node_group_name=node-config-infra
-node02.example.com openshift_node_group_name=node-config-infra
-node03.example.com openshift_node_group_name=node-config-compute
-node04.example.com openshift_node_group_name=node-config-compute
-"""
+#: The scenario's openshift-ansible inventory (its ``external.files``, what ``lockkeeper sim serve
+#: --write-files`` writes for the README's R3d run): every node with its node group.
+INVENTORY = shipped_files("r3-okd310-upgrade")["inventory"]
 
 
 def r3_scenario() -> Any:
-    """r3-okd310-upgrade with the ansible-playbook stand-in's ``external`` component switched on
-    (the scenario file leaves it out; the stand-in is how tests reach the playbook model)."""
+    """r3-okd310-upgrade as bundled: its ``external`` section runs the ansible-playbook stand-in."""
     sc = load_scenario("r3-okd310-upgrade")
-    return sc.model_copy(update={"external": {}})
+    assert sc.external is not None and sc.external.get("node_group_configmaps") is True
+    return sc
 
 
 def upgrade_action(tmp: Path) -> NodeAction:
@@ -151,6 +127,10 @@ async def test_infra_canary_then_serial_50_percent(dev_server: Any, temporal_cli
     for n in ("node01.example.com", "node02.example.com"):
         assert kubelet(sim, n) == NEW
         assert not sim.store.get("nodes", n)["spec"].get("unschedulable"), f"{n} left cordoned"
+        # 3.10 put them in node-config-infra: the new role label beside the old ones (R3e's start)
+        labels = sim.store.get("nodes", n)["metadata"]["labels"]
+        assert (labels.get("node-role.kubernetes.io/infra"), labels.get("region")) == ("true", "infra"), labels
+    assert "node-role.kubernetes.io/infra" not in sim.store.get("nodes", "node03.example.com")["metadata"]["labels"]
     # masters and compute nodes untouched
     assert all(kubelet(sim, m) != NEW for m in MASTERS)
     assert kubelet(sim, "node03.example.com") != NEW
