@@ -1,7 +1,7 @@
 """GlusterFS activities: the gluster CLI in a GlusterFS pod through the gateway's exec, and the
 pod operations of R3a (procedures-spec §3.2, §3.3).
 
-Activity names (workflows call them by name; ``workflows.gluster.calls`` holds the constants):
+Activity names (workflows call them by name; ``workflows.shared.glusterfs.calls`` holds the constants):
 
 - ``read_gluster(GlusterReadInput) -> GlusterReport``: inventory (pods of every cluster's
   selector, nodes), then in the first usable pod ``volume list``, ``volume info all --xml``,

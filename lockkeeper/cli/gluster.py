@@ -3,7 +3,7 @@ report views ``start gluster-recovery --check-only`` prints too.
 
 The diagnosis runs the same read as the procedure (``read_gluster``: pods, nodes, ``volume
 info``/``status``, peers, heal info, in a usable GlusterFS pod through the API's exec) and the
-same pure assessment (:func:`workflows.gluster.plan.assess`); it writes nothing. Exit 0 when
+same pure assessment (:func:`workflows.shared.glusterfs.assess.assess`); it writes nothing. Exit 0 when
 healthy, 1 when not, 2 for a malformed kubeconfig, 3 when the cluster or the GlusterFS pods
 cannot be reached.
 """
@@ -100,7 +100,7 @@ async def _diagnose(settings: Any, namespace: str, clusters: list[str], exclude_
     from activities.kube.errors import KubeconfigError, KubeError
     from lockkeeper import output as out
     from workers.registry import build_gateway
-    from workflows.gluster.plan import assess
+    from workflows.shared.glusterfs.assess import assess
 
     def work() -> Any:
         gw = build_gateway(settings)

@@ -18,7 +18,7 @@ from activities.gluster.models import GlusterReadInput, GlusterTarget, PodRef, R
 from activities.kube.gateway import KubeGateway
 from clustersim import ClusterSim
 from clustersim.faults import MUTATING_VERBS
-from workflows.gluster.plan import assess
+from workflows.shared.glusterfs.assess import assess
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from activities.gluster.models import Brick, BrickStatus, GlusterPod, GlusterReport, NodeAddresses, VolumeInfo, VolumeStatus
 from lockkeeper import cli
 from lockkeeper.cli.gluster import assessment_view, diagnosis_data
-from workflows.gluster.plan import assess
+from workflows.shared.glusterfs.assess import assess
 
 runner = CliRunner()
 HOSTS = {"10.0.0.10": "master01", "10.0.0.11": "master02", "10.0.0.12": "master03"}
@@ -61,7 +61,8 @@ def test_diagnose_gluster_help_and_bad_rule() -> None:
 def test_gluster_activities_are_registered_once_and_the_procedure_is_known() -> None:
     from workers.registry import build_activities
     from workflows import PROCEDURES
-    from workflows.gluster import SPEC, calls
+    from workflows.gluster import SPEC
+    from workflows.shared.glusterfs import calls
 
     names = [a.__temporal_activity_definition.name for a in build_activities(lambda: None)]  # type: ignore[attr-defined]
     called = {v for k, v in vars(calls).items() if k.isupper() and isinstance(v, str) and v.islower() and "_" in v}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from workflows.gluster.health import progress_line, unhealthy_reasons, update_progress
-from workflows.gluster.models import Assessment, HealProgress, VolumeAssessment
+from workflows.shared.glusterfs.health import progress_line, unhealthy_reasons, update_progress
+from workflows.shared.glusterfs.models import Assessment, HealProgress, VolumeAssessment
 
 T0 = datetime(2026, 1, 1, 10, 2, tzinfo=UTC)
 

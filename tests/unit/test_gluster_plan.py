@@ -17,7 +17,7 @@ from activities.gluster.models import (
     VolumeInfo,
     VolumeStatus,
 )
-from workflows.gluster.plan import assess, map_host
+from workflows.shared.glusterfs.assess import assess, map_host
 
 HOSTS = {"10.0.0.10": "master01", "10.0.0.11": "master02", "10.0.0.12": "master03"}
 

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from activities.host.models import HostAccess
 from activities.runtime_migration.activities import node_object
 from lockkeeper.cli.start.runtime_migration import read_ssh_map
-from workflows.gluster.models import Assessment, BrickState, VolumeAssessment
+from workflows.shared.glusterfs.models import Assessment, BrickState, VolumeAssessment
 from workflows.runtime_migration import plan
 from workflows.runtime_migration.models import ExternalStep, RuntimeMigrationInput
 

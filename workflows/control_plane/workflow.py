@@ -42,8 +42,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.control_plane.steps import MasterSteps, StepAborted
     from workflows.etcd.backup import require_etcd_backup
-    from workflows.gluster.health import GlusterHealth
-    from workflows.gluster.models import GlusterHealthParams
+    from workflows.shared.glusterfs.health import GlusterHealth
+    from workflows.shared.glusterfs.models import GlusterHealthParams
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted
     from workflows.kit.host import HostSteps

@@ -2,7 +2,7 @@
 procedures-spec §3.2; field report seed 002).
 
 1. **Read and assess**: ``read_gluster`` (inventory, volume info/status, peers, heal info) and
-   the pure :func:`workflows.gluster.plan.assess`. ``mode=check`` stops here and reports
+   the pure :func:`workflows.shared.glusterfs.assess.assess`. ``mode=check`` stops here and reports
    (healthy = every brick online and heal info clean; nothing is written, no lease taken).
 2. **Stop** when a volume is down (more bricks offline than the quorum rule allows), a brick is
    in split-brain, or a brick host maps to no node or pod: every brick is named, nothing is
@@ -35,8 +35,8 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.gluster.models import GlusterReadInput, PodRef, ReplacementInput, ReplacementState, VolumeStartInput
-    from workflows.gluster import calls
-    from workflows.gluster.health import GlusterHealth, unhealthy_reasons
+    from workflows.shared.glusterfs import calls
+    from workflows.shared.glusterfs.health import GlusterHealth, unhealthy_reasons
     from workflows.gluster.models import (
         PROCEDURE_GLUSTER_RECOVERY,
         Assessment,
@@ -48,7 +48,7 @@ with workflow.unsafe.imports_passed_through():
         PodDelete,
         VolumeResult,
     )
-    from workflows.gluster.plan import assess
+    from workflows.shared.glusterfs.assess import assess
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted
     from workflows.kit.planning import planning_abort_message

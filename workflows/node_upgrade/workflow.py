@@ -22,8 +22,8 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.gluster.models import GlusterTarget
     from activities.node_upgrade.models import READ_UPGRADE_NODES, ReadUpgradeNodesInput, UpgradeNodes
-    from workflows.gluster.health import GlusterHealth
-    from workflows.gluster.models import GlusterHealthParams
+    from workflows.shared.glusterfs.health import GlusterHealth
+    from workflows.shared.glusterfs.models import GlusterHealthParams
     from workflows.kit import calls as acts
     from workflows.kit.batches import Group, NodeBatches, pass_planned_gate
     from workflows.kit.board import NodeBoard

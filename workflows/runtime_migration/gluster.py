@@ -2,7 +2,7 @@
 
 A thin adapter: the activity ``read_gluster`` (:class:`activities.gluster.models.GlusterReadInput`
 → :class:`activities.gluster.models.GlusterReport`, the CLI run in a GlusterFS pod) and the pure
-:func:`workflows.gluster.plan.assess` give an :class:`workflows.gluster.models.Assessment`; the
+:func:`workflows.shared.glusterfs.assess.assess` give an :class:`workflows.gluster.models.Assessment`; the
 migration's own rules (which bricks are the node's, heal counts, split-brain) are in
 :mod:`workflows.runtime_migration.plan`. Keeping the call here means a change of the GlusterFS
 package's activity shape touches one function.
@@ -17,9 +17,9 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.gluster.models import GlusterReadInput, GlusterReport, GlusterTarget
-    from workflows.gluster.calls import CLI_HEARTBEAT, READ_GLUSTER
-    from workflows.gluster.models import Assessment
-    from workflows.gluster.plan import assess
+    from workflows.shared.glusterfs.calls import CLI_HEARTBEAT, READ_GLUSTER
+    from workflows.shared.glusterfs.models import Assessment
+    from workflows.shared.glusterfs.assess import assess
     from workflows.runtime_migration.models import GlusterTargetSpec
 
 _RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=30),

@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Iterable
 
-from workflows.gluster.models import Assessment
+from workflows.shared.glusterfs.models import Assessment
 from workflows.runtime_migration.models import NodeRecordView, PackageFinding
 
 #: The comment 3.x's NetworkManager dispatcher (o-a 99-origin-dns.sh) writes into /etc/resolv.conf.

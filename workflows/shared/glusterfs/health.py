@@ -31,9 +31,9 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from activities.gluster.models import GlusterReadInput, GlusterTarget
-    from workflows.gluster import calls
-    from workflows.gluster.models import Assessment, GlusterHealthParams, HealProgress, QuorumRule
-    from workflows.gluster.plan import assess
+    from workflows.shared.glusterfs import calls
+    from workflows.shared.glusterfs.models import Assessment, GlusterHealthParams, HealProgress, QuorumRule
+    from workflows.shared.glusterfs.assess import assess
     from workflows.kit.control import Control
     from workflows.kit.gates import Gates
     from workflows.kit.health import Backoff, Check, wait_until

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from activities.gluster.models import Brick, GlusterPod, GlusterReport, NodeAddresses, VolumeInfo
-from workflows.gluster.models import Assessment, BrickState, HostPlan, QuorumRule, VolumeAssessment
+from workflows.shared.glusterfs.models import Assessment, BrickState, HostPlan, QuorumRule, VolumeAssessment
 
 
 def map_host(host: str, pods: Iterable[GlusterPod], nodes: Iterable[NodeAddresses], *, host_uuid: str | None = None,

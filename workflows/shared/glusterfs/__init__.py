@@ -1,0 +1,3 @@
+"""GlusterFS, as every procedure on GlusterFS nodes sees it: the activity names and call options
+(:mod:`.calls`), the pure assessment of bricks, peers and heal info (:mod:`.assess`), its models
+(:mod:`.models`) and the health gate (:mod:`.health`)."""
