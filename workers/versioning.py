@@ -14,7 +14,7 @@ started on it replay the new code), and ``workflow.deprecate_patch`` once no suc
 
 Every lockkeeper workflow is PINNED: the worker's ``default_versioning_behavior``
 (:func:`deployment_config`), and no workflow class declares a behaviour of its own
-(tests/unit/test_versioning.py keeps it so; one rule in one place, and a new procedure is pinned
+(tests/unit/test_versioning_rules.py keeps it so; one rule in one place, and a new procedure is pinned
 without anyone remembering to say so). Why for each kind:
 
 - a procedure's run carries state (gates, records, the node window) whose shape and meaning are
@@ -227,17 +227,20 @@ class QueueWorkers:
         if not missing:
             return None
         target = missing[0]
+        others = [b for b in polling if b not in ("unversioned workers", target)]
+        promote = (
+            f"`lockkeeper deployment promote {others[0]}`" if len(others) == 1
+            else f"`lockkeeper deployment promote BUILD` with one of {', '.join(others)}"
+        )
         if target is None:
-            builds = sorted({(p.deployment, p.build_id) for p in self.pollers if p.build_id})
-            deployment, build = builds[0]
+            deployment = sorted({p.deployment or "" for p in self.pollers if p.build_id})[0]
             return (
                 f"workers of deployment {deployment!r} poll task queue {self.task_queue!r} ({polling_text}), but the "
                 f"deployment has no current version, so new workflows go to unversioned workers and there are none. "
-                f"Make a build current: `lockkeeper deployment promote {build}`"
+                f"Make a build current: {promote}"
             )
         role = "current" if target == self.current else f"ramping ({self.ramping_percentage:g}%)"
-        newest = [b for b in polling if b != "unversioned workers"]
-        hint = f"`lockkeeper deployment promote {newest[-1]}`, or " if newest else ""
+        hint = f"{promote}, or " if others else ""
         return (
             f"no worker of build {target}, the {role} version of deployment {self.deployment!r} where new workflows go, "
             f"polls task queue {self.task_queue!r} (it is polled by {polling_text}). Fix: {hint}start a worker of build "
@@ -308,13 +311,15 @@ async def describe_queue(
 
 # --- a deployment's versions ----------------------------------------------------------------------
 
-_STATUS_NAMES = {
-    1: "inactive",
-    2: "current",
-    3: "ramping",
-    4: "draining",
-    5: "drained",
-}
+def _status_name(summary: Any) -> str:
+    """``current`` / ``ramping`` / ``draining`` / ``drained`` / ``inactive`` / ``created`` of a
+    version summary (``WorkerDeploymentVersionStatus`` without its prefix)."""
+    from temporalio.api.enums.v1 import VersionDrainageStatus, WorkerDeploymentVersionStatus
+
+    name = WorkerDeploymentVersionStatus.Name(summary.status).removeprefix("WORKER_DEPLOYMENT_VERSION_STATUS_").lower()
+    if name == "draining" and summary.drainage_status == VersionDrainageStatus.VERSION_DRAINAGE_STATUS_DRAINED:
+        return "drained"
+    return name
 
 
 @dataclass
@@ -338,13 +343,16 @@ class VersionState:
 @dataclass
 class DeploymentState:
     """A worker deployment: ``name``, its ``current`` build (None: none, new workflows go to
-    unversioned workers), ``ramping`` build and share (percent), and every version, newest first."""
+    unversioned workers), ``ramping`` build and share (percent), and every version, newest first.
+    ``conflict_token``: the server's token of this reading (a change made on it is refused if the
+    deployment changed since)."""
 
     name: str
     current: str | None
     ramping: str | None
     ramping_percentage: float
     versions: list[VersionState]
+    conflict_token: bytes = field(default=b"", repr=False)
 
     def version(self, build_id: str) -> VersionState | None:
         """The version of ``build_id``, None if the deployment has none."""
@@ -353,6 +361,7 @@ class DeploymentState:
     def to_data(self) -> dict[str, Any]:
         """Plain data for ``-o json|yaml`` (times as ISO 8601 strings)."""
         d = asdict(self)
+        d.pop("conflict_token")
         for v in d["versions"]:
             v["created"] = v["created"].isoformat(timespec="seconds") if v["created"] else None
         return d
@@ -362,6 +371,11 @@ def visibility_version(deployment: str, build_id: str) -> str:
     """The value of the ``TemporalWorkerDeploymentVersion`` search attribute for a build
     (``<deployment>:<build ID>``, as the server writes it)."""
     return f"{deployment}:{build_id}"
+
+
+def _literal(value: str) -> str:
+    """A string literal for a visibility query."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 async def _count(client: Any, query: str) -> int | None:
@@ -400,11 +414,9 @@ async def deployment_state(client: Any, name: str, *, counts: bool = True) -> De
         build = s.deployment_version.build_id
         v = VersionState(
             build_id=build,
-            status=_STATUS_NAMES.get(int(s.status), "unknown"),
+            status=_status_name(s),
             created=s.create_time.ToDatetime(UTC) if s.HasField("create_time") else None,
         )
-        if v.status == "draining" and int(s.drainage_status) == 2:  # VERSION_DRAINAGE_STATUS_DRAINED
-            v.status = "drained"
         vresp = await client.workflow_service.describe_worker_deployment_version(
             DescribeWorkerDeploymentVersionRequest(namespace=client.namespace, deployment_version=s.deployment_version)
         )
@@ -420,7 +432,7 @@ async def deployment_state(client: Any, name: str, *, counts: bool = True) -> De
                     workers.append(f"{p.identity} on {tq.name}")
         v.workers = workers
         if counts:
-            where = f"TemporalWorkerDeploymentVersion = '{visibility_version(name, build)}' AND ExecutionStatus = 'Running'"
+            where = f"TemporalWorkerDeploymentVersion = {_literal(visibility_version(name, build))} AND ExecutionStatus = 'Running'"
             v.running = await _count(client, where)
             v.pinned = await _count(client, where + " AND TemporalWorkflowVersioningBehavior = 'Pinned'")
         versions.append(v)
@@ -431,6 +443,7 @@ async def deployment_state(client: Any, name: str, *, counts: bool = True) -> De
         ramping=ramping,
         ramping_percentage=float(rc.ramping_version_percentage) if ramping else 0.0,
         versions=versions,
+        conflict_token=resp.conflict_token,
     )
 
 
@@ -444,9 +457,10 @@ async def promote(client: Any, name: str, build_id: str, *, identity: str, force
     (new procedures would wait for one) or when it does not poll a workflow task queue that the
     current build serves (the server would leave that queue with no current version: its new
     procedures would wait too; e.g. a host-only worker of the old build not upgraded yet).
-    Rollback is a promotion of the older build. Raises ``RPCError`` for other server errors.
+    Rollback is a promotion of the older build. Raises ``RPCError`` for other server errors, e.g.
+    when the deployment changed between this reading and the change (its conflict token).
     """
-    from temporalio.api.workflowservice.v1 import DescribeWorkerDeploymentRequest, SetWorkerDeploymentCurrentVersionRequest
+    from temporalio.api.workflowservice.v1 import SetWorkerDeploymentCurrentVersionRequest
 
     state = await deployment_state(client, name, counts=False)
     if state is None:
@@ -480,15 +494,12 @@ async def promote(client: Any, name: str, build_id: str, *, identity: str, force
                     "serves: after the promotion new procedures there would have no current version and wait. Start "
                     f"workers of build {build_id!r} on them (a host-only worker too), or add --force"
                 )
-    resp = await client.workflow_service.describe_worker_deployment(
-        DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=name)
-    )
     await client.workflow_service.set_worker_deployment_current_version(
         SetWorkerDeploymentCurrentVersionRequest(
             namespace=client.namespace,
             deployment_name=name,
             build_id=build_id,
-            conflict_token=resp.conflict_token,
+            conflict_token=state.conflict_token,
             identity=identity,
             ignore_missing_task_queues=force,
         )

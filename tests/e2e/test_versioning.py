@@ -228,7 +228,7 @@ async def test_the_first_worker_of_a_deployment_is_promoted_and_a_later_one_wait
     assert doc["current"] is None and build_row(doc, build)["status"] == "inactive", doc
     code, out, err = await drain(queue, "infra-0000")
     assert code == 3 and "no current version" in err and f"lockkeeper deployment promote {build}" in err, err
-    assert "nothing was started" in err and "--queue" in err, err
+    assert "Nothing was started" in err and "--queue" in err, err
     code, _, err = await lk(dev_server.address, "deployment", "promote", "no-such-build", "--deployment", deployment)
     assert code == 3 and "not a version of deployment" in err and build in err, err
     code, _, err = await lk(dev_server.address, "deployment", "promote", build, "--deployment", deployment)

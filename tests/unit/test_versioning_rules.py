@@ -89,3 +89,10 @@ def test_a_new_run_waits_when_no_worker_of_the_build_it_goes_to_polls() -> None:
     assert gap is not None and "build 0.3.0, the ramping (10%) version" in gap, gap
     assert _queue(V1, current="0.1.0", ramping="0.3.0", pct=0).gap() is None
     assert [p.label() for p in (V1, PLAIN)] == ["w1@host (build 0.1.0)", "w0@host (unversioned)"]
+
+
+def test_with_several_builds_polling_the_operator_picks_the_one_to_promote() -> None:
+    gap = _queue(V1, V2, Poller("w3@host", "lockkeeper", "0.3.0"), current="0.4.0").gap()
+    assert gap is not None and "promote BUILD` with one of 0.1.0, 0.2.0, 0.3.0" in gap, gap
+    gap = _queue(V1, V2).gap()
+    assert gap is not None and "has no current version" in gap and "one of 0.1.0, 0.2.0" in gap, gap
