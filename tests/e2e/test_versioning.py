@@ -94,6 +94,15 @@ async def task_builds(client: Any, workflow_id: str) -> set[str]:
     return builds
 
 
+async def activity_workers(client: Any, workflow_id: str) -> set[str]:
+    """The worker identities (up to the host) that started the activity tasks of ``workflow_id``."""
+    who = set()
+    async for ev in client.get_workflow_handle(workflow_id).fetch_history_events():
+        if ev.HasField("activity_task_started_event_attributes"):
+            who.add(ev.activity_task_started_event_attributes.identity.split("@")[0] + "@")
+    return who
+
+
 async def deployment_doc(address: str, name: str) -> dict[str, Any]:
     code, out, err = await lk(address, "deployment", "status", "--deployment", name, "-o", "json")
     assert code == 0, err
@@ -175,6 +184,8 @@ async def test_a_running_rollout_finishes_on_its_build_while_new_ones_start_on_t
         assert version_of(await temporal_client.get_workflow_handle(child).describe()) == (deployment, b1, pinned), child
         assert await task_builds(temporal_client, child) == {b1}, child
     assert await task_builds(temporal_client, a.id) == {b1}
+    # The node run's activities (all scheduled after the promotion) ran on build 1's worker too.
+    assert await activity_workers(temporal_client, node_run) == {f"lockkeeper-worker-{w1.pid}@"}
 
     # A rollout started now runs on build 2, with build 2's code.
     b = await start_rollout(temporal_client, task_queue, cluster=cluster, pools=["infra"], **fast_timings(SCALE))
