@@ -190,8 +190,8 @@ FAST_SQLITE = ("journal_mode=wal", "synchronous=normal")
 #:   more CPU at 2,000 (93 s against 76 s).
 #: - Task queues per worker deployment version (default 100) and per deployment (default 1,000):
 #:   the tests give every test a task queue of its own, and their versioned workers are all one
-#:   build of one deployment (:mod:`workers.versioning`); past the limit the server takes a new
-#:   queue's polls and never registers it, and that test's worker never gets a task.
+#:   build of one deployment (:mod:`workers.versioning`); past the limit the server refuses a new
+#:   queue's polls (the SDK retries them forever) and that test's worker would never get a task.
 DYNAMIC_CONFIG: dict[str, str] = {
     "system.enableActivityEagerExecution": "true",
     "history.transferProcessorMaxPollRPS": "200",

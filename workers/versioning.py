@@ -568,7 +568,7 @@ async def settle(
        tasks for a worker that ``runs_workflows`` not), else raise :class:`VersioningRefused`
        after ``register_timeout`` seconds (a version holds at most
        ``matching.maxTaskQueuesInDeploymentVersion`` task queues, 100 by default; past that the
-       server takes the polls and never registers the queue);
+       server refuses the polls with ResourceExhausted, which the SDK retries forever);
     2. with ``settings.promote == "auto"`` and a worker that runs workflows: make its build current
        when the deployment has never had a current version (set by nobody, ever: an operator's
        deliberate return to "unversioned" is left alone); a concurrent worker doing the same wins
@@ -604,9 +604,10 @@ async def settle(
             raise VersioningRefused(
                 f"the server did not add task queue {settings.task_queue!r} to version "
                 f"{settings.deployment_name}.{settings.build_id} within {register_timeout:.0f}s, so this worker would "
-                "never get a task. A version holds at most matching.maxTaskQueuesInDeploymentVersion task queues (100 "
-                "by default) and a namespace at most matching.maxDeployments deployments: raise them, use another "
-                "LOCKKEEPER_DEPLOYMENT_NAME, or set LOCKKEEPER_VERSIONING=false"
+                "never get a task (its log has the server's reason). A version holds at most "
+                "matching.maxTaskQueuesInDeploymentVersion task queues (100 by default), a deployment at most "
+                "matching.maxTaskQueuesInDeployment (1,000) and a namespace at most matching.maxDeployments deployments "
+                "(100): raise them, use another LOCKKEEPER_DEPLOYMENT_NAME, or set LOCKKEEPER_VERSIONING=false"
             )
         await asyncio.sleep(0.2)
     promoted = False

@@ -270,3 +270,36 @@ async def test_a_server_without_worker_deployments_refuses_a_versioned_worker(
     assert code == 0, out + err
     code, out, err = await lk(server.address, "status", json.loads(out)["workflow_id"], "-o", "json")
     assert code == 0 and json.loads(out)["versioning"] is None, out + err
+
+
+async def test_a_task_queue_the_server_never_registers_stops_the_worker_with_the_limit_named(
+    dev_server_factory: Any,
+) -> None:
+    """Past ``matching.maxTaskQueuesInDeploymentVersion`` the server takes a worker's polls and
+    never registers its queue, so it would never get a task: the worker stops instead, naming
+    the limit. (One queue per version here; the first worker's queue is registered.)"""
+    from temporalio.worker import Worker
+
+    from workers.client import connect
+    from workers.settings import Settings
+    from workers.versioning import VersioningRefused, deployment_config, settle
+    from workflows.kit.lease import LeaseWorkflow
+
+    server = await dev_server_factory(dynamic_config={"matching.maxTaskQueuesInDeploymentVersion": "1"})
+    first, second = (Settings(temporal_address=server.address, task_queue=q, build_id="limit") for q in ("lk-a", "lk-b"))
+    client = await connect(first)
+    workers: list[Any] = []
+
+    def start(s: Settings) -> asyncio.Task[None]:
+        workers.append(Worker(client, task_queue=s.task_queue, workflows=[LeaseWorkflow],
+                              deployment_config=deployment_config(s)))
+        return asyncio.create_task(workers[-1].run())
+
+    try:
+        settled = await settle(client, first, identity="e2e", runs_workflows=True, running=start(first))
+        assert settled.current == "limit" and settled.promoted
+        with pytest.raises(VersioningRefused, match="'lk-b'.*maxTaskQueuesInDeploymentVersion"):
+            await settle(client, second, identity="e2e", runs_workflows=True, running=start(second), register_timeout=5)
+    finally:
+        for w in workers:
+            await w.shutdown()
