@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio import workflow
 from temporalio.api.enums.v1 import VersioningBehavior
 
 from clustersim.scenario import generate_scenario
@@ -303,3 +304,70 @@ async def test_a_task_queue_the_server_never_registers_stops_the_worker_with_the
     finally:
         for w in workers:
             await w.shutdown()
+
+
+async def test_continue_as_new_stays_on_the_build_of_the_run_before(dev_server: Any, temporal_client: Any) -> None:
+    """What the MachineConfig rollout relies on when it continues as new with its window in its
+    input (workers.versioning, module doc): a pinned run that continues as new after another build
+    was promoted starts its next run on its own build, with the worker's default behaviour and no
+    option on the continue-as-new (as the rollout's ``workflow.continue_as_new`` has none)."""
+    from temporalio.worker import Worker
+
+    from workers.settings import Settings
+    from workers.versioning import deployment_config, promote, settle
+
+    deployment, queue = f"lk-can-{uuid.uuid4().hex[:8]}", f"lk-can-{uuid.uuid4().hex[:8]}"
+    workers: list[Any] = []
+
+    async def start(build: str) -> None:
+        s = Settings(temporal_address=dev_server.address, task_queue=queue, deployment_name=deployment, build_id=build)
+        workers.append(Worker(temporal_client, task_queue=queue, workflows=[Loop], deployment_config=deployment_config(s)))
+        run = asyncio.create_task(workers[-1].run())
+        await settle(temporal_client, s, identity="e2e", runs_workflows=True, running=run)
+
+    try:
+        await start("1")
+        handle = await temporal_client.start_workflow("VersionedLoop", 0, id=f"loop-{uuid.uuid4().hex[:6]}", task_queue=queue)
+        await until(lambda: _has_build(handle, "1"), "the first run on build 1")
+        await start("2")
+        assert await promote(temporal_client, deployment, "2", identity="e2e") == "1"
+        await handle.signal("next")
+        latest = temporal_client.get_workflow_handle(handle.id)
+
+        async def continued() -> bool:
+            return (await latest.describe()).run_id != handle.result_run_id
+
+        await until(continued, "the continued run")
+        await latest.signal("next")
+        assert await latest.result() == "done"
+        assert version_of(await latest.describe()) == (deployment, "1", VersioningBehavior.VERSIONING_BEHAVIOR_PINNED)
+        assert await task_builds(temporal_client, handle.id) == {"1"}  # the latest run's history
+        fresh = await temporal_client.start_workflow("VersionedLoop", 1, id=f"loop-{uuid.uuid4().hex[:6]}", task_queue=queue)
+        await fresh.signal("next")
+        assert await fresh.result() == "done" and version_of(await fresh.describe())[1] == "2"
+    finally:
+        for w in workers:
+            await w.shutdown()
+
+
+@workflow.defn(name="VersionedLoop", sandboxed=False)
+class Loop:
+    """Waits for ``next``; its first run continues as new (no versioning option), the second returns."""
+
+    def __init__(self) -> None:
+        self.go = False
+
+    @workflow.signal
+    def next(self) -> None:
+        self.go = True
+
+    @workflow.run
+    async def run(self, turn: int) -> str:
+        await workflow.wait_condition(lambda: self.go)
+        if turn == 0:
+            workflow.continue_as_new(1)
+        return "done"
+
+
+async def _has_build(handle: Any, build: str) -> bool:
+    return version_of(await handle.describe())[1] == build
