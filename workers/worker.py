@@ -120,7 +120,7 @@ async def run_worker(
 
     deployment = versioning.deployment_config(settings)
     if deployment is not None:
-        await versioning.check_server(client, settings)  # a refusing server would take the polls and never answer
+        await versioning.check_server(client, settings)  # a refusing server takes the polls and never answers
     stop = stop or asyncio.Event()
     worker: Worker | None = None
     settled = False
@@ -192,16 +192,17 @@ async def run_worker(
                         deployment=settings.deployment_name, build_id=settings.build_id, current_build_id=where.current,
                     )
             settled = True
-            log.info(
-                READY_EVENT,
-                task_queue=settings.task_queue,
-                role=settings.worker_role,
-                namespace=settings.temporal_namespace,
-                address=settings.temporal_address,
-                workflows=[w.__name__ for w in workflows],
-                activities=len(activities),
-                **version,
-            )
+            if not stop.is_set():  # asked to stop while settling: it never was ready
+                log.info(
+                    READY_EVENT,
+                    task_queue=settings.task_queue,
+                    role=settings.worker_role,
+                    namespace=settings.temporal_namespace,
+                    address=settings.temporal_address,
+                    workflows=[w.__name__ for w in workflows],
+                    activities=len(activities),
+                    **version,
+                )
             done, _ = await asyncio.wait({run, stopper}, return_when=asyncio.FIRST_COMPLETED)
             if run in done:
                 run.result()  # the worker failed on its own: raise why

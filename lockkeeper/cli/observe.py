@@ -83,9 +83,9 @@ async def show_status(settings: Any, wid: str, output: str, watch: bool) -> int:
         try:
             st = await query_status(handle, spec, timeout=15)
         except RPCError as exc:
-            version = versioning_of(desc)
-            pinned = version is not None and version["behavior"] == "pinned"
-            build = f" of build {version['build_id']} (the run is pinned to it)" if pinned and version else ""
+            version, build = versioning_of(desc), ""
+            if version is not None and version["behavior"] == "pinned":  # only that build's workers answer it
+                build = f" of build {version['build_id']} (the run is pinned to it)"
             warning = (f"no worker answered the status query ({exc.message}); is a `lockkeeper worker`{build} running "
                        f"on task queue {desc.task_queue!r}?")
             doc = document(desc, spec, warning=warning, pending=pending)
