@@ -172,12 +172,13 @@ def print_hint(live: Any, err: Console, text: str) -> None:
 
 
 async def _wait_for_poller(client: Any, task_queue: str, worker: Any, timeout: float = 60.0) -> None:
-    """Wait until the demo's own worker polls ``task_queue`` (a start is refused before that);
+    """Wait until the demo's own worker takes new runs on ``task_queue`` (it polls, and its build
+    is the current version it made itself on the fresh server; a start is refused before that);
     raises the worker's own error if it ended first, TimeoutError after ``timeout`` seconds."""
-    from lockkeeper.starter import task_queue_pollers
+    from lockkeeper.starter import new_run_gap
 
     deadline = time.monotonic() + timeout
-    while not await task_queue_pollers(client, task_queue):
+    while (await new_run_gap(client, task_queue))[0]:
         if worker.done():
             worker.result()  # raises its error
             raise RuntimeError("the demo's worker stopped before it polled its task queue")

@@ -188,10 +188,16 @@ FAST_SQLITE = ("journal_mode=wal", "synchronous=normal")
 #:   1.09 to 1.11 times the ideal instead of 1.15 to 1.16. The reader is woken by new tasks, so an
 #:   idle server does not read more often; 1,000 was no faster at 100 nodes and cost the server
 #:   more CPU at 2,000 (93 s against 76 s).
+#: - Task queues per worker deployment version (default 100) and per deployment (default 1,000):
+#:   the tests give every test a task queue of its own, and their versioned workers are all one
+#:   build of one deployment (:mod:`workers.versioning`); past the limit the server refuses a new
+#:   queue's polls (the SDK retries them forever) and that test's worker would never get a task.
 DYNAMIC_CONFIG: dict[str, str] = {
     "system.enableActivityEagerExecution": "true",
     "history.transferProcessorMaxPollRPS": "200",
     "history.timerProcessorMaxPollRPS": "200",
+    "matching.maxTaskQueuesInDeploymentVersion": "100000",
+    "matching.maxTaskQueuesInDeployment": "100000",
 }
 
 

@@ -27,8 +27,10 @@ class WorkerProcess(ChildProcess):
     """Start / stop / kill -9 / restart a worker child process.
 
     ``address``: Temporal ``host:port``; ``kubeconfig``: path to the cluster's kubeconfig;
-    ``task_queue``, ``namespace``; ``env``: extra variables (e.g. ``LOCKKEEPER_LOG_LEVEL``).
-    Logs (JSON lines) are appended to ``log_path`` (default: a temp-dir file named after the queue).
+    ``task_queue``, ``namespace``; ``env``: extra variables (e.g. ``LOCKKEEPER_LOG_LEVEL``,
+    ``LOCKKEEPER_BUILD_ID``). ``module``: what ``python -m`` runs, default ``workers.worker``
+    (the versioning test runs a second build of the workflow code so). Logs (JSON lines) are
+    appended to ``log_path`` (default: a temp-dir file named after the queue).
     """
 
     def __init__(
@@ -42,6 +44,7 @@ class WorkerProcess(ChildProcess):
         log_path: str | Path | None = None,
         ready_timeout: float = 30.0,
         stop_timeout: float = 15.0,
+        module: str = "workers.worker",
     ) -> None:
         self.address = address
         self.kubeconfig = Path(kubeconfig) if kubeconfig else None
@@ -53,6 +56,7 @@ class WorkerProcess(ChildProcess):
         )
         self.ready_timeout = ready_timeout
         self.stop_timeout = stop_timeout
+        self.module = module
         self._proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -80,7 +84,7 @@ class WorkerProcess(ChildProcess):
             return
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         self._proc = popen_child(
-            [sys.executable, "-m", "workers.worker"], env=self.environment(), log_path=self.log_path
+            [sys.executable, "-m", self.module], env=self.environment(), log_path=self.log_path
         )
         self.starts += 1
         if wait_ready:

@@ -3,10 +3,12 @@
 Used by every ``lockkeeper start`` subcommand and by the demo (which does not go through the
 CLI). For every procedure it
 
-0. refuses (:class:`NoWorker`) when no worker polls the task queue (``DescribeTaskQueue``), so
-   nothing is started that would only run, unwatched, whenever a worker appears; with
-   :data:`QUEUE_WITHOUT_WORKER` set (``lockkeeper start ... --queue``) it starts anyway and calls
-   :data:`ON_QUEUED`;
+0. refuses (:class:`NoWorker`) when no worker would take the new run (``DescribeTaskQueue``):
+   none polls the task queue, or, with worker versioning, none of the build new runs go to (the
+   deployment's current version, and a ramping one) polls it, or the deployment has no current
+   version (:meth:`workers.versioning.QueueWorkers.gap`); so nothing is started that would only
+   run, unwatched, whenever a worker appears. With :data:`QUEUE_WITHOUT_WORKER` set
+   (``lockkeeper start ... --queue``) it starts anyway and calls :data:`ON_QUEUED`;
 1. refuses early when another procedure holds an overlapping lease scope (a courtesy pre-check:
    the workflow's own leases stay the authority, this only answers before a run is started);
    dry runs (memo ``lockkeeper_dry_run``) never count;
@@ -35,6 +37,8 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from workers.versioning import POLLER_FRESH_SECONDS  # re-exported: a poller seen this recently is live
+
 
 class StartRefused(Exception):
     """The procedure was not started: ``holder`` (a workflow ID) holds an overlapping scope, or
@@ -46,16 +50,25 @@ class StartRefused(Exception):
 
 
 class NoWorker(Exception):
-    """No worker polls the task queue ``task_queue``: nothing was started (the message names the
-    queue, ``lockkeeper worker`` and ``--queue``)."""
+    """No worker would take a new run on ``task_queue``: nothing was started. The message names the
+    queue, ``lockkeeper worker`` and ``--queue``; with ``detail`` (workers poll, but none of the
+    build new runs go to: :meth:`workers.versioning.QueueWorkers.gap`) it says which builds poll
+    and how to promote one."""
 
-    def __init__(self, task_queue: str, namespace: str) -> None:
-        super().__init__(
-            f"no worker polls task queue {task_queue!r} (namespace {namespace}); nothing was started. "
-            f"Run `lockkeeper worker` on that queue (LOCKKEEPER_TASK_QUEUE / --task-queue), "
-            f"or add --queue to start it anyway; it then waits for a worker"
-        )
+    def __init__(self, task_queue: str, namespace: str, detail: str | None = None) -> None:
+        if detail is None:
+            super().__init__(
+                f"no worker polls task queue {task_queue!r} (namespace {namespace}); nothing was started. "
+                f"Run `lockkeeper worker` on that queue (LOCKKEEPER_TASK_QUEUE / --task-queue), "
+                f"or add --queue to start it anyway; it then waits for a worker"
+            )
+        else:
+            super().__init__(
+                f"{detail}. Nothing was started (namespace {namespace}); add --queue to start it anyway, it then "
+                "waits for such a worker"
+            )
         self.task_queue = task_queue
+        self.detail = detail
 
 
 #: Start even when no worker polls the task queue (``lockkeeper start ... --queue``).
@@ -66,33 +79,29 @@ ON_QUEUED: contextvars.ContextVar[Callable[[str, str], None] | None] = contextva
 )
 #: Memo key set at start: true for a dry run (the pre-checks skip it).
 MEMO_DRY_RUN = "lockkeeper_dry_run"
-#: A poller seen this recently (seconds) counts as a live worker. An idle worker's long poll is
-#: renewed at least every minute (the server's long-poll expiry), so a live one is never older.
-POLLER_FRESH_SECONDS = 120.0
 
 
 async def task_queue_pollers(client: Any, task_queue: str, fresh_seconds: float = POLLER_FRESH_SECONDS) -> list[str]:
-    """Identities of the workers that polled the workflow task queue ``task_queue`` within the
-    last ``fresh_seconds`` (``DescribeTaskQueue``, task queue type WORKFLOW). Empty: no worker.
-    Raises ``RPCError`` as the server does."""
-    from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
-    from temporalio.api.taskqueue.v1 import TaskQueue
-    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+    """The workers that polled the workflow task queue ``task_queue`` within the last
+    ``fresh_seconds``, each as ``identity (build B)`` or ``identity (unversioned)``
+    (:func:`workers.versioning.describe_queue`). Empty: no worker. Raises ``RPCError`` as the
+    server does."""
+    from workers.versioning import describe_queue
 
-    resp = await client.workflow_service.describe_task_queue(
-        DescribeTaskQueueRequest(
-            namespace=client.namespace,
-            task_queue=TaskQueue(name=task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-        )
-    )
-    now = datetime.now(UTC)
-    live = []
-    for p in resp.pollers:
-        seen = p.last_access_time.ToDatetime(UTC) if p.HasField("last_access_time") else None
-        if seen is None or (now - seen).total_seconds() <= fresh_seconds:
-            live.append(p.identity)
-    return live
+    return [p.label() for p in (await describe_queue(client, task_queue, fresh_seconds=fresh_seconds)).pollers]
+
+
+async def new_run_gap(client: Any, task_queue: str) -> tuple[bool, str | None]:
+    """Would a run started on ``task_queue`` now wait for a worker? ``(waits, detail)``: ``detail``
+    None when no worker polls at all, else why none of the pollers takes it (wrong build, no
+    current version). Raises ``RPCError`` as the server does."""
+    from workers.versioning import describe_queue
+
+    queue = await describe_queue(client, task_queue)
+    if not queue.pollers:
+        return True, None
+    gap = queue.gap()
+    return gap is not None, gap
 
 
 def quote(value: str) -> str:
@@ -202,8 +211,8 @@ async def start_procedure(
     ``require_worker``: refuse when no worker polls that queue (default: unless
     :data:`QUEUE_WITHOUT_WORKER` is set; then :data:`ON_QUEUED` is told of the queued start).
 
-    Raises :class:`NoWorker` (nothing started), :class:`StartRefused` naming the holder, or when
-    the workflow ID exists.
+    Raises :class:`NoWorker` (nothing started: no worker polls, or none of the build new runs go
+    to), :class:`StartRefused` naming the holder, or when the workflow ID exists.
     """
     from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
     from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -212,9 +221,9 @@ async def start_procedure(
 
     if require_worker is None:
         require_worker = not QUEUE_WITHOUT_WORKER.get()
-    queued = not await task_queue_pollers(client, settings.task_queue)
+    queued, detail = await new_run_gap(client, settings.task_queue)
     if queued and require_worker:
-        raise NoWorker(settings.task_queue, client.namespace)
+        raise NoWorker(settings.task_queue, client.namespace, detail)
     if precheck:
         held = await lease_holders(client, scopes)
         if held:

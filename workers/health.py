@@ -4,8 +4,9 @@
   worker whose loop is blocked (a synchronous call on the loop, a deadlock) stops answering,
   and the kubelet's liveness probe restarts it.
 - ``GET /readyz``: 200 ``{"status": "ready"}`` once the Temporal worker polls its task queue
-  (the SDK validated the namespace and started its pollers), 503 ``{"status": "starting"}``
-  before, and 503 ``{"status": "stopping"}`` from the moment a graceful shutdown starts, so a
+  (the SDK validated the namespace and started its pollers; with worker versioning, the server
+  registered the queue in the worker's build: :func:`workers.versioning.settle`), 503
+  ``{"status": "starting"}`` before, and 503 ``{"status": "stopping"}`` from the moment a graceful shutdown starts, so a
   rolling update of the Deployment waits for the new pod to poll before it stops the old one.
 
 Kubernetes probe semantics: https://kubernetes.io/docs/concepts/configuration/liveness-readiness-startup-probes/

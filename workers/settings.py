@@ -22,6 +22,11 @@ from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_vali
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_TASK_QUEUE = "lockkeeper"
+#: The Temporal worker deployment every lockkeeper worker belongs to, unless
+#: ``LOCKKEEPER_DEPLOYMENT_NAME`` says otherwise (:mod:`workers.versioning`).
+DEFAULT_DEPLOYMENT_NAME = "lockkeeper"
+#: The build ID Temporal reserves for "no version" (a deployment's current version when none is).
+UNVERSIONED = "__unversioned__"
 
 
 class SettingsError(ValueError):
@@ -80,6 +85,20 @@ class Settings(BaseSettings):
     - ``decision_timeout``: CLI only; seconds an operator update (approve, reject, decide,
       pause, ...) waits for a worker's answer, default 30. The update's deadline is about then;
       a worker that picks it up later refuses it, so no answer means nothing was decided.
+    - ``versioning``: worker deployment versioning (:mod:`workers.versioning`), default on: the
+      worker declares ``deployment_name`` and ``build_id`` and every workflow it runs is PINNED
+      to the build it started on. ``LOCKKEEPER_VERSIONING=false`` for a server without worker
+      deployments (before Temporal 1.29.1, or ``system.enableDeploymentVersions`` off): the
+      worker then runs unversioned and history-changing edits need ``workflow.patched`` again.
+    - ``deployment_name``: the worker deployment, default ``lockkeeper`` (no ``.``: Temporal
+      joins name and build ID with one). Every lockkeeper worker of a namespace shares it.
+    - ``build_id``: the build this worker's code is; default :func:`default_build_id` (the
+      installed lockkeeper package's version). Every process of one release (both roles, the
+      host-only workers) must carry the same build ID, and two releases never the same one.
+    - ``promote``: worker only; ``auto`` (default) makes this build the deployment's current
+      version when the deployment has never had one (a fresh namespace: the first worker just
+      works), ``never`` leaves that to ``lockkeeper deployment promote``. A later build never
+      becomes current by itself.
     """
 
     model_config = SettingsConfigDict(
@@ -136,6 +155,11 @@ class Settings(BaseSettings):
     log_level: str = Field("info", validation_alias=_aliases("log_level"))
     log_format: str = Field("auto", validation_alias=_aliases("log_format"))
     decision_timeout: float = Field(30.0, gt=0, le=3600, validation_alias=_aliases("decision_timeout"))
+    versioning: bool = Field(True, validation_alias=_aliases("versioning"))
+    deployment_name: str = Field(DEFAULT_DEPLOYMENT_NAME, validation_alias=_aliases("deployment_name"))
+    #: Empty (unset) is replaced with :func:`default_build_id` while validating.
+    build_id: str = Field("", validation_alias=_aliases("build_id"))
+    promote: Literal["auto", "never"] = Field("auto", validation_alias=_aliases("promote"))
 
     @field_validator("ssh_sudo", mode="before")
     @classmethod
@@ -175,6 +199,25 @@ class Settings(BaseSettings):
         if v.lower() not in ("auto", "console", "json"):
             raise ValueError(f"log format must be auto|console|json, got {v!r}")
         return v.lower()
+
+    @field_validator("deployment_name")
+    @classmethod
+    def _deployment_name(cls, v: str) -> str:
+        v = v.strip()
+        if not v or "." in v or len(v) > 255:
+            raise ValueError(f"a deployment name is 1 to 255 characters without '.', got {v!r}")
+        return v
+
+    @field_validator("build_id", mode="before")
+    @classmethod
+    def _build_id(cls, v: object) -> object:
+        if v is None or (isinstance(v, str) and not v.strip()):
+            return default_build_id()
+        if isinstance(v, str):
+            v = v.strip()
+            if v == UNVERSIONED or len(v) > 255:
+                raise ValueError(f"a build ID is 1 to 255 characters and not {UNVERSIONED!r}, got {v!r}")
+        return v
 
     @model_validator(mode="after")
     def _check_files(self) -> Settings:
@@ -241,6 +284,30 @@ class Settings(BaseSettings):
         d = self.model_dump(mode="json")
         d["temporal_api_key"] = "***" if self.temporal_api_key else None
         return d
+
+
+def default_build_id() -> str:
+    """The build ID of a worker that sets no ``LOCKKEEPER_BUILD_ID``: the version of the installed
+    ``lockkeeper`` distribution (``importlib.metadata``, e.g. ``0.1.0``).
+
+    The rule: the package version names the workflow code, so every release that changes a
+    workflow gets a new version and its workers are a new build; between releases (a fix shipped
+    as a new image of the same version) set ``LOCKKEEPER_BUILD_ID`` to something that changes with
+    the code, e.g. the image tag or the git commit. Not the SDK's own default
+    (``temporalio.worker.load_default_build_id``, a hash of every loaded module): it differs between
+    the ``workflows`` and ``activities`` processes of one release and with every dependency bump.
+    Raises ValueError when lockkeeper is not installed (a source tree on ``PYTHONPATH``): set
+    ``LOCKKEEPER_BUILD_ID`` then.
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("lockkeeper")
+    except PackageNotFoundError:
+        raise ValueError(
+            "the lockkeeper package is not installed, so it has no version to use as the build ID: "
+            "set LOCKKEEPER_BUILD_ID"
+        ) from None
 
 
 def load_settings(**overrides: Any) -> Settings:

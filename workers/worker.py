@@ -10,6 +10,14 @@ Synchronous activities (the blocking ``kubernetes`` client) run on a ThreadPoolE
 polled, running activities get ``graceful_shutdown_seconds`` to finish, then they are
 cancelled. Workflows lose nothing either way: their state is in Temporal's history.
 
+Versioning (:mod:`workers.versioning`): unless ``LOCKKEEPER_VERSIONING=false``, every worker, of
+every role, declares deployment ``LOCKKEEPER_DEPLOYMENT_NAME`` and build ``LOCKKEEPER_BUILD_ID``
+and runs each workflow PINNED to the build it started on. Before it polls it checks that the
+server runs worker deployments; once it polls it waits until the server registered its task
+queue in its version, makes its build current on a deployment that never had a current version
+(``LOCKKEEPER_PROMOTE=auto``), and only then logs :data:`READY_EVENT` with its build and the
+deployment's current build.
+
 With ``LOCKKEEPER_HEALTH_PORT`` the worker serves ``/healthz`` and ``/readyz``
 (:mod:`workers.health`; not ready until it polls, and again from the start of a shutdown); with
 ``LOCKKEEPER_METRICS_PORT`` it exports Prometheus metrics (:mod:`workers.metrics`).
@@ -18,6 +26,7 @@ With ``LOCKKEEPER_HEALTH_PORT`` the worker serves ``/healthz`` and ``/readyz``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -55,9 +64,11 @@ async def run_worker(
     ``process_gc``: the worker owns its process (``python -m workers.worker``): once everything
     is loaded, tune the garbage collector for its large live heap (:func:`workers.gctune.tune_gc`).
     Raises :class:`workers.settings.SettingsError` for bad cluster credentials before it
-    connects, :class:`workers.client.ConnectionFailed` when Temporal is unreachable, and (only
-    when it connects itself) :class:`workers.search_attributes.SearchAttributesRefused` when
-    lockkeeper's search attributes are missing and the server refuses to register them.
+    connects, :class:`workers.client.ConnectionFailed` when Temporal is unreachable,
+    :class:`workers.versioning.VersioningRefused` when versioning is on and the server does not
+    run worker deployments (or never registers this worker's queue), and (only when it connects
+    itself) :class:`workers.search_attributes.SearchAttributesRefused` when lockkeeper's search
+    attributes are missing and the server refuses to register them.
     """
     from temporalio.worker import Worker
 
@@ -105,13 +116,19 @@ async def run_worker(
         added = await ensure_search_attributes(client, settings.temporal_namespace)
         if added:
             log.info("search attributes registered", namespace=settings.temporal_namespace, names=added)
+    from workers import versioning
+
+    deployment = versioning.deployment_config(settings)
+    if deployment is not None:
+        await versioning.check_server(client, settings)  # a refusing server takes the polls and never answers
     stop = stop or asyncio.Event()
     worker: Worker | None = None
+    settled = False
 
     def readiness() -> str:
         if stop.is_set():
             return "stopping"
-        return "ready" if worker is not None and worker.is_running else "starting"
+        return "ready" if worker is not None and worker.is_running and settled else "starting"
 
     health = None
     if settings.health_port is not None:
@@ -147,6 +164,7 @@ async def run_worker(
             no_remote_activities=settings.worker_role == "workflows",
             graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
             interceptors=interceptors,
+            deployment_config=deployment,
         )
         if process_gc:
             from workers.gctune import GC_THRESHOLDS, tune_gc
@@ -154,17 +172,37 @@ async def run_worker(
             frozen = tune_gc()  # everything is imported and built: start-up objects go to the permanent generation
             log.info("garbage collector tuned", frozen_objects=frozen, thresholds=list(GC_THRESHOLDS))
         run = asyncio.create_task(worker.run())
-        log.info(
-            READY_EVENT,
-            task_queue=settings.task_queue,
-            role=settings.worker_role,
-            namespace=settings.temporal_namespace,
-            address=settings.temporal_address,
-            workflows=[w.__name__ for w in workflows],
-            activities=len(activities),
-        )
         stopper = asyncio.create_task(stop.wait())
         try:
+            version: dict[str, Any] = {"versioning": False}
+            if deployment is not None:
+                try:
+                    where = await _settle(client, settings, run, stopper, bool(workflows))
+                except BaseException:
+                    with contextlib.suppress(Exception):  # polls no more; the caller sees why it could not start
+                        await worker.shutdown()
+                    raise
+                version = {"versioning": True, "deployment": settings.deployment_name, "build_id": settings.build_id,
+                           "current_build_id": where.current, "promoted": where.promoted}
+                if workflows and where.known and where.current != settings.build_id and not stop.is_set():
+                    log.warning(
+                        "this build is not the deployment's current version: new procedures start on "
+                        f"{where.current or 'unversioned workers'}; this worker serves only the runs pinned to its build. "
+                        f"Promote it with `lockkeeper deployment promote {settings.build_id}`",
+                        deployment=settings.deployment_name, build_id=settings.build_id, current_build_id=where.current,
+                    )
+            settled = True
+            if not stop.is_set():  # asked to stop while settling: it never was ready
+                log.info(
+                    READY_EVENT,
+                    task_queue=settings.task_queue,
+                    role=settings.worker_role,
+                    namespace=settings.temporal_namespace,
+                    address=settings.temporal_address,
+                    workflows=[w.__name__ for w in workflows],
+                    activities=len(activities),
+                    **version,
+                )
             done, _ = await asyncio.wait({run, stopper}, return_when=asyncio.FIRST_COMPLETED)
             if run in done:
                 run.result()  # the worker failed on its own: raise why
@@ -187,6 +225,22 @@ async def run_worker(
     log.info("worker stopped")
 
 
+async def _settle(client: Any, settings: Settings, run: asyncio.Task[None], stopper: asyncio.Task[Any],
+                  runs_workflows: bool) -> Any:
+    """:func:`workers.versioning.settle` for this worker (:class:`workers.versioning.Settled`),
+    given up when a stop is asked meanwhile (then the caller's wait sees the stop at once)."""
+    from workers import versioning
+
+    task = asyncio.ensure_future(versioning.settle(
+        client, settings, identity=_identity(settings), runs_workflows=runs_workflows, running=run
+    ))
+    done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    if task not in done:
+        task.cancel()
+        return versioning.Settled(current=None, promoted=False, known=False)
+    return task.result()
+
+
 def _pollers(count: int) -> Any:
     """The SDK's poller behaviour for ``count`` open polls (0: autoscaling, between 1 and 100)."""
     from temporalio.worker import PollerBehaviorAutoscaling, PollerBehaviorSimpleMaximum
@@ -203,11 +257,12 @@ def _identity(settings: Settings) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m workers.worker``: run with settings from the environment. Exit codes: 0 after
-    a clean shutdown, 2 for invalid settings, 3 when Temporal is unreachable or refuses to
-    register the search attributes."""
+    a clean shutdown, 2 for invalid settings, 3 when Temporal is unreachable, refuses to
+    register the search attributes or does not run worker versioning."""
     from workers.client import ConnectionFailed
     from workers.search_attributes import SearchAttributesRefused
     from workers.settings import SettingsError, load_settings
+    from workers.versioning import VersioningRefused
 
     try:
         settings = load_settings()
@@ -223,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConnectionFailed as exc:
         log.error("cannot connect to Temporal", error=str(exc))
         return 3
-    except SearchAttributesRefused as exc:
+    except (SearchAttributesRefused, VersioningRefused) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 3
     except Exception as exc:

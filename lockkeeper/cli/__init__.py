@@ -4,9 +4,9 @@ The app is assembled here from one module per concern, each of which registers i
 and none of which imports this package back: :mod:`.common` (exit codes, errors, options,
 settings, connection, updates), :mod:`.operate` (approve, reject, pause, resume, abort,
 skip-node, retry-node, decide), :mod:`.observe` (status, list), :mod:`.start` (one module per
-procedure), :mod:`.diagnose`, :mod:`.worker` and :mod:`.sim` (sim, demo). Every module imports
-only typer at load time, so ``--help`` stays fast; the procedures come from
-``workflows.PROCEDURES`` when a command runs.
+procedure), :mod:`.diagnose`, :mod:`.worker`, :mod:`.deployment` (the worker builds: status,
+promote) and :mod:`.sim` (sim, demo). Every module imports only typer at load time, so
+``--help`` stays fast; the procedures come from ``workflows.PROCEDURES`` when a command runs.
 
 Exit codes (:mod:`.common`): 0 ok; 1 the procedure failed, was aborted or refused the request;
 2 usage or validation of the CLI's input; 3 not found, no connection or no worker; 130
@@ -20,7 +20,7 @@ import sys
 
 import typer
 
-from lockkeeper.cli import diagnose, history, observe, operate, setup, sim, start, worker
+from lockkeeper.cli import deployment, diagnose, history, observe, operate, setup, sim, start, worker
 
 app = typer.Typer(
     name="lockkeeper",
@@ -52,6 +52,7 @@ observe.register(app)
 operate.register(app)
 diagnose.register(app)
 worker.register(app)
+deployment.register(app)
 setup.register(app)
 history.register(app)
 sim.register(app)

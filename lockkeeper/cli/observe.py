@@ -65,7 +65,7 @@ async def show_status(settings: Any, wid: str, output: str, watch: bool) -> int:
     from lockkeeper import output as out
     from lockkeeper import panels
     from lockkeeper.cli.common import cause_message, err
-    from lockkeeper.cli.status_doc import document, pending_activities, pending_table
+    from lockkeeper.cli.status_doc import document, pending_activities, pending_table, versioning_of
     from lockkeeper.starter import query_status
 
     client = await connect(settings)
@@ -83,8 +83,11 @@ async def show_status(settings: Any, wid: str, output: str, watch: bool) -> int:
         try:
             st = await query_status(handle, spec, timeout=15)
         except RPCError as exc:
-            warning = (f"no worker answered the status query ({exc.message}); is `lockkeeper worker` running on "
-                       f"task queue {desc.task_queue!r}?")
+            version, build = versioning_of(desc), ""
+            if version is not None and version["behavior"] == "pinned":  # only that build's workers answer it
+                build = f" of build {version['build_id']} (the run is pinned to it)"
+            warning = (f"no worker answered the status query ({exc.message}); is a `lockkeeper worker`{build} running "
+                       f"on task queue {desc.task_queue!r}?")
             doc = document(desc, spec, warning=warning, pending=pending)
             if output == "table":
                 console.print(f"{wid} ({spec.name}): running; status unknown")

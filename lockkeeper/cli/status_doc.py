@@ -8,6 +8,8 @@ Shape (``-o json|yaml``; the table shows the same)::
      "result": {...} | null,     # its result model (completed)
      "failure": str | null,      # why it failed, was terminated, canceled or timed out
      "warning": str | null,      # e.g. no worker answered the status query
+     "versioning": {             # the worker build the run is on (worker versioning), null if unversioned
+        "deployment": str, "build_id": str, "behavior": "pinned" | "auto_upgrade"} | null,
      "pending_activities": [     # each activity still scheduled or retrying, here or in a child
         {"workflow_id", "activity_id", "activity_type", "state", "attempt", "maximum_attempts",
          "last_failure": str | null, "next_attempt_time": ISO 8601 | null,
@@ -21,6 +23,10 @@ The pending activities come from ``DescribeWorkflowExecution`` (``pending_activi
 procedure and of its running children (node runs; leases are skipped), so a step that keeps
 failing (an API outage, a missing permission) is visible with its attempt count and next retry
 time while the procedure waits for it.
+
+``versioning`` comes from the same description (``versioning_info``): a pinned run is answered
+only by workers of its build, so a run whose build has no worker left shows which build to start
+(:mod:`workers.versioning`).
 """
 
 from __future__ import annotations
@@ -79,6 +85,29 @@ async def pending_activities(client: Any, workflow_id: str, desc: Any) -> list[d
     return rows
 
 
+def versioning_of(desc: Any) -> dict[str, str] | None:
+    """``{"deployment", "build_id", "behavior"}`` of the build a run is on (the effective one:
+    an override wins), None for an unversioned run or one no worker has picked up yet."""
+    from temporalio.api.enums.v1 import VersioningBehavior
+
+    vi = desc.raw_description.workflow_execution_info.versioning_info
+    behavior = vi.behavior
+    version = vi.deployment_version if vi.HasField("deployment_version") else None
+    if vi.HasField("versioning_override"):
+        o = vi.versioning_override
+        if o.HasField("pinned") and o.pinned.HasField("version"):
+            behavior, version = VersioningBehavior.VERSIONING_BEHAVIOR_PINNED, o.pinned.version
+        elif o.auto_upgrade:
+            behavior = VersioningBehavior.VERSIONING_BEHAVIOR_AUTO_UPGRADE
+    if not behavior or version is None or not version.build_id:
+        return None
+    return {
+        "deployment": version.deployment_name,
+        "build_id": version.build_id,
+        "behavior": VersioningBehavior.Name(behavior).removeprefix("VERSIONING_BEHAVIOR_").lower(),
+    }
+
+
 def state_name(status: Any) -> str:
     """``WorkflowExecutionStatus.FAILED`` → ``failed``."""
     return status.name.lower() if status is not None else "unknown"
@@ -99,6 +128,7 @@ def document(desc: Any, spec: Any, *, status: Any = None, result: Any = None, fa
         "result": out.to_data(result) if result is not None else None,
         "failure": failure,
         "warning": warning,
+        "versioning": versioning_of(desc),
         "pending_activities": pending or [],
     }
 

@@ -1,5 +1,6 @@
 """``lockkeeper worker``: run every procedure's workflows and activities on the task queue
-(:func:`workers.worker.run_worker`)."""
+(:func:`workers.worker.run_worker`), as one build of the worker deployment
+(:mod:`workers.versioning`: ``--build-id``, ``--promote``)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,25 @@ def worker(
         "activities: activity tasks only (LOCKKEEPER_WORKER_ROLE). Run a workflows and an activities worker "
         "on the same task queue to give workflow code its own process.",
     ),
+    build_id: str | None = typer.Option(
+        None, "--build-id",
+        help="This worker's build in the worker deployment (LOCKKEEPER_BUILD_ID; default: the lockkeeper package "
+        "version). Runs stay on the build they started on.",
+    ),
+    promote: str | None = typer.Option(
+        None, "--promote",
+        help="auto (default): make this build the deployment's current version if it never had one (a fresh "
+        "namespace); never: leave it to `lockkeeper deployment promote` (LOCKKEEPER_PROMOTE).",
+    ),
 ) -> None:
-    """Run a worker: every procedure's workflows and activities on the task queue (or one of the two, --role)."""
+    """Run a worker: every procedure's workflows and activities on the task queue (or one of the two, --role).
+
+    Every run it starts stays on this worker's build (worker versioning, LOCKKEEPER_VERSIONING=false
+    turns it off); `lockkeeper deployment status` shows the builds, `promote` switches new runs to one.
+    """
     try:
-        settings = settings_of(ctx, kubeconfig=kubeconfig, kube_context=context, in_cluster=in_cluster, worker_role=role)
+        settings = settings_of(ctx, kubeconfig=kubeconfig, kube_context=context, in_cluster=in_cluster, worker_role=role,
+                               build_id=build_id, promote=promote)
     except CliError as exc:
         err(f"error: {exc}")
         raise typer.Exit(exc.code) from None
@@ -34,13 +50,14 @@ def worker(
         from activities.kube.errors import KubeconfigError
         from workers.search_attributes import SearchAttributesRefused
         from workers.settings import SettingsError
+        from workers.versioning import VersioningRefused
         from workers.worker import run_worker
 
         try:
             await run_worker(settings)
         except (SettingsError, KubeconfigError) as exc:
             raise CliError(str(exc), EXIT_USAGE) from None
-        except SearchAttributesRefused as exc:
+        except (SearchAttributesRefused, VersioningRefused) as exc:
             raise CliError(str(exc), EXIT_NOT_FOUND) from None
         return EXIT_OK
 

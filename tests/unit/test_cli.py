@@ -21,7 +21,7 @@ def test_help_lists_commands() -> None:
     res = runner.invoke(cli.app, ["--help"])
     assert res.exit_code == 0
     for command in ("start", "status", "list", "approve", "reject", "pause", "resume", "abort",
-                    "skip-node", "retry-node", "worker", "demo", "sim"):
+                    "skip-node", "retry-node", "worker", "deployment", "demo", "sim"):
         assert command in res.output
 
 

@@ -33,7 +33,8 @@ def test_command_registers_search_attributes_and_sqlite(tmp_path: Path) -> None:
 
 
 def test_command_passes_dynamic_config_and_overrides(tmp_path: Path) -> None:
-    """Eager activities and the fast queue reads go to the server; a caller's value wins."""
+    """Eager activities, the fast queue reads and room for every test's task queue in one worker
+    deployment version go to the server; a caller's value wins."""
 
     def values(cmd: list[str]) -> dict[str, str]:
         return dict(cmd[i + 1].split("=", 1) for i, a in enumerate(cmd) if a == "--dynamic-config-value")
@@ -42,6 +43,8 @@ def test_command_passes_dynamic_config_and_overrides(tmp_path: Path) -> None:
         "system.enableActivityEagerExecution": "true",
         "history.transferProcessorMaxPollRPS": "200",
         "history.timerProcessorMaxPollRPS": "200",
+        "matching.maxTaskQueuesInDeploymentVersion": "100000",
+        "matching.maxTaskQueuesInDeployment": "100000",
     }
     mine = values(DevServer(tmp_path, dynamic_config={"history.transferProcessorMaxPollRPS": "20", "x.y": "1"}).command())
     assert mine["history.transferProcessorMaxPollRPS"] == "20" and mine["x.y"] == "1"

@@ -172,3 +172,54 @@ def test_pollers_map_to_the_sdks_poller_behaviour(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("LOCKKEEPER_WORKFLOW_TASK_POLLERS", "-1")
     with pytest.raises(SettingsError, match="LOCKKEEPER_WORKFLOW_TASK_POLLERS"):
         load_settings()
+
+
+def test_versioning_defaults_build_id_from_the_package_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Worker versioning is on by default, in deployment ``lockkeeper``, as the build named by the
+    installed package's version; ``LOCKKEEPER_BUILD_ID`` (or ``--build-id``) overrides it, and an
+    empty one means the default."""
+    from importlib.metadata import version
+
+    s = load_settings()
+    assert (s.versioning, s.deployment_name, s.build_id, s.promote) == (True, "lockkeeper", version("lockkeeper"), "auto")
+    monkeypatch.setenv("LOCKKEEPER_BUILD_ID", "2024.06.1-abc123")
+    monkeypatch.setenv("LOCKKEEPER_DEPLOYMENT_NAME", "ops-lockkeeper")
+    monkeypatch.setenv("LOCKKEEPER_PROMOTE", "never")
+    monkeypatch.setenv("LOCKKEEPER_VERSIONING", "false")
+    s = load_settings()
+    assert (s.versioning, s.deployment_name, s.build_id, s.promote) == (False, "ops-lockkeeper", "2024.06.1-abc123", "never")
+    assert load_settings(build_id="flag").build_id == "flag"
+    monkeypatch.setenv("LOCKKEEPER_BUILD_ID", " ")
+    assert load_settings().build_id == version("lockkeeper")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("LOCKKEEPER_DEPLOYMENT_NAME", "lock.keeper", "without '.'"),
+        ("LOCKKEEPER_DEPLOYMENT_NAME", " ", "1 to 255 characters"),
+        ("LOCKKEEPER_BUILD_ID", "__unversioned__", "not '__unversioned__'"),
+        ("LOCKKEEPER_BUILD_ID", "x" * 256, "1 to 255 characters"),
+        ("LOCKKEEPER_PROMOTE", "always", "'auto' or 'never'"),
+    ],
+)
+def test_versioning_settings_are_checked_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, message: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError, match=f"{name}: .*{message}"):
+        load_settings()
+
+
+def test_without_the_package_the_build_id_must_be_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A source tree on PYTHONPATH has no package version to name its build: say so, by name."""
+    import importlib.metadata
+
+    def missing(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", missing)
+    with pytest.raises(SettingsError, match="build_id: .*not installed.*set LOCKKEEPER_BUILD_ID"):
+        load_settings()
+    monkeypatch.setenv("LOCKKEEPER_BUILD_ID", "git-1a2b3c")
+    assert load_settings().build_id == "git-1a2b3c"
