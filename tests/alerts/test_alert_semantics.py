@@ -152,3 +152,11 @@ def test_a_line_names_at_most_five_alerts() -> None:
 def test_classify_counts_each_ignored_alert_once() -> None:
     blocking, ignored = classify(ALERTS, CheckAlertsInput(url=URL, filter="Watchdog", firing_only=True, severities=["none"]))
     assert blocking == [] and ignored == {"filter": 1, "severity": 2, "pending": 1}
+
+
+def test_the_worker_registers_check_alerts_once() -> None:
+    from activities.alerts.models import CHECK_ALERTS
+    from workers.registry import build_activities
+
+    names = [a.__temporal_activity_definition.name for a in build_activities(lambda: None)]  # type: ignore[attr-defined]
+    assert names.count(CHECK_ALERTS) == 1

@@ -20,7 +20,7 @@ from temporalio.worker import Worker
 
 from activities.alerts.models import CHECK_ALERTS, ActiveAlert, AlertsAnswer, CheckAlertsInput
 from workflows.kit.alerts import AlertGatePolicy
-from workflows.kit.models import ApprovalRules, ControlInput, DecideInput
+from workflows.kit.models import ApprovalRules, ControlInput, DecideInput, RejectInput
 from workflows.kit.procedure import ProcedureWorkflow
 
 URL = "http://prometheus.test:9090"
@@ -150,6 +150,8 @@ async def test_fail_open_after_alerts_still_waits_for_the_alerts(time_skipping_e
         result = await h.result()
     assert result.answers[0].outcome == "fail-open" and result.answers[0].polls == 2
     assert [e.kind for e in result.events] == ["blocked", "fail-open"]
+    assert [(r.action, r.comment) for r in result.gate_history][1:] == [
+        ("cancelled", "Prometheus could not be asked: passed (fail-open)")]
 
 
 async def test_a_person_overrides_one_wait(time_skipping_env, wf_task_queue):
@@ -211,3 +213,15 @@ async def test_abort_ends_the_wait_during_a_check(time_skipping_env, wf_task_que
     answer = result.answers[0]
     assert (answer.outcome, answer.polls, result.outcome) == ("stopped", 1, "aborted")
     assert len(fake.calls) == 2 and [e.kind for e in result.events] == ["blocked", "stopped"]
+
+
+async def test_rejecting_the_override_keeps_waiting_for_the_alerts(time_skipping_env, wf_task_queue):
+    env, fake = time_skipping_env, AlertsFake(FIRING, FIRING, CLEAR)
+    async with probe(env, wf_task_queue, fake) as h:
+        await poll(h, waiting_at(GATE))
+        await h.execute_update(ProcedureWorkflow.reject, RejectInput(gate_id=GATE, identity="bob", comment="wait for it"))
+        st = await poll(h, lambda s: not waiting_at(GATE)(s))
+        assert st["health"][BOARD]["state"] == "waiting"  # no gate, still waiting for the alerts
+        result = await h.result()
+    assert (result.answers[0].outcome, result.answers[0].polls) == ("clear", 3)
+    assert [(r.action, r.by) for r in result.gate_history] == [("opened", "lockkeeper"), ("rejected", "bob")]

@@ -307,7 +307,8 @@ class AlertGate:
             if self._passes(answer):
                 outcome = "clear" if answer.ok else "fail-open"
                 break
-        ending.append("alerts cleared" if outcome in ("clear", "fail-open") else f"alert wait {outcome}")
+        ending.append({"clear": "alerts cleared", "fail-open": "Prometheus could not be asked: passed (fail-open)"}.get(
+            outcome, f"alert wait {outcome}"))
         if override is not None:
             await override
         return self._end(hs, where, outcome, answer, since, episode=episode, gate_id=gate_id)
