@@ -225,3 +225,16 @@ async def test_rejecting_the_override_keeps_waiting_for_the_alerts(time_skipping
         result = await h.result()
     assert (result.answers[0].outcome, result.answers[0].polls) == ("clear", 3)
     assert [(r.action, r.by) for r in result.gate_history] == [("opened", "lockkeeper"), ("rejected", "bob")]
+
+
+async def test_without_the_override_gate_status_shows_the_health_wait(time_skipping_env, wf_task_queue):
+    env, fake = time_skipping_env, AlertsFake(FIRING, CLEAR)
+    policy = AlertGatePolicy(url=URL, filter="^Watchdog$", poll_seconds=60, override=False)
+    async with probe(env, wf_task_queue, fake, policy=policy) as h:
+        st = await poll(h, lambda s: s["health"].get(BOARD, {}).get("polls") == 1)
+        assert st["gates"] == [] and st["phase"] == "running"
+        assert st["waiting_for"] == f"health check {BOARD} ({NODE_LINE} (1 ignored))"
+        result = await h.result()
+    assert (result.answers[0].outcome, result.answers[0].gate_id, result.answers[0].episode) == ("clear", None, 1)
+    assert result.gate_history == []
+    assert [(e.kind, e.gate_id) for e in result.events] == [("blocked", None), ("cleared", None)]

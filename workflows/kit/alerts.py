@@ -138,7 +138,7 @@ class AlertGateAnswer(BaseModel):
     """How :meth:`AlertGate.wait_clear` ended: ``outcome`` (:data:`AlertOutcome`), ``passed``
     (clear, overridden or fail-open), ``polls`` (checks made), ``since`` / ``until`` (workflow
     time), ``last`` (the last check's answer; None when stopped before one came), ``episode``
-    and ``gate_id`` when it waited, ``decided_by`` who overrode."""
+    when it waited, ``gate_id`` when an override gate was opened, ``decided_by`` who overrode."""
 
     where: str
     outcome: AlertOutcome
@@ -262,20 +262,20 @@ class AlertGate:
 
         episode = self._episodes.get(where, 0) + 1
         self._episodes[where] = episode
-        gate_id = f"{name}/{episode}"
+        gate_id = f"{name}/{episode}" if self.policy.override else None
         self._emit("blocked", where, episode, f"{name}: {self._line(answer)}", answer, gate_id)
         if answer.error is not None:
             self._warn(f"{name}: {answer.line()}; waiting (fail-closed)")
         ending: list[str] = []
         override = None
-        if self.policy.override:
+        if gate_id is not None:
             override = asyncio.ensure_future(self.gates.step(
                 gate_id, self._what(where, answer), GatePolicy(), kind=GateKind.STEP, choices=[PROCEED],
                 interrupt=lambda: ending[0] if ending else None,
             ))
 
         def overridden() -> bool:
-            gate = self.gates.gates.get(gate_id)
+            gate = self.gates.gates.get(gate_id) if gate_id is not None else None
             return gate is not None and gate.state in (GateState.APPROVED, GateState.DECIDED)
 
         shown: tuple[str, ...] = ()
@@ -324,12 +324,12 @@ class AlertGate:
         """The override gate's comment: what blocks, and what ``proceed`` does."""
         return f"alerts block {where}: {self._line(answer)}; decide {PROCEED} to start {where} anyway"
 
-    def _show(self, hs: HealthStatus, where: str, gate_id: str, answer: AlertsAnswer) -> None:
+    def _show(self, hs: HealthStatus, where: str, gate_id: str | None, answer: AlertsAnswer) -> None:
         """Put the blocking line in the board, the procedure's step and the waiting gate's comment."""
         hs.last = self._line(answer)
         if self.on_step is not None:
             self.on_step(hs.name, f"waiting for alerts to clear: {hs.last}")
-        gate = self.gates.gates.get(gate_id)
+        gate = self.gates.gates.get(gate_id) if gate_id is not None else None
         if gate is not None and gate.state == GateState.WAITING:
             gate.comment = self._what(where, answer)
 
