@@ -264,8 +264,6 @@ class AlertGate:
         self._episodes[where] = episode
         gate_id = f"{name}/{episode}" if self.policy.override else None
         self._emit("blocked", where, episode, f"{name}: {self._line(answer)}", answer, gate_id)
-        if answer.error is not None:
-            self._warn(f"{name}: {answer.line()}; waiting (fail-closed)")
         ending: list[str] = []
         override = None
         if gate_id is not None:
@@ -286,6 +284,8 @@ class AlertGate:
                     self._emit("changed", where, episode, f"{name}: {self._line(answer)}", answer, gate_id)
                 shown = _signature(answer)
                 self._show(hs, where, gate_id, answer)
+                if answer.error is not None:
+                    self._warn(f"{name}: {answer.line()}; waiting (fail-closed)")
             self.on_change()
             try:
                 await workflow.wait_condition(lambda: self.control.stopping() or overridden(),
