@@ -12,6 +12,8 @@ error is a ``Status``.
 
 Admin endpoints (outside /api, never faulted or recorded): ``GET|DELETE /_sim/requests``,
 ``GET|POST /_sim/faults``, ``POST|DELETE /_sim/nodes/{name}/fault``, ``GET /_sim/healthz``.
+``ClusterSim`` adds ``GET /metrics`` (clustersim.metrics) the same way: outside /api, never
+faulted or recorded.
 """
 
 from __future__ import annotations

@@ -44,6 +44,8 @@ class ClusterSim:
     ``components``: name -> component built from the scenario's ``hosts``/``gluster``/``sdn``/
     ``masters``/``external`` sections (clustersim.components), in start order.
     ``exec_router``: the ``ExecRouter`` behind ``pods/exec`` (clustersim.execsim).
+    ``GET /metrics`` serves the cluster's state in the Prometheus exposition format
+    (clustersim.metrics), outside /api: never faulted or recorded.
     ``component_sections`` (optional) overrides/adds sections (name -> dict) to the scenario's, for
     tests that combine a bundled scenario with a component.
     """
@@ -73,6 +75,8 @@ class ClusterSim:
         self.server = ApiServer(self.store, self.faults, self.requests, agents=lambda: self.agents,
                                 exec_router=self.exec_router)
         self.server.add_admin_route("GET", "exec", self._exec_log)
+        # Outside /api like the admin routes: never faulted, never recorded (clustersim.metrics).
+        self.server.app.router.add_route("GET", "/metrics", self._metrics)
         self._runner: web.AppRunner | None = None
 
     @property
@@ -82,6 +86,11 @@ class ClusterSim:
 
     async def _exec_log(self, request: web.Request) -> web.Response:
         return web.json_response({"execs": self.exec_router.log_json()})
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        from clustersim.metrics import CONTENT_TYPE, render
+
+        return web.Response(body=render(self), headers={"Content-Type": CONTENT_TYPE})
 
     def _load_scenario(self) -> Any:
         arg = self._scenario_arg

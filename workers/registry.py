@@ -55,6 +55,7 @@ def build_activities(gateway: Any) -> list[Callable[..., Any]]:
     writes, records, host commands and etcd, the lease check) bound to ``gateway``, plus each
     procedure's own, from its spec's ``activities`` factories (:class:`workflows.kit.spec.
     ProcedureSpec`; each is called with a function returning ``gateway``)."""
+    from activities.alerts.activities import alert_activities
     from activities.cluster.activities import make_cluster_activities
     from activities.leases.activities import find_held_leases
     from workflows import PROCEDURES
@@ -68,7 +69,7 @@ def build_activities(gateway: Any) -> list[Callable[..., Any]]:
         for target in spec.activities:
             factory = resolve(target)
             own += factory(gateway_factory)  # type: ignore[operator]
-    return make_cluster_activities(gateway) + own + build_host_activities(gateway_factory=gateway_factory) + [find_held_leases]
+    return make_cluster_activities(gateway) + own + build_host_activities(gateway_factory=gateway_factory) + [find_held_leases, *alert_activities()]
 
 
 def build_host_activities(gateway_factory: Callable[[], Any] | None = None) -> list[Callable[..., Any]]:
