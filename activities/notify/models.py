@@ -14,7 +14,8 @@ from pydantic import BaseModel, Field
 
 #: The events a procedure notifies about.
 EventKind = Literal[
-    "gate-opened", "gate-decided", "gate-timed-out", "node-degraded", "drain-blocked", "paused", "failed", "completed"
+    "gate-opened", "gate-decided", "gate-timed-out", "node-degraded", "drain-blocked", "paused", "failed", "completed",
+    "alerts-blocking", "alerts-cleared",
 ]
 
 

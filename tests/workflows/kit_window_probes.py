@@ -13,7 +13,9 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
+    from workflows.kit.alerts import AlertGate
     from workflows.kit.batches import Group, LocalStop, NodeBatches, local_run
+    from workflows.kit.inputs import AlertGatePolicy
     from workflows.kit.board import NodeBoard
     from workflows.kit.drain import DrainGateState
     from workflows.kit.models import (
@@ -46,6 +48,8 @@ class WindowProbeInput(BaseModel):
     work_seconds: float = 30.0
     #: run each node as an in-process step (LocalRun) instead of a child workflow
     in_process: bool = False
+    #: the window's alert gate (None: none)
+    alerts: AlertGatePolicy | None = None
 
 
 class WindowProbeStatus(ProcedureStatus):
@@ -108,8 +112,10 @@ class WindowProbeWorkflow(NodeProcedureWorkflow):
                       search_attributes=False, base_phase=ProcedurePhase.PLANNING)
         self.board = NodeBoard(procedure="window-probe", cluster="c1", nodes=self._status.nodes,
                                gate_history=self._status.gate_history, warnings=self._status.warnings, on_change=self.touch)
+        self.alerts = (AlertGate(input.alerts, self.gates, self.control, board=self._status.health, on_change=self.touch)
+                       if input.alerts is not None else None)
         self.batches = NodeBatches(board=self.board, control=self.control, gates=self.gates, start_child=self._start,
-                                   rollback=self._rollback, recheck_unavailable=self._recheck)
+                                   rollback=self._rollback, recheck_unavailable=self._recheck, alerts=self.alerts)
         self._max_in_flight = 0
         self._rolled_back: list[str] = []
         self._rechecks = 0

@@ -146,3 +146,22 @@ async def test_an_in_process_step_stops_at_its_safe_point_on_skip(time_skipping_
         await handle.execute_update(WindowProbeWorkflow.skip_node, NodeControlInput(node="m2", identity="bob"))
         result = await handle.result()
     assert result.phases == {"m1": NodePhase.SKIPPED, "m2": NodePhase.SKIPPED}
+
+
+async def test_no_node_starts_while_an_alert_fires(time_skipping_env, wf_task_queue):
+    """The window asks the alert gate before it starts a node (issue 37): the first node waits
+    while the scripted Prometheus answers firing, then both run."""
+    from test_kit_alerts import CLEAR, FIRING, URL, AlertsFake
+
+    from workflows.kit.inputs import AlertGatePolicy
+
+    env, fake = time_skipping_env, AlertsFake(FIRING, FIRING, CLEAR)
+    async with Worker(env.client, task_queue=wf_task_queue, workflows=PROBES, activities=[fake.activity()]):
+        handle = await start(env, wf_task_queue, WindowProbeInput(nodes=["n0", "n1"], alerts=AlertGatePolicy(url=URL)))
+        result = await handle.result()
+        st = await handle.query(WindowProbeWorkflow.status)
+    assert result.phases == {"n0": NodePhase.DONE, "n1": NodePhase.DONE}
+    assert len(fake.calls) == 4  # n0: firing, firing, clear; n1: clear
+    board = st.health["alerts/pool/n0"]
+    assert board.state == "ok" and board.polls == 3, board
+    assert [g.id for g in st.gates] == ["alerts/pool/n0/1"] and st.gates[0].state == GateState.CANCELLED

@@ -47,11 +47,11 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.alerts.models import CHECK_ALERTS, AlertsAnswer, CheckAlertsInput, check_filter, check_url
+    from activities.alerts.models import CHECK_ALERTS, AlertsAnswer
     from workflows.kit import calls as acts
     from workflows.kit.control import Control
     from workflows.kit.gates import Gates
-    from workflows.kit.inputs import GatePolicy, Strict
+    from workflows.kit.inputs import AlertGatePolicy, GatePolicy
     from workflows.kit.models import GateKind, GateState, HealthStatus
 
 #: The one choice of an override gate.
@@ -65,56 +65,6 @@ AlertOutcome = Literal["clear", "overridden", "fail-open", "stopped"]
 #: cannot be asked and the gate fails closed); the blocking alerts (or the error) changed; and how
 #: it ended (``cleared`` / ``overridden`` / ``stopped``); ``fail-open``: passed without the check.
 AlertEventKind = Literal["blocked", "changed", "cleared", "overridden", "fail-open", "stopped"]
-
-
-class AlertGatePolicy(Strict):
-    """How a procedure's alert gate asks and waits (the CLI's ``--alert-gate URL`` and friends).
-
-    - ``url``: Prometheus' base URL (http or https);
-    - ``filter``: regex of alert names to IGNORE (kured's ``--alert-filter-regexp``, searched);
-    - ``firing_only``: pending alerts do not block (kured's ``--alert-firing-only``); False: they do;
-    - ``severities``: only alerts whose ``severity`` label is one of these block; empty: all;
-    - ``match_labels``: only alerts carrying all these label values block; empty: all;
-    - ``bearer_token_file`` / ``ca_file``: paths on the worker (see
-      :class:`activities.alerts.models.CheckAlertsInput`);
-    - ``fail_open``: an unreachable Prometheus passes (with a warning) instead of blocking;
-    - ``poll_seconds``: between two checks while blocked; ``timeout_seconds``: one check's HTTP
-      exchange;
-    - ``override``: open the ``proceed`` gate alongside a blocked wait (False: only the alerts
-      clearing, or an abort, end it).
-
-    Raises pydantic's ValidationError for a URL that is not http(s), a filter that does not
-    compile, an unknown field, or a non-positive duration."""
-
-    url: str
-    filter: str | None = None
-    firing_only: bool = True
-    severities: list[str] = Field(default_factory=list)
-    match_labels: dict[str, str] = Field(default_factory=dict)
-    bearer_token_file: str | None = None
-    ca_file: str | None = None
-    fail_open: bool = False
-    poll_seconds: float = Field(30.0, gt=0)
-    timeout_seconds: float = Field(10.0, gt=0)
-    override: bool = True
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        return check_url(v)
-
-    @field_validator("filter")
-    @classmethod
-    def _filter(cls, v: str | None) -> str | None:
-        return check_filter(v)
-
-    def check_input(self) -> CheckAlertsInput:
-        """The ``check_alerts`` input of this policy."""
-        return CheckAlertsInput(
-            url=self.url, filter=self.filter, firing_only=self.firing_only, severities=list(self.severities),
-            match_labels=dict(self.match_labels), bearer_token_file=self.bearer_token_file, ca_file=self.ca_file,
-            timeout_seconds=self.timeout_seconds,
-        )
 
 
 class AlertGateEvent(BaseModel):

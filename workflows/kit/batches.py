@@ -183,7 +183,11 @@ class NodeBatches:
         gate_timeout_outcome: GateTimeoutOutcome = GateTimeoutOutcome.REJECT,
         hold: Callable[[], bool] | None = None,
         on_node_finished: Callable[[str], None] | None = None,
+        alerts: Any = None,
     ) -> None:
+        #: The procedure's alert gate (:class:`workflows.kit.alerts.AlertGate`): no node starts
+        #: while it blocks. None: no gate.
+        self.alerts = alerts
         self.board = board
         self.hold = hold
         self.on_node_finished = on_node_finished
@@ -383,6 +387,13 @@ class NodeBatches:
                     await self._gate(arg)
                 case "start":
                     assert isinstance(arg, str)
+                    if self.alerts is not None:
+                        # Prometheus first: while an alert blocks (or it cannot be asked and the
+                        # gate fails closed) no node starts; then decide again (a pause, an abort
+                        # or a skip may have come meanwhile).
+                        answer = await self.alerts.wait_clear(f"{group.name}/{arg}")
+                        if answer.outcome == "stopped" or self._next_action(group) != ("start", arg):
+                            continue
                     batch = next_starts(self, group, arg) if self.start_together and self.start_together() else [arg]
                     await asyncio.gather(*(self._start_node(group, n) for n in batch))
                 case "no-capacity":

@@ -13,7 +13,9 @@ the same shape:
 - ``search_attributes``: upsert LockkeeperStatus on phase changes;
 - ``dry_run``: plan and check, change nothing;
 - ``report_to``: the workflow ID of a parent procedure this one reports to (a phase of a cluster
-  upgrade), None when started on its own.
+  upgrade), None when started on its own;
+- ``alerts``: :class:`AlertGatePolicy`, the Prometheus alert gate before each node, batch and
+  phase (None: none).
 
 Node procedures pass a :class:`DrainPolicy` to their node runs whole, and take
 :data:`MaxUnavailable` (an int >= 1 or ``"N%"``), the same type the CLI parses.
@@ -28,7 +30,9 @@ import math
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+
+from activities.alerts.models import CheckAlertsInput, check_filter, check_url
 
 from workflows.kit.models import ApprovalRules, DrainDecision, GateTimeoutOutcome, check_timeout_decision
 
@@ -127,6 +131,56 @@ def resolve_max_unavailable(value: int | str, pool_size: int) -> int:
     return max(1, math.floor(float(value[:-1]) * pool_size / 100))
 
 
+class AlertGatePolicy(Strict):
+    """How a procedure's alert gate asks and waits (the CLI's ``--alert-gate URL`` and friends).
+
+    - ``url``: Prometheus' base URL (http or https);
+    - ``filter``: regex of alert names to IGNORE (kured's ``--alert-filter-regexp``, searched);
+    - ``firing_only``: pending alerts do not block (kured's ``--alert-firing-only``); False: they do;
+    - ``severities``: only alerts whose ``severity`` label is one of these block; empty: all;
+    - ``match_labels``: only alerts carrying all these label values block; empty: all;
+    - ``bearer_token_file`` / ``ca_file``: paths on the worker (see
+      :class:`activities.alerts.models.CheckAlertsInput`);
+    - ``fail_open``: an unreachable Prometheus passes (with a warning) instead of blocking;
+    - ``poll_seconds``: between two checks while blocked; ``timeout_seconds``: one check's HTTP
+      exchange;
+    - ``override``: open the ``proceed`` gate alongside a blocked wait (False: only the alerts
+      clearing, or an abort, end it).
+
+    Raises pydantic's ValidationError for a URL that is not http(s), a filter that does not
+    compile, an unknown field, or a non-positive duration."""
+
+    url: str
+    filter: str | None = None
+    firing_only: bool = True
+    severities: list[str] = Field(default_factory=list)
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    bearer_token_file: str | None = None
+    ca_file: str | None = None
+    fail_open: bool = False
+    poll_seconds: float = Field(30.0, gt=0)
+    timeout_seconds: float = Field(10.0, gt=0)
+    override: bool = True
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        return check_url(v)
+
+    @field_validator("filter")
+    @classmethod
+    def _filter(cls, v: str | None) -> str | None:
+        return check_filter(v)
+
+    def check_input(self) -> CheckAlertsInput:
+        """The ``check_alerts`` input of this policy."""
+        return CheckAlertsInput(
+            url=self.url, filter=self.filter, firing_only=self.firing_only, severities=list(self.severities),
+            match_labels=dict(self.match_labels), bearer_token_file=self.bearer_token_file, ca_file=self.ca_file,
+            timeout_seconds=self.timeout_seconds,
+        )
+
+
 class ProcedureInput(Strict):
     """The fields every procedure's input has (see the module doc)."""
 
@@ -137,3 +191,6 @@ class ProcedureInput(Strict):
     search_attributes: bool = True
     dry_run: bool = False
     report_to: str | None = None
+    #: The alert gate: no node, batch or phase starts while Prometheus says the cluster alerts
+    #: (:mod:`workflows.kit.alerts`); None: no gate.
+    alerts: AlertGatePolicy | None = None

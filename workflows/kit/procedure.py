@@ -37,6 +37,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from workflows.kit import metrics as lk_metrics
     from workflows.kit import calls as acts
+    from workflows.kit.alerts import AlertGate
     from workflows.kit.batches import NodeBatches
     from workflows.kit.board import NodeBoard
     from workflows.kit.control import Aborted, Control, RevertRequested, check_in_time
@@ -158,6 +159,12 @@ class ProcedureWorkflow:
         self.records = Records(board=status.records, on_change=self.touch, timeouts=self.timeouts)
         #: The latest report of each child (:mod:`workflows.kit.report`).
         self.inbox = ReportInbox()
+        #: The Prometheus alert gate before each node, batch and phase (None: the input has none).
+        self.alerts: AlertGate | None = None
+        if input is not None and input.alerts is not None:
+            self.alerts = AlertGate(input.alerts, self.gates, self.control, board=status.health, on_change=self.touch,
+                                    timeouts=self.timeouts, warnings=status.warnings,
+                                    on_step=lambda step, doing: self.kit_step(step, doing))
         #: Reports to the parent procedure, if this one was started as a phase of another.
         self.reporter = Reporter(input.report_to if input is not None else None)
         status.procedure = procedure
@@ -337,6 +344,15 @@ class ProcedureWorkflow:
         )
         # Webhooks (workflows.kit.notify): new gate records, degraded/blocked nodes, a pause.
         self.kit_notifier.observe(str(phase), self.gates.gates)
+        alerts = getattr(self, "alerts", None)
+        if alerts is not None:
+            # One notification when an episode begins and one when it ends (not on every change).
+            events = [ev for ev in alerts.take_events() if ev.kind in ("blocked", "cleared", "overridden")]
+            if events and self.kit_notifier.enabled():
+                for ev in events:
+                    kind = "alerts-blocking" if ev.kind == "blocked" else "alerts-cleared"
+                    self.kit_notifier.send(kind, f"{st.procedure} `{st.workflow_id}` on {st.cluster}: {ev.text}",
+                                           gate=ev.gate_id, by=ev.by)
         reporter = getattr(self, "reporter", None)  # built last in kit_init: touches before it report nothing
         if reporter is not None and reporter.parent_id is not None:
             reporter.send(self.kit_report())
