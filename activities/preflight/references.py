@@ -76,6 +76,16 @@ class Requirement:
 
 
 _SET = re.compile(r"^\s*(\S+)\s+(in|notin)\s*\(([^)]*)\)\s*$")
+#: Label keys (``[prefix/]name``) and values (Kubernetes ``validation.IsQualifiedName`` and
+#: ``IsValidLabelValue``: alphanumerics with ``-_.`` inside, at most 63 characters per part).
+_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+def _checked(r: Requirement) -> Requirement:
+    if not _KEY.match(r.key) or not all(_VALUE.match(v) for v in r.values):
+        raise ValueError(f"not a label selector requirement: {r.text!r}")
+    return r
 
 
 def _split_commas(text: str) -> list[str]:
@@ -95,7 +105,8 @@ def _split_commas(text: str) -> list[str]:
 
 def parse_selector(text: str) -> list[Requirement]:
     """The requirements of a label selector string (module docstring for the syntax). Raises
-    ValueError for a requirement that is none of the forms."""
+    ValueError for a requirement that is none of the forms, or whose key or value is not a valid
+    label key or value."""
     out: list[Requirement] = []
     for raw in _split_commas(text):
         part = raw.strip()
@@ -104,19 +115,17 @@ def parse_selector(text: str) -> list[Requirement]:
         m = _SET.match(part)
         if m:
             values = tuple(v.strip() for v in m.group(3).split(",") if v.strip())
-            out.append(Requirement(m.group(1), m.group(2), values, part))
+            out.append(_checked(Requirement(m.group(1), m.group(2), values, part)))
         elif "!=" in part:
             k, v = part.split("!=", 1)
-            out.append(Requirement(k.strip(), "!=", (v.strip(),), part))
+            out.append(_checked(Requirement(k.strip(), "!=", (v.strip(),), part)))
         elif "=" in part:
             k, v = part.split("==", 1) if "==" in part else part.split("=", 1)
-            out.append(Requirement(k.strip(), "=", (v.strip(),), part))
+            out.append(_checked(Requirement(k.strip(), "=", (v.strip(),), part)))
         elif part.startswith("!"):
-            out.append(Requirement(part[1:].strip(), "!", (), part))
-        elif re.fullmatch(r"[A-Za-z0-9._/-]+", part):
-            out.append(Requirement(part, "exists", (), part))
+            out.append(_checked(Requirement(part[1:].strip(), "!", (), part)))
         else:
-            raise ValueError(f"not a label selector requirement: {part!r}")
+            out.append(_checked(Requirement(part, "exists", (), part)))
     return out
 
 
