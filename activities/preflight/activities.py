@@ -194,7 +194,7 @@ class _Check:
 
     async def worker_executable(self, p: WorkerExecutable) -> PreconditionResult:
         """``shutil.which`` on this worker."""
-        path = self.owner.which(p.program)
+        path = await asyncio.to_thread(self.owner.which, p.program)  # a PATH scan touches the file system
         if path:
             return ok(p, f"found at {path}", resolved=path)
         if os.sep in p.program:
