@@ -14,7 +14,8 @@ What each kind does (the models' docstrings say what it means):
   default the procedure's own queue, where its activities run);
 - ``host-executable``: ``command -v PROGRAM`` on the host; exit 0 and the path printed = found,
   exit 1 = not found (POSIX ``command``; RHEL and RHCOS ship bash's POSIX builtin wrappers, so
-  ``/usr/bin/command`` runs as any argv does, under the SSH executor's ``sudo -n timeout``);
+  ``/usr/bin/command`` runs as any argv does, under the SSH executor's ``sudo -n timeout``); a
+  ``local`` access is this worker, looked up with ``shutil.which``;
 - ``reboot-access``: ``true`` through the access (SSH connects and authenticates; a debug pod is
   created, runs ``true`` and is deleted: the one write a preflight makes); local needs nothing;
 - ``port-free``: the well-known table (:mod:`activities.preflight.ports`), then ``ss -Huln`` /
@@ -203,7 +204,11 @@ class _Check:
                       findings=[f"PATH={os.environ.get('PATH', '')}"])
 
     async def host_executable(self, p: HostExecutable) -> PreconditionResult:
-        """``command -v PROGRAM`` on the host."""
+        """``command -v PROGRAM`` on the host; a ``local`` access's host is this worker, looked up
+        like a worker executable (no ``/usr/bin/command`` needed on it)."""
+        if p.access.backend == ExecBackend.LOCAL:
+            path = await asyncio.to_thread(self.owner.which, p.program)
+            return ok(p, f"found at {path} (local)", resolved=path) if path else failed(p, "not found on the local PATH")
         res = await self.run(p.access, ["command", "-v", p.program])
         if res.ok and _first_line(res.stdout):
             path = _first_line(res.stdout)

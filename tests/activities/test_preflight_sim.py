@@ -95,15 +95,18 @@ async def test_executables_on_the_worker_and_on_hosts(world: World) -> None:
     """node-upgrade's field finding: ansible-playbook was missing on the worker (exit 127 after
     the drain); the preflight names it before anything is touched."""
     w = world
-    found, missing, bad_path, on_host, not_on_host, by_pod = await w.check(
+    found, missing, bad_path, on_host, not_on_host, by_pod, local = await w.check(
         WorkerExecutable(program="sh", why="the action runs it"),
         WorkerExecutable(program="lockkeeper-no-such-ansible-playbook", why="the upgrade action runs it for each node"),
         WorkerExecutable(program="/nonexistent/bin/ansible-playbook"),
         HostExecutable(program="docker", node=N1, access=w.ssh(N1)),
         HostExecutable(program="ansible-playbook", node=N1, access=w.ssh(N1)),
         HostExecutable(program="docker", node=N4, access=w.debug(N4)),
+        HostExecutable(program="sh", node="localhost", access=HostAccess()),
     )
-    assert states([found, missing, bad_path, on_host, not_on_host, by_pod]) == ["ok", "failed", "failed", "ok", "failed", "ok"]
+    assert states([found, missing, bad_path, on_host, not_on_host, by_pod, local]) == [
+        "ok", "failed", "failed", "ok", "failed", "ok", "ok"]
+    assert local.resolved == found.resolved and local.detail.endswith("(local)")
     assert found.resolved is not None and found.resolved.endswith("/sh") and found.detail == f"found at {found.resolved}"
     assert missing.problem() == ("lockkeeper-no-such-ansible-playbook on the worker: not found on the worker's PATH "
                                  "(needed: the upgrade action runs it for each node)")
@@ -201,7 +204,8 @@ async def test_label_references_that_remain(world: World) -> None:
     assert (f"MasterConfig {M2} (/etc/origin/master/master-config.yaml#projectConfig.defaultNodeSelector: region=primary): "
             "no mapping covers it") in lines
     assert "Job: not served by this API server, not scanned" in lines
-    assert infra_only.detail.startswith("nothing else selects it on 2 master(s)") and "(3 reference(s) rewritten by the procedure)" in infra_only.detail
+    assert infra_only.detail == ("nothing else selects it on 2 master(s), the workloads and namespaces "
+                                 "(3 reference(s) rewritten by the procedure)")
     assert zone.detail == "nothing else selects it on 2 master(s), the workloads and namespaces"
     assert zone_blind.why_not_run == "no master access given: /etc/origin/master/master-config.yaml's " \
                                      "projectConfig.defaultNodeSelector was not read"
