@@ -5,8 +5,8 @@ activities are the bound methods of the generic cluster activities
 (:mod:`activities.cluster.activities`), the MachineConfig ones
 (:mod:`activities.machineconfig.activities`) around one Kubernetes gateway
 (:class:`activities.kube.gateway.KubeGateway`) built from the worker's settings, plus the host
-ones (host commands and etcd) and the lease check that asks Temporal itself
-(:func:`activities.leases.activities.find_held_leases`). Tests that mock activities register their own functions under the
+ones (host commands, etcd and the preflight's ``check_preconditions``) and the lease check that
+asks Temporal itself (:func:`activities.leases.activities.find_held_leases`). Tests that mock activities register their own functions under the
 same names instead of calling :func:`build_activities`.
 """
 
@@ -73,12 +73,21 @@ def build_activities(gateway: Any) -> list[Callable[..., Any]]:
 
 
 def build_host_activities(gateway_factory: Callable[[], Any] | None = None) -> list[Callable[..., Any]]:
-    """The host-command and etcd activities. They need no kubeconfig (SSH keys, known_hosts and,
-    for the debug-pod backend only, the cluster come from ``gateway_factory`` or the environment
-    on first use), so a worker serving only host procedures can run with just these."""
+    """The host-command, etcd and preflight activities. They need no kubeconfig (SSH keys,
+    known_hosts and, for the debug-pod backend and the preflight's cluster checks only, the
+    cluster come from ``gateway_factory`` or the environment on first use), so a worker serving
+    only host procedures can run with just these. The preflight (``check_preconditions``) is here
+    so that every worker, a host-queue one included, can check the executables it will run
+    itself."""
     from activities.etcd.activities import EtcdActivities
     from activities.host.activities import HostActivities
+    from activities.host.debug_pod import gateway_from_environment
     from activities.host.factory import ExecutorFactory
+    from activities.preflight.activities import make_preflight_activities
 
     executors = ExecutorFactory(gateway_factory=gateway_factory)
-    return HostActivities(executors).activities() + EtcdActivities(executors).activities()
+    return (
+        HostActivities(executors).activities()
+        + EtcdActivities(executors).activities()
+        + make_preflight_activities(gateway_factory or gateway_from_environment, executors)
+    )

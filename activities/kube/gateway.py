@@ -255,6 +255,11 @@ class KubeGateway(KindShortcuts):
 
     # --- generic verbs ------------------------------------------------------------------------
 
+    def server_version(self) -> dict[str, Any]:
+        """GET /version: the API server's version document (``gitVersion`` ``v1.11.0+d4cacc0``,
+        ``major``, ``minor``...), what ``kubectl version`` shows as the server's."""
+        return self._json("GET /version", "GET", "/version")
+
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
         """GET one object of ``kind`` (a :mod:`~activities.kube.resources` key). Raises NotFound."""
         res = resource(kind)

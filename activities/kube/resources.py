@@ -69,6 +69,7 @@ _TABLE = (
     Resource("ReplicaSet", "apps", "v1", "replicasets", True),
     Resource("StatefulSet", "apps", "v1", "statefulsets", True),
     Resource("CronJob", "batch", "v1", "cronjobs", True),
+    Resource("Job", "batch", "v1", "jobs", True),
     Resource("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True),
     Resource("DeploymentConfig", "apps.openshift.io", "v1", "deploymentconfigs", True),
     Resource("ClusterNetwork", "network.openshift.io", "v1", "clusternetworks", False),

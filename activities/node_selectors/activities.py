@@ -42,18 +42,14 @@ from activities.node_selectors.models import (
     SelectorNode,
     Workload,
 )
+from activities.preflight.references import NS_ANNOTATION, template_spec
 
 if TYPE_CHECKING:
     from activities.kube.gateway import KubeGateway
 
-NS_ANNOTATION = "openshift.io/node-selector"
-
-
-def _template_spec(obj: dict[str, Any]) -> dict[str, Any]:
-    spec = obj.get("spec") or {}
-    if obj.get("kind") == "CronJob" or "jobTemplate" in spec:
-        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
-    return (spec.get("template") or {}).get("spec") or {}
+# Moved to activities.preflight.references (the preflight's label scan reads the same templates);
+# the old names stay importable from here.
+_template_spec = template_spec
 
 
 def _old_template_pods(ds: dict[str, Any], pods: list[dict[str, Any]]) -> list[str]:

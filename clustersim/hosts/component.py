@@ -38,6 +38,7 @@ from clustersim.hosts.model import (
     new_boot_id,
 )
 from clustersim.hosts.netcmd import load_saved_at_boot, render_saved
+from clustersim.hosts.sockets import Listener
 from clustersim.hosts.sshd import HostSSHServer, KeyMaterial
 
 if TYPE_CHECKING:
@@ -207,6 +208,19 @@ class HostsComponent:
             with contextlib.suppress(Exception):
                 out["ovs"] = {"vxlan0": {"dst_port": str(get_port(name))}}
         return out
+
+    def extra_listeners(self, host: HostState) -> list[Listener]:
+        """Listening sockets other components know of (``ss`` reads them): the VXLAN port of the
+        node's OVS ``vxlan0`` (``dst_port``) when the SDN component models the node, UDP on
+        ``0.0.0.0`` (the kernel socket of OVS's ``vxlan_sys_<port>`` device), while the host is up."""
+        sdn = self.sim.components.get("sdn")
+        get_port = getattr(sdn, "get_port", None)
+        if not host.up or not callable(get_port):
+            return []
+        try:
+            return [Listener("udp", "0.0.0.0", int(get_port(host.name)))]
+        except (KeyError, ValueError, TypeError):
+            return []
 
     def host(self, name: str) -> HostState:
         """The host of node ``name``; raises KeyError for an unknown host."""

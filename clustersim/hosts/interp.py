@@ -22,6 +22,10 @@ or 137 for ``-s KILL`` (coreutils ``timeout(1)``); its own bad usage exits 125. 
 timeout, and must keep its order with it. The log shows CMD with ``bound_seconds``.
 ``sudo -n CMD...`` runs CMD (a host has no users: everything runs as root), logged as CMD with
 ``sudo`` set.
+
+``command -v NAME`` (POSIX; RHEL ships ``/usr/bin/command``, bash's builtin wrapper) prints where
+NAME is found and exits 0, or prints nothing and exits 1 (:meth:`Interpreter.which`); ``ss``
+lists the host's listening sockets (:mod:`clustersim.hosts.sockets`).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import re
 import shlex
 from collections.abc import Awaitable, Callable
 
-from clustersim.hosts import fs, netcmd, pkg, runtime
+from clustersim.hosts import fs, netcmd, pkg, runtime, sockets
 from clustersim.hosts.ctx import Ctx, HostWorld, SessionDropped
 from clustersim.hosts.model import CommandRecord, HostState, norm
 
@@ -127,7 +131,21 @@ BUILTINS: dict[str, Callable[[Ctx], Awaitable[Result]]] = {
     "getent": netcmd.cmd_getent, "nslookup": netcmd.cmd_nslookup, "hostname": netcmd.cmd_hostname,
     "docker": runtime.cmd_docker, "crictl": runtime.cmd_crictl,
     "reboot": _reboot, "shutdown": _reboot, "true": _true, "false": _false, "echo": _echo,
+    "ss": sockets.cmd_ss,
 }
+#: Commands the interpreter runs itself (before the table above): ``command -v`` finds them too.
+WRAPPERS = ("env", "sudo", "timeout", "command", "sh", "bash")
+#: What bash's ``command -v`` prints as a bare name: its builtins (``/usr/bin/command`` is bash's
+#: POSIX builtin wrapper on RHEL, so the lookup is bash's).
+SHELL_BUILTINS = frozenset({"echo", "true", "false", "command", "test", "printf", "kill", "cd", "type", "hash", "read"})
+#: Where RHEL 7/8 install a simulated command that is not under /usr/bin.
+COMMAND_PATHS = {
+    "iptables": "/usr/sbin/iptables", "iptables-save": "/usr/sbin/iptables-save", "service": "/usr/sbin/service",
+    "reboot": "/usr/sbin/reboot", "shutdown": "/usr/sbin/shutdown", "ss": "/usr/sbin/ss", "gluster": "/usr/sbin/gluster",
+    "master-restart": "/usr/local/bin/master-restart", "master-logs": "/usr/local/bin/master-logs",
+}
+#: root's PATH on RHEL (an SSH login's; sudo's ``secure_path`` is a subset), searched in order.
+ROOT_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 
 
 class Interpreter:
@@ -184,6 +202,8 @@ class Interpreter:
             return await self.dispatch(host, argv[2:], stdin, via)  # a host has no users: all is root
         if cmd == "timeout":
             return await self._timeout(host, argv, stdin, via)
+        if cmd in ("command", "/usr/bin/command"):
+            return await self._command(host, argv, stdin, via)
         if cmd in ("sh", "bash", "/bin/sh", "/bin/bash") and len(argv) == 3 and argv[1] == "-c":
             return await self._shell(host, argv[2], stdin, via)
         base = cmd.rsplit("/", 1)[-1]
@@ -198,6 +218,40 @@ class Interpreter:
 
             return await builtin(Ctx(host=host, argv=argv, stdin=stdin, world=self.world, via=via, dispatch=nested))
         return "", f"sh: {cmd}: command not found\n", 127
+
+    def which(self, host: HostState, name: str) -> str | None:
+        """What ``command -v NAME`` prints on ``host``, or None when NAME is not found: a bare name
+        for a shell builtin; for a NAME with a ``/``, NAME when that file exists or a known
+        command lives there; otherwise the first ``ROOT_PATH`` directory holding a file of that
+        name, else the install path of a command this host can run (:data:`COMMAND_PATHS`,
+        default ``/usr/bin/NAME``). A packaged binary whose package is gone is not found."""
+        base = name.rsplit("/", 1)[-1]
+        if base in PACKAGED and not any(p in host.packages for p in PACKAGED[base]):
+            return None
+        known = base in WRAPPERS or base in self._extra or base in BUILTINS
+        if "/" in name:
+            installed = COMMAND_PATHS.get(base, f"/usr/bin/{base}")
+            aliases = {installed, installed.replace("/usr/", "/", 1)}  # /bin -> /usr/bin, /sbin -> /usr/sbin
+            exact = name in self._extra or name in BUILTINS  # registered under a full path
+            return name if norm(name) in host.files or exact or (known and norm(name) in aliases) else None
+        if base in SHELL_BUILTINS:
+            return base
+        for d in ROOT_PATH:
+            if f"{d}/{base}" in host.files:
+                return f"{d}/{base}"
+        return COMMAND_PATHS.get(base, f"/usr/bin/{base}") if known else None
+
+    async def _command(self, host: HostState, argv: list[str], stdin: bytes, via: str) -> Result:
+        """POSIX ``command``: ``command -v NAME...`` prints where each NAME is found and exits 0
+        when any was (bash's ``command.def``: nothing printed, exit 1, when none); ``command
+        CMD ARGS...`` runs CMD."""
+        args = argv[1:]
+        if args[:1] == ["-v"]:
+            found = [w for w in (self.which(host, n) for n in args[1:]) if w]
+            return "".join(f"{w}\n" for w in found), "", 0 if found else 1
+        if not args or args[0].startswith("-"):
+            return "", "sh: command: only 'command -v NAME' and 'command CMD...' are simulated\n", 2
+        return await self.dispatch(host, args, stdin, via)
 
     async def _timeout(self, host: HostState, argv: list[str], stdin: bytes, via: str) -> Result:
         """coreutils ``timeout`` (module docstring): CMD cancelled after DURATION real seconds."""

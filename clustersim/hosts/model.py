@@ -21,13 +21,15 @@ The ``hosts:`` section (validated by :class:`HostsSection`)::
 ``{ip}``, ``{name}`` and ``{group}`` in file contents are replaced by the host's address, name
 and node group. A host's ``openssh`` (default :data:`DEFAULT_OPENSSH`) sets whether its sshd ends
 a command on the client's ``signal`` request (7.9 and later; the RHEL 7 scenarios say 7.4p1).
+Its ``listen`` lines are static listening sockets ``ss`` shows besides those its services imply
+(:mod:`clustersim.hosts.sockets`).
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -41,6 +43,8 @@ NODE_SERVICES: tuple[str, ...] = ("atomic-openshift-node", "origin-node")
 ORIGIN_DNS_WATERMARK = "# nameserver updated by /etc/NetworkManager/dispatcher.d/99-origin-dns.sh"
 #: A host's OpenSSH when its spec names none: RHEL 8's and RHCOS's.
 DEFAULT_OPENSSH = "8.0p1"
+#: A static ``listen:`` line: ``tcp|udp ADDRESS:PORT [PROCESS]`` (IPv6 addresses in brackets).
+LISTEN_LINE = r"^(tcp|udp) (\[[0-9A-Fa-f:.]+\]|\*|[0-9.]+):[0-9]{1,5}( [A-Za-z0-9_.-]+)?$"
 
 
 class _Strict(BaseModel):
@@ -97,6 +101,9 @@ class HostSpec(_Strict):
     # The sshd's OpenSSH version: from 7.9 it ends a command on the client's ``signal`` request
     # (RFC 4254 6.9); RHEL 7 ships 7.4p1, which ignores it; RHEL 8 and RHCOS ship 8.0p1.
     openssh: str | None = Field(default=None, pattern=r"^[0-9]+\.[0-9]+(p[0-9]+)?$")
+    # Static listening sockets the model cannot derive from the host's services
+    # (clustersim.hosts.sockets): ``PROTO ADDR:PORT [PROCESS]``, e.g. ``udp 0.0.0.0:4789``.
+    listen: list[Annotated[str, Field(pattern=LISTEN_LINE)]] = Field(default_factory=list)
 
 
 class ScaleupSpec(_Strict):
@@ -167,6 +174,7 @@ def _merge(base: HostSpec, top: HostSpec) -> HostSpec:
         images=list(dict.fromkeys([*base.images, *top.images])),
         node_group=top.node_group or base.node_group,
         openssh=top.openssh or base.openssh,
+        listen=list(dict.fromkeys([*base.listen, *top.listen])),
     )
 
 
@@ -244,6 +252,7 @@ class HostState:
     ssh_port: int = 0
     host_key: str = ""
     openssh: str = DEFAULT_OPENSSH
+    listen: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.boot_ids:
@@ -394,5 +403,6 @@ def build_host(name: str, section: HostsSection, default_ip: str, default_role: 
     host.images = set(spec.images)
     host.node_group = spec.node_group or ""
     host.openssh = spec.openssh or DEFAULT_OPENSSH
+    host.listen = list(spec.listen)
     host.faults = set(section.faults.get(name, []))
     return host

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny
 
 from activities.cluster.models import DrainReport, FieldRecord, JsonWithoutNulls
+from activities.preflight.models import PreconditionResult
 
 # --- search attributes ------------------------------------------------------------------------------
 
@@ -468,6 +469,8 @@ class ProcedureStatus(BaseModel):
     records: dict[str, RecordStatus] = Field(default_factory=dict)
     leases: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    #: Every precondition checked before the first write, with its result (workflows.kit.preflight).
+    preconditions: list[PreconditionResult] = Field(default_factory=list)
     started_at: datetime | None = None
     updated_at: datetime | None = None
     waiting_for: str | None = None
