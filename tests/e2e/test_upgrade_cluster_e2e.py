@@ -17,6 +17,7 @@ from temporalio.client import Client, WorkflowHandle
 from clustersim import ClusterSim
 from tests.e2e.test_upgrade_control_plane_e2e import CA, assert_one_master_down_at_most, cp_input, hosts_env, sim_get
 from tests.e2e.test_upgrade_nodes_e2e import MASTERS, NEW, r3_scenario, upgrade_input
+from tests.workflows.replay import record
 from workflows.cluster_upgrade import ClusterUpgradeWorkflow
 from workflows.cluster_upgrade.models import ClusterUpgradeInput, ClusterUpgradePlan, ClusterUpgradeResult, ClusterUpgradeStatus
 from workflows.gluster.models import GlusterHealthParams, GlusterRecoveryInput
@@ -103,6 +104,7 @@ async def test_whole_cluster_upgrade(dev_server: Any, temporal_client: Client, s
                     approved.add(cur.child_id)
             await asyncio.sleep(0.5)
         result = await handle.result()
+        await record(handle, "ClusterUpgradeWorkflow.r3")
     finally:
         stop.set()
         await labeller

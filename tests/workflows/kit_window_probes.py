@@ -20,11 +20,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.drain import DrainGateState
     from workflows.kit.models import (
         ApprovalRules,
-        ControlResult,
         DrainDecision,
-        NodeControlInput,
         NodePhase,
-        NodeProgress,
         NodeStatus,
         ProcedurePhase,
         ProcedureStatus,

@@ -1,15 +1,22 @@
-"""Replay stored workflow histories against the current workflow code.
+"""Stored workflow histories of the current build, and their replay.
 
-A history recorded from a real run (JSON, ``WorkflowHistory.to_json()``) must replay without a
-nondeterminism error after any change to workflows/; a change that alters the commands of an
-existing history needs a ``workflow.patched`` guard (DESIGN.md, durability rules).
+lockkeeper runs under worker deployment versioning (workers/versioning.py): a run stays on the
+build it started on, so the histories a build must replay are its own. Each procedure records one
+or two runs of the current code into ``tests/workflows/histories/<name>.json`` (a JSON object:
+``{"workflow_id": ..., "history": <WorkflowHistory.to_json()>}``), and test_replay.py replays
+every file there against the code, so a change that alters the commands of a run of this build
+fails until it is guarded (``workflow.patched``, a fix inside the build) or recorded again with
+a new build. Record with ``LOCKKEEPER_WRITE_HISTORY=1 pytest <the recording tests>`` (each test
+that records names its file; :func:`record` overwrites).
 """
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
-from temporalio.client import WorkflowHistory
+from temporalio.client import WorkflowHandle, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, WorkflowReplayResult
 
@@ -18,13 +25,38 @@ from workflows import WORKFLOWS
 HISTORIES = Path(__file__).parent / "histories"
 
 
-async def replay_history_file(path: Path, workflow_id: str) -> WorkflowReplayResult:
-    """Replay the history in ``path`` (recorded for ``workflow_id``, which the workflows use to
-    name children and owners) with every lockkeeper workflow registered.
+def recording() -> bool:
+    """Whether this test run records histories (``LOCKKEEPER_WRITE_HISTORY`` set)."""
+    return bool(os.environ.get("LOCKKEEPER_WRITE_HISTORY"))
 
-    Raises the replay failure (e.g. ``temporalio.workflow.NondeterminismError``) if the current
-    code does not produce the recorded commands.
-    """
-    history = WorkflowHistory.from_json(workflow_id, path.read_text())
+
+async def record(handle: WorkflowHandle, name: str) -> None:
+    """Store ``handle``'s history as ``histories/<name>.json`` when :func:`recording`."""
+    if recording():
+        await store(await handle.fetch_history(), name)
+
+
+async def store(history: WorkflowHistory, name: str) -> None:
+    """Write ``history`` as ``histories/<name>.json`` (with its workflow ID)."""
+    HISTORIES.mkdir(exist_ok=True)
+    (HISTORIES / f"{name}.json").write_text(
+        json.dumps({"workflow_id": history.workflow_id, "history": json.loads(history.to_json())}, indent=1) + "\n"
+    )
+
+
+def load(path: Path) -> WorkflowHistory:
+    """The stored history in ``path`` (see the module doc)."""
+    data = json.loads(path.read_text())
+    return WorkflowHistory.from_json(data["workflow_id"], data["history"])
+
+
+async def replay(history: WorkflowHistory) -> WorkflowReplayResult:
+    """Replay ``history`` with every lockkeeper workflow registered; raises the replay failure
+    (e.g. ``temporalio.workflow.NondeterminismError``) if the code does not produce its commands."""
     replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
     return await replayer.replay_workflow(history, raise_on_replay_failure=True)
+
+
+async def replay_history_file(path: Path) -> WorkflowReplayResult:
+    """:func:`replay` of the stored history in ``path``."""
+    return await replay(load(path))

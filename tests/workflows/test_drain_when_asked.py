@@ -28,7 +28,7 @@ async def test_drain_request_cordon_and_first_pass_in_one_activity(time_skipping
     fake = FakeCluster({"worker": 2})
     fake.slow_drain_request = True
     async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
-        handle = await start(time_skipping_env, wf_task_queue, rollout_input(max_unavailable=1, local_calls_above=0))
+        handle = await start(time_skipping_env, wf_task_queue, rollout_input(max_unavailable=1))
         result = await handle.result()
         child = await time_skipping_env.client.get_workflow_handle(f"{handle.id}/node/worker-0/1").fetch_history()
     assert result.outcome == "completed" and all(fake.at_target(n) for n in fake.nodes)
@@ -53,7 +53,7 @@ async def test_a_blocked_first_pass_goes_on_in_the_drain_loop(time_skipping_env,
     fake.slow_drain_request = True
     fake.drain_blocked["worker-0"] = r2_block_report("worker-0")
     async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
-        inp = rollout_input(max_unavailable=1, local_calls_above=0, drain_backoff_initial_seconds=1, drain_backoff_max_seconds=1)
+        inp = rollout_input(max_unavailable=1, drain_backoff_initial_seconds=1, drain_backoff_max_seconds=1)
         handle = await start(time_skipping_env, wf_task_queue, inp)
         for _ in range(400):
             if len(fake.called("drain_node")) >= 3:

@@ -32,6 +32,7 @@ from activities.gluster.models import (
     VolumeStartResult,
     VolumeStatus,
 )
+from replay import recording, store
 from workflows import WORKFLOWS
 from workflows.gluster import GlusterRecoveryWorkflow
 from workflows.gluster.models import GlusterHealthParams, GlusterRecoveryInput, GlusterRecoveryResult, GlusterRecoveryStatus
@@ -166,6 +167,8 @@ async def test_seed_case_one_brick_offline_is_recovered(time_skipping_env, wf_ta
         await h.execute_update(GlusterRecoveryWorkflow.approve, ApproveInput(identity="bob"))
 
     res = await _run(time_skipping_env, wf_task_queue, world, _input(), steer)
+    if recording():
+        await store(world.history, "GlusterRecoveryWorkflow.one-brick-offline")
     assert res.outcome == "completed" and res.ok and res.healthy, res.message
     assert [d.uid for d in world.deletes] == ["master03-1"]
     (host,) = res.hosts

@@ -10,7 +10,6 @@ from wf_fakes import FakeCluster, new_config, r2_block_report, rollout_worker
 from activities.machineconfig.models import drain_value, uncordon_value
 from workflows import MachineConfigRolloutWorkflow
 from workflows.kit.models import DecideInput, DrainDecision, GateState, NodeControlInput, NodePhase
-from workflows.machineconfig.follow import PATCH_FOLLOW_DAEMON
 
 
 class RedrainCluster(FakeCluster):
@@ -112,7 +111,6 @@ async def test_retry_redrives_a_node_degraded_with_a_drain_request_pending(time_
     assert result.nodes["worker-0"].phase == NodePhase.DONE and result.nodes["worker-0"].attempts == 2
     assert fake.at_target("worker-0") and not fake.nodes["worker-0"].unschedulable
     assert drains_of(fake, "worker-0") == 2
-    # The retry ran the follow-daemon handshake: the rollout started it with that patch as given
-    # (NodeRolloutInput.features, workflows/kit/features.py), so no marker records it.
-    started = child_history.events[0].workflow_execution_started_event_attributes
-    assert PATCH_FOLLOW_DAEMON.encode() in started.input.payloads[0].data
+    # The retry recorded no patch marker: the node run has one handshake.
+    assert not [e for e in child_history.events
+                if e.HasField("marker_recorded_event_attributes") and e.marker_recorded_event_attributes.marker_name == "core_patch"]

@@ -183,3 +183,50 @@ async def test_a_rejected_required_gate_ends_as_an_abort_and_restores(time_skipp
         result = await h.result()
     assert result.outcome == "aborted" and "gate go rejected by bob: not now" in result.message and result.restored
     assert _image(fake) == "openshift/node:v3.11"
+
+
+async def test_a_reverse_run_restores_an_ended_runs_records_and_reads_them_back(time_skipping_env, wf_task_queue):
+    """``revert --full`` of an ended run without a reverse of its own: RevertRecordsWorkflow takes
+    the records the run left in its result, gates once, restores each read back."""
+    from replay import record
+
+    from workflows.kit.reverse import RevertRecordsInput, RevertRecordsResult, RevertRecordsWorkflow
+
+    env, fake = time_skipping_env, _fake()
+    async with kit_worker(env, fake, wf_task_queue):
+        h = await _start(env, wf_task_queue, _input(pnr=True))
+        await poll(h, gate_waiting("go"))
+        await h.execute_update(ProcedureWorkflow.abort, ControlInput(identity="bob", reason="stop here"))
+        ended = await h.result()
+        assert _image(fake) == "registry.example/custom-node:1" and ended.open_records
+        rev = await env.client.start_workflow(
+            RevertRecordsWorkflow.run, RevertRecordsInput(of_workflow=h.id, records=ended.open_records, search_attributes=False),
+            id="revert-records-history", task_queue=wf_task_queue, result_type=RevertRecordsResult)
+        st = await poll(rev, gate_waiting("revert"))
+        assert "restore DaemonSet openshift-sdn/sdn" in st["gates"][0]["comment"]
+        await rev.execute_update(ProcedureWorkflow.approve, ApproveInput(identity="carol"))
+        result = await rev.result()
+        await record(rev, "RevertRecordsWorkflow.one-record")
+    assert result.outcome == "reverted" and result.of_workflow == h.id and result.restored
+    assert _image(fake) == "openshift/node:v3.11"
+
+
+async def test_a_reverse_run_refuses_to_overwrite_what_somebody_changed_since(time_skipping_env, wf_task_queue):
+    from workflows.kit.reverse import RevertRecordsInput, RevertRecordsResult, RevertRecordsWorkflow
+
+    env, fake = time_skipping_env, _fake()
+    async with kit_worker(env, fake, wf_task_queue):
+        h = await _start(env, wf_task_queue, _input(pnr=True))
+        await poll(h, gate_waiting("go"))
+        await h.execute_update(ProcedureWorkflow.abort, ControlInput(identity="bob"))
+        ended = await h.result()
+        obj = fake.objects[REF.describe()]
+        obj["spec"]["template"]["spec"]["containers"][0]["image"] = "someone/else:2"  # changed since
+        rev = await env.client.start_workflow(
+            RevertRecordsWorkflow.run,
+            RevertRecordsInput(of_workflow=h.id, records=ended.open_records, approve=False, search_attributes=False),
+            id=f"revert-{uuid.uuid4().hex[:6]}", task_queue=wf_task_queue, result_type=RevertRecordsResult)
+        result = await rev.result()
+    assert result.outcome == "stopped" and not result.restored and "changed since" in result.message
+    assert _image(fake) == "someone/else:2"  # nothing of theirs overwritten
+    assert [i.target for i in result.left_changed] == ["DaemonSet openshift-sdn/sdn"]

@@ -7,16 +7,15 @@ the workflow's decisions (window, gates, updates, safe points) deterministically
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError, WorkflowUpdateStage
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
+from replay import record
 from wf_fakes import FakeCluster, new_config, old_config, r2_block_report, rollout_worker
 
 from activities.cluster.models import ANN_DESIRED_CONFIG
@@ -40,7 +39,6 @@ from workflows.machineconfig.models import (
     RolloutStatus,
 )
 
-HISTORIES = Path(__file__).parent / "histories"
 
 
 def rollout_input(**kw) -> MachineConfigRolloutInput:
@@ -125,35 +123,15 @@ def waiting_gate(s: RolloutStatus, gate_id: str) -> bool:
 # --- full runs ------------------------------------------------------------------------------------
 
 
-async def test_kit_rollout_history_replays():
-    """A full two-pool rollout recorded on the kit (pool and node leases under the ``lease-scopes``
-    patch, started and released in one workflow task each) replays against the current code;
-    the histories recorded before the kit are replayed by tests/workflows/test_replay.py."""
-    from replay import replay_history_file
-
-    result = await replay_history_file(HISTORIES / "machineconfig_rollout_kit.json", "rollout-kit")
-    assert result.replay_failure is None
-    started = [e for e in result.history.events if e.HasField("start_child_workflow_execution_initiated_event_attributes")]
-    ids = [e.start_child_workflow_execution_initiated_event_attributes.workflow_id for e in started]
-    assert sum(i.startswith("lease/c-kit/node:") for i in ids) == 8  # every planned node is leased
-    assert sum(i.startswith("rollout-kit/node/") for i in ids) == 8  # one node run each
-
-
 async def test_full_rollout_two_pools_honours_max_unavailable(time_skipping_env, wf_task_queue):
     fake = FakeCluster({"worker": 5, "master": 3})
     fake.slow_drain_request = True  # the daemon asks on its next reaction, as a real one
     async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
         # Local calls on (a large plan's node runs), so the recorded node run has that shape.
-        handle = await start(time_skipping_env, wf_task_queue, rollout_input(max_unavailable=2, local_calls_above=0), wf_id="rollout-full")
+        handle = await start(time_skipping_env, wf_task_queue, rollout_input(max_unavailable=2), wf_id="rollout-full")
         result = await handle.result()
-        if os.environ.get("LOCKKEEPER_WRITE_HISTORY"):
-            HISTORIES.mkdir(exist_ok=True)
-            # New shapes go to new files: the stored ones keep older runs replaying.
-            parent = HISTORIES / "machineconfig_rollout_full.json"
-            if not parent.exists():
-                parent.write_text((await handle.fetch_history()).to_json())
-            child = time_skipping_env.client.get_workflow_handle("rollout-full/node/worker-0/1")
-            (HISTORIES / "node_rollout_writes_in_calls.json").write_text((await child.fetch_history()).to_json())
+        await record(handle, "MachineConfigRolloutWorkflow.two-pools")
+        await record(time_skipping_env.client.get_workflow_handle("rollout-full/node/worker-0/1"), "NodeRolloutWorkflow.full")
     assert result.outcome == "completed"
     assert result.summary.done == 8
     assert all(fake.at_target(n) for n in fake.nodes)

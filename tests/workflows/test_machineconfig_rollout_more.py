@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
@@ -27,7 +26,6 @@ from workflows.machineconfig.models import (
     RolloutPhase,
 )
 
-HISTORIES = Path(__file__).parent / "histories"
 
 from tests.workflows.test_machineconfig_rollout import (
     phase_of,

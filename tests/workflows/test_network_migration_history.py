@@ -1,22 +1,19 @@
 """The run that produces the network migration's stored history (test_replay.py replays it), on
 the time-skipping server with the fake cluster of test_network_migration_wf.py.
 
-The run takes every branch a migration records: both leases (``network-migration-leases``), the
+The run takes every branch a migration records: both leases, the
 stall and the takeover child, the guard before the pause and before the switch, the pause, the
 switch, multus, the reboots in batches, the unpause, the broken-pods gate and its deletion, the
-cleanup gate and the cleanup. With ``LOCKKEEPER_WRITE_HISTORY=1 pytest
-tests/workflows/test_network_migration_history.py`` it writes the history to
-tests/workflows/histories/network_migration_full.json, never over an existing file: after a
-deliberate, patched change record under a new name and keep the old file.
+cleanup gate and the cleanup. With ``LOCKKEEPER_WRITE_HISTORY=1`` it stores the history
+(tests/workflows/replay.py).
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
-from replay import HISTORIES
+from replay import recording, store
 from temporalio import activity
 from temporalio.worker import Worker
 from test_network_migration_wf import Cluster, FakeRollout, inp
@@ -31,7 +28,6 @@ from workflows.network_migration.models import NetworkMigrationResult
 pytestmark = pytest.mark.timeout(180)
 
 HISTORY_ID = "network-migration-history"
-HISTORY_FILE = "network_migration_full.json"
 
 
 class BrokenPodsCluster(Cluster):
@@ -71,8 +67,8 @@ async def test_full_migration_with_takeover_records_its_history(time_skipping_en
             await h.execute_update("approve", ApproveInput(gate_id=gate, identity="op", comment="history"))
         result = await h.result()
         history = await h.fetch_history()
-        if os.environ.get("LOCKKEEPER_WRITE_HISTORY") and not (HISTORIES / HISTORY_FILE).exists():
-            (HISTORIES / HISTORY_FILE).write_text(history.to_json())
+        if recording():
+            await store(history, "NetworkMigrationWorkflow.takeover-and-reboots")
     children = [e.start_child_workflow_execution_initiated_event_attributes for e in history.events
                 if e.HasField("start_child_workflow_execution_initiated_event_attributes")]
     started = [(a.workflow_type.name, a.workflow_id) for a in children]

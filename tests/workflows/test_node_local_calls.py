@@ -62,7 +62,7 @@ async def test_short_calls_are_local_and_a_failing_one_falls_back_to_an_activity
 
     activities = _replace(fake, cordon_node=flaky_cordon)
     async with Worker(time_skipping_env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=activities):
-        handle = await start(time_skipping_env, wf_task_queue, rollout_input(local_calls_above=0))
+        handle = await start(time_skipping_env, wf_task_queue, rollout_input())
         result = await handle.result()
         child = await time_skipping_env.client.get_workflow_handle(f"{handle.id}/node/worker-0/1").fetch_history()
 
@@ -89,7 +89,7 @@ async def test_a_non_retryable_failure_is_not_tried_again_as_an_activity(time_sk
 
     activities = _replace(fake, set_node_annotations=gone)
     async with Worker(time_skipping_env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=activities):
-        handle = await start(time_skipping_env, wf_task_queue, rollout_input(local_calls_above=0))
+        handle = await start(time_skipping_env, wf_task_queue, rollout_input())
         result = await handle.result()
         child = await time_skipping_env.client.get_workflow_handle(f"{handle.id}/node/worker-0/1").fetch_history()
 
@@ -102,18 +102,3 @@ async def test_a_non_retryable_failure_is_not_tried_again_as_an_activity(time_sk
     scheduled, _ = _by_kind(child)
     assert scheduled["set_node_annotations"] == 0, scheduled
     assert fake.mutating_calls()[-1] == "set_node_annotations"  # the one refused write, nothing after it
-
-
-async def test_a_small_plan_keeps_regular_activities(time_skipping_env, wf_task_queue):
-    """At or below ``local_calls_above`` (5 here; every plan goes local by default) every call is
-    an activity and the node run asks no patch for it."""
-    fake = FakeCluster({"worker": 1})
-    async with Worker(time_skipping_env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=fake.activities()):
-        handle = await start(time_skipping_env, wf_task_queue, rollout_input(local_calls_above=5))
-        assert (await handle.result()).outcome == "completed"
-        child = await time_skipping_env.client.get_workflow_handle(f"{handle.id}/node/worker-0/1").fetch_history()
-    scheduled, local = _by_kind(child)
-    # desiredConfig goes with the first drain_when_asked call, the drain hand-off is an activity.
-    assert not local and scheduled["set_node_annotations"] >= 1 and scheduled["cordon_node"] == 1, (scheduled, local)
-    assert scheduled["drain_when_asked"] >= 1, scheduled
-    assert "node-run-local-calls" not in child.to_json()

@@ -1,7 +1,5 @@
 """Large plans (leases in the window): each node run is its node's lease. The rollout starts it
-with the node scope's lease ID (patch ``node-run-is-node-lease``; before it, patch
-``node-run-holds-node-lease``, the run took a lease workflow as its child, and those histories
-replay in test_replay.py). The rollout's history then records no node lease at all and no lease
+with the node scope's lease ID. The rollout's history then records no node lease at all and no lease
 workflow runs per node; a running node run refuses its node to another procedure, naming the
 rollout; a node another procedure leased in the meantime is failed untouched, naming that
 procedure; a degraded node's lease is taken over by the rollout, which keeps it until the end so
@@ -11,13 +9,12 @@ that a skip's rollback stays protected.
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 
 import pytest
 from kit_fakes import KitFake, kit_worker, start_probe
 from kit_probes import BetaLeaseProbeWorkflow, ProbeInput
-from replay import HISTORIES
+from replay import recording, store
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHistory
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from test_machineconfig_rollout import phase_of, rollout_input, start, terminate_quietly, wait_status
@@ -45,16 +42,15 @@ async def test_node_runs_are_their_node_leases(time_skipping_env, wf_task_queue)
     client = time_skipping_env.client
     lease_ids = {n: scope_workflow_id(node_scope(inp.cluster, n)) for n in fake.nodes}
     async with rollout_worker(client, fake, wf_task_queue):
-        wf_id = "rollout-window" if os.environ.get("LOCKKEEPER_WRITE_HISTORY") else f"rollout-window-{uuid.uuid4().hex[:6]}"
+        wf_id = "rollout-window" if recording() else f"rollout-window-{uuid.uuid4().hex[:6]}"
         handle = await start(time_skipping_env, wf_task_queue, inp, wf_id=wf_id)
         result = await handle.result()
         parent = await handle.fetch_history()
         runs = {n: await client.get_workflow_handle(lease_ids[n]).fetch_history() for n in fake.nodes}
         descs = {n: await client.get_workflow_handle(lease_ids[n]).describe() for n in fake.nodes}
-        if os.environ.get("LOCKKEEPER_WRITE_HISTORY"):
-            # New shapes go to new files (the rollout's probe by activity since ..._run_lease.json).
-            (HISTORIES / "machineconfig_rollout_window_probe_activity.json").write_text(parent.to_json())
-            (HISTORIES / "node_rollout_is_lease.json").write_text(runs["worker-0"].to_json())
+        if recording():
+            await store(parent, "MachineConfigRolloutWorkflow.window")
+            await store(runs["worker-0"], "NodeRolloutWorkflow.window-lease")
     assert result.outcome == "completed" and result.summary.done == 3
     # The rollout leased its pool only (a lease workflow); every node child is a node run whose ID
     # is its node's lease ID.

@@ -1,5 +1,5 @@
 """Whether a run sends webhook notifications is decided once at its start and recorded in its
-history (patches ``kit-notify-recorded`` / ``kit-notify-on``), not read from the replaying
+history (the marker ``kit-notify-on``), not read from the replaying
 worker's process state (``workflows.kit.notify.wire``): a history recorded on a worker that
 sends replays on a worker that does not (nor installs the ``NotifyInterceptor``), and the other
 way round, with no nondeterminism error. Runs on the time-skipping server with the real
@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from kit_fakes import KitFake
 from kit_probes import GateProbeWorkflow, ProbeInput, ProbeResult
-from replay import HISTORIES
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, Worker
@@ -93,7 +92,7 @@ async def test_history_of_a_sending_worker_replays_on_one_that_does_not(time_ski
         await receiver.stop()
     # The run did send (gate opened, timed out, the final "failed"), and recorded that it does.
     assert len(notify_activities(history)) >= 3, notify_activities(history)
-    assert {"kit-notify-recorded", "kit-notify-on"} <= set(patch_markers(history)), patch_markers(history)
+    assert patch_markers(history) == ["kit-notify-on"], patch_markers(history)
     assert {b["event"] for _, b in receiver.events} >= {"gate-opened", "gate-timed-out"}, receiver.events
     await replay(history, sending=False)
     await replay(history, sending=True, targets=False)
@@ -104,7 +103,7 @@ async def test_history_of_a_silent_worker_replays_on_one_that_sends(time_skippin
     history = await record(time_skipping_env, wf_task_queue, sending=False, url="http://127.0.0.1:9/unused")
     assert notify_activities(history) == []
     markers = patch_markers(history)
-    assert "kit-notify-recorded" in markers and "kit-notify-on" not in markers, markers
+    assert markers == [], markers
     await replay(history, sending=True)
     await replay(history, sending=False)
 
@@ -123,15 +122,4 @@ async def test_a_worker_without_urls_records_silence(time_skipping_env, wf_task_
             await handle.result()
     history = await handle.fetch_history()
     assert notify_activities(history) == []
-    await replay(history, sending=True)
-
-
-async def test_history_from_before_the_recorded_decision_replays_on_any_worker() -> None:
-    """A run recorded by the earlier code (only the ``kit-notify`` patch, the last notification
-    sent by the interceptor; recorded with the gate probe on a sending worker, regenerate with
-    :func:`record` on that code) replays wherever: the patch is read from history."""
-    history = WorkflowHistory.from_json("notify-replay-51d9f1e1", (HISTORIES / "notify_gate_probe_legacy.json").read_text())
-    assert len(notify_activities(history)) == 3 and patch_markers(history) == ["kit-notify"]
-    await replay(history, sending=False)
-    await replay(history, sending=True, targets=False)
     await replay(history, sending=True)

@@ -1,15 +1,7 @@
 """Runs that produce the stored histories of the drain and etcd workflows (test_replay.py replays
-them), with fake activities registered by the real activity names.
-
-Each test runs the procedure through its gates and checks the outcome; with
-``LOCKKEEPER_WRITE_HISTORY=1 pytest tests/workflows/test_recorded_histories.py`` it also writes
-the history to tests/workflows/histories/ under ``<name>_kit.json`` (the runs since the kit, with
-its patches). It never overwrites a file: the first recordings (``node_drain_full.json``,
-``etcd_*.json`` without ``_kit``) came from the code before the kit and must stay as they are,
-since they are what workflows started before it look like. After another deliberate, patched
-change, record under a new name again: the drain and the force-new-cluster restore now record
-``*_release_closed.json`` (kit patch ``kit-lease-release-waits-closed``: the release waits for the
-leases to close); the ``_kit`` files stay for the runs before it.
+them, tests/workflows/replay.py stores them with ``LOCKKEEPER_WRITE_HISTORY=1``), with fake
+activities registered by the real activity names. Each test runs the procedure through its gates
+and checks the outcome.
 
 The drain runs on the dev server (search attributes registered, so its history has the upsert);
 the etcd procedures on the time-skipping server (gate timeouts are skipped, not waited), which
@@ -19,12 +11,11 @@ cannot register search attributes, so they run with ``search_attributes=False``.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable
 from typing import Any
 
 from etcd_fakes import FakeEtcd, etcd_members
-from replay import HISTORIES
+from replay import record
 from temporalio import activity
 from temporalio.client import WorkflowHandle
 from temporalio.worker import Worker
@@ -45,15 +36,6 @@ DRAIN_ID = "drain-history"
 BACKUP_ID = "etcd-backup-history"
 RESTORE_ID = "etcd-restore-history"
 RESTORE_TIMEOUT_ID = "etcd-restore-timeout-history"
-
-
-async def save_history(handle: WorkflowHandle, file: str) -> None:
-    """Write ``handle``'s history to histories/``file`` when LOCKKEEPER_WRITE_HISTORY is set."""
-    if os.environ.get("LOCKKEEPER_WRITE_HISTORY"):
-        HISTORIES.mkdir(exist_ok=True)
-        path = HISTORIES / file
-        if not path.exists():
-            path.write_text((await handle.fetch_history()).to_json())
 
 
 async def poll_status(handle: WorkflowHandle, pred: Callable[[dict[str, Any]], bool], timeout: float = 30) -> dict[str, Any]:
@@ -120,7 +102,7 @@ async def test_record_drain_blocked_decided_rebooted_uncordoned(temporal_client,
         await poll_status(handle, lambda s: (g := s["node"].get("decision_gate")) is not None and g["state"] == "waiting")
         await handle.execute_update(NodeDrainWorkflow.decide, DecideInput(node="worker-0", decision=DrainDecision.DELETE_POD, identity="bob"))
         result = await handle.result()
-        await save_history(handle, "node_drain_release_closed.json")
+        await record(handle, "NodeDrainWorkflow.blocked-decided")
     assert result.outcome == "completed" and result.drained and result.uncordoned
     assert [r.action for r in result.gate_history] == ["opened", "decided"]
     assert fake.rebooted == 1 and fake.not_ready_reads == 0
@@ -129,8 +111,7 @@ async def test_record_drain_blocked_decided_rebooted_uncordoned(temporal_client,
 
 async def test_record_drain_reboot_session_lost_judged_by_boot(temporal_client, task_queue):
     """The reboot command's session goes down with the host (no exit status): the drain reads
-    the bootID before, then waits for another bootID and Ready before it uncordons (patch
-    drain-reboot-by-boot)."""
+    the bootID before, then waits for another bootID and Ready before it uncordons."""
     fake = RebootFake({"worker": 1}, session_lost=True)
     async with Worker(temporal_client, task_queue=task_queue, workflows=WORKFLOWS, activities=fake.activities()):
         handle = await temporal_client.start_workflow(
@@ -140,7 +121,7 @@ async def test_record_drain_reboot_session_lost_judged_by_boot(temporal_client, 
             id=DRAIN_ID, task_queue=task_queue, result_type=NodeDrainResult,
         )
         result = await handle.result()
-        await save_history(handle, "node_drain_reboot_by_boot.json")
+        await record(handle, "NodeDrainWorkflow.session-lost")
     assert result.outcome == "completed" and result.uncordoned, result.message
     assert "rebooted (bootID boot-0 -> boot-1)" in result.message
     assert fake.rebooted == 1 and fake.not_ready_reads == 0
@@ -159,7 +140,7 @@ async def test_record_etcd_backup_names_failed_member(time_skipping_env, wf_task
             task_queue=wf_task_queue, result_type=EtcdBackupResult,
         )
         result = await handle.result()
-        await save_history(handle, "etcd_backup_kit.json")
+        await record(handle, "EtcdBackupWorkflow.failed-member")
     assert not result.ok and list(result.failed) == ["etcd-2"] and "etcd-2" in result.message
     assert sorted(s.member for s in result.snapshots) == ["etcd-0", "etcd-1"]
     assert len([c for c in fake.called("etcd_snapshot_save") if c.member.name == "etcd-2"]) == 2
@@ -180,7 +161,7 @@ async def test_record_etcd_restore_force_new_cluster_approved(time_skipping_env,
             await poll_status(handle, gate_waiting(gate))
             await handle.execute_update(EtcdQuorumRestoreWorkflow.approve, ApproveInput(gate_id=gate, identity="bob"))
         result = await handle.result()
-        await save_history(handle, "etcd_restore_release_closed.json")
+        await record(handle, "EtcdQuorumRestoreWorkflow.force-new-cluster")
     assert result.outcome == "completed", result.message
     assert [(r.gate_id, r.action) for r in result.gate_history if r.action != "opened"] == [
         ("stop-members", "approved"), ("move-data/etcd-1", "approved"), ("move-data/etcd-2", "approved")]
@@ -200,7 +181,7 @@ async def test_record_etcd_restore_gate_timeout(time_skipping_env, wf_task_queue
             id=RESTORE_TIMEOUT_ID, task_queue=wf_task_queue, result_type=EtcdRestoreResult,
         )
         result = await handle.result()
-        await save_history(handle, "etcd_restore_gate_timeout_kit.json")
+        await record(handle, "EtcdQuorumRestoreWorkflow.gate-timeout")
     assert result.outcome == "rejected" and "timed out" in result.message
     assert [r.action for r in result.gate_history] == ["opened", "timeout"]
     assert not fake.called("etcd_stop_member")

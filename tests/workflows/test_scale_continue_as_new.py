@@ -17,7 +17,6 @@ import asyncio
 import os
 import uuid
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from temporalio import workflow
@@ -38,7 +37,6 @@ from workflows.machineconfig.models import (
     RolloutStatus,
 )
 
-HISTORIES = Path(__file__).parent / "histories"
 NODE_SECONDS = 60
 
 
@@ -183,9 +181,6 @@ async def test_rollout_crosses_continue_as_new_boundaries(time_skipping_env, wf_
     for p in pools:
         assert actions.count((f"canary/{p}", "opened")) == 1 and actions.count((f"canary/{p}", "approved")) == 1
     # Every node child ran exactly once (a continue-as-new never restarts a node).
-    if os.environ.get("LOCKKEEPER_WRITE_HISTORY") and per_pool <= 40:
-        HISTORIES.mkdir(exist_ok=True)
-        (HISTORIES / "machineconfig_rollout_can.json").write_text((await handle.fetch_history()).to_json())
 
 
 async def test_abort_right_after_a_boundary_ends_once(time_skipping_env, wf_task_queue):
@@ -218,7 +213,7 @@ async def test_continue_as_new_histories_replay(time_skipping_env, wf_task_queue
     """A small rollout across boundaries: its first run (ending in ContinuedAsNew) and its last
     run (starting from the carried state) replay against the code. ``LOCKKEEPER_WRITE_HISTORY=1``
     stores them for tests/workflows/test_replay.py."""
-    from replay import replay_history_file
+    from replay import recording, replay, store
 
     fake = FakeCluster({"a": 8, "b": 8})
     inp = _input("can-history", max_unavailable=2, approval=ApprovalPolicy.CANARY, continue_as_new_after_events=60)
@@ -250,10 +245,7 @@ async def test_continue_as_new_histories_replay(time_skipping_env, wf_task_queue
     for which, history in histories.items():
         assert _lease_children(history) and _lease_children(history) <= _closed_children(history), which
     for which, history in histories.items():
-        path = HISTORIES / f"machineconfig_rollout_can_{which}.json"
-        if os.environ.get("LOCKKEEPER_WRITE_HISTORY"):
-            path.write_text(history.to_json())
-        scratch = tmp_path / f"can-{which}.json"
-        scratch.write_text(history.to_json())
-        replayed = await replay_history_file(scratch, "rollout-can")
+        if recording():
+            await store(history, f"MachineConfigRolloutWorkflow.continue-as-new-{which}")
+        replayed = await replay(history)
         assert replayed.replay_failure is None

@@ -10,13 +10,12 @@ first write and sees no cancel, as a real one between heartbeats."""
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
-from replay import HISTORIES
+from replay import recording, store
 from test_machineconfig_rollout import rollout_input, start
 from wf_fakes import FakeCluster, new_config, old_config, rollout_worker
 
@@ -24,9 +23,6 @@ from workflows import MachineConfigRolloutWorkflow
 from workflows.kit.models import ControlInput, NodeControlInput, NodePhase
 
 
-#: The skipped node run's history (LOCKKEEPER_WRITE_HISTORY=1 records it): test_replay.py replays
-#: it, the last test here checks its order.
-HISTORY_FILE = "node_rollout_stop_settles.json"
 HISTORY_ID = "rollout-stop-settles"
 
 
@@ -43,8 +39,8 @@ async def test_a_stop_during_the_first_call_rolls_back_what_the_call_wrote_after
     fake = FakeCluster({"worker": 2})
     fake.drain_call_go["worker-0"] = asyncio.Event()
     async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
-        wf_id = f"{HISTORY_ID}-{stop}" if os.environ.get("LOCKKEEPER_WRITE_HISTORY") else f"rollout-{uuid.uuid4().hex[:8]}"
-        handle = await start(time_skipping_env, wf_task_queue, rollout_input(max_unavailable=1, local_calls_above=0), wf_id=wf_id)
+        wf_id = f"{HISTORY_ID}-{stop}" if recording() else f"rollout-{uuid.uuid4().hex[:8]}"
+        handle = await start(time_skipping_env, wf_task_queue, rollout_input(max_unavailable=1), wf_id=wf_id)
         await _until(lambda: "worker-0" in fake.drain_call_started, "worker-0's first drain_when_asked")
         if stop == "skip":
             await handle.execute_update(MachineConfigRolloutWorkflow.skip_node, NodeControlInput(node="worker-0", identity="bob"))
@@ -55,8 +51,9 @@ async def test_a_stop_during_the_first_call_rolls_back_what_the_call_wrote_after
         fake.drain_call_go["worker-0"].set()  # the call goes on: desiredConfig, then cordon and drain when asked
         result = await handle.result()
         run = time_skipping_env.client.get_workflow_handle(f"{wf_id}/node/worker-0/1")
-        if os.environ.get("LOCKKEEPER_WRITE_HISTORY") and stop == "skip":
-            (HISTORIES / HISTORY_FILE).write_text((await run.fetch_history()).to_json())
+        history = await run.fetch_history()
+        if stop == "skip":
+            await store_if_recording(history)
     node = fake.nodes["worker-0"]
     assert [a.set_desired_config for a in fake.called("drain_when_asked") if a.node == "worker-0"] == [True]
     # What the call wrote after the stop was rolled back, not left behind.
@@ -69,14 +66,14 @@ async def test_a_stop_during_the_first_call_rolls_back_what_the_call_wrote_after
         assert result.outcome == "aborted" and result.nodes["worker-0"].phase == NodePhase.ABORTED, result
         assert fake.nodes["worker-1"].desired_config == old_config("worker"), "nothing started after the abort"
     assert new_config("worker") not in (node.desired_config, node.current_config)
-
-
-def test_the_stored_skip_rolled_back_after_its_call_ended():
-    """The stored history (replayed with the others, tests/workflows/test_replay.py) has the shape
-    this feature gives."""
-    history = WorkflowHistory.from_json(f"{HISTORY_ID}-skip/node/worker-0/1", (HISTORIES / HISTORY_FILE).read_text())
     kinds = [EventType.Name(e.event_type).removeprefix("EVENT_TYPE_") for e in history.events]
-    # The skip, the cancel, the call's own end, and only then the roll-back's calls (local: markers).
+    # The stop, the cancel, the call's own end, and only then the roll-back's calls (local: markers).
     order = [kinds.index(k) for k in ("WORKFLOW_EXECUTION_SIGNALED", "ACTIVITY_TASK_CANCEL_REQUESTED",
                                       "ACTIVITY_TASK_COMPLETED", "MARKER_RECORDED", "WORKFLOW_EXECUTION_COMPLETED")]
     assert order == sorted(order), kinds
+
+
+async def store_if_recording(history: WorkflowHistory) -> None:
+    """The skipped node run is the stored history of a node run stopped mid-call."""
+    if recording():
+        await store(history, "NodeRolloutWorkflow.skip-mid-call")

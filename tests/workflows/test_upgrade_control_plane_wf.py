@@ -15,6 +15,7 @@ from temporalio import activity
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.worker import Worker
 
+from replay import record
 from activities.control_plane.models import MasterPods, MasterPodsInput, MirrorPod, ProbeMasterApiInput, ProbeMasterApiResult
 from activities.host.models import CommandResult, HostAccess, RunCommandInput
 from workflows.control_plane import ControlPlaneUpgradeWorkflow
@@ -133,6 +134,7 @@ async def test_masters_one_at_a_time_with_manifests_recorded(time_skipping_env: 
     worker, handle = await start(time_skipping_env, world, cp_input())
     async with worker:
         result: ControlPlaneResult = await handle.result()
+        await record(handle, "ControlPlaneUpgradeWorkflow.three-masters")
     assert result.outcome == "completed", result.message
     assert world.restarts() == MASTERS and world.max_down == 1
     # per master: record (sha256sum, cat) before tee, tee before the restart

@@ -16,6 +16,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
+from replay import record
 from activities.cluster.models import (
     FieldRecord,
     FieldValue,
@@ -169,6 +170,7 @@ async def test_revert_restores_and_refuses_a_changed_node(time_skipping_env: Any
         world.objects["Node/n2"]["metadata"]["labels"]["region"] = "edge"  # somebody relabelled n2 since
         await handle.execute_update("revert", {"identity": "ops", "reason": "test"})
         result: NodeSelectorMigrationResult = await handle.result()
+        await record(handle, "NodeSelectorMigrationWorkflow.reverted")
     assert result.outcome == "reverted"
     assert world.objects["Node/n1"]["metadata"]["labels"]["region"] == "infra"
     assert world.objects["Node/n2"]["metadata"]["labels"]["region"] == "edge"  # refused, not overwritten

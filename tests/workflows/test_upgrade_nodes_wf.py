@@ -14,6 +14,7 @@ from temporalio import activity
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.worker import Worker
 
+from replay import record
 from activities.cluster.models import CordonInput, CordonResult, DrainInput, DrainResult, UncordonInput, UncordonResult
 from activities.host.models import CommandResult, RunCommandInput
 from activities.node_upgrade.models import NodeFacts, NodeFactsInput, ReadUpgradeNodesInput, UpgradeNodes
@@ -149,6 +150,8 @@ async def test_canary_gate_opens_after_canary_and_before_any_other_node(time_ski
         assert world.actions == ["infra1"]
         await handle.execute_update(NodeUpgradeWorkflow.approve, ApproveInput(gate_id="canary", identity="alice"))
         result: NodeUpgradeResult = await handle.result()
+        await record(handle, "NodeUpgradeWorkflow.canary")
+        await record(time_skipping_env.client.get_workflow_handle(f"{handle.id}/node/infra2/1"), "NodeUpgradeNodeWorkflow.infra2")
     assert result.outcome == "completed" and world.actions == ["infra1", "infra2"]
 
 

@@ -24,6 +24,7 @@ from temporalio import activity
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.worker import Worker
 
+from replay import record
 from activities.host.models import CommandResult, ExecBackend, HostAccess, RunCommandInput
 from activities.vxlan_port.models import (
     CheckResult,
@@ -252,6 +253,7 @@ async def test_failed_node_urgent_gate_reject_switches_back_then_revert(time_ski
         assert "switched back to 4789" in (st.paused_reason or "")
         await h.execute_update("revert", RevertInput(identity="bob"))
         result = await h.result()
+        await record(h, "VxlanPortChangeWorkflow.failed-node-switched-back")
     assert result.outcome == "reverted", result.message
     assert (world.ds_image, world.ds_triggers) == (STOCK, TRIG) and set(world.pod_image.values()) == {STOCK}
     assert all(r == {4789} for r in world.rules.values())

@@ -59,7 +59,7 @@ async def test_a_canary_gate_still_holds_the_rest(time_skipping_env, wf_task_que
 
 
 async def test_a_wide_window_opens_in_tasks_of_bounded_size(time_skipping_env, wf_task_queue):
-    from workflows.kit.starts import MAX_STARTS_PER_TASK
+    from workflows.kit.batches import MAX_STARTS_PER_TASK
 
     fake = FakeCluster({"worker": 40}, reboot_polls=6)
     async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):

@@ -120,7 +120,7 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
 
     @workflow.run
     async def run(self, input: ClusterUpgradeInput) -> ClusterUpgradeResult:
-        self.kit_status_attributes(patch_id=None)
+        self.kit_status_attributes()
         self.touch()
         for ph in self._status.phases:
             if ph.state == "skipped" or self.control.abort:

@@ -5,7 +5,7 @@ Preflight (once, read-only except the backup): the etcd backup barrier (the etcd
 child; required unless the input says why not) → the GlusterFS health gate → every master's own
 ``/healthz/ready`` → etcd healthy (``etcd_cluster_status`` with etcdctl on the first member's host
 against ``etcd_members`` or the backup's; :func:`workflows.control_plane.models.etcd_health_problems`
-since :data:`PATCH_ETCD_HEALTH`; without members only when ``etcd_health_skip_reason`` says why).
+without members only when ``etcd_health_skip_reason`` says why).
 An abort during the GlusterFS gate or the etcd read ends the run ``aborted`` at once, no master
 touched (:mod:`workflows.kit.planning`). Then per master, in the given order:
 
@@ -48,15 +48,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.control import Aborted
     from workflows.kit.host import HostSteps
     from workflows.kit.models import ApprovalRules, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase
-    from workflows.kit.planning import PATCH_ABORT_IN_PLANNING, abortable, planning_abort_message
+    from workflows.kit.planning import abortable, planning_abort_message
     from workflows.node_upgrade.report import ParentReporter
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.kit.scopes import node_scope
 
 ETCD_CLUSTER_STATUS = "etcd_cluster_status"
-#: workflow.patched id: the etcd preflight checks ``etcd_members`` with the full verdict (member
-#: list with quorum, every member started, one leader), not only endpoint health.
-PATCH_ETCD_HEALTH = "control-plane-etcd-health-members"
 
 
 @workflow.defn
@@ -104,7 +101,7 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
 
     @workflow.run
     async def run(self, input: ControlPlaneUpgradeInput) -> ControlPlaneResult:
-        self.kit_status_attributes(patch_id=None)
+        self.kit_status_attributes()
         self.touch()
         try:
             result = await self._run(input)
@@ -195,7 +192,7 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
             pf["gluster"] = "waiting"
             self.touch()
             res = await self.gluster.gate("preflight")
-            if res.outcome == "stopped" and self.control.abort and workflow.patched(PATCH_ABORT_IN_PLANNING):
+            if res.outcome == "stopped" and self.control.abort:
                 pf["gluster"] = "aborted"
                 raise Aborted(self.control.abort_reason)
             if res.outcome != "healthy":
@@ -220,7 +217,7 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
         pf = self._status.preflight
         members = input.health_members()
         problem = input.etcd_health_problem()
-        if problem and workflow.patched(PATCH_ETCD_HEALTH):
+        if problem:
             pf["etcd-health"] = f"refused: {problem}"
             raise ApplicationError(problem, type="PreflightFailed", non_retryable=True)
         if not members:
@@ -230,10 +227,8 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
         st: ClusterStatus = await abortable(self.control, acts.call(
             ETCD_CLUSTER_STATUS, ClusterStatusInput(via=members[0], members=members), ClusterStatus, seconds=60, heartbeat=True,
             timeouts=self._timeouts))
-        if workflow.patched(PATCH_ETCD_HEALTH):
-            bad = etcd_health_problems(members, st)
-        else:
-            bad = [e.endpoint + (f" ({e.error})" if e.error else "") for e in st.endpoints if not e.healthy]
+        # The full verdict: member list with quorum, every member started, one leader.
+        bad = etcd_health_problems(members, st)
         if bad or not st.endpoints:
             pf["etcd-health"] = f"unhealthy: {', '.join(bad) or 'no endpoint answered'}"
             raise ApplicationError(f"etcd not healthy: {', '.join(bad) or 'no endpoint answered'}", type="PreflightFailed",

@@ -41,7 +41,6 @@ with workflow.unsafe.imports_passed_through():
     from activities.host.models import CommandResult
     from workflows.drain.models import (
         PROCEDURE_DRAIN,
-        PROCEDURE_NODE_DRAIN,
         DrainStatus,
         NodeDrainInput,
         NodeDrainResult,
@@ -67,14 +66,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.procedure import NodeProcedureWorkflow
     from workflows.kit.scopes import node_scope
 
-#: workflow.patched ID of everything the kit changed in the drain's commands.
-PATCH_KIT = "drain-kit"
-#: workflow.patched ID: the node is read (planning retry policy, fail fast on API errors) before
-#: the cordon; runs recorded before cordoned first.
-PATCH_PREFLIGHT_READ = "drain-preflight-read"
-#: workflow.patched ID: the reboot command is judged by the node's boot ID (see
-#: :meth:`NodeDrainWorkflow._run_reboot_command`).
-PATCH_REBOOT_BY_BOOT = "drain-reboot-by-boot"
 
 
 def _session_lost(result: CommandResult | None) -> bool:
@@ -102,7 +93,6 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
             status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
             reject_note="the reboot command is not run again", defer_status_attributes=True,
         )
-        self._kit = False
 
     # --- status and the node hooks ----------------------------------------------------------------
 
@@ -163,13 +153,12 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
         return ApplicationError(reason, type=kind, non_retryable=True)
 
     async def _safe_point(self) -> None:
-        if self._kit:
-            await self.control.safe_point()
+        await self.control.safe_point()
 
     async def _run_reboot_command(self, input: NodeDrainInput, timeouts: acts.Timeouts) -> None:
         """Run ``reboot_command`` once; with ``uncordon_after`` wait for the node to be back.
 
-        Under :data:`PATCH_REBOOT_BY_BOOT` the reboot is judged by the node's boot: its bootID is
+        The reboot is judged by the node's boot: its bootID is
         read first, and the node counts as back only with another bootID (then Ready, with
         ``uncordon_after``). A Node stays Ready for the node monitor's grace period after its
         kubelet stops, so Ready alone would uncordon a node that has not gone down yet. A
@@ -180,20 +169,17 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
         Raises a non-retryable ApplicationError (``RebootCommandFailed`` / ``NodeNotRebooted`` /
         ``NodeNotReady``) that fails the procedure with the node still cordoned."""
         access = input.command_access()
-        by_boot = workflow.patched(PATCH_REBOOT_BY_BOOT)
-        boot_before: str | None = None
-        if by_boot:
-            self._set(NodePhase.RUNNING, "reboot-command", "the node's bootID before the reboot command")
-            node: NodeInfo = await acts.call(acts.READ_NODE, ReadNodeInput(node=input.node), NodeInfo, timeouts=timeouts)
-            boot_before = node.boot_id
+        self._set(NodePhase.RUNNING, "reboot-command", "the node's bootID before the reboot command")
+        node: NodeInfo = await acts.call(acts.READ_NODE, ReadNodeInput(node=input.node), NodeInfo, timeouts=timeouts)
+        boot_before: str | None = node.boot_id
         self._set(NodePhase.RUNNING, "reboot-command", f"{' '.join(input.reboot_command or [])} via {access.describe()}")
         steps = HostSteps(self.gates, board=self._status.host_steps, on_change=self.touch, timeouts=timeouts,
                           heartbeat_seconds=30, gate_timeout_seconds=input.unknown_outcome_gate_seconds)
         step = HostStep(name="reboot-command", argv=list(input.reboot_command or []), timeout_seconds=input.reboot_timeout_seconds,
-                        drops_session=by_boot)
+                        drops_session=True)
         lost = False
         try:
-            self._status.command = await steps.run(step, access, unknown_opens_gate=self._kit)
+            self._status.command = await steps.run(step, access)
         except HostStepFailed as err:
             self._status.command = err.result
             if boot_before is not None and _session_lost(err.result):
@@ -277,19 +263,16 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
 
     @workflow.run
     async def run(self, input: NodeDrainInput) -> NodeDrainResult:
-        self._kit = workflow.patched(PATCH_KIT)
-        self.kit_identity_attributes(procedure_value=PROCEDURE_DRAIN if self._kit else PROCEDURE_NODE_DRAIN)
-        self.kit_status_attributes(PATCH_KIT)
-        if self._kit:
-            await self.leases.acquire([node_scope(input.cluster, input.node)])
-            self._status.leases = list(self.leases.held)
+        self.kit_identity_attributes()
+        self.kit_status_attributes()
+        await self.leases.acquire([node_scope(input.cluster, input.node)])
+        self._status.leases = list(self.leases.held)
         self.touch()
         timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds)
-        if workflow.patched(PATCH_PREFLIGHT_READ):
-            try:
-                await self._preflight(input, timeouts)
-            except Aborted as stop:
-                return await self._aborted_in_planning(input, stop)
+        try:  # read the node first: the planning retry policy fails fast on API errors
+            await self._preflight(input, timeouts)
+        except Aborted as stop:
+            return await self._aborted_in_planning(input, stop)
         cordon: CordonResult = await acts.call(acts.CORDON_NODE, CordonInput(node=input.node, owner=self._id), CordonResult, timeouts=timeouts)
         self._node.cordoned_by_us = cordon.cordoned_by_us
 

@@ -51,7 +51,7 @@ class EtcdBackupWorkflow(ProcedureWorkflow):
 
     @workflow.run
     async def run(self, input: EtcdBackupInput) -> EtcdBackupResult:
-        self.kit_status_attributes(PATCH_KIT)
+        self.kit_status_attributes()
         started = workflow.now()
         stamp = started.strftime("%Y%m%dT%H%M%SZ")
         retry = RetryPolicy(

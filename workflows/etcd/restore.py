@@ -167,7 +167,7 @@ class EtcdQuorumRestoreWorkflow(ProcedureWorkflow):
     @workflow.run
     async def run(self, input: EtcdRestoreInput) -> EtcdRestoreResult:
         kit = workflow.patched(PATCH_KIT)
-        self.kit_status_attributes(PATCH_KIT)
+        self.kit_status_attributes()
         try:
             if kit:
                 await self.leases.acquire([subsystem_scope("etcd", input.cluster)])

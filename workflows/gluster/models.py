@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from activities.gluster.models import GlusterPod, GlusterTarget
+from activities.gluster.models import GlusterTarget
 from workflows.shared.glusterfs.models import (  # noqa: F401 - the procedure's models use them
     Assessment,
     BrickState,

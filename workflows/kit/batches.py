@@ -53,7 +53,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.kit.noderun import NodeRunResult, Stopped
     from workflows.kit.plan import PlannedGate
-    from workflows.kit.starts import next_starts
+
+#: Node starts per workflow task at most (:meth:`NodeBatches.next_starts`): each start costs the
+#: task its command, the child's input and a status refresh, so a window of 200 (a 2,000-node
+#: pool) is opened in 8 tasks, not one that grows with maxUnavailable. 25 per round trip of about
+#: 0.1 s is over 200 starts a second.
+MAX_STARTS_PER_TASK = 25
 
 #: Node phases a ``retry_node`` accepts.
 RETRYABLE_PHASES = frozenset({NodePhase.DEGRADED, NodePhase.FAILED, NodePhase.ABORTED})
@@ -212,8 +217,8 @@ class NodeBatches:
         self.current: str | None = None
         #: Groups whose window is open now, in the order they opened (several with run_groups).
         self.running: list[str] = []
-        #: Set by a procedure: true starts every free place of the window at once (:mod:`.starts`).
-        self.start_together: Callable[[], bool] | None = None
+        #: Start every free place of the window in one workflow task (:meth:`next_starts`).
+        self.start_together = False
 
     # --- plan -------------------------------------------------------------------------------------
 
@@ -303,6 +308,28 @@ class NodeBatches:
     def in_flight(self, group: Group | None = None) -> list[str]:
         """Nodes with a running child (of ``group`` when given)."""
         return sorted(self.children) if group is None else [n for n in self.children if self.group_of.get(n) == group.name]
+
+    def next_starts(self, group: Group, first: str) -> list[str]:
+        """``first`` (the window's next node, cleared to start) and the queue's next nodes after
+        it, as long as the window has room (at most :data:`MAX_STARTS_PER_TASK` in all) and none
+        of them waits for a gate (a planned ``node`` gate before it, or the canary's gate after
+        the first node): in queue order.
+
+        A window that starts one child per workflow task waits for each start (the command, the
+        child's started event, a new task) before it looks at the next node: about 0.1 s a node
+        on the dev server, so at most 7 to 10 node starts a second whatever maxUnavailable allows
+        (issue 16)."""
+        room = min(self._limit(group) - len(self.in_flight(group)), MAX_STARTS_PER_TASK)
+        out = [first]
+        for node in group.queue:
+            if node == first:
+                continue
+            if len(out) >= room or self._canary_pending(group, node) is not None:
+                break
+            if any(g.before_node == node and g.id not in self.gates.passed for g in group.gates):
+                break
+            out.append(node)
+        return out
 
     def _limit(self, group: Group) -> int:
         """maxUnavailable minus the nodes already unavailable that we have not taken over."""
@@ -394,7 +421,7 @@ class NodeBatches:
                         answer = await self.alerts.wait_clear(f"{group.name}/{arg}")
                         if answer.outcome == "stopped" or self._next_action(group) != ("start", arg):
                             continue
-                    batch = next_starts(self, group, arg) if self.start_together and self.start_together() else [arg]
+                    batch = self.next_starts(group, arg) if self.start_together else [arg]
                     await asyncio.gather(*(self._start_node(group, n) for n in batch))
                 case "no-capacity":
                     external = [n for n in group.unavailable if n not in group.started]

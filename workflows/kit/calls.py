@@ -110,8 +110,7 @@ class Timeouts:
     """Activity timeouts of one workflow run (seconds), from its input.
 
     ``local``: short calls (no ``seconds`` bound, no heartbeat) run first as local activities
-    (see :func:`call`). A workflow sets it under its own ``workflow.patched`` ID, since it changes
-    the history's shape (a marker instead of three activity events and a workflow task).
+    (see :func:`call`): a marker in history instead of three activity events and a workflow task.
     """
 
     def __init__(

@@ -52,8 +52,6 @@ with workflow.unsafe.imports_passed_through():
         GateState,
     )
 
-#: ``workflow.patched`` id: a blocked drain opens a decision gate after ``decide_after``.
-PATCH_DECISION_GATE = "drain-decision-gate"
 
 #: What :func:`drain_until_done` ended with: drained, a skip/abort decision, or an outside stop
 #: (skip/abort signal of the procedure) seen at a safe point.
@@ -252,8 +250,6 @@ class DrainLoop:
     blocked: Callable[[DrainReport, str], Awaitable[None]]
     changed: Callable[[], Awaitable[None]]
     stopped: Callable[[], bool]
-    #: ``patched(patch_id)``: the run's patch decisions (:class:`workflows.kit.features.Features`).
-    patched: Callable[[str], bool] = workflow.patched
 
 
 def blocked_reason(drain: DrainResult, report: DrainReport) -> str:
@@ -318,7 +314,7 @@ async def drain_until_done(loop: DrainLoop, st: DrainGateState) -> DrainOutcome:
         if not st.event_recorded:
             st.event_recorded = True
             await _event(loop.node, "DrainBlocked", event_message(report, reason), loop.timeouts)
-        if st.should_open(workflow.now()) and loop.patched(PATCH_DECISION_GATE):
+        if st.should_open(workflow.now()):
             st.open(workflow.now())
             await loop.changed()
             await _event(

@@ -13,8 +13,7 @@ DESIGN.md "Host command": a step is an argv (never a shell string) run on a node
   gate's timeout stops with :class:`HostStepFailed`. Without, it fails at once.
 - A command that ran and failed (exit code != 0) is a known failure: :class:`HostStepFailed`.
 - A command whose session ended with no exit status (the connection or the debug pod's exec
-  was lost mid-command) is an unknown outcome too, under patch :data:`PATCH_LOST_SESSION_UNKNOWN`
-  (before it, a known failure "exited None"). A step whose command takes its own session down
+  was lost mid-command) is an unknown outcome too. A step whose command takes its own session down
   (``drops_session``, a reboot) is returned to its caller as before, to be judged by the host.
 
 Each step's :class:`HostStepStatus` (pending / already-done / running / done / failed / unknown,
@@ -55,10 +54,6 @@ class HostStep(BaseModel):
     #: The command takes its own session down (a reboot): no exit status is its expected end,
     #: so it is a :class:`HostStepFailed` with the result for the caller to judge, never a gate.
     drops_session: bool = False
-
-
-#: workflow.patched ID: a command with no exit status (its session lost) is an unknown outcome.
-PATCH_LOST_SESSION_UNKNOWN = "host-step-lost-session-unknown"
 
 
 class HostStepFailed(Exception):
@@ -152,7 +147,7 @@ class HostSteps:
                     self.on_change()
                     return result
                 lost = result.session_lost and not step.drops_session
-                if not result.timed_out and not (lost and workflow.patched(PATCH_LOST_SESSION_UNKNOWN)):
+                if not result.timed_out and not lost:
                     tail = (result.stderr or result.stdout).strip()[-500:]
                     st.state, st.detail = "failed", f"exited {result.exit_code}: {tail}"
                     self.on_change()

@@ -46,12 +46,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.models import LeaseInfo, LeaseInput
     from workflows.kit.scopes import SUBSYSTEM_SCOPES, LeaseScope, cluster_scope, scope_workflow_id
 
-#: ``workflow.patched`` id: :meth:`Leases.release` waits until the released leases have closed,
-#: for every procedure (the MachineConfig rollout chose it under ``lease-release-waits-closed``).
-PATCH_RELEASE_WAITS_CLOSED = "kit-lease-release-waits-closed"
 
-#: How long :meth:`Leases.release` waits for released leases to close under
-#: :data:`PATCH_RELEASE_WAITS_CLOSED`.
+#: How long :meth:`Leases.release` waits for released leases to close (when the caller did not
+#: ask for ``wait_closed``).
 LEASE_CLOSE_TIMEOUT = timedelta(seconds=60)
 
 #: How often :meth:`Leases.hold_while_running` asks again for a lease its own holder still holds
@@ -188,8 +185,7 @@ class Leases:
         ``input_scope``: scope → the ``LeaseInput.scope`` text to send instead (the rollout's
         pool leases keep ``pool/<pool>``). ``concurrent``: start all lease children in one
         workflow task instead of one round trip each (a rollout leasing thousands of nodes); the
-        first refused scope in order is reported. Changes the history shape, so a procedure
-        turns it on under a ``workflow.patched`` ID.
+        first refused scope in order is reported.
         """
         wanted = self.expand(list(scopes), list(covers))
         if concurrent:
@@ -320,8 +316,7 @@ class Leases:
         first held scope in order. Scopes we hold ourselves are not probed.
 
         ``chunk`` > 0: at most that many signals per workflow task, one task after the other (a
-        task's time grows with its commands: 2,000 signals took about 1 s). Changes the history's
-        shape, so a procedure turns it on under a ``workflow.patched`` ID."""
+        task's time grows with its commands: 2,000 signals took about 1 s)."""
         todo = [s for s in dict.fromkeys(scopes) if s not in self.held]
         if chunk > 0 and len(todo) > chunk:
             for i in range(0, len(todo), chunk):
@@ -375,11 +370,10 @@ class Leases:
 
         ``wait_closed``: then wait until every released lease workflow (these, and those
         :meth:`release_scope` released before) has closed (see
-        :meth:`wait_closed`), so that none outlives this run. Changes when the caller's next
-        commands go out, so a procedure turns it on under a ``workflow.patched`` ID; runs with
-        :data:`PATCH_RELEASE_WAITS_CLOSED` always wait. Without it, a procedure that closed
-        right after its release (an abort while planning) could close before its lease had
-        processed the release: the parent close policy then terminated the lease instead."""
+        :meth:`wait_closed`), so that none outlives this run; without ``wait_closed`` it waits
+        at most :data:`LEASE_CLOSE_TIMEOUT`. A procedure that closed right after its release (an
+        abort while planning) could otherwise close before its lease had processed the release:
+        the parent close policy would then terminate the lease instead."""
 
         async def release_one(scope: str, handle: workflow.ChildWorkflowHandle) -> None:
             try:
@@ -394,7 +388,7 @@ class Leases:
             for scope, handle in held:
                 await release_one(scope, handle)
         limit = None
-        if not wait_closed and (held or self.closing) and workflow.patched(PATCH_RELEASE_WAITS_CLOSED):
+        if not wait_closed and (held or self.closing):
             wait_closed, limit = True, LEASE_CLOSE_TIMEOUT
         if wait_closed:
             await self.wait_closed({**self.closing, **dict(held)}, timeout=limit)

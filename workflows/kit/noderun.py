@@ -31,17 +31,11 @@ with workflow.unsafe.imports_passed_through():
     from activities.cluster.models import DrainReport, UncordonInput, UncordonResult
     from workflows.kit import calls as acts
     from workflows.kit.drain import DrainGateState, DrainLoop, blocked_waiting_for, cordon_and_drain
-    from workflows.kit.features import Features
     from workflows.kit.lease import Leases, answer_contender
     from workflows.kit.models import DrainDecisionSignal, GateRecord, LeaseInfo, NodePhase, NodeProgress
     from workflows.kit.report import CHILD_REPORT_SIGNAL, ChildReport
 
-#: ``workflow.patched`` id: progress signals to the parent are sent without awaiting each one.
-PATCH_ASYNC_PROGRESS = "async-progress-signals"
 
-#: ``workflow.patched`` id: a node run built with ``report_steps`` signals the parent only what
-#: needs it (see :meth:`NodeRun.wants_parent`); runs recorded before it signalled every step.
-PATCH_MILESTONE_PROGRESS = "milestone-progress-signals"
 
 #: Phases the parent learns from the child's completion (its result), never from a signal.
 _RESULT_PHASES = frozenset({NodePhase.DONE, NodePhase.SKIPPED, NodePhase.ABORTED, NodePhase.DEGRADED, NodePhase.FAILED})
@@ -118,9 +112,6 @@ class NodeRun:
     phase then reaches the parent with the child's result. The full step stays in the ``progress``
     query of the node run. Temporal counts every signal in both histories and caps signals per
     workflow, so a 2,000-node pool cannot afford ten signals per node (issue 16).
-
-    ``features``: the run's patch decisions (:class:`workflows.kit.features.Features`); the
-    default asks ``workflow.patched``.
     """
 
     def __init__(
@@ -135,7 +126,6 @@ class NodeRun:
         drain: DrainGateState,
         deadline_consequence: str = "the daemon degrades node {node}",
         report_steps: frozenset[str] | None = None,
-        features: Features | None = None,
     ) -> None:
         self.node = node
         self.attempt = attempt
@@ -155,7 +145,6 @@ class NodeRun:
         self._warned: set[str] = set()
         self._signals: list[asyncio.Future[None]] = []
         self.report_steps = report_steps
-        self.features = features or Features()
         #: The last progress the parent was sent (milestone mode compares with it).
         self._sent: NodeProgress | None = None
         #: Number of reports sent to the parent (benchmarks print signals per node).
@@ -188,8 +177,7 @@ class NodeRun:
     ) -> None:
         """Record a step change and signal it to the parent (``since`` = now when phase or step moved).
 
-        An unchanged report sends nothing. Under :data:`PATCH_ASYNC_PROGRESS` the signal is fire
-        and forget: its command goes out with the next activity's command in the same workflow
+        An unchanged report sends nothing. The signal is fire and forget: its command goes out with the next activity's command in the same workflow
         task instead of costing a server round trip before every step (the reaction latency to
         the daemon and the procedure's overhead depend on it). Tasks run in creation order, so the
         parent still sees the steps in order; :meth:`settle` waits for all of them.
@@ -218,18 +206,14 @@ class NodeRun:
         self.progress = progress
         # The node run's own live view in the Temporal UI (no history event: served by a query).
         workflow.set_current_details(progress_details(progress))
-        if self.report_steps is not None and self.features.on(PATCH_MILESTONE_PROGRESS):
-            if not self.wants_parent(progress):
-                return
+        if self.report_steps is not None and not self.wants_parent(progress):
+            return
         self._sent = progress
         self.signals_sent += 1
         parent = workflow.get_external_workflow_handle(self.parent_id)
-        if self.features.on(PATCH_ASYNC_PROGRESS):
-            # Not awaited, so two reports may overtake each other: the number orders them.
-            numbered = progress.model_copy(update={"seq": self.signals_sent})
-            self._signals.append(asyncio.ensure_future(self._send(parent, numbered)))
-        else:
-            await parent.signal(CHILD_REPORT_SIGNAL, ChildReport(workflow_id=workflow.info().workflow_id, node=self.progress))
+        # Not awaited, so two reports may overtake each other: the number orders them.
+        numbered = progress.model_copy(update={"seq": self.signals_sent})
+        self._signals.append(asyncio.ensure_future(self._send(parent, numbered)))
 
     def wants_parent(self, progress: NodeProgress) -> bool:
         """Milestone mode: whether ``progress`` is worth a signal to the parent. Yes for a step
@@ -377,7 +361,6 @@ class NodeRun:
             blocked=blocked,
             changed=changed,
             stopped=(lambda: self.stop is not None or gave_up()) if stoppable else gave_up,
-            patched=self.features.on,
         )
         done = await cordon_and_drain(
             loop, self.drain, owner=self.owner, before_cordon=before_cordon, on_cordoned=on_cordoned, hand_off=after_drain

@@ -15,15 +15,12 @@ failure after the retries is logged and appended to the status ``warnings`` (sho
 ``lockkeeper status``).
 
 Whether a run sends is decided once, in its first workflow task, and recorded in its history:
-every new run takes the patch ``kit-notify-recorded``, and a run that sends also takes
-``kit-notify-on``. It sends when the worker that ran that first task was wired (:func:`wire`:
-the worker registers the ``notify`` activity) with at least one URL. A replay reads the
-decision back from the markers, so a worker wired differently (or not at all, or a
-``Replayer``) makes the same commands. The run's last notification is sent by the run method
-itself (:func:`wrap_run`, installed on every procedure class), not by a worker interceptor.
-
-Runs recorded before ``kit-notify-recorded`` keep the earlier rule (``kit-notify``, asked
-lazily on a wired worker); on replay that patch is read from history whatever the wiring.
+a run whose first task ran on a worker wired with at least one URL (:func:`wire`: the worker
+registers the ``notify`` activity) takes the marker ``kit-notify-on`` (``workflow.patched`` used
+as a recorded decision, not as a code version). A replay reads the decision back from the
+marker, so a worker wired differently (or not at all, or a ``Replayer``) makes the same commands.
+The run's last notification is sent by the run method itself (:func:`wrap_run`, installed on
+every procedure class), not by a worker interceptor.
 """
 
 from __future__ import annotations
@@ -48,11 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.models import NodePhase, NodeStatus, ProcedureStatus
 
 NOTIFY = "notify"  # activities.notify.webhook.NOTIFY (workflows call activities by name)
-#: Runs before :data:`PATCH_NOTIFY_RECORDED`: asked lazily, on wired workers only.
-PATCH_NOTIFY = "kit-notify"
-#: Every run since: the decision to send was taken at the start and is in history.
-PATCH_NOTIFY_RECORDED = "kit-notify-recorded"
-#: Present (with the one above): this run sends.
+#: Marker of a run that sends (a decision recorded in history, see the module doc).
 PATCH_NOTIFY_ON = "kit-notify-on"
 #: A notification gives up after this many attempts (1 s, 2 s, 4 s apart).
 MAX_ATTEMPTS = 4
@@ -101,34 +94,21 @@ class ProcedureNotifier:
         self._nodes: dict[str, str] = {}
         self._phase: str | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._on: bool | None = None
-        # Called from kit_init, in the run's first workflow task (see the module doc).
-        self.recorded = workflow.patched(PATCH_NOTIFY_RECORDED)
-        if self.recorded:
-            if workflow.unsafe.is_replaying():
-                self._on = workflow.patched(PATCH_NOTIFY_ON)  # the marker says what was decided
-            else:
-                self._on = _sends() and workflow.patched(PATCH_NOTIFY_ON)
+        # Called from kit_init, in the run's first workflow task (see the module doc). The one
+        # workflow.patched of the kit that is no code version: a decision recorded in history.
+        self._on: bool = workflow.patched(PATCH_NOTIFY_ON) if workflow.unsafe.is_replaying() or _sends() else False
 
     def enabled(self) -> bool:
-        """Whether this run sends: recorded at its start, or (runs from before that) wired and
-        patched ``kit-notify`` (asked once, then remembered)."""
-        if self._on is None:
-            if workflow.unsafe.is_replaying():
-                self._on = workflow.patched(PATCH_NOTIFY)  # history answers, not the wiring
-            elif not wired():
-                return False  # asked again later: never marks the patch in an unwired run
-            else:
-                self._on = workflow.patched(PATCH_NOTIFY)
+        """Whether this run sends (decided at its start and recorded in its history)."""
         return self._on
 
     def _view(self) -> ProcedureStatus:
         """The status to read. A one-node procedure (a ``node`` field: the standalone drain)
         keeps its node row and drain-gate records out of the status model and assembles them
-        in its ``procedure_status`` hook, so in runs that recorded their decision that view is
-        read (one node: cheap); otherwise the status model itself."""
+        in its ``procedure_status`` hook, so that view is read (one node: cheap); otherwise the
+        status model itself."""
         st = self.status
-        if self.recorded and "node" in type(st).model_fields:
+        if "node" in type(st).model_fields:
             hook = getattr(workflow.instance(), "procedure_status", None)
             if hook is not None:
                 view = hook()
@@ -137,12 +117,11 @@ class ProcedureNotifier:
         return st
 
     def _watched(self, st: ProcedureStatus) -> dict[str, NodeStatus]:
-        """The node rows to watch: the procedure's ``nodes``; in runs that recorded their
-        decision (never earlier ones: their histories stay as they were) also the single
-        ``node`` of a one-node procedure (the standalone drain)."""
+        """The node rows to watch: the procedure's ``nodes``, and the single ``node`` of a
+        one-node procedure (the standalone drain)."""
         nodes = node_statuses(st)
         one = getattr(st, "node", None)
-        if self.recorded and isinstance(one, NodeStatus) and one.name not in nodes:
+        if isinstance(one, NodeStatus) and one.name not in nodes:
             nodes = {**nodes, one.name: one}
         return nodes
 

@@ -13,10 +13,8 @@ there as everywhere else (issue 18, "Failures are visible and stoppable"):
   :class:`workflows.kit.control.Aborted` so the procedure ends aborted having written nothing;
   :func:`abortable` does the same for a read the procedure starts itself (its own options).
 
-Workflow code only (deterministic). The cancellation is a new command, so it happens only in runs
-with :data:`PATCH_ABORT_IN_PLANNING`; runs recorded before wait for the activity as they did. The
-patch is consulted only when an abort came while the read ran, so runs without such an abort emit
-the same commands as before (no marker either).
+Workflow code only (deterministic): the cancellation is a command only when an abort came while
+the read ran.
 """
 
 from __future__ import annotations
@@ -35,9 +33,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted, Control
 
-#: workflow.patched ID: an abort requested while a planning activity runs cancels it and ends the
-#: procedure; runs recorded before waited for the activity to finish.
-PATCH_ABORT_IN_PLANNING = "abort-in-planning"
 
 T = TypeVar("T")
 
@@ -47,7 +42,7 @@ async def abortable(control: Control, work: Awaitable[T]) -> T:
     writes nothing) while listening for ``control.abort``; return its result.
 
     Raises :class:`workflows.kit.control.Aborted` (with the abort's reason) when an abort was
-    requested before ``work`` finished (runs with :data:`PATCH_ABORT_IN_PLANNING`): ``work`` is
+    requested before ``work`` finished: ``work`` is
     cancelled first (an activity in flight gets a cancel request; one waiting for its next attempt
     is not retried). Otherwise whatever ``work`` raises (ActivityError when an activity failed).
     Adds no command while no abort comes.
@@ -58,7 +53,7 @@ async def abortable(control: Control, work: Awaitable[T]) -> T:
         await workflow.wait([task, stop], return_when=asyncio.FIRST_COMPLETED)
     finally:
         stop.cancel()
-    if not task.done() and workflow.patched(PATCH_ABORT_IN_PLANNING):
+    if not task.done():
         task.cancel()
         with contextlib.suppress(ActivityError, asyncio.CancelledError):
             await task
@@ -88,7 +83,7 @@ async def planning_call(
     the slack) and ``heartbeat`` (the activity's heartbeat timeout; None: it does not heartbeat).
 
     Raises :class:`workflows.kit.control.Aborted` (with the abort's reason) when an abort was
-    requested before the activity finished (runs with :data:`PATCH_ABORT_IN_PLANNING`), and
+    requested before the activity finished, and
     ActivityError when the activity fails.
     """
     if retry is None and start_to_close is None and heartbeat is None:

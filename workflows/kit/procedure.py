@@ -79,9 +79,6 @@ SA_KEY_PROCEDURE = SearchAttributeKey.for_keyword(SA_PROCEDURE)
 SA_KEY_STATUS = SearchAttributeKey.for_keyword(SA_STATUS)
 SA_KEY_POOLS = SearchAttributeKey.for_keyword_list(SA_POOLS)
 
-#: workflow.patched ID under which the etcd procedures and the drain upsert LockkeeperStatus
-#: (their histories recorded before the kit have no such upsert).
-PATCH_STATUS_SEARCH_ATTRIBUTE = "kit-status-search-attribute"
 
 
 R = TypeVar("R", bound=ProcedureResult)
@@ -128,8 +125,7 @@ class ProcedureWorkflow:
         instance (the kit keeps ``gate_history``, ``phase``, ``paused_reason``,
         ``abort_requested`` and ``updated_at`` in it); ``search_attributes``: upsert
         LockkeeperStatus on phase changes; ``defer_status_attributes``: not before ``run``
-        calls :meth:`kit_status_attributes` (procedures whose stored histories have no such
-        upserts decide it under a ``workflow.patched`` ID); ``pause_on_reject`` and
+        calls :meth:`kit_status_attributes` (or :meth:`kit_run` starts); ``pause_on_reject`` and
         ``reject_note`` ("rollout paused", "restore stops"): what a rejection does and says.
         """
         if input is not None:
@@ -166,18 +162,17 @@ class ProcedureWorkflow:
                                     timeouts=self.timeouts, warnings=status.warnings,
                                     on_step=lambda step, doing: self.kit_step(step, doing))
         #: Reports to the parent procedure, if this one was started as a phase of another.
-        self.reporter = Reporter(input.report_to if input is not None else None)
+        self.kit_reporter = Reporter(input.report_to if input is not None else None)
         status.procedure = procedure
         status.workflow_id = workflow.info().workflow_id
         status.cluster = cluster
         status.started_at = status.started_at or workflow.now()
 
-    def kit_status_attributes(self, patch_id: str | None = PATCH_STATUS_SEARCH_ATTRIBUTE) -> None:
-        """Decide once, at the start of ``run``, whether LockkeeperStatus upserts happen: only
-        with ``search_attributes`` and, when ``patch_id`` is given, only in runs that have the
-        patch (histories recorded before it have no upserts). ``workflow.patched`` answers the
-        same for the same ID all run long, so a procedure may pass the ID it also uses itself."""
-        self._kit_sa = self._kit_sa_wanted and (patch_id is None or workflow.patched(patch_id))
+    def kit_status_attributes(self) -> None:
+        """Start the LockkeeperStatus upserts (with ``search_attributes``) now, for a procedure
+        that deferred them (``defer_status_attributes``) until its run began; :meth:`kit_run`
+        does it for every procedure on the template."""
+        self._kit_sa = self._kit_sa_wanted
 
     def kit_identity_attributes_enabled(self) -> bool:
         """Whether :meth:`kit_identity_attributes` upserts (``search_attributes`` of the input)."""
@@ -239,7 +234,7 @@ class ProcedureWorkflow:
             self.kit_status.left_changed = left
             self.touch()
             await self.leases.release()
-            await self.reporter.settle()
+            await self.kit_reporter.settle()
             if left:
                 raise ApplicationError(f"{err.message}; left changed: " + "; ".join(i.line() for i in left), *err.details,
                                        type=err.type, non_retryable=err.non_retryable) from err
@@ -248,7 +243,7 @@ class ProcedureWorkflow:
         self.touch()
         await self.leases.release()
         await workflow.wait_condition(workflow.all_handlers_finished)
-        await self.reporter.settle()
+        await self.kit_reporter.settle()
         return result
 
     async def kit_stopped(self, stop: Exception, result_type: type[R]) -> R:
@@ -353,7 +348,7 @@ class ProcedureWorkflow:
                     kind = "alerts-blocking" if ev.kind == "blocked" else "alerts-cleared"
                     self.kit_notifier.send(kind, f"{st.procedure} `{st.workflow_id}` on {st.cluster}: {ev.text}",
                                            gate=ev.gate_id, by=ev.by)
-        reporter = getattr(self, "reporter", None)  # built last in kit_init: touches before it report nothing
+        reporter = getattr(self, "kit_reporter", None)  # built last in kit_init: touches before it report nothing
         if reporter is not None and reporter.parent_id is not None:
             reporter.send(self.kit_report())
 

@@ -1,8 +1,7 @@
 """The node handshake driven by what the daemon asks, not by the step we reached (issue 18, item 4).
 
-:func:`follow_daemon` replaces the fixed sequence of :class:`workflows.machineconfig.node.NodeRolloutWorkflow`
-for runs recorded under ``workflow.patched("handshake-follows-daemon")``. Every turn of its loop
-looks at the node as observed and answers the daemon's pending request first:
+:func:`follow_daemon` is the handshake of :class:`workflows.machineconfig.node.NodeRolloutWorkflow`.
+Every turn of its loop looks at the node as observed and answers the daemon's pending request first:
 
 - ``desiredDrain=drain-X`` while ``lastAppliedDrain`` differs: cordon and drain with the kit
   (:meth:`workflows.kit.noderun.NodeRun.cordon_and_drain`, its blocked-drain decision gate
@@ -42,9 +41,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from activities.cluster.models import (
-        ANN_CURRENT_CONFIG,
         ANN_DESIRED_CONFIG,
-        ANN_DESIRED_DRAIN,
         ANN_LAST_APPLIED_DRAIN,
         NodeInfo,
     )
@@ -54,52 +51,17 @@ with workflow.unsafe.imports_passed_through():
         DrainWhenAskedResult,
         WaitForNodeDoneInput,
         WaitForNodeDoneResult,
-        WaitForNodeInput,
         drain_value,
         uncordon_value,
     )
     from workflows.kit import calls as acts
     from workflows.kit.models import DrainDecision, NodePhase
-    from workflows.kit.noderun import STEP_HAND_OFF_DRAIN, Stopped
+    from workflows.kit.noderun import Stopped
     from workflows.machineconfig.models import NodeRolloutInput, NodeRolloutResult, NodeStep
     from workflows.machineconfig.plan import is_at_target
 
 if TYPE_CHECKING:
     from workflows.machineconfig.node import NodeRolloutWorkflow
-
-#: ``workflow.patched`` id: the node run follows the daemon's requests (this module).
-PATCH_FOLLOW_DAEMON = "handshake-follows-daemon"
-
-#: ``workflow.patched`` id (a node-run feature): past the drain hand-off, one ``wait_for_node_done``
-#: activity watches the reboot, answers the uncordon request and waits for Done, instead of a
-#: wait, two short calls, a second wait and the workflow task between each (8 history events
-#: per node fewer, and the uncordon no longer waits for a workflow task: issue 16).
-PATCH_TAIL_ONE_CALL = "handshake-tail-in-one-call"
-
-#: ``workflow.patched`` id (a node-run feature): before the first hand-off, one ``drain_when_asked``
-#: activity waits for the drain request, cordons and makes the first drain pass, instead of a
-#: wait and a workflow task before the cordon and the drain (7 history events per node fewer,
-#: and the drain starts as soon as the daemon asks). A pass that does not empty the node goes on
-#: in the kit's drain loop (backoff, decision gate) as before.
-PATCH_DRAIN_WHEN_ASKED = "drain-when-asked"
-
-#: ``workflow.patched`` id (a node-run feature): the drain hand-off after a ``drain_when_asked``
-#: pass that emptied the node is written by the ``wait_for_node_done`` call that follows
-#: (``hand_off_drain``) instead of by a local call inside the workflow task: the task no longer
-#: stays open while the API answers (issue 16: the largest workflow task), and a marker fewer.
-PATCH_HAND_OFF_IN_TAIL = "drain-hand-off-in-tail-call"
-
-#: ``workflow.patched`` id (a node-run feature): a run's first ``drain_when_asked`` call also sets
-#: desiredConfig (``set_desired_config``) instead of a local call in the first workflow task; a
-#: node that does not plainly wait for the daemon after it comes back at once and the run goes on
-#: as after its own desiredConfig write (:func:`follow_from_start`).
-PATCH_DESIRED_IN_DRAIN = "desired-config-in-drain-call"
-
-#: ``workflow.patched`` id (a node-run feature): a skip or abort during a ``drain_when_asked`` call
-#: (before the first hand-off) rolls back once the call has ended, not at once. The call learns
-#: of the cancel only with its next heartbeat and may set desiredConfig or cordon until then; a
-#: roll-back that read the node first left those writes behind and reported the node skipped.
-PATCH_STOP_SETTLES = "stop-settles-call"
 
 #: Fraction of the daemon's uncordon deadline given to it to retry a failed sync by itself: the
 #: MCO daemon retries within 60 s (backoff cap) + 10 s (poll) = 70 s of its 600 s deadline; 0.15
@@ -163,7 +125,7 @@ class _Follow:
         return self.after_drain
 
     async def wait_and_drain(self) -> tuple[NodeInfo, NodeStep, bool]:
-        """Before the first hand-off (:data:`PATCH_DRAIN_WHEN_ASKED`): ``drain_when_asked`` until
+        """Before the first hand-off: ``drain_when_asked`` until
         the daemon asks, then hand off when its pass emptied the node, or go on draining in the
         kit's loop. Interruptible: skip/abort cancels it and raises :class:`Stopped`."""
         await self.run.report(
@@ -180,15 +142,11 @@ class _Follow:
             return res.node, NodeStep.WAIT_DRAIN_REQUEST, res.degraded and not res.matched
         if res.drain is not None and res.drain.done:
             self.drain_seconds = res.drain_seconds
-            if self.wf._features.on(PATCH_HAND_OFF_IN_TAIL) and self.wf._features.on(PATCH_TAIL_ONE_CALL):
-                # Decided here, written by the next call: from now on the daemon owns the node.
-                self.handed_off_now()
-                return await self.wait_done(res.node, hand_off=True)
-            await run.report(NodePhase.RUNNING, STEP_HAND_OFF_DRAIN)
-            await self.hand_off_drain()
-        else:  # blocked, or pods still terminating: the kit's loop (cordon again is a no-op)
-            run.check_stop()
-            await self.first_drain()
+            # Decided here, written by the next call: from now on the daemon owns the node.
+            self.handed_off_now()
+            return await self.wait_done(res.node, hand_off=True)
+        run.check_stop()  # blocked, or pods still terminating: the kit's loop (cordon again is a no-op)
+        await self.first_drain()
         return self.handed_off_now(), NodeStep.WAIT_REBOOT, False
 
     async def first_drain(self) -> None:
@@ -253,41 +211,19 @@ class _Follow:
 
     # --- waiting for the daemon ---------------------------------------------------------------
 
-    def next_wait(self, node: NodeInfo) -> tuple[NodeStep, str, WaitForNodeInput]:
-        """What to wait for, given that nothing of ours is pending."""
-        i, wait_s = self.input, self.input.wait_activity_timeout_seconds
-        if not self.handed_off:
-            return NodeStep.WAIT_DRAIN_REQUEST, f"daemon to set desiredDrain={self.drain_v}", WaitForNodeInput(
-                node=i.node, annotation=ANN_DESIRED_DRAIN, value=self.drain_v,
-                any_of=[(ANN_DESIRED_DRAIN, self.uncordon_v), (ANN_CURRENT_CONFIG, self.target)], timeout_seconds=wait_s,
-            )
-        if node.last_applied_drain == self.drain_v:
-            return NodeStep.WAIT_REBOOT, f"daemon to reboot and set desiredDrain={self.uncordon_v}", WaitForNodeInput(
-                node=i.node, annotation=ANN_DESIRED_DRAIN, value=self.uncordon_v,
-                any_of=[(ANN_LAST_APPLIED_DRAIN, self.uncordon_v), (ANN_CURRENT_CONFIG, self.target)], timeout_seconds=wait_s,
-            )
-        return NodeStep.WAIT_DONE, f"daemon to set currentConfig={self.target}, state=Done", WaitForNodeInput(
-            node=i.node, kind="config_done", value=self.target, any_of=[(ANN_DESIRED_DRAIN, self.drain_v)],
-            timeout_seconds=wait_s,
-        )
-
     async def wait(self, node: NodeInfo) -> tuple[NodeInfo, NodeStep, bool]:
         """One wait for the daemon's next move; returns the node, the step and whether it ended
-        only because the daemon is degraded."""
-        if self.handed_off and self.wf._features.on(PATCH_TAIL_ONE_CALL):
+        only because the daemon is degraded. Before the first hand-off (desiredConfig set: the
+        loop sees to it) one ``drain_when_asked`` call; after it ``wait_for_node_done`` windows."""
+        if self.handed_off:
             return await self.wait_done(node)
-        if not self.handed_off and node.desired_config == self.target and self.wf._features.on(PATCH_DRAIN_WHEN_ASKED):
-            return await self.wait_and_drain()
-        step, waiting_for, wait = self.next_wait(node)
-        await self.run.report(NodePhase.RUNNING, step, waiting_for)
-        res = await self.wf._wait(wait, interruptible=not self.handed_off)
-        return res.node, step, res.degraded and not res.matched
+        return await self.wait_and_drain()
 
     async def wait_done(self, node: NodeInfo, *, hand_off: bool = False) -> tuple[NodeInfo, NodeStep, bool]:
-        """Past the hand-off (:data:`PATCH_TAIL_ONE_CALL`): ``wait_for_node_done`` windows until the
+        """Past the hand-off: ``wait_for_node_done`` windows until the
         node is Done, the daemon asks for a drain again or is degraded with nothing to answer.
         The uncordon it answers counts as our hand-off (reboot time, the daemon's retry grace).
-        ``hand_off``: the first window writes the drain hand-off (:data:`PATCH_HAND_OFF_IN_TAIL`)."""
+        ``hand_off``: the first window writes the drain hand-off."""
         run, inp = self.run, self.input
         while True:
             rebooting = node.last_applied_drain != self.uncordon_v
@@ -345,10 +281,9 @@ async def _drain_when_asked(
     wf: NodeRolloutWorkflow, input: NodeRolloutInput, *, set_desired_config: bool = False
 ) -> DrainWhenAskedResult:
     """One ``drain_when_asked`` call, interruptible: skip/abort cancels it and raises :class:`Stopped`
-    (under :data:`PATCH_STOP_SETTLES` once the call has ended)."""
+    once the call has ended."""
     run = wf.node_run
     run.check_stop()
-    settle = wf._features.on(PATCH_STOP_SETTLES)
     handle = acts.start(
         acts.DRAIN_WHEN_ASKED,
         DrainWhenAskedInput(
@@ -358,21 +293,16 @@ async def _drain_when_asked(
         DrainWhenAskedResult,
         seconds=input.wait_activity_timeout_seconds + input.drain_wait_seconds,
         timeouts=wf._timeouts,
-        wait_cancelled=settle,
+        wait_cancelled=True,
     )
-    res: DrainWhenAskedResult = await run.until_stopped(handle, settle=settle)
+    # A skip or abort during the call rolls back once the call has ended: it may set desiredConfig
+    # or cordon until its next heartbeat tells it of the cancel, and the roll-back must see that.
+    res: DrainWhenAskedResult = await run.until_stopped(handle, settle=True)
     return res
 
 
-def desired_in_drain(wf: NodeRolloutWorkflow) -> bool:
-    """Whether the run starts with :func:`follow_from_start` (:data:`PATCH_DESIRED_IN_DRAIN`; asked
-    first, so a run recorded without it asks nothing more here)."""
-    on = wf._features.on
-    return on(PATCH_DESIRED_IN_DRAIN) and on(PATCH_FOLLOW_DAEMON) and on(PATCH_DRAIN_WHEN_ASKED)
-
-
 async def follow_from_start(wf: NodeRolloutWorkflow, input: NodeRolloutInput) -> NodeRolloutResult | NodeInfo:
-    """The run's first step under :data:`PATCH_DESIRED_IN_DRAIN`: one ``drain_when_asked`` call
+    """The run's first step: one ``drain_when_asked`` call
     sets desiredConfig and, when the node plainly waits for the daemon, goes on to wait for the
     drain request, cordon and drain; then :func:`follow_daemon`'s loop. Returns the run's result,
     or the node as desiredConfig left it when it did not plainly wait (nothing else was done:

@@ -38,9 +38,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.scopes import scope_workflow_id
     from workflows.machineconfig.models import NodeRolloutResult, RolloutPlan
 
-#: ``workflow.patched`` id: the rollout continues as new once its history is long enough.
-PATCH_CONTINUE_AS_NEW = "rollout-continue-as-new"
-
 #: How long the next run retries a lease the previous run still holds while it is being closed.
 RETAKE_FOR = timedelta(seconds=120)
 RETAKE_EVERY = timedelta(seconds=1)

@@ -121,13 +121,6 @@ class MachineConfigRolloutInput(BaseModel):
       front also costs the rollout 5 history events per node and, at 100 nodes, about 2 s to
       take and release them (issue 16: 14.2 parent events per node and 30.7 s, against 9.4 and
       29.1 s in the window).
-    - ``local_calls_above``: a plan of more nodes (every plan by default, 0) has its node runs
-      make their short API calls as local activities (:func:`workflows.kit.calls.call`): 39 events
-      per node run instead of 64. 100 nodes (10 in flight) rolled in 31.6 s instead of 40.3 s with a
-      reaction p99 of 118 ms instead of 363 ms; 600 nodes in 97 s instead of 164 s. Until the
-      simulator's watch bookmarks stopped skipping queued events, 50 concurrent 10-node rollouts
-      looked erratic with local calls (p99 58 s: lost watch events waited out a 60 s window), so
-      this was 500; it stays a knob to go back to regular activities for small plans.
     - ``preflight_page_size``: the preflight returns at most this many nodes per pool and the
       rollout reads the rest in pages of as many (``list_pool_nodes``). About 470 bytes a node, so
       1,000 keeps each result near 0.5 MB; one result of every node passes Temporal's 2 MB
@@ -167,7 +160,6 @@ class MachineConfigRolloutInput(BaseModel):
     decision_timeout_outcome: DrainDecision = DrainDecision.WAIT
     continue_as_new_after_events: int = 10_000
     window_node_leases_above: int = Field(50, ge=0)
-    local_calls_above: int = Field(0, ge=0)
     preflight_page_size: int = Field(1000, ge=1)
     carried: str | None = None
 
@@ -293,17 +285,10 @@ class MachineConfigRolloutResult(ProcedureResult):
 
 class NodeRolloutInput(BaseModel):
     """One node's handshake. ``owner`` is ``{parent_id}/node/{node}`` (no attempt suffix) so a
-    retry attempt recognises the cordon of an earlier attempt as ours. ``local_calls``: make the
-    short API calls as local activities (the rollout decides, see ``local_calls_above``; the
-    default True is what node runs started before the field did, so they replay alike).
-    ``features``: the patch IDs the run takes as given instead of asking ``workflow.patched``
-    (:mod:`workflows.kit.features`; the rollout passes
-    :data:`workflows.machineconfig.node.NODE_RUN_FEATURES`); None for runs started before it.
-    ``lease_scope``: the node scope the run leases for its rollout while it runs
-    (:meth:`workflows.kit.lease.Leases.hold_while_running`; large plans), None when the rollout
-    holds it (or runs started before the field). ``lease_is_run``: the run's own workflow ID is
-    that scope's lease ID, so the run is the lease (:class:`workflows.kit.noderun.NodeRunWorkflow`
-    ``lease_info``) and takes no lease workflow."""
+    retry attempt recognises the cordon of an earlier attempt as ours. ``lease_scope``: the node
+    scope this run IS the lease of (large plans: its workflow ID is the scope's lease ID, and it
+    answers ``contend`` / ``holder`` as a lease does: :class:`workflows.kit.noderun.NodeRunWorkflow`
+    ``lease_info``), None when the rollout holds the node's lease."""
 
     node: str
     pool: str
@@ -323,10 +308,7 @@ class NodeRolloutInput(BaseModel):
     decide_after_seconds: float | None = None
     decision_timeout_seconds: float | None = None
     decision_timeout_outcome: DrainDecision = DrainDecision.WAIT
-    local_calls: bool = True
-    features: list[str] | None = None
     lease_scope: str | None = None
-    lease_is_run: bool = False
 
 
 class NodeRolloutResult(NodeRunResult):

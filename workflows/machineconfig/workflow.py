@@ -60,20 +60,13 @@ with workflow.unsafe.imports_passed_through():
         node_workflow_id,
     )
     from workflows.machineconfig.handover import (
-        PATCH_CONTINUE_AS_NEW,
         RolloutCarry,
         pack,
         unpack,
     )
     from workflows.machineconfig.leasing import RolloutLeasing
     from workflows.machineconfig.network_repair import RepairContext, repair_network
-    from workflows.machineconfig.node import NODE_RUN_FEATURES
     from workflows.machineconfig.plan import plan_rollout, pool_stages
-
-
-#: ``workflow.patched`` id: releasing its leases, the rollout waits until they have closed before
-#: it closes or continues as new (runs recorded before closed right after the release signals).
-PATCH_RELEASE_CLOSED = "lease-release-waits-closed"
 
 
 @workflow.defn
@@ -94,15 +87,8 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
         self._status = RolloutStatus(workflow_id=self._id, cluster=input.cluster, started_at=workflow.now())
         self._timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds)
         self._pool_plans: dict[str, PoolPlan] = {}
-        self._leases_concurrent = False
-        #: Node leases taken as nodes start (decided once per run, workflows.machineconfig.leasing).
+        #: Node leases taken by the node runs in the window (a large plan, workflows.machineconfig.leasing).
         self._window_leases = False
-        #: Whether node runs hold their own node leases (asked once per run, see leasing.py).
-        self._node_run_leases: bool | None = None
-        #: Whether node runs are their node leases (their workflow ID; asked once per run).
-        self._node_run_is_lease: bool | None = None
-        #: PATCH_START_TOGETHER, once asked (``_start_together``).
-        self._starts_together: bool | None = None
         self.kit_init(
             procedure=PROCEDURE_MACHINECONFIG_ROLLOUT,
             noun="rollout",
@@ -132,8 +118,9 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             hold=self._hold,
             on_node_finished=self._node_finished,
         )
-        self.batches.start_together = self._start_together
-        #: Continue-as-new allowed (decided once per run under PATCH_CONTINUE_AS_NEW).
+        # The window starts every free place in one workflow task (NodeBatches.next_starts).
+        self.batches.start_together = True
+        #: Continue-as-new allowed (``continue_as_new_after_events`` > 0).
         self._can = False
         self._base_events = 0
         self._carry = unpack(input.carried) if input.carried else None
@@ -210,7 +197,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
 
     @workflow.run
     async def run(self, input: MachineConfigRolloutInput) -> MachineConfigRolloutResult:
-        self.kit_status_attributes(patch_id=None)  # the rollout upserted its status from the start
+        self.kit_status_attributes()  # the rollout upserted its status from the start
         self.kit_identity_attributes()
         self.touch()
         try:
@@ -253,7 +240,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
                 self.touch()
                 return self._result("dry-run", plan, f"dry run: {plan.node_count} node(s) in {len(plan.pools)} pool(s) would be rolled")
             await self._acquire_leases(input, plan)
-        self._can = input.continue_as_new_after_events > 0 and workflow.patched(PATCH_CONTINUE_AS_NEW)
+        self._can = input.continue_as_new_after_events > 0
         # Counted from here: a run that re-took thousands of node leases must still move nodes.
         self._base_events = workflow.info().get_current_history_length()
         self.control.base_phase = RolloutPhase.RUNNING
@@ -281,7 +268,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             )
         # A skip/abort signal task may still be in flight; let it settle before closing.
         await self.batches.settle()
-        await self.leases.release(concurrent=self._leases_concurrent, wait_closed=workflow.patched(PATCH_RELEASE_CLOSED))
+        await self.leases.release(concurrent=True, wait_closed=True)
         if self.control.abort:
             self.board.abort_pending()
         self.control.base_phase = RolloutPhase.ABORTED if self.control.abort else RolloutPhase.DONE
@@ -307,7 +294,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
         await workflow.wait_condition(workflow.all_handlers_finished)
         # Release rather than leave the leases to the parent close policy: servers differ on
         # whether it applies at continue-as-new, and the next run takes them again either way.
-        await self.leases.release(concurrent=True, wait_closed=workflow.patched(PATCH_RELEASE_CLOSED))
+        await self.leases.release(concurrent=True, wait_closed=True)
         st = self._status
         carry = RolloutCarry(
             plan=plan, nodes=st.nodes, groups=self.batches.export_groups(), attempts=self.batches.attempts,
@@ -408,12 +395,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
         the node's lease ID when the run is its node's lease), after taking the node's lease
         (in-window leases, :mod:`workflows.machineconfig.leasing`; raises LeaseHeld when another
         procedure holds the node, which the window records as a failed node)."""
-        lease_scope = None
-        if self._window_leases:
-            if self._leases_in_node_runs():
-                lease_scope = self._node_lease_for_run(node)
-            else:
-                await self._lease_node(node, group)
+        lease_scope = self._node_lease_for_run(node) if self._window_leases else None
         i = self._in
         child_input = NodeRolloutInput(
             node=node,
@@ -434,10 +416,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             decide_after_seconds=i.decide_after_seconds,
             decision_timeout_seconds=i.decision_timeout_seconds,
             decision_timeout_outcome=i.decision_timeout_outcome,
-            local_calls=sum(len(pp.nodes) for pp in self._pool_plans.values()) > i.local_calls_above,
-            features=list(NODE_RUN_FEATURES),
             lease_scope=lease_scope,
-            lease_is_run=lease_scope is not None and self._node_runs_are_leases(),
         )
         return await self._start_node_run(
             child_input, node_workflow_id(self._id, node, attempt), f"node {node} · MachineConfig handshake (attempt {attempt})"

@@ -4,7 +4,7 @@ Steps (each visible in ``status``; every change recorded first, so ``revert`` re
 
 1. **preflight**: read network configs, pools, nodes; refuse (nothing written) when the type is
    already the target, a pool is Degraded or paused. ``dry_run`` stops with the reboot plan.
-   **Leases** (runs with :data:`PATCH_LEASES`): ``sdn/<cluster>`` before the first write (a second
+   **Leases**: ``sdn/<cluster>`` before the first write (a second
    network migration, or anything holding the cluster, is refused, or refuses us, naming the
    holder); ``cluster/<cluster>`` (covering every pool and node) once the pools are settled, before
    the pause: from there on the run reboots every node. The takeover child (the MachineConfig
@@ -70,11 +70,6 @@ NET_OP = ObjectRef(kind="Network.operator.openshift.io", name="cluster")
 NET_CFG = ObjectRef(kind="Network", name="cluster")
 ONCE = RetryPolicy(maximum_attempts=1)
 
-#: ``workflow.patched`` ID: the run takes ``sdn/<cluster>`` and later ``cluster/<cluster>``
-#: (runs started before it hold no lease).
-PATCH_LEASES = "network-migration-leases"
-#: workflow.patched ID: the run ends with its phase (and LockkeeperStatus) done, aborted or failed.
-PATCH_FINAL_PHASE = "network-migration-final-phase"
 #: How long the cluster lease is retried while a finished takeover rollout's leases still close.
 TAKEOVER_LEASES_CLOSE_WITHIN = timedelta(seconds=120)
 
@@ -107,7 +102,6 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         self.guard = PoolsGuard(board=self._st.health, on_change=self.touch, timeouts=self._t, stop=lambda: self.control.abort)
         self._revert_by: str | None = None
         self._cleanup_started = False
-        self._leases_on = False
         self._lease_holder = ""
 
     # --- operator surface ------------------------------------------------------------------------
@@ -184,7 +178,7 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
 
     @workflow.run
     async def run(self, input: NetworkMigrationInput) -> NetworkMigrationResult:
-        self.kit_status_attributes(None)
+        self.kit_status_attributes()
         try:
             result = await self._run(input)
         except Refused as err:
@@ -199,11 +193,10 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
             result = self._result("refused", f"{err.message}; the network type was not switched")
         except Aborted as err:
             result = self._result("aborted", f"aborted: {err}")
-        if workflow.patched(PATCH_FINAL_PHASE):  # runs recorded before kept their last phase (and LockkeeperStatus)
-            self.control.base_phase = ProcedurePhase.DONE if result.outcome in ("completed", "reverted", "dry-run") else (
-                ProcedurePhase.ABORTED if result.outcome == "aborted" else ProcedurePhase.FAILED)
-            self.touch()
-        if self._leases_on and self.leases.held:
+        self.control.base_phase = ProcedurePhase.DONE if result.outcome in ("completed", "reverted", "dry-run") else (
+            ProcedurePhase.ABORTED if result.outcome == "aborted" else ProcedurePhase.FAILED)
+        self.touch()
+        if self.leases.held:
             await self.leases.release(concurrent=True)
             self._st.leases = []
             self.touch()
@@ -268,17 +261,14 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
             return self._result("dry-run", f"plan: set the migration field, wait for {len(state.pools)} pools, switch to {i.to}, "
                                            f"reboot {len(state.nodes)} nodes in {len(self._st.plan)} batches")
         pools = [p.name for p in state.pools]
-        self._leases_on = workflow.patched(PATCH_LEASES)
-        if self._leases_on:
-            await self._take([subsystem_scope("sdn", i.cluster)], [], "nothing was changed")
+        await self._take([subsystem_scope("sdn", i.cluster)], [], "nothing was changed")
         self._step("migration-field")
         await self.records.change("migration-field", NET_OP, {"/spec/migration": {"networkType": i.to}})
         await self._wait_pools(i)
         if self._revert_by:
             return await self._revert(i, pools)
         await self._hold()
-        if self._leases_on:
-            await self._take_cluster(i, pools)
+        await self._take_cluster(i, pools)
         self._step("pause-pools")
         await self.guard.require(self._st.baseline, self._st)  # right before the first write of the switch phase
         for p in pools:

@@ -3,8 +3,7 @@ procedures-spec §5.3 step 1: "``grep``/YAML read over host commands").
 
 ``cat`` runs through the generic ``run_node_command`` activity on the master's host access (SSH,
 debug pod or local), the same executor as the control-plane steps. Read-only, so retried like
-any read. Guarded by :data:`PATCH_MASTER_CONFIG` in the workflow (histories before it made no
-such call).
+any read.
 """
 
 from __future__ import annotations
@@ -20,8 +19,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.node_selectors.models import NodeSelectorMigrationInput
     from workflows.node_selectors.plan import MasterConfigError, master_config_selector
 
-#: workflow.patched id: the scan reads master-config.yaml on ``input.masters``.
-PATCH_MASTER_CONFIG = "node-selectors-master-config-scan"
 
 
 async def read_master_selectors(input: NodeSelectorMigrationInput, timeouts: acts.Timeouts) -> tuple[dict[str, str], dict[str, str]]:

@@ -17,7 +17,7 @@ zone-``).
    deleting e.g. GlusterFS pods is a decision of its own) lists them in status
    ``old_template_pods`` and in the label-removal gate; ``"delete"`` opens gate
    ``ondelete/<ds>``, then deletes them one node at a time, each replacement available before
-   the next (:data:`PATCH_ONDELETE`);
+   the next;
 4. "all pods run": no regression against the baseline and no Pending pod on a node selector
    (gate ``pods/<n>`` when it does not settle);
 5. the re-scan must find nothing still selecting a label to remove (else ``RescanFound``);
@@ -65,12 +65,9 @@ with workflow.unsafe.imports_passed_through():
         RevertRequest,
     )
     from activities.cluster.models import DeleteBlockingPodsInput, DeleteBlockingPodsResult
-    from workflows.node_selectors.masterconfig import PATCH_MASTER_CONFIG, read_master_selectors
+    from workflows.node_selectors.masterconfig import read_master_selectors
     from workflows.node_selectors.plan import master_config_items, plan_migration, pod_regressions, still_referencing
 
-#: workflow.patched id: OnDelete DaemonSets are reported (or their pods deleted, gated) instead
-#: of waiting for a rollout that never comes.
-PATCH_ONDELETE = "node-selectors-ondelete-daemonsets"
 
 
 def _label_path(key: str) -> str:
@@ -149,7 +146,7 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
 
     @workflow.run
     async def run(self, input: NodeSelectorMigrationInput) -> NodeSelectorMigrationResult:
-        self.kit_status_attributes(patch_id=None)
+        self.kit_status_attributes()
         self.touch()
         try:
             result = await self._run(input)
@@ -192,7 +189,7 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
         """Each master's ``defaultNodeSelector`` and the blocked items: one per master on an old
         key, one per master whose file could not be read (nothing is known about it)."""
         i = self._in
-        if not i.masters or not workflow.patched(PATCH_MASTER_CONFIG):
+        if not i.masters:
             return {}, []
         selectors, errors = await read_master_selectors(i, self._timeouts)
         items = [MigrationItem(ref=ObjectRef(kind="MasterConfig", name=m), path=i.master_config_path, old={}, new={},
@@ -289,7 +286,7 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
         if before is None:
             item.state = "rolled-out"
             return
-        if before.on_delete and workflow.patched(PATCH_ONDELETE):
+        if before.on_delete:
             await self._on_delete(item)
             return
         ref = item.ref

@@ -39,9 +39,6 @@ STEP_WAIT_READY = "wait-ready"
 STEP_UNCORDON = "uncordon"
 STEP_FINISHED = "finished"
 NODE_CONFIG = "/etc/origin/node/node-config.yaml"
-#: workflow.patched id: a drain with ``drain_on_timeout="proceed"`` is given up after
-#: ``drain_timeout_seconds`` and the node goes on (openshift-ansible's drain timeout).
-PATCH_DRAIN_PROCEED = "node-upgrade-drain-timeout-proceed"
 
 
 @workflow.defn
@@ -122,7 +119,7 @@ class NodeUpgradeNodeWorkflow(NodeRunWorkflow):
             await run.report(NodePhase.DONE, STEP_FINISHED, reason=reason)
             return run.result(NodeUpgradeNodeResult, "done", reason=reason, kubelet_version=facts.kubelet_version,
                               drain="skipped-already-done")
-        proceed = input.run.drain_on_timeout == "proceed" and workflow.patched(PATCH_DRAIN_PROCEED)
+        proceed = input.run.drain_on_timeout == "proceed"
         drain_outcome = "drained"
         drain_note: str | None = None
         try:

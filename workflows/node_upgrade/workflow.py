@@ -158,7 +158,7 @@ class NodeUpgradeWorkflow(NodeProcedureWorkflow):
 
     @workflow.run
     async def run(self, input: NodeUpgradeInput) -> NodeUpgradeResult:
-        self.kit_status_attributes(patch_id=None)
+        self.kit_status_attributes()
         self.touch()
         try:
             result = await self._run(input)

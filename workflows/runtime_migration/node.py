@@ -51,8 +51,6 @@ with workflow.unsafe.imports_passed_through():
 READ_NODE_OBJECT = "read_node_object"
 DELETE_RECORDED_NODE = "delete_recorded_node"
 SAVE_NODE_RECORD = "save_node_record"
-#: workflow.patched ID: the node's record is also written to a ConfigMap (recoverable without Temporal).
-PATCH_RECORD_CONFIGMAP = "runtime-migration-record-configmap"
 #: The steps before anything irreversible happens on the host: a skip is honoured only there.
 BEFORE_DESTRUCTIVE = ("start", "safety", "approve-migration", "drain", "record")
 
@@ -316,9 +314,8 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow, RejoinSteps):
         return step not in self.st.done_steps
 
     async def _save_record(self, state: str) -> None:
-        """Write the node's record and ``state`` to the record ConfigMap (under the patch)."""
-        if not workflow.patched(PATCH_RECORD_CONFIGMAP):
-            return
+        """Write the node's record and ``state`` to the record ConfigMap (recoverable without
+        Temporal)."""
         run = self.inp.run
         name = plan.record_configmap_name(self.inp.parent_id)
         await acts.call(SAVE_NODE_RECORD, SaveRecordInput(

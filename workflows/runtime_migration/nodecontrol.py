@@ -18,9 +18,8 @@ The kit's meaning, bounded by what is safe on a half-migrated host:
   run once). A stop whose last run-once command has an unknown outcome is refused: resolve it
   at its unknown-outcome gate instead.
 
-A node that fails stops the migration at the hold gate (under :data:`PATCH_NODE_CONTROL`;
-before it, a failed node ended the run): approve = retry, reject (or its timeout) = end the run
-``failed``, skip-node = go on.
+A node that fails stops the migration at the hold gate: approve = retry, reject (or its timeout)
+= end the run ``failed``, skip-node = go on.
 """
 
 from __future__ import annotations
@@ -37,8 +36,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.runtime_migration.models import PROCEDURE_RUNTIME_MIGRATION, NodeMigrationResult, NodeMigrationStatus
     from workflows.runtime_migration.node import BEFORE_DESTRUCTIVE
 
-#: workflow.patched ID: a failed node holds the run at a gate (retry / skip / reject) instead of ending it.
-PATCH_NODE_CONTROL = "runtime-migration-node-control"
 
 
 def destructive_begun(row: NodeMigrationStatus) -> bool:

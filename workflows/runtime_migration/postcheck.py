@@ -1,7 +1,7 @@
 """The migration's post-check (procedures-spec §6.3, after all nodes), run by
 :class:`workflows.runtime_migration.workflow.RuntimeMigrationWorkflow`.
 
-1. ``rpm -qa`` on the migrated nodes and the peers; under :data:`PATCH_GROUPS` also every
+1. ``rpm -qa`` on the migrated nodes and the peers, and every
    Node object (its roles, kubelet and container-runtime versions), so each migrated node is
    compared with the peers of its own node group (:func:`plan.package_findings`), not with
    every peer.
@@ -23,8 +23,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.runtime_migration import plan
     from workflows.runtime_migration.models import PackageFinding
 
-#: workflow.patched ID: the post-check reads every Node (groups, kubelet and runtime versions).
-PATCH_GROUPS = "runtime-migration-postcheck-groups"
 INSTALL_GATE = "post-check/install"
 
 
@@ -51,10 +49,7 @@ async def post_check(wf: Any, baseline: dict[str, dict[str, str]], migrated: lis
     peers = st.peers
     now, bad = await wf._packages([*migrated, *peers])
     st.warnings += bad
-    groups: dict[str, str] | None = None
-    versions: dict[str, dict[str, str]] | None = None
-    if workflow.patched(PATCH_GROUPS):
-        groups, versions = await node_groups(wf, [*migrated, *peers])
+    groups, versions = await node_groups(wf, [*migrated, *peers])
     st.findings = plan.package_findings(baseline, now, migrated, peers, inp.package_ignore, groups=groups, node_versions=versions)
     wf.touch()
     missing: dict[str, list[str]] = {}

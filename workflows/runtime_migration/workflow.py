@@ -44,7 +44,6 @@ with workflow.unsafe.imports_passed_through():
         DrainDecisionSignal,
         Gate,
         GateState,
-        GateTimeoutOutcome,
         NodePhase,
         NodeProgress,
         ProcedurePhase,
@@ -70,7 +69,7 @@ with workflow.unsafe.imports_passed_through():
         is_older,
     )
     from workflows.runtime_migration.node import RuntimeMigrationNodeWorkflow
-    from workflows.runtime_migration.nodecontrol import PATCH_NODE_CONTROL, NodeControl
+    from workflows.runtime_migration.nodecontrol import NodeControl
     from workflows.runtime_migration.postcheck import post_check, summary
     from workflows.runtime_migration.runner import REPEATABLE
 
@@ -336,7 +335,7 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
 
     @workflow.run
     async def run(self, input: RuntimeMigrationInput) -> RuntimeMigrationResult:
-        self.kit_status_attributes(None)
+        self.kit_status_attributes()
         await self.leases.acquire([node_scope(input.cluster, n) for n in input.nodes])
         self._status.leases = list(self.leases.held)
         self._phase(ProcedurePhase.RUNNING, "preflight")
@@ -354,7 +353,6 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
             await self.leases.release()
             return self._result("failed", "preflight: " + "; ".join(findings) + " (nothing was changed)", [])
         self._phase(ProcedurePhase.RUNNING, "nodes")
-        control = workflow.patched(PATCH_NODE_CONTROL)
         results: list[NodeMigrationResult] = []
         for i, node in enumerate(input.nodes):
             try:
@@ -366,7 +364,7 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
                 continue
             self._status.current = node
             self.touch()
-            res = await self._node(input, node, i, control)
+            res = await self._node(input, node, i)
             results.append(res)
             if res.outcome not in ("done", "skipped"):
                 break
@@ -390,7 +388,7 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self._result("completed", self._message(input, results), results)
 
-    async def _node(self, input: RuntimeMigrationInput, node: str, index: int, control: bool) -> NodeMigrationResult:
+    async def _node(self, input: RuntimeMigrationInput, node: str, index: int) -> NodeMigrationResult:
         """One node's child, again after a retry; a failed node holds at its gate (under the patch)."""
         previous = None
         while True:
@@ -400,7 +398,7 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
                 result_type=NodeMigrationResult, static_summary=f"node {node} · runtime migration to {input.target_runtime}",
             )
             self._status.nodes[node] = res.status
-            if res.outcome != "failed" or not control or self.control.abort:
+            if res.outcome != "failed" or self.control.abort:
                 return res
             choice, req = await self.hold(res)
             if choice == "retry":

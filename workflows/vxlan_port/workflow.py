@@ -314,7 +314,7 @@ class VxlanPortChangeWorkflow(NodeSteps, MasterSteps, ProcedureWorkflow):
 
     @workflow.run
     async def run(self, input: VxlanPortChangeInput) -> VxlanPortChangeResult:
-        self.kit_status_attributes(None)
+        self.kit_status_attributes()
         # Every node, every master and the ClusterNetwork: nothing else may run on this cluster.
         await self.leases.acquire([cluster_scope(input.cluster)])
         self.st.leases = list(self.leases.held)
