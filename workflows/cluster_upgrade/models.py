@@ -17,7 +17,7 @@ from workflows.gluster.models import GlusterRecoveryInput
 from workflows.kit.models import ProcedureResult, ProcedureStatus
 from workflows.node_selectors.models import NodeSelectorMigrationInput
 from workflows.node_upgrade.models import NodeUpgradeInput
-from workflows.node_upgrade.report import ChildReport
+from workflows.kit.report import ChildReport
 
 PROCEDURE_CLUSTER_UPGRADE = "cluster-upgrade"
 
@@ -81,7 +81,7 @@ class ClusterUpgradeInput(BaseModel):
 
 class PhaseStatus(BaseModel):
     """One phase: state, the child procedure (type and workflow ID; ``lockkeeper status <child>``
-    shows all of its status), its last ``child_status`` report, attempts, outcome and message."""
+    shows all of its status), its last report (the kit's ``child_report``), attempts, outcome and message."""
 
     name: str
     state: Literal["pending", "skipped", "running", "failed", "waiting-retry", "done", "aborted"] = "pending"

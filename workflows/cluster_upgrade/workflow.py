@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.node_selectors.workflow import NodeSelectorMigrationWorkflow
     from workflows.node_upgrade.plan import plan_lines
-    from workflows.node_upgrade.report import ChildReport
+    from workflows.kit.report import ChildReport
     from workflows.node_upgrade.workflow import NodeUpgradeWorkflow
 
 #: phase → the child's workflow class.
@@ -84,13 +84,12 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
         """The phases, the current one and its child procedure."""
         return self.procedure_status()  # type: ignore[return-value]
 
-    @workflow.signal
-    def child_status(self, report: ChildReport) -> None:
-        """A phase's child reports its own status (only the current child of a phase counts)."""
+    def on_child_report(self, report: ChildReport) -> None:
+        """A phase's child reports its own status (only the current child of a phase counts; the
+        kit's inbox kept the newest)."""
         for ph in self._status.phases:
-            if ph.child_id == report.workflow_id and (ph.child_status is None or report.seq > ph.child_status.seq):
+            if ph.child_id == report.workflow_id:
                 ph.child_status = report
-                self.touch()
 
     def procedure_status(self) -> ClusterUpgradeStatus:
         """The kit's status; while nothing of its own waits, what the current child waits for."""
@@ -99,7 +98,7 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
         cur = next((p for p in s.phases if p.name == s.current_phase), None)
         if s.waiting_for is None and cur is not None and cur.child_status is not None:
             c = cur.child_status
-            gates = f" (gates {', '.join(c.gates_waiting)} on {c.workflow_id})" if c.gates_waiting else ""
+            gates = f" (gates {', '.join(g.id for g in c.gates)} on {c.workflow_id})" if c.gates else ""
             s.waiting_for = f"phase {cur.name}: {c.waiting_for or c.phase}{gates}"
             s.since, s.deadline = c.since, c.deadline
         return s
@@ -145,11 +144,15 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
         ph.child_id = f"{self._id}/{ph.name}/{ph.attempts}"
         ph.state, ph.outcome, ph.message = "running", None, None
         self.touch()
-        return await workflow.execute_child_workflow(
-            CHILDREN[ph.name].run, self._child_input(ph.name), id=ph.child_id,
-            parent_close_policy=workflow.ParentClosePolicy.TERMINATE,
-            static_summary=f"phase {ph.name} (attempt {ph.attempts})",
-        )
+        try:
+            return await workflow.execute_child_workflow(
+                CHILDREN[ph.name].run, self._child_input(ph.name), id=ph.child_id,
+                parent_close_policy=workflow.ParentClosePolicy.TERMINATE,
+                static_summary=f"phase {ph.name} (attempt {ph.attempts})",
+            )
+        finally:
+            # An ended child's gates wait for nobody: only running children's show in status.
+            self.inbox.latest.pop(ph.child_id, None)
 
     async def _phase(self, ph: PhaseStatus) -> None:
         while not self.control.abort:

@@ -87,7 +87,7 @@ class ControlPlaneUpgradeInput(BaseModel):
     allowed_approvers: list[str] = Field(default_factory=list)
     search_attributes: bool = True
     dry_run: bool = False
-    #: The parent procedure that gets ``child_status`` reports (set by the cluster upgrade).
+    #: The parent procedure this one reports to (set by the cluster upgrade; workflows.kit.report).
     report_to: str | None = None
     masters: list[MasterSpec] = Field(min_length=1)
     action: MasterAction

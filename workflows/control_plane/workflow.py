@@ -49,7 +49,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.host import HostSteps
     from workflows.kit.models import ApprovalRules, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase
     from workflows.kit.planning import abortable, planning_abort_message
-    from workflows.node_upgrade.report import ParentReporter
+    from workflows.kit.report import Reporter
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.kit.scopes import node_scope
 
@@ -83,7 +83,7 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
             gates=self.gates, control=self.control, board=self._status.health, progress={}, on_change=self.touch,
             short_call_s=input.activity_timeout_seconds * 3,
         )
-        self.reporter = ParentReporter(input.report_to)  # last: touch() reports only once all is built
+        self.kit_reporter = Reporter(input.report_to)  # the kit's touch reports to the parent (workflows.kit.report)
 
     @workflow.query
     def status(self) -> ControlPlaneStatus:
@@ -93,11 +93,6 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
     def _row(self, name: str) -> MasterRow:
         return next(r for r in self._status.masters if r.name == name)
 
-    def touch(self) -> None:
-        """The kit's touch, then the parent's ``child_status`` report when the summary changed."""
-        super().touch()
-        if getattr(self, "reporter", None) is not None and self.reporter.parent_id is not None:
-            self.reporter.report(self.procedure_status())
 
     @workflow.run
     async def run(self, input: ControlPlaneUpgradeInput) -> ControlPlaneResult:
@@ -109,9 +104,9 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
             self.control.base_phase = ProcedurePhase.FAILED
             self._status.error = str(err)
             self.touch()
-            await self.reporter.settle()
+            await self.kit_reporter.settle()
             raise
-        await self.reporter.settle()
+        await self.kit_reporter.settle()
         return result
 
     def _result(self, outcome: str, message: str) -> ControlPlaneResult:

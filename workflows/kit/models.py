@@ -483,6 +483,10 @@ class ProcedureStatus(BaseModel):
     step_doing: str | None = None
     step_since: datetime | None = None
     step_until: datetime | None = None
+    #: The preflight: ``none`` (the procedure declares no preconditions), ``pending`` (not
+    #: checked yet: nothing is written before), ``passed``, ``refused`` (one problem per line in
+    #: ``error``; the run ends refused, nothing written). The CLI waits past ``pending``.
+    preflight: Literal["none", "pending", "passed", "refused"] = "none"
     #: What the procedure did that a revert inside the run cannot undo (None: not yet).
     point_of_no_return: str | None = None
     #: A revert was requested and is being carried out (by whom).

@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.inputs import GatePolicy, ProcedureInput
     from workflows.kit.lease import Leases
     from workflows.kit.notify import ProcedureNotifier, wrap_run
+    from workflows.kit.preflight import Preflight, PreflightOutcome
     from workflows.kit.records import Records
     from workflows.kit.report import CHILD_REPORT_SIGNAL, ChildReport, ReportInbox, Reporter, summary
     from workflows.kit.models import (
@@ -117,6 +118,7 @@ class ProcedureWorkflow:
         reject_note: str | None = None,
         base_phase: str = ProcedurePhase.RUNNING,
         defer_status_attributes: bool = False,
+        preflight: bool = False,
     ) -> None:
         """Create the components; call from the procedure's ``@workflow.init``.
 
@@ -163,6 +165,8 @@ class ProcedureWorkflow:
                                     on_step=lambda step, doing: self.kit_step(step, doing))
         #: Reports to the parent procedure, if this one was started as a phase of another.
         self.kit_reporter = Reporter(input.report_to if input is not None else None)
+        if preflight:
+            status.preflight = "pending"
         status.procedure = procedure
         status.workflow_id = workflow.info().workflow_id
         status.cluster = cluster
@@ -189,6 +193,22 @@ class ProcedureWorkflow:
         if pools is not None:
             pairs.append(SA_KEY_POOLS.value_set(pools))
         workflow.upsert_search_attributes(pairs)
+
+    # --- the preflight -------------------------------------------------------------------------------
+
+    async def kit_preflight(self, preconditions: list[Any], *, task_queue: str | None = None) -> PreflightOutcome:
+        """Check every precondition the procedure declared (:mod:`workflows.kit.preflight`) before
+        its first write: the results land in ``status.preconditions``, ``status.preflight``
+        becomes ``passed`` or ``refused``. Refused (a check failed): raises the
+        ``PreconditionFailed`` ApplicationError, which :meth:`kit_run` turns into the outcome
+        ``refused`` with one line per problem (the CLI exits 2). Returns the outcome (its
+        ``lines()`` for the dry run and the plan gate)."""
+        outcome = await Preflight(board=self.kit_status.preconditions, on_change=self.touch, timeouts=self.timeouts,
+                                  task_queue=task_queue).check(preconditions)
+        self.kit_status.preflight = "passed" if outcome.ok else "refused"
+        self.touch()
+        outcome.raise_if_failed()
+        return outcome
 
     # --- the run template -----------------------------------------------------------------------------
 

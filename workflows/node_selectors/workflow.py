@@ -51,7 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.kit.models import ApprovalRules, Gate, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase
     from workflows.kit.planning import planning_abort_message, planning_call
-    from workflows.node_upgrade.report import ParentReporter
+    from workflows.kit.report import Reporter
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.kit.records import REMOVE, RecordRefused, Records
     from workflows.node_selectors.models import (
@@ -101,7 +101,7 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
         self._order: list[str] = []  # record names in the order they were changed
         self._revert: RevertRequest | None = None
         self._n = 0
-        self.reporter = ParentReporter(input.report_to)  # last: touch() reports only once all is built
+        self.kit_reporter = Reporter(input.report_to)  # the kit's touch reports to the parent (workflows.kit.report)
 
     @workflow.query
     def status(self) -> NodeSelectorMigrationStatus:
@@ -138,11 +138,6 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
             raise _Stop(f"gate {gate_id} {gate.state} by {gate.decided_by or 'timeout'}")
         return gate
 
-    def touch(self) -> None:
-        """The kit's touch, then the parent's ``child_status`` report when the summary changed."""
-        super().touch()
-        if getattr(self, "reporter", None) is not None and self.reporter.parent_id is not None:
-            self.reporter.report(self.procedure_status())
 
     @workflow.run
     async def run(self, input: NodeSelectorMigrationInput) -> NodeSelectorMigrationResult:
@@ -154,9 +149,9 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
             self.control.base_phase = ProcedurePhase.FAILED
             self._status.error = str(err)
             self.touch()
-            await self.reporter.settle()
+            await self.kit_reporter.settle()
             raise
-        await self.reporter.settle()
+        await self.kit_reporter.settle()
         return result
 
     def _result(self, outcome: str, message: str) -> NodeSelectorMigrationResult:

@@ -42,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.kit.plan import PlannedGate
     from workflows.kit.planning import planning_abort_message, planning_call
-    from workflows.node_upgrade.report import ParentReporter
+    from workflows.kit.report import Reporter
     from workflows.kit.procedure import NodeProcedureWorkflow
     from workflows.kit.scopes import node_scope
     from workflows.node_upgrade.models import (
@@ -100,7 +100,7 @@ class NodeUpgradeWorkflow(NodeProcedureWorkflow):
             gates=self.gates, control=self.control, board=self._status.health, progress={}, on_change=self.touch,
             short_call_s=input.activity_timeout_seconds * 3,
         )
-        self.reporter = ParentReporter(input.report_to)  # last: touch() reports only once all is built
+        self.kit_reporter = Reporter(input.report_to)  # the kit's touch reports to the parent (workflows.kit.report)
 
     # --- the kit's hooks ------------------------------------------------------------------------
 
@@ -150,11 +150,6 @@ class NodeUpgradeWorkflow(NodeProcedureWorkflow):
 
     # --- main flow ------------------------------------------------------------------------------
 
-    def touch(self) -> None:
-        """The kit's touch, then the parent's ``child_status`` report when the summary changed."""
-        super().touch()
-        if getattr(self, "reporter", None) is not None and self.reporter.parent_id is not None:
-            self.reporter.report(self.procedure_status())
 
     @workflow.run
     async def run(self, input: NodeUpgradeInput) -> NodeUpgradeResult:
@@ -166,9 +161,9 @@ class NodeUpgradeWorkflow(NodeProcedureWorkflow):
             self.control.base_phase = ProcedurePhase.FAILED
             self._status.error = str(err)
             self.touch()
-            await self.reporter.settle()
+            await self.kit_reporter.settle()
             raise
-        await self.reporter.settle()
+        await self.kit_reporter.settle()
         return result
 
     def _result(self, outcome: str, message: str) -> NodeUpgradeResult:

@@ -28,7 +28,7 @@ from typing import Any
 
 import typer
 
-from lockkeeper.cli.common import EXIT_FAILED, EXIT_OK, CliError, connect, err
+from lockkeeper.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, connect, err
 
 #: Workflow IDs started in this process while no worker polled their task queue (``--queue``).
 QUEUED: set[str] = set()
@@ -228,6 +228,8 @@ async def launch(req: Launch, settings: Any) -> int:
         if req.output != "table":
             _emit(doc, req.output)
         return EXIT_OK
+    if not queued and await refused_before_any_change(handle, spec, req, doc):
+        return EXIT_USAGE
     if req.ready is not None and not queued:
         try:
             st = await wait_for_status(handle, spec, req.ready, timeout=req.ready_timeout)
@@ -255,6 +257,33 @@ async def launch(req: Launch, settings: Any) -> int:
     else:
         _emit({**doc, "result": out.to_data(res)}, req.output)
     return EXIT_OK if panels.result_ok(res) else EXIT_FAILED
+
+
+async def refused_before_any_change(handle: Any, spec: Any, req: Launch, doc: dict[str, Any]) -> bool:
+    """Wait for the procedure's preflight (``status.preflight`` past ``pending``; a procedure
+    that declares no preconditions is past it at once) and, when the run ended ``refused``, say
+    why on stderr, one line per problem, and return True (the caller exits 2: nothing was
+    written). A run that does not answer within the ready timeout is left running (False)."""
+    from lockkeeper import output as out
+    from lockkeeper.starter import wait_for_status
+
+    try:
+        st = await wait_for_status(handle, spec, lambda s: getattr(s, "preflight", "none") != "pending",
+                                   timeout=req.ready_timeout)
+    except TimeoutError:
+        return False
+    if st is not None:
+        return False
+    result = await handle.result(result_type=spec.result_model)
+    if getattr(result, "outcome", None) != "refused":
+        return False
+    problems = list(getattr(result, "problems", None) or []) or [getattr(result, "message", "refused")]
+    err(f"refused before any change: {handle.id} ({spec.name})")
+    for line in problems:
+        err(f"  {line}")
+    if req.output != "table":
+        _emit({**doc, "result": out.to_data(result)}, req.output)
+    return True
 
 
 def read_ssh_map(path: str | Path) -> dict[str, tuple[str, int]]:
