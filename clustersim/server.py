@@ -59,6 +59,8 @@ class ApiServer:
         self.store = store
         self.exec_router = exec_router if exec_router is not None else ExecRouter()
         self.exec = ExecServer(store, self.exec_router)
+        #: What ``/version`` reports (a Kubernetes gitVersion), e.g. the masters' (clustersim.masters); None: the simulator's own.
+        self.version_provider: Callable[[], str | None] | None = None
         self.faults = faults if faults is not None else FaultInjector()
         self.requests = requests if requests is not None else RequestRecord()
         self._agents = agents or (lambda: None)
@@ -197,7 +199,11 @@ class ApiServer:
         if request.method != "GET":
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
         if path == "/version":
-            return json_response(SERVER_VERSION)
+            git = self.version_provider() if self.version_provider is not None else None
+            if git is None:
+                return json_response(SERVER_VERSION)
+            major, minor = git.lstrip("v").split(".")[:2]
+            return json_response({**SERVER_VERSION, "major": major, "minor": minor, "gitVersion": git})
         if path in ("/healthz", "/readyz", "/livez"):
             return web.Response(text="ok")
         if path == "/api":

@@ -41,7 +41,7 @@ from aiohttp import web
 
 from clustersim.agents.objects import new_uid, rfc3339
 from clustersim.masters.admin import admin_routes, host_command
-from clustersim.masters.model import Interval, MastersSection, MasterState, cluster_network_from
+from clustersim.masters.model import API_MANIFEST, Interval, MastersSection, MasterState, cluster_network_from, manifest_kube_version
 from clustersim.masters.pods import ensure_static_pods, mirror_pod
 from clustersim.openshift.kinds import CLUSTERNETWORK
 
@@ -130,7 +130,10 @@ class MastersComponent:
 
         self.sim = sim
         self._t0 = sim.clock.monotonic()
+        if self.section.kube_version is not None:
+            sim.server.version_provider = self.server_version
         for st in self.masters.values():
+            st.kube_version = self._manifest_version(st.name) or self.section.kube_version
             st.intervals.append(Interval("up", 0.0))
             await self._open(st)
             st.api_up = st.controllers_up = True
@@ -289,12 +292,26 @@ class MastersComponent:
                 reported = True
             await self.sim.clock.sleep(BLOCKED_RECHECK_SECONDS)
         st.api_config = self.read_network_config(st.name)
+        st.kube_version = self._manifest_version(st.name) or st.kube_version
         await self._open(st)
         st.api_up = True
         self._mark(st, True)
         self._log(st, f"start_api.go] Starting master on 0.0.0.0:8443 ({self.section.version})")
         await self._update_main()
         self._mirror_pod(st.name, "api", ready=True)
+
+    def _manifest_version(self, master: str) -> str | None:
+        """The Kubernetes version of the OKD release in the master's API static-pod manifest
+        (:data:`API_MANIFEST` on its host), None without one."""
+        host = self._host(master)
+        text = host.files.get(API_MANIFEST) if host is not None else None
+        return manifest_kube_version(text) if text else None
+
+    def server_version(self) -> str | None:
+        """What ``/version`` reports: the lowest Kubernetes version among the masters (during a
+        rolling control-plane upgrade the API is as old as its oldest member)."""
+        versions = [st.kube_version for st in self.masters.values() if st.kube_version]
+        return min(versions, key=_version_key) if versions else None
 
     def _start_error(self, st: MasterState) -> list[str] | None:
         """Why the API cannot start now (its log lines), or None."""
@@ -421,6 +438,12 @@ class MastersComponent:
         """``GET api/availability``, ``GET masters``, ``POST masters/{name}/restart``,
         ``POST masters/{name}/fault`` (clustersim.masters.admin)."""
         return admin_routes(self)
+
+
+def _version_key(v: str) -> tuple[int, ...]:
+    import re
+
+    return tuple(int(x) for x in re.findall(r"\d+", v.split("+")[0])[:3])
 
 
 def _bound_port(site: web.TCPSite) -> int | None:

@@ -20,6 +20,11 @@ Section format (validated by :class:`MastersSection`; times in simulated seconds
       trigger_seconds: 2             # image-trigger controller delay
       static_pods: true              # mirror pods kube-system/master-{api,controllers,etcd}-<master>
       static_pod_images: {api: ..., controllers: ..., etcd: ...}
+      kube_version: v1.9.1+a0ce1bc657   # the Kubernetes version the API reports at /version (OKD 3.9);
+                                        # a master whose API restarts from a static-pod manifest
+                                        # (/etc/origin/node/pods/apiserver.yaml) of another OKD
+                                        # release reports that release's; /version answers the
+                                        # lowest of the masters (unset: the simulator's own)
 
 The master-config is read from the host (``hosts`` component, file ``master_config_path``,
 YAML, key ``networkConfig``) when there is one, else from ``network_config``.
@@ -72,6 +77,7 @@ class MastersSection(_Strict):
     # Mirror pods kube-system/master-{api,controllers,etcd}-<master> (created Running when missing).
     static_pods: bool = True
     static_pod_images: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_STATIC_POD_IMAGES))
+    kube_version: str | None = None
 
     @model_validator(mode="after")
     def _known(self) -> MastersSection:
@@ -118,6 +124,8 @@ class MasterState:
     intervals: list[Interval] = field(default_factory=list)
     api_log: list[str] = field(default_factory=list)
     controllers_log: list[str] = field(default_factory=list)
+    #: The Kubernetes version this master's API reports (``kube_version``, or its manifest's).
+    kube_version: str | None = None
 
     def blocking_file(self) -> str | None:
         """The path of an ``api_start_blocked_until_file`` fault, if set."""
@@ -150,3 +158,31 @@ def cluster_network_from(network_config: dict[str, Any], created: str, uid: str)
         "pluginName": network_config.get("networkPluginName", DEFAULT_NETWORK_CONFIG["networkPluginName"]),
         "vxlanPort": vxlan_port(network_config),
     }
+
+
+#: OKD/OpenShift 3.x release -> the Kubernetes gitVersion its API reports (``oc version``:
+#: OKD 3.9 "kubernetes v1.9.1+a0ce1bc657", 3.10 "v1.10.0+b81c8f8", 3.11 "v1.11.0+d4cacc0").
+OKD_KUBE_VERSIONS = {"3.9": "v1.9.1+a0ce1bc657", "3.10": "v1.10.0+b81c8f8", "3.11": "v1.11.0+d4cacc0"}
+
+#: Where the 3.10+ API static-pod manifest lives on a master (openshift-ansible 3.10).
+API_MANIFEST = "/etc/origin/node/pods/apiserver.yaml"
+
+
+def manifest_kube_version(text: str) -> str | None:
+    """The Kubernetes version of the OKD release of the first container image in a static-pod
+    manifest (``...origin-control-plane:v3.10.0`` -> ``v1.10.0+b81c8f8``), None when there is
+    no image or no known release in its tag."""
+    import re
+
+    import yaml
+
+    try:
+        doc = yaml.safe_load(text) or {}
+    except yaml.YAMLError:
+        return None
+    containers = ((doc.get("spec") or {}).get("containers") or []) if isinstance(doc, dict) else []
+    for c in containers:
+        m = re.search(r":v?(\d+)\.(\d+)", str(c.get("image", "")))
+        if m:
+            return OKD_KUBE_VERSIONS.get(f"{m.group(1)}.{m.group(2)}")
+    return None

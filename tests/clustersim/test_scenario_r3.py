@@ -291,3 +291,26 @@ async def test_node_upgrade_runs_as_the_readme_writes_it_and_labels_the_node_gro
     assert "node-role.kubernetes.io/infra" not in node("node03.example.com")["metadata"]["labels"]
     code, out = await upgrade("node09.example.com")  # -l names no host of the inventory
     assert code == 2 and "No nodes matched openshift_upgrade_nodes_label='' and --limit node09.example.com" in out
+
+
+async def test_the_api_reports_the_oldest_masters_release(r3: ClusterSim) -> None:
+    """``/version`` is the control plane's Kubernetes version (OKD 3.9's before the upgrade); a
+    master restarted from a 3.10 API static-pod manifest reports 3.10's, and the API as a whole
+    answers the oldest master's until every master is on 3.10 (what a version-skew check reads)."""
+    from clustersim.masters.model import API_MANIFEST
+
+    masters = r3.components["masters"]
+    hosts = r3.components["hosts"]
+
+    async def version() -> str:
+        async with aiohttp.ClientSession() as s, s.get(r3.url + "/version") as r:
+            return (await r.json())["gitVersion"]
+
+    assert await version() == "v1.9.1+a0ce1bc657"
+    manifest = "spec:\n  containers:\n  - name: api\n    image: docker.io/openshift/origin-control-plane:v3.10.0\n"
+    names = list(masters.masters)
+    hosts.hosts[names[0]].files["/etc/origin/master/freeipa_ldap_ca.crt"] = "ca\n"  # master01's API starts (symptom c)
+    for i, m in enumerate(names):
+        hosts.hosts[m].files[API_MANIFEST] = manifest
+        await asyncio.wait_for(masters.restart(m, "api"), 60)
+        assert await version() == ("v1.10.0+b81c8f8" if i == len(names) - 1 else "v1.9.1+a0ce1bc657"), m
