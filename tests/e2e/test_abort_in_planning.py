@@ -72,7 +72,7 @@ CASES = [
     Case("drain", "NodeDrainWorkflow", lambda node, c: NodeDrainInput(node=node, cluster=c, requested_by="e2e"), "read_node",
          leases=lambda node, c: [node_scope(c, node)]),
     Case("node-upgrade", "NodeUpgradeWorkflow",
-         lambda node, c: NodeUpgradeInput(cluster=c, selection=NodeSelection(), action=NodeAction(argv=["true"]), requested_by="e2e",
+         lambda node, c: NodeUpgradeInput(cluster=c, selection=NodeSelection(), action=NodeAction(argv=["true", "{node}"]), requested_by="e2e",
                                           search_attributes=False), "read_upgrade_nodes"),
     Case("node-selectors", "NodeSelectorMigrationWorkflow",
          lambda node, c: NodeSelectorMigrationInput(cluster=c, mapping={"region=infra": {"node-role.kubernetes.io/infra": "true"}},

@@ -38,7 +38,7 @@ from workflows.node_upgrade.models import NodeAction, NodeSelection, NodeUpgrade
 #: (workflow type, input, the start of the failure's message) of procedures whose first step
 #: reads the cluster's API.
 FIRST_READS = [
-    ("NodeUpgradeWorkflow", NodeUpgradeInput(selection=NodeSelection(), action=NodeAction(argv=["true"]), dry_run=True,
+    ("NodeUpgradeWorkflow", NodeUpgradeInput(selection=NodeSelection(), action=NodeAction(argv=["true", "{node}"]), dry_run=True,
                                              search_attributes=False), "planning could not use the cluster's API"),
     ("NodeSelectorMigrationWorkflow", NodeSelectorMigrationInput(mapping={"region=infra": {"node-role.kubernetes.io/infra": "true"}}, dry_run=True,
                                                                  search_attributes=False), "the scan could not use the cluster's API"),

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.e2e.test_upgrade_nodes_e2e import SHIM, control_plane_on_310
+
 pytestmark = pytest.mark.e2e
 
 LOCKKEEPER = str(Path(sys.executable).parent / "lockkeeper")
@@ -37,10 +39,14 @@ async def test_start_commands_dry_run(dev_server: Any, sim_factory: Any, worker_
     sim = await sim_factory("r3-okd310-upgrade", time_scale=SCALE)
     await worker_for(sim)
     before = node_state(sim)
-    code, out, err = await lk(dev_server, task_queue, "start", "node-upgrade", "--selector", "region=infra", "--serial", "50%",
-                              "--canary-count", "1", "--master", "master01.example.com", "--action-command", "ansible-playbook x.yml -l {node}",
-                              "--dry-run")
-    assert code == 0, err
+    node_upgrade = ("start", "node-upgrade", "--selector", "region=infra", "--serial", "50%", "--canary-count", "1",
+                    "--master", "master01.example.com", "--action-command", f"{SHIM} x.yml -l {{node}}", "--dry-run")
+    code, out, err = await lk(dev_server, task_queue, *node_upgrade)
+    # R3's order: the masters first. Before, the dry run names the version skew and exits 2.
+    assert code == 2 and "skew" in (out + err), (code, out, err)
+    await control_plane_on_310(sim)
+    code, out, err = await lk(dev_server, task_queue, *node_upgrade)
+    assert code == 0, (out, err)
     assert "canary: [node01.example.com] then approval gate" in out and "batches: [node02.example.com]" in out, out
     code, out, err = await lk(dev_server, task_queue, "start", "node-upgrade", "--selector", "region=nowhere",
                               "--action-command", "x {node}", "--dry-run")

@@ -16,7 +16,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from clustersim import ClusterSim
 from tests.e2e.test_upgrade_control_plane_e2e import CA, assert_one_master_down_at_most, cp_input, hosts_env, sim_get
-from tests.e2e.test_upgrade_nodes_e2e import MASTERS, NEW, r3_scenario, upgrade_input
+from tests.e2e.test_upgrade_nodes_e2e import MASTERS, NEW, control_plane_on_310, r3_scenario, upgrade_input
 from tests.workflows.replay import record
 from workflows.cluster_upgrade import ClusterUpgradeWorkflow
 from workflows.cluster_upgrade.models import ClusterUpgradeInput, ClusterUpgradePlan, ClusterUpgradeResult, ClusterUpgradeStatus
@@ -135,6 +135,7 @@ async def test_failed_phase_is_fixed_and_retried(dev_server: Any, temporal_clien
     """A phase whose plan fails (no node carries the label yet) opens phase/<name>/1; after the
     fix, approving retries the phase as a new child and the upgrade completes."""
     sim = await sim_factory(r3_scenario(), time_scale=SCALE)
+    await control_plane_on_310(sim)
     await worker_for(sim, env={"CLUSTERSIM_URL": sim.url})
     selector = "upgrade-wave=one"
     plan_ = ClusterUpgradePlan(compute_nodes=upgrade_input(tmp_path, selector, BatchPolicy(serial=1)))

@@ -20,7 +20,7 @@ import pytest
 from temporalio.client import Client
 
 from clustersim import ClusterSim
-from tests.e2e.test_upgrade_nodes_e2e import NEW, SCALE, external_runs, hosts_env, kubelet, r3_scenario, upgrade_input, wait_for
+from tests.e2e.test_upgrade_nodes_e2e import control_plane_on_310, NEW, SCALE, external_runs, hosts_env, kubelet, r3_scenario, upgrade_input, wait_for
 from workflows.kit.models import GateState
 from workflows.node_upgrade import NodeUpgradeWorkflow
 from workflows.node_upgrade.models import BatchPolicy, NodeUpgradeResult
@@ -40,6 +40,7 @@ def routers_on(sim: ClusterSim, node: str) -> list[str]:
 
 async def blocked_world(sim_factory: Any, worker_process_factory: Any, dev_server: Any, task_queue: str) -> ClusterSim:
     sim = await sim_factory(r3_scenario(), time_scale=SCALE)
+    await control_plane_on_310(sim)
     worker = worker_process_factory(address=dev_server.address, kubeconfig=sim.kubeconfig_path, task_queue=task_queue,
                                     env=hosts_env(sim))
     await worker.start()

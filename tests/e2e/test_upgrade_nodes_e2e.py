@@ -69,6 +69,23 @@ def upgrade_input(tmp: Path, selector: str, policy: BatchPolicy) -> NodeUpgradeI
     )
 
 
+#: The 3.10 API's static-pod manifest (what the control-plane upgrade writes on every master).
+API_310_MANIFEST = "spec:\n  containers:\n  - name: api\n    image: docker.io/openshift/origin-control-plane:v3.10.0\n"
+
+
+async def control_plane_on_310(sim: ClusterSim) -> None:
+    """The state the control-plane upgrade leaves (R3's order: masters before nodes): every
+    master's API restarted from the 3.10 manifest, so ``/version`` reports 3.10's Kubernetes
+    and a node upgrade to 3.10's kubelet passes its version-skew check."""
+    from clustersim.masters.model import API_MANIFEST
+
+    masters, hosts = sim.components["masters"], sim.components["hosts"]  # type: ignore[attr-defined]
+    hosts.hosts["master01.example.com"].files["/etc/origin/master/freeipa_ldap_ca.crt"] = "ca\n"  # symptom (c) fixed
+    for m in masters.masters:
+        hosts.hosts[m].files[API_MANIFEST] = API_310_MANIFEST
+    await asyncio.gather(*(masters.restart(m, "api") for m in masters.masters))
+
+
 async def sim_get(sim: ClusterSim, path: str) -> Any:
     async with aiohttp.ClientSession() as http, http.get(f"{sim.url}/_sim/{path}") as resp:
         assert resp.status == 200, await resp.text()
@@ -108,6 +125,7 @@ async def wait_for(handle: WorkflowHandle[Any, Any], pred: Any, timeout: float =
 async def test_infra_canary_then_serial_50_percent(dev_server: Any, temporal_client: Client, sim_factory: Any,
                                                    worker_process_factory: Any, task_queue: str, tmp_path: Path) -> None:
     sim = await sim_factory(r3_scenario(), time_scale=SCALE)
+    await control_plane_on_310(sim)
     worker = worker_process_factory(address=dev_server.address, kubeconfig=sim.kubeconfig_path, task_queue=task_queue,
                                     env=hosts_env(sim))
     await worker.start()

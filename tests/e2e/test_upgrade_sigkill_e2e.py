@@ -23,7 +23,7 @@ from tests.e2e.test_upgrade_control_plane_e2e import (
     restarts_on,
     sim_get,
 )
-from tests.e2e.test_upgrade_nodes_e2e import MASTERS, NEW, external_runs, kubelet, r3_scenario, upgrade_input
+from tests.e2e.test_upgrade_nodes_e2e import control_plane_on_310, MASTERS, NEW, external_runs, kubelet, r3_scenario, upgrade_input
 from workflows.control_plane import ControlPlaneUpgradeWorkflow
 from workflows.control_plane.models import ControlPlaneResult, ControlPlaneStatus
 from workflows.node_upgrade import NodeUpgradeWorkflow
@@ -79,6 +79,7 @@ async def test_sigkill_during_node_batch_upgrades_no_finished_node_again(dev_ser
                                                                          worker_process_factory: Any, task_queue: str,
                                                                          tmp_path: Path) -> None:
     sim = await sim_factory(r3_scenario(), time_scale=SCALE)
+    await control_plane_on_310(sim)
     worker = worker_process_factory(address=dev_server.address, kubeconfig=sim.kubeconfig_path, task_queue=task_queue,
                                     env={"CLUSTERSIM_URL": sim.url, **hosts_env(sim)})
     await worker.start()

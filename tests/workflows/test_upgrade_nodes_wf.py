@@ -18,6 +18,7 @@ from replay import record
 from activities.cluster.models import CordonInput, CordonResult, DrainInput, DrainResult, UncordonInput, UncordonResult
 from activities.host.models import CommandResult, RunCommandInput
 from activities.node_upgrade.models import NodeFacts, NodeFactsInput, ReadUpgradeNodesInput, UpgradeNodes
+from kit_fakes import preflight_activity
 from workflows.kit.lease import LeaseWorkflow
 from workflows.kit.models import ApproveInput, GateState
 from workflows.node_upgrade import NodeUpgradeNodeWorkflow, NodeUpgradeWorkflow
@@ -106,10 +107,11 @@ def upgrade_input(selector: str, policy: BatchPolicy, **kw: Any) -> NodeUpgradeI
     )
 
 
-async def start(env: Any, world: World, inp: NodeUpgradeInput) -> tuple[Worker, WorkflowHandle]:
+async def start(env: Any, world: World, inp: NodeUpgradeInput, failing: dict[str, str] | None = None) -> tuple[Worker, WorkflowHandle]:
     tq = f"nu-{uuid.uuid4().hex[:8]}"
+    world.preflight = preflight_activity(failing)
     worker = Worker(env.client, task_queue=tq, workflows=[NodeUpgradeWorkflow, NodeUpgradeNodeWorkflow, LeaseWorkflow],
-                    activities=world.activities())
+                    activities=[*world.activities(), world.preflight])
     handle = await env.client.start_workflow(NodeUpgradeWorkflow.run, inp, id=f"node-upgrade-{uuid.uuid4().hex[:6]}", task_queue=tq)
     return worker, handle
 
@@ -185,14 +187,56 @@ async def test_failure_above_max_fail_percentage_stops_after_the_batch(time_skip
     assert result.nodes["infra1"].phase == "failed"
 
 
-async def test_no_matching_node_fails_before_any_write(time_skipping_env: Any) -> None:
+async def test_no_matching_node_is_refused_before_any_write(time_skipping_env: Any) -> None:
     world = World()
     worker, handle = await start(time_skipping_env, world, upgrade_input("region=nowhere", BatchPolicy()))
     async with worker:
-        with pytest.raises(WorkflowFailureError) as info:
-            await handle.result()
-    assert "openshift_upgrade_nodes_label was specified but no nodes matched" in str(info.value.cause)
+        result: NodeUpgradeResult = await handle.result()
+    assert result.outcome == "refused", result.message
+    assert any("openshift_upgrade_nodes_label was specified but no nodes matched" in p for p in result.problems)
     assert world.events == []
+
+
+async def test_an_action_that_cannot_run_is_refused_before_any_node_is_cordoned(time_skipping_env: Any) -> None:
+    """Issue 39 case 1: the action's program is a precondition, checked before the first cordon
+    (the field run cordoned node01 and evicted its pods, then failed with exit 127)."""
+    world = World(infra=2)
+    worker, handle = await start(time_skipping_env, world, upgrade_input("region=infra", BatchPolicy(serial="50%")),
+                                 failing={"worker-executable": "upgrade: not found on the worker's PATH"})
+    async with worker:
+        result: NodeUpgradeResult = await handle.result()
+        st = await handle.query(NodeUpgradeWorkflow.status)
+    assert result.outcome == "refused" and len(result.problems) == 1, result
+    assert result.problems[0].startswith("upgrade on the worker: upgrade: not found on the worker's PATH (needed: the node action")
+    assert world.events == [] and world.actions == []  # nothing cordoned, drained or run
+    assert st.preflight == "refused" and [r.precondition.kind for r in st.preconditions] == [
+        "worker-executable", "selector-matches", "version-skew"]
+
+
+async def test_an_unknown_canary_is_refused_before_any_write(time_skipping_env: Any) -> None:
+    """Issue 39 case 7: an unknown --canary node ends refused (exit 2 at the CLI), not failed."""
+    world = World(infra=2)
+    worker, handle = await start(time_skipping_env, world, upgrade_input("region=infra", BatchPolicy(canary=["nosuch-node"])))
+    async with worker:
+        result: NodeUpgradeResult = await handle.result()
+    assert result.outcome == "refused" and "nosuch-node" in " ".join(result.problems), result
+    assert world.events == []
+
+
+async def test_a_kubelet_newer_than_the_control_plane_is_refused(time_skipping_env: Any) -> None:
+    world = World(infra=2)
+    worker, handle = await start(time_skipping_env, world, upgrade_input("region=infra", BatchPolicy()),
+                                 failing={"version-skew": f"kubelet {NEW} would be newer than the API server (v1.9.1)"})
+    async with worker:
+        result: NodeUpgradeResult = await handle.result()
+    assert result.outcome == "refused" and "newer than the API server" in result.problems[0]
+    assert world.events == []
+
+
+def test_an_action_without_the_node_is_refused_at_the_edge() -> None:
+    with pytest.raises(ValueError, match=r"does not name the node"):
+        upgrade_input("region=infra", BatchPolicy()).model_copy(update={}).model_validate(
+            {**upgrade_input("region=infra", BatchPolicy()).model_dump(), "action": {"argv": ["ansible-playbook", "upgrade_nodes.yml"]}})
 
 
 async def test_dry_run_plans_and_changes_nothing(time_skipping_env: Any) -> None:

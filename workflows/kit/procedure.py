@@ -196,18 +196,20 @@ class ProcedureWorkflow:
 
     # --- the preflight -------------------------------------------------------------------------------
 
-    async def kit_preflight(self, preconditions: list[Any], *, task_queue: str | None = None) -> PreflightOutcome:
+    async def kit_preflight(self, preconditions: list[Any], *, task_queue: str | None = None, refuse: bool = True) -> PreflightOutcome:
         """Check every precondition the procedure declared (:mod:`workflows.kit.preflight`) before
         its first write: the results land in ``status.preconditions``, ``status.preflight``
         becomes ``passed`` or ``refused``. Refused (a check failed): raises the
         ``PreconditionFailed`` ApplicationError, which :meth:`kit_run` turns into the outcome
-        ``refused`` with one line per problem (the CLI exits 2). Returns the outcome (its
-        ``lines()`` for the dry run and the plan gate)."""
+        ``refused`` with one line per problem (the CLI exits 2); a dry run passes ``refuse=False``
+        and shows every check's result instead. Returns the outcome (its ``lines()`` for the dry
+        run and the plan gate)."""
         outcome = await Preflight(board=self.kit_status.preconditions, on_change=self.touch, timeouts=self.timeouts,
                                   task_queue=task_queue).check(preconditions)
         self.kit_status.preflight = "passed" if outcome.ok else "refused"
         self.touch()
-        outcome.raise_if_failed()
+        if refuse:
+            outcome.raise_if_failed()
         return outcome
 
     # --- the run template -----------------------------------------------------------------------------
@@ -271,6 +273,9 @@ class ProcedureWorkflow:
         c = self.control
         reverting = isinstance(stop, RevertRequested)
         reason = getattr(stop, "reason", None) or str(stop)
+        by = c.revert_by if reverting else c.abort_by
+        if by and by not in reason:
+            reason = f"{reason} (by {by})"
         if not reverting and not c.abort:  # a required gate did not pass: the run stops as if aborted
             c.abort, c.abort_reason = True, reason
         if reverting or (c.point_of_no_return is None and self.records.changed()):

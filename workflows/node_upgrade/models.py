@@ -139,6 +139,16 @@ class NodeUpgradeInput(BaseModel):
     activity_timeout_seconds: float = Field(10.0, gt=0)
     activity_heartbeat_timeout_seconds: float = Field(10.0, gt=0)
 
+    @field_validator("action")
+    @classmethod
+    def _action_per_node(cls, v: NodeAction) -> NodeAction:
+        # The action runs once per node: without {node} it would act on every node each time
+        # (a playbook without -l {node} upgrades the whole inventory in the canary step).
+        if not any("{node}" in a for a in v.argv):
+            raise ValueError(f"the action {' '.join(v.argv)!r} does not name the node: it runs once per node, so put "
+                             "{node} where the node goes (e.g. ansible-playbook upgrade_nodes.yml -l {node})")
+        return v
+
     @model_validator(mode="after")
     def _drain_timeout(self) -> NodeUpgradeInput:
         if self.drain_on_timeout == "proceed" and self.drain_timeout_seconds is None:

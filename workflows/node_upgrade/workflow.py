@@ -16,6 +16,8 @@ resume, abort, skip_node, retry_node, decide on a blocked drain).
 
 from __future__ import annotations
 
+from typing import Any
+
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
@@ -27,21 +29,23 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.batches import Group, NodeBatches, pass_planned_gate
     from workflows.kit.board import NodeBoard
-    from workflows.kit.control import Aborted
+    from activities.preflight.models import (
+        HostExecutable,
+        NamesExist,
+        Precondition,
+        SelectorMatches,
+        VersionSkew,
+        WorkerExecutable,
+    )
     from workflows.kit.models import (
         ApprovalRules,
-        ControlResult,
-        DecideInput,
-        DecideResult,
         GateKind,
         GateTimeoutOutcome,
-        NodeControlInput,
         NodePhase,
-        NodeProgress,
         ProcedurePhase,
     )
     from workflows.kit.plan import PlannedGate
-    from workflows.kit.planning import planning_abort_message, planning_call
+    from workflows.kit.planning import planning_call
     from workflows.kit.report import Reporter
     from workflows.kit.procedure import NodeProcedureWorkflow
     from workflows.kit.scopes import node_scope
@@ -68,8 +72,9 @@ FAILED_PHASES = (NodePhase.FAILED, NodePhase.DEGRADED, NodePhase.ABORTED)
 class NodeUpgradeWorkflow(NodeProcedureWorkflow):
     """Input :class:`NodeUpgradeInput`, result :class:`NodeUpgradeResult`, status
     :class:`NodeUpgradeStatus`. Fails (non-retryable ApplicationError) before any write when the
-    plan is invalid (``InvalidPlan``: no node matches, a bad serial or canary, a host action
-    without host access) or another procedure holds a node (``LeaseHeld``)."""
+    plan is invalid or a precondition fails (outcome ``refused``: no node matches, a bad serial
+    or canary, a host action without host access, the action's program missing, a kubelet newer
+    than the control plane) or another procedure holds a node (``LeaseHeld``)."""
 
     @workflow.init
     def __init__(self, input: NodeUpgradeInput) -> None:
@@ -82,7 +87,7 @@ class NodeUpgradeWorkflow(NodeProcedureWorkflow):
             procedure=PROCEDURE_NODE_UPGRADE, noun="node upgrade", cluster=input.cluster,
             rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
             status=self._status, search_attributes=input.search_attributes, reject_note="node upgrade paused",
-            base_phase=ProcedurePhase.PLANNING,
+            base_phase=ProcedurePhase.PLANNING, preflight=True,
         )
         self.board = NodeBoard(
             procedure=PROCEDURE_NODE_UPGRADE, cluster=input.cluster, nodes=self._status.nodes,
@@ -123,70 +128,39 @@ class NodeUpgradeWorkflow(NodeProcedureWorkflow):
                 s.waiting_for, s.since, s.deadline = running
         return s
 
-    def on_abort(self, identity: str) -> None:
-        self.batches.abort_children(identity)
 
-    def on_node_progress(self, progress: NodeProgress) -> None:
-        self.board.on_progress(progress)
 
-    def check_skip_node(self, input: NodeControlInput) -> None:
-        self.batches.check_request(input, "skip", finished=self.control.finished())
 
-    def on_skip_node(self, input: NodeControlInput) -> ControlResult:
-        return ControlResult(message=self.batches.request("skip", input))
 
-    def check_retry_node(self, input: NodeControlInput) -> None:
-        self.batches.check_request(input, "retry", finished=self.control.finished())
 
-    def on_retry_node(self, input: NodeControlInput) -> ControlResult:
-        return ControlResult(message=self.batches.request("retry", input))
 
-    def check_decide(self, input: DecideInput) -> None:
-        finished = str(self.control.base_phase) if self.control.finished() else None
-        self.board.check_decide(input, self.gates.rules, finished=finished, in_flight=input.node in self.batches.children)
 
-    async def on_decide(self, input: DecideInput) -> DecideResult:
-        return await self.board.decide(input, self.batches.children.get(input.node), self.control)
 
     # --- main flow ------------------------------------------------------------------------------
 
 
     @workflow.run
     async def run(self, input: NodeUpgradeInput) -> NodeUpgradeResult:
-        self.kit_status_attributes()
-        self.touch()
-        try:
-            result = await self._run(input)
-        except ApplicationError as err:
-            self.control.base_phase = ProcedurePhase.FAILED
-            self._status.error = str(err)
-            self.touch()
-            await self.kit_reporter.settle()
-            raise
-        await self.kit_reporter.settle()
-        return result
+        return await self.kit_run(lambda: self._run(input), NodeUpgradeResult)
 
-    def _result(self, outcome: str, message: str) -> NodeUpgradeResult:
-        return NodeUpgradeResult(workflow_id=self._id, outcome=outcome, plan=self._status.plan, nodes=self.batches.node_results(),
-                                 message=message, started_at=self._status.started_at, finished_at=workflow.now())
+    def kit_result_fields(self) -> dict[str, object]:
+        return {"plan": self._status.plan, "nodes": self.batches.node_results()}
+
+    def check_revert(self, input: Any) -> None:
+        raise ValueError("a node upgrade cannot be reverted: an upgraded node stays upgraded (retry-node, skip-node "
+                         "or abort act on the nodes not done yet)")
 
     async def _run(self, input: NodeUpgradeInput) -> NodeUpgradeResult:
-        try:
-            plan = await self._plan(input)
-        except Aborted as stop:  # an abort while reading the nodes (workflows.kit.planning): no lease, nothing written
-            self.control.base_phase = ProcedurePhase.ABORTED
-            self.touch()
-            await workflow.wait_condition(workflow.all_handlers_finished)
-            return self._result("aborted", planning_abort_message(self.control, stop))
-        if input.dry_run:
-            self.control.base_phase = ProcedurePhase.DONE
-            self.touch()
-            return self._result("dry-run", "; ".join(plan_lines(plan)))
+        plan = await self._plan(input)
+        outcome = await self.kit_preflight(self._preconditions(input, plan), refuse=not input.dry_run)
+        self._status.plan_lines = plan_lines(plan) + [f"precondition {line}" for line in outcome.lines()]
+        if input.dry_run:  # every check's result, the failed ones as what a real start would refuse
+            return self.kit_end(NodeUpgradeResult, "dry-run", "; ".join(self._status.plan_lines), problems=outcome.problems)
         todo = [n for _, nodes in plan.all_batches() for n in nodes]
         await self.leases.acquire([node_scope(input.cluster, n) for n in todo], probe_cluster=True)
         self.control.base_phase = ProcedurePhase.RUNNING
         self.touch()
-        outcome, message = "completed", ""
+        outcome_word, message = "completed", ""
         for i, (name, nodes) in enumerate(plan.all_batches()):
             if self.control.abort:
                 break
@@ -194,21 +168,46 @@ class NodeUpgradeWorkflow(NodeProcedureWorkflow):
                 break
             stop = await self._batch(i, name, nodes, plan)
             if stop:
-                outcome, message = "stopped", stop
+                outcome_word, message = "stopped", stop
                 break
         await self.batches.settle()
-        await self.leases.release()
         if self.control.abort:
             self.board.abort_pending()
-            outcome, message = "aborted", self.control.abort_reason or "aborted"
-        self.control.base_phase = {"completed": ProcedurePhase.DONE, "aborted": ProcedurePhase.ABORTED}.get(outcome, ProcedurePhase.FAILED)
-        if outcome == "stopped":
+            outcome_word, message = "aborted", self.control.abort_reason or "aborted"
+        if outcome_word == "stopped":
             self._status.error = message
-        self.touch()
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        if outcome == "completed":
+        if outcome_word == "completed":
             message = f"{self.batches.totals().get('done', 0)} node(s) at {plan.target_version}"
-        return self._result(outcome, message)
+            return self.kit_end(NodeUpgradeResult, outcome_word, message)
+        # Stopped or aborted: say what stays as it is (nodes left cordoned, with the command).
+        left = self.kit_left_changed()
+        if left:
+            message += "; left changed: " + "; ".join(i.line() for i in left)
+        return self.kit_end(NodeUpgradeResult, outcome_word, message, left_changed=left, next_commands=self.kit_next_commands(left))
+
+    def _preconditions(self, input: NodeUpgradeInput, plan: UpgradePlan) -> list[Precondition]:
+        """What the upgrade needs before it touches a node (issue 39): the action's program where
+        it runs (the worker, or each node's host), the canary names, a selection that matches,
+        and no kubelet newer than the control plane."""
+        todo = [n for _, nodes in plan.all_batches() for n in nodes]
+        program = input.action.argv[0]
+        pre: list[Precondition] = []
+        if input.action.kind == "external":
+            pre.append(WorkerExecutable(program=program, why="the node action runs it on the worker for each node"))
+        else:
+            pre += [HostExecutable(program=program, node=n, access=input.host_access[n], why="the node action runs it there")
+                    for n in todo if n in input.host_access]
+        canary = input.policy.canary
+        if isinstance(canary, list) and canary:
+            pre.append(NamesExist(names=list(canary), role="canary", why="--canary"))
+        if input.selection.nodes:
+            pre.append(NamesExist(names=list(input.selection.nodes), why="the nodes to upgrade"))
+        if input.selection.label_selector:
+            pre.append(SelectorMatches(selector=input.selection.label_selector, why="--selector picks the nodes"))
+        if todo:
+            pre.append(VersionSkew(node=input.selection.label_selector or ", ".join(todo), target_version=plan.target_version,
+                                   why="a kubelet may not be newer than the API server (upgrade the control plane first)"))
+        return pre
 
     async def _plan(self, input: NodeUpgradeInput) -> UpgradePlan:
         try:  # read-only: the planning retry policy fails fast on API errors (issue 18)

@@ -152,7 +152,12 @@ async def _dry_run(req: Launch, settings: Any, spec: Any) -> int:
     err(f"started {handle.id} (dry run)")
     res = await handle.result()
     if req.output == "table":
-        print("\n".join(plan_lines(res.plan)) if res.plan else res.message)
+        st = await handle.query("status", result_type=spec.status_model)
+        print("\n".join(st.plan_lines) if st.plan_lines else ("\n".join(plan_lines(res.plan)) if res.plan else res.message))
     else:
-        print(out.dump({"workflow_id": handle.id, "plan": out.to_data(res.plan)}, req.output))
+        print(out.dump({"workflow_id": handle.id, "plan": out.to_data(res.plan), "problems": res.problems}, req.output))
+    if res.outcome == "refused" or res.problems:
+        for line in res.problems:
+            err(f"refused today: {line}")
+        return EXIT_USAGE
     return EXIT_OK if res.outcome == "dry-run" else EXIT_FAILED
