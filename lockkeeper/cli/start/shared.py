@@ -274,7 +274,9 @@ async def refused_before_any_change(handle: Any, spec: Any, req: Launch, doc: di
         return False
     if st is not None:
         return False
-    result = await handle.result(result_type=spec.result_model)
+    result = await handle.result()
+    if isinstance(result, dict):  # a handle made without result_type decodes to a dict
+        result = spec.result_model.model_validate(result)
     if getattr(result, "outcome", None) != "refused":
         return False
     problems = list(getattr(result, "problems", None) or []) or [getattr(result, "message", "refused")]
