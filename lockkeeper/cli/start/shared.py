@@ -283,6 +283,10 @@ async def refused_before_any_change(handle: Any, spec: Any, req: Launch, doc: di
         err(f"  {line}")
     if req.output != "table":
         _emit({**doc, "result": out.to_data(result)}, req.output)
+    elif getattr(req.input, "dry_run", False):  # a dry run shows all it checked, as one that passed does
+        from lockkeeper import panels
+
+        out.console().print(panels.result_panel(spec.name, result))
     return True
 
 
