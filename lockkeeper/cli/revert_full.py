@@ -52,7 +52,7 @@ async def _ended(client: Any, wid: str) -> tuple[Any, Any, Any] | None:
     spec = spec_for_workflow_type(PROCEDURES, desc.workflow_type)
     result = None
     if spec is not None and desc.status == WorkflowExecutionStatus.COMPLETED:
-        result = await handle.result(result_type=spec.result_model)
+        result = await client.get_workflow_handle(wid, result_type=spec.result_model).result()
     return desc, spec, result
 
 

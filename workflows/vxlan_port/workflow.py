@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.batches import Group, LocalStop, NodeBatches, local_run
     from workflows.kit.board import NodeBoard
+    from workflows.kit.control import Aborted
     from workflows.kit.host import HostStepFailed, HostSteps
     from workflows.kit.models import ChangedItem, NodePhase, RecordEntry, failure_message
     from workflows.kit.noderun import NodeRunResult
@@ -100,7 +101,10 @@ class VxlanPortChangeWorkflow(NodeProcedureWorkflow):
         await self.leases.acquire([cluster_scope(i.cluster)])
         self.st.leases = list(self.leases.held)
         self.kit_step("A", STAGES["A"])
-        checked = await self.preflight()
+        try:
+            checked = await self.preflight()
+        except Aborted as stop:  # read-only so far: say who stopped it where
+            raise Aborted(f"by {self.control.abort_by} while planning: {stop.reason}") from None
         if i.dry_run:
             return self.kit_end(VxlanPortChangeResult, "dry-run", f"every precondition holds ({len(checked)} checked); would "
                                 f"change {len(self.sdn.names)} nodes and {len(i.masters)} masters from {i.old_port} to {i.new_port}")

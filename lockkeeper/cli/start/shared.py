@@ -272,9 +272,9 @@ async def refused_before_any_change(handle: Any, spec: Any, req: Launch, doc: di
                                    timeout=req.ready_timeout)
     except TimeoutError:
         return False
-    if st is not None:
-        return False
-    result = await handle.result(result_type=spec.result_model)
+    if st is not None and getattr(st, "preflight", None) != "refused":
+        return False  # passed: the run goes on (refused: it is ending, its result says why)
+    result = await handle.result()  # start_procedure's handle decodes as spec.result_model
     if getattr(result, "outcome", None) != "refused":
         return False
     problems = list(getattr(result, "problems", None) or []) or [getattr(result, "message", "refused")]
