@@ -63,13 +63,13 @@ async def one(nodes: int, scale: float) -> dict[str, Any]:
         acts = VxlanActivities(lambda: gw)
         targets = await acts.resolve_sdn_targets(ResolveTargetsInput(nodes=sorted(sdn.nodes)))
         t0 = time.monotonic()
-        res = await acts.switch_vxlan_port(FanoutInput(targets=targets, port=NEW, deadline_s=600, command_timeout_s=120))
+        res = await acts.switch_vxlan_port(FanoutInput(targets=targets, port=NEW, deadline_seconds=600, command_timeout_seconds=120))
         took = time.monotonic() - t0
         probe = sdn.probe_report()
         per_pair = [sum((s["end"] or probe["now"]) - s["start"] for s in spans) * scale for spans in probe["pairs"].values()]
         pairs = nodes * (nodes - 1)
         return {
-            "nodes": nodes, "failed": len(res.failed), "window_s": res.window_s, "activity_s": took,
+            "nodes": nodes, "failed": len(res.failed), "window_seconds": res.window_seconds, "activity_s": took,
             "pairs_with_outage": len(per_pair), "pairs": pairs,
             "pair_outage_max_s": max(per_pair, default=0.0),
             "pair_outage_mean_s": (sum(per_pair) / pairs) if pairs else 0.0,
@@ -83,11 +83,11 @@ async def main() -> None:
     ap.add_argument("--sizes", default="10,100,500")
     ap.add_argument("--scale", type=float, default=0.05, help="simulator time scale (real s per simulated s)")
     args = ap.parse_args()
-    print(f"{'nodes':>6} {'failed':>6} {'window_s':>9} {'activity_s':>10} {'pairs_down':>12} "
+    print(f"{'nodes':>6} {'failed':>6} {'window_seconds':>9} {'activity_s':>10} {'pairs_down':>12} "
           f"{'pair_max_s':>10} {'pair_mean_s':>11} {'pair_median_s':>13} {'any_down_s':>10}")
     for n in (int(x) for x in args.sizes.split(",")):
         r = await one(n, args.scale)
-        print(f"{r['nodes']:>6} {r['failed']:>6} {r['window_s']:>9.3f} {r['activity_s']:>10.3f} "
+        print(f"{r['nodes']:>6} {r['failed']:>6} {r['window_seconds']:>9.3f} {r['activity_s']:>10.3f} "
               f"{r['pairs_with_outage']:>5}/{r['pairs']:<6} {r['pair_outage_max_s']:>10.3f} {r['pair_outage_mean_s']:>11.4f} "
               f"{r['pair_outage_median_s']:>13.3f} {r['any_pair_down_s']:>10.3f}", flush=True)
 

@@ -103,14 +103,18 @@ class RecordActivities(GatewayActivities):
     def patch_object(self, input: PatchObjectInput) -> PatchObjectResult:
         """Apply ``input.ops`` while the recorded fields still hold their recorded values.
 
-        No request when the ops change nothing (a retry after success). Raises non-retryable
+        No request when the ops change nothing (a retry after success; a ``remove`` of a field
+        that is absent changes nothing). Raises non-retryable
         ``RecordChanged`` (a recorded field differs), ``InvalidPatch`` (the ops do not apply to
         the object), ``ObjectNotFound``."""
         for _ in range(CONFLICT_RETRIES):
             obj = self._get(input.ref)
             rv = (obj.get("metadata") or {}).get("resourceVersion")
+            # A field to remove that is already absent is done (a retry after success, or never
+            # there): RFC 6902 would refuse the whole patch for that ``remove``.
+            ops = [op for op in input.ops if op.get("op") != "remove" or field_at(obj, op["path"]).present]
             try:
-                wanted = jsonpatch.apply_patch(obj, input.ops)
+                wanted = jsonpatch.apply_patch(obj, ops)
             except (jsonpatch.JsonPatchException, JsonPointerException) as exc:
                 raise fail("InvalidPatch", f"{input.ref.describe()}: {exc}") from None
             if wanted == obj:
@@ -122,12 +126,12 @@ class RecordActivities(GatewayActivities):
                     raise fail("RecordChanged", f"{input.ref.describe()} changed since it was recorded: {'; '.join(conflicts)}")
                 tests += [{"op": "test", "path": f.path, "value": f.value} for f in input.record.fields if f.present]
             try:
-                patched = self._json_patch(input.ref, tests + list(input.ops))
+                patched = self._json_patch(input.ref, tests + ops)
             except Invalid:
                 continue  # a write between our GET and PATCH: re-read and decide again
             except NotFound:
                 raise fail("ObjectNotFound", f"{input.ref.describe()} not found") from None
-            log().info(f"{input.ref.describe()}: patched {[op.get('path') for op in input.ops]}")
+            log().info(f"{input.ref.describe()}: patched {[op.get('path') for op in ops]}")
             return PatchObjectResult(changed=True, resource_version=(patched.get("metadata") or {}).get("resourceVersion"))
         raise ConflictExhausted(f"{input.ref.describe()} kept changing while patching")
 

@@ -24,7 +24,7 @@ from activities.cluster.base import GatewayActivities
 from activities.context import beating, fail, heartbeat, heartbeating, pause
 from activities.host.executors import NodeCommandError
 from activities.host.factory import ExecutorFactory
-from activities.kube.errors import Conflict, Invalid, NotFound
+from activities.kube.errors import Conflict, NotFound
 from activities.kube.objects import annotations, condition
 from activities.vxlan_port.fanout import exec_pool, fan_out
 from activities.vxlan_port.models import (
@@ -35,8 +35,6 @@ from activities.vxlan_port.models import (
     DaemonSetRecord,
     DeleteClusterNetworkInput,
     DeleteClusterNetworkResult,
-    DsPatchInput,
-    DsPatchResult,
     FanoutInput,
     FanoutResult,
     FileRecord,
@@ -55,12 +53,11 @@ from activities.vxlan_port.models import (
     WriteFileResult,
     WriteMasterConfigInput,
 )
+from activities.vxlan_port.models import TRIGGERS_ANNOTATION as TRIGGERS
 
 if TYPE_CHECKING:
     from activities.kube.gateway import KubeGateway
 
-TRIGGERS = "image.openshift.io/triggers"
-TRIGGERS_POINTER = "/metadata/annotations/image.openshift.io~1triggers"  # RFC 6901: "/" is "~1"
 #: origin 3.11 leader election of the controllers (ConfigMap, annotation; client-go resourcelock).
 LEADER_CM = ("kube-system", "openshift-master-controllers")
 LEADER_ANN = "control-plane.alpha.kubernetes.io/leader"
@@ -139,8 +136,7 @@ class VxlanActivities(GatewayActivities):
     """The R5 activities over one gateway and the host executors (``executors``)."""
 
     ACTIVITIES: ClassVar[tuple[str, ...]] = (
-        "preflight_vxlan_port", "resolve_sdn_targets", "switch_vxlan_port", "patch_sdn_daemonset",
-        "replace_sdn_pod", "get_cluster_network", "delete_cluster_network", "check_master_api",
+        "preflight_vxlan_port", "resolve_sdn_targets", "switch_vxlan_port", "replace_sdn_pod", "get_cluster_network", "delete_cluster_network", "check_master_api",
         "check_master_controllers", "read_host_file", "write_master_config", "save_vxlan_record",
     )
 
@@ -174,16 +170,15 @@ class VxlanActivities(GatewayActivities):
 
     @activity.defn(name="preflight_vxlan_port", no_thread_cancel_exception=True)
     def preflight_vxlan_port(self, input: PreflightInput) -> PreflightResult:
-        """Phase A's reads (see :class:`PreflightResult`); the workflow judges them. Raises
-        InvalidInput when the DaemonSet is missing or has no sdn container; API errors as retryable Api* types."""
+        """Phase A's reads (see :class:`PreflightResult`); the workflow judges them (names the
+        operator gave that are not Nodes are the kit's ``names-exist`` check). Raises
+        InvalidInput when the DaemonSet is missing or has no sdn container; API errors as
+        retryable Api* types."""
         with self.planning_errors(policy_decides=True), beating("preflight"):  # the caller's retry policy decides
             gw, sdn = self.gateway, input.sdn
-            nodes = {n["metadata"]["name"]: condition(n, "Ready") == "True" for n in gw.list("Node")}
-            if input.nodes:
-                unknown = [n for n in input.nodes if n not in nodes]
-                if unknown:
-                    raise fail("InvalidInput", f"unknown node(s): {', '.join(unknown)}")
-                nodes = {n: nodes[n] for n in input.nodes}
+            listed = gw.list("Node")
+            nodes = {n["metadata"]["name"]: condition(n, "Ready") == "True" for n in listed}
+            gluster = sorted(n["metadata"]["name"] for n in listed if "glusterfs" in (n["metadata"].get("labels") or {}))
             try:
                 ds = gw.get("DaemonSet", sdn.daemonset, sdn.namespace)
             except NotFound:
@@ -201,7 +196,7 @@ class VxlanActivities(GatewayActivities):
                 if p["metadata"].get("namespace") != sdn.namespace and not (p.get("spec") or {}).get("hostNetwork")
                 and not p["metadata"].get("deletionTimestamp")
             }
-            return PreflightResult(nodes=nodes, sdn_pods={k: v for k, v in self._sdn_pods(sdn).items() if k in nodes},
+            return PreflightResult(nodes=nodes, glusterfs_nodes=gluster, sdn_pods=self._sdn_pods(sdn),
                                    daemonset=record, cluster_network=cluster_network_state(self._cluster_network()),
                                    leader=self._leader(), workload_restarts=baseline)
 
@@ -240,39 +235,6 @@ class VxlanActivities(GatewayActivities):
 
     # --- DaemonSet and pods -----------------------------------------------------------------------
 
-    @activity.defn(name="patch_sdn_daemonset", no_thread_cancel_exception=True)
-    def patch_sdn_daemonset(self, input: DsPatchInput) -> DsPatchResult:
-        """One JSON patch with ``test`` ops: image ``from_image`` → ``to_image`` and the triggers
-        annotation ``from_triggers`` → ``to_triggers`` (procedures-spec §7.3 C and G). Already
-        at the target: nothing written. Neither from nor to: RecordChanged."""
-        sdn, i = input.sdn, input.container_index
-        ds = self.gateway.get("DaemonSet", sdn.daemonset, sdn.namespace)
-        containers = ds["spec"]["template"]["spec"]["containers"]
-        if i >= len(containers) or containers[i].get("name") != sdn.container:
-            raise fail("RecordChanged", f"container {i} of the daemonset is no longer {sdn.container!r}")
-        image, trig = containers[i].get("image"), annotations(ds).get(TRIGGERS)
-        if image == input.to_image and trig == input.to_triggers:
-            return DsPatchResult(changed=False, resource_version=ds["metadata"]["resourceVersion"], detail="already at target")
-        if image != input.from_image or trig != input.from_triggers:
-            raise fail("RecordChanged", f"daemonset changed since it was recorded: image {image!r}, triggers "
-                                        f"{'absent' if trig is None else 'present'} (expected {input.from_image!r})")
-        ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/resourceVersion", "value": ds["metadata"]["resourceVersion"]}]
-        if input.to_triggers is None:
-            ops.append({"op": "remove", "path": TRIGGERS_POINTER})
-        else:
-            if not annotations(ds) and "annotations" not in ds["metadata"]:
-                ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
-            ops.append({"op": "add", "path": TRIGGERS_POINTER, "value": input.to_triggers})
-        ops += [{"op": "test", "path": f"/spec/template/spec/containers/{i}/name", "value": sdn.container},
-                {"op": "test", "path": f"/spec/template/spec/containers/{i}/image", "value": input.from_image},
-                {"op": "replace", "path": f"/spec/template/spec/containers/{i}/image", "value": input.to_image}]
-        try:
-            out = self.gateway.patch("DaemonSet", sdn.daemonset, ops, sdn.namespace, patch_type="json")
-        except Invalid as exc:  # a failed test op: changed between our read and the patch
-            raise fail("RecordChanged", f"daemonset patch refused: {exc}") from None
-        return DsPatchResult(changed=True, resource_version=out["metadata"].get("resourceVersion", ""),
-                             detail=f"image {input.to_image}, triggers {'removed' if input.to_triggers is None else 'restored'}")
-
     @activity.defn(name="replace_sdn_pod", no_thread_cancel_exception=True)
     def replace_sdn_pod(self, input: ReplacePodInput) -> ReplacePodResult:
         """OnDelete replacement of one node's SDN pod (check first: a Ready pod on ``image``
@@ -295,11 +257,11 @@ class VxlanActivities(GatewayActivities):
                     deleted = p["metadata"]["name"]
                 except NotFound:
                     pass
-            if time.monotonic() - started > input.timeout_s:
-                raise fail("PodNotReady", f"no Ready sdn pod on {input.node} with {input.image} after {input.timeout_s:.0f}s "
+            if time.monotonic() - started > input.timeout_seconds:
+                raise fail("PodNotReady", f"no Ready sdn pod on {input.node} with {input.image} after {input.timeout_seconds:.0f}s "
                                           f"(pods: {', '.join(p['metadata']['name'] for p in pods) or 'none'})", retryable=True)
             heartbeat({"node": input.node, "deleted": deleted})
-            pause(input.poll_s)
+            pause(input.poll_seconds)
 
     @staticmethod
     def _spec_image(pod: dict[str, Any], container: str) -> str:
@@ -338,7 +300,7 @@ class VxlanActivities(GatewayActivities):
             ctx = False if input.insecure else ssl.create_default_context(cafile=input.ca_file)
         url = input.api_url.rstrip("/") + "/healthz/ready"
         try:
-            timeout = aiohttp.ClientTimeout(total=input.timeout_s)
+            timeout = aiohttp.ClientTimeout(total=input.timeout_seconds)
             async with aiohttp.ClientSession(timeout=timeout) as s, s.get(url, ssl=ctx) as r:
                 body = (await r.text()).strip()
                 return CheckResult(ok=r.status == 200 and body == "ok", detail=f"{r.status} {body[:80]}")

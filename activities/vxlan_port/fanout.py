@@ -69,12 +69,12 @@ async def fan_out(
     already on the port now); ``lost_since`` (a retry: when the activity was first scheduled):
     a node found on the port with no earlier outcome was switched by the dead attempt, its set
     bounded by [lost_since, now] (``lost_attempt``); ``progress(done)`` is called after every node finishes (the
-    activity heartbeats it). A node that does not finish within ``deadline_s`` is failed with
+    activity heartbeats it). A node that does not finish within ``deadline_seconds`` is failed with
     "deadline". Never raises for a node's failure: it is in the result."""
     previous = previous or {}
     done: dict[str, NodeSwitch] = {}
     sem = asyncio.Semaphore(spec.concurrency) if spec.concurrency else None
-    timeout = spec.command_timeout_s
+    timeout = spec.command_timeout_seconds
 
     async def one(target: SwitchTarget) -> NodeSwitch:
         row = NodeSwitch(node=target.node, attempt=attempt)
@@ -124,14 +124,14 @@ async def fan_out(
         return row
 
     tasks = {t.node: asyncio.ensure_future(bounded(t)) for t in spec.targets}
-    _, pending = await asyncio.wait(tasks.values(), timeout=spec.deadline_s)
+    _, pending = await asyncio.wait(tasks.values(), timeout=spec.deadline_seconds)
     for task in pending:
         task.cancel()
     rows: list[NodeSwitch] = []
     for target in spec.targets:
         task = tasks[target.node]
         if task in pending or task.cancelled():
-            row = done.get(target.node) or NodeSwitch(node=target.node, attempt=attempt, error=f"deadline {spec.deadline_s:.0f}s passed")
+            row = done.get(target.node) or NodeSwitch(node=target.node, attempt=attempt, error=f"deadline {spec.deadline_seconds:.0f}s passed")
         else:
             row = task.result()
         rows.append(row)

@@ -2,7 +2,7 @@
 
 Plain pydantic v2 (no Kubernetes, no asyncssh): the workflow imports them and the pydantic data
 converter carries them in history, so field names are a stored format (add with defaults, never
-rename). Ports are UDP port numbers; times are seconds (``*_s``) or POSIX wall-clock seconds
+rename). Ports are UDP port numbers; times are seconds (``*_seconds``) or POSIX wall-clock seconds
 (``t_*``, ``time.time()`` of the worker that ran the command: the fan-out window is measured on
 that one clock, merged across retries through heartbeat details).
 """
@@ -11,17 +11,24 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from activities.host.models import HostAccess
 
 SwitchVia = Literal["pod-exec", "ssh"]
+#: The image trigger annotation of the SDN DaemonSets (o-a ``roles/openshift_sdn/files/sdn.yaml``):
+#: while it is there the image trigger controller puts the ImageStreamTag's image back.
+TRIGGERS_ANNOTATION = "image.openshift.io/triggers"
+#: Its JSON Pointer (RFC 6901: "/" in a key is "~1").
+TRIGGERS_POINTER = "/metadata/annotations/image.openshift.io~1triggers"
 
 
 class SdnRef(BaseModel):
     """Where the SDN DaemonSet lives: ``namespace``/``daemonset``, its pods' ``label_selector``
-    and the ``container`` running openshift-sdn (o-a ``roles/openshift_sdn/files/sdn.yaml``)."""
+    and the ``container`` running openshift-sdn (o-a ``roles/openshift_sdn/files/sdn.yaml``).
+    Part of the procedure's input too: unknown fields are refused."""
 
+    model_config = ConfigDict(extra="forbid")
     namespace: str = "openshift-sdn"
     daemonset: str = "sdn"
     label_selector: str = "app=sdn"
@@ -41,9 +48,10 @@ class SdnPod(BaseModel):
 
 class DaemonSetRecord(BaseModel):
     """The seed's ``oc get --export ds sdn -o yaml``: the object minus status, uid,
-    resourceVersion, managedFields, creationTimestamp, generation (``sanitized_object``), plus
-    what the patches test against: ``resource_version``, ``container_index`` of the sdn
-    container, its ``image`` and the ``triggers`` annotation (None when absent)."""
+    resourceVersion, managedFields, creationTimestamp, generation (``sanitized_object``, mirrored
+    to the record ConfigMap before the change), plus ``resource_version``, ``container_index`` of
+    the sdn container (the JSON Pointer the kit's record changes), its ``image`` and the
+    ``triggers`` annotation (None when absent)."""
 
     namespace: str
     name: str
@@ -67,21 +75,21 @@ class ClusterNetworkState(BaseModel):
 
 
 class PreflightInput(BaseModel):
-    """Phase A reads: ``nodes`` (empty = every node), the SDN ``sdn`` refs, the masters' names."""
+    """Phase A reads of the SDN ``sdn`` (read-only)."""
 
     sdn: SdnRef = Field(default_factory=SdnRef)
-    nodes: list[str] = Field(default_factory=list)
-    masters: list[str] = Field(default_factory=list)
 
 
 class PreflightResult(BaseModel):
-    """What phase A saw: ``nodes`` (name → Ready), ``sdn_pods`` (node → pod; a node without one
-    is absent), the DaemonSet record, the ClusterNetwork, the controllers ``leader`` (from the
-    leader-election ConfigMap, None when unknown) and ``workload_restarts`` (pod uid → its
-    restartCount sum, pods outside the SDN namespace that are not hostNetwork: the no-restart
-    baseline)."""
+    """What phase A saw: ``nodes`` (every Node of the cluster: name → Ready), ``glusterfs_nodes``
+    (the Nodes labelled ``glusterfs``, o-a's ``glusterfs=storage-host``), ``sdn_pods`` (node →
+    pod; a node without one is absent), the DaemonSet, the ClusterNetwork, the controllers
+    ``leader`` (from the leader-election ConfigMap, None when unknown) and ``workload_restarts``
+    (pod uid → its restartCount sum, pods outside the SDN namespace that are not hostNetwork: the
+    no-restart baseline)."""
 
     nodes: dict[str, bool]
+    glusterfs_nodes: list[str] = Field(default_factory=list)
     sdn_pods: dict[str, SdnPod]
     daemonset: DaemonSetRecord
     cluster_network: ClusterNetworkState
@@ -113,15 +121,15 @@ class ResolveTargetsInput(BaseModel):
 
 class FanoutInput(BaseModel):
     """Set ``vxlan0`` ``options:dst_port`` to ``port`` on every target at once (``apply`` False:
-    only read). ``deadline_s`` bounds the whole fan-out; ``concurrency`` caps the commands in
+    only read). ``deadline_seconds`` bounds the whole fan-out; ``concurrency`` caps the commands in
     flight (None: all targets at once)."""
 
     targets: list[SwitchTarget]
     port: int = Field(ge=1, le=65535)
     apply: bool = True
-    deadline_s: float = Field(30.0, gt=0)
+    deadline_seconds: float = Field(30.0, gt=0)
     concurrency: int | None = Field(None, ge=1)
-    command_timeout_s: float = Field(10.0, gt=0)
+    command_timeout_seconds: float = Field(10.0, gt=0)
 
 
 class NodeSwitch(BaseModel):
@@ -146,54 +154,33 @@ class NodeSwitch(BaseModel):
 
 
 class FanoutResult(BaseModel):
-    """Per-node outcomes (target order) and the window: ``window_s`` = last ``t_apply_end`` minus
+    """Per-node outcomes (target order) and the window: ``window_seconds`` = last ``t_apply_end`` minus
     first ``t_apply_start`` over the nodes switched by any attempt (0 when none was);
     ``t_first``/``t_last`` those instants; ``failed`` the nodes not on ``port``."""
 
     port: int
     nodes: list[NodeSwitch]
-    window_s: float = 0.0
+    window_seconds: float = 0.0
     t_first: float | None = None
     t_last: float | None = None
     failed: list[str] = Field(default_factory=list)
     attempts: int = 1
-    #: False when a node's set time was lost with a crashed attempt: ``window_s`` is then an
+    #: False when a node's set time was lost with a crashed attempt: ``window_seconds`` is then an
     #: upper bound (see :attr:`NodeSwitch.lost_attempt`).
     window_exact: bool = True
 
 
-class DsPatchInput(BaseModel):
-    """Patch the DaemonSet's sdn container image and triggers annotation with ``test`` ops
-    (procedures-spec §7.3 C/G): from ``from_image`` / ``from_triggers`` (None: annotation absent)
-    to ``to_image`` / ``to_triggers`` (None: remove it)."""
-
-    sdn: SdnRef = Field(default_factory=SdnRef)
-    container_index: int
-    from_image: str
-    to_image: str
-    from_triggers: str | None = None
-    to_triggers: str | None = None
-
-
-class DsPatchResult(BaseModel):
-    """``changed`` False: the object already held the target values (a retried step)."""
-
-    changed: bool
-    resource_version: str = ""
-    detail: str = ""
-
-
 class ReplacePodInput(BaseModel):
     """OnDelete replacement on one node: delete its SDN pod unless it already runs ``image``,
-    then wait (``timeout_s``) until a new pod there is Ready with ``image``, reading its pods
-    every ``poll_s`` seconds (at most 5: the activity beats once per read, against a 10 s
+    then wait (``timeout_seconds``) until a new pod there is Ready with ``image``, reading its pods
+    every ``poll_seconds`` seconds (at most 5: the activity beats once per read, against a 10 s
     heartbeat timeout)."""
 
     sdn: SdnRef = Field(default_factory=SdnRef)
     node: str
     image: str
-    timeout_s: float = Field(600.0, gt=0)
-    poll_s: float = Field(0.5, gt=0, le=5.0)
+    timeout_seconds: float = Field(600.0, gt=0)
+    poll_seconds: float = Field(0.5, gt=0, le=5.0)
 
 
 class ReplacePodResult(BaseModel):
@@ -226,7 +213,7 @@ class MasterApiInput(BaseModel):
     api_url: str
     ca_file: str | None = None
     insecure: bool = False
-    timeout_s: float = Field(5.0, gt=0)
+    timeout_seconds: float = Field(5.0, gt=0)
 
 
 class CheckResult(BaseModel):
@@ -307,7 +294,7 @@ def summarise(port: int, rows: list[NodeSwitch], *, attempts: int = 1) -> Fanout
     ends = [r.t_apply_end for r in rows if r.applied and r.t_apply_end is not None]
     first, last = (min(starts), max(ends)) if starts and ends else (None, None)
     return FanoutResult(
-        port=port, nodes=rows, window_s=round(last - first, 6) if first is not None and last is not None else 0.0,
+        port=port, nodes=rows, window_seconds=round(last - first, 6) if first is not None and last is not None else 0.0,
         t_first=first, t_last=last, failed=[r.node for r in rows if not r.ok], attempts=attempts,
         window_exact=not any(r.lost_attempt for r in rows),
     )

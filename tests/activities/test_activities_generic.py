@@ -109,6 +109,26 @@ async def test_records_snapshot_patch_restore_exactly(static: Harness) -> None:
     assert noop.restored == [] and sorted(noop.unchanged) == sorted([selector_path, marker])
 
 
+async def test_records_remove_a_field_once_and_a_retry_sends_nothing(static: Harness) -> None:
+    """A ``remove`` (the kit's REMOVE, e.g. the SDN DaemonSet's image triggers annotation) is done
+    once; the same patch retried after success, or removing a field that was never there, changes
+    nothing and sends no write (RFC 6902 alone would refuse the whole patch)."""
+    h = static
+    ref = _ref(_daemonset(h))
+    marker = "/metadata/annotations/lockkeeper.io~1gone"
+    h.sim.store.mutate("daemonsets.apps", ref.name, ref.namespace,
+                       lambda o: o["metadata"].setdefault("annotations", {}).update({"lockkeeper.io/gone": "x"}))
+    record = await h.run(h.acts.snapshot_fields, SnapshotFieldsInput(ref=ref, paths=[marker]))
+    ops = [{"op": "remove", "path": marker}]
+    h.sim.requests.clear()
+    assert (await h.run(h.acts.patch_object, PatchObjectInput(ref=ref, ops=ops, record=record))).changed
+    assert len(h.writes()) == 1
+    again = await h.run(h.acts.patch_object, PatchObjectInput(ref=ref, ops=ops, record=record))
+    never = await h.run(h.acts.patch_object, PatchObjectInput(ref=ref, ops=[{"op": "remove", "path": "/metadata/annotations/x~1y"}]))
+    assert not again.changed and not never.changed and len(h.writes()) == 1
+    assert "lockkeeper.io/gone" not in (h.sim.store.get("daemonsets.apps", ref.name, ref.namespace)["metadata"].get("annotations") or {})
+
+
 async def test_records_refuse_when_changed_since(static: Harness) -> None:
     h = static
     ref = _ref(_daemonset(h))

@@ -30,7 +30,7 @@ from clustersim.scenario import generate_scenario
 from tests.e2e.harness import write_requests
 from workflows.drain.models import NodeDrainInput
 from workflows.gluster.models import GlusterRecoveryInput
-from workflows.kit.models import ControlInput
+from workflows.kit.models import ApprovalRules, ControlInput
 from workflows.kit.scopes import cluster_scope, node_scope, scope_workflow_id
 from workflows.network_migration.models import NetworkMigrationInput
 from workflows.node_selectors.models import NodeSelectorMigrationInput
@@ -88,7 +88,8 @@ CASES = [
          lambda node, c: NetworkMigrationInput(cluster=c, requested_by="e2e", search_attributes=False), "read_migration_state"),
     Case("vxlan-port", "VxlanPortChangeWorkflow",
          lambda node, c: VxlanPortChangeInput(cluster=c, new_port=4889, custom_image="registry.example.com/ose-node:custom",
-                                              host_access={"master-0": NOWHERE}, requested_by="e2e", search_attributes=False,
+                                              host_access={"master-0": NOWHERE}, approvals=ApprovalRules(requested_by="e2e"),
+                                              search_attributes=False,
                                               masters=[MasterAccess(name="master-0", access=NOWHERE, api_url="https://127.0.0.1:1")]),
          "preflight_vxlan_port", leases=lambda node, c: [cluster_scope(c)]),
     Case("gluster", "GlusterRecoveryWorkflow",

@@ -206,6 +206,15 @@ class Control:
             self.point_of_no_return = what
             self.on_change()
 
+    def back_before_point_of_no_return(self, how: str) -> None:
+        """The procedure undid what took it past the point of no return (``how``: e.g. "every
+        node switched back to 4789"): an abort restores from the records again and ``revert``
+        works inside the run, until the procedure passes the point again."""
+        if self.point_of_no_return is not None:
+            workflow.logger.warning("back before the point of no return (%s): %s", self.point_of_no_return, how)
+            self.point_of_no_return = None
+            self.on_change()
+
     # --- validators (raise ValueError: the update's rejection message) ----------------------------
 
     def check_pause(self) -> None:

@@ -272,8 +272,8 @@ async def refused_before_any_change(handle: Any, spec: Any, req: Launch, doc: di
                                    timeout=req.ready_timeout)
     except TimeoutError:
         return False
-    if st is not None:
-        return False
+    if st is not None and getattr(st, "preflight", None) != "refused":
+        return False  # passed: the run goes on (refused: it is ending, its result says why)
     result = await handle.result()
     if isinstance(result, dict):  # a handle made without result_type decodes to a dict
         result = spec.result_model.model_validate(result)
@@ -285,6 +285,10 @@ async def refused_before_any_change(handle: Any, spec: Any, req: Launch, doc: di
         err(f"  {line}")
     if req.output != "table":
         _emit({**doc, "result": out.to_data(result)}, req.output)
+    elif getattr(req.input, "dry_run", False):  # a dry run shows all it checked, as one that passed does
+        from lockkeeper import panels
+
+        out.console().print(panels.result_panel(spec.name, result))
     return True
 
 

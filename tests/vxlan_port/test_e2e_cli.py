@@ -1,8 +1,9 @@
 """``lockkeeper start vxlan-port-change`` and ``lockkeeper revert`` through the real console
 script against a dev server, a worker process and clustersim ``r5-vxlan-port``: the dry run
-changes nothing; a revert at the fan-out gate restores the DaemonSet and removes the new rule;
-past the fan-out ``revert`` is refused without ``--full``; ``revert --full`` of a completed
-change starts the reverse run, which puts every node and the ClusterNetwork back on 4789."""
+changes nothing and lists every precondition; a revert at the fan-out gate restores the DaemonSet
+and removes the new rule; past the fan-out ``revert`` is refused without ``--full``; ``revert
+--full`` of a completed change starts the reverse run, which puts every node and the
+ClusterNetwork back on 4789."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 from temporalio.client import Client
 
 from clustersim.openshift.kinds import CLUSTERNETWORK
-from tests.e2e.test_vxlan_port import CUSTOM, MASTERS, NEW, OLD, STOCK, admin, drive, ds, ds_fields, ready_sim, rule_present
+from tests.vxlan_port.test_e2e_run import CUSTOM, MASTERS, NEW, OLD, STOCK, admin, drive, ds, ds_fields, ready_sim, rule_present
 from workflows.vxlan_port.models import VxlanPortChangeResult, VxlanStatus
 
 pytestmark = pytest.mark.e2e
@@ -65,10 +66,12 @@ async def test_dry_run_revert_at_the_gate_refusal_after_e_and_full_revert(
     before_ds = json.dumps(ds_fields(ds(sim)))
     sdn = sim.components["sdn"]
 
-    # Dry run: preflight only, waits for the end, changes nothing.
+    # Dry run: preflight only, waits for the end, changes nothing, lists every precondition.
     code, out, err = await lk(addr, task_queue, *args_for(sim), "--dry-run")
     assert code == 0, out + err
-    assert json.loads(out)["result"]["outcome"] == "dry-run"
+    dry = json.loads(out)["result"]
+    assert dry["outcome"] == "dry-run" and dry["preconditions"] and all(line.startswith("ok") for line in dry["preconditions"])
+    assert any("port-free" in line and "port 4889/udp on ocp-node-04" in line for line in dry["preconditions"])
     assert json.dumps(ds_fields(ds(sim))) == before_ds
 
     # A run reverted at the fan-out gate: DaemonSet restored, the new rule gone.

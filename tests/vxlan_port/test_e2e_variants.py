@@ -2,7 +2,7 @@
 clustersim ``r5-vxlan-port`` over real HTTP (exec included):
 
 - the DaemonSet patch that keeps the triggers annotation: the image-trigger controller puts the
-  stock image back (why phase C drops it in the same patch);
+  stock image back (why stage C drops it in the same patch, through the kit's records);
 - a stock SDN pod started on a switched node while ClusterNetwork still says 4789: the full
   rebuild (port back, every pod on the node restarted) that phase G's precondition prevents."""
 
@@ -13,10 +13,12 @@ from typing import Any
 
 import pytest
 
+from activities.cluster.models import ObjectRef, PatchObjectInput, SnapshotFieldsInput
+from activities.cluster.records import RecordActivities
 from activities.kube.gateway import KubeGateway
 from activities.vxlan_port.activities import VxlanActivities
-from activities.vxlan_port.models import DsPatchInput, FanoutInput, PreflightInput, ResolveTargetsInput
-from tests.e2e.test_vxlan_port import CUSTOM, NEW, OLD, STOCK, ds, ds_fields, ready_sim, wait_for, workload_restarts
+from activities.vxlan_port.models import TRIGGERS_POINTER, FanoutInput, PreflightInput, ResolveTargetsInput
+from tests.vxlan_port.test_e2e_run import CUSTOM, NEW, OLD, STOCK, ds, ds_fields, ready_sim, wait_for, workload_restarts
 
 pytestmark = pytest.mark.e2e
 
@@ -30,17 +32,18 @@ async def activities_for(sim: Any) -> VxlanActivities:
 async def test_kept_triggers_annotation_lets_the_trigger_controller_revert_the_custom_image(sim_factory) -> None:
     sim = await ready_sim(sim_factory)
     acts = await activities_for(sim)
-    pre = await asyncio.to_thread(acts.preflight_vxlan_port, PreflightInput())
-    trig = pre.daemonset.triggers
+    records = RecordActivities(lambda: acts.gateway)
+    ref, image = ObjectRef(kind="DaemonSet", name="sdn", namespace="openshift-sdn"), "/spec/template/spec/containers/0/image"
+    record = await asyncio.to_thread(records.snapshot_fields, SnapshotFieldsInput(ref=ref, paths=[image, TRIGGERS_POINTER]))
+    trig = record.value(TRIGGERS_POINTER).value  # type: ignore[union-attr]
     assert trig
     # The variant: the image changes, the annotation stays.
-    res = await asyncio.to_thread(acts.patch_sdn_daemonset, DsPatchInput(
-        container_index=0, from_image=STOCK, to_image=CUSTOM, from_triggers=trig, to_triggers=trig))
+    res = await asyncio.to_thread(records.patch_object, PatchObjectInput(ref=ref, ops=[{"op": "add", "path": image, "value": CUSTOM}]))
     assert res.changed and ds_fields(ds(sim)) == (CUSTOM, trig)
     await wait_for(lambda: ds_fields(ds(sim))[0] == STOCK, timeout=30, what="the trigger controller puts the stock image back")
-    # The procedure's patch drops it in the same patch: the custom image stays.
-    await asyncio.to_thread(acts.patch_sdn_daemonset, DsPatchInput(
-        container_index=0, from_image=STOCK, to_image=CUSTOM, from_triggers=trig, to_triggers=None))
+    # The procedure's change (the kit's record) drops it in the same patch: the custom image stays.
+    await asyncio.to_thread(records.patch_object, PatchObjectInput(
+        ref=ref, record=record, ops=[{"op": "add", "path": image, "value": CUSTOM}, {"op": "remove", "path": TRIGGERS_POINTER}]))
     await asyncio.sleep(sim.components["masters"].section.trigger_seconds * 3 * 0.05 + 0.5)
     assert ds_fields(ds(sim)) == (CUSTOM, None)
 

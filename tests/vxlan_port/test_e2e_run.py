@@ -18,8 +18,8 @@ from temporalio.client import Client, WorkflowHandle
 
 from activities.host.models import ExecBackend, HostAccess
 from clustersim.openshift.kinds import CLUSTERNETWORK
-from workflows.kit.models import ApproveInput, GateState
-from workflows.vxlan_port.models import MasterAccess, RevertInput, VxlanPortChangeInput, VxlanPortChangeResult, VxlanStatus
+from workflows.kit.models import ApprovalRules, ApproveInput, GateState, RevertInput
+from workflows.vxlan_port.models import MasterAccess, VxlanPortChangeInput, VxlanPortChangeResult, VxlanStatus
 
 pytestmark = pytest.mark.e2e
 
@@ -58,10 +58,10 @@ def vxlan_input(sim: Any, **kw: Any) -> VxlanPortChangeInput:
         host, port = addr.split(":")
         access[node] = HostAccess(backend=ExecBackend.SSH, host=host, port=int(port))
     fields: dict[str, Any] = dict(
-        new_port=NEW, custom_image=CUSTOM, requested_by="e2e-requester", host_access=access,
+        new_port=NEW, custom_image=CUSTOM, approvals=ApprovalRules(requested_by="e2e-requester"), host_access=access,
         masters=[MasterAccess(name=m, access=access[m], api_url=masters.api_url(m)) for m in MASTERS],
-        pod_ready_timeout_s=60, api_ready_timeout_s=60, cluster_network_timeout_s=60, fanout_heartbeat_s=5,
-        pull_timeout_s=60,
+        pod_ready_timeout_seconds=60, master={"api_ready_timeout_seconds": 60, "cluster_network_timeout_seconds": 60},
+        fanout={"heartbeat_seconds": 5}, images={"timeout_seconds": 60},
     )
     fields.update(kw)
     return VxlanPortChangeInput(**fields)
@@ -144,7 +144,7 @@ async def test_full_run_switches_every_node_and_the_cluster_network_without_a_re
     await worker_for(sim, env=sim.components["hosts"].client_env())
     before_ds = json.dumps(ds_fields(ds(sim)))
     restarts_before = workload_restarts(sim)
-    handle = await start(temporal_client, task_queue, vxlan_input(sim, switch_via=switch_via))
+    handle = await start(temporal_client, task_queue, vxlan_input(sim, fanout={"heartbeat_seconds": 5, "switch_via": switch_via}))
     result = await drive(handle)
     assert isinstance(result, VxlanPortChangeResult)
     assert result.outcome == "completed", result.message
@@ -154,7 +154,8 @@ async def test_full_run_switches_every_node_and_the_cluster_network_without_a_re
     assert sim.store.get(CLUSTERNETWORK, "default")["vxlanPort"] == NEW
     # The DaemonSet is back to its recorded image and triggers annotation, byte for byte.
     assert json.dumps(ds_fields(ds(sim))) == before_ds
-    assert ds_fields(ds(sim))[0] == STOCK and result.daemonset_record and result.daemonset_record.image == STOCK
+    assert ds_fields(ds(sim))[0] == STOCK and result.daemonset and result.daemonset.image == STOCK
+    assert any(r.startswith("DaemonSet openshift-sdn/sdn: restored") for r in result.restored) and not result.open_records
     # No network rebuilt, no workload pod restarted (the simulator's counters).
     probe = await admin(sim, "network/probe")
     assert set(probe["rebuilds"].values()) == {0}, probe["rebuilds"]
@@ -163,9 +164,10 @@ async def test_full_run_switches_every_node_and_the_cluster_network_without_a_re
     assert {u: after[u] for u in restarts_before if u in after} == {u: n for u, n in restarts_before.items() if u in after}
     assert result.restarted_workload_pods == []
     # The mesh's outage (simulated seconds) fits in the fan-out window (real seconds, one clock).
-    assert result.fanout is not None and not result.fanout.failed and result.outage_window_s is not None
+    assert result.fanout is not None and not result.fanout.failed and result.outage_window_seconds is not None
     assert probe["failing_now"] == []
-    assert probe["total_outage_seconds"] * SCALE <= result.outage_window_s + 0.05, (probe["total_outage_seconds"], result.outage_window_s)
+    assert probe["total_outage_seconds"] * SCALE <= result.outage_window_seconds + 0.05, (
+        probe["total_outage_seconds"], result.outage_window_seconds)
     assert all(r.t_apply_start and r.t_apply_end for r in result.fanout.nodes)
     if switch_via == "ssh":  # docker exec into the sdn container found with docker ps on each host
         for node in sdn.nodes:
@@ -206,7 +208,7 @@ async def test_a_node_refusing_the_firewall_rule_stops_in_d_and_revert_restores_
     handle = await start(temporal_client, task_queue, vxlan_input(sim))
 
     async def stopped(st: VxlanStatus) -> bool:
-        return st.stage == "D" and st.phase == "paused"
+        return st.step == "D" and st.phase == "paused"
 
     st = await drive(handle, on_status=stopped, timeout=180)
     assert isinstance(st, VxlanStatus)
@@ -222,6 +224,7 @@ async def test_a_node_refusing_the_firewall_rule_stops_in_d_and_revert_restores_
     assert answer["mode"] == "in-run" if isinstance(answer, dict) else answer.mode == "in-run"
     result = await drive(handle, timeout=180)
     assert isinstance(result, VxlanPortChangeResult) and result.outcome == "reverted", result.message
+    assert result.message.startswith("reverted, restored and read back"), result.message
     assert json.dumps(ds_fields(ds(sim))) == before_ds
     assert {p["spec"]["containers"][0]["image"] for p in sim.store.list("pods", "openshift-sdn", label_selector="app=sdn")} == {STOCK}
     assert not any(rule_present(sim, n) for n in sdn.nodes)

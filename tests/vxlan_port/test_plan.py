@@ -1,6 +1,6 @@
-"""R5 pure decisions: the master-config edit, restart order, preflight verdicts, API intervals,
-the fan-out core against a fake runner (check first, window on one clock, resume from an earlier
-attempt), and the input's refusals."""
+"""R5 pure decisions: the master-config edit, restart order, the preconditions (issue 39 case 3),
+API intervals, the fan-out core against a fake runner (check first, window on one clock, resume
+from an earlier attempt), and the input's refusals."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ import yaml
 from pydantic import ValidationError
 
 from activities.host.models import ExecBackend, HostAccess
+from activities.preflight.models import HostExecutable, InputCheck, NamesExist, PortFree
 from activities.vxlan_port.fanout import fan_out, parse_dst_port, set_port_argv
 from activities.vxlan_port.models import (
+    CheckResult,
     ClusterNetworkState,
     DaemonSetRecord,
     FanoutInput,
@@ -101,22 +103,69 @@ def _pre(**kw: object) -> PreflightResult:
     fields: dict = {
         "nodes": {"m1": True, "n1": True},
         "sdn_pods": {n: SdnPod(node=n, name=f"sdn-{n}", ready=True, image="stock") for n in ("m1", "n1")},
-        "daemonset": DaemonSetRecord(namespace="openshift-sdn", name="sdn", uid="u", resource_version="1", container_index=0, image="stock"),
+        "daemonset": DaemonSetRecord(namespace="openshift-sdn", name="sdn", uid="u", resource_version="1", container_index=0, image="stock",
+                                     triggers="[]"),
         "cluster_network": ClusterNetworkState(exists=True, vxlan_port=4789, uid="c"),
     }
     fields.update(kw)
     return PreflightResult(**fields)
 
 
-def test_preflight_passes_a_healthy_cluster_and_names_every_problem() -> None:
-    assert plan.preflight_problems(_pre(), {"m1": 4789, "n1": 4789}, _inp()) == []
-    bad = _pre(nodes={"m1": True, "n1": False}, sdn_pods={"m1": SdnPod(node="m1", name="s", ready=False, image="stock")},
+def _ports(**ports: int | None) -> dict[str, NodeSwitch]:
+    return {n: NodeSwitch(node=n, before=p, error="" if p else "ovs-vsctl: exit 1") for n, p in ports.items()}
+
+
+OK_API = {"m1": CheckResult(ok=True, detail="200 ok")}
+
+
+def _failed(checks: list) -> dict[str, str]:
+    """The input checks that fail: subject -> detail."""
+    return {c.subject(): c.detail for c in checks if isinstance(c, InputCheck) and not c.ok}
+
+
+def test_preconditions_of_a_healthy_cluster_hold_and_name_every_port_program_and_api() -> None:
+    checks = plan.preconditions(_inp(), _pre(), _ports(m1=4789, n1=4789), OK_API)
+    assert _failed(checks) == {}
+    ports = [(c.node, c.protocol, c.allow_well_known) for c in checks if isinstance(c, PortFree)]
+    assert ports == [("m1", "udp", False), ("m1", "tcp", False), ("n1", "udp", False), ("n1", "tcp", False)]
+    assert {(c.node, c.program) for c in checks if isinstance(c, HostExecutable)} == {
+        (n, p) for n in ("m1", "n1") for p in ("docker", "iptables", "/usr/libexec/iptables/iptables.init", "grep")
+    } | {("m1", "/usr/local/bin/master-restart")}
+    (masters,) = [c for c in checks if isinstance(c, NamesExist)]
+    assert masters.names == ["m1"] and masters.label == "node-role.kubernetes.io/master"
+
+
+def test_preconditions_name_every_problem_one_line_each() -> None:
+    bad = _pre(nodes={"m1": True, "n1": False, "n2": True}, sdn_pods={"m1": SdnPod(node="m1", name="s", ready=False, image="stock")},
                cluster_network=ClusterNetworkState(exists=True, vxlan_port=4889))
-    problems = plan.preflight_problems(bad, {"m1": 4889}, _inp(host_access={}))
-    text = "; ".join(problems)
-    for part in ("nodes not Ready: n1", "no sdn pod on: n1", "sdn pod not Ready on: m1", "vxlanPort 4889",
-                 "nodes not on the old port: m1=4889", "no host access for: m1, n1"):
-        assert part in text, text
+    checks = plan.preconditions(_inp(host_access={}, nodes=["m1", "n1", "nosuch"]), bad, _ports(m1=4889),
+                                {"m1": CheckResult(ok=False, detail="ConnectionRefusedError")})
+    assert _failed(checks) == {
+        "every node in the run": "left out: n2",
+        "host access": "none for m1, n1",
+        "nodes Ready": "not Ready: n1",
+        "sdn pods Ready": "not Ready: m1 (s not Ready), n1 (none)",
+        "ClusterNetwork default": "vxlanPort 4889, not 4789",
+        "vxlan0 on m1": "dst_port 4889, want 4789",
+        "vxlan0 on n1": "not read (no Ready sdn pod or no target), want 4789",
+        "API of m1": "https://m1:8443: ConnectionRefusedError",
+    }
+    (nodes,) = [c for c in checks if isinstance(c, NamesExist) and c.role == "node"]
+    assert nodes.names == ["m1", "n1", "nosuch"]  # the kit checks them against the API: nosuch is refused there
+    assert [c.node for c in checks if isinstance(c, PortFree)] == ["n1", "n1"]  # m1 is on it already; without access: table only
+    assert not [c for c in checks if isinstance(c, HostExecutable) and c.node != "m1"]
+
+
+def test_preconditions_of_a_reverse_run_accept_either_port_and_take_4789_back() -> None:
+    rev = plan.reverse_input(_inp(), "vxlan-port-1")
+    checks = plan.preconditions(rev, _pre(cluster_network=ClusterNetworkState(exists=True, vxlan_port=4789)),
+                                _ports(m1=4889, n1=4789), OK_API, forward_record=False)
+    assert _failed(checks) == {}  # the DaemonSet kept its triggers annotation: the record is not needed
+    assert [(c.node, c.port, c.allow_well_known) for c in checks if isinstance(c, PortFree)] == [("m1", 4789, True)] * 2
+    lost = _pre(daemonset=DaemonSetRecord(namespace="openshift-sdn", name="sdn", uid="u", resource_version="1", container_index=0,
+                                          image="custom", triggers=None))
+    assert "original is unknown" in _failed(plan.preconditions(rev, lost, _ports(m1=4889, n1=4889), OK_API, forward_record=False))[
+        "record of vxlan-port-1"]
 
 
 def test_all_down_finds_only_overlaps_of_every_master() -> None:
@@ -139,9 +188,13 @@ def test_input_refusals() -> None:
     with pytest.raises(ValidationError, match="both 4889"):
         _inp(old_port=4889)
     with pytest.raises(ValidationError, match="restart_order"):
-        _inp(restart_order=["m9"])
+        _inp(master={"restart_order": ["m9"]})
     with pytest.raises(ValidationError, match="include every master"):
         _inp(nodes=["n1"])
+    with pytest.raises(ValidationError, match="SSH host access"):
+        _inp(fanout={"switch_via": "ssh"}, host_access={"m1": HostAccess(backend=ExecBackend.DEBUG_POD, node="m1")})
+    with pytest.raises(ValidationError, match="gate_timeout_s"):  # one name per concept: the kit's gates.timeout_seconds
+        _inp(gate_timeout_s=5)
     rev = plan.reverse_input(_inp(), "vxlan-port-1")
     assert (rev.new_port, rev.old_port, rev.reverse_of) == (4789, 4889, "vxlan-port-1")
 
@@ -174,7 +227,7 @@ async def test_fan_out_checks_first_switches_concurrently_and_times_one_window()
     assert res.failed == ["d"] and "database connection failed" in res.nodes[3].error
     assert res.nodes[2].ok and not res.nodes[2].applied
     # concurrent: the window is one delay, not three
-    assert 0.15 < res.window_s < 0.5, res.window_s
+    assert 0.15 < res.window_seconds < 0.5, res.window_seconds
 
 
 async def test_fan_out_read_only_and_resume_from_an_earlier_attempt() -> None:
@@ -186,7 +239,7 @@ async def test_fan_out_read_only_and_resume_from_an_earlier_attempt() -> None:
                         clock=lambda: 101.0)
     assert nodes.sets == ["b"] and res.failed == []
     assert res.nodes[0].t_apply_start == 100.0 and res.nodes[1].attempt == 2
-    assert res.window_s == pytest.approx(1.0)  # 100.0 (first attempt) .. 101.0 (second)
+    assert res.window_seconds == pytest.approx(1.0)  # 100.0 (first attempt) .. 101.0 (second)
 
 
 async def test_fan_out_retry_bounds_nodes_switched_by_a_lost_attempt() -> None:
@@ -195,15 +248,15 @@ async def test_fan_out_retry_bounds_nodes_switched_by_a_lost_attempt() -> None:
                         clock=lambda: 60.0)
     assert nodes.sets == ["b"] and res.failed == []
     assert res.nodes[0].lost_attempt and (res.nodes[0].t_apply_start, res.nodes[0].t_apply_end) == (50.0, 60.0)
-    assert not res.window_exact and res.window_s == pytest.approx(10.0)
+    assert not res.window_exact and res.window_seconds == pytest.approx(10.0)
 
 
 def test_pod_replacement_polls_within_its_heartbeat_timeout() -> None:
     """The replacement beats once per read of its pods: a poll longer than 5 s would look like a
     dead worker to the 10 s heartbeat timeout, so the input refuses it."""
-    assert ReplacePodInput(node="n1", image="img", poll_s=5).poll_s == 5
-    with pytest.raises(ValidationError, match="poll_s"):
-        ReplacePodInput(node="n1", image="img", poll_s=30)
+    assert ReplacePodInput(node="n1", image="img", poll_seconds=5).poll_seconds == 5
+    with pytest.raises(ValidationError, match="poll_seconds"):
+        ReplacePodInput(node="n1", image="img", poll_seconds=30)
 
 
 async def test_an_exec_past_the_deadline_ends_before_the_fan_out_returns_without_blocking_the_loop() -> None:
@@ -236,7 +289,7 @@ async def test_an_exec_past_the_deadline_ends_before_the_fan_out_returns_without
         release.set()
 
     releaser = asyncio.create_task(release_after_the_deadline())
-    res = await acts.switch_vxlan_port(FanoutInput(targets=_targets(["a", "slow"]), port=4889, deadline_s=0.2))
+    res = await acts.switch_vxlan_port(FanoutInput(targets=_targets(["a", "slow"]), port=4889, deadline_seconds=0.2))
     await releaser
     assert res.failed == ["slow"] and "deadline" in res.nodes[1].error
     assert ended.is_set(), "the straggling exec ended before the activity returned"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from clustersim.openshift.kinds import CLUSTERNETWORK
-from tests.e2e.test_vxlan_port import NEW, admin, drive, ready_sim, start, vxlan_input
+from tests.vxlan_port.test_e2e_run import NEW, admin, drive, ready_sim, start, vxlan_input
 from workflows.vxlan_port.models import VxlanPortChangeResult
 
 pytestmark = pytest.mark.e2e
@@ -65,7 +65,7 @@ async def test_worker_killed_during_the_fanout_rerun_checks_first_and_reports_th
     assert result.fanout is not None and result.fanout.failed == []
     switched_now = [r for r in result.fanout.nodes if r.applied]
     assert any(r.attempt >= 2 for r in result.fanout.nodes), "the fan-out was not re-run"
-    assert switched_now and result.outage_window_s is not None and result.outage_window_s > 0
+    assert switched_now and result.outage_window_seconds is not None and result.outage_window_seconds > 0
     # Nodes the dead attempt switched without a heartbeat are bounded, and the window says so.
     assert result.fanout.window_exact == (not any(r.lost_attempt for r in result.fanout.nodes))
     probe = await admin(sim, "network/probe")
