@@ -17,6 +17,7 @@ needed to answer, and nothing can have been written.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import typer
@@ -48,10 +49,14 @@ def send(ctx: typer.Context, wid: str, update: str, arg: Any, result_type: type,
 
 async def gate_owner(settings: Any, wid: str, gate: str) -> str:
     """The workflow that owns ``gate`` as ``wid``'s status shows it (``Gate.workflow_id``), or
-    ``wid`` itself (also when the status cannot be read: the update then says what is wrong)."""
+    ``wid`` itself (also when the status cannot be read within 3 s, as with no worker polling:
+    the update then says what is wrong, within its own deadline)."""
+    from datetime import timedelta
+
     try:
         client = await common.connect(settings)
-        status = await client.get_workflow_handle(wid).query("status", result_type=dict)
+        status = await asyncio.wait_for(client.get_workflow_handle(wid).query(
+            "status", result_type=dict, rpc_timeout=timedelta(seconds=3)), 3.5)
     except Exception:  # noqa: BLE001 - a closed run or no worker: the update itself reports it
         return wid
     for g in status.get("gates") or []:
