@@ -10,7 +10,8 @@ DeleteOptions bodies, Go ``strconv.ParseBool`` booleans, and ``pods/exec`` over 
 kubectl and client-go accept); watches stay plain objects. Every error is a ``Status``.
 
 Admin endpoints (outside /api, never faulted or recorded): ``GET|DELETE /_sim/requests``,
-``GET|POST /_sim/faults``, ``POST|DELETE /_sim/nodes/{name}/fault``, ``GET /_sim/healthz``.
+``GET|POST /_sim/faults``, ``POST|DELETE /_sim/nodes/{name}/fault``, ``GET /_sim/healthz``;
+``ClusterSim`` mounts more (``/_sim/exec``, ``/_sim/snapshots``: clustersim.snapshots.registry).
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from clustersim.execsim import ExecRouter
 from clustersim.faults import FaultInjector, RequestRecord
 from clustersim.kubeconfig import write_kubeconfig
 from clustersim.server import ApiServer
+from clustersim.snapshots.registry import SnapshotRegistry
 from clustersim.store import EVENT_HISTORY, Store
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ class ClusterSim:
     ``components``: name -> component built from the scenario's ``hosts``/``gluster``/``sdn``/
     ``masters``/``external`` sections (clustersim.components), in start order.
     ``exec_router``: the ``ExecRouter`` behind ``pods/exec`` (clustersim.execsim).
+    ``snapshots``: the ``SnapshotRegistry`` behind ``/_sim/snapshots`` (clustersim.snapshots).
     ``component_sections`` (optional) overrides/adds sections (name -> dict) to the scenario's, for
     tests that combine a bundled scenario with a component.
     """
@@ -73,6 +75,9 @@ class ClusterSim:
         self.server = ApiServer(self.store, self.faults, self.requests, agents=lambda: self.agents,
                                 exec_router=self.exec_router)
         self.server.add_admin_route("GET", "exec", self._exec_log)
+        self.snapshots = SnapshotRegistry(self)
+        for method, path, handler in self.snapshots.admin_routes():
+            self.server.add_admin_route(method, path, handler)
         self._runner: web.AppRunner | None = None
 
     @property
