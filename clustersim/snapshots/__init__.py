@@ -19,6 +19,7 @@ from clustersim.snapshots.client import (
     delete,
     diff,
     list_snapshots,
+    settle,
     take,
     take_info,
 )
@@ -38,4 +39,4 @@ from clustersim.snapshots.models import (
 
 __all__ = ["Diff", "DiffOptions", "FieldChange", "IgnoredCount", "ObjectChange", "PodCount", "PodGroupChange",
            "Reboot", "Restart", "Snapshot", "SnapshotClientError", "SnapshotInfo", "StateChange", "delete", "diff",
-           "list_snapshots", "take", "take_info"]
+           "list_snapshots", "settle", "take", "take_info"]

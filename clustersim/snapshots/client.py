@@ -9,7 +9,8 @@ Plain functions::
     assert d.empty, "\\n".join(d.lines())
     await delete(sim.url, sid)
 
-or a context manager that deletes its snapshot on exit::
+``settle(sim.url)`` first waits until the world stops changing (a scenario's start-up). Or a
+context manager that deletes its snapshot on exit::
 
     async with Snapshot(sim.url, "before") as snap:
         ...
@@ -22,6 +23,7 @@ status and message) and ``aiohttp.ClientError`` when it cannot be reached. ``ses
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from types import TracebackType
@@ -103,6 +105,28 @@ async def diff(base_url: str, snapshot_id: str, *, ignore: Iterable[str] = (), p
 async def delete(base_url: str, snapshot_id: str, *, session: aiohttp.ClientSession | None = None) -> None:
     """Drop snapshot ``snapshot_id`` (SnapshotClientError 404 when the simulator has none)."""
     await _call("DELETE", f"{_base(base_url)}/{snapshot_id}", session)
+
+
+async def settle(base_url: str, quiet_seconds: float = 0.5, timeout: float = 60.0, *,
+                 session: aiohttp.ClientSession | None = None) -> None:
+    """Wait until the simulated world stays unchanged for ``quiet_seconds`` (wall seconds): a
+    snapshot, the pause, an empty diff (reboots and restarts allowed), repeated until one is
+    empty. Take a test's "before" snapshot after this, or a scenario's own start-up (pods
+    becoming Ready, a DeploymentConfig finishing its rollout) counts as changes. Raises
+    TimeoutError (with the last diff's lines) after ``timeout`` wall seconds."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while True:
+        sid = await take(base_url, "settle", session=session)
+        try:
+            await asyncio.sleep(quiet_seconds)
+            d = await diff(base_url, sid, session=session)
+        finally:
+            await delete(base_url, sid, session=session)
+        if d.empty:
+            return
+        if loop.time() > end:
+            raise TimeoutError(f"the simulator did not settle in {timeout} s; still changing:\n" + "\n".join(d.lines()))
 
 
 class Snapshot:

@@ -16,7 +16,8 @@ A pattern is an ``fnmatch`` glob (case-sensitive; ``*`` also matches ``/``). It 
 equal to it or *below* it: ``Event`` hides every Event, ``host/node1`` every state entry of
 host node1, ``ConfigMap/*/lockkeeper-record-*`` those ConfigMaps whole, a pattern with ``#``
 single fields. An entry is counted under the first pattern that matches it, in the order given
-(default patterns after the caller's).
+(default patterns after the caller's). Reboots and restarts are information, not changes: no
+pattern applies to them.
 """
 
 from __future__ import annotations

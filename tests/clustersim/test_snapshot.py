@@ -31,6 +31,7 @@ from clustersim.snapshots import (
     delete,
     diff,
     list_snapshots,
+    settle,
     take,
 )
 from clustersim.snapshots.ignore import IgnoreSet
@@ -40,25 +41,25 @@ from tests.clustersim.conftest import run_kubectl
 SCALE = 0.05
 
 
-def settled(sim: ClusterSim) -> bool:
-    """Every pod Ready and every SDN pod started: what a test's "before" must be (a snapshot of a
-    simulator still starting would count its start-up as changes)."""
-    sdn = sim.components.get("sdn")
-    return (all(pod_ready(p) for p in sim.store.list_refs("pods"))
-            and all(n.port_at_start is not None for n in getattr(sdn, "nodes", {}).values()))
+async def settled(sim: ClusterSim) -> ClusterSim:
+    """Every pod Ready and the world quiet (clustersim.snapshots.settle): what a test's "before"
+    must be (a snapshot of a simulator still starting would count its start-up as changes)."""
+    await until(lambda: all(pod_ready(p) for p in sim.store.list_refs("pods")))
+    await settle(sim.url, quiet_seconds=0.3)
+    return sim
 
 
 @pytest.fixture
 async def ocp4() -> AsyncIterator[ClusterSim]:
     async with ClusterSim("r1-sdn-to-ovn", time_scale=SCALE) as sim:
-        await until(lambda: settled(sim))
+        await settled(sim)
         yield sim
 
 
 @pytest.fixture
 async def ocp3() -> AsyncIterator[ClusterSim]:
     async with ClusterSim("r5-vxlan-port", time_scale=SCALE) as sim:
-        await until(lambda: settled(sim))
+        await settled(sim)
         yield sim
 
 
@@ -238,8 +239,17 @@ async def test_daemonset_image_change(ocp4: ClusterSim) -> None:
     assert d.state == []
 
 
+def frozen(objects: dict[str, dict[tuple[str, str], dict[str, Any]]]) -> str:
+    return json.dumps({r: {f"{ns}/{n}": o for (ns, n), o in objs.items()} for r, objs in objects.items()},
+                      sort_keys=True)
+
+
 async def test_network_type_change_reports_spec_and_status_network_type(ocp4: ClusterSim) -> None:
     sid = await take(ocp4.url)
+    # Snapshots share the stored objects (copy-on-snapshot): this one must not move while the
+    # CNO, the MCC and the daemons rewrite half the cluster below.
+    held = ocp4.snapshots.get(sid)
+    text = frozen(held.objects)
     async with aiohttp.ClientSession() as http, \
             http.post(f"{ocp4.url}/_sim/cno/faults", json={"early_switch": True}) as r:
         assert r.status == 200
@@ -265,6 +275,11 @@ async def test_network_type_change_reports_spec_and_status_network_type(ocp4: Cl
     full = await diff(ocp4.url, sid, include_status=True)
     assert any(f.pointer.startswith("/status/conditions") for f in
                next(o for o in full.objects if o.key == "Network.operator.openshift.io/cluster").fields)
+    current = "machineconfiguration.openshift.io/currentConfig"
+    before = {n["metadata"]["name"]: n["metadata"]["annotations"][current] for n in ocp4.store.list("nodes")}
+    await until(lambda: sum(n["metadata"]["annotations"][current] != before[n["metadata"]["name"]]
+                            for n in ocp4.store.list_refs("nodes")) >= 3, timeout=60)
+    assert frozen(held.objects) == text
 
 
 async def test_ignore_patterns_hide_and_count(ocp4: ClusterSim) -> None:
@@ -320,7 +335,7 @@ async def test_events_are_hidden_by_default_and_counted(ocp4: ClusterSim) -> Non
     assert "Event" not in {i.pattern for i in d.ignored}
 
 
-async def test_registry_endpoints_and_client(ocp4: ClusterSim) -> None:
+async def test_registry_endpoints_and_client(ocp4: ClusterSim, monkeypatch: pytest.MonkeyPatch) -> None:
     async with Snapshot(ocp4.url, "ctx") as snap:
         assert snap.id.startswith("s")
         infos = await list_snapshots(ocp4.url)
@@ -339,6 +354,13 @@ async def test_registry_endpoints_and_client(ocp4: ClusterSim) -> None:
     with pytest.raises(SnapshotClientError) as err:
         await delete(ocp4.url, snap.id)
     assert err.value.status == 404
+    # A full registry refuses (none is dropped to make room).
+    monkeypatch.setattr("clustersim.snapshots.registry.MAX_SNAPSHOTS", 2)
+    kept = [await take(ocp4.url), await take(ocp4.url)]
+    with pytest.raises(SnapshotClientError) as err:
+        await take(ocp4.url)
+    assert err.value.status == 409
+    assert [i.id for i in await list_snapshots(ocp4.url)] == kept
 
 
 async def test_cli_snapshot_and_diff(ocp4: ClusterSim) -> None:
@@ -493,3 +515,20 @@ def test_ignore_matching_and_pod_groups() -> None:
         pod("a", "rs", True), pod("b", "rs", False), pod("c", "rs", True, terminating=True), pod("bare", None, True))}
     assert {k: v.model_dump() for k, v in pod_groups(pods).items()} == {
         ("ns", "ReplicaSet", "rs"): {"pods": 2, "ready": 1}}
+
+
+async def test_gluster_brick_started_by_a_volume_start_force() -> None:
+    async with ClusterSim("r3-okd310-upgrade", time_scale=SCALE) as sim:
+        await settled(sim)
+        sid = await take(sim.url)
+        vol = "glusterfs-registry-volume"
+        brick = ("10.0.0.12:/var/lib/heketi/mounts/vg_5ecf67ed85f71cf28090d7db1acc6433/"
+                 "brick_d364694c7034276c22e264eb2576413b/brick")
+        out = await kubectl(sim, "exec", "-n", "glusterfs", "glusterfs-storage-dz8qj", "--",
+                            "gluster", "volume", "start", vol, "force")
+        assert "success" in out
+        d = await diff(sim.url, sid)
+        assert [(s.key, s.change, s.old, s.new) for s in d.state] == [
+            (f"gluster/{vol}/brick/{brick}", "changed", {"online": False}, {"online": True})]
+        assert [(r.component, r.name, r.what) for r in d.restarts] == [("gluster", vol, f"brick:{brick}")]
+        assert d.objects == [] and d.pods == []
