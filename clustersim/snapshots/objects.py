@@ -260,4 +260,4 @@ def diff_objects(before: World, after: World, options: DiffOptions, ignore: Igno
                                     change="recreated" if recreated else "changed", fields=kept,
                                     categories=sorted({f.category for f in kept}),
                                     old_uid=old_uid if recreated else None, new_uid=new_uid if recreated else None))
-    return out
+    return sorted(out, key=lambda o: (o.key, o.resource))

@@ -3,7 +3,8 @@ simulators: changes made with real kubectl, the kubernetes client and real SSH (
 as exactly the right entries; reboots and restarts are listed apart; ignore patterns are counted.
 
 OpenShift 4 world: ``r1-sdn-to-ovn`` (8 nodes, agents, CNO and MCC models, hosts). OpenShift 3.11
-world: ``r5-vxlan-port`` (7 nodes with hosts, masters and the SDN model).
+world: ``r5-vxlan-port`` (7 nodes with hosts, masters and the SDN model), and ``r3-okd310-upgrade``
+for GlusterFS.
 """
 
 from __future__ import annotations
