@@ -6,8 +6,11 @@ map of the simulated hosts and the per-master API URLs when the scenario has the
 ``--write-files`` it also writes the files the scenario ships for its procedures (the
 ``external.files`` of :mod:`clustersim.external`: an openshift-ansible inventory, an inventory
 hook) and the ``ansible-playbook`` stand-in link into DIR and prints where they are
-(:func:`file_lines`); ``scenarios`` lists the bundled scenarios.
-Data goes to stdout, messages for people to stderr. Exit codes: 0 ok, 2 bad arguments/unknown scenario.
+(:func:`file_lines`); ``scenarios`` lists the bundled scenarios; ``snapshot [--name N]`` snapshots
+a running simulator and prints the id, ``diff ID`` prints what changed since (clustersim.snapshots;
+both find the simulator by ``--url``, ``$CLUSTERSIM_URL`` or ``$KUBECONFIG``).
+Data goes to stdout, messages for people to stderr. Exit codes: 0 ok, 2 bad arguments/unknown
+scenario/unreachable simulator; ``diff`` exits 1 when something changed, as diff(1) does.
 """
 
 from __future__ import annotations
@@ -104,6 +107,81 @@ def file_lines(written: dict[str, Path]) -> list[str]:
     given), then ``FILE <name>=<path>`` for each, in name order."""
     lines = [f"ANSIBLE_INVENTORY={written['inventory']}"] if "inventory" in written else []
     return lines + [f"FILE {name}={path}" for name, path in sorted(written.items())]
+
+
+def _sim_url(url: str | None) -> str:
+    """``--url``, else ``$CLUSTERSIM_URL``, else the server of ``$KUBECONFIG``'s current context.
+    Exits 2 when none is set."""
+    if url:
+        return url.rstrip("/")
+    from clustersim.external.shim import sim_url
+
+    try:
+        return sim_url()
+    except (ValueError, OSError) as exc:
+        typer.echo(f"error: {exc} (or pass --url)", err=True)
+        raise typer.Exit(2) from None
+
+
+_URL_HELP = "The simulator's URL (default: $CLUSTERSIM_URL, else the server of $KUBECONFIG's current context)."
+
+
+@sim_app.command("snapshot")
+def snapshot(
+    name: str = typer.Option("", "--name", help="A label for the snapshot."),
+    url: str | None = typer.Option(None, "--url", help=_URL_HELP),
+) -> None:
+    """Snapshot the running simulator's whole world (API objects, hosts, masters, GlusterFS, SDN);
+    prints the snapshot id for ``diff``. Exit 2 when the simulator cannot be reached."""
+    import aiohttp
+
+    from clustersim.snapshots.client import SnapshotClientError, take
+
+    base = _sim_url(url)
+    try:
+        typer.echo(asyncio.run(take(base, name)))
+    except (SnapshotClientError, aiohttp.ClientError, OSError) as exc:
+        typer.echo(f"error: {base}: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+@sim_app.command("diff")
+def diff(
+    snapshot_id: str = typer.Argument(..., metavar="ID", help="The snapshot id `snapshot` printed."),
+    ignore: list[str] = typer.Option([], "--ignore", help="Pattern of expected changes (repeatable), e.g. "
+                                     "'ConfigMap/*/lockkeeper-record-*', 'Event', 'host/node-1/file/etc/x'."),
+    pods: str = typer.Option("owners", "--pods", help="owners: pod counts per owner; each: every pod."),
+    include_events: bool = typer.Option(False, "--include-events", help="Compare Events too."),
+    include_leases: bool = typer.Option(False, "--include-leases", help="Compare Leases too."),
+    include_status: bool = typer.Option(False, "--include-status", help="Compare every object's status."),
+    to: str | None = typer.Option(None, "--to", help="Compare with this snapshot instead of the world now."),
+    output: str = typer.Option("text", "--output", "-o", help="text (one change per line) or json."),
+    url: str | None = typer.Option(None, "--url", help=_URL_HELP),
+) -> None:
+    """What changed in the simulated world since snapshot ID: one change per line, then reboots,
+    restarts and ignore counts. Exit codes as diff(1): 0 nothing changed, 1 changes, 2 trouble."""
+    import aiohttp
+
+    from clustersim.snapshots.client import SnapshotClientError
+    from clustersim.snapshots.client import diff as get_diff
+
+    if pods not in ("owners", "each") or output not in ("text", "json"):
+        typer.echo("error: --pods takes owners|each, --output text|json", err=True)
+        raise typer.Exit(2)
+    base = _sim_url(url)
+    try:
+        d = asyncio.run(get_diff(base, snapshot_id, ignore=ignore, pods=pods,  # type: ignore[arg-type]
+                                 include_events=include_events, include_leases=include_leases,
+                                 include_status=include_status, to=to))
+    except (SnapshotClientError, aiohttp.ClientError, OSError) as exc:
+        typer.echo(f"error: {base}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if output == "json":
+        typer.echo(d.model_dump_json(indent=2))
+    else:
+        for line in d.lines():
+            typer.echo(line)
+    raise typer.Exit(0 if d.empty else 1)
 
 
 def main() -> None:

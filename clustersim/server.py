@@ -11,9 +11,9 @@ Accept prefers protobuf, which kubectl and client-go accept); watches stay plain
 error is a ``Status``.
 
 Admin endpoints (outside /api, never faulted or recorded): ``GET|DELETE /_sim/requests``,
-``GET|POST /_sim/faults``, ``POST|DELETE /_sim/nodes/{name}/fault``, ``GET /_sim/healthz``.
-``ClusterSim`` adds ``GET /metrics`` (clustersim.metrics) the same way: outside /api, never
-faulted or recorded.
+``GET|POST /_sim/faults``, ``POST|DELETE /_sim/nodes/{name}/fault``, ``GET /_sim/healthz``;
+``ClusterSim`` mounts more the same way (``/_sim/exec``, ``/_sim/snapshots``: clustersim.snapshots.registry;
+``GET /metrics``: clustersim.metrics).
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from clustersim.execsim import ExecRouter
 from clustersim.faults import FaultInjector, RequestRecord
 from clustersim.kubeconfig import write_kubeconfig
 from clustersim.server import ApiServer
+from clustersim.snapshots.registry import SnapshotRegistry
 from clustersim.store import EVENT_HISTORY, Store
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ class ClusterSim:
     ``exec_router``: the ``ExecRouter`` behind ``pods/exec`` (clustersim.execsim).
     ``GET /metrics`` serves the cluster's state in the Prometheus exposition format
     (clustersim.metrics), outside /api: never faulted or recorded.
+    ``snapshots``: the ``SnapshotRegistry`` behind ``/_sim/snapshots`` (clustersim.snapshots).
     ``component_sections`` (optional) overrides/adds sections (name -> dict) to the scenario's, for
     tests that combine a bundled scenario with a component.
     """
@@ -77,6 +79,9 @@ class ClusterSim:
         self.server.add_admin_route("GET", "exec", self._exec_log)
         # Outside /api like the admin routes: never faulted, never recorded (clustersim.metrics).
         self.server.app.router.add_route("GET", "/metrics", self._metrics)
+        self.snapshots = SnapshotRegistry(self)
+        for method, path, handler in self.snapshots.admin_routes():
+            self.server.add_admin_route(method, path, handler)
         self._runner: web.AppRunner | None = None
 
     @property

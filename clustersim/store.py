@@ -138,6 +138,15 @@ class Store(EvictionMixin, NodeRegistrationMixin):
         """Deep copies of matching objects, sorted by (namespace, name)."""
         return _copy(self.list_refs(resource, namespace, label_selector, field_selector))
 
+    def snapshot_refs(self) -> dict[str, dict[tuple[str, str], dict]]:
+        """Every stored object as ``{resource key: {(namespace, name): object}}`` (resources
+        with no objects left out), for clustersim.snapshots.
+
+        Copy-on-snapshot: the dicts returned are new (one pointer copy per object, O(objects)),
+        the objects are the stored ones (READ ONLY). They stay valid as a record of this moment
+        because a commit replaces a stored object and never mutates it (module doc)."""
+        return {key: dict(objs) for key, objs in self._objects.items() if objs}
+
     def count(self, resource: str) -> int:
         """Number of stored objects of a resource."""
         return len(self._objects[self._rt(resource).key])
