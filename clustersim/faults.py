@@ -108,6 +108,10 @@ class FaultInjector:
         self.resources: frozenset[str] | None = None
         self.expire_watches = 0
 
+    def reseed(self, seed: int) -> None:
+        """Roll the same dice from here on (a test that needs its failures to land)."""
+        self._rng.seed(seed)
+
     def configure(self, *, error_500: float | None = None, error_503: float | None = None,
                   error_429: float | None = None, timeout: float | None = None,
                   timeout_seconds: float | None = None, retry_after_seconds: int | None = None,

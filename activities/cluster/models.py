@@ -17,7 +17,13 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 MCO_PREFIX = "machineconfiguration.openshift.io/"
 ANN_CURRENT_CONFIG = MCO_PREFIX + "currentConfig"
@@ -306,16 +312,51 @@ class PodsReadyResult(BaseModel):
     nodes_missing: list[str] = Field(default_factory=list)
 
 
-class DeleteAllPodsInput(BaseModel):
-    """``oc delete pod -A --all`` minus ``exclude_namespaces``; mirror pods are left alone."""
+class PodRef(BaseModel):
+    """One pod by identity: ``namespace``/``name`` and the ``uid`` it had when it was listed (a
+    pod recreated under the same name has another uid, and a delete with this uid as its
+    precondition leaves it alone)."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+
+    def key(self) -> str:
+        """``namespace/name``."""
+        return f"{self.namespace}/{self.name}"
+
+
+class ListPodsToDeleteInput(BaseModel):
+    """The pods ``oc delete pod -A --all`` would delete now, minus ``exclude_namespaces``; mirror
+    pods (the kubelet's static pods) and pods already terminating are left out."""
 
     exclude_namespaces: list[str] = Field(default_factory=list)
 
 
+class ListPodsToDeleteResult(BaseModel):
+    """``pods``: what to delete, in the API's list order (namespace, name)."""
+
+    pods: list[PodRef] = Field(default_factory=list)
+
+
+class DeleteAllPodsInput(BaseModel):
+    """Delete ``pods`` (each by its uid, as listed by ``list_pods_to_delete``), or, when ``pods``
+    is None, ``oc delete pod -A --all`` minus ``exclude_namespaces`` as listed now (mirror pods
+    and terminating pods left alone)."""
+
+    exclude_namespaces: list[str] = Field(default_factory=list)
+    pods: list[PodRef] | None = None
+
+
 class DeleteAllPodsResult(BaseModel):
-    """``deleted``: DELETE requests that succeeded."""
+    """``deleted``: DELETE requests that succeeded (with ``pods`` given: each pod at most once);
+    ``gone``: listed pods already deleted or replaced by a pod of another uid (404 or 409 on the
+    uid precondition: left alone); ``retried``: requests sent again after a transient error
+    (500, 503, 429, a dropped connection), in place."""
 
     deleted: int
+    gone: int = 0
+    retried: int = 0
 
 
 class DeleteBlockingPodsInput(BaseModel):

@@ -1,23 +1,37 @@
 """Generic workload activities: are the pods Ready (a health gate's check), and delete every
-pod (R1's network repair: ``oc delete pod -A --all``)."""
+pod (R1's network repair: ``oc delete pod -A --all``), as a list taken once and deleted by uid
+(issue 39 case 6: a retry must not delete the replacements created since)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from temporalio import activity
 
 from activities.cluster.base import GatewayActivities
-from activities.cluster.models import DeleteAllPodsInput, DeleteAllPodsResult, PodsReadyInput, PodsReadyResult
-from activities.context import Pacer, log
+from activities.cluster.models import (
+    DeleteAllPodsInput,
+    DeleteAllPodsResult,
+    ListPodsToDeleteInput,
+    ListPodsToDeleteResult,
+    PodRef,
+    PodsReadyInput,
+    PodsReadyResult,
+)
+from activities.context import Pacer, check_cancelled, heartbeat, log
 from activities.kube import objects
-from activities.kube.errors import NotFound
+from activities.kube.errors import Conflict, KubeError, NotFound
+
+#: Tries of one pod's DELETE before a transient error fails the attempt (pauses 0.2 s, 0.4 s, ...;
+#: a 429's Retry-After instead, at most 5 s).
+DELETE_TRIES = 8
 
 
 class WorkloadActivities(GatewayActivities):
     """Pod activities, bound to one cluster (see :class:`GatewayActivities`)."""
 
-    ACTIVITIES = ("check_pods_ready", "delete_all_pods")
+    ACTIVITIES = ("check_pods_ready", "list_pods_to_delete", "delete_all_pods")
 
     @activity.defn(name="check_pods_ready", no_thread_cancel_exception=True)
     def check_pods_ready(self, input: PodsReadyInput) -> PodsReadyResult:
@@ -30,32 +44,67 @@ class WorkloadActivities(GatewayActivities):
         pods = self.gateway.list_pods(input.namespace, label_selector=input.label_selector)
         return pods_ready(pods, self.gateway.list_nodes() if input.expect_per_node else None)
 
+    @activity.defn(name="list_pods_to_delete", no_thread_cancel_exception=True)
+    def list_pods_to_delete(self, input: ListPodsToDeleteInput) -> ListPodsToDeleteResult:
+        """What ``oc delete pod -A --all`` would delete now (see :class:`ListPodsToDeleteInput`),
+        each pod with its uid: the set a cleanup is approved for, recorded in the workflow's
+        history so a retry or a new worker deletes exactly these and nothing created since."""
+        return ListPodsToDeleteResult(pods=deletable(self.gateway.list_pods(), set(input.exclude_namespaces)))
+
     @activity.defn(name="delete_all_pods", no_thread_cancel_exception=True)
     def delete_all_pods(self, input: DeleteAllPodsInput) -> DeleteAllPodsResult:
-        """``oc delete pod -A --all`` minus ``exclude_namespaces``: graceful deletes (each pod's
-        own grace period), mirror pods and pods already terminating left alone; a pod already
-        gone counts as done. ``deleted`` counts the DELETE requests that succeeded.
+        """Delete ``input.pods`` (graceful: each pod's own grace period), each by its uid, or
+        with ``pods`` None what ``list_pods_to_delete`` lists now.
 
-        Heartbeats ``{"deleted": n, "of": total}`` between deletes by the clock
-        (:class:`activities.context.Pacer`: not by the pod count, so a slow API server does not
-        look like a dead worker), and stops with ``CancelledError`` on a cancel. Safe to repeat:
-        a retry deletes what is left."""
-        excluded = set(input.exclude_namespaces)
-        deleted = 0
-        pods = self.gateway.list_pods()
+        Each pod is deleted at most once: a transient error (500, 503, 429 with its
+        Retry-After, a dropped connection) is retried in place, up to
+        :data:`DELETE_TRIES` times with a growing pause, so one lost request does not send the
+        whole list again; a pod already gone (404) or replaced by one of another uid (409 on
+        the uid precondition) is counted in ``gone`` and left alone. Heartbeats
+        ``{"next": i, "deleted": n, "gone": g, "of": total}`` by the clock
+        (:class:`activities.context.Pacer`) and after every pod; a retried attempt (worker lost,
+        timeout) starts at the last ``next`` it heartbeated. Stops with ``CancelledError`` on a
+        cancel. Raises the API error of a pod that still fails after its tries (retryable: the
+        next attempt starts at that pod)."""
+        pods = input.pods if input.pods is not None else deletable(self.gateway.list_pods(), set(input.exclude_namespaces))
+        details = activity.info().heartbeat_details if activity.in_activity() else ()
+        last = details[0] if details and isinstance(details[0], dict) else {}
+        start = int(last.get("next", 0)) if input.pods is not None else 0
+        deleted, gone, retried = int(last.get("deleted", 0)), int(last.get("gone", 0)), int(last.get("retried", 0))
         pacer = Pacer()
-        for pod in pods:
-            pacer.beat(lambda: {"deleted": deleted, "of": len(pods)})
-            meta = objects.meta(pod)
-            if meta.get("namespace") in excluded or objects.is_mirror_pod(pod) or meta.get("deletionTimestamp"):
-                continue
-            try:
-                self.gateway.delete_pod(meta.get("namespace", ""), meta.get("name", ""))
-            except NotFound:
-                continue
-            deleted += 1
-        log().info(f"deleted {deleted} pods (namespaces left alone: {', '.join(sorted(excluded)) or 'none'})")
-        return DeleteAllPodsResult(deleted=deleted)
+        for i in range(start, len(pods)):
+            pod = pods[i]
+            pacer.beat(lambda: {"next": i, "deleted": deleted, "gone": gone, "retried": retried, "of": len(pods)})
+            for attempt in range(1, DELETE_TRIES + 1):
+                try:
+                    self.gateway.delete_pod(pod.namespace, pod.name, uid=pod.uid or None)
+                    deleted += 1
+                except (NotFound, Conflict):
+                    gone += 1
+                except KubeError as exc:
+                    if not exc.transient or attempt == DELETE_TRIES:
+                        raise
+                    retried += 1
+                    time.sleep(min(exc.retry_after or 0.2 * attempt, 5.0))
+                    check_cancelled()
+                    continue
+                break
+            if input.pods is not None:
+                heartbeat({"next": i + 1, "deleted": deleted, "gone": gone, "retried": retried, "of": len(pods)})
+        log().info(f"deleted {deleted} of {len(pods)} pods ({gone} already gone or replaced, {retried} requests retried)")
+        return DeleteAllPodsResult(deleted=deleted, gone=gone, retried=retried)
+
+
+def deletable(pods: list[dict[str, Any]], excluded: set[str]) -> list[PodRef]:
+    """Pure core of ``list_pods_to_delete``: ``pods`` minus the ``excluded`` namespaces, mirror
+    pods and terminating pods, as :class:`PodRef`."""
+    out = []
+    for pod in pods:
+        meta = objects.meta(pod)
+        if meta.get("namespace") in excluded or objects.is_mirror_pod(pod) or meta.get("deletionTimestamp"):
+            continue
+        out.append(PodRef(namespace=meta.get("namespace", ""), name=meta.get("name", ""), uid=meta.get("uid", "")))
+    return out
 
 
 def pods_ready(pods: list[dict[str, Any]], nodes: list[dict[str, Any]] | None) -> PodsReadyResult:

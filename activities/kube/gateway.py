@@ -330,15 +330,23 @@ class KubeGateway(KindShortcuts):
         )
 
     def delete(
-        self, kind: str, name: str, namespace: str | None = None, *, grace_period_seconds: int | None = None
+        self, kind: str, name: str, namespace: str | None = None, *, grace_period_seconds: int | None = None,
+        uid: str | None = None,
     ) -> dict[str, Any]:
-        """DELETE one object (graceful unless ``grace_period_seconds`` is 0). Raises NotFound."""
+        """DELETE one object (graceful unless ``grace_period_seconds`` is 0). With ``uid``, only
+        that incarnation: a ``DeleteOptions`` body with ``preconditions.uid`` (meta/v1
+        DeleteOptions), which the API server refuses with 409 Conflict when the object now has
+        another uid. Raises NotFound, Conflict."""
         res = resource(kind)
+        kw: dict[str, Any] = {}
+        if uid:
+            kw["body"] = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
         return self._json(
             f"delete {res.plural} {_ref(namespace, name)}",
             "DELETE",
             res.path(namespace, name),
             query={"gracePeriodSeconds": grace_period_seconds},
+            **kw,
         )
 
     def watch(

@@ -65,9 +65,11 @@ class KindShortcuts:
         """:meth:`evict`."""
         self.evict(namespace, name, grace_period_seconds=grace_period_seconds)
 
-    def delete_pod(self, namespace: str, name: str, *, grace_period_seconds: int | None = None) -> dict[str, Any]:
-        """DELETE one Pod (graceful unless ``grace_period_seconds`` is 0). Raises NotFound."""
-        return self.delete("Pod", name, namespace, grace_period_seconds=grace_period_seconds)
+    def delete_pod(self, namespace: str, name: str, *, grace_period_seconds: int | None = None,
+                   uid: str | None = None) -> dict[str, Any]:
+        """DELETE one Pod (graceful unless ``grace_period_seconds`` is 0; with ``uid``, only that
+        incarnation). Raises NotFound, Conflict (another uid)."""
+        return self.delete("Pod", name, namespace, grace_period_seconds=grace_period_seconds, uid=uid)
 
     def list_pdbs(self, namespace: str) -> builtins.list[dict[str, Any]]:
         """PodDisruptionBudgets (policy/v1) in ``namespace``."""

@@ -16,6 +16,8 @@ from activities.cluster.models import (
     DeleteAllPodsResult,
     FieldRecord,
     FieldValue,
+    ListPodsToDeleteInput,
+    ListPodsToDeleteResult,
     PatchObjectInput,
     PatchObjectResult,
     RestoreFieldsInput,
@@ -38,7 +40,11 @@ from activities.network_migration.models import (
 from workflows.kit.lease import LeaseWorkflow
 from workflows.kit.models import ApproveInput, GateState
 from workflows.network_migration import NetworkMigrationWorkflow
-from workflows.network_migration.models import NetworkMigrationInput, NetworkMigrationResult, NetworkMigrationStatus
+from workflows.network_migration.models import (
+    NetworkMigrationInput,
+    NetworkMigrationResult,
+    NetworkMigrationStatus,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -152,6 +158,10 @@ class Cluster:
         self.writes.append(f"delete ns {input.name}")
         return DeleteNamespaceResult(deleted=True)
 
+    @activity.defn(name="list_pods_to_delete")
+    async def list_pods_to_delete(self, input: ListPodsToDeleteInput) -> ListPodsToDeleteResult:
+        return ListPodsToDeleteResult()
+
     @activity.defn(name="delete_all_pods")
     async def delete_all_pods(self, input: DeleteAllPodsInput) -> DeleteAllPodsResult:
         return DeleteAllPodsResult(deleted=0)
@@ -165,7 +175,7 @@ class Cluster:
 
     def activities(self) -> list[Any]:
         return [self.fake_takeover, self.read_migration_state, self.check_pools_settled, self.snapshot_fields, self.patch_object, self.restore_fields,
-                self.run_node_command, self.delete_namespace, self.delete_all_pods]
+                self.run_node_command, self.delete_namespace, self.list_pods_to_delete, self.delete_all_pods]
 
 
 @workflow.defn(name="MachineConfigRolloutWorkflow")

@@ -34,9 +34,12 @@ from activities.cluster.models import (
     DrainInput,
     DrainReport,
     DrainResult,
+    ListPodsToDeleteInput,
+    ListPodsToDeleteResult,
     NodeInfo,
     PDBReport,
     PendingPodReport,
+    PodRef,
     PodsReadyInput,
     PodsReadyResult,
     ReadNodeInput,
@@ -63,7 +66,6 @@ from activities.machineconfig.models import (
     node_page,
     uncordon_value,
 )
-
 from workflows import WORKFLOWS
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
@@ -393,15 +395,20 @@ class FakeCluster:
                 return PodsReadyResult(ready=False, total=10, not_ready=["default/app-1"])
             return PodsReadyResult(ready=True, total=10)
 
+        @activity.defn(name="list_pods_to_delete")
+        async def list_pods_to_delete(inp: ListPodsToDeleteInput) -> ListPodsToDeleteResult:
+            rec("list_pods_to_delete", inp)
+            return ListPodsToDeleteResult(pods=[PodRef(namespace="default", name=f"app-{n}", uid=f"uid-{n}") for n in range(10)])
+
         @activity.defn(name="delete_all_pods")
         async def delete_all_pods(inp: DeleteAllPodsInput) -> DeleteAllPodsResult:
             rec("delete_all_pods", inp)
-            self.deleted_pods = 10
-            return DeleteAllPodsResult(deleted=10)
+            self.deleted_pods = len(inp.pods) if inp.pods is not None else 10
+            return DeleteAllPodsResult(deleted=self.deleted_pods)
 
         return [preflight, list_pool_nodes, read_node, set_node_annotations, wait_for_node, wait_for_node_done, drain_when_asked, cordon_node,
                 uncordon_node,
-                drain_node, record_node_event, check_pods_ready, delete_all_pods,
+                drain_node, record_node_event, check_pods_ready, list_pods_to_delete, delete_all_pods,
                 find_held_leases]  # the real one: it asks the (test) Temporal server, nothing of the cluster
 
 

@@ -14,10 +14,23 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError, RetryState
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    FailureError,
+    RetryState,
+)
 
 with workflow.unsafe.imports_passed_through():
-    from activities.cluster.models import API_FAIL_FAST_TYPES, API_FAILURE_TYPES
+    from activities.cluster.models import (
+        API_FAIL_FAST_TYPES,
+        API_FAILURE_TYPES,
+        DeleteAllPodsInput,
+        DeleteAllPodsResult,
+        ListPodsToDeleteInput,
+        ListPodsToDeleteResult,
+    )
 
 PREFLIGHT = "preflight_machineconfig_rollout"
 #: The next page of a pool's nodes after a paged preflight.
@@ -36,6 +49,7 @@ RECORD_NODE_EVENT = "record_node_event"
 GET_POOLS_STATUS = "get_pools_status"
 CHECK_PODS_READY = "check_pods_ready"
 DELETE_ALL_PODS = "delete_all_pods"
+LIST_PODS_TO_DELETE = "list_pods_to_delete"
 #: Bound of one ``delete_all_pods`` call (seconds; it heartbeats, so a dead worker is seen sooner):
 #: one DELETE per pod, a few thousand pods on a large cluster. A retry deletes what is left.
 DELETE_ALL_PODS_SECONDS = 300.0
@@ -272,3 +286,16 @@ async def call_with(
         retry_policy=retry,
         summary=summary_of(name, arg),
     )
+
+
+async def delete_pods_once(exclude_namespaces: list[str], timeouts: Timeouts = DEFAULT_TIMEOUTS) -> tuple[int, DeleteAllPodsResult]:
+    """``oc delete pod -A --all`` (minus ``exclude_namespaces``) as a person approved it: the
+    pods that exist now are listed once (``list_pods_to_delete``; the list is in the history),
+    then exactly those are deleted by uid (``delete_all_pods``), each at most once, a failed
+    request retried in place. A pod created after the listing (a controller's replacement) is
+    never touched, however often the delete is retried. Returns (pods listed, the result)."""
+    listed: ListPodsToDeleteResult = await call(LIST_PODS_TO_DELETE, ListPodsToDeleteInput(exclude_namespaces=exclude_namespaces),
+                                                ListPodsToDeleteResult, timeouts=timeouts)
+    result: DeleteAllPodsResult = await call(DELETE_ALL_PODS, DeleteAllPodsInput(pods=listed.pods), DeleteAllPodsResult,
+                                             seconds=DELETE_ALL_PODS_SECONDS, heartbeat=True, timeouts=timeouts)
+    return len(listed.pods), result

@@ -226,7 +226,11 @@ class NetworkRepairStatus(BaseModel):
 
     stage: str = "pending"
     ovnkube_ready: bool = False
+    #: Pods listed for the delete when it began (the approved set), deleted by uid, and of those
+    #: already gone or replaced when their turn came.
+    pods_listed: int | None = None
     pods_deleted: int | None = None
+    pods_gone: int = 0
     workloads_ready: bool = False
     not_ready: list[str] = Field(default_factory=list)
     polls: int = 0

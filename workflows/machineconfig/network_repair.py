@@ -15,14 +15,18 @@ from dataclasses import dataclass
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.cluster.models import DeleteAllPodsInput, DeleteAllPodsResult, PodsReadyInput, PodsReadyResult
+    from activities.cluster.models import PodsReadyInput, PodsReadyResult
     from workflows.kit import calls as acts
     from workflows.kit.batches import pass_planned_gate
     from workflows.kit.control import Control
     from workflows.kit.gates import Gates
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.kit.models import GateTimeoutOutcome, HealthStatus
-    from workflows.machineconfig.models import NetworkRepairStatus, RolloutPhase, RolloutPlan
+    from workflows.machineconfig.models import (
+        NetworkRepairStatus,
+        RolloutPhase,
+        RolloutPlan,
+    )
 
 OVN_NAMESPACE = "openshift-ovn-kubernetes"
 OVNKUBE_NODE_SELECTOR = "app=ovnkube-node"
@@ -97,11 +101,8 @@ async def repair_network(ctx: RepairContext, net: NetworkRepairStatus, plan: Rol
     control.base_phase = RolloutPhase.COMPLETING
     net.stage = "delete-pods"
     ctx.touch()
-    deleted: DeleteAllPodsResult = await acts.call(
-        acts.DELETE_ALL_PODS, DeleteAllPodsInput(), DeleteAllPodsResult, seconds=acts.DELETE_ALL_PODS_SECONDS, heartbeat=True,
-        timeouts=ctx.timeouts,
-    )
-    net.pods_deleted = deleted.deleted
+    listed, deleted = await acts.delete_pods_once([], ctx.timeouts)
+    net.pods_listed, net.pods_deleted, net.pods_gone = listed, deleted.deleted, deleted.gone
     if await _poll_ready(ctx, net, "wait-workloads", PodsReadyInput()):
         net.workloads_ready = True
         net.stage = "done"

@@ -37,7 +37,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.cluster.models import DeleteAllPodsInput, DeleteAllPodsResult, ObjectRef
+    from activities.cluster.models import ObjectRef
     from activities.host.models import CommandResult, ExecBackend, HostAccess, RunCommandInput
     from activities.network_migration.models import (
         DeleteNamespaceInput,
@@ -461,9 +461,8 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         if state.broken_pod_count:
             if await self._gate("delete-broken-pods", f"{state.broken_pod_count} pods are not Ready after the switch (old pod IPs), "
                                                       f"e.g. {', '.join(state.broken_pods[:5])}: delete all pods (oc delete pod -A --all)"):
-                await acts.call(acts.DELETE_ALL_PODS, DeleteAllPodsInput(exclude_namespaces=["openshift-ovn-kubernetes", "openshift-multus",
-                                                                                              "openshift-machine-config-operator"]),
-                                DeleteAllPodsResult, seconds=acts.DELETE_ALL_PODS_SECONDS, heartbeat=True, timeouts=self._t)
+                await acts.delete_pods_once(["openshift-ovn-kubernetes", "openshift-multus", "openshift-machine-config-operator"],
+                                            self._t)
         return state
 
     async def _revert(self, i: NetworkMigrationInput, pools: list[str]) -> NetworkMigrationResult:
