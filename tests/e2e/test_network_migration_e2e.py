@@ -380,3 +380,18 @@ async def test_reboots_over_ssh(sim_factory, worker_for, temporal_client, task_q
     result = await drive(handle, {"cleanup", "delete-broken-pods"})
     assert result.outcome == "completed", result.message
     assert all(r.state == "done" and r.commands_sent == 1 for r in result.reboots) and len(result.reboots) == 8
+
+
+async def test_ssh_reboots_without_a_way_in_are_refused_before_any_write(sim_factory, worker_for, temporal_client, task_queue) -> None:
+    """Issue 39 case 5 on ``r1-sdn-to-ovn``: ``--reboot-via ssh`` without the SSH map (the nodes'
+    names do not resolve to the simulated sshd). The preflight connects to every node first and
+    refuses, one problem per node, and the simulator served no mutating request at all: the
+    network type and the migration field stay as they were."""
+    sim = await sim_factory("r1-sdn-to-ovn", time_scale=SCALE)
+    await worker_for(sim, env=sim.components["hosts"].client_env())  # type: ignore[attr-defined]
+    sim.requests.clear()
+    result = await (await start(temporal_client, task_queue, fast(reboot_via="ssh", ssh_user="root"))).result()
+    assert result.outcome == "refused" and result.message.startswith("refused before any change"), result.message
+    assert len(result.problems) == 8 and all("qsu-" in p for p in result.problems), result.problems
+    assert not [e for e in sim.requests.entries() if e.verb in MUTATING]
+    assert sim.store.get(NET_CFG, "cluster")["spec"]["networkType"] == "OpenShiftSDN"

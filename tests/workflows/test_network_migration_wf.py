@@ -37,6 +37,7 @@ from activities.network_migration.models import (
     RolloutState,
     pools_settled,
 )
+from tests.workflows.kit_fakes import preflight_activity
 from workflows.kit.lease import LeaseWorkflow
 from workflows.kit.models import ApproveInput, GateState
 from workflows.network_migration import NetworkMigrationWorkflow
@@ -55,8 +56,11 @@ class Cluster:
     """Pools roll one node per read once the migration field is set (unless ``controller_dead``);
     the switch flips status at once; a reboot command changes the node's boot id."""
 
-    def __init__(self, *, controller_dead: bool = False, unsettle_after_pause: bool = False, roll_all: bool = False) -> None:
+    def __init__(self, *, controller_dead: bool = False, unsettle_after_pause: bool = False, roll_all: bool = False,
+                 unreachable: str | None = None) -> None:
         self.roll_all = roll_all
+        #: ``unreachable``: every node's reboot access fails its precondition with this detail.
+        self.check_preconditions = preflight_activity({"reboot-access": unreachable} if unreachable else None)
         self.config_type = self.status_type = "OpenShiftSDN"
         self.migration: str | None = None
         self.paused = dict.fromkeys(POOLS, False)
@@ -175,7 +179,8 @@ class Cluster:
 
     def activities(self) -> list[Any]:
         return [self.fake_takeover, self.read_migration_state, self.check_pools_settled, self.snapshot_fields, self.patch_object, self.restore_fields,
-                self.run_node_command, self.delete_namespace, self.list_pods_to_delete, self.delete_all_pods]
+                self.run_node_command, self.delete_namespace, self.list_pods_to_delete, self.delete_all_pods,
+                self.check_preconditions]
 
 
 @workflow.defn(name="MachineConfigRolloutWorkflow")
@@ -279,3 +284,63 @@ async def test_guard_rechecked_on_resume(time_skipping_env: Any) -> None:
         result = await h.result()
     assert result.outcome == "refused" and "rendered-master-newer" in result.message
     assert c.switch_when_settled == [] and not any(c.paused.values())
+
+
+async def test_a_node_the_reboots_cannot_reach_refuses_before_any_write(time_skipping_env: Any) -> None:
+    """Issue 39 case 5: ``--reboot-via ssh`` without a way in. The reboot access of every node
+    is checked in the preflight, so the run is refused, one line per node, before the migration
+    field or the network type is touched; a dry run shows the same checks."""
+    c = Cluster(unreachable="ssh core@m1:22: Connection lost")
+    result, st = await run(time_skipping_env, c, inp("f", reboot_via="ssh"), set())
+    assert result.outcome == "refused" and result.message.startswith("refused before any change"), result.message
+    assert len(result.problems) == 5 and all("Connection lost" in p for p in result.problems), result.problems
+    assert c.writes == [] and c.migration is None and c.switch_when_settled == []
+    assert st.preflight == "refused" and len(st.preconditions) == 5
+    dry, _ = await run(time_skipping_env, Cluster(unreachable="Connection lost"), inp("g", reboot_via="ssh", dry_run=True), set())
+    assert dry.outcome == "dry-run" and dry.message.count("Connection lost") == 5, dry.message
+
+
+async def _abort_when(env: Any, c: Cluster, i: NetworkMigrationInput, ready: Any, approve: set[str]) -> NetworkMigrationResult:
+    from workflows.kit.models import ControlInput
+
+    tq = f"nm-{uuid.uuid4().hex[:8]}"
+    async with Worker(env.client, task_queue=tq, workflows=[NetworkMigrationWorkflow, FakeRollout, LeaseWorkflow], activities=c.activities()):
+        h = await env.client.start_workflow(NetworkMigrationWorkflow.run, i, id=f"nm-{uuid.uuid4().hex[:8]}", task_queue=tq)
+        for _ in range(200):
+            st = await h.query(NetworkMigrationWorkflow.status, result_type=NetworkMigrationStatus)
+            if ready(st):
+                break
+            for g in st.gates:
+                if g.state == GateState.WAITING and g.id in approve:
+                    await h.execute_update("approve", ApproveInput(gate_id=g.id, identity="op", comment="ok"))
+            await env.sleep(5)
+        else:
+            raise AssertionError(f"never reached: {st.step}")
+        await h.execute_update("abort", ControlInput(identity="op", reason="test over"))
+        return await h.result()
+
+
+async def test_abort_before_the_switch_restores_and_reads_back(time_skipping_env: Any) -> None:
+    """Aborted while the pools roll to the migration field: the field is removed again (read
+    back) and the run ends ``aborted, restored`` with nothing left changed."""
+    c = Cluster(controller_dead=True)
+    result = await _abort_when(time_skipping_env, c, inp("h"), lambda st: st.step in ("wait-pools", "takeover") and c.migration, set())
+    assert result.outcome == "aborted" and "restored and read back" in result.message, result.message
+    assert c.migration is None and c.config_type == "OpenShiftSDN" and not any(c.paused.values())
+    assert result.left_changed == [] and result.restored
+
+
+async def test_abort_after_the_switch_names_what_stays_changed_and_the_rollback(time_skipping_env: Any) -> None:
+    """Aborted at the cleanup gate, past the switch: nothing is written back (a network type is
+    not put back by a field), and the outcome lists the network type with the nodes rebooted
+    onto it, the records still changed, and the documented rollback's commands."""
+    c = Cluster()
+    result = await _abort_when(time_skipping_env, c, inp("i"), lambda st: any(g.id == "cleanup" and g.state == GateState.WAITING
+                                                                             for g in st.gates), {"delete-broken-pods"})
+    assert result.outcome == "aborted" and "past the point of no return" in result.message, result.message
+    assert c.config_type == "OVNKubernetes", "nothing written back"
+    targets = {item.target for item in result.left_changed}
+    assert "network type" in targets and any("5 of 5 nodes rebooted" in item.what for item in result.left_changed)
+    assert any("network.operator.openshift.io" in t.lower() or "Network" in t for t in targets), targets
+    cmds = result.next_commands
+    assert any('"networkType":"OpenShiftSDN"' in cmd for cmd in cmds) and sum("shutdown -r" in cmd for cmd in cmds) == 5, cmds

@@ -38,6 +38,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.cluster.models import ObjectRef
+    from activities.preflight.models import RebootAccess
     from activities.host.models import CommandResult, ExecBackend, HostAccess, RunCommandInput
     from activities.network_migration.models import (
         DeleteNamespaceInput,
@@ -47,9 +48,17 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted, check_in_time
     from workflows.kit.health import Backoff, Check, wait_until
-    from workflows.kit.models import ApprovalRules, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase, ProcedureStatus
+    from workflows.kit.models import (
+        ApprovalRules,
+        ChangedItem,
+        GateKind,
+        GateState,
+        GateTimeoutOutcome,
+        ProcedurePhase,
+        ProcedureStatus,
+    )
     from workflows.kit.planning import planning_abort_message
-    from workflows.kit.procedure import ProcedureWorkflow
+    from workflows.kit.procedure import REFUSAL_TYPES, ProcedureWorkflow
     from workflows.kit.records import REMOVE, RecordRefused, Records
     from workflows.kit.scopes import cluster_scope, node_scope, pool_scope, scope_workflow_id, subsystem_scope
     from workflows.network_migration.guard import GuardRefused, PoolsGuard
@@ -103,6 +112,7 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         self._revert_by: str | None = None
         self._cleanup_started = False
         self._lease_holder = ""
+        self._from_type = ""
 
     # --- operator surface ------------------------------------------------------------------------
 
@@ -191,8 +201,13 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
             for name in [n for n in self.records.records if n.startswith("pool-paused/")]:
                 await self.records.revert(name)
             result = self._result("refused", f"{err.message}; the network type was not switched")
-        except Aborted as err:
-            result = self._result("aborted", f"aborted: {err}")
+        except Aborted as err:  # before the switch: restored and read back; after it: what stays changed
+            result = await self.kit_stopped(err, NetworkMigrationResult)
+        except ApplicationError as err:
+            if err.type not in REFUSAL_TYPES:  # a failed precondition: nothing was written
+                raise
+            lines = [ln for ln in (err.message or str(err)).splitlines() if ln.strip()]
+            result = self.kit_end(NetworkMigrationResult, "refused", "refused before any change: " + "; ".join(lines), problems=lines)
         self.control.base_phase = ProcedurePhase.DONE if result.outcome in ("completed", "reverted", "dry-run") else (
             ProcedurePhase.ABORTED if result.outcome == "aborted" else ProcedurePhase.FAILED)
         self.touch()
@@ -201,6 +216,46 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
             self._st.leases = []
             self.touch()
         return result
+
+    # --- the kit's ending hooks ------------------------------------------------------------------
+
+    def kit_result_fields(self) -> dict[str, object]:
+        return {"plan": self._st.plan, "reboots": self._st.reboots, "cleaned_up": self._cleanup_started,
+                "lease_holder": self._lease_holder}
+
+    def kit_full_revert_command(self) -> str | None:
+        """None: a network type is not put back by writing fields; the rollback reboots every node
+        (:meth:`kit_next_commands` lists it)."""
+        return None
+
+    def kit_left_changed(self) -> list[ChangedItem]:
+        """The records not reverted, then, once switched, the nodes: rebooted onto the new type
+        and not yet (each needs a reboot to match whichever type the cluster ends on)."""
+        items = super().kit_left_changed()
+        if self._st.switched:
+            done = [r.node for r in self._st.reboots if r.state == "done"]
+            nodes = [n for batch in self._st.plan for n in batch]
+            items.append(ChangedItem(target="network type", what=f"{self._in.to} since the switch; {len(done)} of {len(nodes)} nodes "
+                                     f"rebooted onto it" + (f" ({', '.join(done)})" if done else "")))
+        return items
+
+    def kit_next_commands(self, left: list[ChangedItem]) -> list[str]:
+        """Past the switch: the documented rollback to the old type, step by step (OpenShift 4.14
+        "Rolling back to the OpenShift SDN network plugin": pause the pools, set the migration
+        field and the type back, reboot every node, unpause, remove the migration field)."""
+        if not self._st.switched:
+            return super().kit_next_commands(left)
+        old = self._from_type or "OpenShiftSDN"
+        pools = list(self._st.baseline) or ["master", "worker"]
+        nodes = [n for batch in self._st.plan for n in batch]
+        return [
+            *[f"oc patch mcp {p} --type=merge -p '{{\"spec\":{{\"paused\":true}}}}'" for p in pools],
+            f"oc patch Network.operator.openshift.io cluster --type=merge -p '{{\"spec\":{{\"migration\":{{\"networkType\":\"{old}\"}}}}}}'",
+            f"oc patch Network.config.openshift.io cluster --type=merge -p '{{\"spec\":{{\"networkType\":\"{old}\"}}}}'",
+            *[f"oc debug node/{n} -- chroot /host shutdown -r +1" for n in nodes],
+            *[f"oc patch mcp {p} --type=merge -p '{{\"spec\":{{\"paused\":false}}}}'" for p in pools],
+            "oc patch Network.operator.openshift.io cluster --type=merge -p '{\"spec\":{\"migration\":null}}'",
+        ]
 
     # --- leases ------------------------------------------------------------------------------------
 
@@ -257,9 +312,18 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
             raise Refused("; ".join(problems))
         self._st.plan = reboot_batches(state.nodes, i.max_unavailable)
         self._st.baseline = {p.name: p.target for p in state.pools}
+        self._from_type = state.config_type
+        # Every node is rebooted after the switch: reach each one now, before anything is written
+        # (issue 39 case 5: a switch whose reboots then cannot reach a node leaves the cluster
+        # half-migrated).
+        checked = await self.kit_preflight([
+            RebootAccess(node=n.name, access=self._access(n.name, n.address),
+                         why=f"the migration reboots it onto {i.to} after the switch (--reboot-via {i.reboot_via})")
+            for n in state.nodes], refuse=not i.dry_run)
         if i.dry_run:
             return self._result("dry-run", f"plan: set the migration field, wait for {len(state.pools)} pools, switch to {i.to}, "
-                                           f"reboot {len(state.nodes)} nodes in {len(self._st.plan)} batches")
+                                           f"reboot {len(state.nodes)} nodes in {len(self._st.plan)} batches; preconditions: "
+                                           + "; ".join(checked.lines()))
         pools = [p.name for p in state.pools]
         await self._take([subsystem_scope("sdn", i.cluster)], [], "nothing was changed")
         self._step("migration-field")
@@ -279,6 +343,7 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         self._step("switch")
         await self.records.change("network-type", NET_CFG, {"/spec/networkType": i.to})
         self._st.switched = True
+        self.control.point_of_no_return = f"network.config/cluster spec.networkType switched to {i.to}"
         await self._after_switch(i, pools, i.to)
         if self._revert_by:
             return await self._revert(i, pools)
