@@ -252,7 +252,7 @@ async def test_node_upgrade_runs_as_the_readme_writes_it_and_labels_the_node_gro
     node and puts it in its 3.10 node group: node-role.kubernetes.io/infra=true on the infra
     nodes (R3e's new selector), .../compute=true on the compute nodes; old labels stay."""
     written = r3.components["external"].write_files(tmp_path / "files")  # type: ignore[attr-defined]
-    assert sorted(written) == ["bin/ansible-playbook", "inventory"]
+    assert sorted(written) == ["apiserver.yaml", "bin/ansible-playbook", "inventory"]
     for group, role in (("node-config-infra", "infra"), ("node-config-compute", "compute"), ("node-config-master", "master")):
         cm = r3.store.get("configmaps", group, "openshift-node")  # the 3.10 control plane made them
         assert f"node-role.kubernetes.io/{role}=true" in cm["data"]["node-config.yaml"]
@@ -307,7 +307,9 @@ async def test_the_api_reports_the_oldest_masters_release(r3: ClusterSim) -> Non
             return (await r.json())["gitVersion"]
 
     assert await version() == "v1.9.1+a0ce1bc657"
-    manifest = "spec:\n  containers:\n  - name: api\n    image: docker.io/openshift/origin-control-plane:v3.10.0\n"
+    from clustersim.external import shipped_files
+
+    manifest = shipped_files("r3-okd310-upgrade")["apiserver.yaml"]  # what the README's control-plane upgrade writes
     names = list(masters.masters)
     hosts.hosts[names[0]].files["/etc/origin/master/freeipa_ldap_ca.crt"] = "ca\n"  # master01's API starts (symptom c)
     for i, m in enumerate(names):

@@ -70,7 +70,8 @@ def upgrade_input(tmp: Path, selector: str, policy: BatchPolicy) -> NodeUpgradeI
 
 
 #: The 3.10 API's static-pod manifest (what the control-plane upgrade writes on every master).
-API_310_MANIFEST = "spec:\n  containers:\n  - name: api\n    image: docker.io/openshift/origin-control-plane:v3.10.0\n"
+#: The 3.10 API manifest the scenario ships for the README's control-plane upgrade.
+API_310_MANIFEST = shipped_files("r3-okd310-upgrade")["apiserver.yaml"]
 
 
 async def control_plane_on_310(sim: ClusterSim) -> None:
