@@ -343,7 +343,7 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         self._step("switch")
         await self.records.change("network-type", NET_CFG, {"/spec/networkType": i.to})
         self._st.switched = True
-        self.control.point_of_no_return = f"network.config/cluster spec.networkType switched to {i.to}"
+        self.control.passed_point_of_no_return(f"network.config/cluster spec.networkType switched to {i.to}")
         await self._after_switch(i, pools, i.to)
         if self._revert_by:
             return await self._revert(i, pools)
