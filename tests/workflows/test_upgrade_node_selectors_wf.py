@@ -180,3 +180,29 @@ async def test_revert_restores_and_refuses_a_changed_node(time_skipping_env: Any
     # not at their 70 s bound.
     beats = await heartbeat_timeouts(handle, {"scan_node_selectors", "read_pod_states"})
     assert all_within(beats, 10), beats
+
+
+async def test_without_masters_the_dry_run_and_the_plan_gate_say_master_config_is_not_checked(time_skipping_env: Any) -> None:
+    """Issue 39 case 2: with no ``--master`` nobody reads master-config.yaml's
+    ``defaultNodeSelector``. The dry run and the plan gate say so, with what it risks and how to
+    check it, not only a line at the bottom of ``status``."""
+    worker, handle = await start(time_skipping_env, World(), inp(dry_run=True))
+    async with worker:
+        result: NodeSelectorMigrationResult = await handle.result()
+    assert result.outcome == "dry-run"
+    assert "NOT CHECKED: master-config.yaml projectConfig.defaultNodeSelector" in result.message, result.message
+    assert "region or zone" in result.message and "--master" in result.message
+    world = World()
+    worker, handle = await start(time_skipping_env, world, inp(revert_window_seconds=0).model_copy(update={"approve_plan": True}))
+    async with worker:
+        gate = None
+        for _ in range(400):
+            st: NodeSelectorMigrationStatus = await handle.query(NodeSelectorMigrationWorkflow.status)
+            gate = next((g for g in st.gates if g.state == GateState.WAITING), None)
+            if gate:
+                break
+            await asyncio.sleep(0.05)
+        assert gate is not None and gate.id == "plan" and "NOT CHECKED: master-config.yaml" in (gate.comment or ""), gate
+        await handle.execute_update(NodeSelectorMigrationWorkflow.reject, RejectInput(gate_id="plan", identity="ops"))
+        await handle.result()
+    assert world.obj(REF)["spec"]["template"]["spec"]["nodeSelector"] == {"region": "infra"}, "rejected: nothing changed"

@@ -201,9 +201,12 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
             await workflow.wait_condition(workflow.all_handlers_finished)
             return self._result("aborted", planning_abort_message(self.control, stop))
         plan = plan_migration(scan.workloads, scan.namespaces, scan.nodes, input.mapping, input.drop_keys, input.remove_labels)
-        if not input.masters:
-            self._status.warnings.append("master-config.yaml not scanned: no masters given (projectConfig.defaultNodeSelector "
-                                         "may still select an old label)")
+        unscanned = "" if input.masters else (
+            f"NOT CHECKED: master-config.yaml projectConfig.defaultNodeSelector (no --master given): if it selects "
+            f"{' or '.join(input.remove_labels)}, new projects cannot schedule once the labels are removed (R3); "
+            f"give --master NAME (with --ssh-map for the simulator) to check it")
+        if unscanned:
+            self._status.warnings.append(unscanned)
         master_selectors, unreadable = await self._master_selectors()
         plan.items += unreadable + master_config_items(master_selectors, input.master_config_path, input.mapping,
                                                        input.drop_keys, input.remove_labels, scan.nodes)
@@ -216,7 +219,7 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
         if input.dry_run:
             self.control.base_phase = ProcedurePhase.DONE
             self.touch()
-            return self._result("dry-run", "\n".join(plan.lines()))
+            return self._result("dry-run", "\n".join([*plan.lines(), *([unscanned] if unscanned else [])]))
         if not plan.items and not plan.label_nodes:
             raise ApplicationError("nothing selects the old labels and no node carries them", type="NothingToDo", non_retryable=True)
         baseline = await self._pods()
@@ -224,7 +227,7 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
         try:
             if input.approve_plan:
                 self._step("approve-plan")
-                await self._gate("plan", "apply this plan: " + " | ".join(plan.lines()))
+                await self._gate("plan", "apply this plan: " + " | ".join([*plan.lines(), *([unscanned] if unscanned else [])]))
             for item in plan.items:
                 await self._apply(item)
             await self._all_pods_run(baseline, "after-patch")
@@ -240,7 +243,8 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
                 self._step("approve-label-removal")
                 old = "; ".join(f"{ds}: {', '.join(pods)}" for ds, pods in self._status.old_template_pods.items())
                 await self._gate("remove-labels", f"remove {', '.join(input.remove_labels)} from {', '.join(plan.label_nodes)}"
-                                 + (f". OnDelete DaemonSet pods still on the old nodeSelector until deleted: {old}" if old else ""))
+                                 + (f". OnDelete DaemonSet pods still on the old nodeSelector until deleted: {old}" if old else "")
+                                 + (f". {unscanned}" if unscanned else ""))
             await self._remove_labels(plan)
             await self._all_pods_run(baseline, "post-check")
         except _Stop as stop:

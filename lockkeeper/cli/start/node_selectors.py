@@ -6,7 +6,8 @@ for several new labels), ``--drop-key zone`` (removed from selectors without rep
 ``--remove-label region --remove-label zone``. ``--dry-run`` runs the scan and the capacity plan
 and prints it; a blocked object names the reason and nothing is changed. ``lockkeeper revert ID``
 restores the labels, then the selectors, from the records while the run's revert window is open.
-``--master NAME`` (repeatable, SSH ``--ssh-user``/``--ssh-port``) adds each master's
+``--master NAME`` (repeatable, SSH ``--ssh-user``/``--ssh-port``, or ``--ssh-map FILE`` for
+addresses the names do not resolve to, e.g. the simulator's) adds each master's
 ``master-config.yaml`` ``projectConfig.defaultNodeSelector`` to the scan: one on an old label
 blocks the plan until a person changes it and restarts the APIs. ``--ondelete-daemonsets
 report|delete``: an OnDelete DaemonSet's pods keep the old selector until deleted; ``report``
@@ -15,6 +16,7 @@ report|delete``: an OnDelete DaemonSet's pods keep the old selector until delete
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -36,7 +38,7 @@ from lockkeeper.cli.common import (
     run,
     validation_lines,
 )
-from lockkeeper.cli.start.shared import Launch, launch, spec_named
+from lockkeeper.cli.start.shared import Launch, launch, read_ssh_map, spec_named
 
 
 def start_node_selector_migration(
@@ -50,6 +52,8 @@ def start_node_selector_migration(
                                                          "over SSH (repeatable; none: not scanned, a warning)."),
     ssh_user: str = typer.Option("root", "--ssh-user", help="SSH user on the masters."),
     ssh_port: int = typer.Option(22, "--ssh-port", help="SSH port on the masters."),
+    ssh_map: Path | None = typer.Option(None, "--ssh-map", help="JSON file master -> host[:port] (instead of the "
+                                        "names and --ssh-port; `sim serve` prints one as CLUSTERSIM_SSH_MAP)."),
     master_config: str = typer.Option("/etc/origin/master/master-config.yaml", "--master-config", help="Its path on the masters."),
     ondelete: str = typer.Option("report", "--ondelete-daemonsets",
                                  help="OnDelete DaemonSets: 'report' their pods still on the old selector, or 'delete' them "
@@ -69,13 +73,21 @@ def start_node_selector_migration(
         parsed = parse_mapping(mapping)
     except MappingError as exc:
         raise typer.BadParameter(str(exc), param_hint="'--map'") from None
+    addr = {m: (m, ssh_port) for m in master}
+    if ssh_map is not None:
+        mapped = read_ssh_map(ssh_map)
+        missing = [m for m in master if m not in mapped]
+        if missing:
+            raise typer.BadParameter(f"{ssh_map} has no address for {', '.join(missing)}", param_hint="'--ssh-map'")
+        addr = {m: mapped[m] for m in master}
     settings = cli_settings(ctx)
     who = identity_of(identity)
     fields: dict[str, Any] = dict(
         cluster=cluster or settings.cluster, requested_by=who, dry_run=dry_run, mapping=parsed, drop_keys=drop_key,
         remove_labels=remove_label, approve_plan=not no_approve, approve_label_removal=not no_approve,
         revert_window_seconds=revert_window, master_config_path=master_config, ondelete_daemonsets=ondelete,
-        masters=[{"name": m, "access": {"backend": "ssh", "host": m, "port": ssh_port, "user": ssh_user, "node": m}} for m in master],
+        masters=[{"name": m, "access": {"backend": "ssh", "host": addr[m][0], "port": addr[m][1], "user": ssh_user, "node": m}}
+                 for m in master],
     )
     run(_start(settings, fields, workflow_id, wait, output, who))
 
