@@ -1,6 +1,6 @@
 """The upgrade procedures' ``lockkeeper start`` commands against a real dev server, a real worker
 process and clustersim ``r3-okd310-upgrade``: dry runs print the plan (batches, canary, masters
-excluded), the selector migration names the blocked object and exits 1, the cluster upgrade's plan
+excluded), the selector migration names the blocked object and exits 2 (refused, nothing written), the cluster upgrade's plan
 file prints every phase, nothing written; and a whole control-plane upgrade started, approved and
 finished from the CLI as the README gives it."""
 
@@ -53,7 +53,7 @@ async def test_start_commands_dry_run(dev_server: Any, sim_factory: Any, worker_
     assert code != 0 and "no nodes matched" in (out + err), (out, err)
     code, out, err = await lk(dev_server, task_queue, "start", "node-selector-migration", "--map",
                               "region=infra=node-role.kubernetes.io/infra=true", "--dry-run")
-    assert code != 0 and "docker-registry" in (out + err) and "no schedulable node carries" in (out + err), (out, err)
+    assert code == 2 and "docker-registry" in err and "no schedulable node carries" in err, (code, out, err)
     plan = {"compute_nodes": {"selection": {"label_selector": "node-role.kubernetes.io/compute=true"}, "policy": {"serial": "50%"},
                               "action": {"argv": ["ansible-playbook", "-l", "{node}"]}},
             "infra_nodes": {"selection": {"label_selector": "region=infra"}, "policy": {"serial": "50%", "canary": 1},

@@ -190,7 +190,9 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
             try:
                 result = await self._run_child(ph)
                 plan = getattr(result, "plan", None)
-                if ph.name == "node-selectors":
+                if getattr(result, "outcome", None) == "refused":  # refused before any write: it would fail today
+                    ph.state, ph.dry_run_lines = "failed", [f"would fail today: {result.message}"]
+                elif ph.name == "node-selectors":
                     ph.dry_run_lines = plan.lines() if plan is not None else [result.message]
                 else:
                     ph.dry_run_lines = plan_lines(plan) if plan is not None else [result.message]

@@ -5,8 +5,8 @@ zone-``).
 
 1. scan (workloads, CronJobs, namespaces, and ``master-config.yaml`` on ``input.masters`` through
    :mod:`workflows.node_selectors.masterconfig`), plan (:mod:`workflows.node_selectors.plan`); a
-   blocked object fails the run before any write, naming the object and the reason
-   (``PlanBlocked``; a ``defaultNodeSelector`` on an old label is always blocked: a person edits
+   blocked object ends the run ``refused`` before any write, naming the object and the reason
+   (one problem per object; a ``defaultNodeSelector`` on an old label is always blocked: a person edits
    it and restarts the APIs); ``dry_run`` stops after the plan;
 2. baseline of every pod; gate ``plan``;
 3. per object: the kit's record (the selector's original), then a JSON patch guarded by ``test``
@@ -52,7 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.models import ApprovalRules, Gate, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase
     from workflows.kit.planning import planning_abort_message, planning_call
     from workflows.kit.report import Reporter
-    from workflows.kit.procedure import ProcedureWorkflow
+    from workflows.kit.procedure import REFUSAL_TYPES, ProcedureWorkflow
     from workflows.kit.records import REMOVE, RecordRefused, Records
     from workflows.node_selectors.models import (
         PROCEDURE_NODE_SELECTOR_MIGRATION,
@@ -83,7 +83,8 @@ class _Stop(Exception):
 class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
     """Input :class:`NodeSelectorMigrationInput`, result :class:`NodeSelectorMigrationResult`,
     status :class:`NodeSelectorMigrationStatus`; ``revert`` update (the generic ``lockkeeper
-    revert``). Fails before any write with ``PlanBlocked`` (capacity check) or ``NothingToDo``."""
+    revert``). A blocked plan (capacity check, a defaultNodeSelector on an old label) ends ``refused``
+    before any write, one problem per object; fails with ``NothingToDo`` when nothing selects the labels."""
 
     @workflow.init
     def __init__(self, input: NodeSelectorMigrationInput) -> None:
@@ -144,7 +145,19 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
         self.kit_status_attributes()
         self.touch()
         try:
-            result = await self._run(input)
+            try:
+                result = await self._run(input)
+            except ApplicationError as err:
+                if err.type not in ("PlanBlocked", *REFUSAL_TYPES):
+                    raise
+                # Refused before any write: one line per blocked object; the CLI exits 2.
+                lines = [ln for ln in (err.message or str(err)).splitlines() if ln.strip()]
+                self.kit_status.preflight = "refused"
+                self.control.base_phase = ProcedurePhase.FAILED
+                self.touch()
+                result = self._result("refused", "refused before any change (the plan is blocked): " + "; ".join(lines))
+                result.problems = lines
+                await workflow.wait_condition(workflow.all_handlers_finished)
         except ApplicationError as err:
             self.control.base_phase = ProcedurePhase.FAILED
             self._status.error = str(err)
@@ -192,6 +205,7 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
         return selectors, items
 
     async def _run(self, input: NodeSelectorMigrationInput) -> NodeSelectorMigrationResult:
+        self.kit_status.preflight = "pending"  # `start` waits for the plan's verdict (refused: exit 2)
         self._step("scan")
         try:
             scan = await self._scan(planning=True)
@@ -213,9 +227,10 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
         self._status.plan = plan
         self.touch()
         blocked = plan.blocked()
+        self.kit_status.preflight = "refused" if blocked else "passed"
         if blocked:
-            raise ApplicationError("the plan is blocked, nothing was changed: " + "; ".join(
-                f"{i.ref.describe()}: {', '.join(i.blocked)}" for i in blocked), type="PlanBlocked", non_retryable=True)
+            raise ApplicationError("\n".join(f"{i.ref.describe()}: {', '.join(i.blocked)}" for i in blocked), type="PlanBlocked",
+                                   non_retryable=True)
         if input.dry_run:
             self.control.base_phase = ProcedurePhase.DONE
             self.touch()

@@ -117,8 +117,12 @@ async def _start(settings: Any, fields: dict[str, Any], workflow_id: str | None,
         raise CliError(f"refused: {exc}", EXIT_FAILED) from None
     err(f"started {handle.id} (dry run)")
     res = await handle.result()
+    if res.outcome == "refused":  # the plan is blocked: one line per object, nothing was written
+        err(f"refused before any change: {handle.id} (node-selector-migration)")
+        for line in res.problems:
+            err(f"  {line}")
     if output == "table":
         print(res.message)
     else:
         print(out.dump({"workflow_id": handle.id, "plan": out.to_data(res.plan)}, output))
-    return EXIT_OK if res.outcome == "dry-run" else EXIT_FAILED
+    return EXIT_OK if res.outcome == "dry-run" else EXIT_USAGE if res.outcome == "refused" else EXIT_FAILED
