@@ -137,3 +137,27 @@ async def test_control_plane_upgrade_runs_from_the_cli_with_the_simulators_ssh_m
     bad.write_text(json.dumps({masters[0]: "127.0.0.1:22"}))
     code, out, err = await lk(dev_server, task_queue, *[a if a != env["CLUSTERSIM_SSH_MAP"] else str(bad) for a in args])
     assert code == 2 and "has no address for master02.example.com, master03.example.com" in err, (code, err)
+
+
+async def test_selector_migration_reads_master_config_through_the_ssh_map(dev_server: Any, sim_factory: Any, worker_for: Any,
+                                                                          task_queue: str) -> None:
+    """Issue 39 case 2: ``--master`` with ``--ssh-map`` reaches the simulator's masters, reads
+    ``projectConfig.defaultNodeSelector: region=primary`` in master-config.yaml, and the run is
+    refused before any write (exit 2), naming each master; without ``--master`` the dry run says
+    the file was not checked."""
+    sim = await sim_factory("r3-okd310-upgrade", time_scale=SCALE)
+    env = sim.components["hosts"].client_env()  # type: ignore[attr-defined]
+    await worker_for(sim, env=env)
+    await control_plane_on_310(sim)
+    for n in ("node01.example.com", "node02.example.com"):  # the infra nodes carry 3.10's label (no capacity block)
+        sim.store.mutate("nodes", n, None, lambda o: o["metadata"]["labels"].update({"node-role.kubernetes.io/infra": "true"}))
+    before = node_state(sim)
+    base = ["start", "node-selector-migration", "--map", "region=infra=node-role.kubernetes.io/infra=true", "--dry-run"]
+    code, out, err = await lk(dev_server, task_queue, *base)
+    assert code == 0 and "NOT CHECKED: master-config.yaml projectConfig.defaultNodeSelector" in out, (code, out, err)
+    masters = [a for m in ("master01.example.com", "master02.example.com", "master03.example.com") for a in ("--master", m)]
+    code, out, err = await lk(dev_server, task_queue, *base, *masters, "--ssh-map", env["CLUSTERSIM_SSH_MAP"])
+    assert code == 2 and "refused before any change" in err, (code, out, err)
+    assert all(f"MasterConfig {m}" in err for m in masters[1::2]), err
+    assert "no --map covers region=primary" in err and "new projects could not schedule" in err, err
+    assert node_state(sim) == before

@@ -181,8 +181,15 @@ def master_config_items(selectors: dict[str, str], path: str, mapping: dict[str,
             continue
         new = new_selector(sel, mapping, drop_keys)
         text = ",".join(f"{k}={v}" for k, v in new.items())
-        why = (f"{path} on {master}: {MASTER_CONFIG_FIELD} is {value!r}; set it to {text!r} on every master, then "
-               f"`master-restart api` master by master (lockkeeper does not edit it: that restarts the control plane)")
+        uncovered = [f"{k}={v}" for k, v in sel.items() if k in remove_labels and f"{k}={v}" not in mapping and k not in drop_keys]
+        if uncovered:  # R3: the default selector keeps a label the run removes from every node
+            why = (f"{path} on {master}: {MASTER_CONFIG_FIELD} is {value!r}; no --map covers {', '.join(uncovered)} and "
+                   f"--remove-label removes it from every node, so new projects could not schedule: map it "
+                   f"(--map {uncovered[0]}=NEWKEY=NEWVALUE), set the new value on every master and `master-restart api` "
+                   f"master by master, or keep the label (lockkeeper does not edit it: that restarts the control plane)")
+        else:
+            why = (f"{path} on {master}: {MASTER_CONFIG_FIELD} is {value!r}; set it to {text!r} on every master, then "
+                   f"`master-restart api` master by master (lockkeeper does not edit it: that restarts the control plane)")
         if new and not matching(nodes, new):
             why += f"; no schedulable node carries {text} yet"
         items.append(MigrationItem(ref=ObjectRef(kind=MASTER_CONFIG_KIND, name=master), path=f"{path}#{MASTER_CONFIG_FIELD}",
