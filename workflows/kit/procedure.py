@@ -44,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.decisions import WITHDRAW_SIGNAL, WithdrawInput, Withdrawals
     from workflows.kit.details import DetailsPublisher
     from workflows.kit.gates import Gates, GateNotPassed
-    from workflows.kit.inputs import GatePolicy, ProcedureInput
+    from workflows.kit.inputs import AlertGatePolicy, GatePolicy, ProcedureInput
     from workflows.kit.lease import Leases
     from workflows.kit.notify import ProcedureNotifier, wrap_run
     from workflows.kit.preflight import Preflight, PreflightOutcome
@@ -119,6 +119,7 @@ class ProcedureWorkflow:
         base_phase: str = ProcedurePhase.RUNNING,
         defer_status_attributes: bool = False,
         preflight: bool = False,
+        alerts: AlertGatePolicy | None = None,
     ) -> None:
         """Create the components; call from the procedure's ``@workflow.init``.
 
@@ -128,7 +129,9 @@ class ProcedureWorkflow:
         ``abort_requested`` and ``updated_at`` in it); ``search_attributes``: upsert
         LockkeeperStatus on phase changes; ``defer_status_attributes``: not before ``run``
         calls :meth:`kit_status_attributes` (or :meth:`kit_run` starts); ``pause_on_reject`` and
-        ``reject_note`` ("rollout paused", "restore stops"): what a rejection does and says.
+        ``reject_note`` ("rollout paused", "restore stops"): what a rejection does and says;
+        ``alerts``: the alert gate's policy of a procedure whose input is not a
+        :class:`ProcedureInput` (otherwise ``input.alerts``).
         """
         if input is not None:
             cluster = input.cluster if cluster is None else cluster
@@ -159,8 +162,9 @@ class ProcedureWorkflow:
         self.inbox = ReportInbox()
         #: The Prometheus alert gate before each node, batch and phase (None: the input has none).
         self.alerts: AlertGate | None = None
-        if input is not None and input.alerts is not None:
-            self.alerts = AlertGate(input.alerts, self.gates, self.control, board=status.health, on_change=self.touch,
+        policy = input.alerts if input is not None else alerts
+        if policy is not None:
+            self.alerts = AlertGate(policy, self.gates, self.control, board=status.health, on_change=self.touch,
                                     timeouts=self.timeouts, warnings=status.warnings,
                                     on_step=lambda step, doing: self.kit_step(step, doing))
         #: Reports to the parent procedure, if this one was started as a phase of another.

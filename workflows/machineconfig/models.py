@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from activities.cluster.models import DrainReport
+from workflows.kit.inputs import AlertGatePolicy
 from workflows.kit.models import (
     DrainDecision,
     Gate,
@@ -125,6 +126,9 @@ class MachineConfigRolloutInput(BaseModel):
       rollout reads the rest in pages of as many (``list_pool_nodes``). About 470 bytes a node, so
       1,000 keeps each result near 0.5 MB; one result of every node passes Temporal's 2 MB
       payload limit at about 4,400 nodes.
+    - ``alerts``: the Prometheus alert gate (:class:`workflows.kit.inputs.AlertGatePolicy`; the
+      CLI's ``--alert-gate URL`` and friends): no node starts while a blocking alert fires, and
+      ``status`` names the alerts; None: no gate.
     """
 
     cluster: str = "default"
@@ -162,6 +166,7 @@ class MachineConfigRolloutInput(BaseModel):
     window_node_leases_above: int = Field(50, ge=0)
     preflight_page_size: int = Field(1000, ge=1)
     carried: str | None = None
+    alerts: AlertGatePolicy | None = None
 
     @field_validator("decision_timeout_outcome")
     @classmethod

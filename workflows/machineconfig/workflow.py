@@ -99,6 +99,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             search_attributes=input.search_attributes,
             reject_note="rollout paused",
             base_phase=RolloutPhase.PLANNING,
+            alerts=input.alerts,
         )
         self.board = NodeBoard(
             procedure=PROCEDURE_MACHINECONFIG_ROLLOUT, cluster=input.cluster, nodes=self._status.nodes,
@@ -117,6 +118,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             gate_timeout_outcome=input.gate_timeout_outcome,
             hold=self._hold,
             on_node_finished=self._node_finished,
+            alerts=self.alerts,
         )
         # The window starts every free place in one workflow task (NodeBatches.next_starts).
         self.batches.start_together = True

@@ -28,7 +28,19 @@ from lockkeeper.cli.common import (
     run,
     validation_lines,
 )
-from lockkeeper.cli.start.shared import Launch, launch, spec_named
+from lockkeeper.cli.start.shared import (
+    AlertCaOpt,
+    AlertFailOpenOpt,
+    AlertFilterOpt,
+    AlertFiringOnlyOpt,
+    AlertGateOpt,
+    AlertSeverityOpt,
+    AlertTokenOpt,
+    Launch,
+    alert_policy,
+    launch,
+    spec_named,
+)
 
 APPROVALS = ("none", "pool", "node", "canary")
 GATE_OUTCOMES = ("reject", "approve", "abort")
@@ -108,6 +120,13 @@ def start_machineconfig_rollout(
         "wait", "--decision-timeout-outcome", help="wait | skip | abort (never delete-pod)."
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (read-only preflight) and stop."),
+    alert_gate: str | None = AlertGateOpt,
+    alert_filter: str | None = AlertFilterOpt,
+    alert_firing_only: bool = AlertFiringOnlyOpt,
+    alert_severity: list[str] = AlertSeverityOpt,
+    alert_gate_fail_open: bool = AlertFailOpenOpt,
+    alert_bearer_token_file: str | None = AlertTokenOpt,
+    alert_ca_file: str | None = AlertCaOpt,
     cluster: str | None = ClusterOpt,
     workflow_id: str | None = IdOpt,
     wait: bool = typer.Option(False, "--wait", help="Wait until the rollout ends; exit 0 only if it completed."),
@@ -146,6 +165,8 @@ def start_machineconfig_rollout(
         pause_on_degraded=not no_pause_on_degraded, dry_run=dry_run, requested_by=who, four_eyes=four_eyes,
         allowed_approvers=allowed_approver, repair_network=repair_network, decide_after_seconds=decide_after or None,
         decision_timeout_seconds=decision_timeout, decision_timeout_outcome=decision_timeout_outcome,
+        alerts=alert_policy(alert_gate, alert_filter, alert_firing_only, alert_severity, alert_gate_fail_open,
+                            alert_bearer_token_file, alert_ca_file),
     )
     run(_start(settings, fields, workflow_id, wait, output, who))
 

@@ -310,3 +310,33 @@ def read_ssh_map(path: str | Path) -> dict[str, tuple[str, int]]:
             raise typer.BadParameter(f"{path}: bad address {addr!r} for {node}", param_hint="'--ssh-map'")
         out[str(node)] = (host, int(port))
     return out
+
+
+# --- the alert gate's flags (kit: workflows.kit.alerts), shared by the node procedures -------------
+
+AlertGateOpt = typer.Option(None, "--alert-gate", metavar="URL",
+                            help="Prometheus base URL: no node starts while a blocking alert fires (/api/v1/alerts); "
+                                 "an unreachable Prometheus blocks too, unless --alert-gate-fail-open.")
+AlertFilterOpt = typer.Option(None, "--alert-filter", metavar="REGEX", help="Alert names to IGNORE (searched, e.g. '^Watchdog$').")
+AlertFiringOnlyOpt = typer.Option(True, "--alert-firing-only/--alert-pending-blocks",
+                                  help="Only firing alerts block (default), or pending ones too.")
+AlertSeverityOpt = typer.Option([], "--alert-severity", metavar="LEVEL", help="Only alerts of this severity block (repeatable).")
+AlertFailOpenOpt = typer.Option(False, "--alert-gate-fail-open", help="Prometheus unreachable or in error: go on (with a warning).")
+AlertTokenOpt = typer.Option(None, "--alert-bearer-token-file", metavar="PATH", help="Bearer token for Prometheus (on the worker).")
+AlertCaOpt = typer.Option(None, "--alert-ca-file", metavar="PATH", help="CA bundle for an https Prometheus (on the worker).")
+
+
+def alert_policy(url: str | None, filter: str | None, firing_only: bool, severities: list[str], fail_open: bool,
+                 token_file: str | None, ca_file: str | None) -> dict[str, Any] | None:
+    """The input's ``alerts`` (:class:`workflows.kit.inputs.AlertGatePolicy` fields) from the
+    ``--alert-*`` flags, or None without ``--alert-gate``. Raises ``typer.BadParameter`` when an
+    ``--alert-*`` flag is given without ``--alert-gate`` (the model validates the rest: the URL's
+    scheme, the filter's regex)."""
+    if url is None:
+        given = [n for n, v in (("--alert-filter", filter), ("--alert-severity", severities), ("--alert-gate-fail-open", fail_open),
+                                ("--alert-bearer-token-file", token_file), ("--alert-ca-file", ca_file)) if v]
+        if given:
+            raise typer.BadParameter(f"{', '.join(given)} need(s) --alert-gate URL", param_hint="'--alert-gate'")
+        return None
+    return {"url": url, "filter": filter, "firing_only": firing_only, "severities": list(severities), "fail_open": fail_open,
+            "bearer_token_file": token_file, "ca_file": ca_file}
