@@ -64,7 +64,9 @@ async def revert_ended(settings: Any, wid: str, who: str) -> bool:
     if ended is None:
         return False
     desc, spec, result = ended
-    if spec is not None and (spec.reverse or getattr(result, "open_records", None)):
+    if spec is not None and spec.no_records_revert and not spec.reverse and getattr(result, "open_records", None):
+        err(f"{wid} has ended ({desc.status.name.lower()}) and has no full revert: {spec.no_records_revert}")
+    elif spec is not None and (spec.reverse or getattr(result, "open_records", None)):
         err(f"{wid} has ended ({desc.status.name.lower()}): `lockkeeper revert {wid} --full` reverses its change in a new run")
     else:
         err(f"{wid} has ended ({desc.status.name.lower()}) and left no recorded change to revert")
@@ -91,6 +93,8 @@ async def revert_full(settings: Any, wid: str, who: str, output: str, reason: st
         return await launch(Launch(name=spec.name, input=inp, cluster=cluster, who=who, output=output,
                                    scopes=[cluster_scope(cluster)], id_name=f"revert-{wid}"[-60:], summary=summary), settings)
     records = list(getattr(result, "open_records", None) or [])
+    if records and spec is not None and spec.no_records_revert:
+        raise CliError(f"{wid} ({desc.workflow_type}) has ended and has no full revert: {spec.no_records_revert}", EXIT_USAGE)
     if not records:
         raise CliError(f"{wid} ({desc.workflow_type}) has ended and left no recorded change to revert", EXIT_USAGE)
     started = await started_input(client, client.get_workflow_handle(wid), spec.input_model) if spec is not None else None

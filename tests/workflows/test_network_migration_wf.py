@@ -344,3 +344,14 @@ async def test_abort_after_the_switch_names_what_stays_changed_and_the_rollback(
     assert any("network.operator.openshift.io" in t.lower() or "Network" in t for t in targets), targets
     cmds = result.next_commands
     assert any('"networkType":"OpenShiftSDN"' in cmd for cmd in cmds) and sum("shutdown -r" in cmd for cmd in cmds) == 5, cmds
+    # `revert --full` must not start the kit's record restore: writing spec.networkType back
+    # without reboots would leave every node on the wrong network.
+    from lockkeeper.cli.common import CliError
+    from lockkeeper.cli.revert_full import revert_full
+    from workers.settings import load_settings
+
+    assert result.open_records, "the records stay open (they are what the outcome lists)"
+    settings = load_settings(TEMPORAL_ADDRESS=time_skipping_env.client.service_client.config.target_host)
+    with pytest.raises(CliError) as refused:
+        await revert_full(settings, result.workflow_id, "op", "table", "")
+    assert refused.value.code == 2 and "has no full revert" in str(refused.value) and "next_commands" in str(refused.value)

@@ -44,6 +44,9 @@ class ProcedureSpec:
     - ``reverse``: ``"module:function"`` taking (the ended run's input, its workflow ID) and
       returning the input of a run that reverses the whole change (``revert --full`` after the
       run ended); None: an ended run's records are restored by the kit's reverse run.
+    - ``no_records_revert``: why the kit's reverse run must NOT restore this procedure's records
+      after it ended (writing its fields back would not undo the change: a network type needs
+      every node rebooted); None: it may. ``revert --full`` then refuses with this reason.
 
     Adding a procedure is one entry in :data:`workflows.registry.PROCEDURES`: the worker, the CLI
     and the panels read this spec.
@@ -62,6 +65,7 @@ class ProcedureSpec:
     start: str | None = None
     panels: str | None = None
     reverse: str | None = None
+    no_records_revert: str | None = None
 
     @property
     def workflow_type(self) -> str:
