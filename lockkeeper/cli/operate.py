@@ -196,8 +196,8 @@ def revert(
     ctx: typer.Context,
     workflow_id: str = typer.Argument(..., metavar="ID"),
     reason: str = typer.Option("", "--reason", "-m"),
-    full: bool = typer.Option(False, "--full", help="Reverse the whole change: a running run does it if it can; an ended "
-                                                        "run gets a reverse run (its own, or one that restores its records)."),
+    full: bool = typer.Option(False, "--full", help="Reverse the whole change of an ended run in a new run (its own reverse, "
+                                                        "or one that restores its records); on a running run: the same as revert."),
     identity: str | None = IdentityOpt,
     output: str = OutputOpt,
 ) -> None:

@@ -279,6 +279,8 @@ class TemplateProbeInput(ProcedureInput):
 
 @workflow.defn
 class TemplateProbeWorkflow(ProcedureWorkflow):
+    kit_keeps_records = True
+
     @workflow.init
     def __init__(self, input: TemplateProbeInput) -> None:
         self.kit_init(procedure="template-probe", noun="probe", status=ProcedureStatus(), input=input, pause_on_reject=False)

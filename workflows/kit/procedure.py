@@ -98,6 +98,10 @@ OUTCOME_PHASE = {
 class ProcedureWorkflow:
     """Base of every procedure workflow (see the module doc). Not a workflow by itself."""
 
+    #: The procedure records what it changes before it writes (:mod:`workflows.kit.records`), so
+    #: the kit's ``revert`` can restore it; False: ``revert`` is refused saying so.
+    kit_keeps_records: bool = False
+
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         wrap_run(cls)  # the run's last webhook notification (workflows.kit.notify)
@@ -560,6 +564,9 @@ class ProcedureWorkflow:
         if c.point_of_no_return is not None:
             raise ValueError(f"past the point of no return ({c.point_of_no_return}): abort the run, then "
                              f"`lockkeeper revert {workflow.info().workflow_id} --full` reverses the whole change")
+        if not self.kit_keeps_records:
+            raise ValueError(f"this {self.kit_noun} keeps no records to revert from: abort it instead (what it already "
+                             f"changed stays as it is)")
         if not self.records.changed():
             raise ValueError("nothing has been changed yet: abort the run instead")
 

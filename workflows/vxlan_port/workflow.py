@@ -70,6 +70,8 @@ class VxlanPortChangeWorkflow(NodeProcedureWorkflow):
     """Input :class:`VxlanPortChangeInput`, status :class:`VxlanStatus`, result
     :class:`VxlanPortChangeResult` (see the module doc)."""
 
+    kit_keeps_records = True
+
     @workflow.init
     def __init__(self, input: VxlanPortChangeInput) -> None:
         self.inp = input
