@@ -21,8 +21,12 @@ import asyncssh
 import pytest
 from kubernetes import client, config
 
+from activities.cluster.models import ObjectRef
+from activities.kube.resources import RESOURCES as GATEWAY_RESOURCES
+from activities.kube.resources import resource as gateway_resource
 from clustersim.agents.logic import pod_ready
 from clustersim.hosts import HostsComponent
+from clustersim.resources import RESOURCES
 from clustersim.sim import ClusterSim
 from clustersim.snapshots import (
     Diff,
@@ -36,7 +40,15 @@ from clustersim.snapshots import (
     take,
 )
 from clustersim.snapshots.ignore import IgnoreSet
+from clustersim.snapshots.models import (
+    ObjectChange,
+    PodCount,
+    PodGroupChange,
+    SnapshotInfo,
+    StateChange,
+)
 from clustersim.snapshots.objects import field_changes, pod_groups
+from clustersim.snapshots.targets import by_target, object_target, targets
 from tests.clustersim.conftest import run_kubectl
 
 SCALE = 0.05
@@ -271,6 +283,12 @@ async def test_network_type_change_reports_spec_and_status_network_type(ocp4: Cl
         ("/spec/migration/networkType", "spec", "add", None, "OVNKubernetes"),
     ]
     assert ("removed", "DaemonSet/openshift-sdn/sdn") in {(o.change, o.key) for o in d.objects}
+    # Named as lockkeeper's outcomes name them: the network type, not the two Network objects.
+    named = by_target(d)
+    assert "network type" in named and "DaemonSet openshift-sdn/sdn" in named, sorted(named)
+    assert not any(t.startswith("Network") for t in named), sorted(named)
+    assert "changed Network.config.openshift.io/cluster /spec/networkType [spec] \"OpenShiftSDN\" -> \"OVNKubernetes\"" \
+        in named["network type"]
     assert ocp4.store.get("networks.operator.openshift.io", "cluster")["status"].get("conditions")
     # ...unless asked for.
     full = await diff(ocp4.url, sid, include_status=True)
@@ -435,6 +453,7 @@ async def test_iptables_and_ovs_port_changes(ocp3: ClusterSim) -> None:
     port = entries["sdn/ocp-node-03/dst_port"]
     assert (port.component, port.name, port.old, port.new) == ("sdn", "ocp-node-03", 4789, 4889)
     assert set(entries) == {"host/ocp-node-03/iptables/runtime", "sdn/ocp-node-03/dst_port"}
+    assert by_target(d) == {"host ocp-node-03": sorted(d.lines()[:2])}  # the host's rule and its OVS port
 
 
 async def test_reboots_and_restarts_are_listed_apart_from_changes(ocp3: ClusterSim) -> None:
@@ -472,6 +491,61 @@ async def test_a_master_left_down_is_a_change(ocp3: ClusterSim) -> None:
 
 
 # ---------------------------------------------------------------------------------------- rules (pure)
+
+def test_targets_are_named_as_lockkeeper_names_what_it_left_changed() -> None:
+    """Every resource lockkeeper's gateway and the simulator both serve: the object's target is
+    what ``ObjectRef.describe()`` prints, with a kind the gateway resolves back to the same group
+    and plural; then one entry of each sort, grouped by target."""
+    checked = 0
+    for gw in GATEWAY_RESOURCES.values():
+        key = next((k for k, rt in RESOURCES.items() if (rt.group, rt.plural) == (gw.group, gw.plural)), None)
+        if key is None:
+            continue
+        ns = "ns1" if RESOURCES[key].namespaced else ""
+        target = object_target(key, ns, "x")
+        kind = target.split(" ")[0]
+        back = gateway_resource(kind)
+        assert (back.group, back.plural) == (gw.group, gw.plural), target
+        assert target == ObjectRef(kind=kind, name="x", namespace=ns or None).describe()
+        checked += 1
+    assert checked >= 15
+    assert object_target("networks.config.openshift.io", "", "cluster") == "Network cluster"
+    assert object_target("networks.operator.openshift.io", "", "cluster") == "Network.operator.openshift.io cluster"
+
+    info = SnapshotInfo(id="s1", taken_at="2024-01-01T00:00:00Z", resource_version=1, objects=1)
+    ds = ObjectChange(key="DaemonSet/openshift-sdn/sdn", resource="daemonsets.apps", kind="DaemonSet",
+                      namespace="openshift-sdn", name="sdn", change="changed",
+                      fields=[FieldChange(pointer="/spec/template/spec/containers/0/image", category="spec", op="replace",
+                                          old="stock", new="custom")])
+    cn = ObjectChange(key="ClusterNetwork/default", resource="clusternetworks.network.openshift.io", kind="ClusterNetwork",
+                      name="default", change="removed")
+    net = ObjectChange(key="Network.config.openshift.io/cluster", resource="networks.config.openshift.io", kind="Network",
+                       name="cluster", change="changed",
+                       fields=[FieldChange(pointer="/metadata/labels/x", category="labels", op="add", new="1"),
+                               FieldChange(pointer="/status/migration/networkType", category="status", op="add", new="OVN")])
+    pods = PodGroupChange(key="pods/openshift-sdn/DaemonSet/sdn", namespace="openshift-sdn", owner_kind="DaemonSet",
+                          owner_name="sdn", before=PodCount(pods=2, ready=2), after=PodCount(pods=2, ready=1))
+    state = [StateChange(key="host/n1/iptables/runtime", component="host", name="n1", what="iptables", item="runtime",
+                         change="changed", old=[], new=["-A X"]),
+             StateChange(key="sdn/n1/dst_port", component="sdn", name="n1", what="dst_port", change="changed", old=1, new=2),
+             StateChange(key="master/m1/api_config", component="master", name="m1", what="api_config", change="changed"),
+             StateChange(key="master/leader", component="master", name="", what="leader", change="changed", old="m1", new="m2"),
+             StateChange(key="gluster/vol1/started", component="gluster", name="vol1", what="started", change="changed")]
+    d = Diff(before=info, after=info, options={}, objects=[cn, ds, net], pods=[pods], state=state)
+    named = by_target(d)
+    assert set(named) == targets(d) == {"ClusterNetwork default", "DaemonSet openshift-sdn/sdn", "Network cluster",
+                                        "network type", "host n1", "host m1", "masters leader", "gluster volume vol1"}
+    assert named["DaemonSet openshift-sdn/sdn"] == [
+        "changed DaemonSet/openshift-sdn/sdn /spec/template/spec/containers/0/image [spec] \"stock\" -> \"custom\"",
+        "pods openshift-sdn/DaemonSet/sdn: 2 (2 ready) -> 2 (1 ready)"]
+    assert named["network type"] == [
+        "changed Network.config.openshift.io/cluster /status/migration/networkType [status] (absent) -> \"OVN\""]
+    assert named["Network cluster"] == ["changed Network.config.openshift.io/cluster /metadata/labels/x [labels] (absent) -> \"1\""]
+    assert named["ClusterNetwork default"] == ["removed ClusterNetwork/default"]
+    assert len(named["host n1"]) == 2
+    assert sorted(ln for lines in named.values() for ln in lines) == sorted(d.lines())
+    assert by_target(Diff(before=info, after=info, options={})) == {}
+
 
 def test_field_changes_rules() -> None:
     old = {"kind": "Node", "metadata": {"name": "n", "uid": "1", "resourceVersion": "5", "generation": 1,
