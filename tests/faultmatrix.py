@@ -236,16 +236,19 @@ async def run_case(
     end_timeout: float = 180.0,
     stall: float = 60.0,
     settle: float = 20.0,
+    settle_timeout: float = 60.0,
 ) -> CaseResult:
     """Run one case of the fault matrix (module docstring). ``start`` starts the procedure and
     returns its handle; ``ignore``: the procedure's documented changes (clustersim ignore
     patterns, :mod:`clustersim.snapshots.ignore`, e.g. ``ConfigMap/*/lockkeeper-record-*``). Times in seconds: ``reach_timeout``
     until the trap is hit, ``end_timeout`` from there to the end, ``settle`` for pods to come
-    back after the end; ``stall``: after a ``fail``, how long the procedure may go on neither
+    back after the end, ``settle_timeout`` for the world to stop changing before the snapshot
+    (:func:`clustersim.snapshots.settle`); ``stall``: after a ``fail``, how long the procedure may go on neither
     ending nor pausing nor waiting at a gate (retrying the refused request, say) before it is
     aborted. Never raises for the procedure's behaviour: :func:`judge` decides."""
     sim = world.sim
     cr = CaseResult(step=step.name, case=case, ignore=list(ignore))
+    await snapshots.settle(sim.url, timeout=settle_timeout)  # the scenario's own start-up is no change of the procedure
     sid = await snapshots.take(sim.url, f"{step.name}/{case}")
     spec = step.trap.model_copy(update={"action": "fail" if case == Case.FAIL else "hold", "times": 1,
                                         "label": f"{step.name}/{case}"})
@@ -287,7 +290,8 @@ async def run_case(
         if not cr.left_changed and cr.status is not None:
             cr.left_changed = list(base_status(cr.status).left_changed)
         cr.diff = await _settled_diff(sim.url, sid, list(ignore), settle)
-        cr.note(f"ended {cr.outcome}; diff: {len(cr.diff.lines())} lines")
+        cr.note(f"ended {cr.outcome}; diff: {len(cr.diff.objects) + len(cr.diff.pods) + len(cr.diff.state)} changed entries, "
+                f"{cr.diff.ignored_total()} ignored")
     finally:
         if not result_task.done():
             result_task.cancel()
