@@ -11,7 +11,10 @@ Accept prefers protobuf, which kubectl and client-go accept); watches stay plain
 error is a ``Status``.
 
 Admin endpoints (outside /api, never faulted or recorded): ``GET|DELETE /_sim/requests``,
-``GET|POST /_sim/faults``, ``POST|DELETE /_sim/nodes/{name}/fault``, ``GET /_sim/healthz``;
+``GET|POST /_sim/faults``, ``POST|DELETE /_sim/nodes/{name}/fault``, ``GET /_sim/healthz``, and
+the step traps' ``/_sim/traps`` (clustersim.traps.admin). A trap acts on a resource request
+before the fault injector: it holds it, answers it with a Status, or counts it
+(clustersim.traps.model); a trapped request is recorded like any other.
 ``ClusterSim`` mounts more the same way (``/_sim/exec``, ``/_sim/snapshots``: clustersim.snapshots.registry;
 ``GET /metrics``: clustersim.metrics).
 """
@@ -39,6 +42,8 @@ from clustersim.patch import PATCH_TYPES, PatchError, apply_patch
 from clustersim.protobuf import decode_protobuf_delete_options
 from clustersim.store import RESOURCES, ApiError, Store
 from clustersim.tables import build_table, table_version
+from clustersim.traps.admin import trap_routes
+from clustersim.traps.model import TrapClosed, TrapSet
 from clustersim.watchstream import parse_selectors, serve_watch
 
 # Re-exported for callers that imported them from here before the split.
@@ -51,11 +56,13 @@ class ApiServer:
 
     ``agents`` is a zero-argument callable returning the running Agents (or None) for the node
     fault admin endpoints; ``advertise`` the host:port shown in /api; ``exec_router`` runs
-    ``pods/exec`` commands (clustersim.execws serves the WebSocket protocol).
+    ``pods/exec`` commands (clustersim.execws serves the WebSocket protocol); ``traps`` the step
+    traps (a TrapSet of its own by default), whose endpoints it mounts.
     """
 
     def __init__(self, store: Store, faults: FaultInjector | None = None, requests: RequestRecord | None = None,
-                 agents: Callable[[], Any] | None = None, exec_router: ExecRouter | None = None) -> None:
+                 agents: Callable[[], Any] | None = None, exec_router: ExecRouter | None = None,
+                 traps: TrapSet | None = None) -> None:
         self.store = store
         self.exec_router = exec_router if exec_router is not None else ExecRouter()
         self.exec = ExecServer(store, self.exec_router)
@@ -67,6 +74,9 @@ class ApiServer:
         self.advertise = "127.0.0.1:0"
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        self.traps = traps if traps is not None else TrapSet()
+        for method, route, handler in trap_routes(self.traps):
+            self.add_admin_route(method, route, handler)
 
     def add_admin_route(self, method: str, path: str, handler: Callable[[web.Request], Any]) -> None:
         """Mount ``handler`` at ``/_sim/<path>`` (aiohttp path syntax, e.g. ``hosts/{name}``).
@@ -93,6 +103,8 @@ class ApiServer:
         code = 0
         try:
             info = self._parse(request, path)
+            if info.rt is not None:
+                await self._trap(request, info)
             if info.rt is not None or path.startswith(("/api", "/apis")):
                 fault = self.faults.decide(info.verb, info.plural)
                 if fault.kind == "error":
@@ -116,6 +128,37 @@ class ApiServer:
                 self.requests.add(RequestEntry(
                     info.verb, info.plural, info.group, info.subresource, info.namespace, info.name,
                     request.headers.get("User-Agent", ""), code, started, request.method, request.path))
+
+    async def _trap(self, request: web.Request, info: ReqInfo) -> None:
+        """Let a step trap act on the request (clustersim.traps.model): return to go on, raise
+        the ApiError a ``fail`` trap answers (or 503 when the simulator stops while it is held).
+        A create names its object in the body (``metadata.name``, else ``generateName``): that
+        name is matched (the body is read here; aiohttp keeps it for the handler)."""
+        if not self.traps.traps:
+            return
+        name = info.name
+        if info.verb == "create" and not name and not info.subresource:
+            try:
+                meta = (json.loads(await request.read()) or {}).get("metadata") or {}
+                name = str(meta.get("name") or meta.get("generateName") or "")
+            except (ValueError, AttributeError):
+                name = ""
+        action, trap = self.traps.check_api(info.verb, info.plural, info.group, info.namespace, name,
+                                            info.subresource)
+        if trap is None:
+            return
+        if action == "hold":
+            try:
+                await trap.hold()
+            except TrapClosed:
+                raise ApiError(503, "ServiceUnavailable", "the simulator is shutting down") from None
+        elif action == "fail":
+            code, reason, message = trap.spec.api_failure(info.verb, info.plural, info.group, info.namespace, name)
+            details: dict[str, Any] = {"name": name} if name else {}
+            if info.group:
+                details["group"] = info.group
+            details["kind"] = info.plural
+            raise ApiError(code, reason, message, details)
 
     def _fault_error(self, code: int) -> ApiError:
         if code == 429:

@@ -25,6 +25,7 @@ from clustersim.kubeconfig import write_kubeconfig
 from clustersim.server import ApiServer
 from clustersim.snapshots.registry import SnapshotRegistry
 from clustersim.store import EVENT_HISTORY, Store
+from clustersim.traps.model import TrapSet
 
 if TYPE_CHECKING:
     from clustersim.agents import Agents
@@ -45,6 +46,8 @@ class ClusterSim:
     ``components``: name -> component built from the scenario's ``hosts``/``gluster``/``sdn``/
     ``masters``/``external`` sections (clustersim.components), in start order.
     ``exec_router``: the ``ExecRouter`` behind ``pods/exec`` (clustersim.execsim).
+    ``traps``: the step traps behind ``/_sim/traps`` (clustersim.traps), acting on API requests
+    and on host commands; held requests are failed cleanly when the simulator stops.
     ``GET /metrics`` serves the cluster's state in the Prometheus exposition format
     (clustersim.metrics), outside /api: never faulted or recorded.
     ``snapshots``: the ``SnapshotRegistry`` behind ``/_sim/snapshots`` (clustersim.snapshots).
@@ -74,8 +77,9 @@ class ClusterSim:
         self.components: dict[str, SimComponent] = {}
         self._component_sections = dict(component_sections or {})
         self._started_components: list[SimComponent] = []
+        self.traps = TrapSet()
         self.server = ApiServer(self.store, self.faults, self.requests, agents=lambda: self.agents,
-                                exec_router=self.exec_router)
+                                exec_router=self.exec_router, traps=self.traps)
         self.server.add_admin_route("GET", "exec", self._exec_log)
         # Outside /api like the admin routes: never faulted, never recorded (clustersim.metrics).
         self.server.app.router.add_route("GET", "/metrics", self._metrics)
@@ -146,6 +150,8 @@ class ClusterSim:
         """Stop components (reverse start order), agents, drop watches, stop the server, remove the
         temporary kubeconfig."""
         errors: list[BaseException] = []
+        self.traps.close()  # held requests fail cleanly before anything they need goes away
+        self.snapshots.clear()
         while self._started_components:
             try:
                 await self._started_components.pop().stop()

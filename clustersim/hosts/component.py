@@ -76,6 +76,7 @@ class HostsComponent:
         self.hosts: dict[str, HostState] = {}
         self.servers: dict[str, HostSSHServer] = {}
         self.interpreter = Interpreter(self, lambda: rfc3339(sim.clock.now()))
+        self.interpreter.traps = getattr(sim, "traps", None)
         self._subscribers: list[Callable[[HostEvent], Any]] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._grace: dict[str, asyncio.TimerHandle] = {}

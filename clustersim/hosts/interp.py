@@ -26,6 +26,11 @@ timeout, and must keep its order with it. The log shows CMD with ``bound_seconds
 ``command -v NAME`` (POSIX; RHEL ships ``/usr/bin/command``, bash's builtin wrapper) prints where
 NAME is found and exits 0, or prints nothing and exits 1 (:meth:`Interpreter.which`); ``ss``
 lists the host's listening sockets (:mod:`clustersim.hosts.sockets`).
+
+Every command goes through :meth:`Interpreter.run` (SSH and the debug pod's ``chroot /host``
+alike), so that is where the step traps (clustersim.traps, ``Interpreter.traps``) see it: by
+host, the command line without the ``sudo``/``timeout``/``env`` wrappers, and ``via``. A held
+command waits before it starts; a failing trap ends it with its exit code and stderr (logged so).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from collections.abc import Awaitable, Callable
 from clustersim.hosts import fs, netcmd, pkg, runtime, sockets
 from clustersim.hosts.ctx import Ctx, HostWorld, SessionDropped
 from clustersim.hosts.model import CommandRecord, HostState, norm
+from clustersim.traps.model import TrapClosed, TrapSet
 
 Result = tuple[str, str, int]
 #: What other components register: ``handler(host, argv) -> (stdout, stderr, exit code)``.
@@ -156,6 +162,8 @@ class Interpreter:
         self.world = world
         self._now = clock_now
         self._extra: dict[str, CommandHandler] = {}
+        #: The simulator's step traps (None: no traps), consulted before every command runs.
+        self.traps: TrapSet | None = None
 
     def register_command(self, name: str, handler: CommandHandler) -> None:
         """Add (or replace) a command; ``name`` is a base name (``ovs-vsctl``) or a full path."""
@@ -179,6 +187,10 @@ class Interpreter:
         host.log.append(rec)
         if len(host.log) > LOG_LIMIT:
             del host.log[: len(host.log) - LOG_LIMIT]
+        trapped = await self._trap(host, shown, via)
+        if trapped is not None:
+            rec.end, rec.exit = self._now(), trapped[2]
+            return trapped
         try:
             out, err, code = await self.dispatch(host, list(argv), stdin, via)
         except SessionDropped:
@@ -186,6 +198,34 @@ class Interpreter:
             raise
         rec.end, rec.exit = self._now(), code
         return out, err, code
+
+    async def _trap(self, host: HostState, shown: list[str], via: str) -> Result | None:
+        """What a step trap does to the command: None to run it (after a hold, once released),
+        or the result a ``fail`` trap gives (exit 255 when the simulator stops during a hold)."""
+        if self.traps is None:
+            return None
+        argv = list(shown)
+        while argv and argv[0] in ("env", "sudo", "timeout"):
+            before = argv
+            if argv[0] == "env":
+                argv = argv[1:]
+                while argv and "=" in argv[0] and not argv[0].startswith("-"):
+                    argv = argv[1:]
+            else:
+                argv = unwrap(argv)[0]
+            if argv == before:
+                break  # a wrapper in bad form: matched as it is
+        action, trap = self.traps.check_host(host.name, argv, via)
+        if trap is None:
+            return None
+        if action == "hold":
+            try:
+                await trap.hold()
+            except TrapClosed:
+                return "", "clustersim: shutting down\n", 255
+        elif action == "fail":
+            return "", trap.spec.stderr, trap.spec.exit_code
+        return None
 
     async def dispatch(self, host: HostState, argv: list[str], stdin: bytes, via: str) -> Result:
         """Run ``argv`` without logging (``sh -c`` parts come back through here)."""

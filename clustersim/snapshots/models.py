@@ -246,24 +246,34 @@ class Diff(_Model):
             restart master/master-01/api: 1
             ignored Event (default): 12
         """
-        changes: list[str] = []
-        for o in self.objects:
-            if o.change in ("added", "removed") or not o.fields:
-                changes.append(f"{o.change} {o.key}")
-            for f in o.fields:
-                changes.append(f"{o.change} {o.key} {f.pointer} [{f.category}] "
-                               f"{'(absent)' if f.op == 'add' else _short(f.old)} -> "
-                               f"{'(absent)' if f.op == 'remove' else _short(f.new)}")
-        for p in self.pods:
-            changes.append(f"pods {p.namespace}/{p.owner_kind}/{p.owner_name}: {p.before.pods} "
-                           f"({p.before.ready} ready) -> {p.after.pods} ({p.after.ready} ready)")
-        for s in self.state:
-            if s.change == "changed":
-                changes.append(f"changed {s.key} {_short(s.old)} -> {_short(s.new)}")
-            else:
-                changes.append(f"{s.change} {s.key} {_short(s.new if s.change == 'added' else s.old)}")
+        changes = [ln for o in self.objects for ln in self.object_lines(o)]
+        changes += [self.pod_line(p) for p in self.pods]
+        changes += [self.state_line(s) for s in self.state]
         info = sorted(f"reboot host/{r.host}: {r.boots} boot(s)" for r in self.reboots)
         info += sorted(f"restart {r.component}/{r.name}/{r.what}: {r.count}" for r in self.restarts)
         hidden = sorted(f"ignored {i.pattern}{' (default)' if i.default else ''}: {i.count}"
                         for i in self.ignored if i.count)
         return sorted(changes) + info + hidden
+
+    @staticmethod
+    def object_lines(o: ObjectChange) -> list[str]:
+        """An object entry's lines (:meth:`lines`): one per changed field, in ``fields`` order, or
+        one for the whole object (added, removed, recreated without field changes)."""
+        if o.change in ("added", "removed") or not o.fields:
+            return [f"{o.change} {o.key}"]
+        return [f"{o.change} {o.key} {f.pointer} [{f.category}] "
+                f"{'(absent)' if f.op == 'add' else _short(f.old)} -> "
+                f"{'(absent)' if f.op == 'remove' else _short(f.new)}" for f in o.fields]
+
+    @staticmethod
+    def pod_line(p: PodGroupChange) -> str:
+        """A pod group's line (:meth:`lines`)."""
+        return (f"pods {p.namespace}/{p.owner_kind}/{p.owner_name}: {p.before.pods} "
+                f"({p.before.ready} ready) -> {p.after.pods} ({p.after.ready} ready)")
+
+    @staticmethod
+    def state_line(s: StateChange) -> str:
+        """A state entry's line (:meth:`lines`)."""
+        if s.change == "changed":
+            return f"changed {s.key} {_short(s.old)} -> {_short(s.new)}"
+        return f"{s.change} {s.key} {_short(s.new if s.change == 'added' else s.old)}"
