@@ -246,3 +246,33 @@ async def test_dry_run_plans_and_changes_nothing(time_skipping_env: Any) -> None
         result: NodeUpgradeResult = await handle.result()
     assert result.outcome == "dry-run" and "batches: [infra1][infra2][infra3]" in result.message
     assert world.events == []
+
+
+async def test_the_alert_gate_holds_every_node_start_until_the_alerts_clear(time_skipping_env: Any) -> None:
+    """Issue 37 on the node upgrade: with ``alerts`` (``--alert-gate URL``) no node starts while
+    Prometheus answers a blocking alert; the status names it; once it clears the upgrade goes on."""
+    from test_kit_alerts import CLEAR, FIRING, URL, AlertsFake
+
+    from workflows.kit.inputs import AlertGatePolicy
+
+    env = time_skipping_env
+    world = World(infra=2)
+    fake = AlertsFake(FIRING, CLEAR, hold_from=2)  # the second ask waits for the test, then answers clear
+    tq = f"nu-{uuid.uuid4().hex[:8]}"
+    inp = upgrade_input("region=infra", BatchPolicy(serial="50%"), alerts=AlertGatePolicy(url=URL, poll_seconds=60))
+    async with Worker(env.client, task_queue=tq, workflows=[NodeUpgradeWorkflow, NodeUpgradeNodeWorkflow, LeaseWorkflow],
+                      activities=[*world.activities(), preflight_activity(), fake.activity()]):
+        handle = await env.client.start_workflow(NodeUpgradeWorkflow.run, inp, id=f"node-upgrade-{uuid.uuid4().hex[:6]}", task_queue=tq)
+        for _ in range(20):  # blocked once; the gate asks again after its poll (skipped time)
+            if fake.held.is_set():
+                break
+            await env.sleep(15)
+        assert fake.held.is_set(), fake.calls
+        st: NodeUpgradeStatus = await handle.query(NodeUpgradeWorkflow.status)
+        assert world.actions == [] and all(n.phase == "pending" for n in st.nodes.values()), (world.actions, st.nodes)
+        waits = [h for name, h in st.health.items() if name.startswith("alerts/") and h.state == "waiting"]
+        assert waits and "KubeNodeNotReady" in waits[0].last, st.health
+        fake.release.set()
+        result: NodeUpgradeResult = await handle.result()
+    assert result.outcome == "completed" and sorted(world.actions) == ["infra1", "infra2"], result.message
+    assert all(c.url == URL for c in fake.calls) and len(fake.calls) >= 3  # asked again before each later start

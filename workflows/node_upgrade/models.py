@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from activities.host.models import HostAccess
 from activities.node_upgrade.models import NodeFacts  # noqa: F401 - re-exported: the plan's input model
+from workflows.kit.inputs import AlertGatePolicy
 from workflows.kit.models import NodeResult, NodeStatus, ProcedureResult, ProcedureStatus
 from workflows.kit.noderun import NodeRunResult
 
@@ -108,6 +109,9 @@ class NodeUpgradeInput(BaseModel):
     after it began is given up, no decision gate opens, and the node is upgraded with the pods
     still on it (recorded in the node's result ``drain="timed-out-proceeded"`` and reason).
     ``"proceed"`` needs ``drain_timeout_seconds``.
+
+    ``alerts``: the Prometheus alert gate (:class:`workflows.kit.inputs.AlertGatePolicy`, the
+    CLI's ``--alert-gate URL``): no node starts while a blocking alert fires; None: no gate.
     """
 
     cluster: str = "default"
@@ -118,6 +122,7 @@ class NodeUpgradeInput(BaseModel):
     dry_run: bool = False
     #: The parent procedure that gets ``child_status`` reports (set by the cluster upgrade).
     report_to: str | None = None
+    alerts: AlertGatePolicy | None = None
     selection: NodeSelection
     policy: BatchPolicy = Field(default_factory=BatchPolicy)
     target_version: str = OKD_310_KUBELET

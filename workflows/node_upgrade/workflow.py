@@ -87,7 +87,7 @@ class NodeUpgradeWorkflow(NodeProcedureWorkflow):
             procedure=PROCEDURE_NODE_UPGRADE, noun="node upgrade", cluster=input.cluster,
             rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
             status=self._status, search_attributes=input.search_attributes, reject_note="node upgrade paused",
-            base_phase=ProcedurePhase.PLANNING, preflight=True,
+            base_phase=ProcedurePhase.PLANNING, preflight=True, alerts=input.alerts,
         )
         self.board = NodeBoard(
             procedure=PROCEDURE_NODE_UPGRADE, cluster=input.cluster, nodes=self._status.nodes,
@@ -97,7 +97,7 @@ class NodeUpgradeWorkflow(NodeProcedureWorkflow):
             board=self.board, control=self.control, gates=self.gates, start_child=self._start_child,
             rollback=self._rollback, recheck_unavailable=self._recheck, result_type=NodeUpgradeNodeResult,
             pause_on_degraded=False, gate_timeout_seconds=input.gate_timeout_seconds,
-            gate_timeout_outcome=GateTimeoutOutcome.REJECT,
+            gate_timeout_outcome=GateTimeoutOutcome.REJECT, alerts=self.alerts,
         )
         self.gluster = GlusterHealth(
             target=GlusterTarget(namespace=input.gluster_namespace),

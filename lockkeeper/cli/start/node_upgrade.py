@@ -35,7 +35,19 @@ from lockkeeper.cli.common import (
     run,
     validation_lines,
 )
-from lockkeeper.cli.start.shared import Launch, launch, spec_named
+from lockkeeper.cli.start.shared import (
+    AlertCaOpt,
+    AlertFailOpenOpt,
+    AlertFilterOpt,
+    AlertFiringOnlyOpt,
+    AlertGateOpt,
+    AlertSeverityOpt,
+    AlertTokenOpt,
+    Launch,
+    alert_policy,
+    launch,
+    spec_named,
+)
 
 
 def parse_serial(value: str) -> int | str:
@@ -79,6 +91,13 @@ def start_node_upgrade(
                                                                            "openshift_upgrade_nodes_drain_timeout does."),
     four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve gates."),
     allowed_approver: list[str] = typer.Option([], "--allowed-approver", help="Who may approve (repeatable)."),
+    alert_gate: str | None = AlertGateOpt,
+    alert_filter: str | None = AlertFilterOpt,
+    alert_firing_only: bool = AlertFiringOnlyOpt,
+    alert_severity: list[str] = AlertSeverityOpt,
+    alert_gate_fail_open: bool = AlertFailOpenOpt,
+    alert_bearer_token_file: str | None = AlertTokenOpt,
+    alert_ca_file: str | None = AlertCaOpt,
     dry_run: bool = DryRunOpt,
     cluster: str | None = ClusterOpt,
     workflow_id: str | None = IdOpt,
@@ -104,6 +123,8 @@ def start_node_upgrade(
         selection=dict(label_selector=selector, masters=master),
         policy=dict(serial=parse_serial(serial), canary=list(canary) or canary_count, max_fail_percentage=max_fail_percentage),
         action=dict(kind=action_on, argv=parse_argv(action_command, "'--action-command'")),
+        alerts=alert_policy(alert_gate, alert_filter, alert_firing_only, alert_severity, alert_gate_fail_open,
+                            alert_bearer_token_file, alert_ca_file),
     )
     run(_start(settings, fields, workflow_id, wait, output, who))
 
