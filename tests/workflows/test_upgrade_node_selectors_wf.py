@@ -206,3 +206,27 @@ async def test_without_masters_the_dry_run_and_the_plan_gate_say_master_config_i
         await handle.execute_update(NodeSelectorMigrationWorkflow.reject, RejectInput(gate_id="plan", identity="ops"))
         await handle.result()
     assert world.obj(REF)["spec"]["template"]["spec"]["nodeSelector"] == {"region": "infra"}, "rejected: nothing changed"
+
+
+async def test_an_abort_restores_the_selectors_it_moved_and_reads_them_back(time_skipping_env: Any) -> None:
+    """Issue 39: aborted at the label-removal gate (the DC's nodeSelector already moved), the run
+    puts the selector back from its record, reads it back, ends ``aborted, restored`` and does
+    not stay open for a revert (nothing is left to revert)."""
+    from workflows.kit.models import ControlInput
+
+    world = World()
+    i = inp(revert_window_seconds=3600).model_copy(update={"approve_label_removal": True})
+    worker, handle = await start(time_skipping_env, world, i)
+    async with worker:
+        for _ in range(400):
+            st: NodeSelectorMigrationStatus = await handle.query(NodeSelectorMigrationWorkflow.status)
+            if any(g.id == "remove-labels" and g.state == GateState.WAITING for g in st.gates):
+                break
+            await asyncio.sleep(0.05)
+        assert world.obj(REF)["spec"]["template"]["spec"]["nodeSelector"] == {"node-role.kubernetes.io/infra": "true"}
+        await handle.execute_update(NodeSelectorMigrationWorkflow.abort, ControlInput(identity="ops", reason="change window over"))
+        result: NodeSelectorMigrationResult = await handle.result()
+    assert result.outcome == "aborted" and result.message.startswith("aborted, restored and read back: change window over"), result.message
+    assert world.obj(REF)["spec"]["template"]["spec"]["nodeSelector"] == {"region": "infra"}
+    assert world.objects["Node/n1"]["metadata"]["labels"]["region"] == "infra" and result.labels_removed == []
+    assert result.reverted == ["selector/DeploymentConfig default/docker-registry"]

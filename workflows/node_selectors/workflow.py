@@ -129,6 +129,12 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
         self._status.step = step
         self.touch()
 
+    def _stop_if_aborted(self) -> None:
+        """A safe point: an abort stops the migration here (raises :class:`_Stop`); what the
+        records hold is then restored (module doc)."""
+        if self.control.abort:
+            raise _Stop(self.control.abort_reason or "aborted")
+
     async def _gate(self, gate_id: str, comment: str) -> Gate:
         gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=self._in.gate_timeout_seconds, comment=comment,
                                opened_by="lockkeeper", record_comment=comment)
@@ -244,6 +250,7 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
                 self._step("approve-plan")
                 await self._gate("plan", "apply this plan: " + " | ".join([*plan.lines(), *([unscanned] if unscanned else [])]))
             for item in plan.items:
+                self._stop_if_aborted()
                 await self._apply(item)
             await self._all_pods_run(baseline, "after-patch")
             self._step("rescan")
@@ -260,12 +267,28 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
                 await self._gate("remove-labels", f"remove {', '.join(input.remove_labels)} from {', '.join(plan.label_nodes)}"
                                  + (f". OnDelete DaemonSet pods still on the old nodeSelector until deleted: {old}" if old else "")
                                  + (f". {unscanned}" if unscanned else ""))
+            self._stop_if_aborted()
             await self._remove_labels(plan)
             await self._all_pods_run(baseline, "post-check")
         except _Stop as stop:
-            self.control.request_abort(str(stop), "lockkeeper")
+            if not self.control.abort:
+                self.control.request_abort(str(stop), "lockkeeper")
         outcome, message = ("aborted", self.control.abort_reason or "aborted") if self.control.abort else (
             "completed", f"{len(plan.items)} selector(s) moved, labels removed from {len(self._status.labels_removed)} node(s)")
+        if self.control.abort:
+            # Before any point of no return: put back what the records hold (labels first, then
+            # selectors), each read back; the run then ends with nothing to revert.
+            changed = set(self.records.changed())
+            restored, problems = await self.records.revert_all([n for n in self._order if n in changed])
+            self._status.reverted += [n for n in self._order if n in changed and self.records.board[n].state == "reverted"]
+            self._order = [n for n in self._order if n in set(self.records.changed())]
+            reason = self.control.abort_reason or "aborted"
+            if problems:
+                message = f"aborted, NOT fully restored: {reason}; " + "; ".join(problems)
+            elif restored:
+                message = f"aborted, restored and read back: {reason} ({len(restored)} record(s))"
+            else:
+                message = f"aborted: {reason}; nothing was changed"
         self.control.base_phase = ProcedurePhase.ABORTED if self.control.abort else ProcedurePhase.DONE
         self._step("revert-window" if self._order and input.revert_window_seconds else "finished")
         if self._order and input.revert_window_seconds > 0:
@@ -317,13 +340,15 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
                     failed.append(st.detail)
                 return Check(st.done, st.detail)
 
-            hs = await wait_until(check, name=f"rollout/{ref.describe()}", deadline=deadline, stop=lambda: bool(failed),
+            hs = await wait_until(check, name=f"rollout/{ref.describe()}", deadline=deadline,
+                                  stop=lambda: bool(failed) or self.control.abort,
                                   backoff=Backoff(initial=self._in.poll_seconds, maximum=self._in.poll_seconds * 4),
                                   board=self._status.health, on_poll=lambda _: self.touch())
             if hs.state == "ok":
                 item.state, item.detail = "rolled-out", hs.last
                 self.touch()
                 return
+            self._stop_if_aborted()
             item.detail = failed[0] if failed else hs.last
             try:
                 await self._gate(f"rollout/{ref.describe()}", f"rollout of {ref.describe()} did not complete: {item.detail}. "
@@ -377,10 +402,11 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
                                  + (f", still old: {', '.join(old_here)}" if old_here else ""))
 
             hs = await wait_until(check, name=f"ondelete/{item.ref.describe()}/{node}", deadline=deadline,
-                                  backoff=Backoff(initial=self._in.poll_seconds, maximum=self._in.poll_seconds * 4),
+                                  stop=lambda: self.control.abort, backoff=Backoff(initial=self._in.poll_seconds, maximum=self._in.poll_seconds * 4),
                                   board=self._status.health, on_poll=lambda _: self.touch())
             if hs.state == "ok":
                 return
+            self._stop_if_aborted()
             self._n += 1
             await self._gate(f"ondelete/{item.ref.describe()}/{node}/{self._n}", f"replacement on {node} not available: {hs.last}. "
                                                                        "Approve to wait again, reject to stop.")
@@ -395,16 +421,18 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
                 self._status.regressions = pod_regressions(baseline.pods, now.pods)
                 return Check(not self._status.regressions, "; ".join(self._status.regressions) or "every pod runs")
 
-            hs = await wait_until(check, name=f"pods/{what}", deadline=deadline,
+            hs = await wait_until(check, name=f"pods/{what}", deadline=deadline, stop=lambda: self.control.abort,
                                   backoff=Backoff(initial=self._in.poll_seconds, maximum=self._in.poll_seconds * 4),
                                   board=self._status.health, on_poll=lambda _: self.touch())
             if hs.state == "ok":
                 return
+            self._stop_if_aborted()
             self._n += 1
             await self._gate(f"pods/{self._n}", f"pods not all running ({what}): {hs.last}. Approve to check again, reject to stop.")
 
     async def _remove_labels(self, plan: MigrationPlan) -> None:
         for node in plan.label_nodes:
+            self._stop_if_aborted()
             self._step(f"remove labels on {node}")
             name = f"labels/{node}"
             await self.records.change(name, ObjectRef(kind="Node", name=node),
