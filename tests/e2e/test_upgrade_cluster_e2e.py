@@ -182,3 +182,35 @@ async def test_dry_run_prints_every_phase_with_nodes_and_batches(dev_server: Any
     assert "would fail today" in lines["node-selectors"] and "docker-registry" in lines["node-selectors"]
     assert {n["metadata"]["name"]: (n["metadata"]["labels"], n["status"]["nodeInfo"]["kubeletVersion"])
             for n in sim.store.list("nodes")} == before
+
+
+async def test_an_abort_reaches_the_running_phase(dev_server: Any, temporal_client: Client, sim_factory: Any, worker_for: Any,
+                                                  task_queue: str, tmp_path: Path) -> None:
+    """Aborting the cluster upgrade while a phase waits at its canary gate aborts that phase too
+    (the kit's ``parent_abort`` signal): the child ends aborted, naming the cluster upgrade's
+    abort, and the upgrade ends aborted without opening a retry gate or waiting for the child's gate."""
+    from workflows.kit.models import ControlInput
+
+    sim = await sim_factory(r3_scenario(), time_scale=SCALE)
+    await control_plane_on_310(sim)
+    await worker_for(sim, env={"CLUSTERSIM_URL": sim.url})
+    plan_ = ClusterUpgradePlan(infra_nodes=upgrade_input(tmp_path, "region=infra", BatchPolicy(serial="50%", canary=1)))
+    handle: WorkflowHandle[Any, Any] = await temporal_client.start_workflow(
+        ClusterUpgradeWorkflow.run, ClusterUpgradeInput(plan=plan_, search_attributes=False, requested_by="e2e"),
+        id=f"cu-{uuid.uuid4().hex[:8]}", task_queue=task_queue, result_type=ClusterUpgradeResult)
+    end = time.monotonic() + 120
+    st = None
+    while time.monotonic() < end:
+        st = await handle.query("status", result_type=ClusterUpgradeStatus)
+        if any(g.id == "canary" and g.state == GateState.WAITING for g in st.gates):
+            break
+        await asyncio.sleep(0.3)
+    assert st is not None and any(g.id == "canary" and g.state == GateState.WAITING for g in st.gates), st.gates
+    child_id = next(p for p in st.phases if p.name == "infra-nodes").child_id
+    await handle.execute_update("abort", ControlInput(identity="e2e-operator", reason="change window closed"))
+    result = await asyncio.wait_for(handle.result(), 60)
+    assert result.outcome == "aborted", result.message
+    ph = next(p for p in result.phases if p.name == "infra-nodes")
+    assert ph.state == "aborted" and ph.attempts == 1, ph
+    child = await temporal_client.get_workflow_handle(child_id).result()
+    assert child["outcome"] == "aborted" and "cluster upgrade aborted: change window closed" in child["message"], child

@@ -31,11 +31,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows.control_plane.workflow import ControlPlaneUpgradeWorkflow
     from workflows.etcd.backup import EtcdBackupWorkflow
     from workflows.gluster.workflow import GlusterRecoveryWorkflow
-    from workflows.kit.models import ApprovalRules, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase, failure_message
+    from workflows.kit.models import ApprovalRules, ControlInput, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase, failure_message
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.node_selectors.workflow import NodeSelectorMigrationWorkflow
     from workflows.node_upgrade.plan import plan_lines
-    from workflows.kit.report import ChildReport
+    from workflows.kit.report import PARENT_ABORT_SIGNAL, ChildReport
     from workflows.node_upgrade.workflow import NodeUpgradeWorkflow
 
 #: phase → the child's workflow class.
@@ -145,11 +145,18 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
         ph.state, ph.outcome, ph.message = "running", None, None
         self.touch()
         try:
-            return await workflow.execute_child_workflow(
+            child = await workflow.start_child_workflow(
                 CHILDREN[ph.name].run, self._child_input(ph.name), id=ph.child_id,
                 parent_close_policy=workflow.ParentClosePolicy.TERMINATE,
                 static_summary=f"phase {ph.name} (attempt {ph.attempts})",
             )
+            await workflow.wait_condition(lambda: child.done() or self.control.abort)
+            if not child.done():
+                # Aborted while the phase runs: the phase aborts too (restoring or saying what
+                # stays changed) and this run ends once it has.
+                await child.signal(PARENT_ABORT_SIGNAL, ControlInput(identity=self.control.abort_by or "lockkeeper",
+                                                                     reason=f"cluster upgrade aborted: {self.control.abort_reason}"))
+            return await child
         finally:
             # An ended child's gates wait for nobody: only running children's show in status.
             self.inbox.latest.pop(ph.child_id, None)
@@ -166,6 +173,10 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
             ph.message = message
             if ok:
                 ph.state = "done"
+                self.touch()
+                return
+            if self.control.abort:  # the phase ended on our abort: no retry gate
+                ph.state = "aborted"
                 self.touch()
                 return
             ph.state = "waiting-retry"

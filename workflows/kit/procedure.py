@@ -49,7 +49,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.notify import ProcedureNotifier, wrap_run
     from workflows.kit.preflight import Preflight, PreflightOutcome
     from workflows.kit.records import Records
-    from workflows.kit.report import CHILD_REPORT_SIGNAL, ChildReport, ReportInbox, Reporter, summary
+    from workflows.kit.report import CHILD_REPORT_SIGNAL, PARENT_ABORT_SIGNAL, ChildReport, ReportInbox, Reporter, summary
     from workflows.kit.models import (
         SA_CLUSTER,
         SA_POOLS,
@@ -452,6 +452,15 @@ class ProcedureWorkflow:
     def lease_denied(self, info: LeaseInfo) -> None:
         """A lease's answer to our ``contend``: who holds it."""
         self.leases.denied(info)
+
+    @workflow.signal(name=PARENT_ABORT_SIGNAL)
+    def parent_abort(self, input: ControlInput) -> None:
+        """The procedure that started this one as a phase was aborted: abort this run too, as
+        the ``abort`` update would (it ends restored or says what stays changed). Ignored once
+        the run finished or is already aborting."""
+        if self.control.finished() or self.control.abort:
+            return
+        self.control.request_abort(input.reason or f"the parent procedure was aborted by {input.identity}", input.identity)
 
     @workflow.signal(name=CHILD_REPORT_SIGNAL)
     def child_report(self, report: ChildReport) -> None:

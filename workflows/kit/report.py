@@ -34,6 +34,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.models import Gate, GateRecord, GateState, NodeProgress, ProcedureStatus
 
 CHILD_REPORT_SIGNAL = "child_report"
+#: The signal a parent procedure sends its running child when the parent is aborted
+#: (:meth:`workflows.kit.procedure.ProcedureWorkflow.parent_abort`).
+PARENT_ABORT_SIGNAL = "parent_abort"
 
 
 class ChildReport(BaseModel):
