@@ -355,3 +355,29 @@ async def test_abort_after_the_switch_names_what_stays_changed_and_the_rollback(
     with pytest.raises(CliError) as refused:
         await revert_full(settings, result.workflow_id, "op", "table", "")
     assert refused.value.code == 2 and "has no full revert" in str(refused.value) and "next_commands" in str(refused.value)
+
+
+async def test_a_revert_ends_a_pause_and_rolls_back_at_once(time_skipping_env: Any) -> None:
+    """Issue 39: a pending revert pre-empts every wait. Paused before the switch with the
+    migration field set, the run gets a revert: it does not wait for a resume, it rolls back
+    (the migration field removed, pools unpaused) and ends ``reverted``."""
+    from workflows.kit.models import ControlInput
+    from workflows.network_migration.models import RevertInput as MigrationRevertInput
+
+    env = time_skipping_env
+    c = Cluster(roll_all=True)
+    tq = f"nm-{uuid.uuid4().hex[:8]}"
+    async with Worker(env.client, task_queue=tq, workflows=[NetworkMigrationWorkflow, FakeRollout, LeaseWorkflow], activities=c.activities()):
+        h = await env.client.start_workflow(NetworkMigrationWorkflow.run, inp("j"), id=f"nm-{uuid.uuid4().hex[:8]}", task_queue=tq)
+        await h.execute_update("pause", ControlInput(identity="op", reason="hold before the switch"))
+        for _ in range(60):
+            await env.sleep(5)
+            if c.migration and all(not p.nodes_behind for p in c.state().pools):
+                break
+        await env.sleep(30)
+        st = await h.query(NetworkMigrationWorkflow.status, result_type=NetworkMigrationStatus)
+        assert st.phase == "paused" and c.migration == "OVNKubernetes", (st.phase, st.step)
+        await h.execute_update("revert", MigrationRevertInput(identity="op", reason="not today"))
+        result = await h.result()
+    assert result.outcome == "reverted", result.message
+    assert c.migration is None and c.config_type == "OpenShiftSDN" and c.switch_when_settled == [] and not any(c.paused.values())

@@ -83,6 +83,11 @@ ONCE = RetryPolicy(maximum_attempts=1)
 TAKEOVER_LEASES_CLOSE_WITHIN = timedelta(seconds=120)
 
 
+class _RevertNow(Exception):
+    """A revert was requested while the run waited (health, reboots, a pause): the rollback
+    starts now instead of after the wait (:meth:`NetworkMigrationWorkflow._run`)."""
+
+
 class Refused(Exception):
     """The run stops before (or instead of) a change: ``reason``; ``holder`` the workflow ID
     holding a lease we were refused."""
@@ -113,6 +118,7 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         self._cleanup_started = False
         self._lease_holder = ""
         self._from_type = ""
+        self._rolling_back = False
 
     # --- operator surface ------------------------------------------------------------------------
 
@@ -171,9 +177,15 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
 
     async def _hold(self) -> None:
         """Wait while the run is paused (an operator's pause holds before the switch); abort ends it."""
-        await workflow.wait_condition(lambda: not self.control.paused or self.control.abort)
+        await workflow.wait_condition(lambda: not self.control.paused or self.control.abort or self._revert_pending())
         if self.control.abort:
             raise Aborted(self.control.abort_reason)
+        if self._revert_pending():
+            raise _RevertNow()
+
+    def _revert_pending(self) -> bool:
+        """A revert was requested and the rollback has not started: every wait ends for it."""
+        return self._revert_by is not None and not self._rolling_back
 
     async def _sleep(self, seconds: float) -> None:
         try:
@@ -326,6 +338,14 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
                                            + "; ".join(checked.lines()))
         pools = [p.name for p in state.pools]
         await self._take([subsystem_scope("sdn", i.cluster)], [], "nothing was changed")
+        try:
+            return await self._forward(i, pools)
+        except _RevertNow:  # requested while a wait ran: roll back from here
+            return await self._revert(i, pools)
+
+    async def _forward(self, i: NetworkMigrationInput, pools: list[str]) -> NetworkMigrationResult:
+        """From the migration field to the cleanup (module doc, steps 2-8); a revert requested
+        meanwhile ends it at the next step or wait (:class:`_RevertNow`)."""
         self._step("migration-field")
         await self.records.change("migration-field", NET_OP, {"/spec/migration": {"networkType": i.to}})
         await self._wait_pools(i)
@@ -384,10 +404,12 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
             return Check(ok(s), detail(s))  # type: ignore[operator]
 
         hs = await wait_until(check, name=name, backoff=Backoff(initial=self._in.poll_seconds, maximum=self._in.poll_seconds * 3),
-                              deadline=workflow.now() + timedelta(seconds=timeout), stop=lambda: self.control.abort,
+                              deadline=workflow.now() + timedelta(seconds=timeout), stop=lambda: self.control.abort or self._revert_pending(),
                               board=self._st.health, on_poll=lambda _: self.touch())
         if hs.state == "stopped":
-            raise Aborted(self.control.abort_reason)
+            if self.control.abort:
+                raise Aborted(self.control.abort_reason)
+            raise _RevertNow()
         if hs.state != "ok":
             raise ApplicationError(f"{name}: not reached within {timeout:.0f}s ({hs.last})", type="WaitTimedOut", non_retryable=True)
         return seen[-1]
@@ -533,6 +555,8 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
     async def _revert(self, i: NetworkMigrationInput, pools: list[str]) -> NetworkMigrationResult:
         """The documented rollback order: pause the pools, migration field to the old type, the
         type back, multus, reboot every node, unpause, migration field removed (its record)."""
+        self._rolling_back = True
+        self.control.paused, self.control.paused_reason = False, None  # a pause held the run; the rollback goes on
         self._step("revert")
         old = "OpenShiftSDN"
         if "network-type" in self.records.records:
