@@ -208,7 +208,10 @@ async def test_premature_switch_reproduces_r1_and_the_guard_refuses_it(sim_facto
     while len(sim.components["mcc"].handed_out) < 3 and time.monotonic() < end:
         await asyncio.sleep(0.05)
     verdict = await asyncio.to_thread(acts.check_pools_settled, PoolsSettledInput(baseline=baseline))
-    assert not verdict.ok and any("Updated=False" in b for b in verdict.behind)
+    # What is behind depends on how far the controller got by now (a slow machine: further):
+    # a pool not Updated yet, or nodes not on their pool's new rendered config.
+    assert not verdict.ok and verdict.behind
+    assert all(b.startswith(("pool ", "node ")) for b in verdict.behind), verdict.behind
     await asyncio.to_thread(gw.patch, "Network", "cluster", {"spec": {"networkType": "OVNKubernetes"}})  # the premature patch
     while not sim.components["cno"].switches and time.monotonic() < end:
         await asyncio.sleep(0.05)
@@ -266,6 +269,7 @@ async def test_premature_switch_breaks_only_pods_on_nodes_not_rebooted_since(sim
         return all(current(n) in net.ovn_configs and boot(n) != boot_at[n["metadata"]["name"]] for n in nodes
                    if n["metadata"]["name"] not in early)
 
+    end = time.monotonic() + 240  # the controller's reboots after the switch: its own deadline (slow machines)
     while not done() and time.monotonic() < end:
         await asyncio.sleep(0.1)
     assert done(), "the controller finished the pools after the switch"
