@@ -84,6 +84,19 @@ async def _ticker(stop: asyncio.Event, gaps: list[float]) -> None:
         last = now
 
 
+async def _timed_diff(url: str, sid: str, http: Any) -> tuple[Any, float, list[float]]:
+    """A diff against snapshot ``sid``: (the diff, its round trip in ms, the event loop's gaps in
+    ms while it ran, as :func:`_ticker` records them)."""
+    stop, gaps = asyncio.Event(), []
+    tick = asyncio.create_task(_ticker(stop, gaps))
+    t0 = time.perf_counter()
+    d = await client.diff(url, sid, session=http)
+    wall = (time.perf_counter() - t0) * 1000
+    stop.set()
+    await tick
+    return d, wall, gaps
+
+
 async def big(nodes: int, pods: int) -> None:
     from clustersim.scenario import generate_scenario
 
@@ -96,13 +109,7 @@ async def big(nodes: int, pods: int) -> None:
             heap = (tracemalloc.get_traced_memory()[0] - heap0) / 5
             tracemalloc.stop()
             sid = infos[-1].id
-            stop, gaps = asyncio.Event(), []
-            tick = asyncio.create_task(_ticker(stop, gaps))
-            t0 = time.perf_counter()
-            d = await client.diff(sim.url, sid, session=http)
-            wall = (time.perf_counter() - t0) * 1000
-            stop.set()
-            await tick
+            d, wall, gaps = await _timed_diff(sim.url, sid, http)
             print(f"{nodes} nodes, {infos[0].objects} API objects (no hosts):")
             print(f"  capture on the event loop: {_ms([i.capture_ms for i in infos])} "
                   f"(under tracemalloc); heap kept per snapshot {heap / 1024 / 1024:.1f} MiB")
@@ -119,13 +126,7 @@ async def big(nodes: int, pods: int) -> None:
                 new["metadata"]["name"] = m["name"] + "-r"
                 sim.store.create("pods", new)
                 replaced += 1
-            stop, gaps = asyncio.Event(), []
-            tick = asyncio.create_task(_ticker(stop, gaps))
-            t0 = time.perf_counter()
-            d = await client.diff(sim.url, sid, session=http)
-            wall = (time.perf_counter() - t0) * 1000
-            stop.set()
-            await tick
+            d, wall, gaps = await _timed_diff(sim.url, sid, http)
             print(f"  diff after 100 label changes and {replaced} pod replacements: {len(d.objects)} objects, "
                   f"{len(d.pods)} pod groups; round trip {wall:.0f} ms, comparison {d.compare_ms:.0f} ms; "
                   f"longest event-loop stall {max(gaps):.1f} ms")

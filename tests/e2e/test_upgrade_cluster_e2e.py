@@ -50,6 +50,17 @@ def plan(sim: ClusterSim, tmp: Path) -> ClusterUpgradePlan:
     )
 
 
+async def wait_gate(handle: WorkflowHandle[Any, Any], gate_id: str, timeout: float = 120.0) -> ClusterUpgradeStatus:
+    """The upgrade's status once gate ``gate_id`` (its own or a phase's) waits; fails after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while True:
+        st = await handle.query("status", result_type=ClusterUpgradeStatus)
+        if any(g.id == gate_id and g.state == GateState.WAITING for g in st.gates):
+            return st
+        assert time.monotonic() < end, f"gate {gate_id} never waited: {st.gates}"
+        await asyncio.sleep(0.3)
+
+
 async def node_groups(sim: ClusterSim, stop: asyncio.Event) -> None:
     """What 3.10's node groups do as each infra node comes back on the new kubelet: label it
     ``node-role.kubernetes.io/infra=true`` (the stand-in only changes the kubelet)."""
@@ -142,14 +153,8 @@ async def test_failed_phase_is_fixed_and_retried(dev_server: Any, temporal_clien
     handle: WorkflowHandle[Any, Any] = await temporal_client.start_workflow(
         ClusterUpgradeWorkflow.run, ClusterUpgradeInput(plan=plan_, search_attributes=False, requested_by="e2e"),
         id=f"cu-{uuid.uuid4().hex[:8]}", task_queue=task_queue, result_type=ClusterUpgradeResult)
-    end = time.monotonic() + 120
-    st = None
-    while time.monotonic() < end:
-        st = await handle.query("status", result_type=ClusterUpgradeStatus)
-        if any(g.id == "phase/compute-nodes/1" and g.state == GateState.WAITING for g in st.gates):
-            break
-        await asyncio.sleep(0.3)
-    assert st is not None and st.current_phase == "compute-nodes"
+    st = await wait_gate(handle, "phase/compute-nodes/1")
+    assert st.current_phase == "compute-nodes"
     ph = next(p for p in st.phases if p.name == "compute-nodes")
     assert ph.state == "waiting-retry" and "no nodes matched" in (ph.message or "") and ph.child_id and ph.child_id.endswith("/1")
     sim.store.mutate("nodes", "node03.example.com", None, lambda o: o["metadata"]["labels"].update({"upgrade-wave": "one"}))
@@ -198,14 +203,7 @@ async def test_an_abort_reaches_the_running_phase(dev_server: Any, temporal_clie
     handle: WorkflowHandle[Any, Any] = await temporal_client.start_workflow(
         ClusterUpgradeWorkflow.run, ClusterUpgradeInput(plan=plan_, search_attributes=False, requested_by="e2e"),
         id=f"cu-{uuid.uuid4().hex[:8]}", task_queue=task_queue, result_type=ClusterUpgradeResult)
-    end = time.monotonic() + 120
-    st = None
-    while time.monotonic() < end:
-        st = await handle.query("status", result_type=ClusterUpgradeStatus)
-        if any(g.id == "canary" and g.state == GateState.WAITING for g in st.gates):
-            break
-        await asyncio.sleep(0.3)
-    assert st is not None and any(g.id == "canary" and g.state == GateState.WAITING for g in st.gates), st.gates
+    st = await wait_gate(handle, "canary")
     child_id = next(p for p in st.phases if p.name == "infra-nodes").child_id
     await handle.execute_update("abort", ControlInput(identity="e2e-operator", reason="change window closed"))
     result = await asyncio.wait_for(handle.result(), 60)

@@ -95,6 +95,11 @@ OUTCOME_PHASE = {
 }
 
 
+def refusal_lines(err: ApplicationError) -> list[str]:
+    """A refusal's problems: the non-empty lines of its message."""
+    return [ln for ln in (err.message or str(err)).splitlines() if ln.strip()]
+
+
 class ProcedureWorkflow:
     """Base of every procedure workflow (see the module doc). Not a workflow by itself."""
 
@@ -255,8 +260,7 @@ class ProcedureWorkflow:
                 await self.kit_settle()
                 if err.type not in REFUSAL_TYPES:
                     raise
-                lines = [ln for ln in (err.message or str(err)).splitlines() if ln.strip()]
-                result = self.kit_end(result_type, "refused", "refused before any change: " + "; ".join(lines), problems=lines)
+                result = self.kit_refused(err, result_type)
         except ApplicationError as err:
             self.control.base_phase = ProcedurePhase.FAILED
             left = self.kit_left_changed()
@@ -300,6 +304,14 @@ class ProcedureWorkflow:
             tail = f" (past the point of no return: {c.point_of_no_return})" + tail
         return self.kit_end(result_type, "aborted", f"aborted: {reason}{tail}", left_changed=left,
                             next_commands=self.kit_next_commands(left))
+
+    def kit_refused(self, err: ApplicationError, result_type: type[R], why: str = "") -> R:
+        """The ending of a refusal before any write (``err`` of a :data:`REFUSAL_TYPES` type,
+        e.g. a failed precondition): outcome ``refused``, one problem per line of its message
+        (``why`` is added to the headline, e.g. "the plan is blocked")."""
+        lines = refusal_lines(err)
+        head = "refused before any change" + (f" ({why})" if why else "")
+        return self.kit_end(result_type, "refused", f"{head}: " + "; ".join(lines), problems=lines)
 
     async def kit_undo(self, why: str) -> tuple[list[str], list[str]]:
         """Hook: restore what this run changed, last change first (an abort before the point of

@@ -218,8 +218,7 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         except ApplicationError as err:
             if err.type not in REFUSAL_TYPES:  # a failed precondition: nothing was written
                 raise
-            lines = [ln for ln in (err.message or str(err)).splitlines() if ln.strip()]
-            result = self.kit_end(NetworkMigrationResult, "refused", "refused before any change: " + "; ".join(lines), problems=lines)
+            result = self.kit_refused(err, NetworkMigrationResult)
         self.control.base_phase = ProcedurePhase.DONE if result.outcome in ("completed", "reverted", "dry-run") else (
             ProcedurePhase.ABORTED if result.outcome == "aborted" else ProcedurePhase.FAILED)
         self.touch()

@@ -52,7 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.models import ApprovalRules, Gate, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase
     from workflows.kit.planning import planning_abort_message, planning_call
     from workflows.kit.report import Reporter
-    from workflows.kit.procedure import REFUSAL_TYPES, ProcedureWorkflow
+    from workflows.kit.procedure import REFUSAL_TYPES, ProcedureWorkflow, refusal_lines
     from workflows.kit.records import REMOVE, RecordRefused, Records
     from workflows.node_selectors.models import (
         PROCEDURE_NODE_SELECTOR_MIGRATION,
@@ -157,7 +157,7 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
                 if err.type not in ("PlanBlocked", *REFUSAL_TYPES):
                     raise
                 # Refused before any write: one line per blocked object; the CLI exits 2.
-                lines = [ln for ln in (err.message or str(err)).splitlines() if ln.strip()]
+                lines = refusal_lines(err)
                 self.kit_status.preflight = "refused"
                 self.control.base_phase = ProcedurePhase.FAILED
                 self.touch()
