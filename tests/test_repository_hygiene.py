@@ -27,11 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Files not scanned, each with its reason. Keep it short: a new entry needs a reason here.
-SKIP: dict[str, str] = {
-    # Recorded workflow histories carry the recording machine's tracebacks; they are being
-    # re-recorded without them (issue 42), then this entry goes.
-    "tests/workflows/histories/*.json": "recorded histories, re-recorded separately",
-}
+SKIP: dict[str, str] = {}
 
 _SEP = "/"  # see the module docstring: the needles are assembled from parts
 _NEEDLES = [
@@ -108,3 +104,18 @@ def test_no_committed_file_names_a_machine_path() -> None:
         for lineno, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
             found += [f"{path}:{lineno}: {hit!r} in {line.strip()[:120]!r}" for hit in machine_paths(line)]
     assert not found, "absolute paths of a machine in committed files:\n" + "\n".join(found)
+
+
+def test_recorded_histories_are_stored_machine_neutral() -> None:
+    """The history recorder (tests/workflows/replay.py) strips the recording machine's paths from
+    stack traces, so a re-recorded history never needs a SKIP entry here."""
+    from tests.workflows.replay import _ROOT, machine_neutral
+
+    s = "/"
+    venv = f"{s}opt{s}ci{s}venv{s}lib{s}python3.12{s}site-packages{s}temporalio{s}worker{s}_activity.py"
+    debian = f"{s}usr{s}lib{s}python3{s}dist-packages{s}aiohttp{s}client.py"
+    trace = f'File \\"{_ROOT}{s}tests{s}workflows{s}etcd_fakes.py\\", line 105; File \\"{venv}\\"; File \\"{debian}\\"'
+    neutral = machine_neutral(trace)
+    assert neutral == ('File \\"tests/workflows/etcd_fakes.py\\", line 105; '
+                       'File \\"site-packages/temporalio/worker/_activity.py\\"; File \\"dist-packages/aiohttp/client.py\\"')
+    assert machine_paths(neutral) == []

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from temporalio.client import WorkflowHandle, WorkflowHistory
@@ -23,6 +24,9 @@ from temporalio.worker import Replayer, WorkflowReplayResult
 from workflows import WORKFLOWS
 
 HISTORIES = Path(__file__).parent / "histories"
+_ROOT = Path(__file__).resolve().parent.parent.parent
+#: An installed package's folder wherever the recording machine kept it (a venv, a system path).
+_SITE = re.compile(r"(?<![\w.-])/[^\s\"']*?/(site-packages|dist-packages)/")
 
 
 def recording() -> bool:
@@ -36,12 +40,20 @@ async def record(handle: WorkflowHandle, name: str) -> None:
         await store(await handle.fetch_history(), name)
 
 
+def machine_neutral(text: str) -> str:
+    """``text`` (a recorded history's JSON) without the recording machine's paths: the checkout's
+    root becomes relative (``tests/workflows/...``) and an installed package's folder starts at
+    ``site-packages/``. Only failures' stack traces carry such paths, and replay reads none of
+    them."""
+    return _SITE.sub(r"\1/", text.replace(f"{_ROOT}/", ""))
+
+
 async def store(history: WorkflowHistory, name: str) -> None:
-    """Write ``history`` as ``histories/<name>.json`` (with its workflow ID)."""
+    """Write ``history`` as ``histories/<name>.json`` (with its workflow ID), machine-neutral
+    (:func:`machine_neutral`)."""
     HISTORIES.mkdir(exist_ok=True)
-    (HISTORIES / f"{name}.json").write_text(
-        json.dumps({"workflow_id": history.workflow_id, "history": json.loads(history.to_json())}, indent=1) + "\n"
-    )
+    text = json.dumps({"workflow_id": history.workflow_id, "history": json.loads(history.to_json())}, indent=1)
+    (HISTORIES / f"{name}.json").write_text(machine_neutral(text) + "\n")
 
 
 def load(path: Path) -> WorkflowHistory:
