@@ -119,7 +119,7 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
             self.control.base_phase = ProcedurePhase.DONE
             self.touch()
             order = " -> ".join(m.name for m in input.masters)
-            return self._result("dry-run", f"dry run: masters one at a time: {order}; action {input.action.kind}, "
+            return self._result("dry-run", f"masters one at a time: {order}; action {input.action.kind}, "
                                            f"restart {', '.join(input.action.restart) or 'none'}; own APIs: "
                                            + ", ".join(f"{m.name} {m.api_url}" for m in input.masters))
         await self.leases.acquire([node_scope(input.cluster, m.name) for m in input.masters], probe_cluster=True)

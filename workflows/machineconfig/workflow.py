@@ -240,7 +240,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             if input.dry_run:
                 self.control.base_phase = RolloutPhase.DONE
                 self.touch()
-                return self._result("dry-run", plan, f"dry run: {plan.node_count} node(s) in {len(plan.pools)} pool(s) would be rolled")
+                return self._result("dry-run", plan, f"{plan.node_count} node(s) in {len(plan.pools)} pool(s) would be rolled")
             await self._acquire_leases(input, plan)
         self._can = input.continue_as_new_after_events > 0
         # Counted from here: a run that re-took thousands of node leases must still move nodes.

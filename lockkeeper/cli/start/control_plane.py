@@ -140,6 +140,9 @@ def start_control_plane_upgrade(
     gluster_host: bool = typer.Option(True, "--gluster-hosts/--no-gluster-hosts", help="The masters serve GlusterFS bricks."),
     approve_each: bool = typer.Option(False, "--approve-each", help="A gate before every master (default: the first)."),
     api_ca_file: str | None = typer.Option(None, "--api-ca-file", help="CA bundle for the /healthz/ready probe."),
+    api_ready_timeout: float = typer.Option(120.0, "--api-ready-timeout", min=1.0,
+                                            help="Seconds a restarted master's API may take to answer /healthz/ready "
+                                                 "before its gate opens with master-logs (openshift-ansible waits 120)."),
     dry_run: bool = DryRunOpt,
     cluster: str | None = ClusterOpt,
     workflow_id: str | None = IdOpt,
@@ -182,6 +185,7 @@ def start_control_plane_upgrade(
         fields = dict(
             cluster=cluster or settings.cluster, requested_by=who, dry_run=dry_run, action=action, expected_image=expected_image,
             etcd_backup_skip_reason=etcd_backup_skip_reason, approve_each=approve_each, api_ca_file=api_ca_file,
+            api_ready_timeout_seconds=api_ready_timeout,
             etcd_members=_read_members(etcd_members) if etcd_members else [], etcd_health_skip_reason=etcd_health_skip_reason,
             masters=[{"name": m, "api_url": urls[m], "gluster_host": gluster_host,
                       "access": {"backend": "ssh", "host": where[m][0], "port": where[m][1], "user": ssh_user, "node": m}}
