@@ -1,0 +1,118 @@
+"""Issue 40 ("Order"): the four node orders of workflows/kit/plan.py (ties, missing timestamps,
+zones), the shared ``node_order`` input type, and the rollout plan recording the order."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from activities.cluster.models import NodeInfo
+from activities.machineconfig.models import PoolInfo
+from workflows.kit.inputs import NodeOrder
+from workflows.kit.plan import (
+    NEWEST_FIRST,
+    NODE_ORDERS,
+    OLDEST_FIRST,
+    ZONE_OLDEST,
+    PlanError,
+    describe_order,
+    order_name,
+    order_nodes,
+)
+from workflows.machineconfig.models import MachineConfigRolloutInput
+from workflows.machineconfig.plan import plan_rollout
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def n(name: str, zone: str | None = None, at: int | None = 0) -> NodeInfo:
+    """A node created ``at`` seconds after T0 (None: no creationTimestamp)."""
+    return NodeInfo(name=name, zone=zone, created=None if at is None else T0 + timedelta(seconds=at))
+
+
+#: zone a: a-old (0 s), a-new (30 s); zone b: b-mid (10 s); no zone: x-newest (40 s);
+#: a tie at 20 s across zones (t-2 in zone b, t-1 in zone c); no timestamp: z-none (zone a).
+NODES = [n("a-new", "a", 30), n("b-mid", "b", 10), n("x-newest", None, 40), n("t-2", "b", 20), n("t-1", "c", 20),
+         n("a-old", "a", 0), n("z-none", "a", None)]
+
+
+def names(order: str | list[str]) -> list[str]:
+    return [x.name for x in order_nodes(NODES, order)]
+
+
+def test_zone_oldest_is_unchanged_zone_then_age_then_name():
+    # no zone sorts first; a missing creationTimestamp is the oldest of its zone
+    assert names(ZONE_OLDEST) == ["x-newest", "z-none", "a-old", "a-new", "b-mid", "t-2", "t-1"]
+    assert names(ZONE_OLDEST) == [x.name for x in order_nodes(NODES)]  # the default
+
+
+def test_oldest_first_ignores_the_zone_ties_by_name_missing_timestamp_first():
+    assert names(OLDEST_FIRST) == ["z-none", "a-old", "b-mid", "t-1", "t-2", "a-new", "x-newest"]
+
+
+def test_newest_first_ties_by_name_ascending_missing_timestamp_last():
+    assert names(NEWEST_FIRST) == ["x-newest", "a-new", "t-1", "t-2", "b-mid", "a-old", "z-none"]
+
+
+def test_newest_first_is_not_oldest_first_reversed_among_ties():
+    same = [n("w-b", at=5), n("w-a", at=5), n("w-c", at=5)]
+    assert [x.name for x in order_nodes(same, NEWEST_FIRST)] == ["w-a", "w-b", "w-c"]
+    assert [x.name for x in order_nodes(same, OLDEST_FIRST)] == ["w-a", "w-b", "w-c"]
+
+
+def test_orders_do_not_depend_on_the_input_order():
+    for order in NODE_ORDERS:
+        assert [x.name for x in order_nodes(list(reversed(NODES)), order)] == names(order), order
+
+
+def test_explicit_list_first_then_the_rest_zone_oldest():
+    assert names(["t-1", "a-new", "ghost"]) == ["t-1", "a-new", "x-newest", "z-none", "a-old", "b-mid", "t-2"]
+
+
+@pytest.mark.parametrize("bad", ["random", "explicit", "Newest-First", ""])
+def test_unknown_order_name_is_a_plan_error(bad):
+    with pytest.raises(PlanError, match="node_order"):
+        order_nodes(NODES, bad)
+
+
+def test_order_name_and_description():
+    assert order_name(NEWEST_FIRST) == "newest-first" and order_name(["a", "b"]) == "explicit"
+    assert describe_order(NEWEST_FIRST) == "newest-first (creationTimestamp newest first, then name)"
+    assert describe_order(["a", "b"]) == "explicit (a, b first, then zone-oldest)"
+
+
+class _Holder(BaseModel):
+    node_order: NodeOrder = "zone-oldest"
+
+
+@pytest.mark.parametrize("good", ["zone-oldest", "oldest-first", "newest-first", ["a", "b"], []])
+def test_node_order_type_accepts_the_orders_and_lists(good):
+    assert _Holder(node_order=good).node_order == good
+
+
+@pytest.mark.parametrize("bad", ["explicit", "newest", "random", 3, None, "a,b"])
+def test_node_order_type_refuses_anything_else(bad):
+    with pytest.raises(ValidationError):
+        _Holder(node_order=bad)
+
+
+def test_rollout_input_takes_every_order_and_an_old_input_keeps_zone_oldest():
+    assert MachineConfigRolloutInput().node_order == "zone-oldest"
+    for order in NODE_ORDERS:
+        assert MachineConfigRolloutInput(node_order=order).node_order == order
+    with pytest.raises(ValidationError):
+        MachineConfigRolloutInput(node_order="sideways")
+
+
+def test_rollout_plan_records_the_order_and_its_nodes_are_in_it():
+    pool = PoolInfo(name="worker", target_config="new", nodes=[
+        NodeInfo(name=f"worker-{i}", pool="worker", zone="zone-" + "abc"[i % 3], created=T0 + timedelta(seconds=i),
+                 current_config="old", desired_config="old", state="Done", ready=True) for i in range(4)])
+    plan = plan_rollout([pool], node_order=NEWEST_FIRST)
+    assert plan.node_order == "newest-first"
+    assert plan.pools[0].nodes == ["worker-3", "worker-2", "worker-1", "worker-0"]
+    default = plan_rollout([pool])
+    assert default.node_order == "zone-oldest" and default.pools[0].nodes == ["worker-0", "worker-3", "worker-1", "worker-2"]
+    assert plan_rollout([pool], node_order=["worker-2"]).node_order == "explicit"
