@@ -116,3 +116,51 @@ def test_rollout_plan_records_the_order_and_its_nodes_are_in_it():
     default = plan_rollout([pool])
     assert default.node_order == "zone-oldest" and default.pools[0].nodes == ["worker-0", "worker-3", "worker-1", "worker-2"]
     assert plan_rollout([pool], node_order=["worker-2"]).node_order == "explicit"
+
+
+# --- node upgrade: the selected nodes, the canary count and the batches follow the order ---------
+
+def upgrade_facts(stamped: bool = True) -> list:
+    from activities.node_upgrade.models import NodeFacts
+
+    return [NodeFacts(name=f"node0{i}", labels={"region": "infra"}, kubelet_version="v1.9", ready=True,
+                      zone=("zone-" + "ab"[i % 2]) if stamped else None,
+                      created=(T0 + timedelta(minutes=i)) if stamped else None) for i in range(1, 5)]
+
+
+@pytest.mark.parametrize(("order", "selected"), [
+    ("zone-oldest", ["node02", "node04", "node01", "node03"]),
+    ("oldest-first", ["node01", "node02", "node03", "node04"]),
+    ("newest-first", ["node04", "node03", "node02", "node01"]),
+    (["node03"], ["node03", "node02", "node04", "node01"]),
+])
+def test_node_upgrade_plan_follows_the_order(order, selected):
+    from workflows.node_upgrade.models import BatchPolicy, NodeSelection
+    from workflows.node_upgrade.plan import plan_lines, plan_upgrade
+
+    plan = plan_upgrade(upgrade_facts(), NodeSelection(label_selector="region=infra"), BatchPolicy(serial=2, canary=1),
+                        "v1.10", order)
+    assert plan.selected == selected
+    assert plan.canary == selected[:1] and plan.batches == [selected[1:3], selected[3:]]
+    assert plan.node_order == order_name(order)
+    assert f"order: {order_name(order)} (" in "\n".join(plan_lines(plan))
+
+
+def test_node_upgrade_facts_read_before_zone_and_age_plan_by_name_as_before():
+    from workflows.node_upgrade.models import BatchPolicy, NodeSelection, NodeUpgradeInput
+    from workflows.node_upgrade.plan import plan_upgrade
+
+    old = plan_upgrade(upgrade_facts(stamped=False), NodeSelection(label_selector="region=infra"), BatchPolicy(), "v1.10")
+    assert old.selected == ["node01", "node02", "node03", "node04"]
+    assert NodeUpgradeInput(selection={"label_selector": "x"}, action={"argv": ["a", "{node}"]}).node_order == "zone-oldest"
+    with pytest.raises(ValidationError):
+        NodeUpgradeInput(selection={"label_selector": "x"}, action={"argv": ["a", "{node}"]}, node_order="upside-down")
+
+
+def test_node_upgrade_explicit_order_names_only_selected_nodes():
+    from workflows.node_upgrade.models import BatchPolicy, NodeSelection
+    from workflows.node_upgrade.plan import PlanError as UpgradePlanError
+    from workflows.node_upgrade.plan import plan_upgrade
+
+    with pytest.raises(UpgradePlanError, match="master01"):
+        plan_upgrade(upgrade_facts(), NodeSelection(label_selector="region=infra"), BatchPolicy(), "v1.10", ["master01"])
