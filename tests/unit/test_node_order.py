@@ -164,3 +164,35 @@ def test_node_upgrade_explicit_order_names_only_selected_nodes():
 
     with pytest.raises(UpgradePlanError, match="master01"):
         plan_upgrade(upgrade_facts(), NodeSelection(label_selector="region=infra"), BatchPolicy(), "v1.10", ["master01"])
+
+
+# --- runtime migration: None keeps the nodes as listed; an order sorts what the preflight read ---
+
+def test_runtime_migration_order_as_listed_by_default_else_by_the_nodes_read():
+    from activities.runtime_migration.models import NodeObject
+    from workflows.runtime_migration.plan import migration_order
+
+    read = {"g1": NodeObject(name="g1", exists=True, zone="a", created=T0 + timedelta(seconds=5)),
+            "g2": NodeObject(name="g2", exists=True, zone="b", created=T0),
+            "g3": NodeObject(name="g3", exists=True, zone="a", created=T0 + timedelta(seconds=9))}
+    listed = ["g2", "g3", "g1"]
+    assert migration_order(listed, None, read) == ("as-listed", ["g2", "g3", "g1"])
+    assert migration_order(listed, "zone-oldest", read) == ("zone-oldest", ["g1", "g3", "g2"])
+    assert migration_order(listed, "oldest-first", read) == ("oldest-first", ["g2", "g1", "g3"])
+    assert migration_order(listed, "newest-first", read) == ("newest-first", ["g3", "g1", "g2"])
+    assert migration_order(listed, ["g3"], read) == ("explicit", ["g3", "g1", "g2"])
+    # a node the preflight did not read (it refuses the run anyway) sorts as one without zone or age
+    assert migration_order(["g1", "g9"], "newest-first", read) == ("newest-first", ["g1", "g9"])
+
+
+def test_runtime_migration_input_keeps_old_inputs_as_listed_and_checks_an_explicit_order():
+    from workflows.runtime_migration.models import RuntimeMigrationInput
+
+    base = {"nodes": ["g1", "g2"], "host_access": {n: {"backend": "ssh", "host": n} for n in ("g1", "g2")},
+            "scaleup_step": {"argv": ["scaleup", "{node}"]}}
+    assert RuntimeMigrationInput(**base).node_order is None
+    assert RuntimeMigrationInput(**base, node_order="newest-first").node_order == "newest-first"
+    with pytest.raises(ValidationError, match="not migrated: g7"):
+        RuntimeMigrationInput(**base, node_order=["g2", "g7"])
+    with pytest.raises(ValidationError):
+        RuntimeMigrationInput(**base, node_order="newest")
