@@ -79,7 +79,8 @@ def start_drain(
 
     output = check_output(output)
     refuse_node_order(order_by, node_order_file, f"a drain takes exactly one node (--node {node}); to drain several "
-                      "in an order, start one drain per node in that order, or use a procedure that takes --order")
+                      "in an order, start one drain per node in that order (machineconfig-rollout, node-upgrade and "
+                      "runtime-migration take --order)")
     argv = None
     if reboot_command is not None:
         try:
