@@ -14,6 +14,7 @@ from rich.text import Text
 
 from activities.machineconfig.models import PoolDiagnosis
 from workflows.kit.models import GateState, NodePhase, NodeStatus
+from workflows.kit.plan import ORDER_MEANING
 from workflows.machineconfig.models import MachineConfigRolloutResult, RolloutPlan, RolloutStatus
 
 FORMATS = ("table", "json", "yaml")
@@ -110,6 +111,8 @@ def plan_table(plan: RolloutPlan) -> RenderableType:
     how = {"parallel": "every pool at once, each in its own maxUnavailable window",
            "masters-first": "master first, then the other pools at once"}.get(order, "one pool after the other")
     parts.append(Text(f"pool order: {order} ({how})"))
+    parts.append(Text(f"order: {plan.node_order} ({ORDER_MEANING.get(plan.node_order, 'unknown')}; "
+                      "each pool's batches above are in this order)"))
     if plan.final_gates:
         parts.append(Text("then: " + ", ".join(g.id for g in plan.final_gates)))
     if plan.network_type:

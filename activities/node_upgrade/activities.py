@@ -1,5 +1,5 @@
 """The node-upgrade activities over the Kubernetes gateway: ``read_upgrade_nodes`` (every Node's
-labels, kubelet version, Ready, unschedulable) and ``read_node_facts`` (one Node; a missing Node
+labels, kubelet version, Ready, unschedulable, zone label, creationTimestamp) and ``read_node_facts`` (one Node; a missing Node
 is returned with ``exists=False`` so a waiting workflow sees a node that is re-registering rather
 than failing). Field paths are the Node API's (``status.nodeInfo.kubeletVersion``,
 ``status.conditions[type=Ready]``, ``spec.unschedulable``).
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio import activity
 
 from activities.cluster.base import GatewayActivities
+from activities.cluster.models import ZONE_LABEL
 from activities.kube import objects
 from activities.kube.errors import NotFound
 from activities.node_upgrade.models import (
@@ -37,6 +38,8 @@ def node_facts(obj: dict[str, Any]) -> NodeFacts:
         kubelet_version=(status.get("nodeInfo") or {}).get("kubeletVersion"),
         ready=objects.condition(obj, "Ready") == "True",
         unschedulable=bool((obj.get("spec") or {}).get("unschedulable")),
+        zone=objects.labels(obj).get(ZONE_LABEL),
+        created=objects.parse_time(objects.meta(obj).get("creationTimestamp")),
     )
 
 

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from temporalio import activity
 
 from activities.cluster.base import GatewayActivities
+from activities.cluster.models import ZONE_LABEL
 from activities.context import log
 from activities.gluster.models import GlusterReadInput, GlusterReport
 from activities.host.executors import LocalExecutor
@@ -69,6 +70,8 @@ def node_object(name: str, obj: dict[str, Any] | None) -> NodeObject:
         unschedulable=bool((obj.get("spec") or {}).get("unschedulable")),
         addresses=[a.get("address", "") for a in status.get("addresses") or [] if a.get("address")],
         raw=obj,
+        zone=objects.labels(obj).get(ZONE_LABEL),
+        created=objects.parse_time(objects.meta(obj).get("creationTimestamp")),
     )
 
 

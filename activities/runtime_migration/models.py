@@ -7,6 +7,7 @@ worker, only their argv travels in history.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -46,7 +47,8 @@ class NodeObject(BaseModel):
     ``runtime`` (``status.nodeInfo.containerRuntimeVersion``, e.g. ``docker://1.13.1``,
     ``cri-o://1.11.16``); ``kubelet_version`` (``status.nodeInfo.kubeletVersion``); ``labels``;
     ``unschedulable``; ``addresses``; ``raw`` the full object as served (the record kept before
-    the delete)."""
+    the delete); ``zone`` (label ``topology.kubernetes.io/zone``) and ``created``
+    (``metadata.creationTimestamp``) for the node order (None in results recorded before)."""
 
     name: str
     exists: bool = False
@@ -58,6 +60,8 @@ class NodeObject(BaseModel):
     unschedulable: bool = False
     addresses: list[str] = Field(default_factory=list)
     raw: dict[str, Any] | None = None
+    zone: str | None = None
+    created: datetime | None = None
 
 
 class DeleteRecordedNodeInput(BaseModel):

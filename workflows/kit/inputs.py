@@ -18,7 +18,8 @@ the same shape:
   phase (None: none).
 
 Node procedures pass a :class:`DrainPolicy` to their node runs whole, and take
-:data:`MaxUnavailable` (an int >= 1 or ``"N%"``), the same type the CLI parses.
+:data:`MaxUnavailable` (an int >= 1 or ``"N%"``), the same type the CLI parses, and
+:data:`NodeOrder` (``node_order``: which node goes first; :func:`workflows.kit.plan.order_nodes`).
 
 Pure pydantic v2; no Temporal import. Unknown fields are refused (``extra="forbid"``): a typo in an
 input file is an error at the start, never a default silently taken. Durations are seconds.
@@ -129,6 +130,15 @@ def resolve_max_unavailable(value: int | str, pool_size: int) -> int:
     if isinstance(value, int):
         return value
     return max(1, math.floor(float(value[:-1]) * pool_size / 100))
+
+
+#: ``node_order`` of a node procedure (the CLI's ``--order`` / ``--node-order FILE``):
+#: ``"zone-oldest"`` (the machine-config-controller's: zone label, then creationTimestamp oldest
+#: first, then name), ``"oldest-first"``, ``"newest-first"``, or an explicit list of node names
+#: (those first, in that order, the rest zone-oldest). Anything else is a validation error.
+#: The named values are :data:`workflows.kit.plan.NODE_ORDERS`; the ordering is
+#: :func:`workflows.kit.plan.order_nodes`.
+NodeOrder = Literal["zone-oldest", "oldest-first", "newest-first"] | list[str]
 
 
 class AlertGatePolicy(Strict):

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -27,6 +28,14 @@ _EPOCH = datetime.min.replace(tzinfo=UTC)
 
 #: The default node order: zone label, then creationTimestamp (oldest first), then name.
 ZONE_OLDEST = "zone-oldest"
+#: creationTimestamp (oldest first), then name; the zone is not looked at.
+OLDEST_FIRST = "oldest-first"
+#: creationTimestamp (newest first), then name; the zone is not looked at.
+NEWEST_FIRST = "newest-first"
+#: The named node orders (an explicit order is a list of node names instead).
+NODE_ORDERS = (ZONE_OLDEST, OLDEST_FIRST, NEWEST_FIRST)
+#: How the CLI names an explicit list (``--order explicit --node-order FILE``).
+EXPLICIT = "explicit"
 
 #: ``maxUnavailable`` as in MachineConfigPool.spec: an integer count or a percent string ("25%").
 #: A plain digit string ("2") is accepted as a count.
@@ -90,26 +99,93 @@ def resolve_max_unavailable(value: MaxUnavailable, pool_size: int) -> int:
     return max(resolved, 1)
 
 
-def node_sort_key(node: NodeInfo) -> tuple[str, datetime, str]:
-    """Zone label, then creationTimestamp (oldest first), then name: MCO's candidate order."""
+class OrderedNode(Protocol):
+    """What ordering reads of a node: its name, zone label and creationTimestamp (both may be
+    missing). :class:`activities.cluster.models.NodeInfo` is one."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def zone(self) -> str | None: ...
+
+    @property
+    def created(self) -> datetime | None: ...
+
+
+N = TypeVar("N", bound=OrderedNode)
+
+
+def node_sort_key(node: OrderedNode) -> tuple[str, datetime, str]:
+    """Zone label, then creationTimestamp (oldest first), then name: MCO's candidate order
+    (``getAllCandidateMachines`` sorts the candidates by zone, then by age). A node without a zone
+    sorts first, one without a creationTimestamp as the oldest."""
     return (node.zone or "", node.created or _EPOCH, node.name)
 
 
-def order_nodes(nodes: Iterable[NodeInfo], node_order: str | Sequence[str] = ZONE_OLDEST) -> list[NodeInfo]:
+def age_sort_key(node: OrderedNode) -> tuple[datetime, str]:
+    """creationTimestamp (a missing one as the oldest), then name; the zone is not looked at."""
+    return (node.created or _EPOCH, node.name)
+
+
+def order_nodes(nodes: Iterable[N], node_order: str | Sequence[str] = ZONE_OLDEST) -> list[N]:
     """Sort ``nodes`` for a procedure, deterministically (a repeated pass picks the same nodes).
 
-    ``"zone-oldest"``: by :func:`node_sort_key`. An explicit list of names puts those nodes first in
-    that order and the rest after them zone-oldest; names not among ``nodes`` are ignored here (use
-    :func:`check_node_order` to refuse them). Raises :class:`PlanError` for any other string.
+    - ``"zone-oldest"`` (the default): by :func:`node_sort_key`, the machine-config-controller's
+      order (``pkg/controller/node/node_controller.go`` ``getAllCandidateMachines``: zone, then
+      creationTimestamp oldest first; ties by name here so the order is total).
+    - ``"oldest-first"``: creationTimestamp oldest first, then name (:func:`age_sort_key`).
+    - ``"newest-first"``: creationTimestamp newest first, then name (ascending, also among nodes
+      created in the same second). Motivation: openshift/machine-config-operator #6407
+      (``machineconfiguration.openshift.io/update-order: NewestFirst``, RFE-9696): with a
+      MachineSet's ``deletePolicy: Oldest`` the autoscaler deletes the oldest nodes, so the
+      update should go to the newest ones first. Unlike that MCO change, which keeps the zone
+      order and reverses the age only within a zone, this order ignores the zone, as
+      oldest-first does.
+    - A list of names: those nodes first in that order, the rest after them zone-oldest; names
+      not among ``nodes`` are ignored here (use :func:`check_node_order` to refuse them).
+
+    A node without a creationTimestamp counts as the oldest (first in oldest-first, last in
+    newest-first). Raises :class:`PlanError` for any other string.
     """
     ordered = sorted(nodes, key=node_sort_key)
     if isinstance(node_order, str):
-        if node_order != ZONE_OLDEST:
-            raise PlanError(f"unknown node_order {node_order!r}: expected 'zone-oldest' or a list of node names")
-        return ordered
+        if node_order == ZONE_OLDEST:
+            return ordered
+        if node_order == OLDEST_FIRST:
+            return sorted(ordered, key=age_sort_key)
+        if node_order == NEWEST_FIRST:
+            # names ascending first; the stable sort on the timestamp (reverse keeps stability)
+            # then leaves nodes created at the same instant in name order.
+            by_name = sorted(ordered, key=lambda n: n.name)
+            return sorted(by_name, key=lambda n: n.created or _EPOCH, reverse=True)
+        raise PlanError(f"unknown node_order {node_order!r}: expected one of {', '.join(NODE_ORDERS)} or a list of node names")
     rank = {name: i for i, name in enumerate(node_order)}
     listed = sorted((n for n in ordered if n.name in rank), key=lambda n: rank[n.name])
     return listed + [n for n in ordered if n.name not in rank]
+
+
+def order_name(node_order: str | Sequence[str]) -> str:
+    """The order's name for a plan: ``zone-oldest``, ``oldest-first``, ``newest-first`` or
+    ``explicit`` (a list of names)."""
+    return node_order if isinstance(node_order, str) else EXPLICIT
+
+
+#: What each order's name means, for plans.
+ORDER_MEANING = {
+    ZONE_OLDEST: "zone label, then creationTimestamp oldest first, then name",
+    OLDEST_FIRST: "creationTimestamp oldest first, then name",
+    NEWEST_FIRST: "creationTimestamp newest first, then name",
+    EXPLICIT: "the listed nodes first in that order, the rest zone-oldest",
+}
+
+
+def describe_order(node_order: str | Sequence[str]) -> str:
+    """One line for a plan: the order's name and what it means, e.g. ``newest-first
+    (creationTimestamp newest first, then name)``; an explicit list names its nodes."""
+    if isinstance(node_order, str):
+        return f"{node_order} ({ORDER_MEANING.get(node_order, 'unknown')})"
+    return f"{EXPLICIT} ({', '.join(node_order)} first, then zone-oldest)"
 
 
 def check_node_order(node_order: str | Sequence[str], known: Iterable[str], where: str = "the pools") -> None:

@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from activities.cluster.models import DrainReport
-from workflows.kit.inputs import AlertGatePolicy
+from workflows.kit.inputs import AlertGatePolicy, NodeOrder
 from workflows.kit.models import (
     DrainDecision,
     Gate,
@@ -93,7 +93,8 @@ class MachineConfigRolloutInput(BaseModel):
     - ``target_configs``: pool -> rendered config; missing pools get their newest rendered config.
     - ``not_before``: refuse a target rendered config created before this instant (R1 check).
     - ``max_unavailable``: int or "N%" of the pool size, rounded down, at least 1 (MCO/intstr).
-    - ``node_order``: ``"zone-oldest"`` (zone label, then creationTimestamp, then name) or an
+    - ``node_order``: :data:`workflows.kit.inputs.NodeOrder`: ``"zone-oldest"`` (zone label, then
+      creationTimestamp, then name; the default), ``"oldest-first"``, ``"newest-first"``, or an
       explicit list of node names (listed nodes first in that order, the rest zone-oldest).
     - ``pool_order``: :class:`PoolOrder` (sequential, parallel, masters-first).
     - ``gate_timeout_seconds``: None waits forever; on timeout ``gate_timeout_outcome`` applies.
@@ -136,7 +137,7 @@ class MachineConfigRolloutInput(BaseModel):
     target_configs: dict[str, str] = Field(default_factory=dict)
     not_before: datetime | None = None
     max_unavailable: MaxUnavailable = 1
-    node_order: Literal["zone-oldest"] | list[str] = "zone-oldest"
+    node_order: NodeOrder = "zone-oldest"
     pool_order: PoolOrder = PoolOrder.SEQUENTIAL
     approval: ApprovalPolicy = ApprovalPolicy.NONE
     gate_timeout_seconds: float | None = None
@@ -205,6 +206,9 @@ class RolloutPlan(BaseModel):
 
     pools: list[PoolPlan] = Field(default_factory=list)
     pool_order: PoolOrder = PoolOrder.SEQUENTIAL
+    #: The node order within each pool: zone-oldest, oldest-first, newest-first or explicit
+    #: (:func:`workflows.kit.plan.order_name`); each pool's ``nodes`` are in that order.
+    node_order: str = "zone-oldest"
     final_gates: list[PlannedGate] = Field(default_factory=list)
     network_type: str | None = None
 

@@ -22,6 +22,7 @@ from workflows.kit.plan import (
     batches,
     check_node_order,
     is_unavailable,
+    order_name,
     order_nodes,
     plan_gates,
     resolve_max_unavailable,
@@ -98,7 +99,8 @@ def plan_rollout(
     """Plan a whole rollout from preflight's pools.
 
     Pools are ordered by :func:`order_pools` (``requested_pools`` non-empty = explicit order).
-    ``pool_order`` is recorded in the plan (see :func:`pool_stages`).
+    ``pool_order`` is recorded in the plan (see :func:`pool_stages`), and the name of ``node_order``
+    (:func:`workflows.kit.plan.order_nodes`; each pool's nodes are in that order).
     ``repair_network`` adds the always-present ``delete-all-pods`` gate after the pools.
     Raises :class:`workflows.kit.plan.PlanError` for an explicit ``node_order`` naming a node that
     is in no pool (and for what :func:`plan_pool` refuses).
@@ -116,6 +118,7 @@ def plan_rollout(
         ],
         network_type=network_type,
         pool_order=pool_order,
+        node_order=order_name(node_order),
     )
     if repair_network:
         plan.final_gates.append(PlannedGate(id=DELETE_ALL_PODS_GATE, kind=GateKind.STEP))

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from activities.host.models import HostAccess
 from activities.node_upgrade.models import NodeFacts  # noqa: F401 - re-exported: the plan's input model
-from workflows.kit.inputs import AlertGatePolicy
+from workflows.kit.inputs import AlertGatePolicy, NodeOrder
 from workflows.kit.models import NodeResult, NodeStatus, ProcedureResult, ProcedureStatus
 from workflows.kit.noderun import NodeRunResult
 
@@ -53,9 +53,10 @@ class BatchPolicy(BaseModel):
 
 
 class UpgradePlan(BaseModel):
-    """The plan: ``selected`` (name order), ``excluded`` masters with the reason, ``done`` nodes
-    skipped, ``canary`` batch, ``canary_gate``, ``batches`` after it, the serial and both sizes
-    (``batch_size`` over the nodes still to do, ``size_over_selected`` over all selected)."""
+    """The plan: ``selected`` (in ``node_order``), ``excluded`` masters with the reason, ``done``
+    nodes skipped, ``canary`` batch, ``canary_gate``, ``batches`` after it, the serial and both
+    sizes (``batch_size`` over the nodes still to do, ``size_over_selected`` over all selected).
+    ``node_order``: the order's name (zone-oldest, oldest-first, newest-first, explicit)."""
 
     target_version: str
     selector: str | None = None
@@ -69,6 +70,7 @@ class UpgradePlan(BaseModel):
     batch_size: int = 0
     size_over_selected: int = 0
     max_fail_percentage: float = 0.0
+    node_order: str = "zone-oldest"
 
     def all_batches(self) -> list[tuple[str, list[str]]]:
         """``("canary", nodes)`` (when there is a canary) then ``("batch-<i>", nodes)``, i from 1."""
@@ -112,6 +114,10 @@ class NodeUpgradeInput(BaseModel):
 
     ``alerts``: the Prometheus alert gate (:class:`workflows.kit.inputs.AlertGatePolicy`, the
     CLI's ``--alert-gate URL``): no node starts while a blocking alert fires; None: no gate.
+
+    ``node_order`` (:data:`workflows.kit.inputs.NodeOrder`, the CLI's ``--order``): the order of
+    the selected nodes, so of the canary count and the serial batches; ``zone-oldest`` by default
+    (a plan read before the Nodes' zone and creationTimestamp were read orders by name, as before).
     """
 
     cluster: str = "default"
@@ -124,6 +130,7 @@ class NodeUpgradeInput(BaseModel):
     report_to: str | None = None
     alerts: AlertGatePolicy | None = None
     selection: NodeSelection
+    node_order: NodeOrder = "zone-oldest"
     policy: BatchPolicy = Field(default_factory=BatchPolicy)
     target_version: str = OKD_310_KUBELET
     action: NodeAction

@@ -9,6 +9,10 @@
   ``lib/ansible/utils/helpers.py::pct_to_int`` (``int(pct/100 * total)``, at least 1) and
   ``lib/ansible/executor/playbook_executor.py::_get_serialized_batches`` (full batches, then the
   remainder). 2 nodes at 50% → [1][1]; 3 at 50% → [1][1][1]; 7 at 20% → seven batches of 1.
+- **Order** (:func:`plan_upgrade`): the selected nodes in ``node_order``
+  (:func:`workflows.kit.plan.order_nodes`: zone-oldest by default, oldest-first, newest-first or
+  an explicit list); Nodes read without zone and creationTimestamp (results recorded before they
+  were read) sort by name under every named order, as the plan did before.
 - **Canary** (:func:`plan_upgrade`): batch 0, explicit nodes or the first ``k`` still to do,
   followed by an approval gate; the rest is batched with ``serial`` over the nodes still to do.
   Nodes already at the target kubelet version are skipped (``skip_done``), so a re-run after the
@@ -28,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from pydantic import BaseModel, Field
 
 from activities.node_upgrade.models import NodeFacts
+from workflows.kit import plan as kit_plan
 from workflows.node_upgrade.models import BatchPolicy, NodeSelection, UpgradePlan
 
 #: openshift-ansible's message when the label matches nothing (initialize_nodes_to_upgrade.yml).
@@ -201,9 +206,14 @@ def is_done(node: NodeFacts, target_version: str) -> bool:
 
 
 def plan_upgrade(
-    nodes: Iterable[NodeFacts], selection: NodeSelection, policy: BatchPolicy, target_version: str
+    nodes: Iterable[NodeFacts], selection: NodeSelection, policy: BatchPolicy, target_version: str,
+    node_order: str | Sequence[str] = kit_plan.ZONE_OLDEST,
 ) -> UpgradePlan:
     """The whole node-upgrade plan: selection, done nodes skipped, canary batch, serial batches.
+
+    The selected nodes are put in ``node_order`` first (:func:`workflows.kit.plan.order_nodes`), so
+    the canary count and the serial batches take them in that order; an explicit order may name
+    only selected nodes.
 
     Canary: ``policy.canary`` as a list names the canary nodes (each must be selected; those
     already done are dropped, so a re-run after the canary has no canary batch and no canary
@@ -214,6 +224,11 @@ def plan_upgrade(
     """
     facts = {n.name: n for n in nodes}
     selected, excluded = select_nodes(facts.values(), selection)
+    try:
+        kit_plan.check_node_order(node_order, selected, where="the selected nodes")
+        selected = [n.name for n in kit_plan.order_nodes([facts[s] for s in selected], node_order)]
+    except kit_plan.PlanError as err:
+        raise PlanError(str(err)) from None
     done = [n for n in selected if policy.skip_done and is_done(facts[n], target_version)]
     todo = [n for n in selected if n not in done]
     if isinstance(policy.canary, list):
@@ -241,6 +256,7 @@ def plan_upgrade(
         batch_size=size,
         size_over_selected=serial_size(policy.serial, len(selected)),
         max_fail_percentage=policy.max_fail_percentage,
+        node_order=kit_plan.order_name(node_order),
     )
 
 
@@ -248,6 +264,7 @@ def plan_lines(plan: UpgradePlan) -> list[str]:
     """The plan as lines for ``--dry-run`` and ``status`` (batches as ``[a][b,c]``)."""
     out = [f"target kubelet {plan.target_version}; selector {plan.selector or '(explicit nodes)'}"]
     out.append(f"selected {len(plan.selected)}: {', '.join(plan.selected)}")
+    out.append(f"order: {plan.node_order} ({kit_plan.ORDER_MEANING.get(plan.node_order, 'unknown')})")
     for name, why in plan.excluded.items():
         out.append(f"excluded {name}: {why}")
     if plan.done:

@@ -219,7 +219,7 @@ class NodeUpgradeWorkflow(NodeProcedureWorkflow):
                 raise api from err
             raise
         try:
-            plan = plan_upgrade(read.nodes, input.selection, input.policy, input.target_version)
+            plan = plan_upgrade(read.nodes, input.selection, input.policy, input.target_version, input.node_order)
         except PlanError as err:
             raise ApplicationError(str(err), type="InvalidPlan", non_retryable=True) from err
         if input.action.kind == "host":

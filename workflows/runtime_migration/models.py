@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from activities.cluster.models import DrainReport
 from activities.host.models import CommandResult, HostAccess
+from workflows.kit.inputs import NodeOrder
 from workflows.kit.models import Gate, GateRecord, GateState, OperatorInput, ProcedureResult, ProcedureStatus
 from workflows.kit.order import overtaken
 
@@ -98,10 +99,17 @@ class RuntimeMigrationInput(BaseModel):
     deleted during the run, so debug pods cannot serve); ``peers``: nodes to compare packages
     with (None = every non-master Node in ``host_access``); ``inventory_step`` None = a
     human_action gate showing the exact change; ``inventory_restore_step`` None = a human_action
-    gate. ``expected_labels`` None = the recorded labels minus ``runtime=cri-o``."""
+    gate. ``expected_labels`` None = the recorded labels minus ``runtime=cri-o``.
+
+    ``node_order`` (:data:`workflows.kit.inputs.NodeOrder`, the CLI's ``--order``): None (the
+    default) migrates ``nodes`` in the order given, as before issue 40; ``zone-oldest``,
+    ``oldest-first`` or ``newest-first`` order them by the Nodes the preflight reads (zone label,
+    creationTimestamp); a list puts those nodes first (each must be one of ``nodes``), the rest
+    zone-oldest. The nodes still go strictly one at a time (GlusterFS: one brick set down)."""
 
     cluster: str = "default"
     nodes: list[str] = Field(min_length=1)
+    node_order: NodeOrder | None = None
     host_access: dict[str, HostAccess]
     target_runtime: Literal["docker"] = "docker"
     gluster: GlusterTargetSpec = Field(default_factory=GlusterTargetSpec)
@@ -140,6 +148,10 @@ class RuntimeMigrationInput(BaseModel):
     def _consistent(self) -> RuntimeMigrationInput:
         if len(set(self.nodes)) != len(self.nodes):
             raise ValueError("a node is listed twice")
+        if isinstance(self.node_order, list):
+            stray = [n for n in self.node_order if n not in self.nodes]
+            if stray:
+                raise ValueError(f"node_order names nodes that are not migrated: {', '.join(stray)} (nodes: {', '.join(self.nodes)})")
         missing = [n for n in self.nodes + (self.peers or []) if n not in self.host_access]
         if missing:
             raise ValueError(f"no SSH access for {', '.join(missing)}")
@@ -310,6 +322,10 @@ class RuntimeMigrationStatus(ProcedureStatus):
     procedure: str = PROCEDURE_RUNTIME_MIGRATION
     stage: Literal["preflight", "nodes", "post-check", "done", "failed"] = "preflight"
     nodes: dict[str, NodeMigrationStatus] = Field(default_factory=dict)
+    #: The node order: ``as-listed`` (no ``node_order``), zone-oldest, oldest-first, newest-first
+    #: or explicit; ``order`` the nodes in it, once the preflight has read the Nodes.
+    node_order: str = "as-listed"
+    order: list[str] = Field(default_factory=list)
     current: str | None = None
     preflight: list[str] = Field(default_factory=list)
     peers: list[str] = Field(default_factory=list)

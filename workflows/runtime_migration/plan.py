@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
+from activities.runtime_migration.models import NodeObject
+from workflows.kit.plan import order_name, order_nodes
 from workflows.shared.glusterfs.models import Assessment
 from workflows.runtime_migration.models import NodeRecordView, PackageFinding
 
@@ -29,6 +31,21 @@ RUNTIME_PACKAGES = ["docker", "cri-o", "atomic-openshift-node"]
 RUNTIME_UNITS = ["crio", "docker", "atomic-openshift-node"]
 RUNTIME_SOCKETS = ["/var/run/crio/crio.sock", "/var/run/docker.sock"]
 CRIO_LABEL = ("runtime", "cri-o")
+
+
+# --- node order ---------------------------------------------------------------------------------
+
+
+def migration_order(nodes: Sequence[str], node_order: str | Sequence[str] | None,
+                    read: Mapping[str, NodeObject]) -> tuple[str, list[str]]:
+    """The order's name and the nodes to migrate in it: ``node_order`` None keeps ``nodes`` as
+    given (``as-listed``, the only order before issue 40); otherwise
+    :func:`workflows.kit.plan.order_nodes` over the Nodes the preflight ``read`` (zone label,
+    creationTimestamp; a node not read sorts as one without either)."""
+    if node_order is None:
+        return "as-listed", list(nodes)
+    objs = [read.get(n) or NodeObject(name=n) for n in nodes]
+    return order_name(node_order), [o.name for o in order_nodes(objs, node_order)]
 
 
 # --- reading outputs ----------------------------------------------------------------------------

@@ -91,6 +91,8 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         self._in = input
         self._id = workflow.info().workflow_id
         self._status = RuntimeMigrationStatus(nodes={n: NodeMigrationStatus(node=n) for n in input.nodes})
+        #: The Nodes the preflight read (for the node order).
+        self._read: dict[str, NodeObject] = {}
         self.kit_init(
             procedure=PROCEDURE_RUNTIME_MIGRATION, noun="runtime migration", cluster=input.cluster,
             rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
@@ -273,6 +275,7 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         self._preflight_step("each node: GlusterFS label and a Ready GlusterFS pod")
         for n in inp.nodes:
             obj = await self._planning_read("read_node_object", NodeObjectInput(node=n), NodeObject, t)
+            self._read[n] = obj
             if not obj.exists:
                 found.append(f"node {n} does not exist")
                 continue
@@ -352,9 +355,12 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
             self._phase(ProcedurePhase.FAILED, "failed")
             await self.leases.release()
             return self._result("failed", "preflight: " + "; ".join(findings) + " (nothing was changed)", [])
+        name, order = plan.migration_order(input.nodes, input.node_order, self._read)
+        self._status.node_order, self._status.order = name, order
+        self._status.nodes = {n: self._status.nodes[n] for n in order}
         self._phase(ProcedurePhase.RUNNING, "nodes")
         results: list[NodeMigrationResult] = []
-        for i, node in enumerate(input.nodes):
+        for i, node in enumerate(order):
             try:
                 await self.control.safe_point()
             except Aborted:

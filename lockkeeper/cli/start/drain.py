@@ -8,6 +8,7 @@ durations and an unknown timeout outcome are usage errors (exit 2) before anythi
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -26,7 +27,7 @@ from lockkeeper.cli.common import (
     run,
     validation_lines,
 )
-from lockkeeper.cli.start.shared import Launch, dry_run_report, launch, spec_named
+from lockkeeper.cli.start.shared import Launch, dry_run_report, launch, refuse_node_order, spec_named
 
 
 def drain_started(node: str) -> Any:
@@ -61,6 +62,9 @@ def start_drain(
     decision_timeout_outcome: str = typer.Option("wait", "--decision-timeout-outcome", help="wait | skip | abort"),
     four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve delete-pod."),
     allowed_approver: list[str] = typer.Option([], "--allowed-approver", help="Who may decide (repeatable)."),
+    order_by: str | None = typer.Option(None, "--order", metavar="ORDER",
+                                        help="Refused: a drain takes one node (--node), there is no node order to choose."),
+    node_order_file: Path | None = typer.Option(None, "--node-order", metavar="FILE", help="Refused, as --order."),
     dry_run: bool = DryRunOpt,
     cluster: str | None = ClusterOpt,
     workflow_id: str | None = IdOpt,
@@ -74,6 +78,9 @@ def start_drain(
     from activities.host.models import ExecBackend
 
     output = check_output(output)
+    refuse_node_order(order_by, node_order_file, f"a drain takes exactly one node (--node {node}); to drain several "
+                      "in an order, start one drain per node in that order (machineconfig-rollout, node-upgrade and "
+                      "runtime-migration take --order)")
     argv = None
     if reboot_command is not None:
         try:

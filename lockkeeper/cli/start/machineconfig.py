@@ -8,6 +8,7 @@ command waits for the plan and prints it below the workflow ID.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -37,8 +38,11 @@ from lockkeeper.cli.start.shared import (
     AlertSeverityOpt,
     AlertTokenOpt,
     Launch,
+    NodeOrderOpt,
+    OrderOpt,
     alert_policy,
     launch,
+    node_order,
     spec_named,
 )
 
@@ -105,6 +109,8 @@ def start_machineconfig_rollout(
         "sequential", "--pool-order",
         help="sequential | parallel (each pool its own window, as the machine-config-controller) | masters-first",
     ),
+    order_by: str | None = OrderOpt,
+    node_order_file: Path | None = NodeOrderOpt,
     approve_each: str = typer.Option("none", "--approve-each", help="none | pool | node | canary"),
     gate_timeout: float | None = typer.Option(None, "--gate-timeout", help="Seconds a gate waits (default: forever)."),
     gate_timeout_outcome: str = typer.Option("reject", "--gate-timeout-outcome", help="reject | approve | abort"),
@@ -143,6 +149,7 @@ def start_machineconfig_rollout(
             f"pool(s) {', '.join(stray)} are not among --pool {', '.join(pool)}; add them with --pool or drop the --target",
             param_hint="'--target'",
         )
+    nodes_order = node_order(order_by, node_order_file)
     approval = _choice(approve_each, APPROVALS, "'--approve-each'")
     order = _choice(pool_order, ("sequential", "parallel", "masters-first"), "'--pool-order'")
     outcome = _choice(gate_timeout_outcome, GATE_OUTCOMES, "'--gate-timeout-outcome'")
@@ -165,6 +172,7 @@ def start_machineconfig_rollout(
         pause_on_degraded=not no_pause_on_degraded, dry_run=dry_run, requested_by=who, four_eyes=four_eyes,
         allowed_approvers=allowed_approver, repair_network=repair_network, decide_after_seconds=decide_after or None,
         decision_timeout_seconds=decision_timeout, decision_timeout_outcome=decision_timeout_outcome,
+        **({"node_order": nodes_order} if nodes_order is not None else {}),
         alerts=alert_policy(alert_gate, alert_filter, alert_firing_only, alert_severity, alert_gate_fail_open,
                             alert_bearer_token_file, alert_ca_file),
     )

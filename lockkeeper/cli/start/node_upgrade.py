@@ -3,7 +3,9 @@ canary first (R3d nodes, procedures-spec §1.2, §4.2).
 
 ``--selector region=infra --serial 50% --canary node01.example.com --action-command
 "ansible-playbook -i hosts upgrade_nodes.yml -e openshift_upgrade_nodes_label=kubernetes.io/hostname={node}"``.
-``{node}`` in the action is replaced per node. ``--dry-run`` runs the workflow's own planning
+``{node}`` in the action is replaced per node. ``--order`` (zone-oldest by default, oldest-first,
+newest-first, or explicit with ``--node-order FILE``) orders the selected nodes, so the canary
+count and the batches take them in that order; the plan prints it. ``--dry-run`` runs the workflow's own planning
 (it reads the Nodes) and prints the plan: selection, excluded masters, done nodes, canary,
 batches; nothing is written. A blocked drain asks after ``--decide-after`` seconds (R2's gate);
 ``--drain-timeout S --drain-on-timeout proceed`` instead gives the drain up after S seconds and
@@ -14,6 +16,7 @@ upgrades the node with the pods still on it (openshift-ansible's
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -44,8 +47,11 @@ from lockkeeper.cli.start.shared import (
     AlertSeverityOpt,
     AlertTokenOpt,
     Launch,
+    NodeOrderOpt,
+    OrderOpt,
     alert_policy,
     launch,
+    node_order,
     spec_named,
 )
 
@@ -82,6 +88,8 @@ def start_node_upgrade(
     action_on: str = typer.Option("external", "--action-on", help="external (run by the worker) | host (on the node over SSH)."),
     target_version: str = typer.Option("v1.10.0+b81c8f8", "--target-version", help="Kubelet version that means done."),
     master: list[str] = typer.Option([], "--master", help="Master node names, excluded by name (repeatable)."),
+    order_by: str | None = OrderOpt,
+    node_order_file: Path | None = NodeOrderOpt,
     ready_timeout: float = typer.Option(180.0, "--ready-timeout", help="Seconds a node may take to be Ready at the target."),
     decide_after: float = typer.Option(600.0, "--decide-after", help="Seconds a blocked drain waits before asking."),
     drain_timeout: float | None = typer.Option(None, "--drain-timeout", help="Seconds after which a drain that has not "
@@ -114,6 +122,7 @@ def start_node_upgrade(
     if action_on == "host":
         raise typer.BadParameter("host actions need per-node host access, which only an input file gives (not done yet)",
                                  param_hint="'--action-on'")
+    nodes_order = node_order(order_by, node_order_file)
     settings = cli_settings(ctx)
     who = identity_of(identity)
     fields: dict[str, Any] = dict(
@@ -121,6 +130,7 @@ def start_node_upgrade(
         dry_run=dry_run, target_version=target_version, ready_timeout_seconds=ready_timeout, decide_after_seconds=decide_after,
         drain_timeout_seconds=drain_timeout, drain_on_timeout=drain_on_timeout,
         selection=dict(label_selector=selector, masters=master),
+        **({"node_order": nodes_order} if nodes_order is not None else {}),
         policy=dict(serial=parse_serial(serial), canary=list(canary) or canary_count, max_fail_percentage=max_fail_percentage),
         action=dict(kind=action_on, argv=parse_argv(action_command, "'--action-command'")),
         alerts=alert_policy(alert_gate, alert_filter, alert_firing_only, alert_severity, alert_gate_fail_open,

@@ -31,7 +31,7 @@ from lockkeeper.cli.common import (
     run,
     validation_lines,
 )
-from lockkeeper.cli.start.shared import Launch, dry_run_report, launch, spec_named
+from lockkeeper.cli.start.shared import Launch, NodeOrderOpt, dry_run_report, launch, node_order, spec_named
 from lockkeeper.cli.start.shared import read_ssh_map as shared_ssh_map
 
 PROCEDURE = "runtime-migration"
@@ -113,7 +113,14 @@ def _argv(value: str | None, option: str) -> dict[str, Any] | None:
 
 def start_runtime_migration(
     ctx: typer.Context,
-    node: list[str] = typer.Option(..., "--node", help="A GlusterFS node to migrate (repeatable; migrated in this order)."),
+    node: list[str] = typer.Option(..., "--node", help="A GlusterFS node to migrate (repeatable; migrated in this order "
+                                                       "unless --order is given)."),
+    order_by: str | None = typer.Option(None, "--order", metavar="ORDER",
+                                        help="Order the --node nodes: zone-oldest (zone label, then creationTimestamp oldest "
+                                             "first, then name) | oldest-first | newest-first (creationTimestamp, then name) | "
+                                             "explicit (with --node-order FILE). Default: as the --node flags list them. "
+                                             "Still one node at a time."),
+    node_order_file: Path | None = NodeOrderOpt,
     to: str = typer.Option(..., "--to", help="Target container runtime (docker)."),
     scaleup_command: str = typer.Option(..., "--scaleup-command", help="The scale-up playbook run (shell-split; {node} {group})."),
     inventory_command: str | None = typer.Option(None, "--inventory-command", help="Moves {node} to the new_nodes group; default: a gate shows the edit."),
@@ -140,6 +147,7 @@ def start_runtime_migration(
 ) -> None:
     """Migrate GlusterFS nodes from CRI-O to Docker, one node at a time."""
     output = check_output(output)
+    nodes_order = node_order(order_by, node_order_file)
     if ssh_map is None:
         env_map = os.environ.get("CLUSTERSIM_SSH_MAP")
         if not env_map:
@@ -148,7 +156,8 @@ def start_runtime_migration(
     settings = cli_settings(ctx)
     who = identity_of(identity)
     fields: dict[str, Any] = dict(
-        cluster=cluster or settings.cluster, nodes=node, host_access=read_ssh_map(ssh_map, ssh_user), target_runtime=to,
+        cluster=cluster or settings.cluster, nodes=node, **({"node_order": nodes_order} if nodes_order is not None else {}),
+        host_access=read_ssh_map(ssh_map, ssh_user), target_runtime=to,
         gluster={"namespace": namespace, "clusters": gluster_cluster, "node_label": gluster_label},
         dns_probe_names=dns_probe, scaleup_step=_argv(scaleup_command, "--scaleup-command"),
         inventory_step=_argv(inventory_command, "--inventory-command"),
@@ -157,6 +166,17 @@ def start_runtime_migration(
         record_namespace=record_namespace, gate_timeout_seconds=gate_timeout, requested_by=who, four_eyes=four_eyes, allowed_approvers=allowed_approver,
     )
     run(_start(settings, fields, dry_run, workflow_id, wait, output, who))
+
+
+def order_line(inp: Any) -> str:
+    """The node order of a migration input, for its dry run: the nodes as listed, or the named
+    order (resolved when the migration's preflight has read the Nodes; ``status`` shows it)."""
+    from workflows.kit.plan import describe_order
+
+    if inp.node_order is None:
+        return f"order: as-listed ({', '.join(inp.nodes)}, one at a time)"
+    return (f"order: {describe_order(inp.node_order)}, one at a time; the nodes are put in it when the preflight has "
+            f"read them (`lockkeeper status ID` shows the order)")
 
 
 async def _start(settings: Any, fields: dict[str, Any], dry_run: bool, workflow_id: str | None, wait: bool, output: str,
@@ -177,5 +197,7 @@ async def _start(settings: Any, fields: dict[str, Any], dry_run: bool, workflow_
         summary=f"runtime migration of {', '.join(inp.nodes)} to {inp.target_runtime} on {inp.cluster} by {who}",
     )
     if dry_run:
+        if output == "table":
+            err(order_line(inp))
         return await dry_run_report(req, settings)
     return await launch(req, settings)

@@ -340,3 +340,69 @@ def alert_policy(url: str | None, filter: str | None, firing_only: bool, severit
         return None
     return {"url": url, "filter": filter, "firing_only": firing_only, "severities": list(severities), "fail_open": fail_open,
             "bearer_token_file": token_file, "ca_file": ca_file}
+
+
+# --- the node order's flags (kit: workflows.kit.plan.order_nodes), shared by the node procedures ---
+
+ORDERS = ("zone-oldest", "oldest-first", "newest-first", "explicit")
+
+OrderOpt = typer.Option(None, "--order", metavar="ORDER",
+                        help="Which node goes first: zone-oldest (default, the machine-config-controller's: zone label, "
+                             "then creationTimestamp oldest first, then name) | oldest-first | newest-first "
+                             "(creationTimestamp, then name) | explicit (with --node-order FILE).")
+NodeOrderOpt = typer.Option(None, "--node-order", metavar="FILE",
+                            help="With --order explicit: one node name per line ('#' starts a comment); these nodes "
+                                 "first in this order, the rest zone-oldest.")
+
+
+def read_node_order(path: Path) -> list[str]:
+    """The node names of a ``--node-order`` file: one per line, ``#`` to the end of a line is a
+    comment, blank lines are skipped. Raises ``typer.BadParameter`` (``--node-order``) for a file
+    that cannot be read, names nothing, or names a node twice."""
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise typer.BadParameter(f"cannot read {path}: {exc}", param_hint="'--node-order'") from None
+    names: list[str] = []
+    for i, line in enumerate(text.splitlines(), 1):
+        name = line.split("#", 1)[0].strip()
+        if not name:
+            continue
+        if len(name.split()) != 1:
+            raise typer.BadParameter(f"{path}:{i}: one node name per line, not {name!r}", param_hint="'--node-order'")
+        if name in names:
+            raise typer.BadParameter(f"{path}:{i}: node {name} is listed twice", param_hint="'--node-order'")
+        names.append(name)
+    if not names:
+        raise typer.BadParameter(f"{path} names no node", param_hint="'--node-order'")
+    return names
+
+
+def node_order(order: str | None, file: Path | None) -> str | list[str] | None:
+    """The input's ``node_order`` (:data:`workflows.kit.inputs.NodeOrder`) from ``--order`` and
+    ``--node-order FILE``: the order's name, the file's names for ``explicit``, or None when
+    neither flag is given (the procedure's default). Raises ``typer.BadParameter`` (exit 2,
+    before anything starts) for an unknown order, ``explicit`` without a file, a file with another
+    order, and a file that is missing or unreadable, names nothing or names a node twice."""
+    if order is None and file is None:
+        return None
+    if order is not None and order not in ORDERS:
+        raise typer.BadParameter(f"unknown order {order!r}: expected {', '.join(ORDERS[:-1])} or {ORDERS[-1]}",
+                                 param_hint="'--order'")
+    if file is not None and order != "explicit":
+        raise typer.BadParameter(f"--node-order FILE needs --order explicit (not {order or 'the default order'})",
+                                 param_hint="'--node-order'")
+    if order == "explicit":
+        if file is None:
+            raise typer.BadParameter("--order explicit needs --node-order FILE (one node name per line)",
+                                     param_hint="'--order'")
+        return read_node_order(file)
+    return order
+
+
+def refuse_node_order(order: str | None, file: Path | None, why: str) -> None:
+    """Refuse ``--order`` / ``--node-order`` for a procedure whose node order cannot be chosen
+    (``why`` says why); raises ``typer.BadParameter`` (exit 2) when either is given."""
+    if order is not None or file is not None:
+        raise typer.BadParameter(f"this procedure takes no node order: {why}",
+                                 param_hint="'--order'" if order is not None else "'--node-order'")
