@@ -96,6 +96,9 @@ def main() -> None:
     except ClickException as exc:
         common.fail(f"error: {exc.format_message()}")
         code = exc.exit_code
+    except common.CliError as exc:  # raised in a command body before it reached common.run
+        common.fail(f"error: {exc}")
+        code = exc.code
     except (KeyboardInterrupt, typer.Abort):
         code = common.EXIT_INTERRUPTED
     except SystemExit as exc:

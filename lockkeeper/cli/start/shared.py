@@ -57,7 +57,9 @@ def with_common_options(command: Callable[..., Any]) -> Callable[..., Any]:
       (``approvals.four_eyes=true``); the value is read as YAML (``3``, ``true``, ``[a, b]``).
 
     The input is the file, then the flags the operator gave, then the ``--set`` values
-    (:func:`build_input`)."""
+    (:func:`build_input`). A command that builds its input another way (no
+    ``takes_input_overrides = True`` attribute) refuses ``-f``/``--set`` with exit 2 rather than
+    silently ignoring them."""
     sig = inspect.signature(command)
     extra = [
         inspect.Parameter("queue", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
@@ -75,6 +77,11 @@ def with_common_options(command: Callable[..., Any]) -> Callable[..., Any]:
                 **kwargs: Any) -> Any:
         from lockkeeper.starter import ON_QUEUED, QUEUE_WITHOUT_WORKER
 
+        if (common_input_file is not None or common_sets) and not getattr(command, "takes_input_overrides", False):
+            raise typer.BadParameter(
+                "this procedure's input is built from its own flags only (its --input FILE where it has one); "
+                "-f/--input-file and --set are not applied to it, so they are refused rather than ignored",
+                param_hint="'--input-file' / '--set'")
         QUEUE_WITHOUT_WORKER.set(queue)
         ON_QUEUED.set(queued_notice)
         INPUT_FILE.set(common_input_file)

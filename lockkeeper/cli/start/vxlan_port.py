@@ -114,6 +114,9 @@ def start_vxlan_port_change(
     run(_start(settings, inp, workflow_id, wait, output, who))
 
 
+start_vxlan_port_change.takes_input_overrides = True  # type: ignore[attr-defined]  # build_input applies -f/--set
+
+
 async def _start(settings: Any, inp: Any, workflow_id: str | None, wait: bool, output: str, who: str) -> int:
     from workflows.kit.scopes import cluster_scope
 
