@@ -39,7 +39,8 @@ def scenarios() -> None:
 def serve(
     scenario: str = typer.Option("r1-ovn-interrupted", "--scenario", "-s", help="Scenario name or YAML path."),
     port: int = typer.Option(0, "--port", "-p", help="TCP port on 127.0.0.1 (0 = any free port)."),
-    time_scale: float = typer.Option(1.0, "--time-scale", help="Real seconds per simulated second."),
+    time_scale: float = typer.Option(1.0, "--time-scale", envvar="CLUSTERSIM_TIME_SCALE",
+                                     help="Real seconds per simulated second (below 1: faster than real time)."),
     kubeconfig_out: Path | None = typer.Option(None, "--kubeconfig-out",
                                                help="Where to write the kubeconfig (default: a temp file)."),
     write_files: Path | None = typer.Option(None, "--write-files", help="Write the scenario's files (inventory, hooks) "

@@ -15,9 +15,12 @@ the simulator" states for its readers too:
   ``lockkeeper worker`` replaces the first, as a person would stop one and start the other.
   Every other line runs to its end in one shell whose exported variables carry over to the next
   line (the README's ``export $(grep ...)``), like one terminal.
+- **Time.** The tests may set ``CLUSTERSIM_TIME_SCALE`` (the default of ``sim serve
+  --time-scale``) to run the simulated cluster faster than real time; a line's own
+  ``--time-scale`` wins. lockkeeper's own timers are not scaled.
 - **Files.** ``/tmp/`` in a line is the run's own temporary folder (so two runs never share one).
-- **ID.** ``ID`` is the workflow ID the last ``lockkeeper start`` printed (its first line of
-  stdout).
+- **ID.** ``ID`` is the workflow ID the last ``lockkeeper start`` (or ``revert ID --full``, which
+  starts a reverse run) printed as its first line of stdout.
 - **Answers wait for their gate.** Before ``lockkeeper approve|reject|decide ID GATE``, the run
   waits until ``lockkeeper status ID`` offers that command, as a person reads status before
   answering.
@@ -26,6 +29,8 @@ the simulator" states for its readers too:
   130); ``outcome X: text`` and ``waiting for text`` are what ``lockkeeper status ID`` shows, and
   the run polls status until it does (the text up to the first `` (``, ``;`` or `` ...``). A wrong
   exit code or a text status never shows fails the run with the line and the outputs.
+- **Status is for a person.** Every table-mode ``status`` the run reads, the README's own and its
+  polls, must show no Python repr (:data:`REPR_MARKS`: ``datetime.``, ``{'``, ``TzInfo``, ...).
 """
 
 from __future__ import annotations
@@ -48,11 +53,18 @@ STATUS_TIMEOUT = 300.0
 WATCH_SECONDS = 4.0
 #: Lines not run (see the module docstring), by the start of their command.
 NOT_RUN = (("pip", "install"), ("temporal", "server", "start-dev"))
-_ID = re.compile(r"^[a-z][\w.-]*-\d{8}-\d{6}-[0-9a-f]{4}(?:/\S+)?$")
+_ID = re.compile(r"^[a-z][\w./-]*\d[\w./-]*$")
 _EXIT = re.compile(r"\bexit (\d+)\b")
 _OUTCOME = re.compile(r"\b(outcome [\w-]+(?::[^;(]*?)?)\s*(?:\(|;|\s\.\.\.|$)")
 _WAITING = re.compile(r"\b(waiting for [^;(]*?)\s*(?:\(|;|\s\.\.\.|$)")
 _ANSWERS = ("approve", "reject", "decide")
+#: What a Python repr leaves in a table-mode ``status`` (issue 42: status is for a person).
+REPR_MARKS = ("datetime.", "{'", "TzInfo", "<class '", "object at 0x")
+
+
+def reprs_in(text: str) -> list[str]:
+    """The :data:`REPR_MARKS` found in ``text``."""
+    return [m for m in REPR_MARKS if m in text]
 
 
 @dataclass
@@ -174,7 +186,7 @@ class SectionRun:
     def shell(self, code: str, timeout: float = 600.0) -> tuple[int, str, str]:
         """Run ``code`` in bash with the variables exported so far; keeps what it exports."""
         script = f"source {shlex.quote(str(self.state))}\n{code}\n__rc=$?\nexport -p > {shlex.quote(str(self.state))}\nexit $__rc\n"
-        p = subprocess.run(["bash", "-c", script], env=self.env, cwd=self.tmp, capture_output=True, timeout=timeout)
+        p = subprocess.run(["bash", "-c", script], env=self.env, cwd=self.tmp, capture_output=True, timeout=timeout, check=False)
         return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
 
     def start_server(self, kind: str, code: str, ready: str) -> None:
@@ -213,8 +225,14 @@ class SectionRun:
 
     def status_text(self) -> str:
         """``lockkeeper status ID`` (stdout and stderr), whitespace-normalised."""
-        code, out, err = self.shell(f"lockkeeper status {self.wid}", timeout=60)
+        _, out, err = self.shell(f"lockkeeper status {self.wid}", timeout=60)
+        self.check_person_readable(f"lockkeeper status {self.wid}", out)
         return " ".join((out + " " + err).split())
+
+    def check_person_readable(self, command: str, out: str) -> None:
+        """A table-mode ``status`` shows no Python repr (:data:`REPR_MARKS`)."""
+        if found := reprs_in(out):
+            raise RunFailed(f"`{command}` prints Python reprs ({', '.join(found)}):\n{out[:4000]}")
 
     @staticmethod
     def ended(status: str) -> bool:
@@ -269,6 +287,8 @@ class SectionRun:
         if watch:
             code = f"timeout -s INT {WATCH_SECONDS} {code}"
         rc, out, err = self.shell(code)
+        if argv[1:2] == ["status"] and "-o" not in argv:
+            self.check_person_readable(code, out)
         self.log(f"  exit {rc}\n" + "".join(f"  | {ln}\n" for ln in (out + err).splitlines()[-15:]))
         m = _EXIT.search(step.note)
         expected = int(m.group(1)) if m else (130 if watch else 0)
@@ -277,7 +297,7 @@ class SectionRun:
         if rc != expected:
             raise RunFailed(f"README.md:{step.line}: exit {rc}, the README says {expected}\n    {step.code}\n"
                             f"stdout: {out[-3000:]}\nstderr: {err[-3000:]}")
-        if argv[:2] == ["lockkeeper", "start"]:
+        if argv[:2] == ["lockkeeper", "start"] or (argv[:2] == ["lockkeeper", "revert"] and "--full" in argv):
             first = out.strip().splitlines()[0] if out.strip() else ""
             if _ID.match(first):
                 self.wid = first

@@ -33,7 +33,9 @@ def parse(argv: list[str]) -> list[str]:
         except typer.Exit:  # an eager option such as --help
             return path
         if path == ["lockkeeper", "sim"] and not hasattr(cmd, "resolve_command"):
-            from clustersim.cli import sim_app  # ``sim`` hands its arguments to the simulator's CLI
+            from clustersim.cli import (
+                sim_app,  # ``sim`` hands its arguments to the simulator's CLI
+            )
 
             cmd, args, parent = typer.main.get_command(sim_app), list(ctx.args), ctx
             continue

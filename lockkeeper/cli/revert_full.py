@@ -73,6 +73,15 @@ async def revert_ended(settings: Any, wid: str, who: str) -> bool:
     return True
 
 
+def revert_id_name(wid: str, id_prefix: str, cluster: str) -> str:
+    """The ``id_name`` of the reverse run of ``wid``: ``revert-`` and what of ``wid`` follows its
+    own ``<id_prefix>-<cluster>-`` (the new ID has that prefix again), so the ID reads
+    ``vxlan-port-C-revert-4789-to-4889-<started>-<started again>-<hex>``; at most 60 characters."""
+    head = f"{id_prefix}-{cluster}-"
+    rest = wid[len(head):] if wid.startswith(head) else wid
+    return f"revert-{rest}"[:60]
+
+
 async def revert_full(settings: Any, wid: str, who: str, output: str, reason: str) -> int:
     """See the module doc. Exit codes as every command (a refusal is exit 2 or 1)."""
     from lockkeeper.cli.start.shared import Launch, launch
@@ -91,7 +100,8 @@ async def revert_full(settings: Any, wid: str, who: str, output: str, reason: st
         inp = fn(await started_input(client, client.get_workflow_handle(wid), spec.input_model), wid)
         cluster = getattr(inp, "cluster", "default")
         return await launch(Launch(name=spec.name, input=inp, cluster=cluster, who=who, output=output,
-                                   scopes=[cluster_scope(cluster)], id_name=f"revert-{wid}"[-60:], summary=summary), settings)
+                                   scopes=[cluster_scope(cluster)], id_name=revert_id_name(wid, spec.id_prefix, cluster),
+                                   summary=summary), settings)
     records = list(getattr(result, "open_records", None) or [])
     if records and spec is not None and spec.no_records_revert:
         raise CliError(f"{wid} ({desc.workflow_type}) has ended and has no full revert: {spec.no_records_revert}", EXIT_USAGE)
@@ -101,4 +111,5 @@ async def revert_full(settings: Any, wid: str, who: str, output: str, reason: st
     cluster = str(getattr(started, "cluster", None) or "default")
     inp = RevertRecordsInput(cluster=cluster, of_workflow=wid, records=records, approvals=ApprovalRules(requested_by=who))
     return await launch(Launch(name=PROCEDURE_REVERT_RECORDS, input=inp, cluster=cluster, who=who, output=output,
-                               scopes=[], id_name=f"revert-{wid}"[-60:], summary=summary), settings)
+                               scopes=[], id_name=revert_id_name(wid, spec.id_prefix if spec is not None else "", cluster),
+                               summary=summary), settings)

@@ -18,7 +18,13 @@ from tests.readme_run import SectionRun
 
 pytestmark = pytest.mark.e2e
 
+FIRST_HOUR = "The first hour"
 R3A = "GlusterFS recovery (R3a, `r3-okd310-upgrade`)"
+R4 = "Runtime migration CRI-O -> Docker (R4, `r4-crio-to-docker`)"
+R5 = "VXLAN port change (R5, `r5-vxlan-port`)"
+R1 = "Network migration SDN -> OVN-Kubernetes (R1, `r1-sdn-to-ovn`)"
+#: The simulated cluster's clock in these runs (``sim serve --time-scale``'s default).
+FAST = {"CLUSTERSIM_TIME_SCALE": "0.2"}
 
 
 async def run_sections(tmp_path: Path, dev_server: Any, task_queue: str, sections: list[str], **env: str) -> list[str]:
@@ -29,9 +35,10 @@ async def run_sections(tmp_path: Path, dev_server: Any, task_queue: str, section
         raise AssertionError(f"{exc}\n\ntranscript:\n" + "\n".join(run.transcript[-40:])) from None
 
 
-async def test_the_glusterfs_recovery_section_runs_as_written(tmp_path: Path, dev_server: Any, task_queue: str) -> None:
-    transcript = await run_sections(tmp_path, dev_server, task_queue, [R3A])
-    assert any("lockkeeper approve" in line for line in transcript), transcript
+async def test_the_first_hour_runs_as_written(tmp_path: Path, dev_server: Any, task_queue: str) -> None:
+    """R2: a rollout with its pool gate approved and the blocked drain decided."""
+    transcript = await run_sections(tmp_path, dev_server, task_queue, [FIRST_HOUR])
+    assert any(line.startswith("$ lockkeeper decide") for line in transcript), transcript
 
 
 R3D = "Control-plane upgrade, node upgrade, node-selector migration and the whole upgrade (R3d/R3e, `r3-okd310-upgrade`)"
@@ -43,3 +50,21 @@ async def test_the_r3_upgrade_sections_run_as_written(tmp_path: Path, dev_server
     control plane (with R3d's missing CA fixed over SSH), the infra nodes, the selector migration."""
     transcript = await run_sections(tmp_path, dev_server, task_queue, [R3A, R3D])
     assert any("node-selector-migration" in line for line in transcript), transcript
+
+
+@pytest.mark.timeout(600)
+async def test_the_runtime_migration_section_runs_as_written(tmp_path: Path, dev_server: Any, task_queue: str) -> None:
+    transcript = await run_sections(tmp_path, dev_server, task_queue, [R4], **FAST)
+    assert any("post-check/install" in line for line in transcript), transcript
+
+
+@pytest.mark.timeout(600)
+async def test_the_vxlan_section_runs_as_written_and_back(tmp_path: Path, dev_server: Any, task_queue: str) -> None:
+    transcript = await run_sections(tmp_path, dev_server, task_queue, [R5], **FAST)
+    assert any("--full" in line for line in transcript), transcript
+
+
+@pytest.mark.timeout(900)
+async def test_the_network_migration_section_runs_as_written(tmp_path: Path, dev_server: Any, task_queue: str) -> None:
+    transcript = await run_sections(tmp_path, dev_server, task_queue, [R1], **FAST)
+    assert any("approve" in line and "cleanup" in line for line in transcript), transcript

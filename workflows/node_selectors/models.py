@@ -80,6 +80,12 @@ class NodeSelectorMigrationInput(BaseModel):
         return v
 
 
+def selector_text(selector: dict[str, str]) -> str:
+    """A nodeSelector as ``oc`` and the Kubernetes label-selector syntax write it:
+    ``k1=v1,k2=v2`` (``{}`` → ``(none)``)."""
+    return ",".join(f"{k}={v}" for k, v in selector.items()) or "(none)"
+
+
 class MigrationItem(BaseModel):
     """One object to change: ``old``/``new`` selector (a Namespace's annotation as
     ``{"annotation": "k=v"}``); ``blocked`` reasons (empty = ok); ``state`` as the run goes."""
@@ -110,7 +116,7 @@ class MigrationPlan(BaseModel):
         out = []
         for i in self.items:
             verdict = "BLOCKED: " + "; ".join(i.blocked) if i.blocked else "ok"
-            out.append(f"{i.ref.describe()} {i.path}: {i.old} -> {i.new} [{verdict}]")
+            out.append(f"{i.ref.describe()} {i.path}: {selector_text(i.old)} -> {selector_text(i.new)} [{verdict}]")
         out.append(f"then remove labels {', '.join(self.remove_labels)} from: {', '.join(self.label_nodes) or 'no node'}")
         return out
 
