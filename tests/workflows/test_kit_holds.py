@@ -12,11 +12,15 @@ from datetime import timedelta
 import pytest
 from kit_fakes import refused
 from kit_window_probes import ProbeNodeWorkflow, WindowProbeInput, WindowProbeResult, WindowProbeWorkflow
+from temporalio import activity
 from temporalio.client import WorkflowHandle
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, Worker
 from test_kit_window import wait_status
+from test_notify_replay import wired
+
+from activities.notify.models import NotifyEvent, NotifyResult
 
 from workflows.kit.holds import NOT_SUPPORTED
 from workflows.kit.lease import LeaseWorkflow
@@ -45,27 +49,46 @@ async def details(handle: WorkflowHandle) -> str:
 
 async def test_a_hold_that_expires_lets_the_next_node_go_first_and_the_held_one_start_after_expiry(time_skipping_env, wf_task_queue):
     env = time_skipping_env
-    async with Worker(env.client, task_queue=wf_task_queue, workflows=PROBES):
-        handle = await start(env, wf_task_queue, WindowProbeInput(nodes=["n0", "n1", "n2"], max_unavailable=1))
-        await wait_status(handle, lambda s: s.nodes["n0"].phase == NodePhase.RUNNING)
-        answer = await handle.execute_update(WindowProbeWorkflow.hold_node, hold("n1", for_seconds=600))
-        assert "node n1 held by bob until " in answer.message
-        # n0 (30 s) and n2 (30 s) run; then only n1 is left, and the run waits for its hold, visibly.
-        await env.sleep(120)
-        s = await wait_status(handle, lambda s: s.nodes["n2"].phase == NodePhase.DONE)
-        until = s.holds["n1"].until
-        assert s.nodes["n1"].phase == NodePhase.PENDING and s.phase == "running"
-        assert s.waiting_for.startswith(f"hold on n1 until {until.isoformat(timespec='seconds')}"), s.waiting_for
-        assert s.deadline == until
-        assert f"Waiting for hold on n1 until {until.isoformat(timespec='seconds')}" in await details(handle)
-        assert "lockkeeper release" in await details(handle)
-        result = await handle.result()
-        s = await handle.query(WindowProbeWorkflow.status)
+    sent: list[NotifyEvent] = []
+
+    @activity.defn(name="notify")
+    async def notify(ev: NotifyEvent) -> NotifyResult:
+        sent.append(ev)
+        return NotifyResult(sent=["http://hooks.example"])
+
+    with wired(True):
+        async with Worker(env.client, task_queue=wf_task_queue, workflows=PROBES, activities=[notify]):
+            handle, s, result, until = await _expiring_hold(env, wf_task_queue)
     assert result.phases == dict.fromkeys(["n0", "n1", "n2"], NodePhase.DONE)
     assert s.nodes["n2"].started_at < s.nodes["n1"].started_at
     assert s.nodes["n1"].started_at >= until
     assert [(r.node, r.action, r.by) for r in s.hold_history] == [("n1", "held", "bob"), ("n1", "expired", "timer")]
     assert s.hold_history[-1].line().startswith("hold on n1 expired") and s.holds == {}
+    held = [(e.event, e.node, e.by) for e in sent if e.event in ("node-held", "node-released", "hold-expired")]
+    assert held == [("node-held", "n1", "bob"), ("hold-expired", "n1", "timer")]
+    assert sent[0].command == f"lockkeeper release {handle.id} n1 -m REASON"
+    assert "hold on n1 held by bob until" in sent[0].text
+
+
+async def _expiring_hold(env, wf_task_queue):
+    """n1 held for 10 minutes while n0 runs: n2 goes first, then the run waits for n1's hold,
+    visibly, until it expires. Returns the handle, the last status, the result and the end."""
+    handle = await start(env, wf_task_queue, WindowProbeInput(nodes=["n0", "n1", "n2"], max_unavailable=1))
+    await wait_status(handle, lambda s: s.nodes["n0"].phase == NodePhase.RUNNING)
+    answer = await handle.execute_update(WindowProbeWorkflow.hold_node, hold("n1", for_seconds=600))
+    assert "node n1 held by bob until " in answer.message
+    # n0 (30 s) and n2 (30 s) run; then only n1 is left, and the run waits for its hold, visibly.
+    await env.sleep(120)
+    s = await wait_status(handle, lambda s: s.nodes["n2"].phase == NodePhase.DONE)
+    until = s.holds["n1"].until
+    assert s.nodes["n1"].phase == NodePhase.PENDING and s.phase == "running"
+    assert s.waiting_for.startswith(f"hold on n1 until {until.isoformat(timespec='seconds')}"), s.waiting_for
+    assert s.deadline == until
+    assert f"Waiting for hold on n1 until {until.isoformat(timespec='seconds')}" in await details(handle)
+    assert "lockkeeper release" in await details(handle)
+    result = await handle.result()
+    s = await handle.query(WindowProbeWorkflow.status)
+    return handle, s, result, until
 
 
 async def test_a_hold_on_the_last_node_waits_until_released_by_hand(time_skipping_env, wf_task_queue):
