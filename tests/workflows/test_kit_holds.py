@@ -24,7 +24,8 @@ from activities.notify.models import NotifyEvent, NotifyResult
 
 from workflows.kit.holds import NOT_SUPPORTED
 from workflows.kit.lease import LeaseWorkflow
-from workflows.kit.models import HoldInput, NodeControlInput, NodePhase, ReleaseInput
+from workflows.kit.models import ApproveInput, ControlInput, GateState, HoldInput, NodeControlInput, NodePhase, ReleaseInput
+from workflows.kit.plan import ApprovalPolicy
 
 PROBES = [WindowProbeWorkflow, ProbeNodeWorkflow, LeaseWorkflow]
 
@@ -166,6 +167,46 @@ async def test_holds_survive_a_worker_restart_and_replay(time_skipping_env, wf_t
         history = await handle.fetch_history()
     assert result.phases == dict.fromkeys(["n0", "n1", "n2"], NodePhase.DONE)
     await Replayer(workflows=PROBES, data_converter=pydantic_data_converter).replay_workflow(history)
+
+
+async def test_the_pool_gate_stands_before_the_node_that_starts_first_when_the_first_is_held(time_skipping_env, wf_task_queue):
+    """The plan's pool gate is planned before the pool's first node; with that node held, the
+    next one waits for the gate instead of starting past it."""
+    env = time_skipping_env
+    async with Worker(env.client, task_queue=wf_task_queue, workflows=PROBES):
+        # No capacity at first (x9 unavailable): the window pauses before any gate opens.
+        handle = await start(env, wf_task_queue, WindowProbeInput(nodes=["n0", "n1"], max_unavailable=1, unavailable=["x9"],
+                                                                  comes_back_after=2, approval=ApprovalPolicy.POOL, work_seconds=1))
+        await wait_status(handle, lambda s: s.phase == "paused")
+        await handle.execute_update(WindowProbeWorkflow.hold_node, hold("n0", reason="first one later"))
+        await handle.execute_update(WindowProbeWorkflow.resume, ControlInput(identity="bob"))
+        s = await wait_status(handle, lambda s: any(g.id == "pool/pool" and g.state == GateState.WAITING for g in s.gates))
+        assert s.nodes["n1"].phase == NodePhase.PENDING and s.nodes["n0"].phase == NodePhase.PENDING
+        await handle.execute_update(WindowProbeWorkflow.approve, ApproveInput(identity="carol"))
+        await env.sleep(10)
+        s = await wait_status(handle, lambda s: s.nodes["n1"].phase == NodePhase.DONE)
+        assert s.nodes["n0"].phase == NodePhase.PENDING and s.waiting_for.startswith("hold on n0 until released")
+        await handle.execute_update(WindowProbeWorkflow.release_node, ReleaseInput(node="n0", identity="bob"))
+        result = await handle.result()
+    assert result.phases == {"n0": NodePhase.DONE, "n1": NodePhase.DONE}
+    assert result.gate_actions == ["pool/pool:opened", "pool/pool:approved"]
+
+
+async def test_a_window_that_keeps_its_order_waits_at_the_held_node(time_skipping_env, wf_task_queue):
+    """The VXLAN port change restarts its masters in order (the controllers' leader last): a held
+    master keeps the ones after it waiting."""
+    env = time_skipping_env
+    async with Worker(env.client, task_queue=wf_task_queue, workflows=PROBES):
+        handle = await start(env, wf_task_queue, WindowProbeInput(nodes=["m1", "m2", "m3"], in_process=True, holds_keep_order=True))
+        await wait_status(handle, lambda s: s.nodes["m1"].phase == NodePhase.RUNNING)
+        await handle.execute_update(WindowProbeWorkflow.hold_node, hold("m2", for_seconds=600))
+        await env.sleep(120)
+        s = await wait_status(handle, lambda s: s.nodes["m1"].phase == NodePhase.DONE)
+        assert s.nodes["m3"].phase == NodePhase.PENDING and s.waiting_for.startswith("hold on m2 until ")
+        result = await handle.result()
+        s = await handle.query(WindowProbeWorkflow.status)
+    assert result.phases == dict.fromkeys(["m1", "m2", "m3"], NodePhase.DONE)
+    assert s.nodes["m2"].started_at < s.nodes["m3"].started_at
 
 
 def test_a_procedure_without_the_kit_window_refuses_holds():

@@ -223,6 +223,9 @@ class NodeBatches:
         self.start_together = False
         #: The operator's holds (:mod:`workflows.kit.holds`): a held node is not started.
         self.holds = Holds(on_change=self.on_change)
+        #: A held node keeps the nodes after it waiting too (a procedure whose order is a safety
+        #: rule, e.g. the controllers' leader last); False: the next unheld node starts instead.
+        self.holds_keep_order = False
 
     # --- plan -------------------------------------------------------------------------------------
 
@@ -342,6 +345,8 @@ class NodeBatches:
         out = [first]
         for node in group.queue:
             if node == first or node in self.holds.active:
+                if node != first and self.holds_keep_order:
+                    break
                 continue
             if len(out) >= room or self._canary_pending(group, node) is not None:
                 break
@@ -389,7 +394,9 @@ class NodeBatches:
             if len(in_flight) >= self._limit(group):
                 return ("no-capacity", None) if not in_flight else None
             for g in group.gates:
-                if g.before_node == node and g.id not in self.gates.passed:
+                # The pool's gate stands before its first node, also when that one is held and
+                # another starts first.
+                if g.id not in self.gates.passed and (g.before_node == node or (g.kind == GateKind.POOL and node != group.queue[0])):
                     return ("gate", g)
             return ("start", node)
         if not in_flight:
@@ -400,6 +407,8 @@ class NodeBatches:
         """The window's next node: the first of the queue that is not held (no hold: the first)."""
         if not self.holds.active:
             return group.queue[0]
+        if self.holds_keep_order:
+            return None if group.queue[0] in self.holds.active else group.queue[0]
         return next((n for n in group.queue if n not in self.holds.active), None)
 
     def hold_wait(self) -> tuple[str, Any, Any] | None:
