@@ -210,7 +210,8 @@ async def test_a_window_that_keeps_its_order_waits_at_the_held_node(time_skippin
 
 
 def test_a_procedure_without_the_kit_window_refuses_holds():
-    """The standalone drain and the runtime migration keep their own node loops (no window)."""
+    """The standalone drain (one node, no window) refuses holds; the runtime migration has its
+    own (test_runtime_migration_control_wf.py)."""
     from workflows.kit.procedure import NodeProcedureWorkflow
 
     class OwnLoop(NodeProcedureWorkflow):
