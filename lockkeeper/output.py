@@ -187,7 +187,7 @@ def status_view(st: RolloutStatus, now: datetime | None = None) -> RenderableTyp
             n.pool,
             Text(str(n.phase), style=PHASE_STYLE.get(n.phase, "")),
             n.step or "-",
-            n.waiting_for or "-",
+            n.waiting_for or (f"held {st.holds[n.name].until_text()}" if n.name in st.holds else "-"),
             fmt_time(n.since, now) if n.since else "-",
             fmt_time(n.deadline, now) if n.deadline else "-",
             note.strip() or "-",

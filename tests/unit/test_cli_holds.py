@@ -107,6 +107,7 @@ def test_the_rollout_status_shows_who_holds_which_node_why_and_until_when() -> N
     row = next(ln for ln in text.splitlines() if "w4" in ln and "alice" in ln)
     assert "until released" in row
     assert any("w2" in ln and "expired" in ln and "timer" in ln for ln in text.splitlines())
+    assert any("w4" in ln and "pending" in ln and "held until released" in ln for ln in text.splitlines())  # the node's row
 
 
 def test_the_generic_status_panel_shows_holds() -> None:
