@@ -6,7 +6,7 @@ Rows, in time order (``time``, ``kind``, ``what``, ``by``, ``detail``):
 - ``started`` / ``completed`` / ``failed`` / ``terminated`` / ``canceled`` / ``timed-out`` /
   ``continued-as-new``: the run itself (the start's client identity is the requester);
 - ``update``: every accepted operator update (approve, reject, decide, pause, resume, abort,
-  skip-node, retry-node, revert) with the identity that sent it and its input's gate, node,
+  skip-node, retry-node, hold_node, release_node, revert) with the identity that sent it and its input's gate, node,
   decision and comment; ``signal``: signals with their sender (not the children's progress reports);
 - ``node``: every child run that ended (node runs: the node's outcome from its result);
 - ``gate``: the gate records the procedure kept (opened, decided, timed out: who, when, why),
@@ -78,7 +78,8 @@ def rows_from_events(events: Any) -> tuple[list[dict[str, Any]], Any]:
             # identity (pid@host) is only the fallback.
             who = arg.get("identity") if isinstance(arg, dict) else None
             row = {"kind": "update", "what": req.input.name, "by": who or req.meta.identity,
-                   "detail": _fields(arg, "gate_id", "node", "decision", "reason", "comment", "connection_identity")}
+                   "detail": _fields(arg, "gate_id", "node", "decision", "reason", "comment", "until", "for_seconds",
+                                         "connection_identity")}
         elif kind == "workflow_execution_signaled_event_attributes":
             a = ev.workflow_execution_signaled_event_attributes
             if a.signal_name in PROGRESS_SIGNALS:
