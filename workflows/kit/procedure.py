@@ -692,8 +692,7 @@ class NodeProcedureWorkflow(ProcedureWorkflow):
         window = self._window()
         window.holds.bind(self.kit_status)
         hold = window.holds.place(input)
-        note = (" (in flight: it finishes normally; the hold keeps it from starting again)"
-                if input.node in window.children else "")
+        note = " (in flight: it finishes normally)" if input.node in window.children else ""
         return ControlResult(message=f"node {input.node} held by {hold.by} {hold.until_text()}: {hold.reason}{note}")
 
     def check_release_node(self, input: ReleaseInput) -> None:
