@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.harness import drive, fast_timings, start_rollout, status
+from workflows.kit.plan import ApprovalPolicy
 
 pytestmark = pytest.mark.e2e
 
@@ -32,11 +33,12 @@ async def test_hold_status_release_history_from_the_cli(dev_server: Any, sim_fac
                                                         temporal_client: Any) -> None:
     sim = await sim_factory("r1-ovn-interrupted", time_scale=SCALE)
     await worker_for(sim)
+    # The pool's gate keeps every node pending while the holds are placed (no race with the window).
     handle = await start_rollout(temporal_client, task_queue, cluster="r1-holds", pools=["app"], max_unavailable=1,
-                                 **fast_timings(SCALE))
+                                 approval=ApprovalPolicy.POOL, **fast_timings(SCALE))
     for _ in range(600):
         st = await status(handle)
-        if st.plan is not None and st.plan.pools:
+        if any(g.id == "pool/app" and g.state == "waiting" for g in st.gates):
             break
         await asyncio.sleep(0.05)
     nodes = st.plan.pools[0].nodes
@@ -50,6 +52,8 @@ async def test_hold_status_release_history_from_the_cli(dev_server: Any, sim_fac
     code, out, err = await lk(dev_server, task_queue, "hold", handle.id, held, "--until", "2099-01-01T00:00:00Z", "--for", "1h",
                               "-m", "x")
     assert code == 1 and "give --until or --for, not both" in err, (code, out, err)
+    code, out, err = await lk(dev_server, task_queue, "approve", handle.id, "pool/app", "-m", "go", "--identity", "carol")
+    assert code == 0, (code, out, err)
     for _ in range(1200):  # every other node of the pool finishes; the held one waits
         st = await status(handle)
         if all(st.nodes[n].phase == "done" for n in nodes if n != held):
