@@ -190,12 +190,15 @@ def status_view(st: RolloutStatus, now: datetime | None = None) -> RenderableTyp
             n.pool,
             Text(str(n.phase), style=PHASE_STYLE.get(n.phase, "")),
             n.step or "-",
-            n.waiting_for or "-",
+            n.waiting_for or (f"held {st.holds[n.name].until_text()}" if n.name in st.holds else "-"),
             fmt_time(n.since, now) if n.since else "-",
             fmt_time(n.deadline, now) if n.deadline else "-",
             note.strip() or "-",
         )
     parts.append(nodes)
+    held = holds_view(st, now)
+    if held is not None:
+        parts.append(held)
     for n in st.nodes.values():
         if n.drain_report is not None and (n.phase == NodePhase.BLOCKED or n.decision_gate is not None):
             parts.append(blocked_view(n, st.workflow_id, now))
@@ -338,6 +341,31 @@ def result_view(res: MachineConfigRolloutResult) -> RenderableType:
             Text(f"network repair: {nr.stage}; pods deleted {nr.pods_deleted}; workloads ready {nr.workloads_ready}")
         )
     return Group(*parts)
+
+
+def holds_view(model: Any, now: datetime | None = None) -> Table | None:
+    """The held nodes of a status (node, by whom, why, since, until when: a time or "until
+    released") and the hold history's releases and expiries; None without either."""
+    from workflows.kit.models import HoldRecord, NodeHold
+
+    holds = [h if isinstance(h, NodeHold) else NodeHold.model_validate(h) for h in (getattr(model, "holds", None) or {}).values()]
+    history = [r if isinstance(r, HoldRecord) else HoldRecord.model_validate(r) for r in getattr(model, "hold_history", None) or []]
+    if not holds and not history:
+        return None
+
+    def when(t: datetime) -> str:  # holds last hours or days: the date too, and how far off
+        return t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") + (fmt_time(t, now)[8:] if now is not None else "")
+
+    t = Table(title="Holds", title_justify="left")
+    for col in ("node", "state", "by", "reason", "at", "until"):
+        t.add_column(col, overflow="fold")
+    for h in holds:
+        t.add_row(h.node, Text("held", style="yellow"), h.by, h.reason, when(h.since),
+                  when(h.until) if h.until is not None else "until released")
+    for r in history:
+        if r.action != "held":
+            t.add_row(r.node, r.action, r.by or "-", r.reason or "-", when(r.at), "-")
+    return t
 
 
 def gate_history_table(history: list[Any]) -> Table:

@@ -29,6 +29,7 @@ from lockkeeper.output import (
     fmt_duration,
     fmt_time,
     gate_history_table,
+    holds_view,
     result_view,
     status_view,
 )
@@ -39,6 +40,7 @@ _BASE = {
     "health", "barriers", "host_steps", "records", "leases", "warnings", "started_at", "updated_at",
     "waiting_for", "since", "deadline", "error", "outcome", "message", "finished_at",
     "point_of_no_return", "revert_requested_by", "left_changed", "next_commands", "problems", "open_records", "restored",
+    "holds", "hold_history",
 }
 _OK_OUTCOMES = ("completed", "dry-run")
 
@@ -149,6 +151,9 @@ def procedure_view(model: BaseModel, now: datetime | None = None, skip: frozense
         value = getattr(model, field, None)
         if value:
             parts.append(_table_of(field.replace("_", " ").capitalize(), value))
+    held = holds_view(model)
+    if held is not None:
+        parts.append(held)
     leases = getattr(model, "leases", None)
     if leases:
         parts.append(Text("leases: " + ", ".join(leases), style="dim"))

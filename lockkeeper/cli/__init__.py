@@ -3,7 +3,7 @@
 The app is assembled here from one module per concern, each of which registers its commands
 and none of which imports this package back: :mod:`.common` (exit codes, errors, options,
 settings, connection, updates), :mod:`.operate` (approve, reject, pause, resume, abort,
-skip-node, retry-node, decide), :mod:`.observe` (status, list), :mod:`.start` (one module per
+skip-node, retry-node, hold, release, decide), :mod:`.observe` (status, list), :mod:`.start` (one module per
 procedure), :mod:`.diagnose`, :mod:`.worker`, :mod:`.deployment` (the worker builds: status,
 promote) and :mod:`.sim` (sim, demo). Every module imports only typer at load time, so
 ``--help`` stays fast; the procedures come from ``workflows.PROCEDURES`` when a command runs.
@@ -60,7 +60,7 @@ sim.register(app)
 
 #: The commands that send a decision: Ctrl-C says that nothing was decided.
 DECISION_COMMANDS = frozenset(
-    {"approve", "reject", "decide", "pause", "resume", "abort", "skip-node", "retry-node", "revert"}
+    {"approve", "reject", "decide", "pause", "resume", "abort", "skip-node", "retry-node", "hold", "release", "revert"}
 )
 
 

@@ -6,11 +6,12 @@ Rows, in time order (``time``, ``kind``, ``what``, ``by``, ``detail``):
 - ``started`` / ``completed`` / ``failed`` / ``terminated`` / ``canceled`` / ``timed-out`` /
   ``continued-as-new``: the run itself (the start's client identity is the requester);
 - ``update``: every accepted operator update (approve, reject, decide, pause, resume, abort,
-  skip-node, retry-node, revert) with the identity that sent it and its input's gate, node,
+  skip-node, retry-node, hold_node, release_node, revert) with the identity that sent it and its input's gate, node,
   decision and comment; ``signal``: signals with their sender (not the children's progress reports);
 - ``node``: every child run that ended (node runs: the node's outcome from its result);
-- ``gate``: the gate records the procedure kept (opened, decided, timed out: who, when, why) and
-  ``record``: the records of objects it changed, both from the run's result once it closed
+- ``gate``: the gate records the procedure kept (opened, decided, timed out: who, when, why),
+  ``hold``: every hold on a node, its release or expiry ("hold on NODE expired") and
+  ``record``: the records of objects it changed, all from the run's result once it closed
   (or its ``status`` query while it runs).
 
 Payloads are read as JSON (the pydantic data converter's encoding).
@@ -77,7 +78,8 @@ def rows_from_events(events: Any) -> tuple[list[dict[str, Any]], Any]:
             # identity (pid@host) is only the fallback.
             who = arg.get("identity") if isinstance(arg, dict) else None
             row = {"kind": "update", "what": req.input.name, "by": who or req.meta.identity,
-                   "detail": _fields(arg, "gate_id", "node", "decision", "reason", "comment", "connection_identity")}
+                   "detail": _fields(arg, "gate_id", "node", "decision", "reason", "comment", "until", "for_seconds",
+                                         "connection_identity")}
         elif kind == "workflow_execution_signaled_event_attributes":
             a = ev.workflow_execution_signaled_event_attributes
             if a.signal_name in PROGRESS_SIGNALS:
@@ -112,13 +114,18 @@ def rows_from_events(events: Any) -> tuple[list[dict[str, Any]], Any]:
 
 
 def rows_from_state(state: Any) -> list[dict[str, Any]]:
-    """``gate`` and ``record`` rows from a result or status (JSON): ``gate_history`` and ``records``."""
+    """``gate``, ``hold`` and ``record`` rows from a result or status (JSON): ``gate_history``,
+    ``hold_history`` and ``records``."""
     rows: list[dict[str, Any]] = []
     if not isinstance(state, dict):
         return rows
     for g in state.get("gate_history") or []:
         rows.append({"time": str(g.get("at", "")), "kind": "gate", "what": f"{g.get('gate_id')} {g.get('action')}",
                      "by": g.get("by", ""), "detail": _fields(g, "decision", "outcome", "comment", "connection_identity")})
+    for h in state.get("hold_history") or []:
+        what = f"hold on {h.get('node')} {h.get('action')}"
+        detail = _fields(h, "reason", "until")
+        rows.append({"time": str(h.get("at", "")), "kind": "hold", "what": what, "by": h.get("by", ""), "detail": detail})
     records = state.get("records") or {}
     for name, r in (records.items() if isinstance(records, dict) else []):
         rows.append({"time": "", "kind": "record", "what": f"{name}: {r.get('object', '')}", "by": "",

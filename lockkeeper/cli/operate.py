@@ -1,9 +1,10 @@
 """Answering a running procedure: ``approve``, ``reject``, ``pause``, ``resume``, ``abort``,
-``skip-node``, ``retry-node``, ``decide``. Generic over every procedure type.
+``skip-node``, ``retry-node``, ``hold``, ``release``, ``decide``. Generic over every procedure type.
 
 Every procedure exposes the same Updates with the same names (the kit's base workflow):
 ``approve``/``reject`` (gates), ``pause``/``resume``/``abort``; node procedures also
-``skip_node``, ``retry_node`` and ``decide`` (a blocked drain). Each command sends one Update
+``skip_node``, ``retry_node``, ``hold_node``, ``release_node`` (holds, :mod:`workflows.kit.holds`)
+and ``decide`` (a blocked drain). Each command sends one Update
 attributed to ``--identity`` (default: the OS user); the workflow's validator decides, and its
 refusal is exit 1 with its own words (an unknown gate or node: exit 3). The node commands check
 the procedure's spec first, so asking an etcd restore to skip a node is a clear usage error
@@ -171,6 +172,73 @@ def _node_control(update: str, help_text: str) -> Any:
     return command
 
 
+def parse_duration(text: str) -> float:
+    """``30m``, ``2h``, ``1d``, ``90s``, ``1h30m`` (or plain seconds) → seconds; raises
+    typer.BadParameter (exit 2) for anything else or a duration that is not positive."""
+    import re
+
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    t = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", t):
+        seconds = float(t)
+    elif t and re.fullmatch(r"(\d+(\.\d+)?[smhdw])+", t):
+        seconds = sum(float(n) * units[u] for n, _, u in re.findall(r"(\d+(\.\d+)?)([smhdw])", t))
+    else:
+        raise typer.BadParameter(f"{text!r} is no duration (e.g. 30m, 2h, 1d, 1h30m)", param_hint="'--for'")
+    if seconds <= 0:
+        raise typer.BadParameter("must be a positive duration", param_hint="'--for'")
+    return seconds
+
+
+def parse_time(text: str) -> Any:
+    """An ISO 8601 time (``2026-11-29T14:00:00Z``, ``2026-11-29T14:00+01:00``; without an offset:
+    UTC) → an aware datetime; raises typer.BadParameter (exit 2) otherwise."""
+    from datetime import UTC, datetime
+
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is no ISO 8601 time (e.g. 2026-11-29T14:00:00Z)", param_hint="'--until'") from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def hold(
+    ctx: typer.Context,
+    workflow_id: str = typer.Argument(..., metavar="ID"),
+    node: str = typer.Argument(..., metavar="NODE"),
+    until: str | None = typer.Option(None, "--until", help="Hold until this time (ISO 8601; no offset: UTC)."),
+    for_: str | None = typer.Option(None, "--for", help="Hold for this long from now (30m, 2h, 1d)."),
+    reason: str = typer.Option("", "--reason", "-m", help="Why (required)."),
+    identity: str | None = IdentityOpt,
+    output: str = OutputOpt,
+) -> None:
+    """Hold a node: the procedure does not start it (the next node in order starts instead)
+    until it is released or the hold expires; a node in flight finishes normally. Without
+    --until or --for the hold lasts until `lockkeeper release`."""
+    from workflows.kit.models import ControlResult, HoldInput
+
+    who = identity_of(identity)
+    inp = HoldInput(node=node, identity=who, reason=reason, until=parse_time(until) if until is not None else None,
+                    for_seconds=parse_duration(for_) if for_ is not None else None)
+    send(ctx, workflow_id, "hold_node", inp, ControlResult, check_output(output), who, node=True)
+
+
+def release(
+    ctx: typer.Context,
+    workflow_id: str = typer.Argument(..., metavar="ID"),
+    node: str = typer.Argument(..., metavar="NODE"),
+    reason: str = typer.Option("", "--reason", "-m"),
+    identity: str | None = IdentityOpt,
+    output: str = OutputOpt,
+) -> None:
+    """Release a held node: it starts in its place of the order."""
+    from workflows.kit.models import ControlResult, ReleaseInput
+
+    who = identity_of(identity)
+    send(ctx, workflow_id, "release_node", ReleaseInput(node=node, identity=who, reason=reason), ControlResult,
+         check_output(output), who, node=True)
+
+
 def decide(
     ctx: typer.Context,
     workflow_id: str = typer.Argument(..., metavar="ID"),
@@ -233,5 +301,7 @@ def register(app: typer.Typer) -> None:
     app.command("skip-node")(_node_control(
         "skip_node", "Skip a node (pending/degraded: reset and uncordon; in flight: at a safe point)."))
     app.command("retry-node")(_node_control("retry_node", "Retry a degraded or failed node (new attempt) and resume."))
+    app.command("hold")(hold)
+    app.command("release")(release)
     app.command("decide")(decide)
     app.command("revert")(revert)

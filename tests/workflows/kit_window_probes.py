@@ -47,6 +47,8 @@ class WindowProbeInput(BaseModel):
     in_process: bool = False
     #: the window's alert gate (None: none)
     alerts: AlertGatePolicy | None = None
+    #: a held node keeps the nodes after it waiting (NodeBatches.holds_keep_order)
+    holds_keep_order: bool = False
 
 
 class WindowProbeStatus(ProcedureStatus):
@@ -113,6 +115,7 @@ class WindowProbeWorkflow(NodeProcedureWorkflow):
                        if input.alerts is not None else None)
         self.batches = NodeBatches(board=self.board, control=self.control, gates=self.gates, start_child=self._start,
                                    rollback=self._rollback, recheck_unavailable=self._recheck, alerts=self.alerts)
+        self.batches.holds_keep_order = input.holds_keep_order
         self._max_in_flight = 0
         self._rolled_back: list[str] = []
         self._rechecks = 0

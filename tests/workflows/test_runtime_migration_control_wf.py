@@ -116,3 +116,34 @@ async def test_rejecting_the_hold_gate_ends_the_run_failed(time_skipping_env) ->
     result = await _run(env, world, body)
     assert result.outcome == "failed" and "approve-migration" in (result.nodes[0].reason or "")
     assert not [c for c in world.log if any(c[: len(p)] == p for p in DESTRUCTIVE)], world.log
+
+
+async def test_a_held_node_is_passed_over_and_the_run_waits_for_it_when_only_it_is_left(time_skipping_env) -> None:
+    """Holds (issue 40) in the runtime migration's own node loop: g2 held while g1 waits at its
+    gate; g3 goes next; with only g2 left the run waits, saying so, until g2 is released."""
+    from workflows.kit.models import HoldInput, ReleaseInput
+
+    env, world = time_skipping_env, World()
+    inp = _input()
+    inp.nodes = ["g1", "g2", "g3"]
+
+    async def body(h: WorkflowHandle) -> None:
+        await _status(env, h, _waiting("g1/destructive/approve-migration"))
+        await h.execute_update("hold_node", HoldInput(node="g2", identity="bob", reason="brick rebuild first"))
+        await _refused(h, "hold_node", HoldInput(node="g1", identity="bob", reason="x"), "is being migrated now")
+        await _refused(h, "hold_node", HoldInput(node="g9", identity="bob", reason="x"), "not part of this migration")
+        await h.execute_update("skip_node", NodeControlInput(node="g1", identity="bob"))
+        await _status(env, h, _waiting("g3/destructive/approve-migration"))  # g3 before the held g2
+        await h.execute_update("skip_node", NodeControlInput(node="g3", identity="bob"))
+        st = await _status(env, h, lambda st: st.waiting_for is not None and st.waiting_for.startswith("hold on g2"))
+        assert st.waiting_for == "hold on g2 until released (by bob: brick rebuild first)" and st.phase == "running"
+        assert st.nodes["g2"].phase == "pending" and st.holds["g2"].by == "bob"
+        await h.execute_update("release_node", ReleaseInput(node="g2", identity="carol"))
+        await _status(env, h, _waiting("g2/destructive/approve-migration"))
+        await h.execute_update("skip_node", NodeControlInput(node="g2", identity="bob"))
+
+    result = await _run(env, world, body, inp)
+    assert result.outcome == "completed", result.message
+    assert [(r.node, r.outcome) for r in result.nodes] == [("g1", "skipped"), ("g3", "skipped"), ("g2", "skipped")]
+    assert [(r["node"], r["action"], r["by"]) for r in result.hold_history] == [  # type: ignore[attr-defined]
+        ("g2", "held", "bob"), ("g2", "released", "carol")]

@@ -40,11 +40,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.board import NodeBoard
     from workflows.kit.control import Control
     from workflows.kit.gates import Gates
+    from workflows.kit.holds import Holds
     from workflows.kit.models import (
         FINAL_NODE_PHASES,
         Gate,
         GateKind,
         GateTimeoutOutcome,
+        HoldInput,
         NodeControlInput,
         NodePhase,
         NodeResult,
@@ -219,6 +221,11 @@ class NodeBatches:
         self.running: list[str] = []
         #: Start every free place of the window in one workflow task (:meth:`next_starts`).
         self.start_together = False
+        #: The operator's holds (:mod:`workflows.kit.holds`): a held node is not started.
+        self.holds = Holds(on_change=self.on_change)
+        #: A held node keeps the nodes after it waiting too (a procedure whose order is a safety
+        #: rule, e.g. the controllers' leader last); False: the next unheld node starts instead.
+        self.holds_keep_order = False
 
     # --- plan -------------------------------------------------------------------------------------
 
@@ -286,6 +293,21 @@ class NodeBatches:
             raise ValueError(f"node {input.node} is already {ns.phase}")
         return ns
 
+    def check_hold(self, input: HoldInput, *, finished: bool) -> NodeStatus:
+        """Validator of ``hold_node``; raises ValueError (the operator's message) for an unknown
+        node, an aborting or ``finished`` procedure, a node already final, and what
+        :meth:`Holds.check_hold` refuses (no reason, both an end time and a duration, a time in
+        the past, a node already held)."""
+        ns = self.nodes.get(input.node)
+        if ns is None:
+            raise self.board.unknown_node(input.node)
+        if self.control.abort or finished:
+            raise ValueError(f"{self.board.noun} is aborting or finished")
+        if ns.phase in FINAL_NODE_PHASES:
+            raise ValueError(f"node {input.node} is already {ns.phase}: nothing to hold")
+        self.holds.check_hold(input)
+        return ns
+
     def request(self, kind: RequestKind, input: NodeControlInput) -> str:
         """Queue a validated skip/retry (applied between steps); returns the operator's message."""
         self.requests.append((kind, input))
@@ -322,7 +344,9 @@ class NodeBatches:
         room = min(self._limit(group) - len(self.in_flight(group)), MAX_STARTS_PER_TASK)
         out = [first]
         for node in group.queue:
-            if node == first:
+            if node == first or node in self.holds.active:
+                if node != first and self.holds_keep_order:
+                    break
                 continue
             if len(out) >= room or self._canary_pending(group, node) is not None:
                 break
@@ -356,7 +380,9 @@ class NodeBatches:
         if self.control.paused:
             return None
         if group.queue:
-            node = group.queue[0]
+            node = self._first_unheld(group)
+            if node is None:
+                return None  # only held nodes left: wait for a release or an expiry (hold_wait says so)
             canary = self._canary_pending(group, node)
             if canary is not None:
                 after = self.nodes.get(canary.after_node or "")
@@ -368,11 +394,33 @@ class NodeBatches:
             if len(in_flight) >= self._limit(group):
                 return ("no-capacity", None) if not in_flight else None
             for g in group.gates:
-                if g.before_node == node and g.id not in self.gates.passed:
+                # The pool's gate stands before its first node, also when that one is held and
+                # another starts first.
+                if g.id not in self.gates.passed and (g.before_node == node or (g.kind == GateKind.POOL and node != group.queue[0])):
                     return ("gate", g)
             return ("start", node)
         if not in_flight:
             return ("stuck", None)
+        return None
+
+    def _first_unheld(self, group: Group) -> str | None:
+        """The window's next node: the first of the queue that is not held (no hold: the first)."""
+        if not self.holds.active:
+            return group.queue[0]
+        if self.holds_keep_order:
+            return None if group.queue[0] in self.holds.active else group.queue[0]
+        return next((n for n in group.queue if n not in self.holds.active), None)
+
+    def hold_wait(self) -> tuple[str, Any, Any] | None:
+        """``(what, since, until)`` when an open window waits for nothing but holds (nothing in
+        flight, nothing to do, held nodes in its queue; not paused or aborting); else None."""
+        if not self.holds.active or self.control.paused or self.control.abort:
+            return None
+        for name in self.running:
+            group = self.groups[name]
+            held = [n for n in group.queue if n in self.holds.active]
+            if held and not self.in_flight(group) and self._next_action(group) is None:
+                return self.holds.waiting_line(held)
         return None
 
     async def run_group(self, name: str) -> None:
@@ -397,6 +445,7 @@ class NodeBatches:
 
     async def _run_group(self, group: Group) -> None:
         group.queue = [n for n in group.queue if self.nodes[n].phase not in FINAL_NODE_PHASES]
+        self.holds.start_timers()  # holds taken over from the previous run (none: no command)
         self.on_change()
         while True:
             await workflow.wait_condition(lambda: self._next_action(group) is not None)
@@ -518,6 +567,8 @@ class NodeBatches:
         if result.outcome in ("degraded", "failed") and self.pause_on_degraded and not self.control.abort:
             self.control.pause(f"node {node} {result.outcome}: {result.reason}")
         lk_metrics.record_node_finished(procedure=self.board.procedure, cluster=self.board.cluster, pool=ns.pool, outcome=result.outcome)
+        if ns.phase in FINAL_NODE_PHASES and node in self.holds.active:
+            self.holds.end_if_held(node, f"node {ns.phase}")
         if self.on_node_finished is not None:
             self.on_node_finished(node)
         self.on_change()
@@ -549,6 +600,8 @@ class NodeBatches:
                     await self.rollback(req.node)
                 ns.phase, ns.reason = NodePhase.SKIPPED, f"skipped by {req.identity}" + (f": {req.comment}" if req.comment else "")
                 ns.finished_at = ns.since = workflow.now()
+                if req.node in self.holds.active:
+                    self.holds.end_if_held(req.node, f"node skipped by {req.identity}")
                 reason = self.control.paused_reason
                 if self.control.paused and reason and req.node in reason:
                     self.control.unpause_quietly()

@@ -66,11 +66,13 @@ def gate_command(workflow_id: str, gate: Gate) -> str:
 
 
 def waiting_line(
-    status: ProcedureStatus, gates: Iterable[Gate], paused_reason: str | None, paused_since: datetime | None = None
+    status: ProcedureStatus, gates: Iterable[Gate], paused_reason: str | None, paused_since: datetime | None = None,
+    hold_wait: tuple[str, datetime | None, datetime | None] | None = None,
 ) -> tuple[str, datetime | None, datetime | None] | None:
     """``(what, since, until)`` the procedure waits for: a waiting gate first, then a pause
-    (since ``paused_since``), then the procedure's own ``waiting_for``, then a health check; None
-    when it waits for nothing."""
+    (since ``paused_since``), then holds on nodes when only they keep it waiting (``hold_wait``,
+    :meth:`workflows.kit.batches.NodeBatches.hold_wait`), then the procedure's own
+    ``waiting_for``, then a health check; None when it waits for nothing."""
     waiting = [g for g in gates if g.state == "waiting"]
     if waiting:
         g = waiting[0]
@@ -78,6 +80,8 @@ def waiting_line(
         return what, g.opened_at, g.timeout_at
     if paused_reason:
         return f"resume (paused: {paused_reason})", paused_since, None
+    if hold_wait is not None:
+        return hold_wait
     if status.waiting_for:
         return status.waiting_for, status.since, status.deadline
     for h in status.health.values():
@@ -113,6 +117,7 @@ def render(
     paused_reason: str | None,
     noun: str,
     paused_since: datetime | None = None,
+    hold_wait: tuple[str, datetime | None, datetime | None] | None = None,
 ) -> str:
     """The markdown details of a procedure (see the module doc). ``status``: the procedure's
     status model (``nodes`` when it has them); ``phase``: the phase now; ``gates``: the gates
@@ -122,7 +127,7 @@ def render(
     gates = list(gates)
     wid = status.workflow_id
     lines = [f"**{status.procedure or noun}** on cluster `{status.cluster}` — phase **{phase}**"]
-    wait = waiting_line(status, gates, paused_reason, paused_since)
+    wait = waiting_line(status, gates, paused_reason, paused_since, hold_wait)
     if wait:
         what, since, until = wait
         lines.append("")
@@ -135,6 +140,13 @@ def render(
             lines.append(f"- `{g.id}` ({g.kind}{', ' + where if where else ''}) opened {_t(g.opened_at)}"
                          + (f", times out {_t(g.timeout_at)}" if g.timeout_at else ""))
             lines.append(f"  - `{gate_command(wid, g)}`")
+    holds = getattr(status, "holds", None) or {}
+    if holds:
+        lines += ["", "**Held nodes**", ""]
+        for h in holds.values():
+            lines.append(f"- `{_cell(h.node)}` held by {_cell(h.by)} since {_t(h.since)}, "
+                         + (f"until {_t(h.until)}" if h.until else "until released") + f": {_cell(h.reason)}")
+            lines.append(f"  - `lockkeeper release {wid} {h.node} -m REASON`")
     nodes = node_statuses(status)
     if nodes:
         shown, counts = _node_rows(nodes)
@@ -186,9 +198,10 @@ class DetailsPublisher:
     def __init__(self) -> None:
         self._last: str | None = None
         self._pause: tuple[str, datetime] | None = None
-        self._pending: tuple[ProcedureStatus, str, Iterable[Gate], str | None, str] | None = None
+        self._pending: tuple[ProcedureStatus, str, Iterable[Gate], str | None, str, Any] | None = None
 
-    def publish(self, status: ProcedureStatus, *, phase: str, gates: Iterable[Gate], paused_reason: str | None, noun: str) -> None:
+    def publish(self, status: ProcedureStatus, *, phase: str, gates: Iterable[Gate], paused_reason: str | None, noun: str,
+                hold_wait: tuple[str, datetime | None, datetime | None] | None = None) -> None:
         """Render and set the current details, if they changed, at the end of this activation
         (from ``status`` and ``gates`` as they are then); at once in a read-only context (a query
         or an update's validator), which may not schedule."""
@@ -197,7 +210,7 @@ class DetailsPublisher:
         elif self._pause is None or self._pause[0] != paused_reason:
             self._pause = (paused_reason, workflow.now())
         scheduled = self._pending is not None
-        self._pending = (status, phase, gates, paused_reason, noun)
+        self._pending = (status, phase, gates, paused_reason, noun, hold_wait)
         if scheduled:
             return
         try:
@@ -209,10 +222,11 @@ class DetailsPublisher:
         """Render what :meth:`publish` was last given and set it if it changed; whether it did."""
         if self._pending is None:
             return False
-        status, phase, gates, paused_reason, noun = self._pending
+        status, phase, gates, paused_reason, noun, hold_wait = self._pending
         self._pending = None
         since = self._pause[1] if self._pause else None
-        text = render(status, phase=phase, gates=gates, paused_reason=paused_reason, noun=noun, paused_since=since)
+        text = render(status, phase=phase, gates=gates, paused_reason=paused_reason, noun=noun, paused_since=since,
+                      hold_wait=hold_wait)
         if text == self._last:
             return False
         self._last = text

@@ -364,6 +364,63 @@ class NodeControlInput(OperatorInput):
     comment: str = ""
 
 
+class HoldInput(OperatorInput):
+    """hold_node on ``node`` as ``identity`` for ``reason``: until ``until`` (an absolute time),
+    or for ``for_seconds`` from when the workflow accepts it, or (neither) until released. The
+    validator refuses both at once, a time in the past and an empty reason."""
+
+    node: str
+    identity: str
+    reason: str = ""
+    until: datetime | None = None
+    for_seconds: float | None = None
+
+
+class ReleaseInput(OperatorInput):
+    """release_node: end the hold on ``node`` as ``identity`` (``reason`` optional)."""
+
+    node: str
+    identity: str
+    reason: str = ""
+
+
+class NodeHold(BaseModel):
+    """A hold on a node (workflows.kit.holds): the window does not start ``node`` while it
+    holds; placed by ``by`` at ``since`` for ``reason``, until ``until`` (None: until released)."""
+
+    node: str
+    by: str
+    reason: str
+    since: datetime
+    until: datetime | None = None
+    connection_identity: str | None = None
+
+    def until_text(self) -> str:
+        """``until 2026-01-01T10:00:00+00:00`` or ``until released``."""
+        return f"until {self.until.isoformat(timespec='seconds')}" if self.until is not None else "until released"
+
+
+class HoldRecord(BaseModel):
+    """One entry of the hold history: ``action`` held / released / expired / ended (the node
+    finished or was skipped while held), ``by`` who (``timer`` for an expiry), ``at`` when."""
+
+    node: str
+    action: Literal["held", "released", "expired", "ended"]
+    by: str
+    at: datetime
+    reason: str = ""
+    until: datetime | None = None
+
+    def line(self) -> str:
+        """``hold on n1 expired``, ``hold on n1 released by bob: fixed``, ..."""
+        text = f"hold on {self.node} {self.action}"
+        if self.action == "held":
+            text += f" by {self.by} " + (f"until {self.until.isoformat(timespec='seconds')}" if self.until else "until released")
+        elif self.action == "released":
+            text += f" by {self.by}"
+        return text + (f": {self.reason}" if self.reason else "")
+
+
 class DecideInput(OperatorInput):
     """Make a choice on a gate as ``identity``: ``node`` names either a gate of the procedure
     that declares choices (``gate_id`` may name it too) or a node whose blocked drain waits for
@@ -493,6 +550,10 @@ class ProcedureStatus(BaseModel):
     revert_requested_by: str | None = None
     #: Once it failed or stopped: what stays changed and how to undo it.
     left_changed: list[ChangedItem] = Field(default_factory=list)
+    #: Node procedures: the nodes held now (workflows.kit.holds), by node, and every hold,
+    #: release and expiry so far.
+    holds: dict[str, NodeHold] = Field(default_factory=dict)
+    hold_history: list[HoldRecord] = Field(default_factory=list)
 
 
 class ProcedureResult(BaseModel):

@@ -7,6 +7,8 @@ procedure code) and sends, through the ``notify`` activity (:mod:`activities.not
   gate and the exact command that answers it;
 - ``node-degraded`` and ``drain-blocked`` (with the report) when a node enters that phase;
 - ``paused`` when the procedure's phase becomes paused;
+- ``node-held`` / ``node-released`` / ``hold-expired`` from new hold records
+  (:mod:`workflows.kit.holds`), with the command that releases a hold;
 - ``completed`` / ``failed`` when the run ends (:func:`wrap_run` awaits that last one so it
   is sent before the run closes).
 
@@ -91,6 +93,7 @@ class ProcedureNotifier:
         self.status = status
         self.noun = noun
         self._records = len(status.gate_history)
+        self._hold_records = len(status.hold_history)
         self._nodes: dict[str, str] = {}
         self._phase: str | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -138,9 +141,17 @@ class ProcedureNotifier:
             self._nodes[n.name] = str(n.phase)
         paused = phase == "paused" and self._phase != "paused"
         self._phase = phase
-        if not (new or changed_nodes or paused) or not self.enabled():
+        holds = st.hold_history
+        new_holds, self._hold_records = holds[self._hold_records:], len(holds)
+        if not (new or changed_nodes or paused or new_holds) or not self.enabled():
             return
         wid = st.workflow_id
+        for h in new_holds:
+            event = {"held": "node-held", "released": "node-released", "expired": "hold-expired"}.get(h.action)
+            if event is None:
+                continue  # "ended": the node finished or was skipped; its own notification says so
+            cmd = f"lockkeeper release {wid} {h.node} -m REASON" if h.action == "held" else None
+            self.send(event, f"{st.procedure} `{wid}` on {st.cluster}: {h.line()}", node=h.node, by=h.by, command=cmd)
         for r in new:
             event = _ACTION_EVENT.get(r.action)
             if event is None:
@@ -169,6 +180,10 @@ class ProcedureNotifier:
         if paused:
             self.send("paused", f"{st.procedure} `{wid}` on {st.cluster} paused: {st.paused_reason or '-'}",
                       command=f"lockkeeper resume {wid}")
+
+    def seen_holds(self) -> None:
+        """Hold records up to now are known (taken over at a continue-as-new): not sent again."""
+        self._hold_records = len(self.status.hold_history)
 
     def send(self, event: str, text: str, *, attempts: int = MAX_ATTEMPTS, **fields: Any) -> asyncio.Task[None]:
         """Start the ``notify`` activity for ``event`` and return at once (see the module doc);

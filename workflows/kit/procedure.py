@@ -6,7 +6,8 @@ validators (a refused update never reaches history; every operator update is fir
 against its deadline, identities and withdrawal, :func:`workflows.kit.control.check_in_time`); signals
 ``withdraw_decision`` (:mod:`workflows.kit.decisions`) and ``lease_denied`` (a lease's answer,
 see :mod:`workflows.kit.lease`). :class:`NodeProcedureWorkflow` adds ``skip_node``,
-``retry_node``, ``decide`` and the ``node_progress`` signal, delegating to hooks the procedure
+``retry_node``, ``hold_node``, ``release_node`` (:mod:`workflows.kit.holds`), ``decide`` and the
+``node_progress`` signal, delegating to hooks the procedure
 implements. Handler names, messages and validator rules are the MachineConfig rollout's.
 
 A procedure subclasses one of them, decorates itself with ``@workflow.defn`` (its class name is
@@ -20,7 +21,8 @@ handlers by their decorators, and an undecorated override would hide one):
 - ``procedure_status()`` → the status model instance the ``status`` query returns;
 - ``on_abort(identity)`` → pass an abort on (e.g. to node runs);
 - node procedures: ``check_skip_node`` / ``on_skip_node``, ``check_retry_node`` /
-  ``on_retry_node``, ``check_decide`` / ``on_decide``, ``on_node_progress``.
+  ``on_retry_node``, ``check_hold_node`` / ``on_hold_node``, ``check_release_node`` /
+  ``on_release_node``, ``check_decide`` / ``on_decide``, ``on_node_progress``.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.decisions import WITHDRAW_SIGNAL, WithdrawInput, Withdrawals
     from workflows.kit.details import DetailsPublisher
     from workflows.kit.gates import Gates, GateNotPassed
+    from workflows.kit.holds import NOT_SUPPORTED as HOLDS_NOT_SUPPORTED
     from workflows.kit.inputs import AlertGatePolicy, GatePolicy, ProcedureInput
     from workflows.kit.lease import Leases
     from workflows.kit.notify import ProcedureNotifier, wrap_run
@@ -64,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
         DecideResult,
         GateDecisionResult,
         GateState,
+        HoldInput,
         LeaseInfo,
         NodeControlInput,
         NodeProgress,
@@ -71,6 +75,7 @@ with workflow.unsafe.imports_passed_through():
         ProcedureResult,
         ProcedureStatus,
         RejectInput,
+        ReleaseInput,
         RevertAnswer,
         RevertInput,
     )
@@ -353,6 +358,8 @@ class ProcedureWorkflow:
             "gate_history": list(st.gate_history), "started_at": st.started_at, "finished_at": workflow.now(),
             "open_records": self.records.entries(),
         }
+        if st.hold_history:  # only when the run held a node: results of runs without holds stay as they were
+            data["hold_history"] = list(st.hold_history)
         data.update(self.kit_result_fields())
         data.update(fields)
         return result_type(**data)
@@ -380,7 +387,8 @@ class ProcedureWorkflow:
         lk_metrics.record_gates_waiting(procedure=self.kit_procedure, cluster=self.kit_cluster, waiting=len(self.gates.waiting()))
         # The Temporal UI's live view (workflows.kit.details): memory only, never in history.
         self._kit_details.publish(
-            st, phase=str(phase), gates=self.gates.gates.values(), paused_reason=self.control.paused_reason, noun=self.kit_noun
+            st, phase=str(phase), gates=self.gates.gates.values(), paused_reason=self.control.paused_reason, noun=self.kit_noun,
+            hold_wait=self.kit_hold_wait(),
         )
         # Webhooks (workflows.kit.notify): new gate records, degraded/blocked nodes, a pause.
         self.kit_notifier.observe(str(phase), self.gates.gates)
@@ -422,6 +430,8 @@ class ProcedureWorkflow:
                                                   g.opened_at, g.timeout_at)
         elif self.control.paused:
             s.waiting_for, s.since, s.deadline = f"resume (paused: {self.control.paused_reason})", s.updated_at, None
+        elif (held := self.kit_hold_wait()) is not None:
+            s.waiting_for, s.since, s.deadline = held
         else:
             health = [h for h in s.health.values() if h.state == "waiting"]
             if health:
@@ -431,6 +441,11 @@ class ProcedureWorkflow:
         if not s.waiting_for and getattr(s, "step_doing", None):
             s.waiting_for, s.since, s.deadline = f"{s.step}: {s.step_doing}", s.step_since, s.step_until
         return s
+
+    def kit_hold_wait(self) -> tuple[str, datetime | None, datetime | None] | None:
+        """Hook: ``(what, since, until)`` when the procedure waits for nothing but holds on
+        nodes (node procedures: :meth:`NodeBatches.hold_wait`); None otherwise."""
+        return None
 
     def kit_step(self, step: str, doing: str, *, until: datetime | None = None) -> None:
         """Say what the procedure does now (``step`` its name, ``doing`` in words, ``until`` its
@@ -668,6 +683,35 @@ class NodeProcedureWorkflow(ProcedureWorkflow):
     def on_retry_node(self, input: NodeControlInput) -> ControlResult:
         return ControlResult(message=self._window().request("retry", input))
 
+    def check_hold_node(self, input: HoldInput) -> None:
+        if self.batches is None:
+            raise ValueError(HOLDS_NOT_SUPPORTED)
+        self.batches.check_hold(input, finished=self.control.finished())
+
+    def on_hold_node(self, input: HoldInput) -> ControlResult:
+        window = self._window()
+        window.holds.bind(self.kit_status)
+        hold = window.holds.place(input)
+        note = " (in flight: it finishes normally)" if input.node in window.children else ""
+        return ControlResult(message=f"node {input.node} held by {hold.by} {hold.until_text()}: {hold.reason}{note}")
+
+    def check_release_node(self, input: ReleaseInput) -> None:
+        if self.batches is None:
+            raise ValueError(HOLDS_NOT_SUPPORTED)
+        if input.node not in self.batches.nodes:
+            raise self.batches.board.unknown_node(input.node)
+        self.batches.holds.check_release(input)
+
+    def on_release_node(self, input: ReleaseInput) -> ControlResult:
+        window = self._window()
+        window.holds.bind(self.kit_status)
+        window.holds.release(input)
+        return ControlResult(message=f"node {input.node} released by {input.identity}"
+                                     + (f": {input.reason.strip()}" if input.reason.strip() else ""))
+
+    def kit_hold_wait(self) -> tuple[str, datetime | None, datetime | None] | None:
+        return self.batches.hold_wait() if self.batches is not None else None
+
     def check_decide(self, input: DecideInput) -> None:
         if self.board is None or input.node not in self.board.nodes:
             super().check_decide(input)
@@ -713,4 +757,25 @@ class NodeProcedureWorkflow(ProcedureWorkflow):
     def _validate_retry_node(self, input: NodeControlInput) -> None:
         check_in_time(input, "retry_node")
         self.check_retry_node(input)
+
+    @workflow.update
+    def hold_node(self, input: HoldInput) -> ControlResult:
+        """Hold a node: the window does not start it until the hold is released or expires
+        (:mod:`workflows.kit.holds`); a node in flight finishes normally."""
+        return self.on_hold_node(input)
+
+    @hold_node.validator
+    def _validate_hold_node(self, input: HoldInput) -> None:
+        check_in_time(input, "hold_node")
+        self.check_hold_node(input)
+
+    @workflow.update
+    def release_node(self, input: ReleaseInput) -> ControlResult:
+        """End a hold on a node by hand: it starts in its place of the order."""
+        return self.on_release_node(input)
+
+    @release_node.validator
+    def _validate_release_node(self, input: ReleaseInput) -> None:
+        check_in_time(input, "release_node")
+        self.check_release_node(input)
 

@@ -28,7 +28,8 @@ class ProcedureSpec:
     - ``input_model`` / ``status_model`` / ``result_model``: pydantic models of the run's input, of
       what the ``status`` query returns, and of what the run returns.
     - ``id_prefix``: workflow ID prefix ("rollout", "drain", "etcd-backup", "etcd-restore").
-    - ``node_procedure``: the workflow also exposes ``skip_node``, ``retry_node`` and ``decide``.
+    - ``node_procedure``: the workflow also exposes ``skip_node``, ``retry_node``, ``hold_node``,
+      ``release_node`` and ``decide``.
     - ``children``: child workflow classes the worker must register with it.
     - ``task_queue``: "main" (workers with cluster credentials) or "host" (host-only workers run it).
     - ``activities``: the procedure's own activity factories as ``"module:function"`` names; the

@@ -6,7 +6,9 @@ history passes ``continue_as_new_after_events`` the node window holds (starts no
 gate), lets the nodes in flight finish, waits for the signal and update handlers, and the run
 continues as new with :class:`RolloutCarry`: the plan, every node's status, the window per pool,
 attempts and results, the gates (passed ones stay passed, so an approval is never asked or
-applied twice), the gate history and warnings, a pause in force, and the leases it held.
+applied twice), the gate history and warnings, a pause in force, the leases it held, and the operator's holds on
+nodes with their history (:mod:`workflows.kit.holds`; their expiry timers start again in the
+next run).
 
 Children do not carry over a continue-as-new (the new run does not own them), which is why the
 window finishes its nodes first instead of handing over running children. The run releases its
@@ -34,7 +36,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from workflows.kit.batches import GroupState
     from workflows.kit.lease import Leases
-    from workflows.kit.models import FINAL_NODE_PHASES, Gate, GateRecord, NodeStatus
+    from workflows.kit.models import FINAL_NODE_PHASES, Gate, GateRecord, HoldRecord, NodeHold, NodeStatus
     from workflows.kit.scopes import scope_workflow_id
     from workflows.machineconfig.models import NodeRolloutResult, RolloutPlan
 
@@ -60,11 +62,16 @@ class RolloutCarry(BaseModel):
     started_at: datetime | None = None
     continued: int = 0
     leases: list[str] = Field(default_factory=list)
+    #: The holds in force and the hold history (left out of the packed text when empty).
+    holds: dict[str, NodeHold] = Field(default_factory=dict)
+    hold_history: list[HoldRecord] = Field(default_factory=list)
 
 
 def pack(carry: RolloutCarry) -> str:
     """``carry`` as base64 of zlib-compressed JSON (deterministic: same state, same text)."""
-    return base64.b64encode(zlib.compress(carry.model_dump_json().encode(), 6)).decode()
+    # A run that never held a node packs exactly what it packed before holds existed.
+    empty = {k for k in ("holds", "hold_history") if not getattr(carry, k)}
+    return base64.b64encode(zlib.compress(carry.model_dump_json(exclude=empty or None).encode(), 6)).decode()
 
 
 def unpack(text: str) -> RolloutCarry:

@@ -191,6 +191,8 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             s.waiting_for, s.since, s.deadline = f"resume (paused: {s.paused_reason})", s.updated_at, None
         elif s.network_repair is not None and s.phase == RolloutPhase.COMPLETING:
             s.waiting_for = f"network repair: {s.network_repair.stage}"
+        elif (held := self.batches.hold_wait()) is not None:
+            s.waiting_for, s.since, s.deadline = held
         elif in_flight:
             s.waiting_for, s.since, s.deadline = in_flight
         return s
@@ -212,7 +214,10 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
 
     def _result(self, outcome: str, plan: RolloutPlan, message: str) -> MachineConfigRolloutResult:
         snap = self.procedure_status()
+        # Hold records only when the run held a node: results of runs without holds stay as they were.
+        held = {"hold_history": snap.hold_history} if snap.hold_history else {}
         return MachineConfigRolloutResult(
+            **held,
             workflow_id=self._id,
             outcome=outcome,  # type: ignore[arg-type]
             plan=plan,
@@ -304,6 +309,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             gates=self.gates.gates, passed=sorted(self.gates.passed), gate_history=st.gate_history, warnings=st.warnings,
             paused=self.control.paused, paused_reason=self.control.paused_reason, started_at=st.started_at,
             continued=st.continued + 1, leases=sorted(self.leases.held),
+            holds=dict(self.batches.holds.active), hold_history=list(self.batches.holds.history),
         )
         workflow.logger.info("continuing as new after %d events (%d)", workflow.info().get_current_history_length(), carry.continued)
         workflow.continue_as_new(input.model_copy(update={"carried": pack(carry)}))
@@ -326,6 +332,11 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
         self.gates.passed.update(carry.passed)
         if carry.paused:
             self.control.paused, self.control.paused_reason = True, carry.paused_reason
+        if carry.holds or carry.hold_history:
+            # The holds go on in this run; their timers start again when the window runs.
+            self.batches.holds.restore(carry.holds, carry.hold_history)
+            self.batches.holds.bind(st)
+            self.kit_notifier.seen_holds()
 
     async def _make_plan(self, input: MachineConfigRolloutInput) -> RolloutPlan:
         try:

@@ -20,10 +20,16 @@ The kit's meaning, bounded by what is safe on a half-migrated host:
 
 A node that fails stops the migration at the hold gate: approve = retry, reject (or its timeout)
 = end the run ``failed``, skip-node = go on.
+
+**hold** / **release** (the kit's holds, :mod:`workflows.kit.holds`; not the hold gate above) on a
+node not started yet: the run goes on with the next node of the order that is not held, and the
+held one starts once its hold ends; when only held nodes are left the run waits, saying so. The
+node being migrated cannot be held (it is not started again; abort or skip-node stop it).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from temporalio import workflow
@@ -32,7 +38,17 @@ with workflow.unsafe.imports_passed_through():
     from activities.cluster.models import UncordonInput, UncordonResult
     from activities.runtime_migration.models import SaveRecordInput, SaveRecordResult
     from workflows.kit import calls as acts
-    from workflows.kit.models import ControlResult, Gate, GateKind, GateState, GateTimeoutOutcome, NodeControlInput
+    from workflows.kit.holds import Holds
+    from workflows.kit.models import (
+        ControlResult,
+        Gate,
+        GateKind,
+        GateState,
+        GateTimeoutOutcome,
+        HoldInput,
+        NodeControlInput,
+        ReleaseInput,
+    )
     from workflows.runtime_migration.models import PROCEDURE_RUNTIME_MIGRATION, NodeMigrationResult, NodeMigrationStatus
     from workflows.runtime_migration.node import BEFORE_DESTRUCTIVE
 
@@ -71,6 +87,10 @@ class NodeControl:
         #: node → its waiting hold gate; the choice made on it (retry / skip) and by whom
         self.held: dict[str, Gate] = {}
         self.hold_choice: dict[str, tuple[str, NodeControlInput]] = {}
+        #: the operator's holds on nodes not started yet, and the nodes the run waits for while
+        #: only held nodes are left
+        self.node_holds = Holds(on_change=lambda: self.touch())
+        self.waiting_holds: list[str] = []
 
     # --- validators and handlers (the kit's hooks) ---------------------------------------------
 
@@ -112,6 +132,8 @@ class NodeControl:
         self.skip_pending[node] = input
         row = self._status.nodes[node]
         row.phase, row.reason = "skipped", f"skipped by {input.identity} before it started" + (f": {input.comment}" if input.comment else "")
+        if node in self.node_holds.active:
+            self.node_holds.end_if_held(node, f"node skipped by {input.identity}")
         self.touch()
         return ControlResult(message=f"node {node} will not be migrated (skipped by {input.identity})")
 
@@ -131,7 +153,52 @@ class NodeControl:
         self.gates.decide(self.held[input.node], GateState.APPROVED, input.identity, f"retry-node: {input.comment}".rstrip(": "))
         return ControlResult(message=f"node {input.node} will run again from its stopped step (requested by {input.identity})")
 
+    def check_hold_node(self, input: HoldInput) -> None:
+        row = self._row(input)  # type: ignore[arg-type]  # the same identity and node fields
+        if input.node == self._status.current:
+            raise ValueError(f"node {input.node} is being migrated now: a hold only keeps a node from starting "
+                             "(abort or skip-node stop it)")
+        if row.phase != "pending" or input.node in self.skip_pending:
+            raise ValueError(f"node {input.node} is already {row.phase}: nothing to hold")
+        self.node_holds.check_hold(input)
+
+    def on_hold_node(self, input: HoldInput) -> ControlResult:
+        self.node_holds.bind(self._status)
+        hold = self.node_holds.place(input)
+        return ControlResult(message=f"node {input.node} held by {hold.by} {hold.until_text()}: {hold.reason}")
+
+    def check_release_node(self, input: ReleaseInput) -> None:
+        if input.node not in self._status.nodes:
+            raise ValueError(f"node {input.node} is not part of this migration ({', '.join(self._in.nodes)})")
+        self.node_holds.check_release(input)
+
+    def on_release_node(self, input: ReleaseInput) -> ControlResult:
+        self.node_holds.bind(self._status)
+        self.node_holds.release(input)
+        return ControlResult(message=f"node {input.node} released by {input.identity}"
+                                     + (f": {input.reason.strip()}" if input.reason.strip() else ""))
+
+    def kit_hold_wait(self) -> tuple[str, datetime | None, datetime | None] | None:
+        if not self.waiting_holds or self.control.paused or self.control.abort:
+            return None
+        return self.node_holds.waiting_line(self.waiting_holds)
+
     # --- the run's side ------------------------------------------------------------------------
+
+    def first_unheld(self, remaining: list[str]) -> str | None:
+        """The next node to run: the first of ``remaining`` that is not held (no hold: the first)."""
+        holds = self.node_holds.active
+        if not holds:
+            return remaining[0]
+        return next((n for n in remaining if n not in holds or n in self.skip_pending), None)
+
+    async def wait_for_holds(self, remaining: list[str]) -> None:
+        """Only held nodes are left: wait, visibly, until one is free or the run aborts."""
+        self.waiting_holds = list(remaining)
+        self.touch()
+        await workflow.wait_condition(lambda: self.control.abort or self.first_unheld(remaining) is not None)
+        self.waiting_holds = []
+        self.touch()
 
     async def hold(self, res: NodeMigrationResult) -> tuple[str, NodeControlInput | None]:
         """The hold gate of a failed node; returns ("retry" | "skip" | "stop", the request)."""

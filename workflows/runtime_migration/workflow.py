@@ -6,7 +6,8 @@ procedures-spec §6.3).
    pod; SSH reaches every node and peer; package baselines (name and version) from nodes and peers.
    Any finding ends the run ``failed`` with the findings, before a single write.
 2. Per node, in the given order, a child :class:`RuntimeMigrationNodeWorkflow` (steps 1-22); the
-   next node starts only after the previous one ended ``done`` (or ``skipped``). A node that
+   next node starts only after the previous one ended ``done`` (or ``skipped``). A node the
+   operator holds (``lockkeeper hold``) is passed over until its hold ends (:mod:`.nodecontrol`). A node that
    failed holds the run at gate ``<node>/stopped/<attempt>``: retry-node (or approve) runs it
    again from the step that stopped, skip-node goes on, reject ends the run; an aborted node
    ends it (:mod:`.nodecontrol`). The node is reported as it was left, e.g. deleted and not
@@ -328,7 +329,10 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
             await asyncio.gather(*self._pending)
 
     def _result(self, outcome: str, message: str, nodes: list[NodeMigrationResult]) -> RuntimeMigrationResult:
+        # Hold records only when the run held a node: results of runs without holds stay as they were.
+        held = {"hold_history": list(self._status.hold_history)} if self._status.hold_history else {}
         return RuntimeMigrationResult(
+            **held,
             workflow_id=self._id, outcome=outcome, message=message, nodes=nodes,  # type: ignore[arg-type]
             findings=list(self._status.findings), installed=dict(self._status.installed), preflight=list(self._status.preflight),
             removed={n.node: list(n.status.removed) for n in nodes if n.status.removed},
@@ -360,11 +364,18 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         self._status.nodes = {n: self._status.nodes[n] for n in order}
         self._phase(ProcedurePhase.RUNNING, "nodes")
         results: list[NodeMigrationResult] = []
-        for i, node in enumerate(order):
+        remaining = list(order)  # in order; a held node waits there (nodecontrol, holds)
+        while remaining:
             try:
                 await self.control.safe_point()
             except Aborted:
                 break
+            node = self.first_unheld(remaining)
+            if node is None:
+                await self.wait_for_holds(remaining)
+                continue
+            remaining.remove(node)
+            i = order.index(node)
             if node in self.skip_pending:
                 results.append(self.skipped_before_start(node))
                 continue

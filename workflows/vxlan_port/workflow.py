@@ -88,6 +88,9 @@ class VxlanPortChangeWorkflow(NodeProcedureWorkflow):
                                    rollback=self._nothing_to_roll_back, recheck_unavailable=self._none_unavailable,
                                    gate_timeout_seconds=input.gates.timeout_seconds, gate_timeout_outcome=input.gates.timeout_outcome,
                                    alerts=self.alerts)
+        # The masters restart in their order (the controllers' leader last): a held master keeps
+        # the ones after it waiting (workflows.kit.holds).
+        self.batches.holds_keep_order = True
         self.pre: PreflightResult | None = None
         #: A reverse run's take-over of the DaemonSet record of the run it reverses.
         self.forward: RecordEntry | None = None
