@@ -95,7 +95,7 @@ def _table_of(title: str, rows: dict[str, Any]) -> Table:
     for c in cols:
         t.add_column(c, overflow="fold")
     for name, v in dumped.items():
-        t.add_row(str(name), *[_fmt(v.get(c)) if isinstance(v, dict) else "-" for c in cols])
+        t.add_row(Text(str(name)), *[Text(_fmt(v.get(c)) if isinstance(v, dict) else "-") for c in cols])
     return t
 
 
@@ -145,7 +145,7 @@ def procedure_view(model: BaseModel, now: datetime | None = None, skip: frozense
             t.add_column(col)
         for g in gates:
             t.add_row(g.id, str(g.state), fmt_time(g.opened_at), fmt_time(g.timeout_at) if g.timeout_at else "never",
-                      g.decided_by or "-", fmt_time(g.decided_at), g.comment or "")
+                      Text(g.decided_by or "-"), fmt_time(g.decided_at), Text(g.comment or ""))
         parts.append(t)
     for field in ("health", "barriers", "host_steps", "records"):
         value = getattr(model, field, None)
@@ -186,7 +186,7 @@ def procedure_view(model: BaseModel, now: datetime | None = None, skip: frozense
         t.add_column("field")
         t.add_column("value", overflow="fold")
         for name, value in facts:
-            t.add_row(name, _fmt(value))
+            t.add_row(name, Text(_fmt(value)))  # a value such as "[node01][node02]" is text, not markup
         parts.insert(1, t)
     history = getattr(model, "gate_history", None) or []
     if history:

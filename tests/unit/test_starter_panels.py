@@ -84,3 +84,16 @@ def test_rollout_keeps_its_own_panel() -> None:
     st = spec.status_model(workflow_id="rollout-1", cluster="c1")
     text = render(panels.status_panel(spec.name, st))
     assert "rollout-1" in text and "nodes: 0 done" in text  # the rollout view's totals line
+
+
+def test_the_generic_view_prints_brackets_as_text_not_as_rich_markup() -> None:
+    """A batch list such as ``[node01][node02]`` in a field, a table cell or a gate comment is
+    what the operator must read; rich would take ``[node01]`` for a style tag and drop it."""
+
+    class Planned(ProcedureStatus):
+        batches: str = "[node01.example.com][node02.example.com]"
+        nodes: dict[str, dict[str, str]] = Field(default_factory=lambda: {"node03": {"step": "[action] upgrade"}})
+
+    text = render(panels.procedure_view(Planned(procedure="node-upgrade", workflow_id="wf-1", cluster="c")))
+    assert "[node01.example.com][node02.example.com]" in text
+    assert "[action] upgrade" in text

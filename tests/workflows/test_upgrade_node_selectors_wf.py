@@ -166,6 +166,9 @@ async def test_revert_restores_and_refuses_a_changed_node(time_skipping_env: Any
                 break
             await asyncio.sleep(0.05)
         assert st.labels_removed == ["n1", "n2"]
+        # the open window is visible: what it waits for, until when, and the command that reverts
+        assert st.waiting_for is not None and "revert window" in st.waiting_for, st
+        assert f"lockkeeper revert {handle.id} -m REASON" in st.waiting_for and st.deadline is not None
         assert "region" not in world.objects["Node/n1"]["metadata"]["labels"]
         world.objects["Node/n2"]["metadata"]["labels"]["region"] = "edge"  # somebody relabelled n2 since
         await handle.execute_update("revert", {"identity": "ops", "reason": "test"})

@@ -290,7 +290,13 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
             else:
                 message = f"aborted: {reason}; nothing was changed"
         self.control.base_phase = ProcedurePhase.ABORTED if self.control.abort else ProcedurePhase.DONE
-        self._step("revert-window" if self._order and input.revert_window_seconds else "finished")
+        if self._order and input.revert_window_seconds > 0:
+            wid = workflow.info().workflow_id
+            self.kit_step("revert-window", f"the revert window: `lockkeeper revert {wid} -m REASON` restores the labels and "
+                                           "selectors from their records (read back)",
+                          until=workflow.now() + timedelta(seconds=input.revert_window_seconds))
+        else:
+            self._step("finished")
         if self._order and input.revert_window_seconds > 0:
             try:
                 await workflow.wait_condition(lambda: self._revert is not None, timeout=timedelta(seconds=input.revert_window_seconds))

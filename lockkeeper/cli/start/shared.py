@@ -210,6 +210,7 @@ async def dry_run_report(req: Launch, settings: Any) -> int:
 async def launch(req: Launch, settings: Any) -> int:
     """Start, print the ID, then (``ready``) show the first ready status, (``wait``) follow it."""
     from rich.console import Console
+    from rich.text import Text
 
     from lockkeeper import output as out
     from lockkeeper import panels
@@ -249,7 +250,8 @@ async def launch(req: Launch, settings: Any) -> int:
         if st is not None and req.show_ready is not None:
             shown = req.show_ready(st)
             if req.output == "table":
-                out.console().print(shown)
+                # plain text is printed as it is: "[node01]" is a batch, not rich markup
+                out.console().print(Text(shown) if isinstance(shown, str) else shown)
             else:
                 doc["status"] = out.to_data(st)
     if not req.wait:
