@@ -513,7 +513,8 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
             r.detail = f"reboot command outcome unknown ({err.cause or err}); judged by the boot id"
             self.touch()
             return False
-        r.detail = f"reboot command exit {res.exit_code}"
+        r.detail = (f"reboot command exit {res.exit_code}" if res.exit_code is not None else
+                    "reboot command sent; its session ended with no exit status (the node went down); judged by the boot id")
         if res.exit_code not in (0, None):
             # A reboot usually cuts its own session (debug pod gone: 137, SSH dropped): the boot
             # id, not the exit code, says whether the node rebooted.

@@ -62,7 +62,7 @@ def build_input(spec: Any, path: str, **fields: Any) -> Any:
     try:
         return spec.input_model.model_validate(doc)
     except ValidationError as exc:
-        raise CliError(f"invalid {spec.name} request from {path}:\n  " + validation_lines(exc), EXIT_USAGE) from None
+        raise CliError(f"invalid {spec.name} request from {path}: " + validation_lines(exc), EXIT_USAGE) from None
 
 
 async def _launch(req: Launch, settings: Any) -> int:

@@ -189,7 +189,7 @@ async def _start(settings: Any, fields: dict[str, Any], dry_run: bool, workflow_
     try:
         inp = spec.input_model(**fields)
     except ValidationError as exc:
-        err(f"error: invalid runtime-migration:\n  {validation_lines(exc)}")
+        err(f"error: invalid runtime-migration input: {validation_lines(exc)}")
         return EXIT_USAGE
     req = Launch(
         name=spec.name, input=inp, cluster=inp.cluster, who=who, output=output, wait=wait, dry_run=dry_run,
