@@ -51,6 +51,8 @@ from tests import readme
 READY_TIMEOUT = 60.0
 STATUS_TIMEOUT = 300.0
 WATCH_SECONDS = 4.0
+#: Between two `status` reads while waiting (each is a CLI process: about a second of CPU).
+POLL_SECONDS = 2.5
 #: Lines not run (see the module docstring), by the start of their command.
 NOT_RUN = (("pip", "install"), ("temporal", "server", "start-dev"))
 _ID = re.compile(r"^[a-z][\w./-]*\d[\w./-]*$")
@@ -251,7 +253,7 @@ class SectionRun:
                 return last
             if self.ended(last):
                 break  # the run ended: it will never wait for it again
-            time.sleep(1.0)
+            time.sleep(POLL_SECONDS)
         raise RunFailed(f"README.md:{step.line}: `lockkeeper status {self.wid}` never showed {want!r}\n"
                         f"    {step.code}\nlast status: {last[:3000]}")
 
@@ -282,7 +284,7 @@ class SectionRun:
                 if time.monotonic() > deadline or self.ended(last):
                     raise RunFailed(f"README.md:{step.line}: status never offered {offers[0]!r}\n    {step.code}\n"
                                     f"last status: {last[-3000:]}")
-                time.sleep(1.0)
+                time.sleep(POLL_SECONDS)
         watch = "--watch" in argv
         if watch:
             code = f"timeout -s INT {WATCH_SECONDS} {code}"
