@@ -185,7 +185,10 @@ async def test_ctrl_c_withdraws_the_approve_so_a_worker_back_before_its_deadline
         "--identity", "impatient", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         env=cli_env(LOCKKEEPER_DECISION_TIMEOUT="120"),
     )
-    await asyncio.sleep(5)
+    # Long enough for the CLI to have started and sent the update even on a loaded machine (its
+    # imports alone took over 5 s in a loaded suite run, and a Ctrl-C before the send has
+    # nothing to withdraw); the approve waits up to 120 s.
+    await asyncio.sleep(12)
     assert proc.returncode is None
     proc.send_signal(signal.SIGINT)
     _, errb = await asyncio.wait_for(proc.communicate(), 30)

@@ -119,13 +119,16 @@ async def start(env: Any, world: Masters, inp: ControlPlaneUpgradeInput) -> tupl
     return worker, handle
 
 
-async def wait_gate(handle: WorkflowHandle, prefix: str) -> tuple[str, ControlPlaneStatus]:
+async def wait_gate(handle: WorkflowHandle, prefix: str, env: Any = None) -> tuple[str, ControlPlaneStatus]:
+    """The first waiting gate whose ID starts with ``prefix``. With ``env`` (the time-skipping
+    environment) each wait skips a second of workflow time: a query does not let the test server
+    skip time, so a gate behind a 30 s API deadline would otherwise take 30 real seconds."""
     for _ in range(600):
         st = await handle.query(ControlPlaneUpgradeWorkflow.status)
         for g in st.gates:
             if g.id.startswith(prefix) and g.state == GateState.WAITING:
                 return g.id, st
-        await asyncio.sleep(0.05)
+        await (env.sleep(1) if env is not None else asyncio.sleep(0.05))
     raise AssertionError(f"no gate {prefix}")
 
 
@@ -154,7 +157,7 @@ async def test_api_not_back_opens_gate_with_logs_and_never_touches_next_master(t
     world = Masters(blocked=("m1",))
     worker, handle = await start(time_skipping_env, world, cp_input())
     async with worker:
-        gate_id, st = await wait_gate(handle, "api/m1/")
+        gate_id, st = await wait_gate(handle, "api/m1/", time_skipping_env)
         row = st.masters[0]
         assert row.state == "waiting-gate" and "ldap_ca.crt" in (row.logs_tail or "")
         assert "ldap_ca.crt" in next(g.comment for g in st.gates if g.id == gate_id)
@@ -171,7 +174,7 @@ async def test_gate_restart_again_runs_master_restart_once_more(time_skipping_en
     world = Masters(blocked=("m1",))
     worker, handle = await start(time_skipping_env, world, cp_input())
     async with worker:
-        gate_id, _ = await wait_gate(handle, "api/m1/")
+        gate_id, _ = await wait_gate(handle, "api/m1/", time_skipping_env)
         world.blocked.clear()
         await handle.execute_update(ControlPlaneUpgradeWorkflow.approve, ApproveInput(gate_id=gate_id, identity="ops", comment="restart"))
         result: ControlPlaneResult = await handle.result()
@@ -183,7 +186,7 @@ async def test_gate_reject_aborts_and_next_master_never_starts(time_skipping_env
     world = Masters(blocked=("m1",))
     worker, handle = await start(time_skipping_env, world, cp_input())
     async with worker:
-        gate_id, _ = await wait_gate(handle, "api/m1/")
+        gate_id, _ = await wait_gate(handle, "api/m1/", time_skipping_env)
         await handle.execute_update(ControlPlaneUpgradeWorkflow.reject, RejectInput(gate_id=gate_id, identity="ops", comment="stop"))
         result: ControlPlaneResult = await handle.result()
     assert result.outcome == "aborted"
