@@ -172,6 +172,12 @@ async def test_exit_codes_against_running_procedures(dev_server: Any, temporal_c
     running_keys = set(doc)
     code, out, err = await lk(dev_server.address, *q, "status", drain)
     assert code == 0 and "cordon_node" in out and "503" in out, out + err
+    # status is for a person (issue 42): no Python repr in the drain's or the restore's table
+    from tests.readme_run import reprs_in
+
+    assert reprs_in(out) == [], out
+    code, out, err = await lk(dev_server.address, *q, "status", restore)
+    assert code == 0 and reprs_in(out) == [], out + err
 
     missing = f"nosuch-{uuid.uuid4().hex[:6]}"
     await check_table(dev_server.address, [
