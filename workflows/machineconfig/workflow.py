@@ -122,6 +122,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
         )
         # The window starts every free place in one workflow task (NodeBatches.next_starts).
         self.batches.start_together = True
+        self.kit_windows(input.windows)  # no node starts outside a maintenance window (workflows.kit.windows)
         #: Continue-as-new allowed (``continue_as_new_after_events`` > 0).
         self._can = False
         self._base_events = 0
