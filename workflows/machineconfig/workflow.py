@@ -192,7 +192,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             s.waiting_for, s.since, s.deadline = f"resume (paused: {s.paused_reason})", s.updated_at, None
         elif s.network_repair is not None and s.phase == RolloutPhase.COMPLETING:
             s.waiting_for = f"network repair: {s.network_repair.stage}"
-        elif (held := self.batches.hold_wait()) is not None:
+        elif (held := self.kit_hold_wait()) is not None:  # a maintenance window, else holds
             s.waiting_for, s.since, s.deadline = held
         elif in_flight:
             s.waiting_for, s.since, s.deadline = in_flight
