@@ -216,10 +216,10 @@ class NodeControl:
         self.waiting_holds = []
         self.touch()
 
-    async def wait_for_window(self) -> bool:
+    async def wait_for_window(self, node: str) -> bool:
         """Every maintenance window is closed: wait on a durable timer until the next opens (or
-        the run aborts); True when it waited (the caller decides again). No windows, or one
-        open: False at once, no command."""
+        the run aborts, or ``node``, the next one, is skipped); True when it waited (the caller
+        decides again). No windows, or one open: False at once, no command."""
         now = workflow.now()
         if not self.node_windows or is_open(self.node_windows, now):
             return False
@@ -232,7 +232,7 @@ class NodeControl:
                                     f"{opening.isoformat(timespec='seconds')} ({describe(self.node_windows)})")
         self.touch()
         try:
-            await workflow.wait_condition(lambda: self.control.abort, timeout=max((opening - now).total_seconds(), 1.0),
+            await workflow.wait_condition(lambda: self.control.abort or node in self.skip_pending, timeout=max((opening - now).total_seconds(), 1.0),
                                           timeout_summary=f"maintenance window from {opening.isoformat(timespec='seconds')}")
         except TimeoutError:
             pass

@@ -375,7 +375,7 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
             if node is None:
                 await self.wait_for_holds(remaining)
                 continue
-            if node not in self.skip_pending and await self.wait_for_window():
+            if node not in self.skip_pending and await self.wait_for_window(node):
                 continue  # a window opened: decide again (a hold, a skip or an abort may have come)
             remaining.remove(node)
             i = order.index(node)
