@@ -1,7 +1,8 @@
 """Maintenance windows in the kit's node window (issue 40, workflows/kit/windows.py): the window
 probe (kit_window_probes.py) on the time-skipping server. A window that closes with nodes in
 flight lets them finish and starts nothing more; a week later the next window starts the next
-nodes in order. A run without windows is covered by the stored histories' replay."""
+nodes in order, and the run replays. A run without windows is covered by the stored histories' replay
+(no new timer, no new command)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from datetime import datetime, timedelta, timezone
 from kit_window_probes import ProbeNodeWorkflow, WindowProbeInput, WindowProbeResult, WindowProbeWorkflow
 from temporalio import activity
 from temporalio.common import WorkflowIDReusePolicy
-from temporalio.worker import Worker
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer, Worker
 from test_kit_holds import details
 from test_kit_window import wait_status
 from test_notify_replay import wired
@@ -62,7 +64,12 @@ async def test_a_window_that_closes_lets_nodes_in_flight_finish_and_the_next_win
             assert f"Waiting for the window from {reopen.isoformat(timespec='seconds')}" in await details(handle)
             result = await handle.result()
             s = await handle.query(WindowProbeWorkflow.status)
+            history = await handle.fetch_history()
     assert result.phases == dict.fromkeys(["n0", "n1", "n2", "n3"], NodePhase.DONE)
+    # The week's wait is a timer in the history: a replay (a worker restart) decides the same.
+    await Replayer(workflows=PROBES, data_converter=pydantic_data_converter).replay_workflow(history)
+    timers = [e for e in history.events if e.HasField("timer_started_event_attributes")]
+    assert any(e.timer_started_event_attributes.start_to_fire_timeout.ToSeconds() > 6 * 86400 for e in timers)
     assert all(s.nodes[n].finished_at > end for n in ("n0", "n1"))  # in flight at the close: finished normally
     assert all(s.nodes[n].started_at >= reopen for n in ("n2", "n3"))  # nothing started while closed
     assert all(start <= s.nodes[n].started_at < end or reopen <= s.nodes[n].started_at < reopen + timedelta(minutes=4)
@@ -95,3 +102,17 @@ async def test_a_run_outside_every_window_starts_nothing_until_the_window_opens_
         s = await handle.query(WindowProbeWorkflow.status)
     assert result.phases == {"n0": NodePhase.DONE, "n1": NodePhase.DONE}
     assert all(start <= s.nodes[n].started_at < end for n in s.nodes)
+
+
+async def test_a_run_without_windows_starts_no_timer(time_skipping_env, wf_task_queue):
+    """History safety: no --window, no window command (the parent's history has no timer at all)."""
+    env = time_skipping_env
+    async with Worker(env.client, task_queue=wf_task_queue, workflows=PROBES):
+        handle = await env.client.start_workflow(
+            WindowProbeWorkflow.run, WindowProbeInput(nodes=["n0", "n1"], max_unavailable=1, work_seconds=30),
+            id=f"windows-{uuid.uuid4().hex[:8]}", task_queue=wf_task_queue, result_type=WindowProbeResult,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+        )
+        await handle.result()
+        history = await handle.fetch_history()
+    assert not [e for e in history.events if e.HasField("timer_started_event_attributes")]
