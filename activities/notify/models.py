@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 EventKind = Literal[
     "gate-opened", "gate-decided", "gate-timed-out", "node-degraded", "drain-blocked", "paused", "failed", "completed",
     "alerts-blocking", "alerts-cleared", "node-held", "node-released", "hold-expired",
+    "window-wait",
 ]
 
 

@@ -36,6 +36,8 @@ NOT_RUN = {
     "Node order: `--order`, `--node-order FILE`": "examples on a cluster the reader has; "
                                                    "tests/e2e/test_rollout_order_e2e.py runs --order newest-first",
     "Holding a node": "examples on a run the reader has; tests/e2e/test_holds_cli.py runs hold, status, release",
+    "Maintenance windows": "examples on a cluster the reader has, waiting up to a week; "
+                           "tests/workflows/test_kit_windows_wf.py runs windows on the time-skipping server",
     "Alert gate: no node starts while Prometheus alerts": "needs a node made NotReady by hand while Prometheus runs; "
                                                           "tests/e2e/test_rollout_alert_gate_e2e.py runs it",
 }

@@ -49,6 +49,8 @@ class WindowProbeInput(BaseModel):
     alerts: AlertGatePolicy | None = None
     #: a held node keeps the nodes after it waiting (NodeBatches.holds_keep_order)
     holds_keep_order: bool = False
+    #: maintenance windows (workflows.kit.windows): no node starts outside them
+    windows: list[str] = Field(default_factory=list)
 
 
 class WindowProbeStatus(ProcedureStatus):
@@ -116,6 +118,7 @@ class WindowProbeWorkflow(NodeProcedureWorkflow):
         self.batches = NodeBatches(board=self.board, control=self.control, gates=self.gates, start_child=self._start,
                                    rollback=self._rollback, recheck_unavailable=self._recheck, alerts=self.alerts)
         self.batches.holds_keep_order = input.holds_keep_order
+        self.kit_windows(input.windows)
         self._max_in_flight = 0
         self._rolled_back: list[str] = []
         self._rechecks = 0

@@ -12,6 +12,8 @@ server, the in-memory world of tests/workflows/test_runtime_migration_wf.py).
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 
@@ -147,3 +149,29 @@ async def test_a_held_node_is_passed_over_and_the_run_waits_for_it_when_only_it_
     assert [(r.node, r.outcome) for r in result.nodes] == [("g1", "skipped"), ("g3", "skipped"), ("g2", "skipped")]
     assert [(r["node"], r["action"], r["by"]) for r in result.hold_history] == [  # type: ignore[attr-defined]
         ("g2", "held", "bob"), ("g2", "released", "carol")]
+
+
+async def test_no_node_starts_before_the_maintenance_window_opens(time_skipping_env) -> None:
+    """Windows (issue 40) in the runtime migration's own node loop: the preflight runs, then the
+    first node waits, visibly, on a timer for the window; it starts once the window opens."""
+    from test_kit_windows_wf import window_around
+
+    env, world = time_skipping_env, World()
+    spec, start, _end = window_around(await env.get_current_time() + timedelta(hours=2), 60)
+    inp = _input()
+    inp.windows = [spec]
+    seen: dict[str, object] = {}
+
+    async def body(h: WorkflowHandle) -> None:
+        st = await _status(env, h, lambda st: st.waiting_for is not None and st.waiting_for.startswith("the window from"))
+        seen["waiting_for"], seen["deadline"], seen["phase"] = st.waiting_for, st.deadline, st.nodes["g1"].phase
+        await env.sleep((start - await env.get_current_time()).total_seconds() + 1)
+        st = await _status(env, h, _waiting("g1/destructive/approve-migration"))
+        seen["opened_at"] = next(g.opened_at for g in st.gates if g.id == "g1/destructive/approve-migration")
+        await h.execute_update("skip_node", NodeControlInput(node="g1", identity="bob"))
+
+    result = await _run(env, world, body, inp)
+    assert result.outcome == "completed", result.message
+    assert seen["waiting_for"] == f"the window from {start.isoformat(timespec='seconds')} ({spec})"
+    assert seen["deadline"] == start and seen["phase"] == "pending"
+    assert seen["opened_at"] >= start

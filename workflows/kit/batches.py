@@ -55,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.kit.noderun import NodeRunResult, Stopped
     from workflows.kit.plan import PlannedGate
+    from workflows.kit.windows import Window, describe, is_open, next_opening
 
 #: Node starts per workflow task at most (:meth:`NodeBatches.next_starts`): each start costs the
 #: task its command, the child's input and a status refresh, so a window of 200 (a 2,000-node
@@ -70,7 +71,7 @@ _OUTCOME_PHASE = {
     "aborted": NodePhase.ABORTED, "failed": NodePhase.FAILED,
 }
 
-_Action = Literal["requests", "done", "abort", "hold", "gate", "start", "no-capacity", "stuck"]
+_Action = Literal["requests", "done", "abort", "hold", "gate", "start", "window", "no-capacity", "stuck"]
 RequestKind = Literal["skip", "retry"]
 
 
@@ -154,6 +155,10 @@ async def local_run(node: str, attempt: int, step: Callable[[LocalStop], Awaitab
     return LocalRun(node, attempt, result_type, step)
 
 
+def _iso(t: Any) -> str:
+    return t.isoformat(timespec="seconds") if t is not None else "-"
+
+
 class GroupState(BaseModel):
     """What a group's window carries over a continue-as-new (see :meth:`NodeBatches.export_groups`)."""
 
@@ -226,6 +231,14 @@ class NodeBatches:
         #: A held node keeps the nodes after it waiting too (a procedure whose order is a safety
         #: rule, e.g. the controllers' leader last); False: the next unheld node starts instead.
         self.holds_keep_order = False
+        #: The maintenance windows (:mod:`workflows.kit.windows`): no node starts outside them;
+        #: empty: always open (no timer, no command).
+        self.windows: list[Window] = []
+        #: While the window waits for the next opening: ``(since, opening)``; else None.
+        self.window_wait_at: tuple[Any, Any] | None = None
+        #: Called once per closed window with a line for people (the procedure's notification).
+        self.on_window_wait: Callable[[str], None] | None = None
+        self._window_told: Any = None
 
     # --- plan -------------------------------------------------------------------------------------
 
@@ -398,6 +411,8 @@ class NodeBatches:
                 # another starts first.
                 if g.id not in self.gates.passed and (g.before_node == node or (g.kind == GateKind.POOL and node != group.queue[0])):
                     return ("gate", g)
+            if self.windows and not is_open(self.windows, workflow.now()):
+                return ("window", None)  # no node starts outside a window; the ones in flight finish
             return ("start", node)
         if not in_flight:
             return ("stuck", None)
@@ -410,6 +425,43 @@ class NodeBatches:
         if self.holds_keep_order:
             return None if group.queue[0] in self.holds.active else group.queue[0]
         return next((n for n in group.queue if n not in self.holds.active), None)
+
+    def window_wait(self) -> tuple[str, Any, Any] | None:
+        """``(what, since, until)`` while the window waits for the next maintenance window (not
+        paused or aborting); else None."""
+        if self.window_wait_at is None or self.control.paused or self.control.abort:
+            return None
+        since, opening = self.window_wait_at
+        return f"the window from {_iso(opening)} ({describe(self.windows)})", since, opening
+
+    async def _wait_for_window(self, group: Group) -> None:
+        """Every window is closed: wait on a durable timer until the next one opens (nodes in
+        flight finish meanwhile), or until a skip/retry request, an abort, the group's end or
+        the procedure's hold wakes the window."""
+        now = workflow.now()
+        opening = next_opening(self.windows, now)
+        assert opening is not None  # a weekly schedule opens within a week
+        self.window_wait_at = (now, opening)
+        if self._window_told != opening:
+            self._window_told = opening
+            workflow.logger.info("no maintenance window open: waiting until %s", _iso(opening))
+            if self.on_window_wait is not None:
+                self.on_window_wait(f"no maintenance window is open: the next node starts at {_iso(opening)} "
+                                    f"({describe(self.windows)})")
+        self.on_change()
+
+        def wake() -> bool:
+            return (bool(self.requests) or self.control.abort or (self.hold is not None and self.hold())
+                    or not any(self.nodes[n].phase not in FINAL_NODE_PHASES for n in group.nodes))
+
+        try:
+            await workflow.wait_condition(wake, timeout=max((opening - now).total_seconds(), 1.0),
+                                          timeout_summary=f"maintenance window from {_iso(opening)}")
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            self.window_wait_at = None
+            self.on_change()
 
     def hold_wait(self) -> tuple[str, Any, Any] | None:
         """``(what, since, until)`` when an open window waits for nothing but holds (nothing in
@@ -461,6 +513,8 @@ class NodeBatches:
                 case "gate":
                     assert isinstance(arg, PlannedGate)
                     await self._gate(arg)
+                case "window":
+                    await self._wait_for_window(group)
                 case "start":
                     assert isinstance(arg, str)
                     if self.alerts is not None:

@@ -31,10 +31,11 @@ import math
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from activities.alerts.models import CheckAlertsInput, check_filter, check_url
 
+from workflows.kit.windows import check_specs
 from workflows.kit.models import ApprovalRules, DrainDecision, GateTimeoutOutcome, check_timeout_decision
 
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
@@ -139,6 +140,11 @@ def resolve_max_unavailable(value: int | str, pool_size: int) -> int:
 #: The named values are :data:`workflows.kit.plan.NODE_ORDERS`; the ordering is
 #: :func:`workflows.kit.plan.order_nodes`.
 NodeOrder = Literal["zone-oldest", "oldest-first", "newest-first"] | list[str]
+
+#: ``windows`` of a node procedure (the CLI's ``--window SPEC``, repeatable): maintenance windows,
+#: each ``DAYS HH:MM-HH:MM ZONE`` (:mod:`workflows.kit.windows`); no node starts outside them (a
+#: union); empty: always. A spec that does not parse is a validation error naming it.
+MaintenanceWindows = Annotated[list[str], AfterValidator(check_specs)]
 
 
 class AlertGatePolicy(Strict):

@@ -9,6 +9,9 @@ procedure code) and sends, through the ``notify`` activity (:mod:`activities.not
 - ``paused`` when the procedure's phase becomes paused;
 - ``node-held`` / ``node-released`` / ``hold-expired`` from new hold records
   (:mod:`workflows.kit.holds`), with the command that releases a hold;
+- ``window-wait`` once per closed maintenance window that keeps a node from starting, with the
+  next opening (:mod:`workflows.kit.windows`; sent by :meth:`NodeProcedureWorkflow.kit_windows`'s
+  hook, not from the status);
 - ``completed`` / ``failed`` when the run ends (:func:`wrap_run` awaits that last one so it
   is sent before the run closes).
 

@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.notify import ProcedureNotifier, wrap_run
     from workflows.kit.preflight import Preflight, PreflightOutcome
     from workflows.kit.records import Records
+    from workflows.kit.windows import parse_windows
     from workflows.kit.report import CHILD_REPORT_SIGNAL, PARENT_ABORT_SIGNAL, ChildReport, ReportInbox, Reporter, summary
     from workflows.kit.models import (
         SA_CLUSTER,
@@ -710,7 +711,24 @@ class NodeProcedureWorkflow(ProcedureWorkflow):
                                      + (f": {input.reason.strip()}" if input.reason.strip() else ""))
 
     def kit_hold_wait(self) -> tuple[str, datetime | None, datetime | None] | None:
-        return self.batches.hold_wait() if self.batches is not None else None
+        if self.batches is None:
+            return None
+        return self.batches.window_wait() or self.batches.hold_wait()
+
+    def kit_windows(self, specs: list[str]) -> None:
+        """Start nodes only inside the maintenance windows ``specs`` (:mod:`workflows.kit.windows`;
+        validated by the input model): the window waits on a durable timer for the next opening,
+        ``status`` and the UI's details say so and a ``window-wait`` notification goes out once
+        per closed window. No specs: nothing changes (no timer, no command)."""
+        if not specs or self.batches is None:
+            return
+        self.batches.windows = parse_windows(specs)
+        self.batches.on_window_wait = self._kit_window_notify
+
+    def _kit_window_notify(self, text: str) -> None:
+        if self.kit_notifier.enabled():
+            st = self.kit_status
+            self.kit_notifier.send("window-wait", f"{st.procedure} `{st.workflow_id}` on {st.cluster}: {text}")
 
     def check_decide(self, input: DecideInput) -> None:
         if self.board is None or input.node not in self.board.nodes:

@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from activities.cluster.models import DrainReport
-from workflows.kit.inputs import AlertGatePolicy, NodeOrder
+from workflows.kit.inputs import AlertGatePolicy, MaintenanceWindows, NodeOrder
 from workflows.kit.models import (
     DrainDecision,
     Gate,
@@ -138,6 +138,9 @@ class MachineConfigRolloutInput(BaseModel):
     not_before: datetime | None = None
     max_unavailable: MaxUnavailable = 1
     node_order: NodeOrder = "zone-oldest"
+    #: Maintenance windows (:data:`workflows.kit.inputs.MaintenanceWindows`, ``--window``): no node
+    #: starts outside them; empty: always.
+    windows: MaintenanceWindows = Field(default_factory=list)
     pool_order: PoolOrder = PoolOrder.SEQUENTIAL
     approval: ApprovalPolicy = ApprovalPolicy.NONE
     gate_timeout_seconds: float | None = None

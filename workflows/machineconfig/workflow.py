@@ -122,6 +122,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
         )
         # The window starts every free place in one workflow task (NodeBatches.next_starts).
         self.batches.start_together = True
+        self.kit_windows(input.windows)  # no node starts outside a maintenance window (workflows.kit.windows)
         #: Continue-as-new allowed (``continue_as_new_after_events`` > 0).
         self._can = False
         self._base_events = 0
@@ -191,7 +192,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             s.waiting_for, s.since, s.deadline = f"resume (paused: {s.paused_reason})", s.updated_at, None
         elif s.network_repair is not None and s.phase == RolloutPhase.COMPLETING:
             s.waiting_for = f"network repair: {s.network_repair.stage}"
-        elif (held := self.batches.hold_wait()) is not None:
+        elif (held := self.kit_hold_wait()) is not None:  # a maintenance window, else holds
             s.waiting_for, s.since, s.deadline = held
         elif in_flight:
             s.waiting_for, s.since, s.deadline = in_flight

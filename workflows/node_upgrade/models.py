@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from activities.host.models import HostAccess
 from activities.node_upgrade.models import NodeFacts  # noqa: F401 - re-exported: the plan's input model
-from workflows.kit.inputs import AlertGatePolicy, NodeOrder
+from workflows.kit.inputs import AlertGatePolicy, MaintenanceWindows, NodeOrder
 from workflows.kit.models import NodeResult, NodeStatus, ProcedureResult, ProcedureStatus
 from workflows.kit.noderun import NodeRunResult
 
@@ -131,6 +131,9 @@ class NodeUpgradeInput(BaseModel):
     alerts: AlertGatePolicy | None = None
     selection: NodeSelection
     node_order: NodeOrder = "zone-oldest"
+    #: Maintenance windows (:data:`workflows.kit.inputs.MaintenanceWindows`, ``--window``): no node
+    #: starts outside them; empty: always.
+    windows: MaintenanceWindows = Field(default_factory=list)
     policy: BatchPolicy = Field(default_factory=BatchPolicy)
     target_version: str = OKD_310_KUBELET
     action: NodeAction

@@ -99,6 +99,7 @@ class NodeUpgradeWorkflow(NodeProcedureWorkflow):
             pause_on_degraded=False, gate_timeout_seconds=input.gate_timeout_seconds,
             gate_timeout_outcome=GateTimeoutOutcome.REJECT, alerts=self.alerts,
         )
+        self.kit_windows(input.windows)  # no node starts outside a maintenance window (workflows.kit.windows)
         self.gluster = GlusterHealth(
             target=GlusterTarget(namespace=input.gluster_namespace),
             params=GlusterHealthParams(timeout_s=input.gluster_timeout_seconds, interval_s=5.0),

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from activities.cluster.models import DrainReport
 from activities.host.models import CommandResult, HostAccess
-from workflows.kit.inputs import NodeOrder
+from workflows.kit.inputs import MaintenanceWindows, NodeOrder
 from workflows.kit.models import Gate, GateRecord, GateState, OperatorInput, ProcedureResult, ProcedureStatus
 from workflows.kit.order import overtaken
 
@@ -110,6 +110,9 @@ class RuntimeMigrationInput(BaseModel):
     cluster: str = "default"
     nodes: list[str] = Field(min_length=1)
     node_order: NodeOrder | None = None
+    #: Maintenance windows (:data:`workflows.kit.inputs.MaintenanceWindows`, ``--window``): no node
+    #: starts outside them; empty: always.
+    windows: MaintenanceWindows = Field(default_factory=list)
     host_access: dict[str, HostAccess]
     target_runtime: Literal["docker"] = "docker"
     gluster: GlusterTargetSpec = Field(default_factory=GlusterTargetSpec)

@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.runtime_migration.models import SaveRecordInput, SaveRecordResult
     from workflows.kit import calls as acts
     from workflows.kit.holds import Holds
+    from workflows.kit.windows import Window, describe, is_open, next_opening, parse_windows
     from workflows.kit.models import (
         ControlResult,
         Gate,
@@ -80,6 +81,7 @@ class NodeControl:
     control: Any
     touch: Any
     _signal_child: Any
+    _kit_window_notify: Any
 
     def node_control_init(self) -> None:
         #: skip-node on nodes not started yet
@@ -91,6 +93,15 @@ class NodeControl:
         #: only held nodes are left
         self.node_holds = Holds(on_change=lambda: self.touch())
         self.waiting_holds: list[str] = []
+        #: the maintenance windows (:mod:`workflows.kit.windows`; empty: always open) and, while
+        #: the run waits for the next one, ``(since, opening)``
+        self.node_windows: list[Window] = []
+        self.window_wait_at: tuple[datetime, datetime] | None = None
+        self._window_told: datetime | None = None
+
+    def node_control_windows(self, specs: list[str]) -> None:
+        """No node starts outside the maintenance windows ``specs`` (validated by the input)."""
+        self.node_windows = parse_windows(specs)
 
     # --- validators and handlers (the kit's hooks) ---------------------------------------------
 
@@ -179,7 +190,12 @@ class NodeControl:
                                      + (f": {input.reason.strip()}" if input.reason.strip() else ""))
 
     def kit_hold_wait(self) -> tuple[str, datetime | None, datetime | None] | None:
-        if not self.waiting_holds or self.control.paused or self.control.abort:
+        if self.control.paused or self.control.abort:
+            return None
+        if self.window_wait_at is not None:
+            since, opening = self.window_wait_at
+            return f"the window from {opening.isoformat(timespec='seconds')} ({describe(self.node_windows)})", since, opening
+        if not self.waiting_holds:
             return None
         return self.node_holds.waiting_line(self.waiting_holds)
 
@@ -199,6 +215,31 @@ class NodeControl:
         await workflow.wait_condition(lambda: self.control.abort or self.first_unheld(remaining) is not None)
         self.waiting_holds = []
         self.touch()
+
+    async def wait_for_window(self, node: str) -> bool:
+        """Every maintenance window is closed: wait on a durable timer until the next opens (or
+        the run aborts, or ``node``, the next one, is skipped); True when it waited (the caller
+        decides again). No windows, or one open: False at once, no command."""
+        now = workflow.now()
+        if not self.node_windows or is_open(self.node_windows, now):
+            return False
+        opening = next_opening(self.node_windows, now)
+        assert opening is not None
+        self.window_wait_at = (now, opening)
+        if self._window_told != opening:
+            self._window_told = opening
+            self._kit_window_notify(f"no maintenance window is open: the next node starts at "
+                                    f"{opening.isoformat(timespec='seconds')} ({describe(self.node_windows)})")
+        self.touch()
+        try:
+            await workflow.wait_condition(lambda: self.control.abort or node in self.skip_pending, timeout=max((opening - now).total_seconds(), 1.0),
+                                          timeout_summary=f"maintenance window from {opening.isoformat(timespec='seconds')}")
+        except TimeoutError:
+            pass
+        finally:
+            self.window_wait_at = None
+            self.touch()
+        return True
 
     async def hold(self, res: NodeMigrationResult) -> tuple[str, NodeControlInput | None]:
         """The hold gate of a failed node; returns ("retry" | "skip" | "stop", the request)."""

@@ -107,6 +107,7 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         self._drain: dict[str, NodeProgress] = {}
         self._pending: list[asyncio.Future[None]] = []
         self.node_control_init()
+        self.node_control_windows(input.windows)
 
     # --- status ----------------------------------------------------------------------------------
 
@@ -374,6 +375,8 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
             if node is None:
                 await self.wait_for_holds(remaining)
                 continue
+            if node not in self.skip_pending and await self.wait_for_window(node):
+                continue  # a window opened: decide again (a hold, a skip or an abort may have come)
             remaining.remove(node)
             i = order.index(node)
             if node in self.skip_pending:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from activities.host.models import HostAccess
 from activities.vxlan_port.models import DaemonSetRecord, FanoutResult, FileRecord, SdnRef, SwitchVia
-from workflows.kit.inputs import ProcedureInput, Strict
+from workflows.kit.inputs import MaintenanceWindows, ProcedureInput, Strict
 from workflows.kit.models import NodeStatus, ProcedureResult, ProcedureStatus
 
 PROCEDURE_VXLAN_PORT = "vxlan-port-change"
@@ -119,6 +119,9 @@ class VxlanPortChangeInput(ProcedureInput):
     pod_ready_timeout_seconds: float = Field(600.0, gt=0)
     record_namespace: str = "openshift-config"
     reverse_of: str | None = None
+    #: Maintenance windows (:data:`workflows.kit.inputs.MaintenanceWindows`, ``--window``): no master restart
+    #: starts outside them; empty: always.
+    windows: MaintenanceWindows = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _check(self) -> VxlanPortChangeInput:

@@ -91,6 +91,7 @@ class VxlanPortChangeWorkflow(NodeProcedureWorkflow):
         # The masters restart in their order (the controllers' leader last): a held master keeps
         # the ones after it waiting (workflows.kit.holds).
         self.batches.holds_keep_order = True
+        self.kit_windows(input.windows)  # no master restart starts outside a maintenance window
         self.pre: PreflightResult | None = None
         #: A reverse run's take-over of the DaemonSet record of the run it reverses.
         self.forward: RecordEntry | None = None

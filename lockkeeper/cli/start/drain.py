@@ -27,7 +27,7 @@ from lockkeeper.cli.common import (
     run,
     validation_lines,
 )
-from lockkeeper.cli.start.shared import Launch, dry_run_report, launch, refuse_node_order, spec_named
+from lockkeeper.cli.start.shared import Launch, dry_run_report, launch, refuse_node_order, refuse_windows, spec_named
 
 
 def drain_started(node: str) -> Any:
@@ -66,6 +66,8 @@ def start_drain(
                                         help="Refused: a drain takes one node (--node), there is no node order to choose."),
     node_order_file: Path | None = typer.Option(None, "--node-order", metavar="FILE", help="Refused, as --order."),
     dry_run: bool = DryRunOpt,
+    window: list[str] = typer.Option([], "--window", metavar="SPEC", help="Refused: a drain takes one node and "
+                                       "starts it now (the node procedures take --window)."),
     cluster: str | None = ClusterOpt,
     workflow_id: str | None = IdOpt,
     wait: bool = typer.Option(False, "--wait", help="Wait until the drain ends; exit 0 only if it completed."),
@@ -78,6 +80,8 @@ def start_drain(
     from activities.host.models import ExecBackend
 
     output = check_output(output)
+    refuse_windows(window, f"a drain takes exactly one node (--node {node}) and starts it now; start it inside your "
+                   "window, or use machineconfig-rollout, node-upgrade or runtime-migration, which take --window")
     refuse_node_order(order_by, node_order_file, f"a drain takes exactly one node (--node {node}); to drain several "
                       "in an order, start one drain per node in that order (machineconfig-rollout, node-upgrade and "
                       "runtime-migration take --order)")

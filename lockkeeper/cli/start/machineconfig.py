@@ -40,10 +40,13 @@ from lockkeeper.cli.start.shared import (
     Launch,
     NodeOrderOpt,
     OrderOpt,
+    WindowOpt,
     alert_policy,
     launch,
     node_order,
     spec_named,
+    show_window_plan,
+    windows,
 )
 
 APPROVALS = ("none", "pool", "node", "canary")
@@ -111,6 +114,7 @@ def start_machineconfig_rollout(
     ),
     order_by: str | None = OrderOpt,
     node_order_file: Path | None = NodeOrderOpt,
+    window: list[str] = WindowOpt,
     approve_each: str = typer.Option("none", "--approve-each", help="none | pool | node | canary"),
     gate_timeout: float | None = typer.Option(None, "--gate-timeout", help="Seconds a gate waits (default: forever)."),
     gate_timeout_outcome: str = typer.Option("reject", "--gate-timeout-outcome", help="reject | approve | abort"),
@@ -150,6 +154,7 @@ def start_machineconfig_rollout(
             param_hint="'--target'",
         )
     nodes_order = node_order(order_by, node_order_file)
+    window_specs = windows(window)
     approval = _choice(approve_each, APPROVALS, "'--approve-each'")
     order = _choice(pool_order, ("sequential", "parallel", "masters-first"), "'--pool-order'")
     outcome = _choice(gate_timeout_outcome, GATE_OUTCOMES, "'--gate-timeout-outcome'")
@@ -173,6 +178,7 @@ def start_machineconfig_rollout(
         allowed_approvers=allowed_approver, repair_network=repair_network, decide_after_seconds=decide_after or None,
         decision_timeout_seconds=decision_timeout, decision_timeout_outcome=decision_timeout_outcome,
         **({"node_order": nodes_order} if nodes_order is not None else {}),
+        **({"windows": window_specs} if window_specs else {}),
         alerts=alert_policy(alert_gate, alert_filter, alert_firing_only, alert_severity, alert_gate_fail_open,
                             alert_bearer_token_file, alert_ca_file),
     )
@@ -229,4 +235,5 @@ async def _dry_run(req: Launch, settings: Any, spec: Any) -> int:
         out.console().print(out.plan_table(res.plan))
     else:
         print(out.dump({"workflow_id": handle.id, "plan": out.to_data(res.plan)}, req.output))
+    show_window_plan(req)
     return EXIT_OK if res.outcome == "dry-run" else EXIT_FAILED

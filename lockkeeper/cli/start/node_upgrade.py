@@ -49,10 +49,13 @@ from lockkeeper.cli.start.shared import (
     Launch,
     NodeOrderOpt,
     OrderOpt,
+    WindowOpt,
     alert_policy,
     launch,
     node_order,
     spec_named,
+    show_window_plan,
+    windows,
 )
 
 
@@ -90,6 +93,7 @@ def start_node_upgrade(
     master: list[str] = typer.Option([], "--master", help="Master node names, excluded by name (repeatable)."),
     order_by: str | None = OrderOpt,
     node_order_file: Path | None = NodeOrderOpt,
+    window: list[str] = WindowOpt,
     ready_timeout: float = typer.Option(180.0, "--ready-timeout", help="Seconds a node may take to be Ready at the target."),
     decide_after: float = typer.Option(600.0, "--decide-after", help="Seconds a blocked drain waits before asking."),
     drain_timeout: float | None = typer.Option(None, "--drain-timeout", help="Seconds after which a drain that has not "
@@ -123,6 +127,7 @@ def start_node_upgrade(
         raise typer.BadParameter("host actions need per-node host access, which only an input file gives (not done yet)",
                                  param_hint="'--action-on'")
     nodes_order = node_order(order_by, node_order_file)
+    window_specs = windows(window)
     settings = cli_settings(ctx)
     who = identity_of(identity)
     fields: dict[str, Any] = dict(
@@ -131,6 +136,7 @@ def start_node_upgrade(
         drain_timeout_seconds=drain_timeout, drain_on_timeout=drain_on_timeout,
         selection=dict(label_selector=selector, masters=master),
         **({"node_order": nodes_order} if nodes_order is not None else {}),
+        **({"windows": window_specs} if window_specs else {}),
         policy=dict(serial=parse_serial(serial), canary=list(canary) or canary_count, max_fail_percentage=max_fail_percentage),
         action=dict(kind=action_on, argv=parse_argv(action_command, "'--action-command'")),
         alerts=alert_policy(alert_gate, alert_filter, alert_firing_only, alert_severity, alert_gate_fail_open,
@@ -187,6 +193,7 @@ async def _dry_run(req: Launch, settings: Any, spec: Any) -> int:
         print("\n".join(st.plan_lines) if st.plan_lines else ("\n".join(plan_lines(res.plan)) if res.plan else res.message))
     else:
         print(out.dump({"workflow_id": handle.id, "plan": out.to_data(res.plan), "problems": res.problems}, req.output))
+    show_window_plan(req)
     if res.outcome == "refused" or res.problems:
         for line in res.problems:
             err(f"refused today: {line}")

@@ -31,7 +31,7 @@ from lockkeeper.cli.common import (
     run,
     validation_lines,
 )
-from lockkeeper.cli.start.shared import Launch, NodeOrderOpt, dry_run_report, launch, node_order, spec_named
+from lockkeeper.cli.start.shared import Launch, NodeOrderOpt, WindowOpt, dry_run_report, launch, node_order, spec_named, windows
 from lockkeeper.cli.start.shared import read_ssh_map as shared_ssh_map
 
 PROCEDURE = "runtime-migration"
@@ -121,6 +121,7 @@ def start_runtime_migration(
                                              "explicit (with --node-order FILE). Default: as the --node flags list them. "
                                              "Still one node at a time."),
     node_order_file: Path | None = NodeOrderOpt,
+    window: list[str] = WindowOpt,
     to: str = typer.Option(..., "--to", help="Target container runtime (docker)."),
     scaleup_command: str = typer.Option(..., "--scaleup-command", help="The scale-up playbook run (shell-split; {node} {group})."),
     inventory_command: str | None = typer.Option(None, "--inventory-command", help="Moves {node} to the new_nodes group; default: a gate shows the edit."),
@@ -148,6 +149,7 @@ def start_runtime_migration(
     """Migrate GlusterFS nodes from CRI-O to Docker, one node at a time."""
     output = check_output(output)
     nodes_order = node_order(order_by, node_order_file)
+    window_specs = windows(window)
     if ssh_map is None:
         env_map = os.environ.get("CLUSTERSIM_SSH_MAP")
         if not env_map:
@@ -157,6 +159,7 @@ def start_runtime_migration(
     who = identity_of(identity)
     fields: dict[str, Any] = dict(
         cluster=cluster or settings.cluster, nodes=node, **({"node_order": nodes_order} if nodes_order is not None else {}),
+        **({"windows": window_specs} if window_specs else {}),
         host_access=read_ssh_map(ssh_map, ssh_user), target_runtime=to,
         gluster={"namespace": namespace, "clusters": gluster_cluster, "node_label": gluster_label},
         dns_probe_names=dns_probe, scaleup_step=_argv(scaleup_command, "--scaleup-command"),

@@ -198,6 +198,7 @@ async def dry_run_report(req: Launch, settings: Any) -> int:
     conflicts = [{"scope": s, "holder": h, "procedure": p} for s, h, p in held]
     if req.output == "table":
         err(f"dry run: {req.name} on cluster {req.cluster} would take {', '.join(req.scopes) or 'no lease'}")
+        show_window_plan(req)
         for c in conflicts:
             err(f"  refused today: {c['procedure']} {c['holder']} holds {c['scope']}")
         print(out.dump({"input": req.input}, "yaml"))
@@ -254,6 +255,8 @@ async def launch(req: Launch, settings: Any) -> int:
                 out.console().print(Text(shown) if isinstance(shown, str) else shown)
             else:
                 doc["status"] = out.to_data(st)
+    if req.dry_run:
+        show_window_plan(req)
     if not req.wait:
         if req.output != "table":
             _emit(doc, req.output)
@@ -415,3 +418,62 @@ def refuse_node_order(order: str | None, file: Path | None, why: str) -> None:
     if order is not None or file is not None:
         raise typer.BadParameter(f"this procedure takes no node order: {why}",
                                  param_hint="'--order'" if order is not None else "'--node-order'")
+
+
+# --- maintenance windows (kit: workflows.kit.windows), shared by the node procedures ---------------
+
+WindowOpt = typer.Option([], "--window", metavar="SPEC",
+                         help="A maintenance window, 'DAYS HH:MM-HH:MM ZONE' (e.g. 'Mon-Fri 22:00-06:00 Europe/Berlin', "
+                              "'Sat 00:00-24:00 UTC'; repeatable, a union): no node starts outside one; nodes in flight "
+                              "finish.")
+
+
+def windows(specs: list[str] | None) -> list[str]:
+    """The input's ``windows`` from ``--window`` (each parsed; a bad one exits 2 naming it)."""
+    from workflows.kit.windows import parse_window
+
+    out = []
+    for spec in specs or []:
+        try:
+            out.append(parse_window(spec).spec)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="'--window'") from None
+    return out
+
+
+def refuse_windows(specs: list[str] | None, why: str) -> None:
+    """Refuse ``--window`` for a procedure that does not take maintenance windows (exit 2)."""
+    if specs:
+        raise typer.BadParameter(f"this procedure takes no maintenance window: {why}", param_hint="'--window'")
+
+
+def window_plan_lines(specs: Sequence[str], now: Any = None) -> list[str]:
+    """The plan's lines of the windows: each as given and the next opening (from ``now``, by
+    default the clock of this machine: the run decides with its own workflow time)."""
+    from datetime import datetime, timezone
+
+    from workflows.kit.windows import next_opening, open_interval, parse_windows
+
+    if not specs:
+        return []
+    ws = parse_windows(specs)
+    now = now or datetime.now(timezone.utc)
+    lines = [f"window: {w.spec}" for w in ws]
+    current = open_interval(ws, now)
+    if current is not None:
+        lines.append(f"windows: open now, until {current[1].isoformat(timespec='seconds')}")
+    else:
+        opening = next_opening(ws, now)
+        lines.append(f"windows: closed now; no node starts before the next opening at "
+                     f"{opening.isoformat(timespec='seconds') if opening else '-'}")
+    return lines
+
+
+def show_window_plan(req: Launch) -> None:
+    """Print the windows' plan lines of a dry run (stdout for a table, stderr otherwise)."""
+    lines = window_plan_lines(getattr(req.input, "windows", None) or [])
+    for line in lines:
+        if req.output == "table":
+            print(line, flush=True)
+        else:
+            err(line)

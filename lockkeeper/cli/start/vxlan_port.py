@@ -21,7 +21,7 @@ from typing import Any
 import typer
 
 from lockkeeper.cli.common import ClusterOpt, DryRunOpt, IdentityOpt, IdOpt, OutputOpt, check_output, cli_settings, identity_of, run
-from lockkeeper.cli.start.shared import INPUT_FILE, Launch, build_input, launch, read_ssh_map, spec_named
+from lockkeeper.cli.start.shared import INPUT_FILE, Launch, WindowOpt, build_input, launch, read_ssh_map, spec_named, windows
 
 PROCEDURE = "vxlan-port-change"
 
@@ -83,6 +83,7 @@ def start_vxlan_port_change(
     four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve the gates."),
     allowed_approver: list[str] = typer.Option([], "--allowed-approver", help="Who may approve (repeatable)."),
     dry_run: bool = DryRunOpt,
+    window: list[str] = WindowOpt,
     cluster: str | None = ClusterOpt,
     workflow_id: str | None = IdOpt,
     wait: bool = typer.Option(False, "--wait", help="Wait until the run ends; exit 0 only if it completed."),
@@ -109,7 +110,7 @@ def start_vxlan_port_change(
         "fanout.switch_via": switch_via.value if switch_via else None, "images.pull_cmd": _argv(pull_cmd),
         "images.present_cmd": _argv(image_present_cmd), "gates.timeout_seconds": gate_timeout,
         "approvals.requested_by": who, "approvals.four_eyes": four_eyes or None, "approvals.allowed_approvers": allowed_approver or None,
-        "dry_run": dry_run or None, "cluster": cluster or (None if INPUT_FILE.get() else settings.cluster),
+        "windows": windows(window) or None, "dry_run": dry_run or None, "cluster": cluster or (None if INPUT_FILE.get() else settings.cluster),
     })
     run(_start(settings, inp, workflow_id, wait, output, who))
 
