@@ -261,6 +261,7 @@ async def start_procedure(
             static_summary=summary or default_summary(spec.name, cluster, scopes, pools, inp),
             result_type=spec.result_model,
             memo={MEMO_DRY_RUN: bool(getattr(inp, "dry_run", False))},
+            priority=run_priority(spec, cluster),
         )
     except WorkflowAlreadyStartedError:
         raise StartRefused(f"a workflow with ID {wid} already exists", wid) from None
@@ -268,6 +269,22 @@ async def start_procedure(
     if queued and on_queued is not None:
         on_queued(handle.id, settings.task_queue)
     return handle
+
+
+def run_priority(spec: Any, cluster: str) -> Any:
+    """The Temporal task priority of a run of ``spec`` on ``cluster`` (issue 40): the spec's
+    priority key (1 highest; etcd, the blocked-drain decision and GlusterFS recovery before
+    control-plane work before rollouts) and the cluster as fairness key, so that on a worker
+    shared by many clusters one cluster's backlog does not starve another's of the same key.
+    Children and activities inherit both (nothing in the workflows sets its own)."""
+    from temporalio.common import Priority
+
+    key = cluster.encode()[:FAIRNESS_KEY_BYTES].decode(errors="ignore")
+    return Priority(priority_key=getattr(spec, "priority", None), fairness_key=key or None)
+
+
+#: The server's limit on a fairness key.
+FAIRNESS_KEY_BYTES = 64
 
 
 def default_summary(procedure: str, cluster: str, scopes: Sequence[str], pools: Sequence[str] | None, inp: Any) -> str:

@@ -10,6 +10,8 @@ Shape (``-o json|yaml``; the table shows the same)::
      "warning": str | null,      # e.g. no worker answered the status query
      "versioning": {             # the worker build the run is on (worker versioning), null if unversioned
         "deployment": str, "build_id": str, "behavior": "pinned" | "auto_upgrade"} | null,
+     "priority": {               # the run's Temporal task priority (issue 40), null if none was set
+        "priority_key": int | null, "fairness_key": str | null, "fairness_weight": float | null} | null,
      "pending_activities": [     # each activity still scheduled or retrying, here or in a child
         {"workflow_id", "activity_id", "activity_type", "state", "attempt", "maximum_attempts",
          "last_failure": str | null, "next_attempt_time": ISO 8601 | null,
@@ -27,6 +29,10 @@ time while the procedure waits for it.
 ``versioning`` comes from the same description (``versioning_info``): a pinned run is answered
 only by workers of its build, so a run whose build has no worker left shows which build to start
 (:mod:`workers.versioning`).
+
+``priority`` also: the priority key (1 first .. 5 last; unset is the server's default 3) and the
+fairness key (the cluster) the run was started with (:func:`lockkeeper.starter.run_priority`);
+its children and activities inherit them. A run started before issue 40 has none.
 """
 
 from __future__ import annotations
@@ -108,6 +114,18 @@ def versioning_of(desc: Any) -> dict[str, str] | None:
     }
 
 
+def priority_of(desc: Any) -> dict[str, Any] | None:
+    """``{"priority_key", "fairness_key", "fairness_weight"}`` the run was started with (each None
+    when unset), None when none of them is set."""
+    info = desc.raw_description.workflow_execution_info
+    if not info.HasField("priority"):
+        return None
+    p = info.priority
+    doc = {"priority_key": p.priority_key or None, "fairness_key": p.fairness_key or None,
+           "fairness_weight": p.fairness_weight or None}
+    return doc if any(v is not None for v in doc.values()) else None
+
+
 def state_name(status: Any) -> str:
     """``WorkflowExecutionStatus.FAILED`` → ``failed``."""
     return status.name.lower() if status is not None else "unknown"
@@ -129,6 +147,7 @@ def document(desc: Any, spec: Any, *, status: Any = None, result: Any = None, fa
         "failure": failure,
         "warning": warning,
         "versioning": versioning_of(desc),
+        "priority": priority_of(desc),
         "pending_activities": pending or [],
     }
 

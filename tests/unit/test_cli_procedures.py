@@ -117,6 +117,8 @@ async def test_every_procedure_through_the_cli(dev_server: Any, temporal_client:
     st = doc["status"]
     assert doc["workflow_id"] == restore and doc["state"] == "running" and doc["result"] is None
     assert st["workflow_id"] == restore and "step" in st and "members" in st and st["gates"]
+    # issue 40: an etcd restore goes first on a shared worker, balanced by cluster
+    assert doc["priority"] == {"priority_key": 1, "fairness_key": cluster, "fairness_weight": None}, doc["priority"]
     code, out, err = await lk(dev_server, task_queue, "status", restore)
     assert code == 0 and restore in out and "waiting for" in out and "Members" in out, out + err
     code, out, err = await lk(dev_server, task_queue, "status", drain, "-o", "json")

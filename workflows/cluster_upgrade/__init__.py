@@ -11,12 +11,13 @@ with workflow.unsafe.imports_passed_through():
         ClusterUpgradeResult,
         ClusterUpgradeStatus,
     )
-    from workflows.kit.spec import ProcedureSpec
+    from workflows.kit.spec import PRIORITY_CONTROL, ProcedureSpec
 from workflows.cluster_upgrade.workflow import ClusterUpgradeWorkflow
 from workflows.gluster.workflow import GlusterRecoveryWorkflow
 
 SPEC = ProcedureSpec(
     name=PROCEDURE_CLUSTER_UPGRADE,
+    priority=PRIORITY_CONTROL,
     workflow=ClusterUpgradeWorkflow,
     input_model=ClusterUpgradeInput,
     status_model=ClusterUpgradeStatus,

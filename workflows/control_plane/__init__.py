@@ -15,11 +15,12 @@ with workflow.unsafe.imports_passed_through():
         ControlPlaneStatus,
         ControlPlaneUpgradeInput,
     )
-    from workflows.kit.spec import ProcedureSpec
+    from workflows.kit.spec import PRIORITY_CONTROL, ProcedureSpec
 from workflows.control_plane.workflow import ControlPlaneUpgradeWorkflow
 
 SPEC = ProcedureSpec(
     name=PROCEDURE_CONTROL_PLANE_UPGRADE,
+    priority=PRIORITY_CONTROL,
     workflow=ControlPlaneUpgradeWorkflow,
     input_model=ControlPlaneUpgradeInput,
     status_model=ControlPlaneStatus,

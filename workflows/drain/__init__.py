@@ -11,11 +11,12 @@ from temporalio import workflow
 # class imported fresh inside the sandbox would differ from the one the passed-through modules use.
 with workflow.unsafe.imports_passed_through():
     from workflows.drain.models import PROCEDURE_DRAIN, DrainStatus, NodeDrainInput, NodeDrainResult
-    from workflows.kit.spec import ProcedureSpec
+    from workflows.kit.spec import PRIORITY_URGENT, ProcedureSpec
 from workflows.drain.workflow import NodeDrainWorkflow
 
 SPEC = ProcedureSpec(
     name=PROCEDURE_DRAIN,
+    priority=PRIORITY_URGENT,
     workflow=NodeDrainWorkflow,
     input_model=NodeDrainInput,
     status_model=DrainStatus,

@@ -22,12 +22,13 @@ with workflow.unsafe.imports_passed_through():
         EtcdRestoreResult,
         RestoreStatus,
     )
-    from workflows.kit.spec import ProcedureSpec
+    from workflows.kit.spec import PRIORITY_URGENT, ProcedureSpec
 from workflows.etcd.backup import EtcdBackupWorkflow
 from workflows.etcd.restore import EtcdQuorumRestoreWorkflow
 
 BACKUP = ProcedureSpec(
     name=PROCEDURE_ETCD_BACKUP,
+    priority=PRIORITY_URGENT,
     workflow=EtcdBackupWorkflow,
     input_model=EtcdBackupInput,
     status_model=EtcdBackupStatus,
@@ -39,6 +40,7 @@ BACKUP = ProcedureSpec(
 
 RESTORE = ProcedureSpec(
     name=PROCEDURE_ETCD_RESTORE,
+    priority=PRIORITY_URGENT,
     workflow=EtcdQuorumRestoreWorkflow,
     input_model=EtcdRestoreInput,
     status_model=RestoreStatus,

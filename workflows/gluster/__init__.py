@@ -17,11 +17,12 @@ with workflow.unsafe.imports_passed_through():
         GlusterRecoveryResult,
         GlusterRecoveryStatus,
     )
-    from workflows.kit.spec import ProcedureSpec
+    from workflows.kit.spec import PRIORITY_URGENT, ProcedureSpec
 from workflows.gluster.workflow import GlusterRecoveryWorkflow
 
 SPEC = ProcedureSpec(
     name=PROCEDURE_GLUSTER_RECOVERY,
+    priority=PRIORITY_URGENT,
     workflow=GlusterRecoveryWorkflow,
     input_model=GlusterRecoveryInput,
     status_model=GlusterRecoveryStatus,

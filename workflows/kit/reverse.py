@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.inputs import ProcedureInput
     from workflows.kit.models import ProcedurePhase, ProcedureResult, ProcedureStatus, RecordEntry
     from workflows.kit.procedure import ProcedureWorkflow
-    from workflows.kit.spec import ProcedureSpec
+    from workflows.kit.spec import PRIORITY_CONTROL, ProcedureSpec
 
 PROCEDURE_REVERT_RECORDS = "revert-records"
 
@@ -75,6 +75,7 @@ class RevertRecordsWorkflow(ProcedureWorkflow):
 
 SPEC = ProcedureSpec(
     name=PROCEDURE_REVERT_RECORDS,
+    priority=PRIORITY_CONTROL,
     workflow=RevertRecordsWorkflow,
     input_model=RevertRecordsInput,
     status_model=RevertRecordsStatus,

@@ -17,6 +17,12 @@ from pydantic import BaseModel
 TaskQueueKind = Literal["main", "host"]
 
 
+#: Task priority keys by kind (Temporal: lower goes first; 1..5, default 3). See ``ProcedureSpec.priority``.
+PRIORITY_URGENT = 1
+PRIORITY_CONTROL = 2
+PRIORITY_BULK = 3
+
+
 @dataclass(frozen=True)
 class ProcedureSpec:
     """One procedure type.
@@ -48,6 +54,12 @@ class ProcedureSpec:
     - ``no_records_revert``: why the kit's reverse run must NOT restore this procedure's records
       after it ended (writing its fields back would not undo the change: a network type needs
       every node rebooted); None: it may. ``revert --full`` then refuses with this reason.
+    - ``priority``: the Temporal task priority key of its runs (1 highest .. 5 lowest, the
+      server's default 3; issue 40). :data:`PRIORITY_URGENT` for what an operator waits on to
+      save a cluster (etcd backup and restore, the blocked-drain decision, GlusterFS recovery),
+      :data:`PRIORITY_CONTROL` for control-plane and network work, :data:`PRIORITY_BULK` for
+      node-by-node rollouts. The starter sets it with the cluster as fairness key; children and
+      activities inherit both (:func:`lockkeeper.starter.start_procedure`).
 
     Adding a procedure is one entry in :data:`workflows.registry.PROCEDURES`: the worker, the CLI
     and the panels read this spec.
@@ -67,6 +79,7 @@ class ProcedureSpec:
     panels: str | None = None
     reverse: str | None = None
     no_records_revert: str | None = None
+    priority: int = 3
 
     @property
     def workflow_type(self) -> str:

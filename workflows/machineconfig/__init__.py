@@ -10,7 +10,7 @@ from temporalio import workflow
 # Models come from the host even when the workflow sandbox runs this package's __init__: a model
 # class imported fresh inside the sandbox would differ from the one the passed-through modules use.
 with workflow.unsafe.imports_passed_through():
-    from workflows.kit.spec import ProcedureSpec
+    from workflows.kit.spec import PRIORITY_BULK, ProcedureSpec
     from workflows.machineconfig.models import (
         PROCEDURE_MACHINECONFIG_ROLLOUT,
         MachineConfigRolloutInput,
@@ -22,6 +22,7 @@ from workflows.machineconfig.workflow import MachineConfigRolloutWorkflow
 
 SPEC = ProcedureSpec(
     name=PROCEDURE_MACHINECONFIG_ROLLOUT,
+    priority=PRIORITY_BULK,
     workflow=MachineConfigRolloutWorkflow,
     input_model=MachineConfigRolloutInput,
     status_model=RolloutStatus,

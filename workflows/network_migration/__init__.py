@@ -9,7 +9,7 @@ on the kit guard :mod:`workflows.kit.guard`, which any procedure can require), :
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.kit.spec import ProcedureSpec
+    from workflows.kit.spec import PRIORITY_CONTROL, ProcedureSpec
     from workflows.network_migration.models import (
         PROCEDURE_NETWORK_MIGRATION,
         NetworkMigrationInput,
@@ -20,6 +20,7 @@ from workflows.network_migration.workflow import NetworkMigrationWorkflow
 
 SPEC = ProcedureSpec(
     name=PROCEDURE_NETWORK_MIGRATION,
+    priority=PRIORITY_CONTROL,
     workflow=NetworkMigrationWorkflow,
     input_model=NetworkMigrationInput,
     status_model=NetworkMigrationStatus,

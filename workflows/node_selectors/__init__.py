@@ -9,7 +9,7 @@ selectors back from the records.
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.kit.spec import ProcedureSpec
+    from workflows.kit.spec import PRIORITY_BULK, ProcedureSpec
     from workflows.node_selectors.models import (
         PROCEDURE_NODE_SELECTOR_MIGRATION,
         NodeSelectorMigrationInput,
@@ -20,6 +20,7 @@ from workflows.node_selectors.workflow import NodeSelectorMigrationWorkflow
 
 SPEC = ProcedureSpec(
     name=PROCEDURE_NODE_SELECTOR_MIGRATION,
+    priority=PRIORITY_BULK,
     workflow=NodeSelectorMigrationWorkflow,
     input_model=NodeSelectorMigrationInput,
     status_model=NodeSelectorMigrationStatus,

@@ -9,13 +9,14 @@ target kubelet version and uncordoned; the GlusterFS gate after a batch with a G
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.kit.spec import ProcedureSpec
+    from workflows.kit.spec import PRIORITY_BULK, ProcedureSpec
     from workflows.node_upgrade.models import PROCEDURE_NODE_UPGRADE, NodeUpgradeInput, NodeUpgradeResult, NodeUpgradeStatus
 from workflows.node_upgrade.node import NodeUpgradeNodeWorkflow
 from workflows.node_upgrade.workflow import NodeUpgradeWorkflow
 
 SPEC = ProcedureSpec(
     name=PROCEDURE_NODE_UPGRADE,
+    priority=PRIORITY_BULK,
     workflow=NodeUpgradeWorkflow,
     input_model=NodeUpgradeInput,
     status_model=NodeUpgradeStatus,

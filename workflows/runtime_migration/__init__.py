@@ -9,7 +9,7 @@ read) and :mod:`.models`. ``SPEC`` is the procedure as the worker registry and t
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.kit.spec import ProcedureSpec
+    from workflows.kit.spec import PRIORITY_BULK, ProcedureSpec
     from workflows.runtime_migration.models import (
         PROCEDURE_RUNTIME_MIGRATION,
         RuntimeMigrationInput,
@@ -21,6 +21,7 @@ from workflows.runtime_migration.workflow import RuntimeMigrationWorkflow
 
 SPEC = ProcedureSpec(
     name=PROCEDURE_RUNTIME_MIGRATION,
+    priority=PRIORITY_BULK,
     workflow=RuntimeMigrationWorkflow,
     input_model=RuntimeMigrationInput,
     status_model=RuntimeMigrationStatus,

@@ -9,12 +9,13 @@ the worker registry and the CLI see it.
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.kit.spec import ProcedureSpec
+    from workflows.kit.spec import PRIORITY_BULK, ProcedureSpec
     from workflows.vxlan_port.models import PROCEDURE_VXLAN_PORT, VxlanPortChangeInput, VxlanPortChangeResult, VxlanStatus
 from workflows.vxlan_port.workflow import VxlanPortChangeWorkflow
 
 SPEC = ProcedureSpec(
     name=PROCEDURE_VXLAN_PORT,
+    priority=PRIORITY_BULK,
     workflow=VxlanPortChangeWorkflow,
     input_model=VxlanPortChangeInput,
     status_model=VxlanStatus,
