@@ -15,6 +15,7 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from clustersim import ClusterSim
+from tests.cli_status import person_status
 from tests.e2e.test_upgrade_control_plane_e2e import CA, assert_one_master_down_at_most, cp_input, hosts_env, sim_get
 from tests.e2e.test_upgrade_nodes_e2e import MASTERS, NEW, control_plane_on_310, r3_scenario, upgrade_input
 from tests.workflows.replay import record
@@ -155,6 +156,8 @@ async def test_failed_phase_is_fixed_and_retried(dev_server: Any, temporal_clien
         id=f"cu-{uuid.uuid4().hex[:8]}", task_queue=task_queue, result_type=ClusterUpgradeResult)
     st = await wait_gate(handle, "phase/compute-nodes/1")
     assert st.current_phase == "compute-nodes"
+    shown = await person_status(dev_server.address, handle.id)  # the command that answers the gate, no repr
+    assert f"lockkeeper approve {handle.id} phase/compute-nodes/1 -m REASON" in shown, shown
     ph = next(p for p in st.phases if p.name == "compute-nodes")
     assert ph.state == "waiting-retry" and "no nodes matched" in (ph.message or "") and ph.child_id and ph.child_id.endswith("/1")
     sim.store.mutate("nodes", "node03.example.com", None, lambda o: o["metadata"]["labels"].update({"upgrade-wave": "one"}))

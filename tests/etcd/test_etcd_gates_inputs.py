@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 from activities.etcd.models import EtcdctlTimeouts
 from lockkeeper import cli
 from workers.registry import build_host_activities
+from tests.cli_status import person_status
 from workflows.etcd.backup import EtcdBackupWorkflow, require_etcd_backup
 from workflows.etcd.models import (
     EtcdBackupInput,
@@ -70,13 +71,16 @@ def data_dirs(cluster: LocalEtcdCluster) -> list[str]:
     return sorted(p.name for p in (cluster.root / "data").iterdir())
 
 
-async def test_backup_barrier_names_the_failed_member(temporal_client: Any, task_queue: str, worker: Worker, etcd_cluster: LocalEtcdCluster) -> None:
+async def test_backup_barrier_names_the_failed_member(temporal_client: Any, task_queue: str, worker: Worker, etcd_cluster: LocalEtcdCluster,
+                                                     dev_server: Any) -> None:
     etcd_cluster.kill("m2")
     inp = EtcdBackupInput(members=etcd_cluster.members, attempts=1, timeouts=FAST)
+    wid = f"bk-{uuid.uuid4().hex[:8]}"
     res: EtcdBackupResult = await temporal_client.execute_workflow(
-        "EtcdBackupWorkflow", inp, id=f"bk-{uuid.uuid4().hex[:8]}", task_queue=task_queue, result_type=EtcdBackupResult,
+        "EtcdBackupWorkflow", inp, id=wid, task_queue=task_queue, result_type=EtcdBackupResult,
     )
     assert not res.ok
+    assert "m2" in await person_status(dev_server.address, wid)  # the failed member, and no repr
     assert list(res.failed) == ["m2"] and "m2" in res.message and "1 of 3" in res.message
     assert sorted(s.member for s in res.snapshots) == ["m1", "m3"]
     assert all(Path(s.path).is_file() and s.total_keys for s in res.snapshots), res.snapshots
@@ -89,7 +93,8 @@ async def test_backup_barrier_names_the_failed_member(temporal_client: Any, task
     assert "m2" in str(err.value.cause) and getattr(err.value.cause, "type", None) == "EtcdBackupIncomplete"
 
 
-async def test_gates_validated_and_reject_stops_before_anything(temporal_client: Any, task_queue: str, worker: Worker, etcd_cluster: LocalEtcdCluster) -> None:
+async def test_gates_validated_and_reject_stops_before_anything(temporal_client: Any, task_queue: str, worker: Worker, etcd_cluster: LocalEtcdCluster,
+                                                                dev_server: Any) -> None:
     before = pids(etcd_cluster)
     inp = EtcdRestoreInput(members=etcd_cluster.members, survivor="m1", timeouts=FAST, requested_by="alice",
                            four_eyes=True, heartbeat_timeout_seconds=3)
@@ -105,6 +110,8 @@ async def test_gates_validated_and_reject_stops_before_anything(temporal_client:
             break
         await asyncio.sleep(0.05)
     assert st.waiting_for and st.waiting_for.startswith("approval of gate stop-members") and st.since is not None
+    # status names the command that answers the gate, and shows no repr
+    assert f"lockkeeper approve {handle.id} stop-members -m REASON" in await person_status(dev_server.address, handle.id)
     for bad, why in (
         (ApproveInput(gate_id="move-data/m2", identity="bob"), "unknown gate"),
         (ApproveInput(gate_id="stop-members", identity="alice"), "four-eyes"),
