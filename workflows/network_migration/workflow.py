@@ -530,7 +530,7 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
             return any(n.name == r.node and (not n.ready or (n.boot_id and n.boot_id != r.boot_before)) for n in s.nodes)
 
         try:
-            await self._wait(f"reboot-outcome/{r.node}", moved, lambda s: "Ready on the same boot id" if not moved(s) else "rebooting",
+            await self._wait(f"reboot-started/{r.node}", moved, lambda s: "Ready on the same boot id" if not moved(s) else "rebooting",
                              i.unknown_grace_seconds)
         except ApplicationError:
             r.detail = f"the lost reboot command never reached {r.node} (Ready on the same boot id for {i.unknown_grace_seconds:.0f}s); sent again"
