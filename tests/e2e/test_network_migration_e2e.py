@@ -340,6 +340,10 @@ async def test_revert_before_cleanup_restores_sdn(sim_factory, worker_for, tempo
     assert sim.store.get(NET_CFG, "cluster")["spec"]["networkType"] == "OpenShiftSDN"
     assert "migration" not in sim.store.get(NET_OP, "cluster")["spec"]
     assert len(sim.store.list("pods", "openshift-sdn")) == 8 and sim.store.list("pods", "openshift-ovn-kubernetes") == []
+    # the rollback's last step: the namespace of the plugin no longer run is deleted
+    deletes = [e for e in sim.requests.entries() if e.verb == "delete" and e.resource == "namespaces"]
+    assert [(e.name, e.code) for e in deletes] == [("openshift-ovn-kubernetes", 200)], deletes
+    assert sim.store.try_get("namespaces", "openshift-ovn-kubernetes") is None
     assert all(not p["spec"]["paused"] for p in sim.store.list(MCP))
 
 

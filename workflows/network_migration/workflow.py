@@ -569,6 +569,12 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
             self._st.reboots = []
             await self._after_switch(i, pools, old, pause_prefix="revert/pool-paused")
             await self.records.change("revert/migration-removed", NET_OP, {"/spec/migration": REMOVE})
+            if workflow.patched("network-revert-deletes-ovn-namespace"):
+                # The documented rollback's last step: the network operator leaves the namespace
+                # of the plugin it no longer runs (OpenShift docs, "Rolling back to the OpenShift
+                # SDN network plugin").
+                await acts.call(DELETE_NAMESPACE, DeleteNamespaceInput(name="openshift-ovn-kubernetes"), DeleteNamespaceResult,
+                                timeouts=self._t)
         else:
             await self.records.revert("migration-field")
         state = await self._wait("reverted", lambda s: s.status_type == old and self.guard.evaluate(s, {}).ok,
