@@ -30,6 +30,34 @@ from lockkeeper.procs import WorkerProcess
 from workers.logging import HANDLER_NAME
 
 
+#: Files whose tests take a minute or more each (measured with ``--durations``): they start
+#: first. pytest-xdist hands tests out in collection order, so a long test collected last (the
+#: VXLAN fault matrix lives in ``tests/vxlan_port``, after every other folder) ran alone at the
+#: end of the run while the other processes idled.
+LONG_FIRST = (
+    "tests/e2e/test_readme_sections.py",
+    "tests/e2e/test_handshake_outage.py",
+    "tests/e2e/test_crash_matrix.py",
+    "tests/vxlan_port/",
+    "tests/workflows/test_scale_continue_as_new.py",
+    "tests/unit/test_runtime_install.py",
+    "tests/unit/test_cli_surface_exit_codes.py",
+    "tests/etcd/",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Longest first (:data:`LONG_FIRST`, then the other end-to-end tests, then the rest), each
+    group in collection order: the run ends on short tests, not on one long one."""
+
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        if any(path.startswith(p) for p in LONG_FIRST):
+            return 0
+        return 1 if item.get_closest_marker("e2e") is not None else 2
+
+    items[:] = sorted(items, key=rank)
+
 @pytest.fixture(autouse=True)
 def _root_logging_restored() -> Iterator[None]:
     """Remove the lockkeeper log handler a test installed, and put the root level back.

@@ -226,8 +226,19 @@ class SectionRun:
         self.servers.clear()
 
     def status_text(self) -> str:
-        """``lockkeeper status ID`` (stdout and stderr), whitespace-normalised."""
-        _, out, err = self.shell(f"lockkeeper status {self.wid}", timeout=60)
+        """``lockkeeper status ID`` (stdout and stderr), whitespace-normalised. The polls run the
+        same command in this process (typer's test runner): a CLI process per poll costs about a
+        second of CPU, which a loaded suite cannot spare; the README's own ``status`` lines still
+        run as processes (:meth:`run_step`)."""
+        from typer.testing import CliRunner
+
+        from lockkeeper.cli import app
+
+        env = {"TEMPORAL_ADDRESS": self.env["TEMPORAL_ADDRESS"], "LOCKKEEPER_TASK_QUEUE": self.env["LOCKKEEPER_TASK_QUEUE"],
+               "COLUMNS": "400", "TEMPORAL_NAMESPACE": self.env.get("TEMPORAL_NAMESPACE", "default")}
+        res = CliRunner().invoke(app, ["status", str(self.wid)], env=env)
+        out = res.stdout
+        err = res.stderr
         self.check_person_readable(f"lockkeeper status {self.wid}", out)
         return " ".join((out + " " + err).split())
 
