@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from test_scale_continue_as_new import NODE_SECONDS, _input, _start, _status, _worker
+from test_scale_continue_as_new import NODE_SECONDS, _input, _start, _status, _status_across_can, _worker
 from wf_fakes import FakeCluster
 
 from workflows import MachineConfigRolloutWorkflow
@@ -48,10 +48,7 @@ async def test_holds_cross_continue_as_new_boundaries(time_skipping_env, wf_task
         assert st.nodes["a-8"].phase == NodePhase.PENDING and list(st.holds) == ["a-8"]
         await handle.execute_update(MachineConfigRolloutWorkflow.release_node, ReleaseInput(node="a-8", identity="carol"))
         for _ in range(200):  # polled to the end, as test_scale_continue_as_new does, before asking for the result
-            try:
-                st = await _status(handle)
-            except Exception:  # noqa: BLE001 - the run may be closing right now (continue-as-new)
-                await asyncio.sleep(0.05)
+            if (st := await _status_across_can(handle)) is None:
                 continue
             if st.phase in ("done", "aborted", "failed"):
                 break

@@ -72,6 +72,15 @@ async def _status(handle: WorkflowHandle) -> RolloutStatus:
     return await handle.query(MachineConfigRolloutWorkflow.status)
 
 
+async def _status_across_can(handle: WorkflowHandle) -> RolloutStatus | None:
+    """The status, or None (after a short pause) while the run is closing for its continue-as-new."""
+    try:
+        return await _status(handle)
+    except Exception:  # noqa: BLE001 - the run may be closing right now (continue-as-new)
+        await asyncio.sleep(0.05)
+        return None
+
+
 def _worker(env, tq: str, fake: FakeCluster) -> Worker:
     return Worker(env.client, task_queue=tq, workflows=[MachineConfigRolloutWorkflow, FakeNodeRollout, LeaseWorkflow],
                   activities=fake.activities(), max_concurrent_workflow_tasks=50)
@@ -123,10 +132,7 @@ async def test_rollout_crosses_continue_as_new_boundaries(time_skipping_env, wf_
         handle = await _start(time_skipping_env, wf_task_queue, inp)
         resumed = False
         while True:
-            try:
-                st = await _status(handle)
-            except Exception:  # noqa: BLE001 - the run may be closing right now (continue-as-new)
-                await asyncio.sleep(0.05)
+            if (st := await _status_across_can(handle)) is None:
                 continue
             if st.phase in ("done", "aborted", "failed"):
                 break

@@ -6,11 +6,10 @@ test_scale_continue_as_new.py, on the time-skipping server."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 from test_kit_windows_wf import window_around
-from test_scale_continue_as_new import NODE_SECONDS, _input, _start, _status, _worker
+from test_scale_continue_as_new import NODE_SECONDS, _input, _start, _status, _status_across_can, _worker
 from wf_fakes import FakeCluster
 
 
@@ -23,10 +22,7 @@ async def test_windows_cross_continue_as_new_boundaries(time_skipping_env, wf_ta
     async with _worker(env, wf_task_queue, fake):
         handle = await _start(env, wf_task_queue, inp)
         for _ in range(400):
-            try:
-                st = await _status(handle)
-            except Exception:  # noqa: BLE001 - the run may be closing right now (continue-as-new)
-                await asyncio.sleep(0.05)
+            if (st := await _status_across_can(handle)) is None:
                 continue
             if st.phase in ("done", "aborted", "failed"):
                 break
