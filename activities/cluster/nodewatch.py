@@ -28,11 +28,15 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from temporalio import activity
 from temporalio.exceptions import ApplicationError
+
+from activities.cluster.completion import wired
 
 from activities.cluster.nodeinfo import node_info
 from activities.cluster.watch import watch_window
@@ -287,3 +291,46 @@ class NodeWatchHub:
             waits = self._waits.pop(node, [])
         for w in waits:
             end(w)
+
+
+_HUBS: weakref.WeakKeyDictionary[Any, NodeWatchHub] = weakref.WeakKeyDictionary()
+_HUBS_LOCK = threading.Lock()
+
+
+def hub_for(gateway: Any) -> NodeWatchHub:
+    """The shared node watcher of ``gateway`` (one per cluster gateway, made on first use)."""
+    with _HUBS_LOCK:
+        hub = _HUBS.get(gateway)
+        if hub is None:
+            hub = _HUBS[gateway] = NodeWatchHub(gateway)
+        return hub
+
+
+def hand_off(
+    gateway: Any, *, node: str, rv: str | None, timeout_seconds: float,
+    step: Callable[[dict[str, Any], NodeInfo], Any | None], timed_out: Callable[[], Any], details: Callable[[], Any],
+    what: str,
+) -> None:
+    """Hand the running activity's wait on ``node`` to the shared watcher of ``gateway`` and end
+    the activity without a result (``activity.raise_complete_async``: raises, the SDK's signal);
+    the watcher completes it (see :class:`NodeWait` for ``step``, ``timed_out`` and ``details``;
+    ``rv``: the resourceVersion of the caller's own first look, which ``step`` already saw).
+    Returns normally, handing off nothing, when no worker wired a completer (a unit test) or the
+    worker is stopping: the caller then waits itself."""
+    completer = wired()
+    if completer is None:
+        return
+    try:
+        hub_for(gateway).hand_off(NodeWait(
+            node=node, task_token=activity.info().task_token, completer=completer,
+            deadline=time.monotonic() + max(0.0, timeout_seconds), rv=int(rv) if rv and rv.isdigit() else None,
+            start_rv=rv, step=step, timed_out=timed_out, details=details, what=what,
+        ))
+    except RuntimeError:  # the worker is stopping
+        return
+    activity.raise_complete_async()
+
+
+def can_hand_off() -> bool:
+    """Whether a worker wired a completer for this activity (:func:`hand_off` would hand off)."""
+    return wired() is not None

@@ -16,7 +16,6 @@ Sources: MCO ``pkg/controller/node/node_controller.go`` (pools, rendered configs
 
 from __future__ import annotations
 
-import threading
 import time
 from datetime import UTC, datetime
 from collections.abc import Callable, Iterable
@@ -26,9 +25,8 @@ from temporalio import activity
 
 from activities.cluster.base import GatewayActivities
 from activities.cluster.models import ANN_CURRENT_CONFIG, ANN_LAST_APPLIED_DRAIN, ANN_STATE, DaemonState, NodeInfo
-from activities.cluster.completion import wired
 from activities.cluster.nodes import list_node, set_annotations, uncordon_seen
-from activities.cluster.nodewatch import NodeWait, NodeWatchHub
+from activities.cluster.nodewatch import can_hand_off, hand_off
 from activities.cluster.nodeinfo import node_info, node_summary
 from activities.cluster.watch import watch_window
 from activities.context import HEARTBEAT_INTERVAL_SECONDS, beating, check_cancelled, fail, heartbeat, log
@@ -57,8 +55,6 @@ from activities.machineconfig.models import (
 if TYPE_CHECKING:
     from activities.cluster.models import UncordonResult
     from activities.kube.gateway import KubeGateway
-
-_HUB_LOCK = threading.Lock()
 
 
 def pool_status(mcp: dict[str, Any]) -> PoolStatus:
@@ -302,34 +298,14 @@ class MachineConfigActivities(GatewayActivities):
         of the writes propagate and the attempt is retried by its policy.
         """
         wait = _DoneWait(self, input)
-        completer = wired()
-        if completer is not None:
+        if can_hand_off():
             obj, info, rv = self._list_node(input.node)
             result = wait.step(obj, info)
             if result is not None:
                 return result
-            try:
-                self._hub().hand_off(NodeWait(
-                    node=input.node, task_token=activity.info().task_token, completer=completer,
-                    deadline=time.monotonic() + max(0.0, input.timeout_seconds), rv=_int_rv(rv), start_rv=rv,
-                    step=wait.step, timed_out=wait.timed_out, details=wait.details,
-                    what=f"wait_for_node_done {input.node}",
-                ))
-            except RuntimeError:  # the worker is stopping: watch here
-                pass
-            else:
-                activity.raise_complete_async()
+            hand_off(self.gateway, node=input.node, rv=rv, timeout_seconds=input.timeout_seconds, step=wait.step,
+                     timed_out=wait.timed_out, details=wait.details, what=f"wait_for_node_done {input.node}")
         return self._wait_done_here(input, wait)
-
-    def _hub(self) -> NodeWatchHub:
-        """This cluster's shared node watcher (made on first use)."""
-        hub = getattr(self, "_node_hub", None)
-        if hub is None:
-            with _HUB_LOCK:
-                hub = getattr(self, "_node_hub", None)
-                if hub is None:
-                    hub = self._node_hub = NodeWatchHub(self.gateway)
-        return hub
 
     def _wait_done_here(self, input: WaitForNodeDoneInput, wait: _DoneWait) -> WaitForNodeDoneResult:
         """:meth:`wait_for_node_done` inside its activity (no worker wired a completer): WATCH
@@ -503,10 +479,6 @@ class _DoneWait:
             node=info, outcome=outcome, uncordon_answered_at=self.answered_at, uncordon=self.uncordon,  # type: ignore[arg-type]
             drain_handed_off_at=self.handed_off_at,
         )
-
-
-def _int_rv(rv: str | None) -> int | None:
-    return int(rv) if rv and rv.isdigit() else None
 
 
 def _awaits_drain_hand_off(input: WaitForNodeDoneInput, info: NodeInfo) -> bool:
