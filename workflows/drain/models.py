@@ -85,7 +85,7 @@ class DrainStatus(ProcedureStatus):
 
 class NodeDrainResult(ProcedureResult):
     """``outcome`` completed (drained, and uncordoned with ``uncordon_after``) or aborted (abort
-    or skip decision: the node was uncordoned if we had cordoned it); ``node_result`` the node's
+    or skip decision: the node was uncordoned if this run had cordoned it, and the message says whether it stays cordoned and why); ``node_result`` the node's
     final phase and duration; ``command`` the reboot command's result."""
 
     procedure: str = PROCEDURE_DRAIN

@@ -295,7 +295,7 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
             self._gate,
         )
         drained = outcome == "drained"
-        uncordoned = False
+        uncordoned, held_by = False, None
         try:
             if drained and input.reboot_command:
                 await self._safe_point()
@@ -307,14 +307,15 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
         if not drained or input.uncordon_after:
             self._set(NodePhase.RUNNING, "uncordon")
             unc: UncordonResult = await acts.call(acts.UNCORDON_NODE, UncordonInput(node=input.node, owner=self._id), UncordonResult, timeouts=timeouts)
-            uncordoned = unc.uncordoned
+            uncordoned, held_by = unc.uncordoned, unc.left_cordoned_reason
         if drained:
             phase, message = NodePhase.DONE, f"node {input.node} drained" + (f", {self._rebooted}" if self._rebooted else "") + (
                 " and uncordoned" if uncordoned else "; left cordoned for maintenance")
         else:
             by = self.control.abort_by or (self._gate.gate.decided_by if self._gate.gate else "unknown")
             phase = NodePhase.SKIPPED if outcome == "skip" else NodePhase.ABORTED
-            message = f"{outcome if outcome != 'stopped' else 'abort'} by {by}; node uncordoned if we had cordoned it"
+            left = "the node is schedulable again" if uncordoned else f"the node stays cordoned: {held_by or 'not by this run'}"
+            message = f"{outcome if outcome != 'stopped' else 'abort'} by {by}; {left}"
         started, now = await self._close(phase, ProcedurePhase.DONE if drained else ProcedurePhase.ABORTED, message)
         return NodeDrainResult(
             outcome="completed" if drained else "aborted", workflow_id=self._id, node=input.node, drained=drained,
