@@ -118,7 +118,8 @@ class AlertGate:
     procedure's ``touch``; ``timeouts``: its activity timeouts (:class:`workflows.kit.calls.
     Timeouts`). Keywords: ``warnings``: the status ``warnings`` list (fail-open, fail-closed
     and override lines are appended); ``on_step(step, doing)``: told what the wait is (the
-    procedure's ``kit_step``), each time the blocking line changes."""
+    procedure's ``kit_step``), each time the blocking line changes; ``stop()``: True ends a wait
+    as an abort does (``stopped``), for a procedure whose revert is its own."""
 
     def __init__(
         self,
@@ -131,6 +132,7 @@ class AlertGate:
         *,
         warnings: list[str] | None = None,
         on_step: Callable[[str, str], None] | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> None:
         self.policy = policy
         self.gates = gates
@@ -140,6 +142,9 @@ class AlertGate:
         self.timeouts = timeouts
         self.warnings = warnings
         self.on_step = on_step
+        #: A procedure's own reason to end a wait besides an abort or the kit's revert (the
+        #: network migration's revert update); may be set after construction.
+        self.stop = stop
         #: Every event so far, oldest first (:meth:`take_events` returns the new ones).
         self.events: list[AlertGateEvent] = []
         self._taken = 0
@@ -178,7 +183,7 @@ class AlertGate:
             start_to_close_timeout=timedelta(seconds=self.policy.timeout_seconds) + self.timeouts.short_call,
             retry_policy=acts.DEFAULT_RETRY, summary=f"{CHECK_ALERTS} · {where}",
         )
-        await workflow.wait_condition(lambda: handle.done() or self.control.stopping())
+        await workflow.wait_condition(lambda: handle.done() or self._stopping())
         if not handle.done():
             handle.cancel()
             try:
@@ -187,6 +192,9 @@ class AlertGate:
                 pass
             return None
         return handle.result()
+
+    def _stopping(self) -> bool:
+        return self.control.stopping() or (self.stop is not None and self.stop())
 
     def _passes(self, answer: AlertsAnswer) -> bool:
         return answer.ok or (answer.error is not None and self.policy.fail_open)
@@ -238,11 +246,11 @@ class AlertGate:
                     self._warn(f"{name}: {answer.line()}; waiting (fail-closed)")
             self.on_change()
             try:
-                await workflow.wait_condition(lambda: self.control.stopping() or overridden(),
+                await workflow.wait_condition(lambda: self._stopping() or overridden(),
                                               timeout=timedelta(seconds=self.policy.poll_seconds))
             except TimeoutError:
                 pass
-            if self.control.stopping():
+            if self._stopping():
                 outcome = "stopped"
                 break
             if overridden():
