@@ -1,8 +1,10 @@
 """Issue 37: the alert gate on the procedures that are not a node window of their own, on the
 time-skipping server with a scripted ``check_alerts`` (test_kit_alerts.AlertsFake): the standalone
 drain cordons nothing while an alert blocks; the runtime migration starts no node's migration; the
-cluster upgrade starts no phase that takes nodes down while one blocks, and hands its gate to the
-node phase, which asks again before its node. Without a gate nobody is asked."""
+nodeSelector migration patches nothing; the network migration reboots no batch (and hands its gate
+to the takeover rollout); the cluster upgrade starts no phase that takes nodes down while one
+blocks, and hands its gate to the node phase, which asks again before its node. Without a gate
+nobody is asked."""
 
 from __future__ import annotations
 
@@ -10,11 +12,13 @@ import uuid
 from typing import Any
 
 from kit_fakes import poll, preflight_activity
+from temporalio import activity
 from temporalio.worker import Worker
 from test_blocked_drain import DecisionFake
 from test_kit_alerts import CLEAR, FIRING, NODE_LINE, URL, AlertsFake
 from test_upgrade_nodes_wf import World, upgrade_input
 
+from activities.alerts.models import CHECK_ALERTS, AlertsAnswer, CheckAlertsInput
 from workflows import WORKFLOWS
 from workflows.cluster_upgrade.models import ClusterUpgradeInput, ClusterUpgradePlan, ClusterUpgradeResult
 from workflows.cluster_upgrade.workflow import ClusterUpgradeWorkflow
@@ -120,3 +124,56 @@ async def test_the_runtime_migration_starts_no_node_while_an_alert_blocks(time_s
     result = await _run(env, world, body, inp)
     assert result.outcome == "completed", result.message
     assert world.reboots == 1 and len(fake.calls) == 2
+
+
+async def test_the_network_migration_reboots_no_batch_while_an_alert_blocks(time_skipping_env: Any) -> None:
+    from tests.workflows.test_network_migration_wf import Cluster, inp, run
+
+    answers = [FIRING, FIRING, CLEAR]
+    rebooted_when_asked: list[int] = []
+
+    class GatedCluster(Cluster):
+        def activities(self) -> list[Any]:
+            @activity.defn(name=CHECK_ALERTS)
+            async def check_alerts(_: CheckAlertsInput) -> AlertsAnswer:
+                rebooted_when_asked.append(len(self.reboots))
+                return answers.pop(0) if len(answers) > 1 else answers[0]
+
+            return [*super().activities(), check_alerts]
+
+    c = GatedCluster(controller_dead=True)
+    result, st = await run(time_skipping_env, c, inp("alerts", alerts=POLICY), {"takeover", "cleanup", "delete-broken-pods"})
+    assert result.outcome == "completed", result.message
+    batches = len(result.plan)
+    # Blocked twice before the first batch (nothing rebooted), then once before each batch.
+    assert rebooted_when_asked[:3] == [0, 0, 0] and len(rebooted_when_asked) == batches + 2, rebooted_when_asked
+    assert sorted(c.reboots) == sorted(c.current)
+    first = st.health["alerts/reboots/batch-1"]
+    assert (first.state, first.polls) == ("ok", 3), first
+    assert [(r.gate_id, r.action) for r in st.gate_history if r.gate_id.startswith("alerts/")] == [
+        ("alerts/reboots/batch-1/1", "opened"), ("alerts/reboots/batch-1/1", "cancelled")]
+    # The takeover rollout got the same gate (it asks before each of its nodes).
+    assert c.child_runs and c.child_runs[0]["alerts"]["url"] == URL
+
+
+async def test_the_node_selector_migration_patches_nothing_while_an_alert_blocks(time_skipping_env: Any) -> None:
+    from tests.workflows.test_upgrade_node_selectors_wf import REF, World as SelectorWorld, inp as selector_input
+    from workflows.node_selectors import NodeSelectorMigrationWorkflow
+    from workflows.node_selectors.models import NodeSelectorMigrationResult
+
+    env, fake = time_skipping_env, AlertsFake(FIRING, CLEAR, hold_from=2)
+    world = SelectorWorld()
+    tq = f"ns-{uuid.uuid4().hex[:8]}"
+    async with Worker(env.client, task_queue=tq, workflows=[NodeSelectorMigrationWorkflow], activities=[*world.activities(), fake.activity()]):
+        handle = await env.client.start_workflow(NodeSelectorMigrationWorkflow.run, selector_input(revert_window_seconds=0, alerts=POLICY),
+                                                 id=f"ns-{uuid.uuid4().hex[:6]}", task_queue=tq, result_type=NodeSelectorMigrationResult)
+        await held(env, fake)
+        st = await handle.query("status", result_type=dict)
+        board = st["health"]["alerts/selector/DeploymentConfig default/docker-registry"]
+        assert board["state"] == "waiting" and NODE_LINE in board["last"], st["health"]
+        assert world.obj(REF)["spec"]["template"]["spec"]["nodeSelector"] == {"region": "infra"}  # not patched yet
+        fake.release.set()
+        result = await handle.result()
+    assert result.outcome == "completed", result.message
+    assert world.obj(REF)["spec"]["template"]["spec"]["nodeSelector"] == {"node-role.kubernetes.io/infra": "true"}
+    assert len(fake.calls) == 2
