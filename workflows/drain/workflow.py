@@ -1,6 +1,8 @@
 """NodeDrainWorkflow: take one node out for maintenance, durably (node-maintenance-operator style).
 
 Read the node (fails fast on API errors, :func:`workflows.kit.calls.planning_api_failure`) →
+with ``alerts``, the kit's alert gate (:mod:`workflows.kit.alerts`: no cordon while Prometheus
+names a blocking alert; the board entry ``alerts/node/<node>``) →
 cordon (recording ``lockkeeper.io/cordoned-by`` = this workflow's ID) → drain with the blocked
 report and the decision gate of :mod:`workflows.kit.drain` → optionally the reboot command →
 with ``uncordon_after``, wait until the node is Ready and uncordon it (only if we cordoned). A
@@ -91,7 +93,7 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
             procedure=PROCEDURE_DRAIN, noun="drain", cluster=input.cluster,
             rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
             status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
-            reject_note="the reboot command is not run again", defer_status_attributes=True,
+            reject_note="the reboot command is not run again", defer_status_attributes=True, alerts=input.alerts,
         )
 
     # --- status and the node hooks ----------------------------------------------------------------
@@ -271,6 +273,13 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
         timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds)
         try:  # read the node first: the planning retry policy fails fast on API errors
             await self._preflight(input, timeouts)
+            if self.alerts is not None:
+                # Prometheus before the first write: no cordon while a blocking alert fires (or,
+                # failing closed, while Prometheus cannot be asked). No gate: no command here.
+                self._set(NodePhase.RUNNING, "alerts", "no blocking alert (Prometheus)")
+                await self.alerts.wait_clear(f"node/{input.node}")
+                await self._safe_point()
+                self._set(NodePhase.RUNNING, "cordon")
         except Aborted as stop:
             return await self._aborted_in_planning(input, stop)
         cordon: CordonResult = await acts.call(acts.CORDON_NODE, CordonInput(node=input.node, owner=self._id), CordonResult, timeouts=timeouts)
