@@ -29,6 +29,7 @@ import asyncio
 import threading
 import time
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -53,6 +54,9 @@ BEAT_SECONDS = 4.0
 WINDOW_SECONDS = 1
 #: A hub with no wait ends its thread after this many seconds.
 IDLE_SECONDS = 30.0
+#: Threads that run the waits' steps (their writes: a burst of uncordon answers at 500 nodes in
+#: flight is not answered one after the other); one step at a time per wait.
+STEP_THREADS = 16
 
 
 def _rv(obj: dict[str, Any]) -> int | None:
@@ -86,6 +90,12 @@ class NodeWait:
     what: str
     next_beat: float = field(default_factory=lambda: time.monotonic() + BEAT_SECONDS)
     cancelled: bool = False
+    #: A step runs (on the hub's pool); ``pending`` the newest object seen meanwhile; ``ended``
+    #: completed, failed or cancelled (never twice). Guarded by ``lock``.
+    busy: bool = False
+    pending: dict[str, Any] | None = None
+    ended: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class NodeWatchHub:
@@ -101,6 +111,7 @@ class NodeWatchHub:
         self._cache: dict[str, dict[str, Any]] = {}
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._pool = ThreadPoolExecutor(max_workers=STEP_THREADS, thread_name_prefix="lockkeeper-nodewatch-step")
         self.handed_off = 0  # waits taken since the hub was made (benchmarks print it)
 
     # --- any thread ---------------------------------------------------------------------------
@@ -151,7 +162,16 @@ class NodeWatchHub:
                 self._stop.set()
         self._wake.set()
         error = ApplicationError("the worker stopped while it watched this node; another attempt watches on", type="WorkerStopping")
+        mine = [w for w in mine if self._mark_ended(w)]
         await asyncio.gather(*(completer.handle(w.task_token).fail(error) for w in mine), return_exceptions=True)
+
+    @staticmethod
+    def _mark_ended(w: NodeWait) -> bool:
+        with w.lock:
+            if w.ended:
+                return False
+            w.ended = True
+            return True
 
     # --- the hub's thread ---------------------------------------------------------------------
 
@@ -240,36 +260,71 @@ class NodeWatchHub:
         return rv
 
     def _evaluate(self, w: NodeWait, obj: dict[str, Any]) -> None:
+        """Run ``w.step`` on ``obj`` (skipped when not newer than what it saw) on the pool; while
+        a step of ``w`` runs, only the newest object waits for the next."""
         orv = _rv(obj)
         if w.rv is not None and orv is not None and orv <= w.rv:
             return
         w.rv = orv if orv is not None else w.rv
+        with w.lock:
+            if w.ended:
+                return
+            if w.busy:
+                w.pending = obj
+                return
+            w.busy = True
         try:
-            result = w.step(obj, node_info(obj))
-        except Exception as exc:  # noqa: BLE001 - the activity fails with it, as it would have
-            self._remove(w)
-            w.completer.fail(w.task_token, exc, w.what)
-            return
-        if result is not None:
-            self._remove(w)
-            w.completer.complete(w.task_token, result, w.what)
+            self._pool.submit(self._steps, w, obj)
+        except RuntimeError:  # the pool is shut down (interpreter exit)
+            with w.lock:
+                w.busy = False
+
+    def _steps(self, w: NodeWait, obj: dict[str, Any]) -> None:
+        while True:
+            try:
+                result = w.step(obj, node_info(obj))
+            except Exception as exc:  # noqa: BLE001 - the activity fails with it, as it would have
+                if self._end(w):
+                    w.completer.fail(w.task_token, exc, w.what)
+                return
+            if result is not None:
+                if self._end(w):
+                    w.completer.complete(w.task_token, result, w.what)
+                return
+            with w.lock:
+                nxt, w.pending = w.pending, None
+                if nxt is None or w.ended:
+                    w.busy = False
+                    return
+            obj = nxt
+
+    def _end(self, w: NodeWait) -> bool:
+        """Mark ``w`` ended and stop following it; False when it already was."""
+        with w.lock:
+            if w.ended:
+                return False
+            w.ended, w.busy = True, False
+        self._remove(w)
+        return True
 
     def _housekeeping(self) -> None:
         now = time.monotonic()
         with self._lock:
             waits = [w for ws in self._waits.values() for w in ws]
         for w in waits:
+            if w.busy:  # its step runs: the deadline and the cancel wait for it
+                continue
             if w.cancelled:
-                self._remove(w)
-                w.completer.report_cancellation(w.task_token, w.what)
+                if self._end(w):
+                    w.completer.report_cancellation(w.task_token, w.what)
             elif now >= w.deadline:
-                self._remove(w)
-                try:
-                    result = w.timed_out()
-                except Exception as exc:  # noqa: BLE001
-                    w.completer.fail(w.task_token, exc, w.what)
-                else:
-                    w.completer.complete(w.task_token, result, w.what)
+                if self._end(w):
+                    try:
+                        result = w.timed_out()
+                    except Exception as exc:  # noqa: BLE001
+                        w.completer.fail(w.task_token, exc, w.what)
+                    else:
+                        w.completer.complete(w.task_token, result, w.what)
             elif now >= w.next_beat:
                 w.next_beat = now + BEAT_SECONDS
                 w.completer.heartbeat(w.task_token, w.details(), w.what, cancelled=lambda w=w: self._cancel(w))
@@ -288,9 +343,10 @@ class NodeWatchHub:
 
     def _end_all(self, node: str, end: Callable[[NodeWait], Any]) -> None:
         with self._lock:
-            waits = self._waits.pop(node, [])
+            waits = list(self._waits.get(node, []))
         for w in waits:
-            end(w)
+            if self._end(w):
+                end(w)
 
 
 _HUBS: weakref.WeakKeyDictionary[Any, NodeWatchHub] = weakref.WeakKeyDictionary()
