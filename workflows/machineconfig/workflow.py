@@ -35,10 +35,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.control import Aborted
     from workflows.kit.models import (
         ApprovalRules,
+        ChangedItem,
         ControlResult,
         DecideInput,
         DecideResult,
         NodeControlInput,
+        NodePhase,
         NodeProgress,
     )
     from workflows.kit.plan import PlanError, is_unavailable
@@ -213,10 +215,35 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             self.touch()
             raise
 
+    def _left_changed(self, plan: RolloutPlan) -> tuple[list[ChangedItem], list[str]]:
+        """What an ended-early rollout leaves changed (issue 39): each node the daemon already
+        took to its pool's target (a node before its hand-off was rolled back), each node still
+        cordoned by this run; and the commands that roll the pools' updated nodes back."""
+        targets = {p.name: p.target_config for p in plan.pools}
+        items: list[ChangedItem] = []
+        pools: dict[str, None] = {}
+        for name, r in sorted(self.batches.node_results().items()):
+            if r.phase == NodePhase.DONE:
+                pools[r.pool] = None
+                items.append(ChangedItem(
+                    target=f"Node {name}",
+                    what=f"on rendered config {targets.get(r.pool, '?')} (the daemon applied it and rebooted the node; "
+                         "machineconfiguration.openshift.io/currentConfig and desiredConfig)",
+                    undo=f"lockkeeper start machineconfig-rollout --pool {r.pool} --target {r.pool}=<its previous rendered config>",
+                ))
+        items += self.kit_left_changed()
+        commands = [f"lockkeeper start machineconfig-rollout --pool {p} --target {p}=<its previous rendered config>  "
+                    f"# or roll on: lockkeeper start machineconfig-rollout --pool {p}" for p in pools]
+        return items, commands
+
     def _result(self, outcome: str, plan: RolloutPlan, message: str) -> MachineConfigRolloutResult:
         snap = self.procedure_status()
         # Hold records only when the run held a node: results of runs without holds stay as they were.
         held = {"hold_history": snap.hold_history} if snap.hold_history else {}
+        if outcome == "aborted":  # what stays changed, named as the simulator's diff names it
+            left, commands = self._left_changed(plan)
+            if left:
+                held.update(left_changed=left, next_commands=commands)
         return MachineConfigRolloutResult(
             **held,
             workflow_id=self._id,
