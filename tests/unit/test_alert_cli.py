@@ -24,7 +24,7 @@ runner = CliRunner()
 
 #: Every start command that takes the alert gate, and what else it needs to get as far as its input.
 NODE_PROCEDURES = ("machineconfig-rollout", "node-upgrade", "runtime-migration", "drain", "cluster-upgrade",
-                   "network-migration", "node-selector-migration", "vxlan-port-change")
+                   "network-migration", "node-selector-migration", "vxlan-port-change", "control-plane-upgrade")
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +41,8 @@ def _start(name: str, tmp_path: Path) -> list[str]:
         return ["start", "cluster-upgrade", "--plan", str(plan)]
     return {
         "drain": ["start", "drain", "--node", "n1"],
+        "control-plane-upgrade": ["start", "control-plane-upgrade", "--master", "m1", "--action-command", "true {master}",
+                                  "--etcd-backup-skip-reason", "test", "--etcd-health-skip-reason", "test"],
         "network-migration": ["start", "network-migration", "--to", "OVNKubernetes"],
         "node-selector-migration": ["start", "node-selector-migration", "--map", "region=infra=node-role.kubernetes.io/infra=true"],
         "vxlan-port-change": ["start", "vxlan-port-change", "--port", "4889", "--image", "img:1", "--master", "m1=https://m1:8443",

@@ -177,3 +177,27 @@ async def test_the_node_selector_migration_patches_nothing_while_an_alert_blocks
     assert result.outcome == "completed", result.message
     assert world.obj(REF)["spec"]["template"]["spec"]["nodeSelector"] == {"node-role.kubernetes.io/infra": "true"}
     assert len(fake.calls) == 2
+
+
+async def test_the_control_plane_upgrade_restarts_no_master_while_an_alert_blocks(time_skipping_env: Any) -> None:
+    from test_upgrade_control_plane_wf import Masters, cp_input
+
+    from workflows.control_plane import ControlPlaneUpgradeWorkflow
+    from workflows.control_plane.models import ControlPlaneResult
+
+    env, world = time_skipping_env, Masters()
+    fake = AlertsFake(FIRING, CLEAR, hold_from=2)
+    tq = f"cp-{uuid.uuid4().hex[:8]}"
+    async with Worker(env.client, task_queue=tq, workflows=[ControlPlaneUpgradeWorkflow, LeaseWorkflow],
+                      activities=[*world.activities(), fake.activity()]):
+        handle = await env.client.start_workflow(ControlPlaneUpgradeWorkflow.run, cp_input(alerts=POLICY),
+                                                 id=f"cp-{uuid.uuid4().hex[:6]}", task_queue=tq, result_type=ControlPlaneResult)
+        st = await poll(handle, lambda s: s["health"].get("alerts/master/m1", {}).get("state") == "waiting"
+                        and bool(s["health"]["alerts/master/m1"]["last"]))
+        assert NODE_LINE in st["health"]["alerts/master/m1"]["last"], st["health"]
+        await held(env, fake)
+        assert world.log == [], world.log  # nothing on any master while the alert fires
+        fake.release.set()
+        result = await handle.result()
+    assert result.outcome == "completed", result.message
+    assert world.restarts() == ["m1", "m2", "m3"] and len(fake.calls) >= 4  # asked again before each master

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field, model_validator
 from activities.etcd.models import ClusterStatus, EtcdMember
 from activities.host.models import HostAccess
 from workflows.etcd.models import EtcdBackupInput
+from workflows.kit.inputs import AlertGatePolicy
 from workflows.kit.models import ProcedureResult, ProcedureStatus
 
 PROCEDURE_CONTROL_PLANE_UPGRADE = "control-plane-upgrade"
@@ -110,6 +111,10 @@ class ControlPlaneUpgradeInput(BaseModel):
     host_command_timeout_seconds: float = Field(120.0, gt=0)
     gate_timeout_seconds: float | None = Field(None, gt=0)
     activity_timeout_seconds: float = Field(10.0, gt=0)
+    #: The Prometheus alert gate (:class:`workflows.kit.inputs.AlertGatePolicy`): before each
+    #: master (board entry ``alerts/master/<name>``) no master starts while a blocking alert
+    #: fires. None: no gate (no command of the run changes).
+    alerts: AlertGatePolicy | None = None
 
     @model_validator(mode="after")
     def _checked(self) -> ControlPlaneUpgradeInput:

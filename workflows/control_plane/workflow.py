@@ -73,7 +73,7 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
             procedure=PROCEDURE_CONTROL_PLANE_UPGRADE, noun="control-plane upgrade", cluster=input.cluster,
             rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
             status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
-            reject_note="control-plane upgrade stops", base_phase=ProcedurePhase.PLANNING,
+            reject_note="control-plane upgrade stops", base_phase=ProcedurePhase.PLANNING, alerts=input.alerts,
         )
         self.host = HostSteps(self.gates, board=self._status.host_steps, on_change=self.touch, timeouts=self._timeouts,
                               gate_timeout_seconds=input.gate_timeout_seconds)
@@ -141,6 +141,10 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
             if (i == 0 and input.approve_first) or input.approve_each:
                 if not await self._approve(f"master/{master.name}", f"upgrade master {master.name} next"):
                     break
+            if self.alerts is not None:  # no master starts while Prometheus names a blocking alert
+                answer = await self.alerts.wait_clear(f"master/{master.name}")
+                if answer.outcome == "stopped" or self.control.abort:
+                    continue
             self._status.current_master = master.name
             try:
                 await self._master(steps, master, row)

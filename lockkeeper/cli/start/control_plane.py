@@ -149,6 +149,7 @@ def start_control_plane_upgrade(
     wait: bool = typer.Option(False, "--wait", help="Wait until the upgrade ends; exit 0 only if it completed."),
     identity: str | None = IdentityOpt,
     output: str = OutputOpt,
+    alerts: dict[str, Any] | None = None,  # the --alert-* flags (shared.with_alert_gate_options)
 ) -> None:
     """Upgrade the control plane master by master, strictly one at a time (R3d)."""
     output = check_output(output)
@@ -159,6 +160,8 @@ def start_control_plane_upgrade(
         fields.setdefault("requested_by", who)
         fields.setdefault("cluster", cluster or settings.cluster)
         fields["dry_run"] = dry_run or fields.get("dry_run", False)
+        if alerts is not None:
+            fields["alerts"] = alerts
     else:
         if not master:
             raise typer.BadParameter("give --master (repeatable) or --input", param_hint="'--master'")
@@ -185,7 +188,7 @@ def start_control_plane_upgrade(
         fields = dict(
             cluster=cluster or settings.cluster, requested_by=who, dry_run=dry_run, action=action, expected_image=expected_image,
             etcd_backup_skip_reason=etcd_backup_skip_reason, approve_each=approve_each, api_ca_file=api_ca_file,
-            api_ready_timeout_seconds=api_ready_timeout,
+            api_ready_timeout_seconds=api_ready_timeout, alerts=alerts,
             etcd_members=_read_members(etcd_members) if etcd_members else [], etcd_health_skip_reason=etcd_health_skip_reason,
             masters=[{"name": m, "api_url": urls[m], "gluster_host": gluster_host,
                       "access": {"backend": "ssh", "host": where[m][0], "port": where[m][1], "user": ssh_user, "node": m}}
