@@ -231,7 +231,7 @@ class MachineConfigOperatorMixin(AgentBase):
             if t == nd.DAEMON_RELOAD:
                 svc, argv = "daemon-reload", ["systemctl", "daemon-reload"]
             else:  # Reload, Special
-                svc = nd.CRIO_SERVICE if t == nd.SPECIAL else str((action.get("reload") or {}).get("serviceName", ""))
+                svc = nd.CRIO_SPECIAL_SERVICE if t == nd.SPECIAL else str((action.get("reload") or {}).get("serviceName", ""))
                 argv = ["systemctl", "reload", svc]
             err, code = await self._host_run(node, argv, record)
             if code != 0:

@@ -50,8 +50,10 @@ Action = dict[str, Any]
 NONE, DRAIN, REBOOT, RELOAD, RESTART, DAEMON_RELOAD, SPECIAL = (
     "None", "Drain", "Reboot", "Reload", "Restart", "DaemonReload", "Special")
 ACTION_TYPES = (NONE, DRAIN, REBOOT, RELOAD, RESTART, DAEMON_RELOAD, SPECIAL)
-#: The service a ``Special`` action reloads (MCO ``pkg/daemon/constants`` ``CRIOServiceName``).
+#: The service the default policies reload (``defaultClusterPolicies`` spells it ``crio.service``).
 CRIO_SERVICE = "crio.service"
+#: The service a ``Special`` action reloads (MCO ``pkg/daemon/constants`` ``CRIOServiceName``: "crio").
+CRIO_SPECIAL_SERVICE = "crio"
 REGISTRIES_CONF = "/etc/containers/registries.conf"
 
 
