@@ -76,6 +76,8 @@ _TABLE = (
     Resource("HostSubnet", "network.openshift.io", "v1", "hostsubnets", False),
     Resource("MachineConfigPool", MCO_GROUP, "v1", "machineconfigpools", False),
     Resource("MachineConfig", MCO_GROUP, "v1", "machineconfigs", False),
+    Resource("MachineConfigNode", MCO_GROUP, "v1", "machineconfignodes", False),
+    Resource("MachineConfiguration", "operator.openshift.io", "v1", "machineconfigurations", False),
     Resource("Network", CONFIG_GROUP, "v1", "networks", False),
     Resource("Network", "operator.openshift.io", "v1", "networks", False),
     Resource("ClusterVersion", CONFIG_GROUP, "v1", "clusterversions", False),

@@ -31,7 +31,9 @@ from activities.cluster.watch import watch_window
 from activities.context import HEARTBEAT_INTERVAL_SECONDS, beating, check_cancelled, fail, heartbeat, log
 from activities.kube import objects
 from activities.kube.errors import NotFound
+from activities.machineconfig.mcdiff import config_change
 from activities.machineconfig.models import (
+    DisruptionFacts,
     PoolInfo,
     PoolNodesInput,
     PoolNodesPage,
@@ -110,6 +112,18 @@ def _pool_info(mcp: dict[str, Any], target: dict[str, Any], nodes: list[dict[str
     )
 
 
+def _disruption_facts(policies: tuple[dict[str, Any], bool], info: PoolInfo, target: dict[str, Any],
+                      by_name: dict[Any, dict[str, Any]]) -> DisruptionFacts:
+    """The pool's :class:`DisruptionFacts`: one :class:`ConfigChange` per distinct currentConfig
+    among its nodes not at the target (nodes without a currentConfig are left out)."""
+    groups: dict[str, list[str]] = {}
+    for n in info.nodes:
+        if n.current_config and n.current_config != info.target_config:
+            groups.setdefault(n.current_config, []).append(n.name)
+    changes = [config_change(by_name.get(cur), target, cur, sorted(names)) for cur, names in sorted(groups.items())]
+    return DisruptionFacts(cluster_policies=policies[0], policies_current=policies[1], changes=changes)
+
+
 class MachineConfigActivities(GatewayActivities):
     """The MachineConfig rollout's own activities, bound to one cluster (see
     :class:`~activities.cluster.base.GatewayActivities`)."""
@@ -151,6 +165,7 @@ class MachineConfigActivities(GatewayActivities):
             )
         machineconfigs = gw.list_machineconfigs()
         by_name = {objects.meta(mc).get("name"): mc for mc in machineconfigs}
+        policies = self._cluster_policies()
         candidates = requested or known
         result: list[PoolInfo] = []
         for pool in candidates:
@@ -176,6 +191,8 @@ class MachineConfigActivities(GatewayActivities):
                 )
             nodes = self._selected_nodes(mcps[pool])
             info = _pool_info(mcps[pool], target, nodes)
+            if policies is not None:
+                info.disruption = _disruption_facts(policies, info, target, by_name)
             if not nodes:
                 if requested:
                     selector = objects.label_selector_string((mcps[pool].get("spec") or {}).get("nodeSelector"))
@@ -199,7 +216,30 @@ class MachineConfigActivities(GatewayActivities):
             "preflight: "
             + (", ".join(f"pool {p.name} -> {p.target_config} ({len(p.nodes)} nodes)" for p in result) or "nothing to roll"),
         )
-        return PreflightResult(pools=result, network_type=network_type)
+        return PreflightResult(pools=result, network_type=network_type,
+                               machine_config_nodes=self._serves_mcn(result))
+
+    def _cluster_policies(self) -> tuple[dict[str, Any], bool] | None:
+        """``MachineConfiguration/cluster``'s ``status.nodeDisruptionPolicyStatus.clusterPolicies``
+        and whether its status is current (observedGeneration == generation); None where the API
+        has no such object (before OpenShift 4.16)."""
+        try:
+            mcop = self.gateway.get_machine_configuration()
+        except NotFound:
+            return None
+        status = mcop.get("status") or {}
+        policies = dict((status.get("nodeDisruptionPolicyStatus") or {}).get("clusterPolicies") or {})
+        return policies, status.get("observedGeneration") == objects.meta(mcop).get("generation")
+
+    def _serves_mcn(self, pools: list[PoolInfo]) -> bool:
+        """Whether the API serves MachineConfigNodes: a LIST of one name (cheap at any size)
+        answers 404 where the resource is not served."""
+        name = next((n.name for p in pools for n in p.nodes), "none")
+        try:
+            self.gateway.list_machine_config_nodes(name)
+        except NotFound:
+            return False
+        return True
 
     @activity.defn(name="list_pool_nodes", no_thread_cancel_exception=True)
     def list_pool_nodes(self, input: PoolNodesInput) -> PoolNodesPage:

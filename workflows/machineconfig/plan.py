@@ -27,6 +27,7 @@ from workflows.kit.plan import (
     plan_gates,
     resolve_max_unavailable,
 )
+from workflows.machineconfig.disruption import plan_pool_disruption
 from workflows.machineconfig.models import PoolOrder, PoolPlan, RolloutPlan
 
 #: Gate id of R1's cluster-wide pod deletion; always gated whatever the approval policy.
@@ -82,6 +83,7 @@ def plan_pool(
         unavailable=unavailable,
         batches=batches(todo, capacity),
         gates=plan_gates(pool.name, todo, approval),
+        disruption=plan_pool_disruption(pool.disruption),
     )
 
 
@@ -95,6 +97,7 @@ def plan_rollout(
     repair_network: bool = False,
     network_type: str | None = None,
     pool_order: PoolOrder = PoolOrder.SEQUENTIAL,
+    machine_config_nodes: bool = False,
 ) -> RolloutPlan:
     """Plan a whole rollout from preflight's pools.
 
@@ -102,6 +105,9 @@ def plan_rollout(
     ``pool_order`` is recorded in the plan (see :func:`pool_stages`), and the name of ``node_order``
     (:func:`workflows.kit.plan.order_nodes`; each pool's nodes are in that order).
     ``repair_network`` adds the always-present ``delete-all-pods`` gate after the pools.
+    Each pool's ``disruption`` is the daemon's node disruption decision
+    (:func:`workflows.machineconfig.disruption.plan_pool_disruption`); ``machine_config_nodes``
+    (the API serves them) is recorded in the plan.
     Raises :class:`workflows.kit.plan.PlanError` for an explicit ``node_order`` naming a node that
     is in no pool (and for what :func:`plan_pool` refuses).
     """
@@ -119,6 +125,7 @@ def plan_rollout(
         network_type=network_type,
         pool_order=pool_order,
         node_order=order_name(node_order),
+        machine_config_nodes=machine_config_nodes,
     )
     if repair_network:
         plan.final_gates.append(PlannedGate(id=DELETE_ALL_PODS_GATE, kind=GateKind.STEP))

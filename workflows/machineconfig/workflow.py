@@ -360,6 +360,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
                 repair_network=input.repair_network,
                 network_type=pre.network_type,
                 pool_order=input.pool_order,
+                machine_config_nodes=pre.machine_config_nodes,
             )
         except PlanError as err:
             raise ApplicationError(str(err), type="InvalidPlan", non_retryable=True) from err
