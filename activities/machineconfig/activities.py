@@ -30,7 +30,7 @@ from activities.cluster.nodeinfo import node_info, node_summary
 from activities.cluster.watch import watch_window
 from activities.context import HEARTBEAT_INTERVAL_SECONDS, beating, check_cancelled, fail, heartbeat, log
 from activities.kube import objects
-from activities.kube.errors import NotFound
+from activities.kube.errors import Forbidden, NotFound
 from activities.machineconfig.mcdiff import config_change
 from activities.machineconfig.models import (
     DisruptionFacts,
@@ -227,6 +227,9 @@ class MachineConfigActivities(GatewayActivities):
             mcop = self.gateway.get_machine_configuration()
         except NotFound:
             return None
+        except Forbidden as exc:  # an older ClusterRole: plan as without policies, and say why
+            log().warning(f"preflight: cannot read MachineConfiguration/cluster ({exc}); assuming drain and reboot")
+            return None
         status = mcop.get("status") or {}
         policies = dict((status.get("nodeDisruptionPolicyStatus") or {}).get("clusterPolicies") or {})
         return policies, status.get("observedGeneration") == objects.meta(mcop).get("generation")
@@ -237,7 +240,7 @@ class MachineConfigActivities(GatewayActivities):
         name = next((n.name for p in pools for n in p.nodes), "none")
         try:
             self.gateway.list_machine_config_nodes(name)
-        except NotFound:
+        except (NotFound, Forbidden):
             return False
         return True
 
