@@ -126,3 +126,9 @@ def test_the_plan_carries_the_decision_and_the_view_names_it() -> None:
 ])
 def test_mcn_phase_names(phase: NodePhase, step: str | None, reboot: bool, want: str | None) -> None:
     assert mcn_phase(phase, step, reboot) == want
+
+
+def test_every_handshake_step_has_a_name() -> None:
+    from workflows.machineconfig.mcnphase import _BY_STEP, WAIT_REBOOT
+
+    assert set(_BY_STEP) | {WAIT_REBOOT, NodeStep.ROLLBACK, NodeStep.FINISHED} == {str(s) for s in NodeStep}

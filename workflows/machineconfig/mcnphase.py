@@ -10,25 +10,27 @@ executed (cordon and drain by the controller when needed, files and OS written),
 action (a reboot: ``RebootedNode``; otherwise the reloads: ``UpdatePostActionComplete``),
 complete (the controller uncordons), resumed (the daemon's annotations), updated.
 
-:func:`mcn_phase` maps lockkeeper's handshake steps (:class:`NodeStep`) to those names; pure.
+:func:`mcn_phase` maps lockkeeper's handshake steps
+(:class:`workflows.machineconfig.models.NodeStep`) to those names; pure.
 """
 
 from __future__ import annotations
 
 from workflows.kit.models import NodePhase
-from workflows.machineconfig.models import NodeStep
 
+# The values of workflows.machineconfig.models.NodeStep (spelled out: models uses this module).
 _BY_STEP = {
-    NodeStep.READ: "UpdatePrepared",
-    NodeStep.SET_DESIRED_CONFIG: "UpdatePrepared",
-    NodeStep.WAIT_DRAIN_REQUEST: "UpdatePrepared",
-    NodeStep.CORDON: "UpdateExecuted/Cordoned",
-    NodeStep.DRAIN: "UpdateExecuted/Drained",
-    NodeStep.HAND_OFF_DRAIN: "UpdateExecuted/Drained",
-    NodeStep.UNCORDON: "UpdateComplete/Uncordoned",
-    NodeStep.HAND_OFF_UNCORDON: "UpdateComplete/Uncordoned",
-    NodeStep.WAIT_DONE: "Resumed",
+    "read-node": "UpdatePrepared",
+    "set-desired-config": "UpdatePrepared",
+    "wait-drain-request": "UpdatePrepared",
+    "cordon": "UpdateExecuted/Cordoned",
+    "drain": "UpdateExecuted/Drained",
+    "hand-off-drain": "UpdateExecuted/Drained",
+    "uncordon": "UpdateComplete/Uncordoned",
+    "hand-off-uncordon": "UpdateComplete/Uncordoned",
+    "wait-done": "Resumed",
 }
+WAIT_REBOOT = "wait-reboot"
 
 
 def mcn_phase(phase: NodePhase | str, step: str | None, reboot: bool = True) -> str | None:
@@ -43,8 +45,8 @@ def mcn_phase(phase: NodePhase | str, step: str | None, reboot: bool = True) -> 
         return "NodeDegraded"
     if phase not in (NodePhase.RUNNING, NodePhase.BLOCKED):
         return None
-    if step == NodeStep.WAIT_REBOOT:
+    if step == WAIT_REBOOT:
         return "UpdateExecuted/RebootedNode" if reboot else "UpdatePostActionComplete"
     if step is None:
         return "UpdatePrepared"
-    return _BY_STEP.get(step, "UpdateExecuted/Drained" if "drain" in step else "UpdatePrepared")  # type: ignore[call-overload]
+    return _BY_STEP.get(str(step), "UpdateExecuted/Drained" if "drain" in step else "UpdatePrepared")
