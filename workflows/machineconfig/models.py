@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, computed_field, field_validator
+from pydantic import BaseModel, Field, computed_field, field_validator, model_validator
 
 from activities.cluster.models import DrainReport
 from workflows.kit.inputs import AlertGatePolicy, MaintenanceWindows, NodeOrder
@@ -315,6 +315,14 @@ class RolloutStatus(ProcedureStatus):
     error: str | None = None
     #: Continue-as-new boundaries this rollout crossed (its runs minus one).
     continued: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_computed(cls, data: Any) -> Any:
+        """``mcn_phases`` is computed, never loaded (the kit's status keeps unknown fields)."""
+        if isinstance(data, dict) and "mcn_phases" in data:
+            data = {k: v for k, v in data.items() if k != "mcn_phases"}
+        return data
 
     @computed_field  # type: ignore[prop-decorator]
     @property
