@@ -257,3 +257,44 @@ async def test_policy_change_is_synced_by_the_operator() -> None:
         await _until(lambda: sim.store.get(MACHINECONFIGURATION, "cluster")["status"]["observedGeneration"] == 2)
         files = sim.store.get(MACHINECONFIGURATION, "cluster")["status"]["nodeDisruptionPolicyStatus"]["clusterPolicies"]["files"]
         assert files[-1]["path"] == "/etc/sysctl.d"
+
+
+async def test_the_simulated_controller_writes_its_conditions() -> None:
+    """With the controller running (``mcc.running``) it rolls the pool's target and writes its
+    side of each MachineConfigNode (MCO ``drain_controller.go``): Uncordoned and UpdateComplete
+    True at the uncordon, Cordoned and Drained only when the daemon asked for a drain. The
+    daemon's final ``Updated`` resets them to False (``upgrade_monitor.go``), so every status a
+    condition took is recorded from the store's events."""
+    MCP = "machineconfigpools.machineconfiguration.openshift.io"
+    async with ClusterSim("r1-ocp421", time_scale=0.01, component_sections={"mcc": {"running": True}}) as sim:
+        workers = [f"qsu-worker-0{i}" for i in (1, 2, 3)]
+        seen: dict[str, set[str]] = {n: set() for n in workers}
+
+        async def record() -> None:
+            with sim.store.subscribe([MCN], names=workers) as sub:
+                async for ev in sub:
+                    for c in (ev.object.get("status") or {}).get("conditions") or []:
+                        if c["status"] == "True":
+                            seen[ev.object["metadata"]["name"]].add(c["type"])
+
+        def at(target: str) -> bool:
+            return all(sim.store.get("nodes", n)["metadata"]["annotations"].get(
+                "machineconfiguration.openshift.io/currentConfig") == target
+                and {c["type"]: c["status"] for c in sim.store.get(MCN, n)["status"]["conditions"]}["Updated"] == "True"
+                for n in workers)
+
+        task = asyncio.create_task(record())
+        await _until(lambda: at(REGISTRIES_ONLY), 60)
+        await asyncio.sleep(0.05)
+        for n in workers:
+            assert {"Uncordoned", "UpdateComplete", "UpdatePostActionComplete"} <= seen[n], (n, seen[n])
+            assert not {"Cordoned", "Drained", "RebootedNode"} & seen[n], (n, seen[n])
+            seen[n].clear()
+        assert all(w.startswith("uncordon-") for _, w in sim.components["mcc"].drains)
+
+        sim.store.mutate(MCP, "worker", None, lambda o: o["spec"]["configuration"].__setitem__("name", UNLISTED_FILE))
+        await _until(lambda: at(UNLISTED_FILE), 60)
+        await asyncio.sleep(0.05)
+        task.cancel()
+        for n in workers:
+            assert {"Cordoned", "Drained", "Uncordoned", "UpdateComplete", "RebootedNode"} <= seen[n], (n, seen[n])
