@@ -131,6 +131,9 @@ def disruption_lines(plan: RolloutPlan) -> list[Text]:
             style = "yellow" if d.reboot else "green"
             out.append(Text(f"disruption {p.name}: {d.from_config} -> {p.target_config} ({len(d.nodes)} node(s): "
                             f"{nodes}): {d.text()} ({d.why})", style=style))
+        for node, paths in p.irreconcilable.items():
+            out.append(Text(f"irreconcilable {p.name}/{node}: {', '.join(paths)} (only a new node takes these); "
+                            f"gate irreconcilable/{node} before it", style="yellow"))
     if plan.machine_config_nodes:
         out.append(Text("node phases: MachineConfigNode names (the API serves machineconfignodes)", style="dim"))
     return out

@@ -124,6 +124,18 @@ def _disruption_facts(policies: tuple[dict[str, Any], bool], info: PoolInfo, tar
     return DisruptionFacts(cluster_policies=policies[0], policies_current=policies[1], changes=changes)
 
 
+def _irreconcilable(info: PoolInfo, mcns: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+    """The pool's nodes whose MachineConfigNode reports ``status.irreconcilableChanges``, with
+    their field paths."""
+    out: dict[str, list[str]] = {}
+    for n in info.nodes:
+        changes = ((mcns.get(n.name) or {}).get("status") or {}).get("irreconcilableChanges") or []
+        paths = [str(c.get("fieldPath") or "?") for c in changes if isinstance(c, dict)]
+        if paths:
+            out[n.name] = paths
+    return out
+
+
 class MachineConfigActivities(GatewayActivities):
     """The MachineConfig rollout's own activities, bound to one cluster (see
     :class:`~activities.cluster.base.GatewayActivities`)."""
@@ -166,6 +178,7 @@ class MachineConfigActivities(GatewayActivities):
         machineconfigs = gw.list_machineconfigs()
         by_name = {objects.meta(mc).get("name"): mc for mc in machineconfigs}
         policies = self._cluster_policies()
+        mcns = self._machine_config_nodes()
         candidates = requested or known
         result: list[PoolInfo] = []
         for pool in candidates:
@@ -193,6 +206,8 @@ class MachineConfigActivities(GatewayActivities):
             info = _pool_info(mcps[pool], target, nodes)
             if policies is not None:
                 info.disruption = _disruption_facts(policies, info, target, by_name)
+            if mcns:
+                info.irreconcilable = _irreconcilable(info, mcns)
             if not nodes:
                 if requested:
                     selector = objects.label_selector_string((mcps[pool].get("spec") or {}).get("nodeSelector"))
@@ -217,7 +232,7 @@ class MachineConfigActivities(GatewayActivities):
             + (", ".join(f"pool {p.name} -> {p.target_config} ({len(p.nodes)} nodes)" for p in result) or "nothing to roll"),
         )
         return PreflightResult(pools=result, network_type=network_type,
-                               machine_config_nodes=self._serves_mcn(result))
+                               machine_config_nodes=mcns is not None)
 
     def _cluster_policies(self) -> tuple[dict[str, Any], bool] | None:
         """``MachineConfiguration/cluster``'s ``status.nodeDisruptionPolicyStatus.clusterPolicies``
@@ -234,15 +249,13 @@ class MachineConfigActivities(GatewayActivities):
         policies = dict((status.get("nodeDisruptionPolicyStatus") or {}).get("clusterPolicies") or {})
         return policies, status.get("observedGeneration") == objects.meta(mcop).get("generation")
 
-    def _serves_mcn(self, pools: list[PoolInfo]) -> bool:
-        """Whether the API serves MachineConfigNodes: a LIST of one name (cheap at any size)
-        answers 404 where the resource is not served."""
-        name = next((n.name for p in pools for n in p.nodes), "none")
+    def _machine_config_nodes(self) -> dict[str, dict[str, Any]] | None:
+        """Every MachineConfigNode by name, None where the API serves none (before OpenShift
+        4.16, or a ClusterRole without them)."""
         try:
-            self.gateway.list_machine_config_nodes(name)
+            return {objects.meta(m).get("name", ""): m for m in self.gateway.list_machine_config_nodes()}
         except (NotFound, Forbidden):
-            return False
-        return True
+            return None
 
     @activity.defn(name="list_pool_nodes", no_thread_cancel_exception=True)
     def list_pool_nodes(self, input: PoolNodesInput) -> PoolNodesPage:

@@ -98,6 +98,10 @@ class PoolInfo(BaseModel):
     more_after: str | None = None
     node_count: int | None = None
     disruption: DisruptionFacts | None = None
+    #: Node -> the ``fieldPath`` of each of its MachineConfigNode's ``status.irreconcilableChanges``
+    #: (changes of the target only a new node can take: openshift/api machineconfiguration/v1
+    #: ``IrreconcilableChangeDiff``); only nodes that have some.
+    irreconcilable: dict[str, list[str]] = Field(default_factory=dict)
 
 
 # --- preflight ---------------------------------------------------------------------------------

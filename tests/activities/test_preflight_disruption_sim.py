@@ -1,6 +1,7 @@
 """The rollout preflight reads what the daemon's disruption decision depends on (OpenShift 4.16+),
 against clustersim over real HTTP: MachineConfiguration/cluster's clusterPolicies, the rendered
-config diff per current config, and whether the API serves MachineConfigNodes."""
+config diff per current config, whether the API serves MachineConfigNodes and which nodes report
+irreconcilableChanges."""
 
 from __future__ import annotations
 
@@ -45,6 +46,8 @@ async def test_ocp421_preflight_carries_policies_and_the_diff() -> None:
     assert change.file_paths == ["/etc/containers/registries.d/99-mirror.yaml"]
     assert not (change.unit_names or change.passwd or change.os_update or change.kargs or change.missing)
 
+    assert res.pools[0].irreconcilable == {"qsu-worker-03": ["spec.config.storage.disks"]}
+
     res = await _preflight("r1-ocp421", PreflightInput(pools=["worker"], target_configs={"worker": UNLISTED_FILE}))
     assert res.pools[0].disruption is not None
     assert res.pools[0].disruption.changes[0].file_paths == ["/etc/sysctl.d/99-qsu-tuning.conf"]
@@ -53,4 +56,4 @@ async def test_ocp421_preflight_carries_policies_and_the_diff() -> None:
 async def test_an_older_cluster_has_no_facts() -> None:
     res = await _preflight("r1-ovn-interrupted", PreflightInput())
     assert res.machine_config_nodes is False
-    assert all(p.disruption is None for p in res.pools)
+    assert all(p.disruption is None and not p.irreconcilable for p in res.pools)

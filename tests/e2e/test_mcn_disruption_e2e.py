@@ -109,6 +109,8 @@ async def test_registries_d_rollout_drains_nothing_and_reboots_nothing(
         WORKERS, False, False, [{"type": "Reload", "service": "crio.service"}])
     assert plan["machine_config_nodes"] is True
     assert "Reload crio.service; no drain, no reboot" in text and "/etc/containers/registries.d/99-mirror.yaml" in text
+    assert plan["pools"][0]["irreconcilable"] == {"qsu-worker-03": ["spec.config.storage.disks"]}
+    assert "gate irreconcilable/qsu-worker-03 before it" in text
 
     cordoned: set[str] = set()
     sub = sim.store.subscribe(["nodes"])
@@ -131,6 +133,9 @@ async def test_registries_d_rollout_drains_nothing_and_reboots_nothing(
     recorder.cancel()
     assert result.outcome == "completed", result.message
     assert result.summary.done == 3
+    # qsu-worker-03 reports irreconcilableChanges: a person approved its gate before it started.
+    assert [(r.action, r.by) for r in result.gate_history if r.gate_id == "irreconcilable/qsu-worker-03"] == [
+        ("opened", "workflow"), ("approved", "e2e-approver")], result.gate_history
 
     assert sim.requests.count(verb="create", subresource="eviction") == 0
     assert not cordoned, f"no node needed a drain, yet {sorted(cordoned)} were cordoned"

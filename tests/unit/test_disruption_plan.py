@@ -132,3 +132,19 @@ def test_every_handshake_step_has_a_name() -> None:
     from workflows.machineconfig.mcnphase import _BY_STEP, WAIT_REBOOT
 
     assert set(_BY_STEP) | {WAIT_REBOOT, NodeStep.ROLLBACK, NodeStep.FINISHED} == {str(s) for s in NodeStep}
+
+
+def test_a_node_with_irreconcilable_changes_gets_a_gate_before_it() -> None:
+    pool = PoolInfo(name="worker", target_config="rendered-worker-b",
+                    nodes=[_node("w1", "rendered-worker-a"), _node("w2", "rendered-worker-a"),
+                           _node("w3", "rendered-worker-b")],
+                    irreconcilable={"w2": ["spec.config.storage.disks"], "w3": ["spec.config.storage.disks"]})
+    pp = plan_rollout([pool]).pools[0]
+    assert [(g.id, g.before_node) for g in pp.gates] == [("irreconcilable/w2", "w2")]  # w3 is at target already
+    assert pp.irreconcilable == {"w2": ["spec.config.storage.disks"]}
+    lines = " ".join(t.plain for t in disruption_lines(plan_rollout([pool])))
+    assert "irreconcilable worker/w2: spec.config.storage.disks" in lines and "gate irreconcilable/w2" in lines
+    from workflows.kit.plan import ApprovalPolicy
+
+    both = plan_rollout([pool], approval=ApprovalPolicy.NODE).pools[0]
+    assert [g.id for g in both.gates] == ["node/w1", "node/w2", "irreconcilable/w2"]

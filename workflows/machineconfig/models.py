@@ -238,6 +238,9 @@ class PoolPlan(BaseModel):
     #: The daemon's node disruption decision per current config (OpenShift 4.16+ node disruption
     #: policies); empty where the cluster has none (every node drains and reboots).
     disruption: list[NodeDisruption] = Field(default_factory=list)
+    #: Nodes to roll whose MachineConfigNode reports irreconcilableChanges -> their field paths;
+    #: each gets the gate ``irreconcilable/<node>`` before it starts.
+    irreconcilable: dict[str, list[str]] = Field(default_factory=dict)
 
 
 class RolloutPlan(BaseModel):

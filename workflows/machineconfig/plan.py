@@ -9,7 +9,7 @@ but the masters carry the control plane).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from activities.cluster.models import DaemonState, NodeInfo
 from activities.machineconfig.models import PoolInfo
@@ -52,6 +52,17 @@ def is_at_target(node: NodeInfo, target: str) -> bool:
     )
 
 
+IRRECONCILABLE_GATE = "irreconcilable/{node}"
+
+
+def irreconcilable_gates(pool: str, todo: Sequence[str], irreconcilable: Mapping[str, Sequence[str]]) -> list[PlannedGate]:
+    """A gate before each node to roll whose MachineConfigNode reports irreconcilableChanges
+    (issue 41: a person decides before the update of a node that cannot take all of the target),
+    whatever the approval policy; in the pool's node order."""
+    return [PlannedGate(id=IRRECONCILABLE_GATE.format(node=n), kind=GateKind.NODE, pool=pool, before_node=n)
+            for n in todo if irreconcilable.get(n)]
+
+
 def plan_pool(
     pool: PoolInfo,
     *,
@@ -59,7 +70,8 @@ def plan_pool(
     node_order: str | Sequence[str] = ZONE_OLDEST,
     approval: ApprovalPolicy = ApprovalPolicy.NONE,
 ) -> PoolPlan:
-    """Plan one pool: order its nodes, skip those at target, count the unavailable ones.
+    """Plan one pool: order its nodes, skip those at target, count the unavailable ones; the
+    gates of ``approval`` plus :func:`irreconcilable_gates`; the daemon's disruption decision.
 
     ``capacity`` = resolved maxUnavailable minus the nodes already unavailable (a node that is
     unavailable is never free capacity, whether or not it still needs the update), at least 0.
@@ -82,8 +94,9 @@ def plan_pool(
         skipped=skipped,
         unavailable=unavailable,
         batches=batches(todo, capacity),
-        gates=plan_gates(pool.name, todo, approval),
+        gates=plan_gates(pool.name, todo, approval) + irreconcilable_gates(pool.name, todo, pool.irreconcilable),
         disruption=plan_pool_disruption(pool.disruption),
+        irreconcilable={n: list(pool.irreconcilable[n]) for n in todo if n in pool.irreconcilable},
     )
 
 
