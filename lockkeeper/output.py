@@ -131,6 +131,13 @@ def disruption_lines(plan: RolloutPlan) -> list[Text]:
             style = "yellow" if d.reboot else "green"
             out.append(Text(f"disruption {p.name}: {d.from_config} -> {p.target_config} ({len(d.nodes)} node(s): "
                             f"{nodes}): {d.text()} ({d.why})", style=style))
+        for hc in p.health_checks:
+            gate = f"gate machinehealthcheck/{p.name} before the pool" if any(
+                g.id == f"machinehealthcheck/{p.name}" for g in p.gates) else "the approval gates cover it"
+            out.append(Text(
+                f"machinehealthcheck {hc.namespace}/{hc.name} (not paused) may replace rebooting nodes of {p.name} "
+                f"({len(hc.nodes)}: {', '.join(hc.nodes[:5])}) when {' or '.join(hc.unhealthy_conditions) or 'unhealthy'}"
+                f"; pause it (annotation cluster.x-k8s.io/paused) or accept; {gate}", style="yellow"))
         for node, paths in p.irreconcilable.items():
             out.append(Text(f"irreconcilable {p.name}/{node}: {', '.join(paths)} (only a new node takes these); "
                             f"gate irreconcilable/{node} before it", style="yellow"))

@@ -78,6 +78,8 @@ _TABLE = (
     Resource("MachineConfig", MCO_GROUP, "v1", "machineconfigs", False),
     Resource("MachineConfigNode", MCO_GROUP, "v1", "machineconfignodes", False),
     Resource("MachineConfiguration", "operator.openshift.io", "v1", "machineconfigurations", False),
+    Resource("Machine", "machine.openshift.io", "v1beta1", "machines", True),
+    Resource("MachineHealthCheck", "machine.openshift.io", "v1beta1", "machinehealthchecks", True),
     Resource("Network", CONFIG_GROUP, "v1", "networks", False),
     Resource("Network", "operator.openshift.io", "v1", "networks", False),
     Resource("ClusterVersion", CONFIG_GROUP, "v1", "clusterversions", False),

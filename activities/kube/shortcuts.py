@@ -133,6 +133,16 @@ class KindShortcuts:
         (before OpenShift 4.16)."""
         return self.list("MachineConfigNode", field_selector=f"metadata.name={name}" if name else None)
 
+    def list_machines(self) -> builtins.list[dict[str, Any]]:
+        """machine.openshift.io/v1beta1 Machines of every namespace. Raises NotFound where the
+        Machine API is not served."""
+        return self.list("Machine")
+
+    def list_machine_health_checks(self) -> builtins.list[dict[str, Any]]:
+        """machine.openshift.io/v1beta1 MachineHealthChecks of every namespace. Raises NotFound
+        where the Machine API is not served."""
+        return self.list("MachineHealthCheck")
+
     def get_network_config(self, name: str = "cluster") -> dict[str, Any]:
         """``networks.config.openshift.io/cluster``. Raises NotFound (plain Kubernetes)."""
         return self.get("Network", name)

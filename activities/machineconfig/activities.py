@@ -34,6 +34,7 @@ from activities.kube.errors import Forbidden, NotFound
 from activities.machineconfig.mcdiff import config_change
 from activities.machineconfig.models import (
     DisruptionFacts,
+    HealthCheckFact,
     PoolInfo,
     PoolNodesInput,
     PoolNodesPage,
@@ -136,6 +137,31 @@ def _irreconcilable(info: PoolInfo, mcns: dict[str, dict[str, Any]]) -> dict[str
     return out
 
 
+#: machine-api-operator: a MachineHealthCheck with this annotation does not remediate.
+MHC_PAUSED = "cluster.x-k8s.io/paused"
+
+
+def _covering(info: PoolInfo, checks: list[tuple[dict[str, Any], dict[str, dict[str, str]]]]) -> list[HealthCheckFact]:
+    """The checks whose selector matches the Machine of some of the pool's nodes (an empty
+    selector matches every Machine of its namespace, as the machine-api-operator reads it)."""
+    out = []
+    for mhc, machine_labels in checks:
+        spec = mhc.get("spec") or {}
+        selector = spec.get("selector") if spec.get("selector") is not None else {}
+        nodes = [n.name for n in info.nodes if n.name in machine_labels and objects.selector_matches(selector, machine_labels[n.name])]
+        if not nodes:
+            continue
+        conds = [f"{c.get('type')}={c.get('status')} for {c.get('timeout')}" for c in spec.get("unhealthyConditions") or []
+                 if isinstance(c, dict)]
+        mu = spec.get("maxUnhealthy")
+        out.append(HealthCheckFact(
+            namespace=objects.meta(mhc).get("namespace", ""), name=objects.meta(mhc).get("name", ""),
+            paused=MHC_PAUSED in objects.annotations(mhc), nodes=nodes, unhealthy_conditions=conds,
+            max_unhealthy=None if mu is None else str(mu),
+        ))
+    return out
+
+
 class MachineConfigActivities(GatewayActivities):
     """The MachineConfig rollout's own activities, bound to one cluster (see
     :class:`~activities.cluster.base.GatewayActivities`)."""
@@ -179,6 +205,7 @@ class MachineConfigActivities(GatewayActivities):
         by_name = {objects.meta(mc).get("name"): mc for mc in machineconfigs}
         policies = self._cluster_policies()
         mcns = self._machine_config_nodes()
+        checks = self._health_checks()
         candidates = requested or known
         result: list[PoolInfo] = []
         for pool in candidates:
@@ -208,6 +235,7 @@ class MachineConfigActivities(GatewayActivities):
                 info.disruption = _disruption_facts(policies, info, target, by_name)
             if mcns:
                 info.irreconcilable = _irreconcilable(info, mcns)
+            info.health_checks = _covering(info, checks)
             if not nodes:
                 if requested:
                     selector = objects.label_selector_string((mcps[pool].get("spec") or {}).get("nodeSelector"))
@@ -248,6 +276,21 @@ class MachineConfigActivities(GatewayActivities):
         status = mcop.get("status") or {}
         policies = dict((status.get("nodeDisruptionPolicyStatus") or {}).get("clusterPolicies") or {})
         return policies, status.get("observedGeneration") == objects.meta(mcop).get("generation")
+
+    def _health_checks(self) -> list[tuple[dict[str, Any], dict[str, dict[str, str]]]]:
+        """Each MachineHealthCheck with the labels of the Machines of its namespace by node name
+        (``status.nodeRef.name``); empty where the Machine API is not served or not readable."""
+        try:
+            mhcs = self.gateway.list_machine_health_checks()
+            machines = self.gateway.list_machines() if mhcs else []
+        except (NotFound, Forbidden):
+            return []
+        by_ns: dict[str, dict[str, dict[str, str]]] = {}
+        for m in machines:
+            node = ((m.get("status") or {}).get("nodeRef") or {}).get("name")
+            if node:
+                by_ns.setdefault(objects.meta(m).get("namespace", ""), {})[str(node)] = objects.labels(m)
+        return [(h, by_ns.get(objects.meta(h).get("namespace", ""), {})) for h in mhcs]
 
     def _machine_config_nodes(self) -> dict[str, dict[str, Any]] | None:
         """Every MachineConfigNode by name, None where the API serves none (before OpenShift

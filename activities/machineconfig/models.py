@@ -80,6 +80,21 @@ class DisruptionFacts(BaseModel):
     changes: list[ConfigChange] = Field(default_factory=list)
 
 
+class HealthCheckFact(BaseModel):
+    """A MachineHealthCheck (machine-api-operator, ``machine.openshift.io/v1beta1``) whose
+    selector matches the Machine of some of a pool's nodes: it may delete and replace a node that
+    stays NotReady during a rolling reboot. ``paused``: it carries the ``cluster.x-k8s.io/paused``
+    annotation (no remediation); ``nodes``: the pool's nodes it covers (via ``Machine.status.nodeRef``);
+    ``unhealthy_conditions``: ``Ready=False for 300s``...; ``max_unhealthy`` as written."""
+
+    namespace: str
+    name: str
+    paused: bool = False
+    nodes: list[str] = Field(default_factory=list)
+    unhealthy_conditions: list[str] = Field(default_factory=list)
+    max_unhealthy: str | None = None
+
+
 class PoolInfo(BaseModel):
     """A MachineConfigPool resolved for a rollout: its target rendered config and its nodes.
     ``disruption``: the facts for the node disruption policies (None where the API serves no
@@ -102,6 +117,8 @@ class PoolInfo(BaseModel):
     #: (changes of the target only a new node can take: openshift/api machineconfiguration/v1
     #: ``IrreconcilableChangeDiff``); only nodes that have some.
     irreconcilable: dict[str, list[str]] = Field(default_factory=dict)
+    #: The MachineHealthChecks covering some of the pool's nodes (empty without a Machine API).
+    health_checks: list[HealthCheckFact] = Field(default_factory=list)
 
 
 # --- preflight ---------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The rollout preflight reads what the daemon's disruption decision depends on (OpenShift 4.16+),
 against clustersim over real HTTP: MachineConfiguration/cluster's clusterPolicies, the rendered
-config diff per current config, whether the API serves MachineConfigNodes and which nodes report
-irreconcilableChanges."""
+config diff per current config, whether the API serves MachineConfigNodes, which nodes report
+irreconcilableChanges, and the MachineHealthChecks covering the pool's nodes."""
 
 from __future__ import annotations
 
@@ -47,6 +47,10 @@ async def test_ocp421_preflight_carries_policies_and_the_diff() -> None:
     assert not (change.unit_names or change.passwd or change.os_update or change.kargs or change.missing)
 
     assert res.pools[0].irreconcilable == {"qsu-worker-03": ["spec.config.storage.disks"]}
+    [mhc] = res.pools[0].health_checks
+    assert (mhc.namespace, mhc.name, mhc.paused, mhc.nodes, mhc.unhealthy_conditions, mhc.max_unhealthy) == (
+        "openshift-machine-api", "qsu-worker-mhc", False, ["qsu-worker-01", "qsu-worker-02", "qsu-worker-03"],
+        ["Ready=False for 300s", "Ready=Unknown for 300s"], "40%")
 
     res = await _preflight("r1-ocp421", PreflightInput(pools=["worker"], target_configs={"worker": UNLISTED_FILE}))
     assert res.pools[0].disruption is not None
@@ -56,4 +60,4 @@ async def test_ocp421_preflight_carries_policies_and_the_diff() -> None:
 async def test_an_older_cluster_has_no_facts() -> None:
     res = await _preflight("r1-ovn-interrupted", PreflightInput())
     assert res.machine_config_nodes is False
-    assert all(p.disruption is None and not p.irreconcilable for p in res.pools)
+    assert all(p.disruption is None and not p.irreconcilable and not p.health_checks for p in res.pools)

@@ -129,7 +129,8 @@ async def test_clusterrole_allows_exactly_what_the_procedures_use(
     verbs = {(a.resource, a.verb) for a in used}
     for needed in (("nodes", "watch"), ("pods/eviction", "create"), ("events", "create"),
                    ("poddisruptionbudgets", "list"), ("networks", "get"), ("pods", "delete"),
-                   ("machineconfigurations", "get"), ("machineconfignodes", "list")):
+                   ("machineconfigurations", "get"), ("machineconfignodes", "list"), ("machinehealthchecks", "list"),
+                   ("machines", "list")):
         assert needed in verbs, needed
 
 

@@ -111,6 +111,7 @@ async def test_registries_d_rollout_drains_nothing_and_reboots_nothing(
     assert "Reload crio.service; no drain, no reboot" in text and "/etc/containers/registries.d/99-mirror.yaml" in text
     assert plan["pools"][0]["irreconcilable"] == {"qsu-worker-03": ["spec.config.storage.disks"]}
     assert "gate irreconcilable/qsu-worker-03 before it" in text
+    assert plan["pools"][0]["health_checks"] == [], "nothing reboots: the MachineHealthCheck is no risk"
 
     cordoned: set[str] = set()
     sub = sim.store.subscribe(["nodes"])
@@ -171,6 +172,9 @@ async def test_unlisted_file_rollout_reboots_every_node(
     [d] = plan["pools"][0]["disruption"]
     assert (d["drain"], d["reboot"], d["actions"]) == (True, True, [{"type": "Reboot", "service": None}])
     assert "no policy for file /etc/sysctl.d/99-qsu-tuning.conf" in text
+    # An unpaused MachineHealthCheck covers the workers that will reboot: warned, and gated.
+    assert "machinehealthcheck openshift-machine-api/qsu-worker-mhc (not paused)" in text
+    assert [g["id"] for g in plan["pools"][0]["gates"]] == ["machinehealthcheck/worker", "irreconcilable/qsu-worker-03"]
 
     phases: dict[str, set[str]] = {}
 
@@ -187,6 +191,8 @@ async def test_unlisted_file_rollout_reboots_every_node(
         result = await drive(handle, timeout=90, on_status=on_status)
         rows = await watch.rows()
     assert result.outcome == "completed", result.message
+    assert {r.gate_id for r in result.gate_history if r.action == "approved"} == {
+        "machinehealthcheck/worker", "irreconcilable/qsu-worker-03"}
 
     after = _boot_ids(sim)
     assert all(after[n] != boots[n] for n in WORKERS), "every worker rebooted"

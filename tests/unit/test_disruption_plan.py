@@ -148,3 +148,31 @@ def test_a_node_with_irreconcilable_changes_gets_a_gate_before_it() -> None:
 
     both = plan_rollout([pool], approval=ApprovalPolicy.NODE).pools[0]
     assert [g.id for g in both.gates] == ["node/w1", "node/w2", "irreconcilable/w2"]
+
+
+def test_an_unpaused_machine_health_check_over_rebooting_nodes_warns_and_gates() -> None:
+    from activities.machineconfig.models import HealthCheckFact
+    from workflows.kit.plan import ApprovalPolicy
+
+    mhc = HealthCheckFact(namespace="openshift-machine-api", name="workers", nodes=["w1", "w2"],
+                          unhealthy_conditions=["Ready=False for 300s"], max_unhealthy="40%")
+    nodes = [_node("w1", "rendered-worker-a"), _node("w2", "rendered-worker-a")]
+    reboot = DisruptionFacts(cluster_policies=DEFAULTS, changes=[ConfigChange(
+        from_config="rendered-worker-a", to_config="rendered-worker-b", nodes=["w1", "w2"], file_paths=["/etc/x.conf"])])
+    pool = PoolInfo(name="worker", target_config="rendered-worker-b", nodes=nodes, health_checks=[mhc], disruption=reboot)
+    pp = plan_rollout([pool]).pools[0]
+    assert [(g.id, g.kind, g.before_node) for g in pp.gates] == [("machinehealthcheck/worker", "pool", "w1")]
+    assert [h.name for h in pp.health_checks] == ["workers"]
+    text = " ".join(t.plain for t in disruption_lines(plan_rollout([pool])))
+    assert "machinehealthcheck openshift-machine-api/workers (not paused)" in text and "Ready=False for 300s" in text
+    assert "gate machinehealthcheck/worker before the pool" in text
+    # Without facts every node is taken to reboot; with --approve-each a person approves already.
+    assert [g.id for g in plan_rollout([pool.model_copy(update={"disruption": None})]).pools[0].gates] == [
+        "machinehealthcheck/worker"]
+    assert [g.id for g in plan_rollout([pool], approval=ApprovalPolicy.POOL).pools[0].gates] == ["pool/worker"]
+    # Paused, or nothing reboots: no warning, no gate.
+    paused = pool.model_copy(update={"health_checks": [mhc.model_copy(update={"paused": True})]})
+    assert plan_rollout([paused]).pools[0].gates == [] and plan_rollout([paused]).pools[0].health_checks == []
+    quiet = reboot.model_copy(update={"changes": [reboot.changes[0].model_copy(
+        update={"file_paths": ["/etc/containers/registries.d/a.yaml"]})]})
+    assert plan_rollout([pool.model_copy(update={"disruption": quiet})]).pools[0].gates == []

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, computed_field, field_validator, model_validator
 
 from activities.cluster.models import DrainReport
+from activities.machineconfig.models import HealthCheckFact
 from workflows.kit.inputs import AlertGatePolicy, MaintenanceWindows, NodeOrder
 from workflows.kit.models import (
     DrainDecision,
@@ -241,6 +242,9 @@ class PoolPlan(BaseModel):
     #: Nodes to roll whose MachineConfigNode reports irreconcilableChanges -> their field paths;
     #: each gets the gate ``irreconcilable/<node>`` before it starts.
     irreconcilable: dict[str, list[str]] = Field(default_factory=dict)
+    #: MachineHealthChecks that are not paused and cover nodes this pool will reboot: they may
+    #: replace a node that stays NotReady too long (see :func:`workflows.machineconfig.plan.health_check_gates`).
+    health_checks: list[HealthCheckFact] = Field(default_factory=list)
 
 
 class RolloutPlan(BaseModel):

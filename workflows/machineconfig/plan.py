@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from activities.cluster.models import DaemonState, NodeInfo
-from activities.machineconfig.models import PoolInfo
+from activities.machineconfig.models import HealthCheckFact, PoolInfo
 from workflows.kit.models import GateKind
 from workflows.kit.plan import (
     ZONE_OLDEST,
@@ -63,6 +63,33 @@ def irreconcilable_gates(pool: str, todo: Sequence[str], irreconcilable: Mapping
             for n in todo if irreconcilable.get(n)]
 
 
+MHC_GATE = "machinehealthcheck/{pool}"
+
+
+def risky_health_checks(pool: PoolInfo, todo: Sequence[str], reboots: set[str] | None) -> list[HealthCheckFact]:
+    """The pool's MachineHealthChecks that are not paused and cover a node to roll that will
+    reboot (``reboots``: the nodes the daemon reboots; None: every node, no disruption facts),
+    each with only those nodes."""
+    rolling = [n for n in todo if reboots is None or n in reboots]
+    out = []
+    for hc in pool.health_checks:
+        nodes = [n for n in rolling if n in hc.nodes]
+        if not hc.paused and nodes:
+            out.append(hc.model_copy(update={"nodes": nodes}))
+    return out
+
+
+def health_check_gates(pool: str, todo: Sequence[str], risky: Sequence[HealthCheckFact],
+                       approval: ApprovalPolicy) -> list[PlannedGate]:
+    """Issue 41: a MachineHealthCheck that is not paused may remediate (delete and replace) a
+    node that stays NotReady during its reboot. With no approval gates (``--approve-each none``)
+    such a pool gets the gate ``machinehealthcheck/<pool>`` before its first node; with
+    ``--approve-each`` pool, node or canary a person already approves, and the plan only warns."""
+    if not risky or not todo or approval != ApprovalPolicy.NONE:
+        return []
+    return [PlannedGate(id=MHC_GATE.format(pool=pool), kind=GateKind.POOL, pool=pool, before_node=todo[0])]
+
+
 def plan_pool(
     pool: PoolInfo,
     *,
@@ -71,7 +98,8 @@ def plan_pool(
     approval: ApprovalPolicy = ApprovalPolicy.NONE,
 ) -> PoolPlan:
     """Plan one pool: order its nodes, skip those at target, count the unavailable ones; the
-    gates of ``approval`` plus :func:`irreconcilable_gates`; the daemon's disruption decision.
+    gates of ``approval`` plus :func:`health_check_gates` and :func:`irreconcilable_gates`; the
+    daemon's disruption decision.
 
     ``capacity`` = resolved maxUnavailable minus the nodes already unavailable (a node that is
     unavailable is never free capacity, whether or not it still needs the update), at least 0.
@@ -84,6 +112,9 @@ def plan_pool(
     skipped = [n.name for n in ordered if is_at_target(n, pool.target_config)]
     unavailable = [n.name for n in ordered if is_unavailable(n)]
     capacity = max(resolved - len(unavailable), 0)
+    disruption = plan_pool_disruption(pool.disruption)
+    reboots = None if pool.disruption is None else {n for d in disruption if d.reboot for n in d.nodes}
+    risky = risky_health_checks(pool, todo, reboots)
     return PoolPlan(
         name=pool.name,
         target_config=pool.target_config,
@@ -94,9 +125,11 @@ def plan_pool(
         skipped=skipped,
         unavailable=unavailable,
         batches=batches(todo, capacity),
-        gates=plan_gates(pool.name, todo, approval) + irreconcilable_gates(pool.name, todo, pool.irreconcilable),
-        disruption=plan_pool_disruption(pool.disruption),
+        gates=plan_gates(pool.name, todo, approval) + health_check_gates(pool.name, todo, risky, approval)
+        + irreconcilable_gates(pool.name, todo, pool.irreconcilable),
+        disruption=disruption,
         irreconcilable={n: list(pool.irreconcilable[n]) for n in todo if n in pool.irreconcilable},
+        health_checks=risky,
     )
 
 
