@@ -176,3 +176,20 @@ def test_an_unpaused_machine_health_check_over_rebooting_nodes_warns_and_gates()
     quiet = reboot.model_copy(update={"changes": [reboot.changes[0].model_copy(
         update={"file_paths": ["/etc/containers/registries.d/a.yaml"]})]})
     assert plan_rollout([pool.model_copy(update={"disruption": quiet})]).pools[0].gates == []
+
+
+def test_the_waits_say_what_the_plan_expects_of_the_daemon() -> None:
+    from workflows.machineconfig.follow import after_drain_text, first_request_text
+    from workflows.machineconfig.models import DisruptionAction, NodeDisruption, NodeRolloutInput
+
+    inp = NodeRolloutInput(node="w1", pool="worker", target="rendered-worker-b", parent_id="p", owner="o")
+    assert first_request_text(inp) == "daemon to set desiredDrain=drain-rendered-worker-b, then cordon and drain"
+    assert after_drain_text(inp) == "reboot"
+    quiet = inp.model_copy(update={"disruption": NodeDisruption(
+        from_config="a", actions=[DisruptionAction(type="Reload", service="crio.service")], drain=False, reboot=False)})
+    assert first_request_text(quiet) == ("daemon to apply the files, Reload crio.service (no drain, no reboot planned), "
+                                         "then set desiredDrain=uncordon-rendered-worker-b")
+    drain_only = inp.model_copy(update={"disruption": NodeDisruption(
+        from_config="a", actions=[DisruptionAction(type="Drain")], drain=True, reboot=False)})
+    assert first_request_text(drain_only).startswith("daemon to set desiredDrain=drain-")
+    assert after_drain_text(drain_only) == "run no action (no reboot planned)"

@@ -399,6 +399,10 @@ class NodeRolloutInput(BaseModel):
     decision_timeout_seconds: float | None = None
     decision_timeout_outcome: DrainDecision = DrainDecision.WAIT
     lease_scope: str | None = None
+    #: What the plan expects the daemon to do to this node (node disruption policies, OpenShift
+    #: 4.16+); None: drain and reboot. Only the words of the waits depend on it: the handshake
+    #: answers whatever the daemon asks.
+    disruption: NodeDisruption | None = None
 
 
 class NodeRolloutResult(NodeRunResult):
