@@ -61,3 +61,24 @@ async def test_an_older_cluster_has_no_facts() -> None:
     res = await _preflight("r1-ovn-interrupted", PreflightInput())
     assert res.machine_config_nodes is False
     assert all(p.disruption is None and not p.irreconcilable and not p.health_checks for p in res.pools)
+
+
+async def test_the_network_migration_reads_the_pools_cert_expirys() -> None:
+    """r1-ocp421's pools carry status.certExpirys; the kubelet signer expires in 73.5 days."""
+    from datetime import UTC, datetime, timedelta
+
+    from activities.network_migration.activities import NetworkMigrationActivities
+    from activities.network_migration.models import MigrationStateInput
+
+    async with ClusterSim("r1-ocp421", time_scale=0.01, start_agents=False) as sim:
+        gw = KubeGateway.from_kubeconfig(sim.kubeconfig_path)
+        try:
+            acts = NetworkMigrationActivities(lambda: gw)
+            state = await asyncio.to_thread(ActivityEnvironment().run, acts.read_migration_state, MigrationStateInput())
+        finally:
+            gw.close()
+    worker = next(p for p in state.pools if p.name == "worker")
+    signer = next(c for c in worker.cert_expirys if "kube-apiserver-to-kubelet-signer" in c.subject)
+    assert signer.expiry is not None
+    assert abs(signer.expiry - (datetime.now(UTC) + timedelta(hours=1764))) < timedelta(minutes=5)
+    assert len(worker.cert_expirys) == 4
