@@ -17,13 +17,16 @@ Prints:
   to the end of the measure;
 - the rollout's node runs started by then.
 
+``--no-hand-off`` runs the worker with ``LOCKKEEPER_HAND_OFF_WAITS=false``: each node's reboot
+wait then holds an activity slot (the comparison for "no slot held for a wait").
+
 ``--no-priority`` starts both without a priority (the server's default 3, no fairness key): the
 comparison. Priority is ordered within each task queue partition (the dev server has four);
 ``--one-partition`` gives the dev server one. The rollout is terminated once the urgent run's
 first activity has started and ``--after`` more seconds passed (its end is not measured here).
 
     python benchmarks/fairness.py [--nodes 2000] [--max-unavailable 500] [--time-scale 1.0]
-        [--urgent-after 60] [--no-priority] [--one-partition]
+        [--urgent-after 60] [--no-priority] [--no-hand-off] [--one-partition]
 """
 
 from __future__ import annotations
@@ -105,7 +108,8 @@ async def main(args: argparse.Namespace) -> None:
                 sim.store.pod_termination_seconds = args.drain_seconds
                 queue, metrics = f"fair-{uuid.uuid4().hex[:6]}", free_port()
                 worker = WorkerProcess(address=server.address, kubeconfig=sim.kubeconfig_path, task_queue=queue,
-                                       log_path=Path(tmp) / "worker.log", env={"LOCKKEEPER_METRICS_PORT": str(metrics)})
+                                       log_path=Path(tmp) / "worker.log", env={"LOCKKEEPER_METRICS_PORT": str(metrics),
+                                            "LOCKKEEPER_HAND_OFF_WAITS": "false" if args.no_hand_off else "true"})
                 await worker.start()
                 client = await connect(Settings(temporal_address=server.address))
                 t0 = time.monotonic()
@@ -144,7 +148,7 @@ async def main(args: argparse.Namespace) -> None:
                 async for _ in client.list_workflows(f'WorkflowType = "NodeRolloutWorkflow" AND TaskQueue = "{queue}"'):
                     children += 1
                 print(f"nodes {args.nodes}, maxUnavailable {args.max_unavailable}, time scale {scale}, "
-                      f"priority {'off' if args.no_priority else 'on'}, partitions {'1' if args.one_partition else 'default'}")
+                      f"priority {'off' if args.no_priority else 'on'}, waits handed off {'no' if args.no_hand_off else 'yes'}, partitions {'1' if args.one_partition else 'default'}")
                 print(f"urgent drain: start -> first activity started {first if first is None else f'{first:.2f} s'}; "
                       f"largest scheduled->started {worst if worst is None else f'{worst:.2f} s'}")
                 if samples:
@@ -166,5 +170,6 @@ if __name__ == "__main__":
     p.add_argument("--after", type=float, default=10.0, help="seconds to sample after the urgent run's first activity")
     p.add_argument("--limit", type=float, default=300.0, help="give up waiting for the urgent run's first activity")
     p.add_argument("--no-priority", action="store_true")
+    p.add_argument("--no-hand-off", action="store_true", help="reboot waits hold a slot (LOCKKEEPER_HAND_OFF_WAITS=false)")
     p.add_argument("--one-partition", action="store_true")
     asyncio.run(main(p.parse_args()))

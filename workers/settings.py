@@ -67,6 +67,10 @@ class Settings(BaseSettings):
       activities' (:func:`activity_threads`), so a local call never waits for a watch to end. A
       node run's workflow task stays open while its local calls wait for a slot: with 50 slots,
       50 rollouts of 10 nodes on one worker had a reaction p99 of 58 s, with 200 of 1.95 s.
+    - ``hand_off_waits``: a node's reboot wait (``wait_for_node_done``) is handed to one shared
+      watch of all Nodes and completed asynchronously, so it holds no activity slot (default
+      true; issue 40: ``benchmarks/fairness.py --no-hand-off`` measures the difference). False
+      watches inside each activity, one slot per node in flight.
     - ``worker_role``: ``all`` (default) serves workflows and activities in one process;
       ``workflows`` serves workflow tasks and the node runs' local activities only (it polls no
       activity task); ``activities`` serves activity tasks only. Run one of each (or several) on
@@ -143,6 +147,7 @@ class Settings(BaseSettings):
     max_concurrent_local_activities: int = Field(
         200, ge=1, validation_alias=_aliases("max_concurrent_local_activities")
     )
+    hand_off_waits: bool = Field(True, validation_alias=_aliases("hand_off_waits"))
     worker_role: Literal["all", "workflows", "activities"] = Field("all", validation_alias=_aliases("worker_role"))
     workflow_task_pollers: int = Field(5, ge=0, le=1000, validation_alias=_aliases("workflow_task_pollers"))
     activity_task_pollers: int = Field(5, ge=0, le=1000, validation_alias=_aliases("activity_task_pollers"))

@@ -123,6 +123,7 @@ async def run_worker(
         await versioning.check_server(client, settings)  # a refusing server takes the polls and never answers
     stop = stop or asyncio.Event()
     worker: Worker | None = None
+    completer: Any = None
     settled = False
 
     def readiness() -> str:
@@ -171,6 +172,10 @@ async def run_worker(
 
             frozen = tune_gc()  # everything is imported and built: start-up objects go to the permanent generation
             log.info("garbage collector tuned", frozen_objects=frozen, thresholds=list(GC_THRESHOLDS))
+        if settings.hand_off_waits:  # before the worker's task: its activities run in copies of this context
+            from activities.cluster.completion import wire
+
+            completer = wire(client, loop)
         run = asyncio.create_task(worker.run())
         stopper = asyncio.create_task(stop.wait())
         try:
@@ -208,10 +213,21 @@ async def run_worker(
                 run.result()  # the worker failed on its own: raise why
             else:
                 log.info("worker stopping", graceful_shutdown_seconds=settings.graceful_shutdown_seconds)
-                await worker.shutdown()
+                if completer is not None:  # handed-off waits get the same grace as running activities
+                    from activities.cluster.completion import unwire
+
+                    unwire()
+                    await asyncio.gather(worker.shutdown(), completer.close(settings.graceful_shutdown_seconds))
+                else:
+                    await worker.shutdown()
                 await run
         finally:
             stopper.cancel()
+            if completer is not None and not completer.closed:  # the worker failed: another takes its waits
+                from activities.cluster.completion import unwire
+
+                unwire()
+                await completer.close()
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)

@@ -35,6 +35,7 @@ from activities.cluster.models import (
     WaitNodeReadyResult,
 )
 from activities.cluster.nodeinfo import node_info, node_summary
+from activities.cluster.nodewatch import hand_off
 from activities.cluster.watch import watch_window
 from activities.context import HEARTBEAT_INTERVAL_SECONDS, check_cancelled, fail, heartbeat, log
 from activities.kube import objects
@@ -133,10 +134,23 @@ class NodeActivities(GatewayActivities):
         """Watch the Node until its Ready condition is ``input.ready`` or ``timeout_seconds``
         pass (LIST, then WATCH from its resourceVersion in windows of
         :data:`HEARTBEAT_INTERVAL_SECONDS`, heartbeating; an expired resourceVersion or a broken
-        stream re-lists). Raises non-retryable ``NodeNotFound`` when the node is absent or deleted."""
+        stream re-lists). Raises non-retryable ``NodeNotFound`` when the node is absent or deleted.
+
+        Holds no activity slot for the wait when the worker wired a completer: after the LIST the
+        wait goes to the cluster's shared node watcher (:func:`activities.cluster.nodewatch.hand_off`),
+        which completes the activity."""
         deadline = time.monotonic() + input.timeout_seconds
         obj, rv = list_node(self, input.node)
         last = [obj]  # the node as last seen by the watch
+        if node_info(obj).ready != input.ready:  # a wait of minutes (a reboot): hand it off, no slot held (issue 40)
+
+            def step(o: dict[str, Any], info: NodeInfo) -> WaitNodeReadyResult | None:
+                last[0] = o
+                return WaitNodeReadyResult(node=info, matched=True) if info.ready == input.ready else None
+
+            hand_off(self.gateway, node=input.node, rv=rv, timeout_seconds=input.timeout_seconds, step=step,
+                     timed_out=lambda: WaitNodeReadyResult(node=node_info(last[0]), matched=False, timed_out=True),
+                     details=lambda: node_summary(node_info(last[0])), what=f"wait_node_ready {input.node}")
 
         def seen(type_: str, event_obj: dict[str, Any]) -> bool:
             if type_ == "DELETED":

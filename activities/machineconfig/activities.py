@@ -26,6 +26,7 @@ from temporalio import activity
 from activities.cluster.base import GatewayActivities
 from activities.cluster.models import ANN_CURRENT_CONFIG, ANN_LAST_APPLIED_DRAIN, ANN_STATE, DaemonState, NodeInfo
 from activities.cluster.nodes import list_node, set_annotations, uncordon_seen
+from activities.cluster.nodewatch import can_hand_off, hand_off
 from activities.cluster.nodeinfo import node_info, node_summary
 from activities.cluster.watch import watch_window
 from activities.context import HEARTBEAT_INTERVAL_SECONDS, beating, check_cancelled, fail, heartbeat, log
@@ -55,6 +56,7 @@ from activities.machineconfig.models import (
 )
 
 if TYPE_CHECKING:
+    from activities.cluster.models import UncordonResult
     from activities.kube.gateway import KubeGateway
 
 
@@ -382,51 +384,49 @@ class MachineConfigActivities(GatewayActivities):
         answered first the same way (``lastAppliedDrain=drain-<target>``, see the input). Each
         write is idempotent, so an attempt retried after a crash answers only what is still missing.
 
-        Watching as :meth:`wait_for_node` (WATCH windows with heartbeats), and both writes are
-        conditional on the node as the watch last showed it, with no read before them. Returns
-        ``timed_out`` after ``timeout_seconds``. Raises non-retryable ``NodeNotFound``; API errors
+        Both writes are conditional on the node as last seen, with no read before them. Returns
+        ``timed_out`` after ``timeout_seconds``.
+
+        Holds no activity slot for the wait (issue 40): when the worker wired a completer
+        (:mod:`activities.cluster.completion`), one LIST reads the node; unless that already ends
+        the call, the wait goes to this cluster's shared node watcher
+        (:class:`~activities.cluster.nodewatch.NodeWatchHub`, one WATCH of all Nodes) and the
+        activity returns with ``raise_complete_async``; the watcher heartbeats it, runs the same
+        step on each newer object and completes it. Otherwise it watches here as
+        :meth:`wait_for_node` does (WATCH windows with heartbeats). Raises non-retryable ``NodeNotFound``; API errors
         of the writes propagate and the attempt is retried by its policy.
         """
+        wait = _DoneWait(self, input)
+        if can_hand_off():
+            obj, info, rv = self._list_node(input.node)
+            result = wait.step(obj, info)
+            if result is not None:
+                return result
+            hand_off(self.gateway, node=input.node, rv=rv, timeout_seconds=input.timeout_seconds, step=wait.step,
+                     timed_out=wait.timed_out, details=wait.details, what=f"wait_for_node_done {input.node}")
+        return self._wait_done_here(input, wait)
+
+    def _wait_done_here(self, input: WaitForNodeDoneInput, wait: _DoneWait) -> WaitForNodeDoneResult:
+        """:meth:`wait_for_node_done` inside its activity (no worker wired a completer): WATCH
+        windows with heartbeats until ``wait.step`` ends it or the deadline passes."""
         deadline = time.monotonic() + max(0.0, input.timeout_seconds)
-        answered_at: datetime | None = None
-        handed_off_at: datetime | None = None
-        uncordon = None
         last_beat = time.monotonic()  # the first beat after an interval: a short wait sends none (issue 16)
-        ends: Callable[[dict[str, Any], NodeInfo], bool] = (  # noqa: E731
-            lambda _, i: _asks_uncordon(input, i) or _done_outcome(input, i) is not None
-        )
-        obj, info, rv, last_beat = self._first_sight(input.node, deadline, last_beat, ends)
+        obj, info, rv, last_beat = self._first_sight(input.node, deadline, last_beat, wait.ends)
         while True:
-            if input.hand_off_drain and _awaits_drain_hand_off(input, info):
-                info = set_annotations(self, input.node, {ANN_LAST_APPLIED_DRAIN: drain_value(input.target)}, known=obj)
-                handed_off_at = handed_off_at or datetime.now(UTC)
-                rv = info.resource_version or rv
-                log().info(f"node {input.node}: drain handed off ({drain_value(input.target)})")
-            if _asks_uncordon(input, info):
-                # Both writes conditional on the node as just seen: no read before either.
-                uncordon, left = uncordon_seen(self, input.node, input.owner, known=obj)
-                info = set_annotations(self, input.node, {ANN_LAST_APPLIED_DRAIN: uncordon_value(input.target)}, known=left)
-                answered_at = answered_at or datetime.now(UTC)
-                rv = info.resource_version or rv  # watch on after our own writes
-                log().info(f"node {input.node}: uncordon answered ({uncordon_value(input.target)})")
-            outcome = _done_outcome(input, info)
-            if outcome is not None:
-                return WaitForNodeDoneResult(
-                    node=info, outcome=outcome, uncordon_answered_at=answered_at, uncordon=uncordon,
-                    drain_handed_off_at=handed_off_at,
-                )
+            result = wait.step(obj, info)
+            if result is not None:
+                return result
+            info = wait.info or info
+            rv = info.resource_version or rv  # watch on after our own writes
             now = time.monotonic()
             if now >= deadline:
-                return WaitForNodeDoneResult(
-                    node=info, outcome="timed_out", uncordon_answered_at=answered_at, uncordon=uncordon,
-                    drain_handed_off_at=handed_off_at,
-                )
+                return wait.timed_out()
             if now - last_beat >= HEARTBEAT_INTERVAL_SECONDS:
                 heartbeat(node_summary(info))
                 last_beat = now
             check_cancelled()
             window = max(1, min(int(HEARTBEAT_INTERVAL_SECONDS), int(deadline - now + 0.999)))
-            obj, info, rv, last_beat = self._watch_window(input.node, rv, window, obj, info, last_beat, ends)
+            obj, info, rv, last_beat = self._watch_window(input.node, rv, window, obj, info, last_beat, wait.ends)
 
     def _watch_window(
         self, node: str, rv: str | None, seconds: int, obj: dict[str, Any] | None, info: NodeInfo | None,
@@ -528,6 +528,56 @@ def _wait_outcome(input: WaitForNodeInput, obj: dict[str, Any], info: NodeInfo) 
     if matched or info.degraded:
         return WaitForNodeResult(node=info, matched=matched, degraded=info.degraded)
     return None
+
+
+class _DoneWait:
+    """One attempt of ``wait_for_node_done``: what it answered so far, and :meth:`step`, run on
+    each Node object seen (in the activity, or on the shared watcher's thread after a hand-off;
+    never both at once)."""
+
+    def __init__(self, acts: MachineConfigActivities, input: WaitForNodeDoneInput) -> None:
+        self.acts, self.input = acts, input
+        self.answered_at: datetime | None = None
+        self.handed_off_at: datetime | None = None
+        self.uncordon: UncordonResult | None = None
+        self.info: NodeInfo | None = None  # the node as last seen or written
+
+    def ends(self, _obj: dict[str, Any], info: NodeInfo) -> bool:
+        """Whether an object seen ends a watch window (something to answer, or an outcome)."""
+        return _asks_uncordon(self.input, info) or _done_outcome(self.input, info) is not None
+
+    def step(self, obj: dict[str, Any], info: NodeInfo) -> WaitForNodeDoneResult | None:
+        """Answer what the daemon asks on ``obj`` (the drain hand-off when asked for, the
+        uncordon), then the result when the node reached an outcome, else None. Both writes are
+        conditional on ``obj``, with no read before them. Raises non-retryable ``NodeNotFound``;
+        API errors of the writes propagate."""
+        input, acts = self.input, self.acts
+        self.info = info
+        if input.hand_off_drain and _awaits_drain_hand_off(input, info):
+            info = set_annotations(acts, input.node, {ANN_LAST_APPLIED_DRAIN: drain_value(input.target)}, known=obj)
+            self.handed_off_at = self.handed_off_at or datetime.now(UTC)
+            log().info(f"node {input.node}: drain handed off ({drain_value(input.target)})")
+        if _asks_uncordon(input, info):
+            self.uncordon, left = uncordon_seen(acts, input.node, input.owner, known=obj)
+            info = set_annotations(acts, input.node, {ANN_LAST_APPLIED_DRAIN: uncordon_value(input.target)}, known=left)
+            self.answered_at = self.answered_at or datetime.now(UTC)
+            log().info(f"node {input.node}: uncordon answered ({uncordon_value(input.target)})")
+        self.info = info
+        outcome = _done_outcome(input, info)
+        return None if outcome is None else self._result(info, outcome)
+
+    def timed_out(self) -> WaitForNodeDoneResult:
+        assert self.info is not None
+        return self._result(self.info, "timed_out")
+
+    def details(self) -> Any:
+        return node_summary(self.info) if self.info is not None else None
+
+    def _result(self, info: NodeInfo, outcome: str) -> WaitForNodeDoneResult:
+        return WaitForNodeDoneResult(
+            node=info, outcome=outcome, uncordon_answered_at=self.answered_at, uncordon=self.uncordon,  # type: ignore[arg-type]
+            drain_handed_off_at=self.handed_off_at,
+        )
 
 
 def _awaits_drain_hand_off(input: WaitForNodeDoneInput, info: NodeInfo) -> bool:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 #: The events a procedure notifies about.
 EventKind = Literal[
     "gate-opened", "gate-decided", "gate-timed-out", "node-degraded", "drain-blocked", "paused", "failed", "completed",
-    "alerts-blocking", "alerts-cleared", "node-held", "node-released", "hold-expired",
+    "alerts-blocking", "alerts-cleared", "alerts-skipped", "node-held", "node-released", "hold-expired",
     "window-wait",
 ]
 

@@ -1,7 +1,8 @@
 """The kit's alert gate (workflows.kit.alerts) on the time-skipping server, through the probe of
 alert_probes.py, with a fake ``check_alerts`` activity registered by name: it waits while alerts
 fire and passes when they clear; fail-closed blocks and says so; fail-open passes and warns; a
-person overrides one wait with the ``proceed`` gate; an abort ends the wait at once."""
+person overrides one wait with the ``proceed`` gate; an abort ends the wait at once; the Temporal
+UI's current details name the blocking alerts (labels, since when) or say Prometheus cannot be asked."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 from alert_probes import AlertGateProbeWorkflow, AlertProbeInput, AlertProbeResult
 from kit_fakes import poll, refused
 from temporalio import activity
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WorkflowHandle
 from temporalio.worker import Worker
 
@@ -138,7 +140,7 @@ async def test_fail_open_passes_and_warns(time_skipping_env, wf_task_queue):
     line = f"Prometheus could not be asked: {DOWN.error}; passed without the alert check (fail-open)"
     assert st["warnings"] == [f"alerts/node/a: {line}", f"alerts/node/b: {line}"]
     assert st["health"]["alerts/node/a"] == {**st["health"]["alerts/node/a"], "state": "ok", "last": line}
-    assert [e.kind for e in result.events] == ["fail-open", "fail-open"]
+    assert [(e.kind, e.streak) for e in result.events] == [("fail-open", 1), ("fail-open", 2)]  # the kit tells the first
 
 
 async def test_fail_open_after_alerts_still_waits_for_the_alerts(time_skipping_env, wf_task_queue):
@@ -238,3 +240,39 @@ async def test_without_the_override_gate_status_shows_the_health_wait(time_skipp
     assert (result.answers[0].outcome, result.answers[0].gate_id, result.answers[0].episode) == ("clear", None, 1)
     assert result.gate_history == []
     assert [(e.kind, e.gate_id) for e in result.events] == [("blocked", None), ("cleared", None)]
+
+
+async def ui_details(handle: WorkflowHandle) -> str:
+    """The workflow's current details, as the Temporal UI reads them (the built-in metadata query)."""
+    meta = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+    return meta.current_details
+
+
+def _utc(iso: str) -> str:
+    return datetime.fromisoformat(iso).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+async def test_the_ui_details_name_the_blocking_alerts_with_labels_and_since_when(time_skipping_env, wf_task_queue):
+    env, fake = time_skipping_env, AlertsFake(FIRING, CLEAR)
+    async with probe(env, wf_task_queue, fake) as h:
+        st = await poll(h, waiting_at(GATE))
+        text = await ui_details(h)
+        waiting_since = _utc(st["health"][BOARD]["since"])
+        # The alert with its labels and since when it fires, where it blocks and since when it waits ...
+        assert f"- `{BOARD}` waiting since {waiting_since}: {NODE_LINE} (1 ignored)" in text, text
+        assert "**Blocking alerts**" in text
+        # ... and the command that overrides this one wait.
+        assert f"lockkeeper decide {h.id} {GATE} proceed -m REASON" in text, text
+        await h.result()
+        text = await ui_details(h)
+    assert "Blocking alerts" not in text and NODE_LINE not in text, text
+
+
+async def test_the_ui_details_say_when_prometheus_cannot_be_asked(time_skipping_env, wf_task_queue):
+    env, fake = time_skipping_env, AlertsFake(DOWN, CLEAR)
+    async with probe(env, wf_task_queue, fake) as h:
+        await poll(h, waiting_at(GATE))
+        text = await ui_details(h)
+        assert f"`{BOARD}` waiting since" in text
+        assert f"Prometheus could not be asked: {DOWN.error} (fail-closed: waiting)" in text, text
+        await h.result()

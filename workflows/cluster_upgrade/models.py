@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field, model_validator
 from workflows.control_plane.models import ControlPlaneUpgradeInput
 from workflows.etcd.models import EtcdBackupInput
 from workflows.gluster.models import GlusterRecoveryInput
+from workflows.kit.inputs import AlertGatePolicy
 from workflows.kit.models import ProcedureResult, ProcedureStatus
 from workflows.node_selectors.models import NodeSelectorMigrationInput
 from workflows.node_upgrade.models import NodeUpgradeInput
@@ -24,6 +25,10 @@ PROCEDURE_CLUSTER_UPGRADE = "cluster-upgrade"
 #: R3's order (seed 002; procedures-spec §3, §4, §5). ``master-nodes`` is the node (kubelet) upgrade
 #: of the masters, one at a time, that openshift-ansible runs with the control plane (§4.1 step 2).
 PHASES = ("gluster", "etcd-backup", "control-plane", "master-nodes", "infra-nodes", "compute-nodes", "node-selectors")
+#: The phases the alert gate stands before (``alerts``): those that take nodes or workloads down.
+#: Not the GlusterFS check and recovery (it repairs what a brick-down alert reports) nor the etcd
+#: backup (it reads).
+ALERT_GATED_PHASES = ("control-plane", "master-nodes", "infra-nodes", "compute-nodes", "node-selectors")
 
 
 class ClusterUpgradePlan(BaseModel):
@@ -68,7 +73,12 @@ class ClusterUpgradePlan(BaseModel):
 
 
 class ClusterUpgradeInput(BaseModel):
-    """The run's input: the validated plan plus who and how."""
+    """The run's input: the validated plan plus who and how.
+
+    ``alerts``: the Prometheus alert gate (:class:`workflows.kit.inputs.AlertGatePolicy`, the
+    CLI's ``--alert-gate URL``): no phase of :data:`ALERT_GATED_PHASES` starts while a blocking
+    alert fires, and a phase's child whose own input has no ``alerts`` (the node upgrades, the
+    nodeSelector migration) gets this one, so it gates each node too; None: no gate."""
 
     plan: ClusterUpgradePlan
     requested_by: str = "unknown"
@@ -77,6 +87,7 @@ class ClusterUpgradeInput(BaseModel):
     search_attributes: bool = True
     dry_run: bool = False
     gate_timeout_seconds: float | None = Field(None, gt=0)
+    alerts: AlertGatePolicy | None = None
 
 
 class PhaseStatus(BaseModel):

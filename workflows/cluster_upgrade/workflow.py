@@ -8,7 +8,10 @@ and ``lockkeeper status <child>`` shows its own status; this workflow's status n
 the child. A phase that fails (or ends other than completed) opens gate ``phase/<name>/<n>``: fix
 the cause, then approve to retry the phase (a new child; the node procedures skip nodes already at
 the target, the control plane re-checks its masters), or reject to abort. A finished phase is never
-run again. ``dry_run`` runs the planning children dry (node batches, the selector plan) and prints
+run again. With ``alerts``, the kit's alert gate (:mod:`workflows.kit.alerts`) stands before each
+phase that takes nodes down (``alerts/phase/<name>``; not before the GlusterFS recovery, which
+repairs, nor the etcd backup, which reads), and the node phases gate each node with it too.
+``dry_run`` runs the planning children dry (node batches, the selector plan) and prints
 every phase.
 """
 
@@ -21,6 +24,7 @@ from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from workflows.cluster_upgrade.models import (
+        ALERT_GATED_PHASES,
         PHASES,
         PROCEDURE_CLUSTER_UPGRADE,
         ClusterUpgradeInput,
@@ -77,6 +81,7 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
             procedure=PROCEDURE_CLUSTER_UPGRADE, noun="cluster upgrade", cluster=input.plan.cluster,
             rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
             status=self._status, search_attributes=input.search_attributes, pause_on_reject=False, reject_note="cluster upgrade stops",
+            alerts=input.alerts,
         )
 
     @workflow.query
@@ -115,6 +120,8 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
             update["dry_run"] = self._in.dry_run
         if hasattr(inp, "report_to"):
             update["report_to"] = self._id
+        if self._in.alerts is not None and hasattr(inp, "alerts") and getattr(inp, "alerts") is None:
+            update["alerts"] = self._in.alerts  # the phase gates its own nodes with the run's gate
         return inp.model_copy(update=update)
 
     @workflow.run
@@ -128,6 +135,12 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
             if input.dry_run:
                 await self._dry_run(ph)
                 continue
+            if self.alerts is not None and ph.name in ALERT_GATED_PHASES:
+                # Prometheus between the phases (no gate: no command): the next phase starts only
+                # when no alert blocks; an abort meanwhile ends the run here.
+                answer = await self.alerts.wait_clear(f"phase/{ph.name}")
+                if answer.outcome == "stopped" or self.control.abort:
+                    continue
             await self._phase(ph)
         self._status.current_phase = None
         outcome = "dry-run" if input.dry_run else ("aborted" if self.control.abort else "completed")

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from activities.host.models import CommandResult, ExecBackend, HostAccess
+from workflows.kit.inputs import AlertGatePolicy
 from workflows.kit.models import DrainDecision, NodeResult, NodeStatus, ProcedureResult, ProcedureStatus, check_timeout_decision
 
 #: Procedure name (spec name, LockkeeperProcedure set by the starter).
@@ -26,6 +27,9 @@ class NodeDrainInput(BaseModel):
     gate, optionally run ``reboot_command`` (argv) and, with ``uncordon_after``, uncordon it again
     (only if we cordoned it). Knobs and decision rules as in the MachineConfig rollout.
     ``cluster``: the lease scope ``node/<cluster>/<node>`` and the search attribute.
+    ``alerts``: the Prometheus alert gate (:class:`workflows.kit.inputs.AlertGatePolicy`, the
+    CLI's ``--alert-gate URL``): the node is not cordoned while a blocking alert fires; None: no
+    gate.
     """
 
     node: str
@@ -54,6 +58,7 @@ class NodeDrainInput(BaseModel):
     activity_timeout_seconds: float = 10.0
     activity_heartbeat_timeout_seconds: float = 10.0
     search_attributes: bool = True
+    alerts: AlertGatePolicy | None = None
 
     @field_validator("decision_timeout_outcome")
     @classmethod
@@ -85,7 +90,7 @@ class DrainStatus(ProcedureStatus):
 
 class NodeDrainResult(ProcedureResult):
     """``outcome`` completed (drained, and uncordoned with ``uncordon_after``) or aborted (abort
-    or skip decision: the node was uncordoned if we had cordoned it); ``node_result`` the node's
+    or skip decision: the node was uncordoned if this run had cordoned it, and the message says whether it stays cordoned and why); ``node_result`` the node's
     final phase and duration; ``command`` the reboot command's result."""
 
     procedure: str = PROCEDURE_DRAIN

@@ -1,6 +1,8 @@
 """NodeDrainWorkflow: take one node out for maintenance, durably (node-maintenance-operator style).
 
 Read the node (fails fast on API errors, :func:`workflows.kit.calls.planning_api_failure`) →
+with ``alerts``, the kit's alert gate (:mod:`workflows.kit.alerts`: no cordon while Prometheus
+names a blocking alert; the board entry ``alerts/node/<node>``) →
 cordon (recording ``lockkeeper.io/cordoned-by`` = this workflow's ID) → drain with the blocked
 report and the decision gate of :mod:`workflows.kit.drain` → optionally the reboot command →
 with ``uncordon_after``, wait until the node is Ready and uncordon it (only if we cordoned). A
@@ -91,7 +93,7 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
             procedure=PROCEDURE_DRAIN, noun="drain", cluster=input.cluster,
             rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
             status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
-            reject_note="the reboot command is not run again", defer_status_attributes=True,
+            reject_note="the reboot command is not run again", defer_status_attributes=True, alerts=input.alerts,
         )
 
     # --- status and the node hooks ----------------------------------------------------------------
@@ -271,6 +273,13 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
         timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds)
         try:  # read the node first: the planning retry policy fails fast on API errors
             await self._preflight(input, timeouts)
+            if self.alerts is not None:
+                # Prometheus before the first write: no cordon while a blocking alert fires (or,
+                # failing closed, while Prometheus cannot be asked). No gate: no command here.
+                self._set(NodePhase.RUNNING, "alerts", "no blocking alert (Prometheus)")
+                await self.alerts.wait_clear(f"node/{input.node}")
+                await self._safe_point()
+                self._set(NodePhase.RUNNING, "cordon")
         except Aborted as stop:
             return await self._aborted_in_planning(input, stop)
         cordon: CordonResult = await acts.call(acts.CORDON_NODE, CordonInput(node=input.node, owner=self._id), CordonResult, timeouts=timeouts)
@@ -295,7 +304,7 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
             self._gate,
         )
         drained = outcome == "drained"
-        uncordoned = False
+        uncordoned, held_by = False, None
         try:
             if drained and input.reboot_command:
                 await self._safe_point()
@@ -307,14 +316,15 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
         if not drained or input.uncordon_after:
             self._set(NodePhase.RUNNING, "uncordon")
             unc: UncordonResult = await acts.call(acts.UNCORDON_NODE, UncordonInput(node=input.node, owner=self._id), UncordonResult, timeouts=timeouts)
-            uncordoned = unc.uncordoned
+            uncordoned, held_by = unc.uncordoned, unc.left_cordoned_reason
         if drained:
             phase, message = NodePhase.DONE, f"node {input.node} drained" + (f", {self._rebooted}" if self._rebooted else "") + (
                 " and uncordoned" if uncordoned else "; left cordoned for maintenance")
         else:
             by = self.control.abort_by or (self._gate.gate.decided_by if self._gate.gate else "unknown")
             phase = NodePhase.SKIPPED if outcome == "skip" else NodePhase.ABORTED
-            message = f"{outcome if outcome != 'stopped' else 'abort'} by {by}; node uncordoned if we had cordoned it"
+            left = "the node is schedulable again" if uncordoned else f"the node stays cordoned: {held_by or 'not by this run'}"
+            message = f"{outcome if outcome != 'stopped' else 'abort'} by {by}; {left}"
         started, now = await self._close(phase, ProcedurePhase.DONE if drained else ProcedurePhase.ABORTED, message)
         return NodeDrainResult(
             outcome="completed" if drained else "aborted", workflow_id=self._id, node=input.node, drained=drained,

@@ -27,8 +27,9 @@ phase) starts, :meth:`AlertGate.wait_clear` asks the ``check_alerts`` activity
 
 It sends nothing itself: :meth:`AlertGate.take_events` hands the procedure's notifier what
 happened since its last call, one ``blocked`` event per episode (then ``changed`` when the
-blocking set changes, and how it ended), so a notification goes out once per episode. The
-override gate's ``opened`` record reaches the kit's webhook notifier like any gate's.
+blocking set changes, and how it ended), so a notification goes out once per episode; a
+``fail-open`` pass carries its ``streak``, so the kit (``ProcedureWorkflow.touch``) tells
+``alerts-skipped`` once when the gate starts passing without the check. The override gate's ``opened`` record reaches the kit's webhook notifier like any gate's.
 
 Deterministic workflow code: the activity is called by name with :mod:`activities.alerts.models`
 only. History per check: one activity (three events) and one timer (two), plus their workflow
@@ -71,7 +72,9 @@ class AlertGateEvent(BaseModel):
     """One thing that happened at an alert gate: ``kind`` (:data:`AlertEventKind`) at ``where``
     in its ``episode`` (1, 2, ... per place; 0 for fail-open), ``at`` (workflow time), ``text``
     (one line for people), ``alerts`` (the blocking alerts' lines), ``error`` (Prometheus could
-    not be asked), ``gate_id`` (the override gate), ``by`` (who overrode)."""
+    not be asked), ``gate_id`` (the override gate), ``by`` (who overrode); ``streak``: of a
+    ``fail-open``, how many passes in a row went without the check, this one included (1: the
+    first since Prometheus last answered: the one a notifier tells)."""
 
     kind: AlertEventKind
     where: str
@@ -82,6 +85,7 @@ class AlertGateEvent(BaseModel):
     error: str | None = None
     gate_id: str | None = None
     by: str | None = None
+    streak: int = 0
 
 
 class AlertGateAnswer(BaseModel):
@@ -118,7 +122,8 @@ class AlertGate:
     procedure's ``touch``; ``timeouts``: its activity timeouts (:class:`workflows.kit.calls.
     Timeouts`). Keywords: ``warnings``: the status ``warnings`` list (fail-open, fail-closed
     and override lines are appended); ``on_step(step, doing)``: told what the wait is (the
-    procedure's ``kit_step``), each time the blocking line changes."""
+    procedure's ``kit_step``), each time the blocking line changes; ``stop()``: True ends a wait
+    as an abort does (``stopped``), for a procedure whose revert is its own."""
 
     def __init__(
         self,
@@ -131,6 +136,7 @@ class AlertGate:
         *,
         warnings: list[str] | None = None,
         on_step: Callable[[str, str], None] | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> None:
         self.policy = policy
         self.gates = gates
@@ -140,10 +146,15 @@ class AlertGate:
         self.timeouts = timeouts
         self.warnings = warnings
         self.on_step = on_step
+        #: A procedure's own reason to end a wait besides an abort or the kit's revert (the
+        #: network migration's revert update); may be set after construction.
+        self.stop = stop
         #: Every event so far, oldest first (:meth:`take_events` returns the new ones).
         self.events: list[AlertGateEvent] = []
         self._taken = 0
         self._episodes: dict[str, int] = {}
+        #: Passes in a row without the check (fail-open) since Prometheus last answered.
+        self.skipped = 0
 
     # --- what happened ------------------------------------------------------------------------------
 
@@ -158,6 +169,7 @@ class AlertGate:
               gate_id: str | None = None, by: str | None = None) -> None:
         self.events.append(AlertGateEvent(
             kind=kind, where=where, episode=episode, at=workflow.now(), text=text, gate_id=gate_id, by=by,
+            streak=self.skipped if kind == "fail-open" else 0,
             alerts=[a.line() for a in answer.blocking] if answer is not None else [],
             error=answer.error if answer is not None else None,
         ))
@@ -178,7 +190,7 @@ class AlertGate:
             start_to_close_timeout=timedelta(seconds=self.policy.timeout_seconds) + self.timeouts.short_call,
             retry_policy=acts.DEFAULT_RETRY, summary=f"{CHECK_ALERTS} · {where}",
         )
-        await workflow.wait_condition(lambda: handle.done() or self.control.stopping())
+        await workflow.wait_condition(lambda: handle.done() or self._stopping())
         if not handle.done():
             handle.cancel()
             try:
@@ -187,6 +199,9 @@ class AlertGate:
                 pass
             return None
         return handle.result()
+
+    def _stopping(self) -> bool:
+        return self.control.stopping() or (self.stop is not None and self.stop())
 
     def _passes(self, answer: AlertsAnswer) -> bool:
         return answer.ok or (answer.error is not None and self.policy.fail_open)
@@ -238,11 +253,11 @@ class AlertGate:
                     self._warn(f"{name}: {answer.line()}; waiting (fail-closed)")
             self.on_change()
             try:
-                await workflow.wait_condition(lambda: self.control.stopping() or overridden(),
+                await workflow.wait_condition(lambda: self._stopping() or overridden(),
                                               timeout=timedelta(seconds=self.policy.poll_seconds))
             except TimeoutError:
                 pass
-            if self.control.stopping():
+            if self._stopping():
                 outcome = "stopped"
                 break
             if overridden():
@@ -287,6 +302,10 @@ class AlertGate:
              *, episode: int | None = None, gate_id: str | None = None) -> AlertGateAnswer:
         gate = self.gates.gates.get(gate_id) if gate_id else None
         by = gate.decided_by if gate is not None and outcome == "overridden" else None
+        if outcome == "fail-open":
+            self.skipped += 1
+        elif answer is not None and answer.error is None:
+            self.skipped = 0
         if outcome == "stopped":
             hs.state, hs.last = "stopped", f"stopped ({'abort' if self.control.abort else 'revert'} requested)"
         elif outcome == "overridden":

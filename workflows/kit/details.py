@@ -8,7 +8,8 @@ stored history's replay.
 :func:`render` turns a procedure's status into markdown: the phase; what it waits for, since and
 until when; the open gates with the exact ``lockkeeper approve``/``decide`` command; a compact
 node table (nodes that are in flight or need attention, at most :data:`MAX_NODE_ROWS`, plus
-counts per phase); the blocked-drain report of a node whose drain is blocked.
+counts per phase); the alerts that block an alert gate (:func:`alert_lines`); the blocked-drain
+report of a node whose drain is blocked.
 :meth:`DetailsPublisher.publish` sets it only when the text changed, once per activation, and nothing in it moves per poll (a health
 check's last reading and poll count are left out), so the details change with the phase, a gate,
 a node's step, never with a poll.
@@ -90,6 +91,19 @@ def waiting_line(
     return None
 
 
+def alert_lines(status: ProcedureStatus) -> list[str]:
+    """One markdown item per alert gate that blocks now (the ``alerts/<where>`` entries of the
+    health board, :mod:`workflows.kit.alerts`): where, since when it waits, and what blocks:
+    each alert with its labels and since when it is active, or why Prometheus could not be asked.
+    The line changes only when the blocking set changes (never per poll); a check still in flight
+    (nothing said yet) is left out."""
+    out = []
+    for name, h in status.health.items():
+        if name.startswith("alerts/") and h.state == "waiting" and h.last:
+            out.append(f"- `{_cell(name)}` waiting since {_t(h.since)}: {_cell(h.last)}")
+    return out
+
+
 def node_statuses(status: ProcedureStatus) -> dict[str, NodeStatus]:
     """The procedure's ``nodes`` that are kit :class:`NodeStatus` rows; a procedure whose
     ``nodes`` holds its own row type (or none) gives ``{}``, so the live view and the
@@ -140,6 +154,9 @@ def render(
             lines.append(f"- `{g.id}` ({g.kind}{', ' + where if where else ''}) opened {_t(g.opened_at)}"
                          + (f", times out {_t(g.timeout_at)}" if g.timeout_at else ""))
             lines.append(f"  - `{gate_command(wid, g)}`")
+    alert_waits = alert_lines(status)
+    if alert_waits:
+        lines += ["", "**Blocking alerts** (Prometheus alert gate: nothing new starts while they block)", ""] + alert_waits
     holds = getattr(status, "holds", None) or {}
     if holds:
         lines += ["", "**Held nodes**", ""]

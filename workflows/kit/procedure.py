@@ -395,11 +395,14 @@ class ProcedureWorkflow:
         self.kit_notifier.observe(str(phase), self.gates.gates)
         alerts = getattr(self, "alerts", None)
         if alerts is not None:
-            # One notification when an episode begins and one when it ends (not on every change).
-            events = [ev for ev in alerts.take_events() if ev.kind in ("blocked", "cleared", "overridden")]
+            # One notification when an episode begins and one when it ends (not on every change),
+            # and one when the gate first passes without the check (fail-open) since Prometheus
+            # last answered.
+            events = [ev for ev in alerts.take_events() if ev.kind in ("blocked", "cleared", "overridden")
+                      or (ev.kind == "fail-open" and ev.streak == 1)]
             if events and self.kit_notifier.enabled():
                 for ev in events:
-                    kind = "alerts-blocking" if ev.kind == "blocked" else "alerts-cleared"
+                    kind = {"blocked": "alerts-blocking", "fail-open": "alerts-skipped"}.get(ev.kind, "alerts-cleared")
                     self.kit_notifier.send(kind, f"{st.procedure} `{st.workflow_id}` on {st.cluster}: {ev.text}",
                                            gate=ev.gate_id, by=ev.by)
         reporter = getattr(self, "kit_reporter", None)  # built last in kit_init: touches before it report nothing

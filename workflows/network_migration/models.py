@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from workflows.kit.inputs import AlertGatePolicy
 from workflows.kit.models import OperatorInput, ProcedureResult, ProcedureStatus
 
 PROCEDURE_NETWORK_MIGRATION = "network-migration"
@@ -33,6 +34,10 @@ class NetworkMigrationInput(BaseModel):
     - ``ssh_port``: SSH port of the nodes (``ssh``); ``ssh_hosts``: node -> ``host:port`` when the
       nodes are not reached at their InternalIP (a bastion's forwards, the simulator);
       ``ssh_user``: None = the worker's ``LOCKKEEPER_SSH_USER`` or ``core``.
+    - ``alerts``: the Prometheus alert gate (:class:`workflows.kit.inputs.AlertGatePolicy`, the
+      CLI's ``--alert-gate URL``): no batch of the migration's reboots starts while a blocking
+      alert fires, and the takeover rollout gates each node with it; the rollback's reboots are
+      never held (they are the way back). None: no gate.
     """
 
     cluster: str = "default"
@@ -56,6 +61,7 @@ class NetworkMigrationInput(BaseModel):
     gate_timeout_seconds: float | None = None
     activity_timeout_seconds: float = 30.0
     search_attributes: bool = True
+    alerts: AlertGatePolicy | None = None
 
     @field_validator("reboot_command")
     @classmethod

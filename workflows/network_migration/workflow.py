@@ -21,6 +21,9 @@ Steps (each visible in ``status``; every change recorded first, so ``revert`` re
    (recorded), **wait for multus**.
 6. **reboots**: batches (masters one at a time), the reboot command once per node (its boot id is
    recorded before; a lost command is never re-sent when the boot id changed), Ready before the next.
+   With ``alerts``, the kit's alert gate (:mod:`workflows.kit.alerts`) stands before each batch
+   (``alerts/reboots/batch-<n>``; never before the rollback's reboots), and the takeover rollout
+   gates each node with it.
 7. **unpause** (the records reverted), **verify** (status type, ovnkube-node, pools Updated),
    gate ``delete-broken-pods`` for pods still on the old network.
 8. gate ``cleanup``: remove the migration field and ``openshiftSDNConfig``, delete ``openshift-sdn``.
@@ -117,7 +120,7 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
                       rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes,
                                           allowed_approvers=input.allowed_approvers),
                       status=self._st, search_attributes=input.search_attributes, pause_on_reject=False,
-                      reject_note="the step is not taken")
+                      reject_note="the step is not taken", alerts=input.alerts)
         self._t = acts.Timeouts(short_call=input.activity_timeout_seconds)
         self.records = Records(board=self._st.records, on_change=self.touch, timeouts=self._t)
         self.guard = PoolsGuard(board=self._st.health, on_change=self.touch, timeouts=self._t, stop=lambda: self.control.abort)
@@ -126,6 +129,8 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         self._lease_holder = ""
         self._from_type = ""
         self._rolling_back = False
+        if self.alerts is not None:
+            self.alerts.stop = self._revert_pending  # a revert ends an alert wait, as an abort does
 
     # --- operator surface ------------------------------------------------------------------------
 
@@ -457,7 +462,8 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         result = await workflow.execute_child_workflow(
             "MachineConfigRolloutWorkflow",
             {"cluster": i.cluster, "pools": pools, "max_unavailable": i.max_unavailable, "requested_by": f"{i.requested_by} (takeover)",
-             "search_attributes": i.search_attributes, "drain_backoff_initial_seconds": 1.0, "drain_wait_seconds": 10.0},
+             "search_attributes": i.search_attributes, "drain_backoff_initial_seconds": 1.0, "drain_wait_seconds": 10.0,
+             **({"alerts": i.alerts.model_dump(mode="json")} if i.alerts is not None else {})},
             id=child_id, result_type=dict,
             static_summary=f"takeover: MachineConfig rollout of pools {', '.join(pools)}",
         )
@@ -488,6 +494,11 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
             await workflow.wait_condition(lambda: not self.control.paused or self.control.abort)
             if self.control.abort:
                 raise Aborted(self.control.abort_reason)
+            if self.alerts is not None and not self._rolling_back and any(r.state == "pending" for r in todo):
+                # Prometheus before a batch's first reboot (no gate: no command); the rollback's
+                # reboots are never held, and a batch already rebooting is not held again.
+                await self.alerts.wait_clear(f"reboots/batch-{self._st.plan.index(batch) + 1}")
+                await self._hold()
             for r in todo:  # the boot id BEFORE any command: proof of a reboot later
                 if r.state == "pending":
                     r.boot_before = by_name[r.node].boot_id

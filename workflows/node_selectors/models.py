@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from activities.cluster.models import ObjectRef
 from activities.host.models import HostAccess
+from workflows.kit.inputs import AlertGatePolicy
 from workflows.kit.models import OperatorInput, ProcedureResult, ProcedureStatus
 
 PROCEDURE_NODE_SELECTOR_MIGRATION = "node-selector-migration"
@@ -44,6 +45,10 @@ class NodeSelectorMigrationInput(BaseModel):
     rollout is not waited for, and status lists the pods that still run the old template;
     ``"delete"``: a gate ``ondelete/<ds>``, then its pods are deleted one node at a time, each
     replacement Ready before the next (GlusterFS pods, for one, must not all go at once).
+
+    ``alerts``: the Prometheus alert gate (:class:`workflows.kit.inputs.AlertGatePolicy`, the
+    CLI's ``--alert-gate URL``): no selector patch (it rolls the workload's pods) and no OnDelete
+    pod deletion on a node starts while a blocking alert fires; None: no gate.
     """
 
     cluster: str = "default"
@@ -68,6 +73,7 @@ class NodeSelectorMigrationInput(BaseModel):
     masters: list[MasterConfigHost] = Field(default_factory=list)
     master_config_path: str = MASTER_CONFIG_PATH
     ondelete_daemonsets: Literal["report", "delete"] = "report"
+    alerts: AlertGatePolicy | None = None
 
     @field_validator("mapping")
     @classmethod

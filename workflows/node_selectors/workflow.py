@@ -9,7 +9,8 @@ zone-``).
    (one problem per object; a ``defaultNodeSelector`` on an old label is always blocked: a person edits
    it and restarts the APIs); ``dry_run`` stops after the plan;
 2. baseline of every pod; gate ``plan``;
-3. per object: the kit's record (the selector's original), then a JSON patch guarded by ``test``
+3. per object (with ``alerts``, after the kit's alert gate :mod:`workflows.kit.alerts`:
+   ``alerts/selector/<obj>``, and ``alerts/ondelete/<ds>/<node>`` before each OnDelete node): the kit's record (the selector's original), then a JSON patch guarded by ``test``
    ops (:class:`workflows.kit.records.Records`); wait for its rollout (gate ``rollout/<obj>`` on
    failure or timeout: approve waits again, reject reverts that object and stops). A DaemonSet
    with ``updateStrategy: OnDelete`` has no rollout: its pods keep the old template (and the old
@@ -96,7 +97,7 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
             procedure=PROCEDURE_NODE_SELECTOR_MIGRATION, noun="nodeSelector migration", cluster=input.cluster,
             rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
             status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
-            reject_note="migration stops", base_phase=ProcedurePhase.PLANNING,
+            reject_note="migration stops", base_phase=ProcedurePhase.PLANNING, alerts=input.alerts,
         )
         self.records = Records(board=self._status.records, on_change=self.touch, timeouts=self._timeouts)
         self._order: list[str] = []  # record names in the order they were changed
@@ -128,6 +129,15 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
     def _step(self, step: str) -> None:
         self._status.step = step
         self.touch()
+
+    async def _alerts_clear(self, where: str) -> None:
+        """With ``alerts``: wait until no alert blocks ``where`` (:mod:`workflows.kit.alerts`),
+        then the safe point (raises :class:`_Stop` on an abort meanwhile). Without: nothing, no
+        command."""
+        if self.alerts is None:
+            return
+        await self.alerts.wait_clear(where)
+        self._stop_if_aborted()
 
     def _stop_if_aborted(self) -> None:
         """A safe point: an abort stops the migration here (raises :class:`_Stop`); what the
@@ -251,6 +261,7 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
                 await self._gate("plan", "apply this plan: " + " | ".join([*plan.lines(), *([unscanned] if unscanned else [])]))
             for item in plan.items:
                 self._stop_if_aborted()
+                await self._alerts_clear(f"selector/{item.ref.describe()}")
                 await self._apply(item)
             await self._all_pods_run(baseline, "after-patch")
             self._step("rescan")
@@ -377,6 +388,7 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
             who = gate.decided_by or "lockkeeper"
             for entry in list(st.old_pods):
                 pod, _, node = entry.partition("@")
+                await self._alerts_clear(f"ondelete/{key}/{node}")
                 self._step(f"ondelete {key}: replace {pod} on {node}")
                 res = await acts.call(acts.DELETE_BLOCKING_PODS, DeleteBlockingPodsInput(
                     node=node, pods=[pod], decided_by=who, comment=f"OnDelete DaemonSet {key}: new nodeSelector"),

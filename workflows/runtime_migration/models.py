@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from activities.cluster.models import DrainReport
 from activities.host.models import CommandResult, HostAccess
-from workflows.kit.inputs import MaintenanceWindows, NodeOrder
+from workflows.kit.inputs import AlertGatePolicy, MaintenanceWindows, NodeOrder
 from workflows.kit.models import Gate, GateRecord, GateState, OperatorInput, ProcedureResult, ProcedureStatus
 from workflows.kit.order import overtaken
 
@@ -105,7 +105,11 @@ class RuntimeMigrationInput(BaseModel):
     default) migrates ``nodes`` in the order given, as before issue 40; ``zone-oldest``,
     ``oldest-first`` or ``newest-first`` order them by the Nodes the preflight reads (zone label,
     creationTimestamp); a list puts those nodes first (each must be one of ``nodes``), the rest
-    zone-oldest. The nodes still go strictly one at a time (GlusterFS: one brick set down)."""
+    zone-oldest. The nodes still go strictly one at a time (GlusterFS: one brick set down).
+
+    ``alerts``: the Prometheus alert gate (:class:`workflows.kit.inputs.AlertGatePolicy`, the
+    CLI's ``--alert-gate URL``): no node's migration starts while a blocking alert fires (a
+    GlusterFS brick-down alert, a node NotReady); None: no gate."""
 
     cluster: str = "default"
     nodes: list[str] = Field(min_length=1)
@@ -139,6 +143,7 @@ class RuntimeMigrationInput(BaseModel):
     #: the Node object, labels, runtime, bootstrap config, packages, addresses), kept so the
     #: nodes can be recovered without Temporal (procedures-spec §1.6).
     record_namespace: str = "openshift-config"
+    alerts: AlertGatePolicy | None = None
 
     @field_validator("record_namespace")
     @classmethod

@@ -10,7 +10,8 @@ procedures-spec §6.3).
    operator holds (``lockkeeper hold``) is passed over until its hold ends (:mod:`.nodecontrol`). A node that
    failed holds the run at gate ``<node>/stopped/<attempt>``: retry-node (or approve) runs it
    again from the step that stopped, skip-node goes on, reject ends the run; an aborted node
-   ends it (:mod:`.nodecontrol`). The node is reported as it was left, e.g. deleted and not
+   ends it (:mod:`.nodecontrol`). With ``alerts``, the kit's alert gate (:mod:`workflows.kit.alerts`)
+   comes first: no node starts while Prometheus names a blocking alert (``alerts/node/<node>``). The node is reported as it was left, e.g. deleted and not
    registered again, and its record is in ConfigMap ``<record_namespace>/lockkeeper-record-<id>``.
 3. Post-check (:mod:`.postcheck`) over the migrated nodes, per node group: packages present
    before (or on the group's peers) but missing now, version differences (packages, kubelet,
@@ -98,7 +99,7 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
             procedure=PROCEDURE_RUNTIME_MIGRATION, noun="runtime migration", cluster=input.cluster,
             rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
             status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
-            reject_note="the node's migration stops there",
+            reject_note="the node's migration stops there", alerts=input.alerts,
         )
         self.gates.on_change = self._gates_changed
         self._mirror: dict[str, str] = {}  # gate id → node (a child's gate shown here)
@@ -377,6 +378,13 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
                 continue
             if node not in self.skip_pending and await self.wait_for_window(node):
                 continue  # a window opened: decide again (a hold, a skip or an abort may have come)
+            if node not in self.skip_pending and self.alerts is not None:
+                # Prometheus before each node (no gate: no command): wait while an alert blocks,
+                # then decide again if an abort, a pause, a hold or a skip came meanwhile.
+                answer = await self.alerts.wait_clear(f"node/{node}")
+                if (answer.outcome == "stopped" or self.control.paused or self.first_unheld(remaining) != node
+                        or node in self.skip_pending):
+                    continue
             remaining.remove(node)
             i = order.index(node)
             if node in self.skip_pending:

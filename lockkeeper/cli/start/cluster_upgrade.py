@@ -39,6 +39,7 @@ def start_cluster_upgrade(
     plan: Path = typer.Option(..., "--plan", help="The upgrade plan (YAML): one section per phase."),
     four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve gates."),
     dry_run: bool = DryRunOpt,
+    alerts: dict[str, Any] | None = None,  # the --alert-* flags (shared.with_alert_gate_options)
     cluster: str | None = ClusterOpt,
     workflow_id: str | None = IdOpt,
     wait: bool = typer.Option(False, "--wait", help="Wait until the upgrade ends; exit 0 only if it completed."),
@@ -60,7 +61,7 @@ def start_cluster_upgrade(
     if cluster:
         data["cluster"] = cluster
     data.setdefault("cluster", settings.cluster)
-    run(_start(settings, data, dict(requested_by=who, four_eyes=four_eyes, dry_run=dry_run), workflow_id, wait, output, who))
+    run(_start(settings, data, dict(requested_by=who, four_eyes=four_eyes, dry_run=dry_run, alerts=alerts), workflow_id, wait, output, who))
 
 
 async def _start(settings: Any, plan: dict[str, Any], fields: dict[str, Any], workflow_id: str | None, wait: bool,

@@ -68,6 +68,7 @@ def start_drain(
     dry_run: bool = DryRunOpt,
     window: list[str] = typer.Option([], "--window", metavar="SPEC", help="Refused: a drain takes one node and "
                                        "starts it now (the node procedures take --window)."),
+    alerts: dict[str, Any] | None = None,  # the --alert-* flags (shared.with_alert_gate_options)
     cluster: str | None = ClusterOpt,
     workflow_id: str | None = IdOpt,
     wait: bool = typer.Option(False, "--wait", help="Wait until the drain ends; exit 0 only if it completed."),
@@ -115,7 +116,7 @@ def start_drain(
         node=node, cluster=cluster or settings.cluster, requested_by=who, four_eyes=four_eyes,
         allowed_approvers=allowed_approver, reboot_command=argv, uncordon_after=uncordon_after,
         decide_after_seconds=decide_after, decision_timeout_seconds=decision_timeout,
-        decision_timeout_outcome=decision_timeout_outcome, ready_timeout_seconds=ready_timeout,
+        decision_timeout_outcome=decision_timeout_outcome, ready_timeout_seconds=ready_timeout, alerts=alerts,
     )
     access = dict(backend=backend, node=node, host=ssh_host or "127.0.0.1", port=ssh_port, user=ssh_user) if argv else None
     run(_start(settings, fields, access, dry_run, workflow_id, wait, output, who))

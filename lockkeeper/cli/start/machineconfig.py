@@ -30,18 +30,10 @@ from lockkeeper.cli.common import (
     validation_lines,
 )
 from lockkeeper.cli.start.shared import (
-    AlertCaOpt,
-    AlertFailOpenOpt,
-    AlertFilterOpt,
-    AlertFiringOnlyOpt,
-    AlertGateOpt,
-    AlertSeverityOpt,
-    AlertTokenOpt,
     Launch,
     NodeOrderOpt,
     OrderOpt,
     WindowOpt,
-    alert_policy,
     launch,
     node_order,
     spec_named,
@@ -130,13 +122,7 @@ def start_machineconfig_rollout(
         "wait", "--decision-timeout-outcome", help="wait | skip | abort (never delete-pod)."
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (read-only preflight) and stop."),
-    alert_gate: str | None = AlertGateOpt,
-    alert_filter: str | None = AlertFilterOpt,
-    alert_firing_only: bool = AlertFiringOnlyOpt,
-    alert_severity: list[str] = AlertSeverityOpt,
-    alert_gate_fail_open: bool = AlertFailOpenOpt,
-    alert_bearer_token_file: str | None = AlertTokenOpt,
-    alert_ca_file: str | None = AlertCaOpt,
+    alerts: dict[str, Any] | None = None,  # the --alert-* flags (shared.with_alert_gate_options)
     cluster: str | None = ClusterOpt,
     workflow_id: str | None = IdOpt,
     wait: bool = typer.Option(False, "--wait", help="Wait until the rollout ends; exit 0 only if it completed."),
@@ -179,8 +165,7 @@ def start_machineconfig_rollout(
         decision_timeout_seconds=decision_timeout, decision_timeout_outcome=decision_timeout_outcome,
         **({"node_order": nodes_order} if nodes_order is not None else {}),
         **({"windows": window_specs} if window_specs else {}),
-        alerts=alert_policy(alert_gate, alert_filter, alert_firing_only, alert_severity, alert_gate_fail_open,
-                            alert_bearer_token_file, alert_ca_file),
+        alerts=alerts,
     )
     run(_start(settings, fields, workflow_id, wait, output, who))
 

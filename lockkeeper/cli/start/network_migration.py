@@ -41,6 +41,7 @@ def start_network_migration(
     four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve the gates."),
     allowed_approver: list[str] = typer.Option([], "--allowed-approver", help="Who may approve (repeatable)."),
     dry_run: bool = DryRunOpt,
+    alerts: dict[str, Any] | None = None,  # the --alert-* flags (shared.with_alert_gate_options)
     cluster: str | None = ClusterOpt,
     workflow_id: str | None = IdOpt,
     wait: bool = typer.Option(False, "--wait", help="Wait until the migration ends; exit 0 only if it completed."),
@@ -62,7 +63,7 @@ def start_network_migration(
     who = identity_of(identity)
     fields = dict(cluster=cluster or settings.cluster, to=to, reboot_via=reboot_via, max_unavailable=max_unavailable,
                   stall_seconds=stall_after, ssh_port=ssh_port, ssh_hosts=hosts, ssh_user=ssh_user, requested_by=who, four_eyes=four_eyes,
-                  allowed_approvers=allowed_approver, dry_run=dry_run)
+                  allowed_approvers=allowed_approver, dry_run=dry_run, alerts=alerts)
     run(_start(settings, fields, dry_run, workflow_id, wait, output, who))
 
 

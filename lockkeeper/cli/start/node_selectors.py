@@ -59,6 +59,7 @@ def start_node_selector_migration(
                                  help="OnDelete DaemonSets: 'report' their pods still on the old selector, or 'delete' them "
                                       "one node at a time after a gate."),
     dry_run: bool = DryRunOpt,
+    alerts: dict[str, Any] | None = None,  # the --alert-* flags (shared.with_alert_gate_options)
     cluster: str | None = ClusterOpt,
     workflow_id: str | None = IdOpt,
     wait: bool = typer.Option(False, "--wait", help="Wait until the run ends."),
@@ -88,6 +89,7 @@ def start_node_selector_migration(
         revert_window_seconds=revert_window, master_config_path=master_config, ondelete_daemonsets=ondelete,
         masters=[{"name": m, "access": {"backend": "ssh", "host": addr[m][0], "port": addr[m][1], "user": ssh_user, "node": m}}
                  for m in master],
+        alerts=alerts,
     )
     run(_start(settings, fields, workflow_id, wait, output, who))
 

@@ -39,18 +39,10 @@ from lockkeeper.cli.common import (
     validation_lines,
 )
 from lockkeeper.cli.start.shared import (
-    AlertCaOpt,
-    AlertFailOpenOpt,
-    AlertFilterOpt,
-    AlertFiringOnlyOpt,
-    AlertGateOpt,
-    AlertSeverityOpt,
-    AlertTokenOpt,
     Launch,
     NodeOrderOpt,
     OrderOpt,
     WindowOpt,
-    alert_policy,
     launch,
     node_order,
     spec_named,
@@ -103,13 +95,7 @@ def start_node_upgrade(
                                                                            "openshift_upgrade_nodes_drain_timeout does."),
     four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve gates."),
     allowed_approver: list[str] = typer.Option([], "--allowed-approver", help="Who may approve (repeatable)."),
-    alert_gate: str | None = AlertGateOpt,
-    alert_filter: str | None = AlertFilterOpt,
-    alert_firing_only: bool = AlertFiringOnlyOpt,
-    alert_severity: list[str] = AlertSeverityOpt,
-    alert_gate_fail_open: bool = AlertFailOpenOpt,
-    alert_bearer_token_file: str | None = AlertTokenOpt,
-    alert_ca_file: str | None = AlertCaOpt,
+    alerts: dict[str, Any] | None = None,  # the --alert-* flags (shared.with_alert_gate_options)
     dry_run: bool = DryRunOpt,
     cluster: str | None = ClusterOpt,
     workflow_id: str | None = IdOpt,
@@ -139,8 +125,7 @@ def start_node_upgrade(
         **({"windows": window_specs} if window_specs else {}),
         policy=dict(serial=parse_serial(serial), canary=list(canary) or canary_count, max_fail_percentage=max_fail_percentage),
         action=dict(kind=action_on, argv=parse_argv(action_command, "'--action-command'")),
-        alerts=alert_policy(alert_gate, alert_filter, alert_firing_only, alert_severity, alert_gate_fail_open,
-                            alert_bearer_token_file, alert_ca_file),
+        alerts=alerts,
     )
     run(_start(settings, fields, workflow_id, wait, output, who))
 

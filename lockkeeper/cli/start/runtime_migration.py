@@ -140,6 +140,7 @@ def start_runtime_migration(
     four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve gates."),
     allowed_approver: list[str] = typer.Option([], "--allowed-approver", help="Who may decide (repeatable)."),
     dry_run: bool = DryRunOpt,
+    alerts: dict[str, Any] | None = None,  # the --alert-* flags (shared.with_alert_gate_options)
     cluster: str | None = ClusterOpt,
     workflow_id: str | None = IdOpt,
     wait: bool = typer.Option(False, "--wait", help="Wait until the migration ends; exit 0 only if it completed."),
@@ -167,6 +168,7 @@ def start_runtime_migration(
         inventory_restore_step=_argv(inventory_restore_command, "--inventory-restore-command"),
         node_group_step=_argv(node_group_command, "--node-group-command"), peers=peer or None,
         record_namespace=record_namespace, gate_timeout_seconds=gate_timeout, requested_by=who, four_eyes=four_eyes, allowed_approvers=allowed_approver,
+        alerts=alerts,
     )
     run(_start(settings, fields, dry_run, workflow_id, wait, output, who))
 

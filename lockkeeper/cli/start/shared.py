@@ -324,18 +324,34 @@ def read_ssh_map(path: str | Path) -> dict[str, tuple[str, int]]:
     return out
 
 
-# --- the alert gate's flags (kit: workflows.kit.alerts), shared by the node procedures -------------
+# --- the alert gate's flags (kit: workflows.kit.alerts), one option group for every node procedure ---
 
-AlertGateOpt = typer.Option(None, "--alert-gate", metavar="URL",
-                            help="Prometheus base URL: no node starts while a blocking alert fires (/api/v1/alerts); "
-                                 "an unreachable Prometheus blocks too, unless --alert-gate-fail-open.")
-AlertFilterOpt = typer.Option(None, "--alert-filter", metavar="REGEX", help="Alert names to IGNORE (searched, e.g. '^Watchdog$').")
-AlertFiringOnlyOpt = typer.Option(True, "--alert-firing-only/--alert-pending-blocks",
-                                  help="Only firing alerts block (default), or pending ones too.")
-AlertSeverityOpt = typer.Option([], "--alert-severity", metavar="LEVEL", help="Only alerts of this severity block (repeatable).")
-AlertFailOpenOpt = typer.Option(False, "--alert-gate-fail-open", help="Prometheus unreachable or in error: go on (with a warning).")
-AlertTokenOpt = typer.Option(None, "--alert-bearer-token-file", metavar="PATH", help="Bearer token for Prometheus (on the worker).")
-AlertCaOpt = typer.Option(None, "--alert-ca-file", metavar="PATH", help="CA bundle for an https Prometheus (on the worker).")
+#: The ``--alert-*`` flags: (parameter name, annotation, typer option). :func:`with_alert_gate_options`
+#: adds them to every start command that takes ``alerts`` (:func:`takes_alert_gate`).
+ALERT_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
+    ("alert_gate", str | None, typer.Option(
+        None, "--alert-gate", metavar="URL", rich_help_panel="Alert gate (Prometheus)",
+        help="Prometheus base URL: no node (batch, phase) starts while a blocking alert fires (/api/v1/alerts); "
+             "an unreachable Prometheus blocks too, unless --alert-gate-fail-open.")),
+    ("alert_filter", str | None, typer.Option(
+        None, "--alert-filter", metavar="REGEX", rich_help_panel="Alert gate (Prometheus)",
+        help="Alert names to IGNORE (searched, e.g. '^Watchdog$').")),
+    ("alert_firing_only", bool, typer.Option(
+        True, "--alert-firing-only/--alert-pending-blocks", rich_help_panel="Alert gate (Prometheus)",
+        help="Only firing alerts block (default), or pending ones too.")),
+    ("alert_severity", list[str], typer.Option(
+        [], "--alert-severity", metavar="LEVEL", rich_help_panel="Alert gate (Prometheus)",
+        help="Only alerts of this severity block (repeatable).")),
+    ("alert_gate_fail_open", bool, typer.Option(
+        False, "--alert-gate-fail-open", rich_help_panel="Alert gate (Prometheus)",
+        help="Prometheus unreachable or in error: go on (with a warning).")),
+    ("alert_bearer_token_file", str | None, typer.Option(
+        None, "--alert-bearer-token-file", metavar="PATH", rich_help_panel="Alert gate (Prometheus)",
+        help="Bearer token for Prometheus (a path on the worker).")),
+    ("alert_ca_file", str | None, typer.Option(
+        None, "--alert-ca-file", metavar="PATH", rich_help_panel="Alert gate (Prometheus)",
+        help="CA bundle for an https Prometheus (a path on the worker).")),
+)
 
 
 def alert_policy(url: str | None, filter: str | None, firing_only: bool, severities: list[str], fail_open: bool,
@@ -352,6 +368,37 @@ def alert_policy(url: str | None, filter: str | None, firing_only: bool, severit
         return None
     return {"url": url, "filter": filter, "firing_only": firing_only, "severities": list(severities), "fail_open": fail_open,
             "bearer_token_file": token_file, "ca_file": ca_file}
+
+
+def takes_alert_gate(command: Callable[..., Any]) -> bool:
+    """Whether a start command takes the alert gate: it has a parameter named ``alerts`` (the
+    input's ``alerts`` fields, a dict, or None)."""
+    return "alerts" in inspect.signature(command).parameters
+
+
+def with_alert_gate_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``command`` (a start command with an ``alerts`` parameter) with the ``--alert-*`` flags of
+    :data:`ALERT_OPTIONS` in its signature instead of ``alerts``: typer offers them, and the
+    wrapper passes ``alerts=`` :func:`alert_policy` of them (None without ``--alert-gate``;
+    ``typer.BadParameter``, exit 2, for a flag without it). The one place the flags are
+    declared, so every node procedure reads them the same way."""
+    sig = inspect.signature(command)
+    names = [name for name, _, _ in ALERT_OPTIONS]
+    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=opt) for name, ann, opt in ALERT_OPTIONS]
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        flags = [kwargs.pop(n, None) for n in names]
+        url, filter, firing_only, severities, fail_open, token_file, ca_file = flags
+        kwargs["alerts"] = alert_policy(url, filter, True if firing_only is None else firing_only, list(severities or []),
+                                        bool(fail_open), token_file, ca_file)
+        return command(*args, **kwargs)
+
+    kept = [p for p in sig.parameters.values() if p.name != "alerts"]
+    wrapper.__signature__ = sig.replace(parameters=[*kept, *extra])  # type: ignore[attr-defined]
+    annotations = {k: v for k, v in getattr(command, "__annotations__", {}).items() if k != "alerts"}
+    wrapper.__annotations__ = {**annotations, **{name: ann for name, ann, _ in ALERT_OPTIONS}}
+    return wrapper
 
 
 # --- the node order's flags (kit: workflows.kit.plan.order_nodes), shared by the node procedures ---

@@ -84,6 +84,7 @@ def start_vxlan_port_change(
     allowed_approver: list[str] = typer.Option([], "--allowed-approver", help="Who may approve (repeatable)."),
     dry_run: bool = DryRunOpt,
     window: list[str] = WindowOpt,
+    alerts: dict[str, Any] | None = None,  # the --alert-* flags (shared.with_alert_gate_options)
     cluster: str | None = ClusterOpt,
     workflow_id: str | None = IdOpt,
     wait: bool = typer.Option(False, "--wait", help="Wait until the run ends; exit 0 only if it completed."),
@@ -110,7 +111,7 @@ def start_vxlan_port_change(
         "fanout.switch_via": switch_via.value if switch_via else None, "images.pull_cmd": _argv(pull_cmd),
         "images.present_cmd": _argv(image_present_cmd), "gates.timeout_seconds": gate_timeout,
         "approvals.requested_by": who, "approvals.four_eyes": four_eyes or None, "approvals.allowed_approvers": allowed_approver or None,
-        "windows": windows(window) or None, "dry_run": dry_run or None, "cluster": cluster or (None if INPUT_FILE.get() else settings.cluster),
+        "windows": windows(window) or None, "alerts": alerts, "dry_run": dry_run or None, "cluster": cluster or (None if INPUT_FILE.get() else settings.cluster),
     })
     run(_start(settings, inp, workflow_id, wait, output, who))
 

@@ -1,0 +1,392 @@
+"""One WATCH of every Node, shared by the node waits their activities handed off (issue 40).
+
+A node run waits minutes for a reboot. Watched inside its activity, each node in flight holds
+one of the worker's activity slots for the whole wait, so ``maxUnavailable`` nodes rebooting
+hold ``maxUnavailable`` slots, and an urgent procedure on the same worker queues behind them.
+Handed off here, the activity returns at once (``activity.raise_complete_async()``) and frees
+its slot; this hub follows every handed-off node on one watch stream of ``/api/v1/nodes`` and
+completes each wait through the worker's :class:`~activities.cluster.completion.Completer`.
+
+Each wait is a :class:`NodeWait`: its ``step`` is the same code the activity runs on each
+object it sees (it may write, e.g. answer the daemon's uncordon), called here on the watch
+thread with every newer object of its node; the first non-None result completes the activity.
+An exception fails it with that error (the server retries it per the activity's policy; a new
+attempt hands off again). At the deadline ``timed_out()`` completes it. Every
+:data:`BEAT_SECONDS` the hub heartbeats it with ``details()``; a heartbeat answered "cancelled"
+reports the cancellation. A hub with nothing to follow for :data:`IDLE_SECONDS` ends its thread
+and its watch.
+
+The race between the activity's own first look (a LIST at resourceVersion R) and the hand-off
+is closed by a cache of the objects this hub's stream delivered (only nodes that changed while
+it ran): a wait picked up late is evaluated at once with its node's cached object when newer
+than R; the stream starts at the first wait's R when the hub was idle. Watch semantics as
+:func:`activities.cluster.watch.watch_window` (410 Gone or a broken stream re-lists).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.cluster.completion import wired
+
+from activities.cluster.nodeinfo import node_info
+from activities.cluster.watch import watch_window
+from activities.context import log
+from activities.kube import objects
+
+if TYPE_CHECKING:
+    from activities.cluster.completion import Completer
+    from activities.cluster.models import NodeInfo
+
+#: Seconds between two heartbeats of one handed-off wait (the rollout's heartbeat timeout is 10 s).
+BEAT_SECONDS = 4.0
+#: Length of one WATCH window (seconds): the longest a deadline, a cancel or a hand-off waits.
+WINDOW_SECONDS = 1
+#: A hub with no wait ends its thread after this many seconds.
+IDLE_SECONDS = 30.0
+#: Threads that run the waits' steps (their writes: a burst of uncordon answers at 500 nodes in
+#: flight is not answered one after the other); one step at a time per wait.
+STEP_THREADS = 16
+
+
+def _rv(obj: dict[str, Any]) -> int | None:
+    """The resourceVersion as an integer when it is one (etcd revisions; clustersim's too), for
+    ordering objects of one node; None when opaque."""
+    try:
+        return int(objects.meta(obj).get("resourceVersion") or "")
+    except ValueError:
+        return None
+
+
+@dataclass(eq=False)
+class NodeWait:
+    """One wait handed off by its activity.
+
+    ``node``: the Node's name; ``task_token``: the activity's (``activity.info().task_token``);
+    ``deadline``: ``time.monotonic()`` at which ``timed_out()`` completes it; ``rv``: the
+    resourceVersion of the object the activity last evaluated (older objects are skipped);
+    ``step(obj, info)``: the result that ends the wait, or None (runs on the hub's thread; may
+    write and may raise); ``details()``: the heartbeat details; ``what``: for the log."""
+
+    node: str
+    task_token: bytes
+    completer: Completer
+    deadline: float
+    rv: int | None
+    start_rv: str | None
+    step: Callable[[dict[str, Any], NodeInfo], Any | None]
+    timed_out: Callable[[], Any]
+    details: Callable[[], Any]
+    what: str
+    next_beat: float = field(default_factory=lambda: time.monotonic() + BEAT_SECONDS)
+    cancelled: bool = False
+    #: A step runs (on the hub's pool); ``pending`` the newest object seen meanwhile; ``ended``
+    #: completed, failed or cancelled (never twice). Guarded by ``lock``.
+    busy: bool = False
+    pending: dict[str, Any] | None = None
+    ended: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class NodeWatchHub:
+    """The shared watcher of one cluster gateway (see the module). Thread-safe: :meth:`hand_off`
+    from any activity thread; the hub's own thread does everything else."""
+
+    def __init__(self, gateway: Any) -> None:
+        self.gateway = gateway
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._new: list[NodeWait] = []
+        self._waits: dict[str, list[NodeWait]] = {}
+        self._cache: dict[str, dict[str, Any]] = {}
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._pool = ThreadPoolExecutor(max_workers=STEP_THREADS, thread_name_prefix="lockkeeper-nodewatch-step")
+        self.handed_off = 0  # waits taken since the hub was made (benchmarks print it)
+
+    # --- any thread ---------------------------------------------------------------------------
+
+    def hand_off(self, wait: NodeWait) -> None:
+        """Follow ``wait`` from now on. Raises RuntimeError when the worker is stopping (the
+        activity then runs its wait itself)."""
+        if wait.completer.closed:
+            raise RuntimeError("the worker is stopping")
+        wait.completer.on_close(self._close)
+        with self._lock:
+            self._new.append(wait)
+            self.handed_off += 1
+            if self._thread is None:
+                self._stop.clear()
+                self._thread = threading.Thread(target=self._run, name="lockkeeper-nodewatch", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def waiting(self) -> int:
+        """How many waits the hub follows now."""
+        with self._lock:
+            return len(self._new) + sum(len(w) for w in self._waits.values())
+
+    def _of(self, completer: Completer) -> list[NodeWait]:
+        with self._lock:
+            return [w for w in self._new if w.completer is completer] + [
+                w for ws in self._waits.values() for w in ws if w.completer is completer
+            ]
+
+    async def _close(self, completer: Completer, grace_seconds: float) -> None:
+        """:meth:`Completer.close`: the waits of ``completer`` may end within ``grace_seconds``;
+        the rest fail as retryable ``WorkerStopping``, and the thread stops when nothing is left."""
+        until = time.monotonic() + grace_seconds
+        while self._of(completer) and time.monotonic() < until:
+            await asyncio.sleep(0.2)
+        with self._lock:
+            mine = [w for w in self._new if w.completer is completer]
+            self._new = [w for w in self._new if w.completer is not completer]
+            for node, waits in list(self._waits.items()):
+                mine += [w for w in waits if w.completer is completer]
+                rest = [w for w in waits if w.completer is not completer]
+                if rest:
+                    self._waits[node] = rest
+                else:
+                    del self._waits[node]
+            if not self._new and not self._waits:
+                self._stop.set()
+        self._wake.set()
+        error = ApplicationError("the worker stopped while it watched this node; another attempt watches on", type="WorkerStopping")
+        mine = [w for w in mine if self._mark_ended(w)]
+        await asyncio.gather(*(completer.handle(w.task_token).fail(error) for w in mine), return_exceptions=True)
+
+    @staticmethod
+    def _mark_ended(w: NodeWait) -> bool:
+        with w.lock:
+            if w.ended:
+                return False
+            w.ended = True
+            return True
+
+    # --- the hub's thread ---------------------------------------------------------------------
+
+    def _run(self) -> None:
+        rv: str | None = None
+        idle_since: float | None = None
+        while True:
+            try:
+                self._take_new()
+                self._housekeeping()
+            except Exception as exc:  # noqa: BLE001 - a bug here must not orphan the other waits
+                log().error(f"nodes (shared watch): {type(exc).__name__}: {exc}")
+            with self._lock:
+                idle = not self._waits and not self._new
+                if self._stop.is_set() or (idle and idle_since is not None and time.monotonic() - idle_since > IDLE_SECONDS):
+                    self._thread = None
+                    self._cache.clear()
+                    return
+            if idle:
+                idle_since = idle_since or time.monotonic()
+                self._wake.wait(1.0)
+                self._wake.clear()
+                continue
+            idle_since = None
+            if rv is None:
+                rv = self._start_rv()
+            try:
+                rv = watch_window(
+                    lambda r, s: self.gateway.watch("Node", resource_version=r, timeout_seconds=s),
+                    rv, WINDOW_SECONDS, self._seen, self._relist, "nodes (shared watch)",
+                )
+            except Exception as exc:  # noqa: BLE001 - the hub must outlive one bad window
+                log().warning(f"nodes (shared watch): {type(exc).__name__}: {exc}; re-listing")
+                rv = None
+                time.sleep(1.0)
+
+    def _start_rv(self) -> str | None:
+        with self._lock:
+            starts = [w.start_rv for waits in self._waits.values() for w in waits if w.start_rv]
+        ints = [int(s) for s in starts if s.isdigit()]
+        if ints:
+            return str(min(ints))
+        return starts[0] if starts else self._relist()
+
+    def _take_new(self) -> None:
+        with self._lock:
+            new, self._new = self._new, []
+            for w in new:
+                self._waits.setdefault(w.node, []).append(w)
+        for w in new:  # events this stream delivered before the wait arrived
+            cached = self._cache.get(w.node)
+            if cached is not None:
+                self._evaluate(w, cached)
+
+    def _seen(self, type_: str, obj: dict[str, Any]) -> bool:
+        name = objects.meta(obj).get("name") or ""
+        if type_ == "DELETED":
+            self._cache.pop(name, None)
+            self._end_all(name, lambda w: w.completer.fail(
+                w.task_token, ApplicationError(f"node {name} was deleted", type="NodeNotFound", non_retryable=True), w.what))
+            return False
+        self._cache[name] = obj
+        with self._lock:
+            waits = list(self._waits.get(name, ()))
+        for w in waits:
+            self._evaluate(w, obj)
+        if self._new:
+            self._take_new()
+        return self._stop.is_set()
+
+    def _relist(self) -> str | None:
+        items, rv = self.gateway.list_nodes_with_rv()
+        with self._lock:
+            followed = set(self._waits)
+        self._cache = {objects.meta(o).get("name") or "": o for o in items if (objects.meta(o).get("name") or "") in followed}
+        for name in followed:
+            obj = self._cache.get(name)
+            if obj is None:
+                self._end_all(name, lambda w: w.completer.fail(
+                    w.task_token, ApplicationError(f"node {w.node} not found", type="NodeNotFound", non_retryable=True), w.what))
+                continue
+            with self._lock:
+                waits = list(self._waits.get(name, ()))
+            for w in waits:
+                self._evaluate(w, obj)
+        return rv
+
+    def _evaluate(self, w: NodeWait, obj: dict[str, Any]) -> None:
+        """Run ``w.step`` on ``obj`` (skipped when not newer than what it saw) on the pool; while
+        a step of ``w`` runs, only the newest object waits for the next."""
+        orv = _rv(obj)
+        if w.rv is not None and orv is not None and orv <= w.rv:
+            return
+        w.rv = orv if orv is not None else w.rv
+        with w.lock:
+            if w.ended:
+                return
+            if w.busy:
+                w.pending = obj
+                return
+            w.busy = True
+        try:
+            self._pool.submit(self._steps, w, obj)
+        except RuntimeError:  # the pool is shut down (interpreter exit)
+            with w.lock:
+                w.busy = False
+
+    def _steps(self, w: NodeWait, obj: dict[str, Any]) -> None:
+        while True:
+            try:
+                result = w.step(obj, node_info(obj))
+            except Exception as exc:  # noqa: BLE001 - the activity fails with it, as it would have
+                if self._end(w):
+                    w.completer.fail(w.task_token, exc, w.what)
+                return
+            if result is not None:
+                if self._end(w):
+                    w.completer.complete(w.task_token, result, w.what)
+                return
+            with w.lock:
+                nxt, w.pending = w.pending, None
+                if nxt is None or w.ended:
+                    w.busy = False
+                    return
+            obj = nxt
+
+    def _end(self, w: NodeWait) -> bool:
+        """Mark ``w`` ended and stop following it; False when it already was."""
+        with w.lock:
+            if w.ended:
+                return False
+            w.ended, w.busy = True, False
+        self._remove(w)
+        return True
+
+    def _housekeeping(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            waits = [w for ws in self._waits.values() for w in ws]
+        for w in waits:
+            if w.busy:  # its step runs: the deadline and the cancel wait for it
+                continue
+            if w.cancelled:
+                if self._end(w):
+                    w.completer.report_cancellation(w.task_token, w.what)
+            elif now >= w.deadline:
+                if self._end(w):
+                    try:
+                        result = w.timed_out()
+                    except Exception as exc:  # noqa: BLE001
+                        w.completer.fail(w.task_token, exc, w.what)
+                    else:
+                        w.completer.complete(w.task_token, result, w.what)
+            elif now >= w.next_beat:
+                w.next_beat = now + BEAT_SECONDS
+                w.completer.heartbeat(w.task_token, w.details(), w.what, cancelled=lambda w=w: self._cancel(w))
+
+    def _cancel(self, w: NodeWait) -> None:
+        w.cancelled = True
+        self._wake.set()
+
+    def _remove(self, w: NodeWait) -> None:
+        with self._lock:
+            waits = self._waits.get(w.node)
+            if waits and w in waits:
+                waits.remove(w)
+                if not waits:
+                    del self._waits[w.node]
+
+    def _end_all(self, node: str, end: Callable[[NodeWait], Any]) -> None:
+        with self._lock:
+            waits = list(self._waits.get(node, []))
+        for w in waits:
+            if self._end(w):
+                end(w)
+
+
+_HUBS: weakref.WeakKeyDictionary[Any, NodeWatchHub] = weakref.WeakKeyDictionary()
+_HUBS_LOCK = threading.Lock()
+
+
+def hub_for(gateway: Any) -> NodeWatchHub:
+    """The shared node watcher of ``gateway`` (one per cluster gateway, made on first use)."""
+    with _HUBS_LOCK:
+        hub = _HUBS.get(gateway)
+        if hub is None:
+            hub = _HUBS[gateway] = NodeWatchHub(gateway)
+        return hub
+
+
+def hand_off(
+    gateway: Any, *, node: str, rv: str | None, timeout_seconds: float,
+    step: Callable[[dict[str, Any], NodeInfo], Any | None], timed_out: Callable[[], Any], details: Callable[[], Any],
+    what: str,
+) -> None:
+    """Hand the running activity's wait on ``node`` to the shared watcher of ``gateway`` and end
+    the activity without a result (``activity.raise_complete_async``: raises, the SDK's signal);
+    the watcher completes it (see :class:`NodeWait` for ``step``, ``timed_out`` and ``details``;
+    ``rv``: the resourceVersion of the caller's own first look, which ``step`` already saw).
+    Returns normally, handing off nothing, when no worker wired a completer (a unit test) or the
+    worker is stopping: the caller then waits itself."""
+    completer = wired()
+    if completer is None:
+        return
+    try:
+        hub_for(gateway).hand_off(NodeWait(
+            node=node, task_token=activity.info().task_token, completer=completer,
+            deadline=time.monotonic() + max(0.0, timeout_seconds), rv=int(rv) if rv and rv.isdigit() else None,
+            start_rv=rv, step=step, timed_out=timed_out, details=details, what=what,
+        ))
+    except RuntimeError:  # the worker is stopping
+        return
+    activity.raise_complete_async()
+
+
+def can_hand_off() -> bool:
+    """Whether a worker wired a completer for this activity (:func:`hand_off` would hand off)."""
+    return wired() is not None
