@@ -193,3 +193,27 @@ def test_the_waits_say_what_the_plan_expects_of_the_daemon() -> None:
         from_config="a", actions=[DisruptionAction(type="Drain")], drain=True, reboot=False)})
     assert first_request_text(drain_only).startswith("daemon to set desiredDrain=drain-")
     assert after_drain_text(drain_only) == "run no action (no reboot planned)"
+
+
+def test_the_status_view_names_machine_config_node_phases_and_the_disruption() -> None:
+    from rich.console import Console
+
+    from lockkeeper.output import status_view
+    from workflows.machineconfig.models import RolloutPlan
+
+    facts = DisruptionFacts(cluster_policies=DEFAULTS, changes=[ConfigChange(
+        from_config="rendered-worker-a", to_config="rendered-worker-b", nodes=["w1"], file_paths=["/etc/sysctl.d/x.conf"])])
+    pool = PoolInfo(name="worker", target_config="rendered-worker-b", nodes=[_node("w1", "rendered-worker-a")],
+                    disruption=facts)
+    nodes = {"w1": NodeStatus(name="w1", pool="worker", phase=NodePhase.RUNNING, step=NodeStep.WAIT_REBOOT)}
+
+    def render(plan: RolloutPlan) -> str:
+        console = Console(width=400, record=True)
+        console.print(status_view(RolloutStatus(workflow_id="r", plan=plan, nodes=nodes)))
+        return console.export_text()
+
+    text = render(plan_rollout([pool], machine_config_nodes=True))
+    assert "MachineConfigNode phase" in text and "UpdateExecuted/RebootedNode (wait-reboot)" in text
+    assert "Reboot; drain, reboot (no policy for file /etc/sysctl.d/x.conf)" in text
+    older = render(plan_rollout([pool.model_copy(update={"disruption": None})]))
+    assert "MachineConfigNode phase" not in older and "RebootedNode" not in older and "wait-reboot" in older
