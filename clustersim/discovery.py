@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from clustersim.resources import RESOURCES, ResourceType
@@ -11,9 +12,9 @@ SERVER_VERSION = {"major": "1", "minor": "37", "gitVersion": "v1.37.0-clustersim
                   "compiler": "gc", "platform": "linux/amd64"}
 
 
-def _groups() -> dict[str, list[ResourceType]]:
+def _groups(resources: Mapping[str, ResourceType]) -> dict[str, list[ResourceType]]:
     out: dict[str, list[ResourceType]] = {}
-    for rt in RESOURCES.values():
+    for rt in resources.values():
         out.setdefault(rt.api_version, []).append(rt)
     return out
 
@@ -28,9 +29,10 @@ ALL_CATEGORY = frozenset({
 _SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "scale": ["get", "patch", "update"]}
 
 
-def api_resource_list(group_version: str) -> dict | None:
-    """The legacy APIResourceList for one group/version, or None if not served."""
-    rts = _groups().get(group_version)
+def api_resource_list(group_version: str, resources: Mapping[str, ResourceType] | None = None) -> dict | None:
+    """The legacy APIResourceList for one group/version, or None if not served. ``resources``: the
+    served kinds (default ``RESOURCES``; a store's ``resource_types`` adds its optional kinds)."""
+    rts = _groups(RESOURCES if resources is None else resources).get(group_version)
     if group_version == "policy/v1" and rts is None:
         rts = []
     if rts is None:
@@ -61,10 +63,10 @@ def _api_group(name: str, versions: list[str]) -> dict:
     return {"name": name, "versions": vs, "preferredVersion": vs[0]}
 
 
-def api_group_list() -> dict:
-    """The APIGroupList served at /apis."""
+def api_group_list(resources: Mapping[str, ResourceType] | None = None) -> dict:
+    """The APIGroupList served at /apis (``resources`` as for :func:`api_resource_list`)."""
     groups: dict[str, list[str]] = {}
-    for rt in RESOURCES.values():
+    for rt in (RESOURCES if resources is None else resources).values():
         if rt.group and rt.version not in groups.setdefault(rt.group, []):
             groups[rt.group].append(rt.version)
     return {"kind": "APIGroupList", "apiVersion": "v1",

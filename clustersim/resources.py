@@ -1,8 +1,13 @@
 """The resource types the simulated API server serves (rows of its APIResourceLists).
 
 ``RESOURCES`` maps a store key (``pods``, ``daemonsets.apps``, ``networks.config.openshift.io``)
-to its ``ResourceType``. Components that serve more kinds add rows with ``register_resource``
-at import time, before a ``Store`` is created.
+to its ``ResourceType``: every store serves these. Components that serve more kinds add rows with
+``register_resource`` at import time, before a ``Store`` is created.
+
+``OPTIONAL_RESOURCES`` are kinds only some clusters have (OpenShift 4.16+ CRDs and the Machine API):
+a ``Store`` serves one only after ``Store.serve(key)``, which a scenario that says so calls when it
+is populated (clustersim.scenario). A scenario that does not name them keeps the exact discovery
+documents it had before they existed.
 """
 
 from __future__ import annotations
@@ -69,6 +74,25 @@ RESOURCES: dict[str, ResourceType] = {
         _rt("network.openshift.io", "v1", "clusternetworks", "ClusterNetwork", False),
         _rt("config.openshift.io", "v1", "networks", "Network", False, (), ("status",)),
         _rt("operator.openshift.io", "v1", "networks", "Network", False, (), ("status",)),
+    )
+}
+
+
+#: Served only by a store that enables them (``Store.serve``), see the module docstring. Sources:
+#: openshift/api release-4.21 ``machineconfiguration/v1/types_machineconfignode.go``
+#: (machineconfignodes, cluster-scoped, status subresource), ``operator/v1/types_machineconfiguration.go``
+#: (machineconfigurations), ``machine/v1beta1`` (machines, machinehealthchecks: namespaced, status
+#: subresource, short names ``ma`` / ``mhc``/``mhcs``) and ``config/v1`` (clusterversions).
+OPTIONAL_RESOURCES: dict[str, ResourceType] = {
+    rt.key: rt
+    for rt in (
+        _rt("machineconfiguration.openshift.io", "v1", "machineconfignodes", "MachineConfigNode", False, (),
+            ("status",)),
+        _rt("operator.openshift.io", "v1", "machineconfigurations", "MachineConfiguration", False, (), ("status",)),
+        _rt("machine.openshift.io", "v1beta1", "machines", "Machine", True, ("ma",), ("status",)),
+        _rt("machine.openshift.io", "v1beta1", "machinehealthchecks", "MachineHealthCheck", True,
+            ("mhc", "mhcs"), ("status",)),
+        _rt("config.openshift.io", "v1", "clusterversions", "ClusterVersion", False, (), ("status",)),
     )
 }
 

@@ -26,6 +26,7 @@ from clustersim.agents import logic
 from clustersim.agents.objects import (
     make_machineconfig,
     make_node,
+    merge_machineconfigs,
     make_pod,
     make_pool,
     new_uid,
@@ -35,6 +36,7 @@ from clustersim.agents.objects import (
 )
 from clustersim.agents.podstatus import NetworkState, kubelet_status
 from clustersim.components import SECTIONS
+from clustersim.mco.model import McoSection, build_mco_objects
 from clustersim.scenario_builders import (
     build_daemonset,
     build_deployment,
@@ -104,6 +106,9 @@ class Scenario(_Strict):
     external: dict[str, Any] | None = None
     cno: dict[str, Any] | None = None
     mcc: dict[str, Any] | None = None
+    # OpenShift 4.16+ machine-config world (clustersim.mco.model): MachineConfigNodes, node
+    # disruption policies. Absent: none of it is served and the daemon drains and reboots always.
+    mco: McoSection | None = None
 
     @model_validator(mode="after")
     def _references(self) -> Scenario:
@@ -169,17 +174,20 @@ class Scenario(_Strict):
                              "labels": {"kubernetes.io/metadata.name": ns}},
                 "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"},
             }))
+        versions = ("4.14.0", "4.14.6") if self.mco is None else (f"{self.mco.version}.0", self.mco.release)
+        mc_objs: dict[str, dict[str, Any]] = {}
         for mc in self.machine_configs:
-            out.append(("machineconfigs.machineconfiguration.openshift.io",
-                        make_machineconfig(mc.name, role=mc.role, created=ts(mc.created), files=mc.files)))
-        files_by_mc = {m.name: m.files for m in self.machine_configs}
+            mc_objs[mc.name] = make_machineconfig(
+                mc.name, role=mc.role, created=ts(mc.created), files=mc.ignition_files(), units=mc.ignition_units(),
+                ssh_keys=mc.ssh_authorized_keys, kernel_arguments=mc.kernel_arguments, os_image_url=mc.os_image_url)
+            out.append(("machineconfigs.machineconfiguration.openshift.io", mc_objs[mc.name]))
         for r in self.rendered_configs:
-            files = [f for s in r.sources for f in files_by_mc[s]]
-            if r.carries_ovn and not any("ovn" in f for f in files):
-                files.append("/etc/NetworkManager/conf.d/ovn-kubernetes.conf")
+            merged = merge_machineconfigs([mc_objs[s] for s in r.sources])
+            if r.carries_ovn and not any("ovn" in f["path"] for f in merged["files"]):
+                merged["files"].append("/etc/NetworkManager/conf.d/ovn-kubernetes.conf")
             out.append(("machineconfigs.machineconfiguration.openshift.io", make_machineconfig(
-                r.name, role=r.pool, created=ts(r.created), files=files, owner_pool=r.pool,
-                sources=r.sources, carries_ovn=r.carries_ovn)))
+                r.name, role=r.pool, created=ts(r.created), owner_pool=r.pool,
+                sources=r.sources, carries_ovn=r.carries_ovn, versions=versions, **merged)))
         sources = {r.name: r.sources for r in self.rendered_configs}
 
         nodes: list[dict[str, Any]] = []
@@ -190,6 +198,7 @@ class Scenario(_Strict):
                 extra_labels=n.labels, index=i))
             if n.address:
                 nodes[-1]["status"]["addresses"][0]["address"] = n.address
+            nodes[-1]["metadata"]["annotations"].update(n.annotations)
         out.extend(("nodes", n) for n in nodes)
 
         for p in self.pools:
@@ -197,6 +206,12 @@ class Scenario(_Strict):
                              sources=sources[p.target], created=default_created, max_unavailable=p.max_unavailable)
             pool["metadata"]["generation"] = 1
             members = [n for n in nodes if logic.match_node_selector(p.node_selector, logic.labels(n))]
+            if p.cert_expirys:
+                pool["status"]["certExpirys"] = [
+                    {"bundle": c.bundle, "subject": c.subject,
+                     "expiry": rfc3339(c.expiry if c.expiry is not None
+                                       else now + timedelta(hours=c.expires_in_hours or 0.0))}
+                    for c in p.cert_expirys]
             pool["status"] = logic.compute_pool_status(pool, members, t_now)
             out.append(("machineconfigpools.machineconfiguration.openshift.io", pool))
 
@@ -302,15 +317,32 @@ class Scenario(_Strict):
 
         if self.network is not None:
             out.extend(build_network_objects(self.network, default_created))
+        if self.mco is not None:
+            pools = [o for k, o in out if k == "machineconfigpools.machineconfiguration.openshift.io"]
+            out.extend(build_mco_objects(self.mco, nodes, pools, default_created, t_now))
         for raw in self.objects:
             out.append((resource_key_for(raw), raw))
         return out
+
+    def served_kinds(self) -> list[str]:
+        """The optional resource keys (clustersim.resources.OPTIONAL_RESOURCES) this scenario
+        serves: those of its ``mco`` section and the kinds of its ``objects``. Raises ValueError
+        for an object of a kind the simulator does not serve."""
+        from clustersim.resources import RESOURCES
+
+        keys = list(self.mco.served()) if self.mco is not None else []
+        for raw in self.objects:
+            key = resource_key_for(raw)
+            if key not in RESOURCES and key not in keys:
+                keys.append(key)
+        return keys
 
     def populate(self, store: Store) -> None:
         """Create every object of the scenario in ``store`` (statuses included).
 
         Raises ``clustersim.store.ApiError`` if an object already exists."""
         now = store.clock.now() if getattr(store, "clock", None) else None
+        store.serve(*self.served_kinds())
         # Store.load takes ownership of the freshly built dicts: no copies, so a 1,000-node /
         # 20,000-pod cluster loads in well under a second once built.
         store.load(self.build_objects(now))

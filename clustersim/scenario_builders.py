@@ -188,14 +188,15 @@ def build_network_objects(n: NetworkSpec, created: str) -> list[tuple[str, dict[
 
 
 def resource_key_for(obj: dict[str, Any]) -> str:
-    """The store key (``pods``, ``daemonsets.apps`` ...) of a raw object by its apiVersion/kind.
+    """The store key (``pods``, ``daemonsets.apps`` ...) of a raw object by its apiVersion/kind,
+    always-served or optional (``clustersim.resources.OPTIONAL_RESOURCES``: the scenario then serves it).
 
     Raises ValueError for a kind the simulator does not serve."""
-    from clustersim.resources import RESOURCES
+    from clustersim.resources import OPTIONAL_RESOURCES, RESOURCES
 
     api_version, kind = obj.get("apiVersion", ""), obj.get("kind", "")
     group = api_version.split("/")[0] if "/" in api_version else ""
-    for key, rt in RESOURCES.items():
+    for key, rt in (*RESOURCES.items(), *OPTIONAL_RESOURCES.items()):
         if rt.kind == kind and rt.group == group:
             return key
     raise ValueError(f"scenario object of unknown kind {api_version}/{kind}")

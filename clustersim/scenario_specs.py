@@ -38,11 +38,50 @@ class ScenarioOptions(_Strict):
     scheduler_messages: Literal["current", "v1.11"] = "current"
 
 
+class FileSpec(_Strict):
+    """An Ignition file with content: ``path``, text ``contents``, ``mode`` (decimal, 420 = 0644)."""
+
+    path: str
+    contents: str = ""
+    mode: int = 420
+
+
+class UnitSpec(_Strict):
+    """An Ignition systemd unit: ``name`` (``x.service``), ``enabled``, unit file ``contents``."""
+
+    name: str
+    enabled: bool | None = None
+    contents: str | None = None
+
+
 class MachineConfigSpec(_Strict):
+    """A MachineConfig. ``files``: paths (written empty, as scenarios before issue 41 have them) or
+    :class:`FileSpec` entries with content; ``units``, ``ssh_authorized_keys`` (user ``core``),
+    ``kernel_arguments``, ``os_image_url`` fill the rest of the config so that a diff of two
+    rendered configs is what the machine-config-daemon would see."""
+
     name: str
     role: str
-    files: list[str] = Field(default_factory=list)
+    files: list[str | FileSpec] = Field(default_factory=list)
     created: datetime
+    units: list[UnitSpec] = Field(default_factory=list)
+    ssh_authorized_keys: list[str] = Field(default_factory=list)
+    kernel_arguments: list[str] = Field(default_factory=list)
+    os_image_url: str = ""
+
+    def file_paths(self) -> list[str]:
+        """The paths of ``files``."""
+        return [f if isinstance(f, str) else f.path for f in self.files]
+
+    def ignition_files(self) -> list[str | dict[str, object]]:
+        """``files`` as :func:`clustersim.agents.objects.make_machineconfig` takes them."""
+        from clustersim.agents.objects import ignition_file
+
+        return [f if isinstance(f, str) else ignition_file(f.path, f.contents, f.mode) for f in self.files]
+
+    def ignition_units(self) -> list[dict[str, object]]:
+        """``units`` as Ignition unit entries (unset fields left out)."""
+        return [u.model_dump(exclude_none=True) for u in self.units]
 
 
 class RenderedConfigSpec(_Strict):
@@ -60,12 +99,31 @@ class RenderedConfigSpec(_Strict):
         return v
 
 
+class CertExpirySpec(_Strict):
+    """One MachineConfigPool ``status.certExpirys`` entry (openshift/api machineconfiguration/v1
+    ``CertExpiry``; MCO ``pkg/controller/node/status.go`` lists the ``KubeAPIServerServingCAData``
+    bundle's certificates). Give ``expiry`` (a time) or ``expires_in_hours`` (from the moment the
+    scenario is loaded, so the fact stays as near as written)."""
+
+    subject: str
+    bundle: str = "KubeAPIServerServingCAData"
+    expiry: datetime | None = None
+    expires_in_hours: float | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> CertExpirySpec:
+        if (self.expiry is None) == (self.expires_in_hours is None):
+            raise ValueError(f"cert expiry {self.subject}: set exactly one of expiry / expires_in_hours")
+        return self
+
+
 class PoolSpec(_Strict):
     name: str
     node_selector: dict[str, str]
     current: str  # status.configuration: what the nodes are at
     target: str  # spec.configuration: the rendered config the pool should reach
     max_unavailable: int | str = 1
+    cert_expirys: list[CertExpirySpec] = Field(default_factory=list)  # status.certExpirys
 
 
 class TaintSpec(_Strict):
@@ -85,6 +143,7 @@ class NodeSpec(_Strict):
     created: datetime | None = None
     # status.addresses InternalIP (hostNetwork pods get it as podIP); default 10.0.x.y by position.
     address: str | None = None
+    annotations: dict[str, str] = Field(default_factory=dict)  # extra metadata.annotations
 
 
 class TolerationSpec(_Strict):

@@ -40,7 +40,7 @@ from clustersim.execws import ExecServer
 from clustersim.faults import FaultInjector, RequestEntry, RequestRecord, now
 from clustersim.patch import PATCH_TYPES, PatchError, apply_patch
 from clustersim.protobuf import decode_protobuf_delete_options
-from clustersim.store import RESOURCES, ApiError, Store
+from clustersim.store import ApiError, Store
 from clustersim.tables import build_table, table_version
 from clustersim.traps.admin import trap_routes
 from clustersim.traps.model import TrapClosed, TrapSet
@@ -192,7 +192,7 @@ class ApiServer:
         name = rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else ""
         key = f"{plural}.{group}" if group else plural
-        rt = RESOURCES.get(key)
+        rt = self.store.resource_type(key)
         if rt is None or rt.version != version or (sub and sub not in rt.subresources):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if name:
@@ -253,18 +253,18 @@ class ApiServer:
             return json_response({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
                 {"clientCIDR": "0.0.0.0/0", "serverAddress": self.advertise}]})
         if path == "/apis":
-            return json_response(api_group_list())
+            return json_response(api_group_list(self.store.resource_types))
         parts = [p for p in path.split("/") if p]
         if parts[0] == "api" and len(parts) == 2:
-            doc = api_resource_list(parts[1])
+            doc = api_resource_list(parts[1], self.store.resource_types)
             if doc is not None:
                 return json_response(doc)
         if parts[0] == "apis" and len(parts) == 2:
-            for g in api_group_list()["groups"]:
+            for g in api_group_list(self.store.resource_types)["groups"]:
                 if g["name"] == parts[1]:
                     return json_response({"kind": "APIGroup", "apiVersion": "v1", **g})
         if parts[0] == "apis" and len(parts) == 3:
-            doc = api_resource_list(f"{parts[1]}/{parts[2]}")
+            doc = api_resource_list(f"{parts[1]}/{parts[2]}", self.store.resource_types)
             if doc is not None:
                 return json_response(doc)
         raise ApiError(404, "NotFound", "the server could not find the requested resource")

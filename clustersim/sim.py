@@ -96,6 +96,24 @@ class ClusterSim:
     async def _exec_log(self, request: web.Request) -> web.Response:
         return web.json_response({"execs": self.exec_router.log_json()})
 
+    async def _host_command(self, node: str, argv: list[str]) -> tuple[str, str, int]:
+        """Run ``argv`` on ``node``'s simulated host for the machine-config-daemon (logged with
+        ``via="machine-config-daemon"``). KeyError when the scenario has no host for ``node``."""
+        hosts: Any = self.components.get("hosts")
+        if hosts is None or node not in getattr(hosts, "hosts", {}):
+            raise KeyError(node)
+        result: tuple[str, str, int] = await hosts.run(node, argv, via="machine-config-daemon")
+        return result
+
+    def _host_rebooted(self, node: str, boot_id: str) -> None:
+        """The machine-config-daemon rebooted ``node``: its host (if any) has booted ``boot_id``."""
+        hosts: Any = self.components.get("hosts")
+        host = getattr(hosts, "hosts", {}).get(node) if hosts is not None else None
+        if host is not None:
+            host.boot_id = boot_id
+            host.boot_ids.append(boot_id)
+            host.boot_count += 1
+
     async def _metrics(self, request: web.Request) -> web.Response:
         from clustersim.metrics import CONTENT_TYPE, render
 
@@ -140,7 +158,8 @@ class ClusterSim:
         if self.scenario is not None and self._start_agents:
             from clustersim.agents import Agents
 
-            self.agents = Agents(self.store, self.clock, self.scenario)
+            self.agents = Agents(self.store, self.clock, self.scenario, host_command=self._host_command,
+                                 host_rebooted=self._host_rebooted)
             await self.agents.start()
         for component in self.components.values():
             self._started_components.append(component)

@@ -26,7 +26,7 @@ from clustersim.apierrors import ApiError
 from clustersim.clock import Clock
 from clustersim.eviction import EvictionMixin
 from clustersim.nodereg import NodeRegistrationMixin
-from clustersim.resources import RESOURCES, ResourceType, resource
+from clustersim.resources import OPTIONAL_RESOURCES, RESOURCES, ResourceType, resource
 from clustersim.selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
 from clustersim.storeevents import Event, Subscription
 
@@ -72,14 +72,39 @@ class Store(EvictionMixin, NodeRegistrationMixin):
         self._replay_floor = 0
         self._subs: list[Subscription] = []
         self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        #: Optional kinds this store serves (``serve``), key -> row.
+        self._optional: dict[str, ResourceType] = {}
+
+    # ----------------------------------------------------------------- served kinds
+    def serve(self, *keys: str) -> None:
+        """Serve these optional kinds too (keys of ``clustersim.resources.OPTIONAL_RESOURCES``, e.g.
+        ``machineconfignodes.machineconfiguration.openshift.io``); idempotent. Raises KeyError for
+        a key that is neither always served nor optional."""
+        for key in keys:
+            if key in RESOURCES:
+                continue
+            self._optional[key] = OPTIONAL_RESOURCES[key]
+
+    def serves(self, key: str) -> bool:
+        """Whether this store serves the resource ``key`` (always-served or enabled optional kind)."""
+        return key in RESOURCES or key in self._optional
+
+    @property
+    def resource_types(self) -> dict[str, ResourceType]:
+        """Every kind this store serves, key -> row: ``RESOURCES`` then the enabled optional kinds
+        (the order discovery lists them in)."""
+        return {**RESOURCES, **self._optional} if self._optional else RESOURCES
+
+    def resource_type(self, key: str) -> ResourceType | None:
+        """The row of a served kind, or None."""
+        return RESOURCES.get(key) or self._optional.get(key)
 
     # ----------------------------------------------------------------- reading
-    @staticmethod
-    def _rt(resource_key: str) -> ResourceType:
-        try:
-            return RESOURCES[resource_key]
-        except KeyError:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource") from None
+    def _rt(self, resource_key: str) -> ResourceType:
+        rt = RESOURCES.get(resource_key) or self._optional.get(resource_key)
+        if rt is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        return rt
 
     @staticmethod
     def _k(rt: ResourceType, name: str, namespace: str | None) -> tuple[str, str]:

@@ -113,11 +113,37 @@ def plan_table(plan: RolloutPlan) -> RenderableType:
     parts.append(Text(f"pool order: {order} ({how})"))
     parts.append(Text(f"order: {plan.node_order} ({ORDER_MEANING.get(plan.node_order, 'unknown')}; "
                       "each pool's batches above are in this order)"))
+    parts.extend(disruption_lines(plan))
     if plan.final_gates:
         parts.append(Text("then: " + ", ".join(g.id for g in plan.final_gates)))
     if plan.network_type:
         parts.append(Text(f"cluster network type: {plan.network_type}", style="dim"))
     return Group(*parts)
+
+
+def disruption_lines(plan: RolloutPlan) -> list[Text]:
+    """One line per pool and current config: what the machine-config-daemon will do to those
+    nodes under the cluster's node disruption policies (actions, drain, reboot, why)."""
+    out = []
+    for p in plan.pools:
+        for d in p.disruption:
+            nodes = ", ".join(d.nodes[:5]) + (f" +{len(d.nodes) - 5}" if len(d.nodes) > 5 else "")
+            style = "yellow" if d.reboot else "green"
+            out.append(Text(f"disruption {p.name}: {d.from_config} -> {p.target_config} ({len(d.nodes)} node(s): "
+                            f"{nodes}): {d.text()} ({d.why})", style=style))
+        for hc in p.health_checks:
+            gate = f"gate machinehealthcheck/{p.name} before the pool" if any(
+                g.id == f"machinehealthcheck/{p.name}" for g in p.gates) else "the approval gates cover it"
+            out.append(Text(
+                f"machinehealthcheck {hc.namespace}/{hc.name} (not paused) may replace rebooting nodes of {p.name} "
+                f"({len(hc.nodes)}: {', '.join(hc.nodes[:5])}) when {' or '.join(hc.unhealthy_conditions) or 'unhealthy'}"
+                f"; pause it (annotation cluster.x-k8s.io/paused) or accept; {gate}", style="yellow"))
+        for node, paths in p.irreconcilable.items():
+            out.append(Text(f"irreconcilable {p.name}/{node}: {', '.join(paths)} (only a new node takes these); "
+                            f"gate irreconcilable/{node} before it", style="yellow"))
+    if plan.machine_config_nodes:
+        out.append(Text("node phases: MachineConfigNode names (the API serves machineconfignodes)", style="dim"))
+    return out
 
 
 def append_next_steps(head: Text, model: Any) -> None:
@@ -171,9 +197,13 @@ def status_view(st: RolloutStatus, now: datetime | None = None) -> RenderableTyp
         f"{tt.degraded} degraded, {tt.failed} failed, {tt.aborted} aborted"
     )
     parts: list[RenderableType] = [head]
+    if st.plan is not None:
+        parts.extend(disruption_lines(st.plan))
 
     nodes = Table(title="Nodes", title_justify="left", expand=False)
-    for col in ("node", "pool", "phase", "step", "waiting for", "since", "deadline", "warning / reason"):
+    mcn = getattr(st, "mcn_phases", {}) if st.plan is not None and st.plan.machine_config_nodes else None
+    for col in ("node", "pool", "phase", "MachineConfigNode phase" if mcn is not None else "step", "waiting for",
+                "since", "deadline", "warning / reason"):
         nodes.add_column(col, overflow="fold")
     for n in st.nodes.values():
         note = n.warning or n.reason or ""
@@ -189,7 +219,8 @@ def status_view(st: RolloutStatus, now: datetime | None = None) -> RenderableTyp
             n.name,
             n.pool,
             Text(str(n.phase), style=PHASE_STYLE.get(n.phase, "")),
-            n.step or "-",
+            (f"{mcn.get(n.name) or '-'} ({n.step})" if n.step else mcn.get(n.name) or "-") if mcn is not None
+            else n.step or "-",
             n.waiting_for or (f"held {st.holds[n.name].until_text()}" if n.name in st.holds else "-"),
             fmt_time(n.since, now) if n.since else "-",
             fmt_time(n.deadline, now) if n.deadline else "-",

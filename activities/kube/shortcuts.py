@@ -15,8 +15,8 @@ from typing import Any
 
 
 class KindShortcuts:
-    """Node, Pod, PodDisruptionBudget, Event, MachineConfigPool, MachineConfig and cluster
-    Network shortcuts (see the module docstring)."""
+    """Node, Pod, PodDisruptionBudget, Event, MachineConfigPool, MachineConfig,
+    MachineConfigNode, MachineConfiguration and cluster Network shortcuts (see the module docstring)."""
 
     get: Any
     list: Any
@@ -121,6 +121,27 @@ class KindShortcuts:
     def list_machineconfigs(self) -> builtins.list[dict[str, Any]]:
         """machineconfiguration.openshift.io/v1 MachineConfigs (rendered and source)."""
         return self.list("MachineConfig")
+
+    def get_machine_configuration(self, name: str = "cluster") -> dict[str, Any]:
+        """``machineconfigurations.operator.openshift.io/cluster`` (OpenShift 4.16+: node
+        disruption policies). Raises NotFound (older clusters, plain Kubernetes)."""
+        return self.get("MachineConfiguration", name)
+
+    def list_machine_config_nodes(self, name: str | None = None) -> builtins.list[dict[str, Any]]:
+        """machineconfiguration.openshift.io/v1 MachineConfigNodes (only ``name``'s with a name:
+        an empty list when it has none). Raises NotFound when the API serves no MachineConfigNodes
+        (before OpenShift 4.16)."""
+        return self.list("MachineConfigNode", field_selector=f"metadata.name={name}" if name else None)
+
+    def list_machines(self) -> builtins.list[dict[str, Any]]:
+        """machine.openshift.io/v1beta1 Machines of every namespace. Raises NotFound where the
+        Machine API is not served."""
+        return self.list("Machine")
+
+    def list_machine_health_checks(self) -> builtins.list[dict[str, Any]]:
+        """machine.openshift.io/v1beta1 MachineHealthChecks of every namespace. Raises NotFound
+        where the Machine API is not served."""
+        return self.list("MachineHealthCheck")
 
     def get_network_config(self, name: str = "cluster") -> dict[str, Any]:
         """``networks.config.openshift.io/cluster``. Raises NotFound (plain Kubernetes)."""

@@ -31,8 +31,11 @@ from activities.cluster.nodeinfo import node_info, node_summary
 from activities.cluster.watch import watch_window
 from activities.context import HEARTBEAT_INTERVAL_SECONDS, beating, check_cancelled, fail, heartbeat, log
 from activities.kube import objects
-from activities.kube.errors import NotFound
+from activities.kube.errors import Forbidden, NotFound
+from activities.machineconfig.mcdiff import config_change
 from activities.machineconfig.models import (
+    DisruptionFacts,
+    HealthCheckFact,
     PoolInfo,
     PoolNodesInput,
     PoolNodesPage,
@@ -112,6 +115,55 @@ def _pool_info(mcp: dict[str, Any], target: dict[str, Any], nodes: list[dict[str
     )
 
 
+def _disruption_facts(policies: tuple[dict[str, Any], bool], info: PoolInfo, target: dict[str, Any],
+                      by_name: dict[Any, dict[str, Any]]) -> DisruptionFacts:
+    """The pool's :class:`DisruptionFacts`: one :class:`ConfigChange` per distinct currentConfig
+    among its nodes not at the target (nodes without a currentConfig are left out)."""
+    groups: dict[str, list[str]] = {}
+    for n in info.nodes:
+        if n.current_config and n.current_config != info.target_config:
+            groups.setdefault(n.current_config, []).append(n.name)
+    changes = [config_change(by_name.get(cur), target, cur, sorted(names)) for cur, names in sorted(groups.items())]
+    return DisruptionFacts(cluster_policies=policies[0], policies_current=policies[1], changes=changes)
+
+
+def _irreconcilable(info: PoolInfo, mcns: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+    """The pool's nodes whose MachineConfigNode reports ``status.irreconcilableChanges``, with
+    their field paths."""
+    out: dict[str, list[str]] = {}
+    for n in info.nodes:
+        changes = ((mcns.get(n.name) or {}).get("status") or {}).get("irreconcilableChanges") or []
+        paths = [str(c.get("fieldPath") or "?") for c in changes if isinstance(c, dict)]
+        if paths:
+            out[n.name] = paths
+    return out
+
+
+#: machine-api-operator: a MachineHealthCheck with this annotation does not remediate.
+MHC_PAUSED = "cluster.x-k8s.io/paused"
+
+
+def _covering(info: PoolInfo, checks: list[tuple[dict[str, Any], dict[str, dict[str, str]]]]) -> list[HealthCheckFact]:
+    """The checks whose selector matches the Machine of some of the pool's nodes (an empty
+    selector matches every Machine of its namespace, as the machine-api-operator reads it)."""
+    out = []
+    for mhc, machine_labels in checks:
+        spec = mhc.get("spec") or {}
+        selector = spec.get("selector") if spec.get("selector") is not None else {}
+        nodes = [n.name for n in info.nodes if n.name in machine_labels and objects.selector_matches(selector, machine_labels[n.name])]
+        if not nodes:
+            continue
+        conds = [f"{c.get('type')}={c.get('status')} for {c.get('timeout')}" for c in spec.get("unhealthyConditions") or []
+                 if isinstance(c, dict)]
+        mu = spec.get("maxUnhealthy")
+        out.append(HealthCheckFact(
+            namespace=objects.meta(mhc).get("namespace", ""), name=objects.meta(mhc).get("name", ""),
+            paused=MHC_PAUSED in objects.annotations(mhc), nodes=nodes, unhealthy_conditions=conds,
+            max_unhealthy=None if mu is None else str(mu),
+        ))
+    return out
+
+
 class MachineConfigActivities(GatewayActivities):
     """The MachineConfig rollout's own activities, bound to one cluster (see
     :class:`~activities.cluster.base.GatewayActivities`)."""
@@ -153,6 +205,9 @@ class MachineConfigActivities(GatewayActivities):
             )
         machineconfigs = gw.list_machineconfigs()
         by_name = {objects.meta(mc).get("name"): mc for mc in machineconfigs}
+        policies = self._cluster_policies()
+        mcns = self._machine_config_nodes()
+        checks = self._health_checks()
         candidates = requested or known
         result: list[PoolInfo] = []
         for pool in candidates:
@@ -178,6 +233,11 @@ class MachineConfigActivities(GatewayActivities):
                 )
             nodes = self._selected_nodes(mcps[pool])
             info = _pool_info(mcps[pool], target, nodes)
+            if policies is not None:
+                info.disruption = _disruption_facts(policies, info, target, by_name)
+            if mcns:
+                info.irreconcilable = _irreconcilable(info, mcns)
+            info.health_checks = _covering(info, checks)
             if not nodes:
                 if requested:
                     selector = objects.label_selector_string((mcps[pool].get("spec") or {}).get("nodeSelector"))
@@ -201,7 +261,46 @@ class MachineConfigActivities(GatewayActivities):
             "preflight: "
             + (", ".join(f"pool {p.name} -> {p.target_config} ({len(p.nodes)} nodes)" for p in result) or "nothing to roll"),
         )
-        return PreflightResult(pools=result, network_type=network_type)
+        return PreflightResult(pools=result, network_type=network_type,
+                               machine_config_nodes=mcns is not None)
+
+    def _cluster_policies(self) -> tuple[dict[str, Any], bool] | None:
+        """``MachineConfiguration/cluster``'s ``status.nodeDisruptionPolicyStatus.clusterPolicies``
+        and whether its status is current (observedGeneration == generation); None where the API
+        has no such object (before OpenShift 4.16)."""
+        try:
+            mcop = self.gateway.get_machine_configuration()
+        except NotFound:
+            return None
+        except Forbidden as exc:  # an older ClusterRole: plan as without policies, and say why
+            log().warning(f"preflight: cannot read MachineConfiguration/cluster ({exc}); assuming drain and reboot")
+            return None
+        status = mcop.get("status") or {}
+        policies = dict((status.get("nodeDisruptionPolicyStatus") or {}).get("clusterPolicies") or {})
+        return policies, status.get("observedGeneration") == objects.meta(mcop).get("generation")
+
+    def _health_checks(self) -> list[tuple[dict[str, Any], dict[str, dict[str, str]]]]:
+        """Each MachineHealthCheck with the labels of the Machines of its namespace by node name
+        (``status.nodeRef.name``); empty where the Machine API is not served or not readable."""
+        try:
+            mhcs = self.gateway.list_machine_health_checks()
+            machines = self.gateway.list_machines() if mhcs else []
+        except (NotFound, Forbidden):
+            return []
+        by_ns: dict[str, dict[str, dict[str, str]]] = {}
+        for m in machines:
+            node = ((m.get("status") or {}).get("nodeRef") or {}).get("name")
+            if node:
+                by_ns.setdefault(objects.meta(m).get("namespace", ""), {})[str(node)] = objects.labels(m)
+        return [(h, by_ns.get(objects.meta(h).get("namespace", ""), {})) for h in mhcs]
+
+    def _machine_config_nodes(self) -> dict[str, dict[str, Any]] | None:
+        """Every MachineConfigNode by name, None where the API serves none (before OpenShift
+        4.16, or a ClusterRole without them)."""
+        try:
+            return {objects.meta(m).get("name", ""): m for m in self.gateway.list_machine_config_nodes()}
+        except (NotFound, Forbidden):
+            return None
 
     @activity.defn(name="list_pool_nodes", no_thread_cancel_exception=True)
     def list_pool_nodes(self, input: PoolNodesInput) -> PoolNodesPage:

@@ -9,7 +9,7 @@ data converter. Annotation values follow the machine-config-operator
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -35,8 +35,70 @@ def uncordon_value(rendered: str) -> str:
     return f"uncordon-{rendered}"
 
 
+class ConfigChange(BaseModel):
+    """What differs between a pool's current rendered MachineConfig and its target, as the
+    machine-config-daemon sees it (MCO ``pkg/daemon/update.go`` ``newMachineConfigDiff``;
+    ``pkg/controller/common/helpers.go`` ``CalculateConfigFileDiffs`` and
+    ``GetChangedConfigUnitsByType``: an Ignition file or unit differs when its JSON differs).
+
+    ``from_config``/``to_config``: rendered config names; ``nodes``: the pool's nodes now at
+    ``from_config`` (by name); ``file_paths``/``unit_names``: added, removed or changed (sorted);
+    ``passwd``: the Ignition ``passwd`` section differs (SSH keys); ``os_update``, ``kargs``,
+    ``fips``, ``kernel_type``, ``extensions``: the MachineConfig fields that always mean a reboot;
+    ``registries_conf_old``/``_new``: the text of ``/etc/containers/registries.conf`` in each
+    config when that file changed (the daemon's "safe change" test reads them), else None;
+    ``missing``: ``from_config`` does not exist (nothing can be said: a reboot is assumed)."""
+
+    from_config: str
+    to_config: str
+    nodes: list[str] = Field(default_factory=list)
+    file_paths: list[str] = Field(default_factory=list)
+    unit_names: list[str] = Field(default_factory=list)
+    passwd: bool = False
+    os_update: bool = False
+    kargs: bool = False
+    fips: bool = False
+    kernel_type: bool = False
+    extensions: bool = False
+    registries_conf_old: str | None = None
+    registries_conf_new: str | None = None
+    missing: bool = False
+
+
+class DisruptionFacts(BaseModel):
+    """What the daemon's disruption decision for a pool depends on (OpenShift 4.16+):
+    ``cluster_policies`` is ``MachineConfiguration/cluster``
+    ``status.nodeDisruptionPolicyStatus.clusterPolicies`` (openshift/api
+    ``operator/v1/types_machineconfiguration.go`` JSON: ``files[{path, actions}]``,
+    ``units[{name, actions}]``, ``sshkey{actions}``), ``policies_current`` whether its
+    ``status.observedGeneration`` equals its ``metadata.generation`` (the daemon waits for that),
+    ``changes`` one :class:`ConfigChange` per distinct current config among the pool's nodes not
+    at the target."""
+
+    cluster_policies: dict[str, Any] = Field(default_factory=dict)
+    policies_current: bool = True
+    changes: list[ConfigChange] = Field(default_factory=list)
+
+
+class HealthCheckFact(BaseModel):
+    """A MachineHealthCheck (machine-api-operator, ``machine.openshift.io/v1beta1``) whose
+    selector matches the Machine of some of a pool's nodes: it may delete and replace a node that
+    stays NotReady during a rolling reboot. ``paused``: it carries the ``cluster.x-k8s.io/paused``
+    annotation (no remediation); ``nodes``: the pool's nodes it covers (via ``Machine.status.nodeRef``);
+    ``unhealthy_conditions``: ``Ready=False for 300s``...; ``max_unhealthy`` as written."""
+
+    namespace: str
+    name: str
+    paused: bool = False
+    nodes: list[str] = Field(default_factory=list)
+    unhealthy_conditions: list[str] = Field(default_factory=list)
+    max_unhealthy: str | None = None
+
+
 class PoolInfo(BaseModel):
-    """A MachineConfigPool resolved for a rollout: its target rendered config and its nodes."""
+    """A MachineConfigPool resolved for a rollout: its target rendered config and its nodes.
+    ``disruption``: the facts for the node disruption policies (None where the API serves no
+    ``MachineConfiguration/cluster``: a daemon before OpenShift 4.16 drains and reboots)."""
 
     name: str
     target_config: str
@@ -50,6 +112,13 @@ class PoolInfo(BaseModel):
     #: pool's node count at preflight.
     more_after: str | None = None
     node_count: int | None = None
+    disruption: DisruptionFacts | None = None
+    #: Node -> the ``fieldPath`` of each of its MachineConfigNode's ``status.irreconcilableChanges``
+    #: (changes of the target only a new node can take: openshift/api machineconfiguration/v1
+    #: ``IrreconcilableChangeDiff``); only nodes that have some.
+    irreconcilable: dict[str, list[str]] = Field(default_factory=dict)
+    #: The MachineHealthChecks covering some of the pool's nodes (empty without a Machine API).
+    health_checks: list[HealthCheckFact] = Field(default_factory=list)
 
 
 # --- preflight ---------------------------------------------------------------------------------
@@ -81,6 +150,8 @@ class PreflightResult(BaseModel):
 
     pools: list[PoolInfo]
     network_type: str | None = None
+    #: The API serves ``machineconfignodes.machineconfiguration.openshift.io`` (OpenShift 4.16+).
+    machine_config_nodes: bool = False
 
 
 class PoolNodesInput(BaseModel):

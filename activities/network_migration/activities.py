@@ -17,6 +17,7 @@ from activities.context import fail
 from activities.kube import objects
 from activities.kube.errors import NotFound
 from activities.network_migration.models import (
+    CertExpiry,
     DeleteNamespaceInput,
     DeleteNamespaceResult,
     MigrationState,
@@ -82,7 +83,10 @@ class NetworkMigrationActivities(GatewayActivities):
                 name=name, paused=bool(spec.get("paused")), updated=objects.condition(mcp, "Updated") == "True",
                 updating=objects.condition(mcp, "Updating") == "True", degraded=objects.condition(mcp, "Degraded") == "True",
                 target=target, machine_count=int(st.get("machineCount") or 0),
-                updated_machine_count=int(st.get("updatedMachineCount") or 0), nodes=sorted(members), nodes_behind=sorted(behind)))
+                updated_machine_count=int(st.get("updatedMachineCount") or 0), nodes=sorted(members), nodes_behind=sorted(behind),
+                cert_expirys=[CertExpiry(bundle=str(c.get("bundle") or ""), subject=str(c.get("subject") or ""),
+                                         expiry=objects.parse_time(c.get("expiry")))
+                              for c in st.get("certExpirys") or [] if isinstance(c, dict)]))
         nodes = []
         for n in sorted(nodes_raw, key=lambda n: objects.meta(n)["name"]):
             a, lb = objects.annotations(n), objects.labels(n)

@@ -8,7 +8,19 @@ node annotations ``machineconfiguration.openshift.io/currentConfig``/``desiredCo
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import BaseModel, Field
+
+
+class CertExpiry(BaseModel):
+    """One MachineConfigPool ``status.certExpirys`` entry (openshift/api machineconfiguration/v1
+    ``CertExpiry``: the certificates of the ControllerConfig's bundles, e.g. subject
+    ``CN=kube-apiserver-to-kubelet-signer,OU=openshift``); ``expiry`` None when unparseable."""
+
+    bundle: str = ""
+    subject: str = ""
+    expiry: datetime | None = None
 
 
 class PoolState(BaseModel):
@@ -26,6 +38,7 @@ class PoolState(BaseModel):
     updated_machine_count: int = 0
     nodes: list[str] = Field(default_factory=list)
     nodes_behind: list[str] = Field(default_factory=list)
+    cert_expirys: list[CertExpiry] = Field(default_factory=list)
 
 
 class NodeState(BaseModel):

@@ -6,7 +6,10 @@ and emits watch events) and react to Store events through one subscription (no p
 - one machine-config-daemon task per node runs the node handshake of DESIGN.md
   (MCO pkg/daemon: desiredConfig -> Working + desiredDrain=drain-X -> wait lastAppliedDrain
   (1 h deadline) -> write files, reboot -> desiredDrain=uncordon-X -> wait (10 min) ->
-  currentConfig=X, Done);
+  currentConfig=X, Done); in a scenario with the ``mco:`` section it follows the node
+  disruption policies (no drain or no reboot when no action needs one) and reports its phases
+  in MachineConfigNodes, and the operator keeps ``MachineConfiguration/cluster``'s status
+  (clustersim.agents.mco);
 - kubelet: pods start (Running/Ready) ``pod_start_seconds`` after binding, go not Ready
   while their node is NotReady, restart after a reboot, crash-loop without OVN files (R1);
 - node lifecycle: node Leases, pod GC of pods on deleted Nodes;
@@ -38,10 +41,12 @@ from clustersim.agents.daemonset import DaemonSetControllerMixin
 from clustersim.agents.kubelet import KubeletMixin
 from clustersim.agents.logic import ANN_CURRENT_CONFIG, annotations
 from clustersim.agents.mcd import MachineConfigDaemonMixin
+from clustersim.agents.mco import HostCommand, HostRebooted, MachineConfigOperatorMixin, UpdateRecord
 from clustersim.agents.nodelifecycle import NodeLifecycleMixin
 from clustersim.agents.replicaset import ReplicaSetControllerMixin
 from clustersim.agents.scheduler import SchedulerMixin
 from clustersim.agents.status import StatusControllerMixin
+from clustersim.mco.model import MACHINECONFIGURATION
 
 if TYPE_CHECKING:
     from clustersim.clock import Clock
@@ -60,13 +65,22 @@ RECONCILE_REST = 3.0
 RECONCILE_REST_AFTER = 0.005
 
 
-class Agents(MachineConfigDaemonMixin, KubeletMixin, SchedulerMixin, DaemonSetControllerMixin,
-             ReplicaSetControllerMixin, StatusControllerMixin, NodeLifecycleMixin, AgentBase):
+class Agents(MachineConfigDaemonMixin, MachineConfigOperatorMixin, KubeletMixin, SchedulerMixin,
+             DaemonSetControllerMixin, ReplicaSetControllerMixin, StatusControllerMixin, NodeLifecycleMixin, AgentBase):
     """Runs every simulated agent against ``store``; timings come from ``scenario.options``
-    and are scaled by ``clock``. Use ``await start()`` / ``await stop()``."""
+    and are scaled by ``clock``. Use ``await start()`` / ``await stop()``.
 
-    def __init__(self, store: Store, clock: Clock, scenario: Scenario) -> None:
+    ``host_command(node, argv)`` runs a command on a node's simulated host (the daemon reloads and
+    restarts services through it) and ``host_rebooted(node, boot_id)`` tells the host the daemon
+    rebooted it (4.16+ scenarios only); None without hosts. ``mcd_updates``: every update the daemons
+    started, with its disruption plan (clustersim.agents.mco.UpdateRecord)."""
+
+    def __init__(self, store: Store, clock: Clock, scenario: Scenario, host_command: HostCommand | None = None,
+                 host_rebooted: HostRebooted | None = None) -> None:
         self.store = store
+        self.host_command = host_command
+        self.host_rebooted = host_rebooted
+        self.mcd_updates: list[UpdateRecord] = []
         self.clock = clock
         self.scenario = scenario
         self.options = scenario.options
@@ -121,6 +135,9 @@ class Agents(MachineConfigDaemonMixin, KubeletMixin, SchedulerMixin, DaemonSetCo
             self._track_unbound("ADDED", pod["metadata"]["namespace"], pod["metadata"]["name"], pod)
         self._dirty_pools = True
         self._dirty.set()
+        if self.store.serves(MACHINECONFIGURATION):
+            for obj in self.store.list(MACHINECONFIGURATION):
+                self._sync_machine_configuration(obj)
         self._tasks.append(asyncio.create_task(self._dispatch(), name="agents-dispatch"))
         self._tasks.append(asyncio.create_task(self._reconcile_loop(), name="agents-controllers"))
         if self.net.enabled:
@@ -253,6 +270,8 @@ class Agents(MachineConfigDaemonMixin, KubeletMixin, SchedulerMixin, DaemonSetCo
         elif res == PDB:
             self._dirty_pdb_ns.add(ns)
             self._mark()
+        elif res == MACHINECONFIGURATION and ev.type != "DELETED":
+            self._sync_machine_configuration(obj)
 
     def _track_unbound(self, ev_type: str, ns: str, name: str, pod: dict[str, Any]) -> None:
         if ev_type != "DELETED" and not pod["spec"].get("nodeName") and (pod.get("status") or {}).get("phase") == "Pending":

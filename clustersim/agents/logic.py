@@ -205,6 +205,8 @@ def compute_pool_status(pool: Mapping[str, Any], nodes: Sequence[Mapping[str, An
         "configuration": dict(old_status.get("configuration") or pool.get("spec", {}).get("configuration") or {}),
         "conditions": [dict(c) for c in old_status.get("conditions") or []],
     }
+    if "certExpirys" in old_status:  # from the ControllerConfig's certificates, not from the nodes
+        status["certExpirys"] = [dict(c) for c in old_status["certExpirys"]]
     all_updated = len(updated) == len(nodes) and len(ready) == len(nodes) and not unavailable
     if all_updated:
         set_condition(status, _cond("Updated", "True", "", f"All nodes are updated with {target}"), now)

@@ -11,6 +11,7 @@ import hashlib
 import uuid
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 from clustersim.agents.logic import (
     ANN_CURRENT_CONFIG,
@@ -232,22 +233,37 @@ def make_pod(
     }
 
 
+def ignition_file(path: str, contents: str = "", mode: int = 420) -> dict[str, Any]:
+    """An Ignition 3 ``storage.files`` entry writing ``contents`` (text, as a ``data:,`` URL with
+    percent-encoding, RFC 2397) to ``path`` with ``mode`` (decimal, 420 = 0644)."""
+    return {"path": path, "mode": mode, "overwrite": True, "contents": {"source": "data:," + quote(contents, safe="")}}
+
+
 def make_machineconfig(
     name: str,
     *,
     role: str,
     created: str,
-    files: list[str],
+    files: list[str] | list[dict[str, Any]] | list[str | dict[str, Any]],
     owner_pool: str | None = None,
     sources: list[str] | None = None,
     carries_ovn: bool = False,
+    units: list[dict[str, Any]] | None = None,
+    ssh_keys: list[str] | None = None,
+    kernel_arguments: list[str] | None = None,
+    os_image_url: str = "",
+    versions: tuple[str, str] = ("4.14.0", "4.14.6"),
 ) -> dict[str, Any]:
-    """A MachineConfig (Ignition 3.2) writing ``files``; rendered configs list their sources
-    in ``metadata.annotations`` like MCO's generated-by-controller-version annotation."""
+    """A MachineConfig (Ignition 3.2) writing ``files`` (a path, written empty, or an Ignition file
+    entry, see :func:`ignition_file`), with the systemd ``units`` (Ignition unit entries: ``name``,
+    ``enabled``, ``contents``), the ``core`` user's ``ssh_keys``, ``kernel_arguments`` and
+    ``os_image_url``; rendered configs (``sources`` given) list their sources in
+    ``metadata.annotations`` like MCO's generated-by-controller-version and release-image-version
+    annotations (``versions``)."""
     ann: dict[str, str] = {}
     if sources is not None:
-        ann["machineconfiguration.openshift.io/generated-by-controller-version"] = "4.14.0"
-        ann["machineconfiguration.openshift.io/release-image-version"] = "4.14.6"
+        ann["machineconfiguration.openshift.io/generated-by-controller-version"] = versions[0]
+        ann["machineconfiguration.openshift.io/release-image-version"] = versions[1]
     if carries_ovn:
         ann["clustersim.lockkeeper.io/carries-ovn"] = "true"
     meta: dict[str, Any] = {
@@ -268,32 +284,55 @@ def make_machineconfig(
                 "blockOwnerDeletion": True,
             }
         ]
+    config: dict[str, Any] = {
+        "ignition": {"version": "3.2.0"},
+        "storage": {"files": [ignition_file(f) if isinstance(f, str) else dict(f) for f in files]},
+    }
+    if units:
+        config["systemd"] = {"units": [dict(u) for u in units]}
+    if ssh_keys:
+        config["passwd"] = {"users": [{"name": "core", "sshAuthorizedKeys": list(ssh_keys)}]}
     return {
         "apiVersion": "machineconfiguration.openshift.io/v1",
         "kind": "MachineConfig",
         "metadata": meta,
         "spec": {
-            "config": {
-                "ignition": {"version": "3.2.0"},
-                "storage": {
-                    "files": [
-                        {
-                            "path": path,
-                            "mode": 420,
-                            "overwrite": True,
-                            "contents": {"source": "data:,"},
-                        }
-                        for path in files
-                    ]
-                },
-            },
+            "config": config,
             "extensions": [],
             "fips": False,
-            "kernelArguments": [],
+            "kernelArguments": list(kernel_arguments or []),
             "kernelType": "default",
-            "osImageURL": "",
+            "osImageURL": os_image_url,
         },
     }
+
+
+def merge_machineconfigs(mcs: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a rendered config built from ``mcs`` (in order) carries, as the render controller merges
+    them (MCO ``pkg/controller/common/helpers.go`` ``MergeMachineConfigs``, read, not copied): files
+    by path and units by name (a later one replaces an earlier one in its place), the ``core``
+    user's SSH keys and the kernel arguments appended, the last non-empty osImageURL. Returns the
+    keyword arguments ``files``, ``units``, ``ssh_keys``, ``kernel_arguments``, ``os_image_url`` of
+    :func:`make_machineconfig`."""
+    files: dict[str, dict[str, Any]] = {}
+    units: dict[str, dict[str, Any]] = {}
+    keys: list[str] = []
+    kargs: list[str] = []
+    os_image = ""
+    for mc in mcs:
+        spec = mc.get("spec") or {}
+        cfg = spec.get("config") or {}
+        for f in (cfg.get("storage") or {}).get("files") or []:
+            files[f.get("path", "")] = dict(f)
+        for u in (cfg.get("systemd") or {}).get("units") or []:
+            units[u.get("name", "")] = dict(u)
+        for user in (cfg.get("passwd") or {}).get("users") or []:
+            if user.get("name") == "core":
+                keys.extend(k for k in user.get("sshAuthorizedKeys") or [] if k not in keys)
+        kargs.extend(spec.get("kernelArguments") or [])
+        os_image = spec.get("osImageURL") or os_image
+    return {"files": list(files.values()), "units": list(units.values()), "ssh_keys": keys,
+            "kernel_arguments": kargs, "os_image_url": os_image}
 
 
 def make_pool(

@@ -9,6 +9,9 @@ status codes):
 - ``stop`` of a missing unit: ``Failed to stop X.service: Unit X.service not loaded.`` (5);
   ``start``: ``Failed to start X.service: Unit not found.`` (5);
 - ``enable``/``disable`` of a missing unit: ``Failed to execute operation: No such file or directory`` (1);
+- ``reload`` changes nothing on an active unit (its configuration is re-read); a missing unit
+  prints ``Failed to reload X.service: Unit X.service not loaded.`` (5), an inactive one
+  ``X.service is not active, cannot reload.`` (1);
 - ``rpm -q P``: ``P-VERSION-RELEASE.ARCH`` or ``package P is not installed``; the exit code is
   the number of packages not installed;
 - ``yum -y remove|install``: a transaction summary ending in ``Complete!``; an unknown package
@@ -50,7 +53,7 @@ async def cmd_systemctl(ctx: Ctx) -> Result:
     if verb == "reboot":
         ctx.world.request_reboot(host)
         raise SessionDropped
-    if verb not in ("start", "stop", "restart", "enable", "disable", "is-active", "is-enabled", "status"):
+    if verb not in ("start", "stop", "restart", "reload", "enable", "disable", "is-active", "is-enabled", "status"):
         return "", f'Unknown operation \'{verb}\'.\n', 1
     if not names:
         return "", "Too few arguments.\n", 1
@@ -78,6 +81,9 @@ async def cmd_systemctl(ctx: Ctx) -> Result:
             elif verb in ("start", "restart"):
                 err.append(f"Failed to {verb} {svc}: Unit not found.\n")
                 code = 5
+            elif verb == "reload":
+                err.append(f"Failed to reload {svc}: Unit {svc} not loaded.\n")
+                code = 5
             elif verb == "status":
                 err.append(f"Unit {svc} could not be found.\n")
                 code = 4
@@ -91,6 +97,10 @@ async def cmd_systemctl(ctx: Ctx) -> Result:
         elif verb == "restart":
             set_active(ctx, n, False)
             set_active(ctx, n, True)
+        elif verb == "reload":
+            if not u.active:
+                err.append(f"{svc} is not active, cannot reload.\n")
+                code = code or 1
         elif verb == "enable":
             if not u.enabled:
                 err.append(f"Created symlink from {WANTS}/{svc} to /usr/lib/systemd/system/{svc}.\n")

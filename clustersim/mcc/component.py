@@ -12,6 +12,12 @@ It reacts to Node and MachineConfigPool events through one store subscription (n
   uncordons and sets ``lastAppliedDrain=uncordon-X`` (MCO ``pkg/controller/drain``, read, not
   copied).
 
+Where the store serves MachineConfigNodes (scenario section ``mco:``), the controller also writes
+its side of them as MCO ``release-4.21`` does: ``spec.configVersion.desired`` when it hands out a
+desiredConfig (``node_controller.go``), ``UpdateExecuted``/``Cordoned``, ``UpdateExecuted``/``Drained``
+(Unknown while draining, True when drained) and ``UpdateComplete``/``Uncordoned``
+(``drain_controller.go``).
+
 :meth:`kill` takes the controller down (R1: it lost the API): nothing more is handed out or
 drained, work in flight stops where it is. :meth:`revive` brings it back. The fault
 ``kill_after_nodes`` kills it by itself after that many desiredConfig hand-outs. Admin routes:
@@ -38,6 +44,7 @@ from clustersim.agents.logic import (
 )
 from clustersim.apierrors import ApiError
 from clustersim.mcc.model import MccSection, pick_candidates
+from clustersim.mco.mcn import Condition, report, set_spec_desired
 
 if TYPE_CHECKING:
     from clustersim.components import Handler
@@ -147,6 +154,7 @@ class MccComponent:
             for name in pick_candidates(pool, members):
                 store.mutate("nodes", name, None,
                              lambda o, t=target: o["metadata"].setdefault("annotations", {}).__setitem__(ANN_DESIRED_CONFIG, t))
+                set_spec_desired(store, name, pool["metadata"]["name"])
                 self.handed_out.append((name, target))
                 limit = self.section.kill_after_nodes
                 if limit is not None and not self._fault_fired and len(self.handed_out) >= limit:
@@ -165,10 +173,27 @@ class MccComponent:
         try:
             if want.startswith("drain-"):
                 store.mutate("nodes", node, None, lambda o: o["spec"].__setitem__("unschedulable", True))
+                report(store, node, Condition("UpdateExecuted", "Cordoned", "Cordoned Node as part of update executed phase"),
+                       Condition("Cordoned", "UpdateExecutedCordoned", "Cordoned node. The node is reporting Unschedulable = true"),
+                       "Unknown", "True")
+                last = annotations(store.get_ref("nodes", node)).get(ANN_LAST_APPLIED_DRAIN, "")
+                report(store, node, Condition("UpdateExecuted", "Drained", "Draining Node as part of update executed phase"),
+                       Condition("Drained", "UpdateExecutedDrained", "Draining node. The drain will not be complete until "
+                                 f"desired drainer {want} matches current drainer {last}"), "Unknown", "Unknown")
                 while self._evict_round(node):
+                    report(store, node, Condition("UpdateExecuted", "Drained", "Node Drain has not succeeded"),
+                           Condition("Drained", "UpdateExecutedDrained", "Error: Node Drain has not succeeded. Error is: "
+                                     "some pods could not be evicted yet The drain will not be complete until desired "
+                                     f"drainer {want} matches current drainer {last}"), "Unknown", "Unknown")
                     await self.sim.clock.sleep(self.section.drain_retry_seconds)
+                report(store, node, Condition("UpdateExecuted", "Drained", "Drained Node as part of update executed phase"),
+                       Condition("Drained", "UpdateExecutedDrained", "Drained node. The drain is complete as the desired "
+                                 f"drainer matches current drainer: {want}"), "Unknown", "True")
             else:
                 store.mutate("nodes", node, None, lambda o: o["spec"].pop("unschedulable", None))
+                report(store, node, Condition("UpdateComplete", "Uncordoned", "Uncordoned Node as part of completing upgrade phase"),
+                       Condition("Uncordoned", "UpdateCompleteUncordoned", "UnCordoned node. The node is reporting Unschedulable = false"),
+                       "True", "True")
             store.mutate("nodes", node, None,
                          lambda o: o["metadata"].setdefault("annotations", {}).__setitem__(ANN_LAST_APPLIED_DRAIN, want))
             self.drains.append((node, want))

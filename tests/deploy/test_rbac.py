@@ -1,7 +1,8 @@
 """Least-privilege RBAC, proven by recording.
 
 A worker subprocess runs the shipped procedures against clustersim: the full R1 repair (all
-pools, network repair, the gated delete of all pods) and an R2 drain blocked by the
+pools, network repair, the gated delete of all pods), a rollout on OpenShift 4.21 (node
+disruption policies, MachineConfigNodes) and an R2 drain blocked by the
 router-default PodDisruptionBudget (blocked-drain report: budgets, Pending pods, their events,
 the DrainBlocked event) that is then aborted (rollback: uncordon, desiredConfig back). Clustersim
 records every request it served; the test asserts that the ClusterRole in deploy/ allows each
@@ -97,12 +98,27 @@ async def _r2_blocked_then_abort(sim_factory, worker_process_factory, dev_server
     return await _stop_and_collect(worker, sim)
 
 
+async def _ocp421_rollout(sim_factory, worker_process_factory, dev_server, temporal_client, task_queue) -> set[Access]:
+    """OpenShift 4.21 (issue 41): the preflight reads the node disruption policies and asks
+    whether MachineConfigNodes are served; a registries.d-only rollout (no drain, no reboot)."""
+    sim = await sim_factory("r1-ocp421", time_scale=SCALE)
+    queue = task_queue + "-ocp421"
+    worker = worker_process_factory(address=dev_server.address, kubeconfig=sim.kubeconfig_path, task_queue=queue)
+    await worker.start()
+    handle = await start_rollout(temporal_client, queue, cluster="rbac-ocp421", pools=["worker"], approval="none",
+                                 target_configs={"worker": "rendered-worker-f545564a866bce772bf3fb8e1a72a29d"}, **FAST)
+    result = await drive(handle, timeout=120)
+    assert result.outcome == "completed", result.message
+    return await _stop_and_collect(worker, sim)
+
+
 async def test_clusterrole_allows_exactly_what_the_procedures_use(
     sim_factory, worker_process_factory, dev_server, temporal_client, task_queue
 ) -> None:
     role = load_role()
     used = await _r1_repair(sim_factory, worker_process_factory, dev_server, temporal_client, task_queue)
     used |= await _r2_blocked_then_abort(sim_factory, worker_process_factory, dev_server, temporal_client, task_queue)
+    used |= await _ocp421_rollout(sim_factory, worker_process_factory, dev_server, temporal_client, task_queue)
     print("recorded accesses:\n  " + "\n  ".join(f"{a.verb} {a.group or 'core'}/{a.resource} {a.name}" for a in sorted(used)))
 
     denied = sorted(a for a in used if not role_allows(role, a))
@@ -112,7 +128,9 @@ async def test_clusterrole_allows_exactly_what_the_procedures_use(
     # The paths that matter for R1/R2 were really exercised (not vacuous).
     verbs = {(a.resource, a.verb) for a in used}
     for needed in (("nodes", "watch"), ("pods/eviction", "create"), ("events", "create"),
-                   ("poddisruptionbudgets", "list"), ("networks", "get"), ("pods", "delete")):
+                   ("poddisruptionbudgets", "list"), ("networks", "get"), ("pods", "delete"),
+                   ("machineconfigurations", "get"), ("machineconfignodes", "list"), ("machinehealthchecks", "list"),
+                   ("machines", "list")):
         assert needed in verbs, needed
 
 

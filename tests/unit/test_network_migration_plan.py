@@ -63,3 +63,26 @@ def test_progress_signature_changes_with_annotations() -> None:
 def test_input_defaults() -> None:
     i = NetworkMigrationInput()
     assert i.to == "OVNKubernetes" and i.reboot_via == "debug-pod" and i.reboot_command == ["systemctl", "reboot"]
+
+
+def test_a_pause_across_the_kubelet_ca_rotation_is_refused_naming_the_date() -> None:
+    """Issue 41: the kube-apiserver-to-kubelet-signer (365 days) is rotated at 292 days, i.e. 73
+    days before it expires; a paused pool does not get the new CA."""
+    from datetime import UTC, datetime, timedelta
+
+    from activities.network_migration.models import CertExpiry, PoolState
+    from workflows.network_migration.plan import kubelet_ca_problems, pause_bound_seconds
+
+    now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    signer = "CN=kube-apiserver-to-kubelet-signer,OU=openshift"
+    soon = CertExpiry(subject=signer, expiry=now + timedelta(days=73, hours=2))
+    pools = [PoolState(name="master", cert_expirys=[soon]), PoolState(name="worker", cert_expirys=[soon])]
+    assert pause_bound_seconds(8, 300, 120) == 1260
+    [msg] = kubelet_ca_problems(pools, now, pause_seconds=3 * 3600)
+    assert msg.startswith("the kubelet CA rotates on 2026-03-01 14:00 UTC") and "pools master, worker" in msg
+    assert kubelet_ca_problems(pools, now, pause_seconds=3600) == []  # the pause ends before the rotation
+    # Rotated already but the old CA not yet removed: a pause now still keeps the new CA from the nodes.
+    rotating = [PoolState(name="worker", cert_expirys=[CertExpiry(subject=signer, expiry=now + timedelta(days=10))])]
+    assert kubelet_ca_problems(rotating, now, pause_seconds=60)
+    other = [PoolState(name="worker", cert_expirys=[CertExpiry(subject="CN=admin-kubeconfig-signer", expiry=soon.expiry)])]
+    assert kubelet_ca_problems(other, now, pause_seconds=3 * 3600) == []

@@ -53,7 +53,7 @@ def test_python_dumps_keep_every_field() -> None:
 def test_a_5000_node_status_and_result_fit_and_round_trip() -> None:
     names = [f"worker-{i:04d}" for i in range(5000)]
     t = datetime(2026, 1, 1, tzinfo=UTC)
-    plan = RolloutPlan(pools=[PoolPlan(name="worker", target_config="rendered-worker-" + "f" * 32, size=5000, max_unavailable=500,
+    plan = RolloutPlan(machine_config_nodes=True, pools=[PoolPlan(name="worker", target_config="rendered-worker-" + "f" * 32, size=5000, max_unavailable=500,
                                        capacity=500, nodes=names, batches=batches(names, 500))])
     status = RolloutStatus(plan=plan, nodes={
         n: NodeStatus(name=n, pool="worker", phase=NodePhase.DONE, step="done", started_at=t, finished_at=t + timedelta(seconds=3),

@@ -81,6 +81,25 @@ def grace_poll_seconds(grace_seconds: float) -> float:
     return min(5.0, max(0.5, grace_seconds / 10))
 
 
+def first_request_text(input: NodeRolloutInput) -> str:
+    """What the run waits for first: the drain request, or (the plan expects no drain) the
+    daemon's own actions then the uncordon request."""
+    d = input.disruption
+    if d is not None and not d.drain:
+        acts = ", ".join(a.text() for a in d.actions) or "its actions"
+        return (f"daemon to apply the files, {acts} (no drain, {'a reboot' if d.reboot else 'no reboot'} planned), "
+                f"then set desiredDrain={uncordon_value(input.target)}")
+    return f"daemon to set desiredDrain={drain_value(input.target)}, then cordon and drain"
+
+
+def after_drain_text(input: NodeRolloutInput) -> str:
+    """What the daemon does after the drain hand-off: reboot, or its rebootless actions."""
+    d = input.disruption
+    if d is not None and not d.reboot:
+        return "run " + (", ".join(a.text() for a in d.actions if a.type != "Drain") or "no action") + " (no reboot planned)"
+    return "reboot"
+
+
 def _current_step(step: str | None) -> NodeStep:
     """The step last reported (a kit step name such as ``drain`` is one of ours too)."""
     return NodeStep(step) if step in {str(s) for s in NodeStep} else NodeStep.READ
@@ -129,7 +148,7 @@ class _Follow:
         the daemon asks, then hand off when its pass emptied the node, or go on draining in the
         kit's loop. Interruptible: skip/abort cancels it and raises :class:`Stopped`."""
         await self.run.report(
-            NodePhase.RUNNING, NodeStep.WAIT_DRAIN_REQUEST, f"daemon to set desiredDrain={self.drain_v}, then cordon and drain"
+            NodePhase.RUNNING, NodeStep.WAIT_DRAIN_REQUEST, first_request_text(self.input)
         )
         return await self.after_drain_when_asked(await _drain_when_asked(self.wf, self.input))
 
@@ -231,7 +250,7 @@ class _Follow:
             first = f"lastAppliedDrain={self.drain_v}, then " if hand_off else ""
             await run.report(
                 NodePhase.RUNNING, step,
-                f"{first}daemon to reboot and set desiredDrain={self.uncordon_v}, then uncordon, lastAppliedDrain="
+                f"{first}daemon to {after_drain_text(inp)} and set desiredDrain={self.uncordon_v}, then uncordon, lastAppliedDrain="
                 f"{self.uncordon_v} and currentConfig={self.target}, state=Done" if rebooting
                 else f"daemon to set currentConfig={self.target}, state=Done",
             )
@@ -311,7 +330,7 @@ async def follow_from_start(wf: NodeRolloutWorkflow, input: NodeRolloutInput) ->
     run = wf.node_run
     await run.report(
         NodePhase.RUNNING, NodeStep.WAIT_DRAIN_REQUEST,
-        f"desiredConfig={input.target}, daemon to set desiredDrain={drain_value(input.target)}, then cordon and drain",
+        f"desiredConfig={input.target}, {first_request_text(input)}",
     )
     try:
         res = await _drain_when_asked(wf, input, set_desired_config=True)

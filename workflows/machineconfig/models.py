@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, computed_field, field_validator, model_validator
 
 from activities.cluster.models import DrainReport
+from activities.machineconfig.models import HealthCheckFact
 from workflows.kit.inputs import AlertGatePolicy, MaintenanceWindows, NodeOrder
 from workflows.kit.models import (
     DrainDecision,
@@ -181,6 +182,40 @@ class MachineConfigRolloutInput(BaseModel):
 # --- plan ----------------------------------------------------------------------------------------
 
 
+class DisruptionAction(BaseModel):
+    """One node disruption action (openshift/api ``operator/v1`` ``NodeDisruptionPolicyStatusAction``):
+    ``type`` None, Drain, Reload, Restart, DaemonReload, Reboot or Special (the daemon's own rule
+    for ``/etc/containers/registries.conf``: reload crio); ``service`` the unit a Reload or
+    Restart acts on."""
+
+    type: str
+    service: str | None = None
+
+    def text(self) -> str:
+        """``Reload crio.service``, ``Reboot``."""
+        return f"{self.type} {self.service}" if self.service else self.type
+
+
+class NodeDisruption(BaseModel):
+    """What the machine-config-daemon will do to the nodes of a pool that are at ``from_config``
+    when they move to the pool's target (:func:`workflows.machineconfig.disruption.plan_disruption`):
+    ``actions`` in the daemon's order, whether it asks for a ``drain`` and whether the node
+    ``reboot``s; ``nodes`` the nodes it applies to; ``why`` one line on how it was decided
+    (e.g. the first unlisted file)."""
+
+    from_config: str
+    nodes: list[str] = Field(default_factory=list)
+    actions: list[DisruptionAction] = Field(default_factory=list)
+    drain: bool = True
+    reboot: bool = True
+    why: str = ""
+
+    def text(self) -> str:
+        """``Reload crio.service; no drain, no reboot``."""
+        acts = ", ".join(a.text() for a in self.actions) or "-"
+        return f"{acts}; {'drain' if self.drain else 'no drain'}, {'reboot' if self.reboot else 'no reboot'}"
+
+
 class PoolPlan(BaseModel):
     """One pool of the plan.
 
@@ -201,6 +236,15 @@ class PoolPlan(BaseModel):
     unavailable: list[str] = Field(default_factory=list)
     batches: list[list[str]] = Field(default_factory=list)
     gates: list[PlannedGate] = Field(default_factory=list)
+    #: The daemon's node disruption decision per current config (OpenShift 4.16+ node disruption
+    #: policies); empty where the cluster has none (every node drains and reboots).
+    disruption: list[NodeDisruption] = Field(default_factory=list)
+    #: Nodes to roll whose MachineConfigNode reports irreconcilableChanges -> their field paths;
+    #: each gets the gate ``irreconcilable/<node>`` before it starts.
+    irreconcilable: dict[str, list[str]] = Field(default_factory=dict)
+    #: MachineHealthChecks that are not paused and cover nodes this pool will reboot: they may
+    #: replace a node that stays NotReady too long (see :func:`workflows.machineconfig.plan.health_check_gates`).
+    health_checks: list[HealthCheckFact] = Field(default_factory=list)
 
 
 class RolloutPlan(BaseModel):
@@ -214,6 +258,8 @@ class RolloutPlan(BaseModel):
     node_order: str = "zone-oldest"
     final_gates: list[PlannedGate] = Field(default_factory=list)
     network_type: str | None = None
+    #: The API serves MachineConfigNodes (OpenShift 4.16+): status names node phases as they do.
+    machine_config_nodes: bool = False
 
     @property
     def node_count(self) -> int:
@@ -277,6 +323,34 @@ class RolloutStatus(ProcedureStatus):
     #: Continue-as-new boundaries this rollout crossed (its runs minus one).
     continued: int = 0
 
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_computed(cls, data: Any) -> Any:
+        """``mcn_phases`` is computed, never loaded (the kit's status keeps unknown fields)."""
+        if isinstance(data, dict) and "mcn_phases" in data:
+            data = {k: v for k, v in data.items() if k != "mcn_phases"}
+        return data
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def mcn_phases(self) -> dict[str, str]:
+        """Where the API serves MachineConfigNodes (``plan.machine_config_nodes``): each node in
+        an update -> its phase as MachineConfigNode names it
+        (:func:`workflows.machineconfig.mcnphase.mcn_phase`, e.g. ``UpdateExecuted/Drained``);
+        empty otherwise. Computed from ``nodes`` whenever the status is dumped, so a live step
+        merged in by the CLI is named too."""
+        if self.plan is None or not self.plan.machine_config_nodes:
+            return {}
+        from workflows.machineconfig.mcnphase import mcn_phase
+
+        no_reboot = {n for p in self.plan.pools for d in p.disruption if not d.reboot for n in d.nodes}
+        out: dict[str, str] = {}
+        for name, ns in self.nodes.items():
+            got = mcn_phase(ns.phase, ns.step, reboot=name not in no_reboot)
+            if got is not None:
+                out[name] = got
+        return out
+
 
 # --- result --------------------------------------------------------------------------------------
 
@@ -325,6 +399,10 @@ class NodeRolloutInput(BaseModel):
     decision_timeout_seconds: float | None = None
     decision_timeout_outcome: DrainDecision = DrainDecision.WAIT
     lease_scope: str | None = None
+    #: What the plan expects the daemon to do to this node (node disruption policies, OpenShift
+    #: 4.16+); None: drain and reboot. Only the words of the waits depend on it: the handshake
+    #: answers whatever the daemon asks.
+    disruption: NodeDisruption | None = None
 
 
 class NodeRolloutResult(NodeRunResult):

@@ -9,10 +9,10 @@ but the masters carry the control plane).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from activities.cluster.models import DaemonState, NodeInfo
-from activities.machineconfig.models import PoolInfo
+from activities.machineconfig.models import HealthCheckFact, PoolInfo
 from workflows.kit.models import GateKind
 from workflows.kit.plan import (
     ZONE_OLDEST,
@@ -27,6 +27,7 @@ from workflows.kit.plan import (
     plan_gates,
     resolve_max_unavailable,
 )
+from workflows.machineconfig.disruption import plan_pool_disruption
 from workflows.machineconfig.models import PoolOrder, PoolPlan, RolloutPlan
 
 #: Gate id of R1's cluster-wide pod deletion; always gated whatever the approval policy.
@@ -51,6 +52,44 @@ def is_at_target(node: NodeInfo, target: str) -> bool:
     )
 
 
+IRRECONCILABLE_GATE = "irreconcilable/{node}"
+
+
+def irreconcilable_gates(pool: str, todo: Sequence[str], irreconcilable: Mapping[str, Sequence[str]]) -> list[PlannedGate]:
+    """A gate before each node to roll whose MachineConfigNode reports irreconcilableChanges
+    (issue 41: a person decides before the update of a node that cannot take all of the target),
+    whatever the approval policy; in the pool's node order."""
+    return [PlannedGate(id=IRRECONCILABLE_GATE.format(node=n), kind=GateKind.NODE, pool=pool, before_node=n)
+            for n in todo if irreconcilable.get(n)]
+
+
+MHC_GATE = "machinehealthcheck/{pool}"
+
+
+def risky_health_checks(pool: PoolInfo, todo: Sequence[str], reboots: set[str] | None) -> list[HealthCheckFact]:
+    """The pool's MachineHealthChecks that are not paused and cover a node to roll that will
+    reboot (``reboots``: the nodes the daemon reboots; None: every node, no disruption facts),
+    each with only those nodes."""
+    rolling = [n for n in todo if reboots is None or n in reboots]
+    out = []
+    for hc in pool.health_checks:
+        nodes = [n for n in rolling if n in hc.nodes]
+        if not hc.paused and nodes:
+            out.append(hc.model_copy(update={"nodes": nodes}))
+    return out
+
+
+def health_check_gates(pool: str, todo: Sequence[str], risky: Sequence[HealthCheckFact],
+                       approval: ApprovalPolicy) -> list[PlannedGate]:
+    """Issue 41: a MachineHealthCheck that is not paused may remediate (delete and replace) a
+    node that stays NotReady during its reboot. With no approval gates (``--approve-each none``)
+    such a pool gets the gate ``machinehealthcheck/<pool>`` before its first node; with
+    ``--approve-each`` pool, node or canary a person already approves, and the plan only warns."""
+    if not risky or not todo or approval != ApprovalPolicy.NONE:
+        return []
+    return [PlannedGate(id=MHC_GATE.format(pool=pool), kind=GateKind.POOL, pool=pool, before_node=todo[0])]
+
+
 def plan_pool(
     pool: PoolInfo,
     *,
@@ -58,7 +97,9 @@ def plan_pool(
     node_order: str | Sequence[str] = ZONE_OLDEST,
     approval: ApprovalPolicy = ApprovalPolicy.NONE,
 ) -> PoolPlan:
-    """Plan one pool: order its nodes, skip those at target, count the unavailable ones.
+    """Plan one pool: order its nodes, skip those at target, count the unavailable ones; the
+    gates of ``approval`` plus :func:`health_check_gates` and :func:`irreconcilable_gates`; the
+    daemon's disruption decision.
 
     ``capacity`` = resolved maxUnavailable minus the nodes already unavailable (a node that is
     unavailable is never free capacity, whether or not it still needs the update), at least 0.
@@ -71,6 +112,9 @@ def plan_pool(
     skipped = [n.name for n in ordered if is_at_target(n, pool.target_config)]
     unavailable = [n.name for n in ordered if is_unavailable(n)]
     capacity = max(resolved - len(unavailable), 0)
+    disruption = plan_pool_disruption(pool.disruption)
+    reboots = None if pool.disruption is None else {n for d in disruption if d.reboot for n in d.nodes}
+    risky = risky_health_checks(pool, todo, reboots)
     return PoolPlan(
         name=pool.name,
         target_config=pool.target_config,
@@ -81,7 +125,11 @@ def plan_pool(
         skipped=skipped,
         unavailable=unavailable,
         batches=batches(todo, capacity),
-        gates=plan_gates(pool.name, todo, approval),
+        gates=plan_gates(pool.name, todo, approval) + health_check_gates(pool.name, todo, risky, approval)
+        + irreconcilable_gates(pool.name, todo, pool.irreconcilable),
+        disruption=disruption,
+        irreconcilable={n: list(pool.irreconcilable[n]) for n in todo if n in pool.irreconcilable},
+        health_checks=risky,
     )
 
 
@@ -95,6 +143,7 @@ def plan_rollout(
     repair_network: bool = False,
     network_type: str | None = None,
     pool_order: PoolOrder = PoolOrder.SEQUENTIAL,
+    machine_config_nodes: bool = False,
 ) -> RolloutPlan:
     """Plan a whole rollout from preflight's pools.
 
@@ -102,6 +151,9 @@ def plan_rollout(
     ``pool_order`` is recorded in the plan (see :func:`pool_stages`), and the name of ``node_order``
     (:func:`workflows.kit.plan.order_nodes`; each pool's nodes are in that order).
     ``repair_network`` adds the always-present ``delete-all-pods`` gate after the pools.
+    Each pool's ``disruption`` is the daemon's node disruption decision
+    (:func:`workflows.machineconfig.disruption.plan_pool_disruption`); ``machine_config_nodes``
+    (the API serves them) is recorded in the plan.
     Raises :class:`workflows.kit.plan.PlanError` for an explicit ``node_order`` naming a node that
     is in no pool (and for what :func:`plan_pool` refuses).
     """
@@ -119,6 +171,7 @@ def plan_rollout(
         network_type=network_type,
         pool_order=pool_order,
         node_order=order_name(node_order),
+        machine_config_nodes=machine_config_nodes,
     )
     if repair_network:
         plan.final_gates.append(PlannedGate(id=DELETE_ALL_PODS_GATE, kind=GateKind.STEP))

@@ -387,6 +387,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
                 repair_network=input.repair_network,
                 network_type=pre.network_type,
                 pool_order=input.pool_order,
+                machine_config_nodes=pre.machine_config_nodes,
             )
         except PlanError as err:
             raise ApplicationError(str(err), type="InvalidPlan", non_retryable=True) from err
@@ -458,6 +459,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             decision_timeout_seconds=i.decision_timeout_seconds,
             decision_timeout_outcome=i.decision_timeout_outcome,
             lease_scope=lease_scope,
+            disruption=next((d for d in self._pool_plans[group.name].disruption if node in d.nodes), None),
         )
         return await self._start_node_run(
             child_input, node_workflow_id(self._id, node, attempt), f"node {node} · MachineConfig handshake (attempt {attempt})"

@@ -7,6 +7,8 @@ stay up with two of three masters).
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 from activities.network_migration.models import MigrationState, NodeState, PoolState
 from workflows.network_migration.models import PoolProgress
 
@@ -50,3 +52,42 @@ def preflight_problems(state: MigrationState, to: str) -> list[str]:
     if state.migration not in (None, to):
         problems.append(f"spec.migration.networkType is already {state.migration}")
     return problems
+
+
+#: The kubelet client CA's signer (a MachineConfigPool ``status.certExpirys`` subject).
+KUBELET_SIGNER = "kube-apiserver-to-kubelet-signer"
+#: OpenShift rotates the kube-apiserver-to-kubelet-signer, valid 365 days, at 292 days (80 %):
+#: 73 days before it expires; the new CA reaches the nodes through their pool, which a pause
+#: holds back, and the old one is removed when it expires (OpenShift documentation, "Pausing the
+#: machine config pools" and "Understanding the effects of pausing MCPs").
+ROTATE_BEFORE_EXPIRY = timedelta(days=73)
+
+
+def pause_bound_seconds(batches: int, pools_timeout_seconds: float, ready_timeout_seconds: float) -> float:
+    """The longest the migration keeps the pools paused before it stops on a timeout: multus
+    (``pools_timeout_seconds``) then each reboot batch (``ready_timeout_seconds``)."""
+    return pools_timeout_seconds + batches * ready_timeout_seconds
+
+
+def kubelet_ca_problems(pools: list[PoolState], now: datetime, pause_seconds: float) -> list[str]:
+    """Issue 41: the pools' pause (from ``now``, at most ``pause_seconds``) must not span the
+    kubelet CA rotation: refuse when it reaches a kube-apiserver-to-kubelet-signer's rotation
+    date (``expiry`` - 73 days) while that certificate is still valid, naming the date."""
+    until = now + timedelta(seconds=pause_seconds)
+    found: dict[tuple[str, datetime], list[str]] = {}
+    for p in pools:
+        for c in p.cert_expirys:
+            if c.expiry is None or KUBELET_SIGNER not in c.subject:
+                continue
+            rotation = c.expiry - ROTATE_BEFORE_EXPIRY
+            if rotation <= until and now < c.expiry:
+                found.setdefault((c.subject, c.expiry), []).append(p.name)
+    out = []
+    for (subject, expiry), names in sorted(found.items(), key=lambda kv: kv[0][1]):
+        rotation = expiry - ROTATE_BEFORE_EXPIRY
+        out.append(
+            f"the kubelet CA rotates on {rotation:%Y-%m-%d %H:%M} UTC ({subject} expires {expiry:%Y-%m-%d %H:%M} UTC, "
+            f"rotated at 292 of its 365 days), within the pools' pause of up to {pause_seconds / 3600:.1f} h "
+            f"(pools {', '.join(names)}): a paused pool does not receive the new CA; migrate once it has rolled out"
+        )
+    return out

@@ -74,7 +74,14 @@ with workflow.unsafe.imports_passed_through():
         RevertInput,
         RevertResult,
     )
-    from workflows.network_migration.plan import preflight_problems, progress, reboot_batches, signature
+    from workflows.network_migration.plan import (
+        kubelet_ca_problems,
+        pause_bound_seconds,
+        preflight_problems,
+        progress,
+        reboot_batches,
+        signature,
+    )
     from workflows.network_migration.state import read_state
 
 DELETE_NAMESPACE = "delete_namespace"
@@ -323,10 +330,12 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         except Aborted as stop:  # an abort during the preflight read: nothing was written, no lease taken
             self.control.base_phase = ProcedurePhase.ABORTED
             return self._result("aborted", planning_abort_message(self.control, stop))
-        problems = preflight_problems(state, i.to)
+        batches = reboot_batches(state.nodes, i.max_unavailable)
+        problems = preflight_problems(state, i.to) + kubelet_ca_problems(
+            state.pools, workflow.now(), pause_bound_seconds(len(batches), i.pools_timeout_seconds, i.ready_timeout_seconds))
         if problems:
             raise Refused("; ".join(problems))
-        self._st.plan = reboot_batches(state.nodes, i.max_unavailable)
+        self._st.plan = batches
         self._st.baseline = {p.name: p.target for p in state.pools}
         self._from_type = state.config_type
         # Every node is rebooted after the switch: reach each one now, before anything is written
