@@ -3,6 +3,8 @@ first drain pass in one activity (issue 16). Harness and fixtures from test_acti
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from activities.cluster.models import ANN_CORDONED_BY, ANN_DESIRED_CONFIG, DrainInput, SetNodeAnnotationsInput
@@ -22,6 +24,11 @@ async def test_waits_for_the_request_then_cordons_and_drains(r2: Harness) -> Non
     h.sim.store.mutate(
         "poddisruptionbudgets.policy", "router-default", "openshift-ingress", lambda o: o["spec"].update(minAvailable=0)
     )
+    for _ in range(100):  # the simulated disruption controller recomputes the budget's status on its own time
+        pdb = h.sim.store.get("poddisruptionbudgets.policy", "router-default", "openshift-ingress")
+        if (pdb.get("status") or {}).get("disruptionsAllowed", 0) >= 1:
+            break
+        await asyncio.sleep(0.05)
     acts = HandshakeActivities(lambda: h.gateway)
     await h.run(h.acts.set_node_annotations, SetNodeAnnotationsInput(node=node, annotations={ANN_DESIRED_CONFIG: target}))
     res = await h.run(acts.drain_when_asked, DrainWhenAskedInput(
