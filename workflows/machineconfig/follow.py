@@ -127,6 +127,8 @@ class _Follow:
         self.reboot_started: datetime | None = workflow.now() if self.handed_off else None
         self.reboot_seconds: float | None = None
         self.redrains = 0
+        #: When the daemon asked for the first drain, as the run saw it (``drain_when_asked``).
+        self.drain_asked_at: datetime | None = None
         #: The node as our last drain hand-off left it.
         self.after_drain: NodeInfo = node
 
@@ -159,6 +161,7 @@ class _Follow:
             run.cordoned_by_us = run.cordoned_by_us or res.cordon.cordoned_by_us
         if not res.asked:
             return res.node, NodeStep.WAIT_DRAIN_REQUEST, res.degraded and not res.matched
+        self.drain_asked_at = workflow.now() - timedelta(seconds=res.drain_seconds or 0.0)
         if res.drain is not None and res.drain.done:
             self.drain_seconds = res.drain_seconds
             # Decided here, written by the next call: from now on the daemon owns the node.
@@ -168,7 +171,15 @@ class _Follow:
         await self.first_drain()
         return self.handed_off_now(), NodeStep.WAIT_REBOOT, False
 
+    def escalate(self, asked: datetime) -> None:
+        """Deadline guard: the drain's gate opens ``drain_escalate_after_seconds`` after ``asked``
+        at the latest (:class:`workflows.kit.drain.DrainGateState` ``ask_by``)."""
+        esc = self.input.drain_escalate_after_seconds
+        if esc is not None:
+            self.run.drain.ask_by = asked + timedelta(seconds=esc)
+
     async def first_drain(self) -> None:
+        self.escalate(self.drain_asked_at or workflow.now())
         self.drain_seconds = await self.run.cordon_and_drain(
             wait_seconds=self.input.drain_wait_seconds,
             backoff_initial=self.input.drain_backoff_initial_seconds,
@@ -191,6 +202,7 @@ class _Follow:
         # Never block silently until the daemon's deadline: ask by the warning point at the latest.
         ask_by = run.warn_fraction * inp.daemon_drain_deadline_seconds
         run.drain.decide_after = ask_by if run.drain.decide_after is None else min(run.drain.decide_after, ask_by)
+        self.escalate(workflow.now())
         try:
             await run.cordon_and_drain(
                 wait_seconds=inp.drain_wait_seconds,

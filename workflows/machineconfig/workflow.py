@@ -456,6 +456,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             activity_timeout_seconds=i.activity_timeout_seconds,
             activity_heartbeat_timeout_seconds=i.activity_heartbeat_timeout_seconds,
             decide_after_seconds=i.decide_after_seconds,
+            drain_escalate_after_seconds=i.drain_escalate_after_seconds,
             decision_timeout_seconds=i.decision_timeout_seconds,
             decision_timeout_outcome=i.decision_timeout_outcome,
             lease_scope=lease_scope,
