@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from activities.cluster.models import DrainInput
     from activities.machineconfig.models import (
+        ReportMachineConfigNodeInput,
         DrainWhenAskedInput,
         DrainWhenAskedResult,
         WaitForNodeDoneInput,
@@ -138,7 +139,22 @@ class _Follow:
     # --- the daemon's requests --------------------------------------------------------------
 
     async def hand_off_drain(self) -> None:
+        await self.report_mcn("drained")
         self.after_drain = await self.wf._annotate({ANN_LAST_APPLIED_DRAIN: self.drain_v})
+
+    async def report_mcn(self, step: str) -> None:
+        """Where MachineConfigNodes are served, the controller's side of this node's for ``step``
+        (``report_machine_config_node``: best effort, a no-op when it already says so). Runs
+        without the flag (started before issue 41's last slice) or replaying a history without
+        the ``mcn-controller-conditions`` marker write nothing."""
+        if not self.input.machine_config_nodes or not workflow.patched("mcn-controller-conditions"):
+            return
+        await acts.call(
+            acts.REPORT_MACHINE_CONFIG_NODE,
+            ReportMachineConfigNodeInput(node=self.input.node, step=step, drain=self.drain_v),  # type: ignore[arg-type]
+            bool,
+            timeouts=self.wf._timeouts,
+        )
 
     def handed_off_now(self) -> NodeInfo:
         """Our first drain hand-off is done: the daemon owns the node (reboot clock, retry grace)."""
@@ -238,6 +254,7 @@ class _Follow:
         run.cordoned_by_us = False
         warning = run.warn_deadline("uncordon hand-off", asked, inp.daemon_uncordon_deadline_seconds)
         await run.report(NodePhase.RUNNING, NodeStep.HAND_OFF_UNCORDON, deadline=deadline, warning=warning)
+        await self.report_mcn("uncordoned")
         return await self.wf._annotate({ANN_LAST_APPLIED_DRAIN: self.uncordon_v})
 
     # --- waiting for the daemon ---------------------------------------------------------------
@@ -270,7 +287,7 @@ class _Follow:
                 acts.WAIT_FOR_NODE_DONE,
                 WaitForNodeDoneInput(
                     node=inp.node, target=self.target, owner=inp.owner, timeout_seconds=inp.wait_activity_timeout_seconds,
-                    hand_off_drain=hand_off,
+                    hand_off_drain=hand_off, machine_config_nodes=inp.machine_config_nodes,
                 ),
                 WaitForNodeDoneResult,
                 seconds=inp.wait_activity_timeout_seconds,
@@ -320,6 +337,7 @@ async def _drain_when_asked(
         DrainWhenAskedInput(
             node=input.node, target=input.target, owner=input.owner, timeout_seconds=input.wait_activity_timeout_seconds,
             drain=DrainInput(node=input.node, wait_seconds=input.drain_wait_seconds), set_desired_config=set_desired_config,
+            machine_config_nodes=input.machine_config_nodes,
         ),
         DrainWhenAskedResult,
         seconds=input.wait_activity_timeout_seconds + input.drain_wait_seconds,

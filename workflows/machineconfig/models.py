@@ -414,6 +414,10 @@ class NodeRolloutInput(BaseModel):
     #: 4.16+); None: drain and reboot. Only the words of the waits depend on it: the handshake
     #: answers whatever the daemon asks.
     disruption: NodeDisruption | None = None
+    #: The API serves MachineConfigNodes (the plan's ``machine_config_nodes``): the run writes the
+    #: controller's side of the node's as it cordons, drains and uncordons (issue 41). False in
+    #: runs started before it: nothing written, the same commands.
+    machine_config_nodes: bool = False
 
 
 class NodeRolloutResult(NodeRunResult):
