@@ -116,6 +116,7 @@ async def _demo_in(
                     # deadlines shrink with it, and lockkeeper's own polling follows.
                     daemon_drain_deadline_seconds=3600 * time_scale,
                     daemon_uncordon_deadline_seconds=max(600 * time_scale, 5.0),
+                    drain_escalate_after_seconds=2700 * time_scale,  # the deadline guard, 45 of the 60 min
                     drain_backoff_initial_seconds=0.5,
                     drain_backoff_max_seconds=5.0,
                     drain_wait_seconds=10.0,

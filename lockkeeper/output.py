@@ -199,6 +199,7 @@ def status_view(st: RolloutStatus, now: datetime | None = None) -> RenderableTyp
     parts: list[RenderableType] = [head]
     if st.plan is not None:
         parts.extend(disruption_lines(st.plan))
+        parts.extend(upgrade_tables(st, now))
 
     nodes = Table(title="Nodes", title_justify="left", expand=False)
     mcn = getattr(st, "mcn_phases", {}) if st.plan is not None and st.plan.machine_config_nodes else None
@@ -261,6 +262,37 @@ def status_view(st: RolloutStatus, now: datetime | None = None) -> RenderableTyp
     for w in st.warnings:
         parts.append(Text(f"warning: {w}", style="yellow"))
     return Group(*parts)
+
+
+def upgrade_tables(st: RolloutStatus, now: datetime | None = None) -> list[RenderableType]:
+    """``oc adm upgrade status``'s layout for the rollout (:mod:`lockkeeper.upgrade_status`):
+    the pools (ASSESSMENT, COMPLETION, STATUS), the nodes not yet completed (NAME, ASSESSMENT,
+    PHASE, VERSION, EST, MESSAGE; the first ``TABLE_ROWS``) and the health insights."""
+    from lockkeeper.upgrade_status import TABLE_ROWS, upgrade_view
+
+    view = upgrade_view(st, now)
+    pools = Table(title="Update status (worker and master pools)", title_justify="left")
+    for col in ("NAME", "ASSESSMENT", "COMPLETION", "STATUS"):
+        pools.add_column(col, overflow="fold")
+    style = {"Completed": "green", "Degraded": "bold red", "Progressing": "cyan", "Excluded": "dim"}
+    for p in view["pools"]:
+        pools.add_row(p["name"], Text(p["assessment"], style=style.get(p["assessment"], "")), f"{p['completion']}%", p["status"])
+    parts: list[RenderableType] = [pools]
+    if view["nodes"]:
+        nodes = Table(title="Nodes to update", title_justify="left")
+        for col in ("NAME", "POOL", "ASSESSMENT", "PHASE", "VERSION", "EST", "MESSAGE"):
+            nodes.add_column(col, overflow="fold")
+        for r in view["nodes"][:TABLE_ROWS]:
+            nodes.add_row(r["name"], r["pool"], Text(r["assessment"], style=style.get(r["assessment"], "")), r["phase"],
+                          r["version"], r["est"], r["message"] or "-")
+        parts.append(nodes)
+        if len(view["nodes"]) > TABLE_ROWS:
+            parts.append(Text(f"... {len(view['nodes']) - TABLE_ROWS} more node(s) to update (-o json lists every one)", style="dim"))
+    for i in view["insights"]:
+        res = ", ".join(f"{r['kind']} {r['namespace'] + '/' if r['namespace'] else ''}{r['name']}" for r in i["resources"])
+        parts.append(Text(f"{i['level']} ({i['impact']}): {i['message']}\n  resources: {res}\n  reference: {i['reference']}",
+                          style="bold red" if i["level"] == "Error" else "yellow"))
+    return parts
 
 
 def blocked_view(n: NodeStatus, workflow_id: str = "ID", now: datetime | None = None) -> RenderableType:

@@ -24,16 +24,25 @@ from typing import TYPE_CHECKING, Any
 from temporalio import activity
 
 from activities.cluster.base import GatewayActivities
-from activities.cluster.models import ANN_CURRENT_CONFIG, ANN_LAST_APPLIED_DRAIN, ANN_STATE, DaemonState, NodeInfo
+from activities.cluster.models import (
+    ANN_CURRENT_CONFIG,
+    ANN_DESIRED_CONFIG,
+    ANN_LAST_APPLIED_DRAIN,
+    ANN_STATE,
+    DaemonState,
+    NodeInfo,
+)
 from activities.cluster.nodes import list_node, set_annotations, uncordon_seen
 from activities.cluster.nodewatch import can_hand_off, hand_off
 from activities.cluster.nodeinfo import node_info, node_summary
 from activities.cluster.watch import watch_window
 from activities.context import HEARTBEAT_INTERVAL_SECONDS, beating, check_cancelled, fail, heartbeat, log
 from activities.kube import objects
-from activities.kube.errors import Forbidden, NotFound
+from activities.kube.errors import Forbidden, KubeError, NotFound
 from activities.machineconfig.mcdiff import config_change
+from activities.machineconfig.mcnstatus import report_controller_step
 from activities.machineconfig.models import (
+    ReportMachineConfigNodeInput,
     DisruptionFacts,
     HealthCheckFact,
     PoolInfo,
@@ -170,8 +179,25 @@ class MachineConfigActivities(GatewayActivities):
 
     ACTIVITIES = (
         "preflight_machineconfig_rollout", "list_pool_nodes", "wait_for_node", "wait_for_node_done", "get_pools_status",
-        "set_network_type",
+        "set_network_type", "report_machine_config_node",
     )
+
+    @activity.defn(name="report_machine_config_node", no_thread_cancel_exception=True)
+    def report_machine_config_node(self, input: ReportMachineConfigNodeInput) -> bool:
+        """Write the controller's side of ``input.node``'s MachineConfigNode for ``input.step``
+        (:func:`activities.machineconfig.mcnstatus.report_controller_step`: one list, then a
+        status patch conditional on the resourceVersion read; nothing when it already says so).
+        Best effort: True when written; never raises for the API (logged), so the handshake it
+        follows never fails on it."""
+        try:
+            ann = objects.annotations(self.gateway.get_node(input.node))
+        except KubeError as exc:
+            log().warning(f"MachineConfigNode {input.node}: node not read ({exc}); {input.step} not reported")
+            return False
+        return report_controller_step(self.gateway, input.node, input.step,  # type: ignore[arg-type]
+                                      {ANN_DESIRED_CONFIG: ann.get(ANN_DESIRED_CONFIG, ""),
+                                       ANN_CURRENT_CONFIG: ann.get(ANN_CURRENT_CONFIG, "")},
+                                      drain=input.drain, log=log().warning)
 
     @activity.defn(name="preflight_machineconfig_rollout", no_thread_cancel_exception=True)
     def preflight_machineconfig_rollout(self, input: PreflightInput) -> PreflightResult:
@@ -554,11 +580,19 @@ class _DoneWait:
         input, acts = self.input, self.acts
         self.info = info
         if input.hand_off_drain and _awaits_drain_hand_off(input, info):
+            if input.machine_config_nodes:  # the controller's side of the MachineConfigNode first; a no-op when it says so
+                report_controller_step(acts.gateway, input.node, "drained",
+                                       {ANN_DESIRED_CONFIG: info.desired_config or "", ANN_CURRENT_CONFIG: info.current_config or ""},
+                                       drain=drain_value(input.target), log=log().warning)
             info = set_annotations(acts, input.node, {ANN_LAST_APPLIED_DRAIN: drain_value(input.target)}, known=obj)
             self.handed_off_at = self.handed_off_at or datetime.now(UTC)
             log().info(f"node {input.node}: drain handed off ({drain_value(input.target)})")
         if _asks_uncordon(input, info):
             self.uncordon, left = uncordon_seen(acts, input.node, input.owner, known=obj)
+            if self.uncordon.uncordoned and input.machine_config_nodes:  # the controller's side first; a no-op when it says so
+                report_controller_step(acts.gateway, input.node, "uncordoned",
+                                       {ANN_DESIRED_CONFIG: info.desired_config or "", ANN_CURRENT_CONFIG: info.current_config or ""},
+                                       log=log().warning)
             info = set_annotations(acts, input.node, {ANN_LAST_APPLIED_DRAIN: uncordon_value(input.target)}, known=left)
             self.answered_at = self.answered_at or datetime.now(UTC)
             log().info(f"node {input.node}: uncordon answered ({uncordon_value(input.target)})")

@@ -24,6 +24,7 @@ from activities.cluster.nodeinfo import node_info
 from activities.cluster.nodes import cordon_for, write_annotations
 from activities.context import log
 from activities.machineconfig.activities import MachineConfigActivities
+from activities.machineconfig.mcnstatus import report_controller_step
 from activities.machineconfig.models import (
     DrainWhenAskedInput,
     DrainWhenAskedResult,
@@ -80,7 +81,13 @@ class HandshakeActivities(GatewayActivities):
             )
         started = time.monotonic()
         cordon = cordon_for(self, input.node, input.owner, known=obj)  # conditional on the node as seen
+        ann = {ANN_DESIRED_CONFIG: node.desired_config or "", ANN_CURRENT_CONFIG: node.current_config or ""}
+        if cordon.cordoned_by_us and input.machine_config_nodes:
+            report_controller_step(self.gateway, input.node, "cordoned", ann, log=log().warning)
         drain = self._drains.drain_node(input.drain.model_copy(update={"node": input.node}))
+        if input.machine_config_nodes:
+            report_controller_step(self.gateway, input.node, "drained" if drain.done else "draining", ann, drain=drain_v,
+                                   log=log().warning)
         log().info(f"node {input.node}: drain asked ({drain_v}); cordoned and drained, done={drain.done}")
         return DrainWhenAskedResult(
             node=node, asked=True, matched=True, degraded=seen.degraded, cordon=cordon, drain=drain,

@@ -229,6 +229,9 @@ class WaitForNodeDoneInput(BaseModel):
     owner: str
     timeout_seconds: float = 60.0
     hand_off_drain: bool = False
+    #: The API serves MachineConfigNodes: with the drain hand-off and the uncordon, write the
+    #: controller's side of the node's (:mod:`activities.machineconfig.mcnstatus`).
+    machine_config_nodes: bool = False
 
 
 class WaitForNodeDoneResult(BaseModel):
@@ -269,6 +272,9 @@ class DrainWhenAskedInput(BaseModel):
     timeout_seconds: float = 60.0
     drain: DrainInput
     set_desired_config: bool = False
+    #: The API serves MachineConfigNodes: with the cordon and the pass, write the controller's
+    #: side of the node's (:mod:`activities.machineconfig.mcnstatus`).
+    machine_config_nodes: bool = False
 
 
 class DrainWhenAskedResult(BaseModel):
@@ -401,3 +407,13 @@ class PoolDiagnosis(BaseModel):
     drain_blockers: list[DrainBlocker] = Field(default_factory=list)
     pending_pods: list[PendingPodReport] = Field(default_factory=list)
     conditions: list[PoolConditionReport] = Field(default_factory=list)
+
+
+class ReportMachineConfigNodeInput(BaseModel):
+    """The controller's side of ``node``'s MachineConfigNode for ``step`` (cordoned, draining,
+    drained, uncordoned; :func:`activities.machineconfig.mcnstatus.report_controller_step`);
+    ``drain``: the drain request (``drain-<config>``) its Drained messages name."""
+
+    node: str
+    step: Literal["cordoned", "draining", "drained", "uncordoned"]
+    drain: str = ""

@@ -12,6 +12,8 @@ Shape (``-o json|yaml``; the table shows the same)::
         "deployment": str, "build_id": str, "behavior": "pinned" | "auto_upgrade"} | null,
      "priority": {               # the run's Temporal task priority (issue 40), null if none was set
         "priority_key": int | null, "fairness_key": str | null, "fairness_weight": float | null} | null,
+     "upgrade": {...} | null,    # a running MachineConfig rollout: `oc adm upgrade status`'s view
+                                 # (pools, nodes, health insights; lockkeeper.upgrade_status)
      "pending_activities": [     # each activity still scheduled or retrying, here or in a child
         {"workflow_id", "activity_id", "activity_type", "state", "attempt", "maximum_attempts",
          "last_failure": str | null, "next_attempt_time": ISO 8601 | null,
@@ -135,7 +137,13 @@ def document(desc: Any, spec: Any, *, status: Any = None, result: Any = None, fa
              warning: str | None = None, pending: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The status document (see the module doc); ``status``/``result`` are models or None."""
     from lockkeeper import output as out
+    from workflows.machineconfig.models import RolloutStatus
 
+    upgrade = None
+    if isinstance(status, RolloutStatus):
+        from lockkeeper.upgrade_status import upgrade_view
+
+        upgrade = upgrade_view(status)
     return {
         "workflow_id": desc.id,
         "run_id": desc.run_id,
@@ -148,6 +156,7 @@ def document(desc: Any, spec: Any, *, status: Any = None, result: Any = None, fa
         "warning": warning,
         "versioning": versioning_of(desc),
         "priority": priority_of(desc),
+        "upgrade": upgrade,
         "pending_activities": pending or [],
     }
 

@@ -157,6 +157,10 @@ async def test_registries_d_rollout_drains_nothing_and_reboots_nothing(
         assert order == sorted(order), (name, order)
         assert seen[-1]["UPDATED"] == "True" and seen[-1]["CURRENTCONFIG"] == REGISTRIES_ONLY
         assert all(r["REBOOTEDNODE"] == "False" and r["CORDONEDNODE"] == "False" for r in seen), name
+        # The controller is down: lockkeeper wrote its side, the uncordon answer (no drain: no cordon, no Drained).
+        order = firsts(seen, ("UPDATEPOSTACTIONCOMPLETE", "True"), ("UNCORDONEDNODE", "True"), ("UPDATECOMPLETE", "True"))
+        assert order == sorted(order), (name, order)
+        assert all(r["DRAINEDNODE"] != "True" for r in seen), name
 
 
 @pytest.mark.timeout(120)
@@ -204,5 +208,9 @@ async def test_unlisted_file_rollout_reboots_every_node(
         seen = rows[name]
         order = firsts(seen, ("UPDATEPREPARED", "True"), ("REBOOTEDNODE", "Unknown"), ("REBOOTEDNODE", "True"),
                        ("RESUMED", "True"))
+        assert order == sorted(order), (name, order)
+        # The controller is down: lockkeeper wrote its side as it cordoned, drained and uncordoned.
+        order = firsts(seen, ("UPDATEPREPARED", "True"), ("CORDONEDNODE", "True"), ("DRAINEDNODE", "True"),
+                       ("REBOOTEDNODE", "True"), ("UNCORDONEDNODE", "True"))
         assert order == sorted(order), (name, order)
         assert seen[-1]["UPDATED"] == "True" and seen[-1]["CURRENTCONFIG"] == UNLISTED_FILE

@@ -258,8 +258,8 @@ async def test_start_without_worker_refuses_or_queues(dev_server: Any, temporal_
     doc = json.loads(out)
     assert code == 1 and doc["state"] == "terminated" and "changed my mind" in doc["failure"], out + err
     assert set(doc) == {"workflow_id", "run_id", "procedure", "workflow_type", "state", "status", "result", "failure",
-                        "warning", "versioning", "priority", "pending_activities"}
-    assert doc["status"] is None and doc["result"] is None and doc["procedure"] == "drain"
+                        "warning", "versioning", "priority", "upgrade", "pending_activities"}
+    assert doc["status"] is None and doc["result"] is None and doc["procedure"] == "drain" and doc["upgrade"] is None
     code, out, err = await lk(dev_server.address, "status", wid)
     assert code == 1 and "terminated" in out and "changed my mind" in out, out + err
 

@@ -54,6 +54,8 @@ LIST_PODS_TO_DELETE = "list_pods_to_delete"
 #: one DELETE per pod, a few thousand pods on a large cluster. A retry deletes what is left.
 DELETE_ALL_PODS_SECONDS = 300.0
 SET_NETWORK_TYPE = "set_network_type"
+#: The controller's side of a MachineConfigNode (cordoned, drained, uncordoned), where served.
+REPORT_MACHINE_CONFIG_NODE = "report_machine_config_node"
 DELETE_BLOCKING_PODS = "delete_blocking_pods"
 #: Host command on a node (local, SSH or debug-pod backend).
 RUN_NODE_COMMAND = "run_node_command"

@@ -109,7 +109,11 @@ class DrainGateState:
     opens (``decide_after`` after the block began or after the last ``wait``); ``gate``: the
     current or last gate; ``records``: every opened/decided/timeout/cancelled record;
     ``pending``: a decision received but not yet applied; ``event_recorded``: the DrainBlocked
-    Event of this block was emitted.
+    Event of this block was emitted; ``ask_by``: set by the procedure (None by default), the
+    gate opens at this instant at the latest, whatever ``decide_after`` says (the MachineConfig
+    rollout's escalation before the machine-config-daemon's drain deadline), also after a
+    ``wait`` decided on an earlier gate; the gate it opens clears it (a ``wait`` there: the next
+    question comes ``decide_after`` later, never if None).
     """
 
     def __init__(
@@ -130,6 +134,7 @@ class DrainGateState:
         self.pending: DrainDecisionSignal | None = None
         self.event_recorded = False
         self.last_report: DrainReport | None = None
+        self.ask_by: datetime | None = None
 
     @property
     def open_gate(self) -> Gate | None:
@@ -154,6 +159,8 @@ class DrainGateState:
             self.blocked_since = now
             if self.decide_after is not None:
                 self.next_ask = now + timedelta(seconds=self.decide_after)
+        if self.ask_by is not None and self.open_gate is None and (self.next_ask is None or self.ask_by < self.next_ask):
+            self.next_ask = max(now, self.ask_by)
 
     def should_open(self, now: datetime) -> bool:
         """True when no gate waits and the block has lasted ``decide_after`` (or since the last ``wait``)."""
@@ -171,7 +178,11 @@ class DrainGateState:
         )
         self.next_ask = None
         blocked = int((now - self.blocked_since).total_seconds()) if self.blocked_since else 0
-        self._record("opened", "workflow", now, f"drain blocked for {blocked}s")
+        escalated = self.ask_by is not None and now >= self.ask_by
+        if escalated:
+            self.ask_by = None
+        self._record("opened", "workflow", now, f"drain blocked for {blocked}s" + (
+            "; escalated before the daemon's drain deadline (drain_escalate_after_seconds)" if escalated else ""))
         return self.gate
 
     def receive(self, sig: DrainDecisionSignal) -> bool:

@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from activities.cluster.models import DrainInput
     from activities.machineconfig.models import (
+        ReportMachineConfigNodeInput,
         DrainWhenAskedInput,
         DrainWhenAskedResult,
         WaitForNodeDoneInput,
@@ -127,6 +128,8 @@ class _Follow:
         self.reboot_started: datetime | None = workflow.now() if self.handed_off else None
         self.reboot_seconds: float | None = None
         self.redrains = 0
+        #: When the daemon asked for the first drain, as the run saw it (``drain_when_asked``).
+        self.drain_asked_at: datetime | None = None
         #: The node as our last drain hand-off left it.
         self.after_drain: NodeInfo = node
 
@@ -136,7 +139,22 @@ class _Follow:
     # --- the daemon's requests --------------------------------------------------------------
 
     async def hand_off_drain(self) -> None:
+        await self.report_mcn("drained")
         self.after_drain = await self.wf._annotate({ANN_LAST_APPLIED_DRAIN: self.drain_v})
+
+    async def report_mcn(self, step: str) -> None:
+        """Where MachineConfigNodes are served, the controller's side of this node's for ``step``
+        (``report_machine_config_node``: best effort, a no-op when it already says so). Runs
+        without the flag (started before issue 41's last slice) or replaying a history without
+        the ``mcn-controller-conditions`` marker write nothing."""
+        if not self.input.machine_config_nodes or not workflow.patched("mcn-controller-conditions"):
+            return
+        await acts.call(
+            acts.REPORT_MACHINE_CONFIG_NODE,
+            ReportMachineConfigNodeInput(node=self.input.node, step=step, drain=self.drain_v),  # type: ignore[arg-type]
+            bool,
+            timeouts=self.wf._timeouts,
+        )
 
     def handed_off_now(self) -> NodeInfo:
         """Our first drain hand-off is done: the daemon owns the node (reboot clock, retry grace)."""
@@ -159,6 +177,7 @@ class _Follow:
             run.cordoned_by_us = run.cordoned_by_us or res.cordon.cordoned_by_us
         if not res.asked:
             return res.node, NodeStep.WAIT_DRAIN_REQUEST, res.degraded and not res.matched
+        self.drain_asked_at = workflow.now() - timedelta(seconds=res.drain_seconds or 0.0)
         if res.drain is not None and res.drain.done:
             self.drain_seconds = res.drain_seconds
             # Decided here, written by the next call: from now on the daemon owns the node.
@@ -168,7 +187,15 @@ class _Follow:
         await self.first_drain()
         return self.handed_off_now(), NodeStep.WAIT_REBOOT, False
 
+    def escalate(self, asked: datetime) -> None:
+        """Deadline guard: the drain's gate opens ``drain_escalate_after_seconds`` after ``asked``
+        at the latest (:class:`workflows.kit.drain.DrainGateState` ``ask_by``)."""
+        esc = self.input.drain_escalate_after_seconds
+        if esc is not None:
+            self.run.drain.ask_by = asked + timedelta(seconds=esc)
+
     async def first_drain(self) -> None:
+        self.escalate(self.drain_asked_at or workflow.now())
         self.drain_seconds = await self.run.cordon_and_drain(
             wait_seconds=self.input.drain_wait_seconds,
             backoff_initial=self.input.drain_backoff_initial_seconds,
@@ -191,6 +218,7 @@ class _Follow:
         # Never block silently until the daemon's deadline: ask by the warning point at the latest.
         ask_by = run.warn_fraction * inp.daemon_drain_deadline_seconds
         run.drain.decide_after = ask_by if run.drain.decide_after is None else min(run.drain.decide_after, ask_by)
+        self.escalate(workflow.now())
         try:
             await run.cordon_and_drain(
                 wait_seconds=inp.drain_wait_seconds,
@@ -226,6 +254,7 @@ class _Follow:
         run.cordoned_by_us = False
         warning = run.warn_deadline("uncordon hand-off", asked, inp.daemon_uncordon_deadline_seconds)
         await run.report(NodePhase.RUNNING, NodeStep.HAND_OFF_UNCORDON, deadline=deadline, warning=warning)
+        await self.report_mcn("uncordoned")
         return await self.wf._annotate({ANN_LAST_APPLIED_DRAIN: self.uncordon_v})
 
     # --- waiting for the daemon ---------------------------------------------------------------
@@ -258,7 +287,7 @@ class _Follow:
                 acts.WAIT_FOR_NODE_DONE,
                 WaitForNodeDoneInput(
                     node=inp.node, target=self.target, owner=inp.owner, timeout_seconds=inp.wait_activity_timeout_seconds,
-                    hand_off_drain=hand_off,
+                    hand_off_drain=hand_off, machine_config_nodes=inp.machine_config_nodes,
                 ),
                 WaitForNodeDoneResult,
                 seconds=inp.wait_activity_timeout_seconds,
@@ -308,6 +337,7 @@ async def _drain_when_asked(
         DrainWhenAskedInput(
             node=input.node, target=input.target, owner=input.owner, timeout_seconds=input.wait_activity_timeout_seconds,
             drain=DrainInput(node=input.node, wait_seconds=input.drain_wait_seconds), set_desired_config=set_desired_config,
+            machine_config_nodes=input.machine_config_nodes,
         ),
         DrainWhenAskedResult,
         seconds=input.wait_activity_timeout_seconds + input.drain_wait_seconds,

@@ -113,6 +113,13 @@ class MachineConfigRolloutInput(BaseModel):
       (``drain/{node}``; None never asks); ``decision_timeout_seconds`` (None: wait forever) then
       applies ``decision_timeout_outcome`` (wait, skip or abort; never delete-pod), recorded as
       a timeout.
+    - ``drain_escalate_after_seconds`` (deadline guard, issue 41): a drain the daemon asked for
+      that has not finished this long after the request opens its decision gate ``drain/{node}``
+      then at the latest, whatever ``decide_after_seconds`` says (even None): 2,700 s (45 min)
+      by default, 15 min before the daemon's 1 h drain deadline (``daemon_drain_deadline_seconds``),
+      so a person decides while the node can still be handed off; None: no escalation. Measured
+      from the request as the run first saw it (a retry that finds the request pending counts
+      from its own start). The CLI's ``--drain-escalate-after``.
     - ``continue_as_new_after_events``: once the run's history reaches this many events, the
       window starts nothing more, lets its nodes finish and continues as new (0: never); Temporal
       caps a history at 51,200 events and slows down well before. ``carried``: set by the
@@ -165,6 +172,7 @@ class MachineConfigRolloutInput(BaseModel):
     activity_heartbeat_timeout_seconds: float = 10.0
     search_attributes: bool = True
     decide_after_seconds: float | None = 600.0
+    drain_escalate_after_seconds: float | None = Field(2700.0, gt=0)
     decision_timeout_seconds: float | None = None
     decision_timeout_outcome: DrainDecision = DrainDecision.WAIT
     continue_as_new_after_events: int = 10_000
@@ -396,6 +404,9 @@ class NodeRolloutInput(BaseModel):
     activity_timeout_seconds: float = 10.0
     activity_heartbeat_timeout_seconds: float = 10.0
     decide_after_seconds: float | None = None
+    #: :attr:`MachineConfigRolloutInput.drain_escalate_after_seconds`; None here (a run started
+    #: before the deadline guard) keeps the gate on ``decide_after_seconds`` alone.
+    drain_escalate_after_seconds: float | None = None
     decision_timeout_seconds: float | None = None
     decision_timeout_outcome: DrainDecision = DrainDecision.WAIT
     lease_scope: str | None = None
@@ -403,6 +414,10 @@ class NodeRolloutInput(BaseModel):
     #: 4.16+); None: drain and reboot. Only the words of the waits depend on it: the handshake
     #: answers whatever the daemon asks.
     disruption: NodeDisruption | None = None
+    #: The API serves MachineConfigNodes (the plan's ``machine_config_nodes``): the run writes the
+    #: controller's side of the node's as it cordons, drains and uncordons (issue 41). False in
+    #: runs started before it: nothing written, the same commands.
+    machine_config_nodes: bool = False
 
 
 class NodeRolloutResult(NodeRunResult):

@@ -456,10 +456,12 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             activity_timeout_seconds=i.activity_timeout_seconds,
             activity_heartbeat_timeout_seconds=i.activity_heartbeat_timeout_seconds,
             decide_after_seconds=i.decide_after_seconds,
+            drain_escalate_after_seconds=i.drain_escalate_after_seconds,
             decision_timeout_seconds=i.decision_timeout_seconds,
             decision_timeout_outcome=i.decision_timeout_outcome,
             lease_scope=lease_scope,
             disruption=next((d for d in self._pool_plans[group.name].disruption if node in d.nodes), None),
+            machine_config_nodes=self._status.plan is not None and self._status.plan.machine_config_nodes,
         )
         return await self._start_node_run(
             child_input, node_workflow_id(self._id, node, attempt), f"node {node} · MachineConfig handshake (attempt {attempt})"

@@ -117,6 +117,11 @@ def start_machineconfig_rollout(
     decide_after: float = typer.Option(
         600.0, "--decide-after", help="Seconds a drain may stay blocked before its decision gate opens (0: never)."
     ),
+    drain_escalate_after: float = typer.Option(
+        2700.0, "--drain-escalate-after",
+        help="Seconds after the daemon's drain request by which an unfinished drain opens its decision gate, "
+             "whatever --decide-after says: before the daemon's 1 h drain deadline (0: never).",
+    ),
     decision_timeout: float | None = typer.Option(None, "--decision-timeout", help="Seconds a drain decision gate waits."),
     decision_timeout_outcome: str = typer.Option(
         "wait", "--decision-timeout-outcome", help="wait | skip | abort (never delete-pod)."
@@ -149,6 +154,8 @@ def start_machineconfig_rollout(
         raise typer.BadParameter("must be > 0 seconds", param_hint="'--gate-timeout'")
     if decide_after < 0:
         raise typer.BadParameter("must be >= 0 seconds", param_hint="'--decide-after'")
+    if drain_escalate_after < 0:
+        raise typer.BadParameter("must be >= 0 seconds", param_hint="'--drain-escalate-after'")
     if decision_timeout is not None and decision_timeout <= 0:
         raise typer.BadParameter("must be > 0 seconds", param_hint="'--decision-timeout'")
     if decision_timeout_outcome not in DECISION_OUTCOMES:
@@ -162,6 +169,7 @@ def start_machineconfig_rollout(
         pool_order=order, approval=approval, gate_timeout_seconds=gate_timeout, gate_timeout_outcome=outcome,
         pause_on_degraded=not no_pause_on_degraded, dry_run=dry_run, requested_by=who, four_eyes=four_eyes,
         allowed_approvers=allowed_approver, repair_network=repair_network, decide_after_seconds=decide_after or None,
+        drain_escalate_after_seconds=drain_escalate_after or None,
         decision_timeout_seconds=decision_timeout, decision_timeout_outcome=decision_timeout_outcome,
         **({"node_order": nodes_order} if nodes_order is not None else {}),
         **({"windows": window_specs} if window_specs else {}),
