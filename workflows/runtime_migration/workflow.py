@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.control import Aborted, check_in_time
     from workflows.kit.drain import check_decision
     from workflows.kit.models import (
+        ChangedItem,
         ApprovalRules,
         DecideInput,
         DecideResult,
@@ -70,7 +71,7 @@ with workflow.unsafe.imports_passed_through():
         UnknownOutcomeInput,
         is_older,
     )
-    from workflows.runtime_migration.node import RuntimeMigrationNodeWorkflow
+    from workflows.runtime_migration.node import BEFORE_DESTRUCTIVE, RuntimeMigrationNodeWorkflow
     from workflows.runtime_migration.nodecontrol import NodeControl
     from workflows.runtime_migration.postcheck import post_check, summary
     from workflows.runtime_migration.runner import REPEATABLE
@@ -330,11 +331,42 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         if self._pending:
             await asyncio.gather(*self._pending)
 
+    @staticmethod
+    def _left_changed(nodes: list[NodeMigrationResult]) -> list[ChangedItem]:
+        """What a migration that did not complete leaves changed (issue 39), per node not done,
+        named as the simulator's diff names it: ``Node NAME`` cordoned by this run (once its
+        drain began; ``kubectl uncordon NAME`` while no destructive step ran) or deleted and not
+        registered again; ``host NAME`` once a destructive step finished (runtime stopped,
+        packages removed, /etc/origin wiped ...: the record ConfigMap holds what it was). A
+        destructive step that failed part way, with no destructive step finished, is not named
+        (its row's ``reason`` says where it stopped)."""
+        items: list[ChangedItem] = []
+        for r in nodes:
+            st = r.status
+            if r.outcome in ("done", "skipped") and not st.node_deleted:
+                continue
+            steps = {*st.done_steps, *([st.step] if st.step else [])}
+            destructive = [s for s in st.done_steps if s not in BEFORE_DESTRUCTIVE]
+            record = f" (record: ConfigMap {st.record_configmap})" if st.record_configmap else ""
+            if st.node_deleted:
+                items.append(ChangedItem(target=f"Node {r.node}", what="deleted and not registered again" + record))
+            elif "drain" in steps:
+                items.append(ChangedItem(target=f"Node {r.node}", what="cordoned by this run (spec.unschedulable)",
+                                         undo=None if destructive else f"kubectl uncordon {r.node}"))
+            if destructive:
+                items.append(ChangedItem(target=f"host {r.node}", what=f"left at {st.step or destructive[-1]} after "
+                                         f"{', '.join(destructive)}" + record))
+        return items
+
     def _result(self, outcome: str, message: str, nodes: list[NodeMigrationResult]) -> RuntimeMigrationResult:
         # Hold records only when the run held a node: results of runs without holds stay as they were.
         held = {"hold_history": list(self._status.hold_history)} if self._status.hold_history else {}
+        left = self._left_changed(nodes) if outcome != "completed" else []
+        if left:
+            self._status.left_changed = left
+            message += "; left changed: " + "; ".join(i.line() for i in left)
         return RuntimeMigrationResult(
-            **held,
+            **held, left_changed=left, next_commands=list(dict.fromkeys(i.undo for i in left if i.undo)),
             workflow_id=self._id, outcome=outcome, message=message, nodes=nodes,  # type: ignore[arg-type]
             findings=list(self._status.findings), installed=dict(self._status.installed), preflight=list(self._status.preflight),
             removed={n.node: list(n.status.removed) for n in nodes if n.status.removed},
