@@ -96,6 +96,10 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         self._status = RuntimeMigrationStatus(nodes={n: NodeMigrationStatus(node=n) for n in input.nodes})
         #: The Nodes the preflight read (for the node order).
         self._read: dict[str, NodeObject] = {}
+        #: From the preflight (issue 39's left_changed): the GlusterFS brick hosts per volume and
+        #: each node's GlusterFS pods; rebuilt on replay from the same reads, no command of its own.
+        self._brick_hosts: dict[str, set[str]] = {}
+        self._gluster_pods: dict[str, list[str]] = {}
         self.kit_init(
             procedure=PROCEDURE_RUNTIME_MIGRATION, noun="runtime migration", cluster=input.cluster,
             rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
@@ -270,6 +274,7 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         try:
             a = await abortable(self.control, read_assessment(inp.gluster, exclude_node=None, heal=True))
             found += [f"GlusterFS: {x}" for x in a.fatal]
+            self._brick_hosts = {v.name: {b.host for b in v.bricks} for v in a.volumes}
             found += [f"GlusterFS brick offline: {b}" for b in a.offline]
             found += [f"GlusterFS heal {v.name}: {p}" for v in a.volumes for p in v.heal_problems]
             found += [f"GlusterFS peer {p} disconnected" for p in a.disconnected_peers]
@@ -287,6 +292,7 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
                 found.append(f"node {n} lacks the GlusterFS label {key}={value}")
             pods: PodsOnNode = await abortable(self.control, acts.call("list_pods_on_node", PodsOnNodeInput(
                 namespace=inp.gluster.namespace, label_selector=inp.gluster.pod_selector(), node=n), PodsOnNode, timeouts=t))
+            self._gluster_pods[n] = [p.name for p in pods.pods]
             if not any(p.healthy for p in pods.pods):
                 found.append(f"node {n} runs no Ready GlusterFS pod")
         peers = inp.peers
@@ -331,13 +337,27 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         if self._pending:
             await asyncio.gather(*self._pending)
 
-    @staticmethod
-    def _left_changed(nodes: list[NodeMigrationResult]) -> list[ChangedItem]:
+    def _gluster_left(self, node: str) -> list[ChangedItem]:
+        """What the destructive steps take down with the node's runtime until its bricks are
+        back: its GlusterFS pod (its DaemonSet, ``<namespace>/<pod name without the suffix>``,
+        one pod not Ready) and each volume with a brick on one of its addresses (offline)."""
+        obj = self._read.get(node)
+        addresses = set(obj.addresses if obj is not None else []) | {node}
+        ns = self._in.gluster.namespace
+        items = [ChangedItem(target=f"DaemonSet {ns}/{ds}", what=f"its pod on {node} not Ready (the node's runtime is gone)")
+                 for ds in sorted({p.rsplit("-", 1)[0] for p in self._gluster_pods.get(node, [])})]
+        items += [ChangedItem(target=f"gluster volume {v}", what=f"brick on {node} offline until the node is back")
+                  for v, hosts in sorted(self._brick_hosts.items()) if hosts & addresses]
+        return items
+
+    def _left_changed(self, nodes: list[NodeMigrationResult]) -> list[ChangedItem]:
         """What a migration that did not complete leaves changed (issue 39), per node not done,
         named as the simulator's diff names it: ``Node NAME`` cordoned by this run (once its
         drain began; ``kubectl uncordon NAME`` while no destructive step ran) or deleted and not
         registered again; ``host NAME`` once a destructive step finished (runtime stopped,
-        packages removed, /etc/origin wiped ...: the record ConfigMap holds what it was). A
+        packages removed, /etc/origin wiped ...: the record ConfigMap holds what it was), and
+        until its bricks are online again its GlusterFS DaemonSet and volumes
+        (:meth:`_gluster_left`). A
         destructive step that failed part way, with no destructive step finished, is not named
         (its row's ``reason`` says where it stopped)."""
         items: list[ChangedItem] = []
@@ -356,6 +376,8 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
             if destructive:
                 items.append(ChangedItem(target=f"host {r.node}", what=f"left at {st.step or destructive[-1]} after "
                                          f"{', '.join(destructive)}" + record))
+                if "bricks-online" not in st.done_steps:
+                    items += self._gluster_left(r.node)
         return items
 
     def _result(self, outcome: str, message: str, nodes: list[NodeMigrationResult]) -> RuntimeMigrationResult:
