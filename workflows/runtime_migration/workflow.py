@@ -353,7 +353,8 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
     def _left_changed(self, nodes: list[NodeMigrationResult]) -> list[ChangedItem]:
         """What a migration that did not complete leaves changed (issue 39), per node not done,
         named as the simulator's diff names it: ``Node NAME`` cordoned by this run (once its
-        drain began; ``kubectl uncordon NAME`` while no destructive step ran) or deleted and not
+        drain began, unless an abort before the destructive steps uncordoned it; ``kubectl
+        uncordon NAME`` while no destructive step ran) or deleted and not
         registered again; ``host NAME`` once a destructive step finished (runtime stopped,
         packages removed, /etc/origin wiped ...: the record ConfigMap holds what it was), and
         until its bricks are online again its GlusterFS DaemonSet and volumes
@@ -370,7 +371,7 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
             record = f" (record: ConfigMap {st.record_configmap})" if st.record_configmap else ""
             if st.node_deleted:
                 items.append(ChangedItem(target=f"Node {r.node}", what="deleted and not registered again" + record))
-            elif "drain" in steps:
+            elif "drain" in steps and not st.uncordoned:
                 items.append(ChangedItem(target=f"Node {r.node}", what="cordoned by this run (spec.unschedulable)",
                                          undo=None if destructive else f"kubectl uncordon {r.node}"))
             if destructive:
