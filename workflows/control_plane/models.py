@@ -183,7 +183,8 @@ class MasterRow(BaseModel):
     """One master in ``status``: ``state`` pending / running / waiting-gate / done / aborted,
     ``step``, ``since``, ``detail``; ``commands`` every host/external command run (argv and exit
     code, in order); ``records`` the manifests recorded; ``logs_tail`` the last ``master-logs api
-    api`` read when the API did not come back."""
+    api`` read when the API did not come back; ``host_changed`` once this run began to change the
+    master's host."""
 
     name: str
     state: Literal["pending", "running", "waiting-gate", "done", "aborted"] = "pending"
@@ -194,6 +195,10 @@ class MasterRow(BaseModel):
     records: list[ManifestRecord] = Field(default_factory=list)
     logs_tail: str | None = None
     restarts: int = 0
+    #: This run began to change the master's host (a manifest's directory or file written, the
+    #: external action run, a ``master-restart``): what an ending other than completed names in
+    #: ``left_changed`` (issue 39).
+    host_changed: bool = False
 
 
 class ControlPlaneStatus(ProcedureStatus):

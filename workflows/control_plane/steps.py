@@ -97,6 +97,7 @@ class MasterSteps:
         else:
             argv = [x.replace("{master}", m.name) for x in a.argv]
             self.set(row, "action", " ".join(argv))
+            row.host_changed = True
             await self._once(row, HostStep(name=f"{m.name}/action", argv=argv, timeout_seconds=a.timeout_seconds),
                              HostAccess(backend=ExecBackend.LOCAL))
         for comp in a.restart:
@@ -118,6 +119,7 @@ class MasterSteps:
             row.commands.append(f"{path} already holds the new manifest (sha256 {want[:12]})")
             return
         self.set(row, "write-manifest", path)
+        row.host_changed = True
         parent = path.rsplit("/", 1)[0] or "/"
         mk = await self._cmd(m.access, ["mkdir", "-p", parent])
         if not mk.ok:
@@ -140,6 +142,7 @@ class MasterSteps:
         """``master-restart <component>`` once; ``again`` (a person chose it) is a new host step."""
         argv = [MASTER_RESTART, component]
         self.set(row, f"restart-{component}", " ".join(argv))
+        row.host_changed = True
         name = f"{m.name}/restart-{component}" + (f"#{row.restarts}" if again else "")
         await self._once(row, HostStep(name=name, argv=argv, timeout_seconds=self.inp.host_command_timeout_seconds), m.access)
         row.restarts += 1

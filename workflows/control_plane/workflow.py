@@ -47,7 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted
     from workflows.kit.host import HostSteps
-    from workflows.kit.models import ApprovalRules, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase
+    from workflows.kit.models import ApprovalRules, ChangedItem, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase
     from workflows.kit.planning import abortable, planning_abort_message
     from workflows.kit.report import Reporter
     from workflows.kit.procedure import ProcedureWorkflow
@@ -103,15 +103,36 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
         except ApplicationError as err:
             self.control.base_phase = ProcedurePhase.FAILED
             self._status.error = str(err)
+            self._status.left_changed = self._left_changed()
             self.touch()
             await self.kit_reporter.settle()
             raise
         await self.kit_reporter.settle()
         return result
 
+    def _left_changed(self) -> list[ChangedItem]:
+        """What stays changed (issue 39): each master whose host this run began to change,
+        ``host NAME`` as the simulator's diff names it, with what was written (each manifest's
+        sha256 before and after) and whether it is done. No undo: lockkeeper has no downgrade
+        (each manifest's content before is in the row's ``records``)."""
+        items = []
+        for row in self._status.masters:
+            if not row.host_changed:
+                continue
+            files = "; ".join(f"{r.path} sha256 {(r.sha256_before or 'absent')[:12]} -> {(r.sha256_after or '?')[:12]}"
+                              for r in row.records) or "the master action"
+            state = "upgraded" if row.state == "done" else f"left {row.state} at {row.step or 'its first step'}"
+            items.append(ChangedItem(target=f"host {row.name}", what=f"{state}: {files}; API and controllers restarted by "
+                                     "this run where it got that far (content before: status masters[].records)"))
+        return items
+
     def _result(self, outcome: str, message: str) -> ControlPlaneResult:
+        left = self._left_changed() if outcome not in ("completed", "dry-run") else []
+        if left:
+            self._status.left_changed = left
+            message += "; left changed: " + "; ".join(i.line() for i in left)
         return ControlPlaneResult(workflow_id=self._id, outcome=outcome, masters=[r.model_copy() for r in self._status.masters],
-                                  preflight=dict(self._status.preflight), message=message,
+                                  preflight=dict(self._status.preflight), message=message, left_changed=left,
                                   started_at=self._status.started_at, finished_at=workflow.now())
 
     async def _run(self, input: ControlPlaneUpgradeInput) -> ControlPlaneResult:

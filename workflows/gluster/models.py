@@ -106,6 +106,8 @@ class HostRun(BaseModel):
     offline_bricks: list[str] = Field(default_factory=list)
     actions: list[str] = Field(default_factory=list)
     reason: str | None = None
+    #: ``offline_bricks`` was read again after a restart (until then it is the plan's list).
+    reread: bool = False
 
 
 class GlusterRecoveryStatus(ProcedureStatus):

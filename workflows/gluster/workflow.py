@@ -55,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.kit.models import (
         ApprovalRules,
+        ChangedItem,
         GateKind,
         GateState,
         GateTimeoutOutcome,
@@ -221,7 +222,7 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
         async def online() -> Check:
             a = await self._read(heal=False)
             down = [f"{v.name}: {b.name}" for v in a.volumes for b in v.bricks if b.host == hr.host and b.name in v.offline]
-            hr.offline_bricks = down
+            hr.offline_bricks, hr.reread = down, True
             return Check(not down, f"offline on {hr.host}: {', '.join(down)}" if down else f"all bricks on {hr.host} online")
 
         hs = await wait_until(online, name=f"bricks/{hr.host}/{hr.restarts}", backoff=Backoff(initial=max(i.reread_delay_s, 1.0), maximum=15.0),
@@ -305,6 +306,10 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
                 h.step = "aborted" if outcome == "aborted" else "failed"  # type: ignore[assignment]
                 h.reason = message
         healthy = end is not None and end.healthy and outcome in ("completed",)
+        left = self._left_changed() if outcome != "completed" else []
+        if left:
+            self._status.left_changed = left
+            message += "; left changed: " + "; ".join(i.line() for i in left)
         self.control.base_phase = {"completed": ProcedurePhase.DONE, "aborted": ProcedurePhase.ABORTED}.get(outcome, ProcedurePhase.FAILED)
         self._step("finished")
         await self.leases.release()
@@ -313,9 +318,29 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
             workflow_id=workflow.info().workflow_id, outcome=outcome, message=message, mode=input.mode, healthy=healthy,
             ok=healthy and outcome == "completed", fatal=fatal, hosts=[h.model_copy() for h in self._status.hosts],
             volumes=self._volume_results(self._start, end or self._status.assessment), assessment_start=self._start,
-            assessment_end=end or self._status.assessment, gate_history=list(self._status.gate_history),
+            assessment_end=end or self._status.assessment, gate_history=list(self._status.gate_history), left_changed=left,
             started_at=self._status.started_at, finished_at=workflow.now(),
         )
+
+    def _left_changed(self) -> list[ChangedItem]:
+        """What a recovery that did not complete leaves changed (issue 39): per host whose
+        GlusterFS pod this run deleted (its DaemonSet starts a new one), each volume with a brick
+        there that was offline at the start and is not known to be offline still (the last
+        re-read; without one the restart is taken to have brought it back), named as the
+        simulator's diff names it, ``gluster volume VOL``. No undo: the bricks came back."""
+        start = {h.host: h for h in (self._start.hosts if self._start is not None else [])}
+        bricks: dict[str, list[str]] = {}
+        for hr in self._status.hosts:
+            if not hr.deletes:
+                continue
+            plan = start.get(hr.host)
+            still = set(hr.offline_bricks) if hr.reread else set()
+            pods = ", ".join(d.pod for d in hr.deletes)
+            for b in (plan.offline_bricks if plan else []):
+                if b not in still:
+                    vol, brick = b.split(": ", 1)
+                    bricks.setdefault(vol, []).append(f"brick {brick} (offline at the start) restarted by deleting pod {pods}")
+        return [ChangedItem(target=f"gluster volume {v}", what="; ".join(lines)) for v, lines in bricks.items()]
 
     async def _recover(self, a: Assessment) -> Assessment:
         """Hosts one at a time (see the module doc), then the final check. Raises Stop/Aborted."""

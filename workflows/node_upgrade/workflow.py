@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.kit.models import (
         ApprovalRules,
+        ChangedItem,
         GateKind,
         GateTimeoutOutcome,
         NodePhase,
@@ -146,6 +147,27 @@ class NodeUpgradeWorkflow(NodeProcedureWorkflow):
 
     def kit_result_fields(self) -> dict[str, object]:
         return {"plan": self._status.plan, "nodes": self.batches.node_results()}
+
+    def kit_left_changed(self) -> list[ChangedItem]:
+        """What stays changed (issue 39): the kit's nodes left cordoned by this run (with
+        ``kubectl uncordon NODE``), then each node this run upgraded, named as the simulator's
+        diff names it: ``Node NAME`` (its kubelet version and the labels/annotations of its new
+        node group) and ``host NAME`` (what the node action changed there: the node
+        configuration files and node group). An upgraded node has no undo (lockkeeper has no
+        downgrade). A node counts as upgraded by this run when it was planned (so not at the
+        target before) and its last attempt saw the kubelet at the target version."""
+        items = super().kit_left_changed()
+        plan = self._status.plan
+        if plan is None:
+            return items
+        for name, res in self.batches.results.items():
+            if getattr(res, "kubelet_version", None) != plan.target_version:
+                continue
+            items.append(ChangedItem(target=f"Node {name}", what=f"upgraded by this run: kubelet {plan.target_version} and its "
+                                     "node group's labels (no downgrade)"))
+            items.append(ChangedItem(target=f"host {name}", what="upgraded by the node action: node configuration and node "
+                                     "group (no downgrade)"))
+        return items
 
     def check_revert(self, input: Any) -> None:
         raise ValueError("a node upgrade cannot be reverted: an upgraded node stays upgraded (retry-node, skip-node "

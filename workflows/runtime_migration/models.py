@@ -235,6 +235,8 @@ class NodeMigrationStatus(BaseModel):
     reason: str | None = None
     findings: list[str] = Field(default_factory=list)
     done_steps: list[str] = Field(default_factory=list)
+    #: An abort before the destructive steps uncordoned the node (it ends schedulable).
+    uncordoned: bool = False
     #: Packages this migration removed from the node (``yum -y remove``; those already absent
     #: are not listed); ``attempt``: 1, then +1 per ``retry-node``; ``record_configmap``:
     #: ``namespace/name`` of the ConfigMap holding the node's record (recoverable without Temporal).

@@ -53,6 +53,9 @@ DELETE_RECORDED_NODE = "delete_recorded_node"
 SAVE_NODE_RECORD = "save_node_record"
 #: The steps before anything irreversible happens on the host: a skip is honoured only there.
 BEFORE_DESTRUCTIVE = ("start", "safety", "approve-migration", "drain", "record")
+#: workflow.patched ID: an abort honoured before the destructive steps uncordons the node
+#: (histories from before it end with the node left cordoned).
+PATCH_ABORT_UNCORDON = "runtime-migration-abort-uncordon"
 
 
 @workflow.defn
@@ -411,6 +414,17 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow, RejoinSteps):
             await self._save_record(reason)
         return reason
 
+    async def _abort_uncordon(self) -> str:
+        """Undo an abort honoured before the destructive steps (issue 39: the abort ends in a
+        verified state): uncordon if we cordoned (the activity checks ``cordoned-by`` and
+        answers whether the node ends schedulable). Returns what to add to the reason."""
+        unc = await self.node_run.uncordon()
+        if not unc.uncordoned:
+            return f"; left cordoned: {unc.left_cordoned_reason or 'the uncordon did not take'}"
+        self.node_run.cordoned_by_us = False
+        self.st.uncordoned = True
+        return "; nothing changed on the host; uncordoned"
+
     @workflow.run
     async def run(self, input: NodeMigrationInput) -> NodeMigrationResult:
         self._push()
@@ -425,6 +439,8 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow, RejoinSteps):
                 outcome = "aborted" if err.aborted else "failed"
                 reason = f"stopped at {err.step}: {err.reason}" + (f"; node {self.node} is DELETED and not registered again"
                                                                     if self.st.node_deleted else "")
+                if outcome == "aborted" and not self.destructive and workflow.patched(PATCH_ABORT_UNCORDON):
+                    reason += await self._abort_uncordon()
             self.st.reason = reason
             self.steps.set(err.step, None, phase=outcome)
         if self._signals:

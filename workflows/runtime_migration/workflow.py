@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.control import Aborted, check_in_time
     from workflows.kit.drain import check_decision
     from workflows.kit.models import (
+        ChangedItem,
         ApprovalRules,
         DecideInput,
         DecideResult,
@@ -70,7 +71,7 @@ with workflow.unsafe.imports_passed_through():
         UnknownOutcomeInput,
         is_older,
     )
-    from workflows.runtime_migration.node import RuntimeMigrationNodeWorkflow
+    from workflows.runtime_migration.node import BEFORE_DESTRUCTIVE, RuntimeMigrationNodeWorkflow
     from workflows.runtime_migration.nodecontrol import NodeControl
     from workflows.runtime_migration.postcheck import post_check, summary
     from workflows.runtime_migration.runner import REPEATABLE
@@ -95,6 +96,10 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         self._status = RuntimeMigrationStatus(nodes={n: NodeMigrationStatus(node=n) for n in input.nodes})
         #: The Nodes the preflight read (for the node order).
         self._read: dict[str, NodeObject] = {}
+        #: From the preflight (issue 39's left_changed): the GlusterFS brick hosts per volume and
+        #: each node's GlusterFS pods; rebuilt on replay from the same reads, no command of its own.
+        self._brick_hosts: dict[str, set[str]] = {}
+        self._gluster_pods: dict[str, list[str]] = {}
         self.kit_init(
             procedure=PROCEDURE_RUNTIME_MIGRATION, noun="runtime migration", cluster=input.cluster,
             rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
@@ -269,6 +274,7 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         try:
             a = await abortable(self.control, read_assessment(inp.gluster, exclude_node=None, heal=True))
             found += [f"GlusterFS: {x}" for x in a.fatal]
+            self._brick_hosts = {v.name: {b.host for b in v.bricks} for v in a.volumes}
             found += [f"GlusterFS brick offline: {b}" for b in a.offline]
             found += [f"GlusterFS heal {v.name}: {p}" for v in a.volumes for p in v.heal_problems]
             found += [f"GlusterFS peer {p} disconnected" for p in a.disconnected_peers]
@@ -286,6 +292,7 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
                 found.append(f"node {n} lacks the GlusterFS label {key}={value}")
             pods: PodsOnNode = await abortable(self.control, acts.call("list_pods_on_node", PodsOnNodeInput(
                 namespace=inp.gluster.namespace, label_selector=inp.gluster.pod_selector(), node=n), PodsOnNode, timeouts=t))
+            self._gluster_pods[n] = [p.name for p in pods.pods]
             if not any(p.healthy for p in pods.pods):
                 found.append(f"node {n} runs no Ready GlusterFS pod")
         peers = inp.peers
@@ -330,11 +337,59 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         if self._pending:
             await asyncio.gather(*self._pending)
 
+    def _gluster_left(self, node: str) -> list[ChangedItem]:
+        """What the destructive steps take down with the node's runtime until its bricks are
+        back: its GlusterFS pod (its DaemonSet, ``<namespace>/<pod name without the suffix>``,
+        one pod not Ready) and each volume with a brick on one of its addresses (offline)."""
+        obj = self._read.get(node)
+        addresses = set(obj.addresses if obj is not None else []) | {node}
+        ns = self._in.gluster.namespace
+        items = [ChangedItem(target=f"DaemonSet {ns}/{ds}", what=f"its pod on {node} not Ready (the node's runtime is gone)")
+                 for ds in sorted({p.rsplit("-", 1)[0] for p in self._gluster_pods.get(node, [])})]
+        items += [ChangedItem(target=f"gluster volume {v}", what=f"brick on {node} offline until the node is back")
+                  for v, hosts in sorted(self._brick_hosts.items()) if hosts & addresses]
+        return items
+
+    def _left_changed(self, nodes: list[NodeMigrationResult]) -> list[ChangedItem]:
+        """What a migration that did not complete leaves changed (issue 39), per node not done,
+        named as the simulator's diff names it: ``Node NAME`` cordoned by this run (once its
+        drain began, unless an abort before the destructive steps uncordoned it; ``kubectl
+        uncordon NAME`` while no destructive step ran) or deleted and not
+        registered again; ``host NAME`` once a destructive step finished (runtime stopped,
+        packages removed, /etc/origin wiped ...: the record ConfigMap holds what it was), and
+        until its bricks are online again its GlusterFS DaemonSet and volumes
+        (:meth:`_gluster_left`). A
+        destructive step that failed part way, with no destructive step finished, is not named
+        (its row's ``reason`` says where it stopped)."""
+        items: list[ChangedItem] = []
+        for r in nodes:
+            st = r.status
+            if r.outcome in ("done", "skipped") and not st.node_deleted:
+                continue
+            steps = {*st.done_steps, *([st.step] if st.step else [])}
+            destructive = [s for s in st.done_steps if s not in BEFORE_DESTRUCTIVE]
+            record = f" (record: ConfigMap {st.record_configmap})" if st.record_configmap else ""
+            if st.node_deleted:
+                items.append(ChangedItem(target=f"Node {r.node}", what="deleted and not registered again" + record))
+            elif "drain" in steps and not st.uncordoned:
+                items.append(ChangedItem(target=f"Node {r.node}", what="cordoned by this run (spec.unschedulable)",
+                                         undo=None if destructive else f"kubectl uncordon {r.node}"))
+            if destructive:
+                items.append(ChangedItem(target=f"host {r.node}", what=f"left at {st.step or destructive[-1]} after "
+                                         f"{', '.join(destructive)}" + record))
+                if "bricks-online" not in st.done_steps:
+                    items += self._gluster_left(r.node)
+        return items
+
     def _result(self, outcome: str, message: str, nodes: list[NodeMigrationResult]) -> RuntimeMigrationResult:
         # Hold records only when the run held a node: results of runs without holds stay as they were.
         held = {"hold_history": list(self._status.hold_history)} if self._status.hold_history else {}
+        left = self._left_changed(nodes) if outcome != "completed" else []
+        if left:
+            self._status.left_changed = left
+            message += "; left changed: " + "; ".join(i.line() for i in left)
         return RuntimeMigrationResult(
-            **held,
+            **held, left_changed=left, next_commands=list(dict.fromkeys(i.undo for i in left if i.undo)),
             workflow_id=self._id, outcome=outcome, message=message, nodes=nodes,  # type: ignore[arg-type]
             findings=list(self._status.findings), installed=dict(self._status.installed), preflight=list(self._status.preflight),
             removed={n.node: list(n.status.removed) for n in nodes if n.status.removed},
