@@ -284,7 +284,7 @@ class CampaignWorkflow(ProcedureWorkflow):
                 search_attributes=TypedSearchAttributes([
                     SearchAttributePair(SearchAttributeKey.for_keyword(SA_CLUSTER), r.name),
                     SearchAttributePair(SearchAttributeKey.for_keyword(SA_PROCEDURE), self._in.procedure),
-                ]),
+                ]) if self._in.search_attributes else None,
             )
             self._children[r.name] = handle
             if self.control.paused:  # paused while it started: it pauses too
