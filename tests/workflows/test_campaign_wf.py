@@ -8,6 +8,7 @@ import uuid
 
 from kit_fakes import KitFake, kit_worker, poll, status_of
 from kit_probes import StepsProbeWorkflow
+from replay import record
 
 from workflows.campaign.models import CampaignInput, CampaignResult
 from workflows.campaign.workflow import CampaignWorkflow
@@ -44,6 +45,7 @@ async def test_pause_and_resume_of_the_campaign_reach_every_running_child(time_s
         assert len(fake.called("kit_step")) == 2
         await h.execute_update(ProcedureWorkflow.resume, ControlInput(identity="bob"))
         res = await h.result()
+        await record(h, "CampaignWorkflow.pause-resume")
     assert res.outcome == "completed", res.message
     assert [c.state for c in res.clusters] == ["done", "done"]
     assert len(fake.called("kit_step")) == 4
