@@ -95,7 +95,7 @@ def shared_input() -> dict[str, Any]:
 def start_campaign(
     ctx: typer.Context,
     procedure: str = typer.Option(..., "--procedure", help="The procedure every cluster runs (e.g. drain)."),
-    clusters_file: Path = typer.Option(..., "--clusters", metavar="FILE", exists=True, dir_okay=False,
+    clusters_file: Path = typer.Option(..., "--clusters", metavar="FILE", dir_okay=False,
                                        help="The fleet: YAML/JSON list of clusters (name, optional overrides)."),
     waves: str = typer.Option("1,rest", "--waves", metavar="SPEC", help="Wave sizes: counts, percentages, rest (e.g. 1,10%,rest)."),
     max_in_flight: int | None = typer.Option(None, "--max-clusters-in-flight", min=1, help="At most N clusters run at once."),
