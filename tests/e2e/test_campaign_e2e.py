@@ -3,7 +3,8 @@ queue (``LOCKKEEPER_CLUSTER`` + ``LOCKKEEPER_CLUSTER_QUEUES``, each with only it
 kubeconfig), a host-only central worker for the campaign, and ``lockkeeper start campaign`` of a
 one-node drain with waves ``1,rest``. One cluster fails (its node does not exist): within the
 budget the campaign completes and names it; beyond the budget no further cluster starts and the
-decision gate opens."""
+decision gate opens. A plain start for one cluster runs on that cluster's queue and touches only
+that cluster."""
 
 from __future__ import annotations
 
@@ -162,3 +163,11 @@ async def test_failures_beyond_the_budget_stop_the_fleet_and_open_a_decision(
     res = await asyncio.wait_for(handle.result(), 120)
     assert res.outcome == "aborted", res.message
     assert {c.name: c.state for c in res.clusters} == {"east": "failed", "west": "not-started", "north": "not-started"}
+    # A plain start for one cluster runs on that cluster's queue, by that cluster's worker, on that
+    # cluster only: the other workers (each with its own kubeconfig only) never touch it.
+    code, out, err = await lk(dev_server.address, task_queue, "start", "drain", "--node", node, "--cluster", "west",
+                              "--uncordon-after", "--wait", "-o", "json", env=PER_CLUSTER)
+    assert code == 0, out + err
+    drain_id = json.loads(out)["workflow_id"]
+    assert (await temporal_client.get_workflow_handle(drain_id).describe()).task_queue == f"{task_queue}-west"
+    assert _evictions(sims["west"]) > 0 and _evictions(sims["east"]) == 0 and _evictions(sims["north"]) == 0
