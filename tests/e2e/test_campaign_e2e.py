@@ -133,6 +133,11 @@ async def test_canary_wave_gate_then_the_rest_with_one_failure_within_the_budget
     assert code == 0, out + err
     doc = json.loads(out)
     assert "north" in json.dumps(doc) and '"failed"' in json.dumps(doc)
+    # list --campaign: the campaign's children, one per cluster, each on its cluster.
+    code, out, err = await lk(dev_server.address, task_queue, "list", "--campaign", wid, "-o", "json")
+    assert code == 0, out + err
+    rows = json.loads(out)
+    assert sorted((r["id"], r["cluster"], r["procedure"]) for r in rows) == [(f"{wid}/{c}", c, "drain") for c in sorted(CLUSTERS)]
     # The campaign's own history stays small: under 20 events per cluster.
     events = [e async for e in handle.fetch_history_events()]
     assert len(events) < 20 * len(CLUSTERS), len(events)
