@@ -4,7 +4,8 @@ kubeconfig), a host-only central worker for the campaign, and ``lockkeeper start
 one-node drain with waves ``1,rest``. One cluster fails (its node does not exist): within the
 budget the campaign completes and names it; beyond the budget no further cluster starts and the
 decision gate opens. A plain start for one cluster runs on that cluster's queue and touches only
-that cluster."""
+that cluster. A cluster whose worker was killed (before its child's first task) waits for it while
+the others go on, and completes once the worker is back."""
 
 from __future__ import annotations
 
@@ -176,3 +177,28 @@ async def test_failures_beyond_the_budget_stop_the_fleet_and_open_a_decision(
     drain_id = json.loads(out)["workflow_id"]
     assert (await temporal_client.get_workflow_handle(drain_id).describe()).task_queue == f"{task_queue}-west"
     assert _evictions(sims["west"]) > 0 and _evictions(sims["east"]) == 0 and _evictions(sims["north"]) == 0
+
+
+async def test_a_cluster_whose_worker_is_gone_waits_for_it_while_the_others_go_on(
+    dev_server: Any, temporal_client: Client, sim_factory: Any, worker_process_factory: Any, task_queue: str, tmp_path: Path
+) -> None:
+    sims, workers = await _fleet(dev_server, sim_factory, worker_process_factory, task_queue)
+    node = sorted(n["metadata"]["name"] for n in sims["east"].store.list("nodes"))[0]
+    clusters, inp = _files(tmp_path, node, failing="none")
+    code, out, err = await lk(dev_server.address, task_queue, "start", "campaign", "--procedure", "drain", "--clusters",
+                              str(clusters), "-f", str(inp), "-o", "json", env=PER_CLUSTER)
+    assert code == 0, out + err
+    wid = json.loads(out)["workflow_id"]
+    handle = temporal_client.get_workflow_handle(wid, result_type=CampaignResult)
+    await _status_until(handle, lambda s: any(g.id == "wave/2" and g.state == "waiting" for g in s.gates), "wave gate")
+    await workers["west"].kill()  # west's worker dies (SIGKILL) before the rest wave
+    code, out, err = await lk(dev_server.address, task_queue, "approve", wid, "wave/2", "--identity", "bob")
+    assert code == 0, out + err
+    st = await _status_until(handle, lambda s: {c.name: c.state for c in s.clusters}["north"] == "done", "north done")
+    assert {c.name: c.state for c in st.clusters}["west"] == "running", "west's child waits for west's worker"
+    assert _evictions(sims["west"]) == 0, "no other worker acted on west"
+    await workers["west"].start()  # back: west's child runs where it stopped
+    res = await asyncio.wait_for(handle.result(), 180)
+    assert res.outcome == "completed", res.message
+    assert {c.name: c.state for c in res.clusters} == {"east": "done", "west": "done", "north": "done"}
+    assert _evictions(sims["west"]) > 0
