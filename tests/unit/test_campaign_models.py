@@ -59,3 +59,20 @@ def test_no_worker_for_a_cluster_names_it() -> None:
     msg = str(NoWorker("lk-north", "default", cluster="north"))
     assert "cluster 'north'" in msg and "'lk-north'" in msg and "lockkeeper worker --cluster north" in msg
     assert "cluster" not in str(NoWorker("lk", "default")).split("(")[0]
+
+
+def test_the_ui_details_of_a_campaign_summarise_the_fleet() -> None:
+    from workflows.campaign.models import CampaignStatus, ClusterRun
+    from workflows.kit.details import fleet_lines, render
+    from workflows.kit.models import ProcedureStatus
+
+    st = CampaignStatus(procedure="campaign", workflow_id="c1", cluster="fleet", waves=2, current_wave=2, clusters=[
+        ClusterRun(name="east", wave=1, state="done", child_id="c1/east"),
+        ClusterRun(name="west", wave=2, state="running", child_id="c1/west"),
+        ClusterRun(name="north", wave=2, state="failed", child_id="c1/north"),
+        ClusterRun(name="south", wave=2, state="pending")])
+    text = render(st, phase="running", gates=[], paused_reason=None, noun="campaign")
+    assert "**Clusters** done: 1, failed: 1, pending: 1, running: 1 (wave 2 of 2)" in text
+    assert "| west | 2 | running | `c1/west` |" in text and "| north | 2 | failed | `c1/north` |" in text
+    assert "east |" not in text and "south |" not in text, "only clusters in flight or ended badly get a row"
+    assert fleet_lines(ProcedureStatus()) == []
