@@ -76,3 +76,25 @@ def test_the_ui_details_of_a_campaign_summarise_the_fleet() -> None:
     assert "| west | 2 | running | `c1/west` |" in text and "| north | 2 | failed | `c1/north` |" in text
     assert "east |" not in text and "south |" not in text, "only clusters in flight or ended badly get a row"
     assert fleet_lines(ProcedureStatus()) == []
+
+
+def test_start_campaign_refuses_before_connecting(tmp_path, monkeypatch) -> None:
+    """Without per-cluster queues a campaign would run every cluster's procedure with one worker's
+    credentials: refused (exit 2). With them, an input that does not fit one cluster is refused
+    naming that cluster (exit 2), before anything connects (no server runs here)."""
+    from typer.testing import CliRunner
+
+    from lockkeeper import cli
+
+    for k in [k for k in __import__("os").environ if k.startswith("LOCKKEEPER_")]:
+        monkeypatch.delenv(k)
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("clusters:\n  - name: east\n  - name: west\n    overrides: {node: null}\n")
+    argv = ["--address", "127.0.0.1:1", "start", "campaign", "--procedure", "drain", "--clusters", str(fleet), "--set", "node=w1"]
+    res = CliRunner().invoke(cli.app, argv)
+    assert res.exit_code == 2 and "LOCKKEEPER_CLUSTER_QUEUES=true" in res.output, res.output
+    monkeypatch.setenv("LOCKKEEPER_CLUSTER_QUEUES", "true")
+    res = CliRunner().invoke(cli.app, argv)
+    assert res.exit_code == 2 and "cluster west: node" in res.output and "cluster east" not in res.output, res.output
+    res = CliRunner().invoke(cli.app, [*argv[:5], "campaign", *argv[6:]])
+    assert res.exit_code == 2 and "cannot run" in res.output, res.output

@@ -69,3 +69,29 @@ async def test_abort_of_the_campaign_aborts_every_running_child(time_skipping_en
     for r in child_results:  # each ended as the probe's own abort ends: at its next safe point
         assert r["outcome"] == "aborted" and "campaign aborted: wrong fleet" in r["detail"] and r["done"] == ["0"]
     assert st["phase"] == "aborted"
+
+
+async def test_no_more_clusters_in_flight_than_the_cap(time_skipping_env, wf_task_queue):
+    env, fake = time_skipping_env, KitFake()
+    fake.step_release.clear()
+    inp = CampaignInput(procedure="probe", workflow_type=StepsProbeWorkflow.__name__, input={"steps": 1},
+                        clusters=[{"name": n} for n in "abcd"], waves="4", max_clusters_in_flight=2, approve_each="none",
+                        search_attributes=False)
+    async with kit_worker(env, fake, wf_task_queue):
+        h = await env.client.start_workflow(CampaignWorkflow.run, inp, id=f"campaign-{uuid.uuid4().hex[:8]}",
+                                            task_queue=wf_task_queue, result_type=CampaignResult)
+        st = await poll(h, lambda s: len(fake.called("kit_step")) == 2)
+        assert [c["state"] for c in st["clusters"]] == ["running", "running", "pending", "pending"]
+        fake.step_release.set()
+        res = await h.result()
+        events = [e async for e in h.fetch_history_events()]
+    assert res.outcome == "completed" and [c.state for c in res.clusters] == ["done"] * 4
+    in_flight = peak = 0
+    for e in events:  # the history itself: children started and not yet closed
+        name = e.WhichOneof("attributes")
+        if name == "start_child_workflow_execution_initiated_event_attributes":
+            in_flight += 1
+            peak = max(peak, in_flight)
+        elif name == "child_workflow_execution_completed_event_attributes":
+            in_flight -= 1
+    assert peak == 2

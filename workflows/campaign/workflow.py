@@ -261,7 +261,11 @@ class CampaignWorkflow(ProcedureWorkflow):
             if not pending:
                 break
             if not self.control.paused and self._in_flight < self._cap():
-                tasks.append(asyncio.ensure_future(self._run_cluster(pending.pop(0))))
+                r = pending.pop(0)
+                # Counted now, before the child's task first runs: the cap holds for the next turn of this loop.
+                self._in_flight += 1
+                self._status.max_in_flight_seen = max(self._status.max_in_flight_seen, self._in_flight)
+                tasks.append(asyncio.ensure_future(self._run_cluster(r)))
                 continue
             await workflow.wait_condition(
                 lambda: self.control.abort or self._spent() or (not self.control.paused and self._in_flight < self._cap()))
@@ -270,11 +274,10 @@ class CampaignWorkflow(ProcedureWorkflow):
             await t  # raise a bug of ours, if any
 
     async def _run_cluster(self, r: ClusterRun) -> None:
+        """Run ``r``'s child to its end (the caller counted it in flight; this uncounts it)."""
         c = self._clusters[r.name]
         r.child_id = f"{self._id}/{r.name}"
         r.state, r.started_at = "running", workflow.now()
-        self._in_flight += 1
-        self._status.max_in_flight_seen = max(self._status.max_in_flight_seen, self._in_flight)
         self.touch()
         try:
             handle = await workflow.start_child_workflow(

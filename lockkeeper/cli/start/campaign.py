@@ -10,9 +10,10 @@ input, shared by every cluster; ``--clusters FILE`` the fleet (YAML or JSON)::
 
 (a plain list of names or of such mappings works too). Every cluster's input (shared + its
 overrides + ``cluster: NAME``) is validated against the procedure's own input model before
-anything starts (exit 2 naming the cluster). With per-cluster queues (``LOCKKEEPER_CLUSTER_QUEUES``)
-each child runs on ``<task queue>-<cluster>``; a cluster whose queue no worker polls refuses the
-start (exit 3, naming the clusters) unless ``--queue``. The campaign itself runs on the central
+anything starts (exit 2 naming the cluster). A campaign needs per-cluster queues
+(``LOCKKEEPER_CLUSTER_QUEUES=true``, else exit 2: one queue would run every cluster's procedure
+with one worker's credentials): each child runs on ``<task queue>-<cluster>``; a cluster whose
+queue no worker polls refuses the start (exit 3, naming the clusters) unless ``--queue``. The campaign itself runs on the central
 task queue (a host-only worker may serve it).
 """
 
@@ -135,6 +136,13 @@ def start_campaign(
         raise typer.BadParameter(f"{procedure} cannot run per cluster in a campaign (its input names no cluster)",
                                  param_hint="'--procedure'")
     settings = cli_settings(ctx)
+    if not settings.cluster_queues:
+        # One queue for every cluster would run every cluster's procedure with the one worker's
+        # credentials: against the same cluster, whatever the names say.
+        err("error: a campaign runs each cluster's procedure on that cluster's own task queue: set "
+            "LOCKKEEPER_CLUSTER_QUEUES=true (for `lockkeeper start` and the workers) and run `lockkeeper worker "
+            "--cluster NAME` with each cluster's kubeconfig")
+        raise typer.Exit(EXIT_USAGE)
     who = identity_of(identity)
     try:
         fleet = read_clusters(clusters_file)
