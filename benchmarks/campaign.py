@@ -100,13 +100,16 @@ async def main(args: argparse.Namespace) -> None:
         elif e.event_type in CLOSED:
             in_flight -= 1
     own = [(c.ended_at - c.started_at).total_seconds() for c in res.clusters if c.started_at and c.ended_at]
-    waves = len(inp.wave_plan())
+    plan = inp.wave_plan()
+    waves = len(plan)
     ideal = waves * max(own) if own else float("nan")
+    cap = args.max_clusters_in_flight or args.clusters
+    rounds = sum(-(-len(w) // cap) for w in plan)  # a wave larger than the cap takes several rounds
     print(f"--- campaign of {args.clusters} clusters x {args.nodes} nodes, waves {args.waves}, "
           f"max {args.max_clusters_in_flight} in flight ---")
     print(f"outcome {res.outcome}: {res.counts} ({res.message})")
     print(f"wall {wall:.1f}s against the ideal {ideal:.1f}s ({waves} waves x the slowest cluster's {max(own or [0]):.1f}s; "
-          f"{wall / ideal:.2f}x)")
+          f"{wall / ideal:.2f}x); with the cap, {rounds} rounds: {rounds * max(own or [0]):.1f}s")
     print(f"central worker peak RSS {hwm[0] / 1024:.0f} MiB; cluster workers: "
           + ", ".join(f"{k / 1024:.0f}" for k in hwm[1:]) + " MiB (target < 1024 MiB each)")
     print(f"clusters in flight (from the history): at most {peak} (cap {args.max_clusters_in_flight})")
