@@ -95,3 +95,21 @@ async def test_no_more_clusters_in_flight_than_the_cap(time_skipping_env, wf_tas
         elif name == "child_workflow_execution_completed_event_attributes":
             in_flight -= 1
     assert peak == 2
+
+
+async def test_the_next_wave_waits_for_the_soak(time_skipping_env, wf_task_queue):
+    env, fake = time_skipping_env, KitFake()
+    inp = CampaignInput(procedure="probe", workflow_type=StepsProbeWorkflow.__name__, input={"steps": 1},
+                        clusters=[{"name": "a"}, {"name": "b"}], waves="1,rest", soak_seconds=3600, approve_each="none",
+                        search_attributes=False)
+    async with kit_worker(env, fake, wf_task_queue):
+        h = await env.client.start_workflow(CampaignWorkflow.run, inp, id=f"campaign-{uuid.uuid4().hex[:8]}",
+                                            task_queue=wf_task_queue, result_type=CampaignResult)
+        res = await h.result()  # the test server skips the hour
+        events = [e async for e in h.fetch_history_events()]
+    assert res.outcome == "completed" and [c.state for c in res.clusters] == ["done", "done"]
+    a, b = res.clusters
+    assert (b.started_at - a.ended_at).total_seconds() >= 3600, "wave 2 started only after the soak"
+    timers = [e.timer_started_event_attributes.start_to_fire_timeout.seconds for e in events
+              if e.WhichOneof("attributes") == "timer_started_event_attributes"]
+    assert timers == [3600]

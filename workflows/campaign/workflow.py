@@ -290,7 +290,11 @@ class CampaignWorkflow(ProcedureWorkflow):
                 ]) if self._in.search_attributes else None,
             )
             self._children[r.name] = handle
-            if self.control.paused:  # paused while it started: it pauses too
+            # Aborted or paused while it started (the relay had no handle yet): it aborts or pauses too.
+            if self.control.abort:
+                await handle.signal(PARENT_ABORT_SIGNAL, ControlInput(identity=self.control.abort_by or "lockkeeper",
+                                                                      reason=f"campaign aborted: {self.control.abort_reason}"))
+            elif self.control.paused:
                 await handle.signal(PARENT_PAUSE_SIGNAL, ControlInput(identity="campaign", reason=f"campaign paused: {self.control.paused_reason}"))
             r.state, r.message = child_outcome(await handle)
             r.outcome = r.state if r.state != "done" else "completed"
