@@ -41,6 +41,8 @@ async def merge_live_progress(client: Any, status: Any, *, timeout: float = 5.0)
 
     from workflows.kit.models import NodePhase, NodeProgress, NodeStatus
 
+    if isinstance(getattr(status, "clusters", None), list) and hasattr(status, "counts"):
+        return await merge_campaign_children(client, status, timeout=timeout)
     nodes = getattr(status, "nodes", None)
     if not isinstance(nodes, dict):
         return 0
@@ -70,3 +72,31 @@ async def merge_live_progress(client: Any, status: Any, *, timeout: float = 5.0)
         return True
 
     return sum(await asyncio.gather(*(one(ns) for ns in running)))
+
+
+async def merge_campaign_children(client: Any, status: Any, *, timeout: float = 5.0) -> int:
+    """A campaign's status (:class:`workflows.campaign.models.CampaignStatus`): give each running
+    cluster that has not reported (its procedure takes no ``report_to``) its child's live summary
+    (phase, what it waits for, its waiting gates) from the child's ``status`` query; nothing goes
+    into history. Returns the number of clusters updated; a child that does not answer is left as
+    it was."""
+    from temporalio.client import WorkflowQueryFailedError
+    from temporalio.service import RPCError
+
+    from workflows.kit.models import ProcedureStatus
+    from workflows.kit.report import summary
+
+    rows = [r for r in status.clusters if r.state == "running" and r.child_id and r.child_status is None][:LIVE_NODES_MAX]
+    gate = asyncio.Semaphore(LIVE_CONCURRENCY)
+
+    async def one(r: Any) -> bool:
+        async with gate:
+            try:
+                st = await client.get_workflow_handle(r.child_id).query(
+                    "status", result_type=ProcedureStatus, rpc_timeout=timedelta(seconds=timeout))
+            except (RPCError, WorkflowQueryFailedError, asyncio.TimeoutError):
+                return False
+        r.child_status = summary(st)
+        return True
+
+    return sum(await asyncio.gather(*(one(r) for r in rows)))

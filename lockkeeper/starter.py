@@ -55,8 +55,14 @@ class NoWorker(Exception):
     build new runs go to: :meth:`workers.versioning.QueueWorkers.gap`) it says which builds poll
     and how to promote one."""
 
-    def __init__(self, task_queue: str, namespace: str, detail: str | None = None) -> None:
-        if detail is None:
+    def __init__(self, task_queue: str, namespace: str, detail: str | None = None, cluster: str | None = None) -> None:
+        if detail is None and cluster is not None:
+            super().__init__(
+                f"no worker of cluster {cluster!r} polls its task queue {task_queue!r} (namespace {namespace}); nothing "
+                f"was started. Run `lockkeeper worker --cluster {cluster}` with that cluster's kubeconfig, "
+                f"or add --queue to start it anyway; it then waits for that worker"
+            )
+        elif detail is None:
             super().__init__(
                 f"no worker polls task queue {task_queue!r} (namespace {namespace}); nothing was started. "
                 f"Run `lockkeeper worker` on that queue (LOCKKEEPER_TASK_QUEUE / --task-queue), "
@@ -69,6 +75,7 @@ class NoWorker(Exception):
             )
         self.task_queue = task_queue
         self.detail = detail
+        self.cluster = cluster
 
 
 #: Start even when no worker polls the task queue (``lockkeeper start ... --queue``).
@@ -207,7 +214,8 @@ async def start_procedure(
     procedures that lease pools only after planning (the rollout), the pools to check against
     running runs of the same type (``[]`` = any pool: every such run on the cluster conflicts;
     None = no such check); ``precheck`` False skips both (a dry run writes nothing). The task
-    queue is ``settings.task_queue`` (a host-only worker serves the same queue name).
+    queue is :func:`procedure_queue`: ``settings.task_queue`` (a host-only worker serves the same
+    queue name), or the cluster's own with per-cluster queues.
     ``require_worker``: refuse when no worker polls that queue (default: unless
     :data:`QUEUE_WITHOUT_WORKER` is set; then :data:`ON_QUEUED` is told of the queued start).
 
@@ -221,9 +229,11 @@ async def start_procedure(
 
     if require_worker is None:
         require_worker = not QUEUE_WITHOUT_WORKER.get()
-    queued, detail = await new_run_gap(client, settings.task_queue)
+    task_queue = procedure_queue(settings, spec, cluster)
+    per_cluster = task_queue != settings.task_queue
+    queued, detail = await new_run_gap(client, task_queue)
     if queued and require_worker:
-        raise NoWorker(settings.task_queue, client.namespace, detail)
+        raise NoWorker(task_queue, client.namespace, detail, cluster=cluster if per_cluster else None)
     if precheck:
         held = await lease_holders(client, scopes)
         if held:
@@ -256,7 +266,7 @@ async def start_procedure(
             spec.workflow_type,
             inp,
             id=wid,
-            task_queue=settings.task_queue,
+            task_queue=task_queue,
             search_attributes=sa,
             static_summary=summary or default_summary(spec.name, cluster, scopes, pools, inp),
             result_type=spec.result_model,
@@ -267,8 +277,20 @@ async def start_procedure(
         raise StartRefused(f"a workflow with ID {wid} already exists", wid) from None
     on_queued = ON_QUEUED.get()
     if queued and on_queued is not None:
-        on_queued(handle.id, settings.task_queue)
+        on_queued(handle.id, task_queue)
     return handle
+
+
+def procedure_queue(settings: Any, spec: Any, cluster: str) -> str:
+    """The task queue a run of ``spec`` for ``cluster`` starts on: with per-cluster queues
+    (``settings.cluster_queues``, issue 38) the cluster's own (``<task_queue>-<cluster>``),
+    except for a ``central`` spec (a campaign: it only orchestrates, on ``task_queue``);
+    otherwise ``settings.task_queue``."""
+    if getattr(spec, "central", False) or not getattr(settings, "cluster_queues", False):
+        return str(settings.task_queue)
+    from workers.settings import cluster_task_queue
+
+    return cluster_task_queue(settings.task_queue, cluster)
 
 
 def run_priority(spec: Any, cluster: str) -> Any:

@@ -57,6 +57,11 @@ class Settings(BaseSettings):
     - ``ssh_sudo``: host commands over SSH go through ``sudo -n`` (default: for any SSH user but
       ``root``; see :func:`activities.host.factory.ssh_sudo`).
     - ``cluster``: the name lockkeeper uses for the cluster in workflow IDs and search attributes.
+    - ``cluster_queues``: per-cluster task queues (issue 38, ``LOCKKEEPER_CLUSTER_QUEUES``; the
+      worker's ``--cluster NAME`` sets it): a worker polls ``<task_queue>-<cluster>``
+      (:func:`cluster_task_queue`) with that cluster's credentials only, and ``lockkeeper start``
+      puts a procedure for cluster C on ``<task_queue>-C``. Off (default): one queue,
+      ``task_queue``, as before. A campaign (``ProcedureSpec.central``) stays on ``task_queue``.
     - ``max_concurrent_activities``: worker thread pool size (sync activities, local ones
       included) and the Kubernetes connection pool's size, default 200. Every node in flight holds
       one thread in a watch (``wait_for_node``) or a drain, and a 2,000-node pool at
@@ -143,6 +148,7 @@ class Settings(BaseSettings):
     #: read it themselves (activities.host.factory.ssh_sudo: None = sudo for any user but root).
     ssh_sudo: bool | None = Field(None, validation_alias=_aliases("ssh_sudo"))
     cluster: str = Field("default", validation_alias=_aliases("cluster"))
+    cluster_queues: bool = Field(False, validation_alias=_aliases("cluster_queues"))
     max_concurrent_activities: int = Field(200, ge=1, validation_alias=_aliases("max_concurrent_activities"))
     max_concurrent_local_activities: int = Field(
         200, ge=1, validation_alias=_aliases("max_concurrent_local_activities")
@@ -252,6 +258,18 @@ class Settings(BaseSettings):
             or self.temporal_tls_server_name is not None
         )
 
+    def queue_for(self, cluster: str | None = None) -> str:
+        """The task queue of a procedure for ``cluster`` (default: this process' ``cluster``):
+        ``<task_queue>-<cluster>`` with ``cluster_queues``, else ``task_queue``."""
+        return cluster_task_queue(self.task_queue, cluster or self.cluster) if self.cluster_queues else self.task_queue
+
+    def for_worker(self) -> Settings:
+        """The settings a worker polls with: with ``cluster_queues``, ``task_queue`` is its
+        cluster's own queue (:meth:`queue_for`); otherwise these settings unchanged."""
+        if not self.cluster_queues:
+            return self
+        return self.model_copy(update={"task_queue": self.queue_for(), "cluster_queues": False})
+
     def check_kubeconfig(self) -> None:
         """Validate the cluster credentials source; the worker calls this before it starts.
 
@@ -289,6 +307,14 @@ class Settings(BaseSettings):
         d = self.model_dump(mode="json")
         d["temporal_api_key"] = "***" if self.temporal_api_key else None
         return d
+
+
+def cluster_task_queue(base: str, cluster: str) -> str:
+    """The task queue of cluster ``cluster``'s workers: ``<base>-<cluster>`` (issue 38), e.g.
+    ``lockkeeper-prod-eu``. Raises ValueError for an empty cluster name."""
+    if not cluster:
+        raise ValueError("a per-cluster task queue needs a cluster name")
+    return f"{base}-{cluster}"
 
 
 def default_build_id() -> str:

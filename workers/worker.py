@@ -75,6 +75,8 @@ async def run_worker(
     from workers.client import connect
     from workers import registry
 
+    settings = settings.for_worker()  # per-cluster queues (issue 38): poll <task_queue>-<cluster>
+
     interceptors: list[Any] = []
     notify_wired = False
     if activities is None and settings.host_only:

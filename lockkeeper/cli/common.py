@@ -391,3 +391,21 @@ def api_failure(exc: BaseException) -> bool:
             return True
         cause = cause.__cause__
     return False
+
+
+def parse_duration(text: str) -> float:
+    """``30m``, ``2h``, ``1d``, ``90s``, ``1h30m`` (or plain seconds) → seconds; raises
+    typer.BadParameter (exit 2) for anything else or a duration that is not positive."""
+    import re
+
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    t = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", t):
+        seconds = float(t)
+    elif t and re.fullmatch(r"(\d+(\.\d+)?[smhdw])+", t):
+        seconds = sum(float(n) * units[u] for n, _, u in re.findall(r"(\d+(\.\d+)?)([smhdw])", t))
+    else:
+        raise typer.BadParameter(f"{text!r} is no duration (e.g. 30m, 2h, 1d, 1h30m)", param_hint="'--for'")
+    if seconds <= 0:
+        raise typer.BadParameter("must be a positive duration", param_hint="'--for'")
+    return seconds

@@ -166,17 +166,20 @@ def list_(
     procedure: str | None = typer.Option(None, "--procedure", help="e.g. machineconfig-rollout, drain, etcd-restore"),
     state: str | None = typer.Option(None, "--status", help="LockkeeperStatus, e.g. running, paused, done"),
     running: bool = typer.Option(False, "--running", help="Only executions still running."),
+    campaign: str | None = typer.Option(None, "--campaign", metavar="ID", help="Only the clusters' runs of this campaign."),
     limit: int = typer.Option(50, "--limit"),
     output: str = OutputOpt,
 ) -> None:
     """List procedures of every type (visibility query on LockkeeperProcedure/Cluster/Status)."""
     output = check_output(output)
     settings = cli_settings(ctx)
-    run(show_list(settings, cluster, procedure, state, running, limit, output))
+    run(show_list(settings, cluster, procedure, state, running, limit, output, campaign))
 
 
-def build_list_query(cluster: str | None, procedure: str | None, state: str | None, running: bool) -> str:
-    """The visibility query of ``lockkeeper list``."""
+def build_list_query(cluster: str | None, procedure: str | None, state: str | None, running: bool,
+                     campaign: str | None = None) -> str:
+    """The visibility query of ``lockkeeper list``; ``campaign``: only that campaign's children
+    (Temporal's system attribute ``ParentWorkflowId``)."""
     from lockkeeper.starter import quote
     from workflows.kit.models import SA_CLUSTER, SA_PROCEDURE, SA_STATUS
 
@@ -187,6 +190,8 @@ def build_list_query(cluster: str | None, procedure: str | None, state: str | No
         terms.append(f"{SA_STATUS} = {quote(state)}")
     if running:
         terms.append("ExecutionStatus = 'Running'")
+    if campaign:
+        terms.append(f"ParentWorkflowId = {quote(campaign)}")
     return " AND ".join(terms)
 
 
@@ -213,13 +218,14 @@ async def list_rows(client: Any, query: str, limit: int) -> list[dict[str, Any]]
 
 
 async def show_list(
-    settings: Any, cluster: str | None, procedure: str | None, state: str | None, running: bool, limit: int, output: str
+    settings: Any, cluster: str | None, procedure: str | None, state: str | None, running: bool, limit: int, output: str,
+    campaign: str | None = None,
 ) -> int:
     """Body of ``list``."""
     from lockkeeper import output as out
 
     client = await connect(settings)
-    rows = await list_rows(client, build_list_query(cluster, procedure, state, running), limit)
+    rows = await list_rows(client, build_list_query(cluster, procedure, state, running, campaign), limit)
     if output == "table":
         out.console().print(out.list_table(rows))
     else:

@@ -24,7 +24,7 @@ from typing import Any
 import typer
 
 from lockkeeper.cli import common, decisions
-from lockkeeper.cli.common import EXIT_USAGE, CliError, IdentityOpt, OutputOpt, check_output, cli_settings, identity_of
+from lockkeeper.cli.common import EXIT_USAGE, CliError, IdentityOpt, OutputOpt, check_output, cli_settings, identity_of, parse_duration  # noqa: F401 - parse_duration re-exported
 
 
 def send(ctx: typer.Context, wid: str, update: str, arg: Any, result_type: type, output: str, who: str, *, node: bool = False,
@@ -170,24 +170,6 @@ def _node_control(update: str, help_text: str) -> Any:
 
     command.__doc__ = help_text
     return command
-
-
-def parse_duration(text: str) -> float:
-    """``30m``, ``2h``, ``1d``, ``90s``, ``1h30m`` (or plain seconds) → seconds; raises
-    typer.BadParameter (exit 2) for anything else or a duration that is not positive."""
-    import re
-
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-    t = text.strip().lower()
-    if re.fullmatch(r"\d+(\.\d+)?", t):
-        seconds = float(t)
-    elif t and re.fullmatch(r"(\d+(\.\d+)?[smhdw])+", t):
-        seconds = sum(float(n) * units[u] for n, _, u in re.findall(r"(\d+(\.\d+)?)([smhdw])", t))
-    else:
-        raise typer.BadParameter(f"{text!r} is no duration (e.g. 30m, 2h, 1d, 1h30m)", param_hint="'--for'")
-    if seconds <= 0:
-        raise typer.BadParameter("must be a positive duration", param_hint="'--for'")
-    return seconds
 
 
 def parse_time(text: str) -> Any:

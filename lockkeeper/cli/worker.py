@@ -25,6 +25,11 @@ def worker(
         help="This worker's build in the worker deployment (LOCKKEEPER_BUILD_ID; default: the lockkeeper package "
         "version). Runs stay on the build they started on.",
     ),
+    cluster: str | None = typer.Option(
+        None, "--cluster",
+        help="Serve one cluster of a fleet: poll the task queue <task queue>-NAME with this cluster's kubeconfig only "
+        "(LOCKKEEPER_CLUSTER with LOCKKEEPER_CLUSTER_QUEUES=true). Without it: the one task queue, as before.",
+    ),
     promote: str | None = typer.Option(
         None, "--promote",
         help="auto (default): make this build the deployment's current version if it never had one (a fresh "
@@ -37,8 +42,9 @@ def worker(
     turns it off); `lockkeeper deployment status` shows the builds, `promote` switches new runs to one.
     """
     try:
+        per_cluster = {"cluster": cluster, "cluster_queues": True} if cluster else {}
         settings = settings_of(ctx, kubeconfig=kubeconfig, kube_context=context, in_cluster=in_cluster, worker_role=role,
-                               build_id=build_id, promote=promote)
+                               build_id=build_id, promote=promote, **per_cluster)
     except CliError as exc:
         err(f"error: {exc}")
         raise typer.Exit(exc.code) from None

@@ -40,6 +40,8 @@ NOT_RUN = {
                            "tests/workflows/test_kit_windows_wf.py runs windows on the time-skipping server",
     "Alert gate: no node starts while Prometheus alerts": "needs a node made NotReady by hand while Prometheus runs; "
                                                           "tests/e2e/test_rollout_alert_gate_e2e.py runs it",
+    "A campaign across clusters (issue 38)": "needs a cluster and a worker per cluster, with kubeconfigs the reader "
+                                             "has; tests/e2e/test_campaign_e2e.py runs three simulated clusters",
 }
 
 

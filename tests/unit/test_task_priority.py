@@ -80,7 +80,7 @@ async def test_an_urgent_procedure_overtakes_a_queued_rollout(dev_server_factory
 def test_every_procedure_has_its_kind_priority_and_the_cluster_as_fairness_key() -> None:
     by_name = {s.name: s.priority for s in PROCEDURES}
     assert {n for n, p in by_name.items() if p == 1} == {"etcd-backup", "etcd-restore", "drain", "gluster-recovery"}
-    assert {n for n, p in by_name.items() if p == 2} == {"control-plane-upgrade", "network-migration", "cluster-upgrade",
+    assert {n for n, p in by_name.items() if p == 2} == {"control-plane-upgrade", "network-migration", "cluster-upgrade", "campaign",
                                                          "revert-records"}
     assert all(p in (1, 2, 3) for p in by_name.values())
     p = run_priority(spec_by_name(PROCEDURES, "drain"), "prod-east")

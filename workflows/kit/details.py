@@ -9,7 +9,8 @@ stored history's replay.
 until when; the open gates with the exact ``lockkeeper approve``/``decide`` command; a compact
 node table (nodes that are in flight or need attention, at most :data:`MAX_NODE_ROWS`, plus
 counts per phase); the alerts that block an alert gate (:func:`alert_lines`); the blocked-drain
-report of a node whose drain is blocked.
+report of a node whose drain is blocked; for a fleet (a campaign's ``clusters``, issue 38) a short
+summary: clusters per state and the clusters in flight or ended badly (:func:`fleet_lines`).
 :meth:`DetailsPublisher.publish` sets it only when the text changed, once per activation, and nothing in it moves per poll (a health
 check's last reading and poll count are left out), so the details change with the phase, a gate,
 a node's step, never with a poll.
@@ -181,9 +182,28 @@ def render(
         for n in nodes.values():
             if n.drain_report is not None and n.phase == NodePhase.BLOCKED:
                 lines += _drain_report(n)
+    lines += fleet_lines(status)
     if status.error:
         lines += ["", f"**Error:** {_cell(status.error)}"]
     return "\n".join(lines)
+
+
+def fleet_lines(status: ProcedureStatus) -> list[str]:
+    """A fleet's summary (a status with ``clusters``: rows with ``name``, ``wave``, ``state``,
+    ``child_id``, as a campaign's): the count of clusters per state, then a row for each cluster
+    that runs, failed or was aborted (at most :data:`MAX_NODE_ROWS`); none for another status."""
+    clusters = getattr(status, "clusters", None)
+    if not isinstance(clusters, list) or not clusters or not all(hasattr(c, "wave") and hasattr(c, "state") for c in clusters):
+        return []
+    counts = Counter(str(c.state) for c in clusters)
+    wave = getattr(status, "current_wave", 0)
+    head = "**Clusters** " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+    lines = ["", head + (f" (wave {wave} of {getattr(status, 'waves', '?')})" if wave else ""), ""]
+    shown = [c for c in clusters if str(c.state) in ("running", "failed", "aborted")][:MAX_NODE_ROWS]
+    if shown:
+        lines += ["| cluster | wave | state | run |", "|---|---|---|---|"]
+        lines += [f"| {_cell(c.name)} | {c.wave} | {c.state} | `{_cell(c.child_id or '-')}` |" for c in shown]
+    return lines
 
 
 def _drain_report(n: NodeStatus) -> list[str]:

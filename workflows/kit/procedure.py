@@ -53,7 +53,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.preflight import Preflight, PreflightOutcome
     from workflows.kit.records import Records
     from workflows.kit.windows import parse_windows
-    from workflows.kit.report import CHILD_REPORT_SIGNAL, PARENT_ABORT_SIGNAL, ChildReport, ReportInbox, Reporter, summary
+    from workflows.kit.report import (CHILD_REPORT_SIGNAL, PARENT_ABORT_SIGNAL, PARENT_PAUSE_SIGNAL, PARENT_RESUME_SIGNAL, ChildReport,
+                                      ReportInbox, Reporter, summary)
     from workflows.kit.models import (
         SA_CLUSTER,
         SA_POOLS,
@@ -492,6 +493,23 @@ class ProcedureWorkflow:
         if self.control.finished() or self.control.abort:
             return
         self.control.request_abort(input.reason or f"the parent procedure was aborted by {input.identity}", input.identity)
+
+    @workflow.signal(name=PARENT_PAUSE_SIGNAL)
+    def parent_pause(self, input: ControlInput) -> None:
+        """The procedure that started this one (a campaign) was paused: pause this run too, as
+        the ``pause`` update would (no new step; work in flight finishes). Ignored once the run
+        finished, aborts or is paused already."""
+        if self.control.finished() or self.control.abort or self.control.paused:
+            return
+        self.control.pause(input.reason or f"the parent procedure was paused by {input.identity}", by=input.identity)
+
+    @workflow.signal(name=PARENT_RESUME_SIGNAL)
+    def parent_resume(self, input: ControlInput) -> None:
+        """The parent was resumed: resume this run if it is paused (by the parent or anyone:
+        the campaign's resume is the operator's word for the whole fleet)."""
+        if self.control.finished() or self.control.abort or not self.control.paused:
+            return
+        self.control.resume(input.identity)
 
     @workflow.signal(name=CHILD_REPORT_SIGNAL)
     def child_report(self, report: ChildReport) -> None:

@@ -37,6 +37,10 @@ CHILD_REPORT_SIGNAL = "child_report"
 #: The signal a parent procedure sends its running child when the parent is aborted
 #: (:meth:`workflows.kit.procedure.ProcedureWorkflow.parent_abort`).
 PARENT_ABORT_SIGNAL = "parent_abort"
+#: The signals a parent procedure sends its running children when the parent is paused / resumed
+#: (a campaign, issue 38: :meth:`workflows.kit.procedure.ProcedureWorkflow.parent_pause`).
+PARENT_PAUSE_SIGNAL = "parent_pause"
+PARENT_RESUME_SIGNAL = "parent_resume"
 
 
 class ChildReport(BaseModel):

@@ -54,6 +54,9 @@ class ProcedureSpec:
     - ``no_records_revert``: why the kit's reverse run must NOT restore this procedure's records
       after it ended (writing its fields back would not undo the change: a network type needs
       every node rebooted); None: it may. ``revert --full`` then refuses with this reason.
+    - ``central``: the run stays on the base task queue even with per-cluster queues
+      (``LOCKKEEPER_CLUSTER_QUEUES``, issue 38): it orchestrates other clusters' runs (a campaign)
+      and touches no cluster itself; :func:`lockkeeper.starter.procedure_queue`.
     - ``priority``: the Temporal task priority key of its runs (1 highest .. 5 lowest, the
       server's default 3; issue 40). :data:`PRIORITY_URGENT` for what an operator waits on to
       save a cluster (etcd backup and restore, the blocked-drain decision, GlusterFS recovery),
@@ -80,6 +83,7 @@ class ProcedureSpec:
     reverse: str | None = None
     no_records_revert: str | None = None
     priority: int = 3
+    central: bool = False
 
     @property
     def workflow_type(self) -> str:

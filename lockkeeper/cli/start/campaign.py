@@ -1,0 +1,207 @@
+"""``lockkeeper start campaign``: one procedure across a fleet of clusters, in waves (issue 38).
+
+``--procedure NAME`` is the procedure each cluster runs; ``-f input.yaml`` (and ``--set``) its
+input, shared by every cluster; ``--clusters FILE`` the fleet (YAML or JSON)::
+
+    clusters:
+      - name: prod-eu            # the cluster's name: its worker runs `lockkeeper worker --cluster prod-eu`
+      - name: prod-us
+        overrides: {node: worker-7}   # fields of the procedure's input for this cluster only
+
+(a plain list of names or of such mappings works too). Every cluster's input (shared + its
+overrides + ``cluster: NAME``) is validated against the procedure's own input model before
+anything starts (exit 2 naming the cluster). A campaign needs per-cluster queues
+(``LOCKKEEPER_CLUSTER_QUEUES=true``, else exit 2: one queue would run every cluster's procedure
+with one worker's credentials): each child runs on ``<task queue>-<cluster>``; a cluster whose
+queue no worker polls refuses the start (exit 3, naming the clusters) unless ``--queue``. The campaign itself runs on the central
+task queue (a host-only worker may serve it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from lockkeeper.cli.common import (
+    EXIT_USAGE,
+    CliError,
+    DryRunOpt,
+    IdentityOpt,
+    IdOpt,
+    OutputOpt,
+    check_output,
+    cli_settings,
+    err,
+    identity_of,
+    run,
+    validation_lines,
+)
+from lockkeeper.cli.start.shared import Launch, dry_run_report, launch, spec_named
+
+
+def read_clusters(path: Path) -> list[dict[str, Any]]:
+    """The fleet file: a list of names or ``{name, overrides}`` mappings, or a mapping with
+    ``clusters:`` holding that list. Raises :class:`CliError` (exit 2) naming the file."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise CliError(f"cannot read {path}: {exc}", EXIT_USAGE) from None
+    if isinstance(doc, dict):
+        doc = doc.get("clusters")
+    if not isinstance(doc, list) or not doc:
+        raise CliError(f"{path}: give a list of clusters (names, or mappings with name and overrides)", EXIT_USAGE)
+    out: list[dict[str, Any]] = []
+    for n, item in enumerate(doc, 1):
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            raise CliError(f"{path}: cluster {n} has no name", EXIT_USAGE)
+        extra = set(item) - {"name", "overrides"}
+        if extra:
+            raise CliError(f"{path}: cluster {item['name']}: unknown key(s) {', '.join(sorted(extra))} (name, overrides)", EXIT_USAGE)
+        if not isinstance(item.get("overrides", {}), dict):
+            raise CliError(f"{path}: cluster {item['name']}: overrides must be a mapping of input fields", EXIT_USAGE)
+        out.append({"name": item["name"], "overrides": dict(item.get("overrides") or {})})
+    return out
+
+
+def shared_input() -> dict[str, Any]:
+    """The procedure's shared input: the ``-f`` file, then each ``--set KEY=VALUE``."""
+    import yaml
+
+    from lockkeeper.cli.start.shared import INPUT_FILE, INPUT_SETS, _set_path
+
+    data: dict[str, Any] = {}
+    path = INPUT_FILE.get()
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise CliError(f"cannot read {path}: {exc}", EXIT_USAGE) from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise CliError(f"{path}: the input must be a mapping of the procedure's fields", EXIT_USAGE)
+        data = loaded or {}
+    for item in INPUT_SETS.get():
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--set {item!r}: give KEY=VALUE", EXIT_USAGE)
+        _set_path(data, key.strip(), yaml.safe_load(raw) if raw else "")
+    return data
+
+
+def start_campaign(
+    ctx: typer.Context,
+    procedure: str = typer.Option(..., "--procedure", help="The procedure every cluster runs (e.g. drain)."),
+    clusters_file: Path = typer.Option(..., "--clusters", metavar="FILE", dir_okay=False,
+                                       help="The fleet: YAML/JSON list of clusters (name, optional overrides)."),
+    waves: str = typer.Option("1,rest", "--waves", metavar="SPEC", help="Wave sizes: counts, percentages, rest (e.g. 1,10%,rest)."),
+    max_in_flight: int | None = typer.Option(None, "--max-clusters-in-flight", min=1, help="At most N clusters run at once."),
+    failure_budget: int = typer.Option(0, "--failure-budget", min=0,
+                                       help="Clusters that may fail before no new one starts and a decision gate opens."),
+    soak: str = typer.Option("0", "--soak", metavar="DURATION", help="Wait after each wave before the next (e.g. 10m, 30s, 0)."),
+    approve_each: str = typer.Option("wave", "--approve-each", help="wave: a gate before each wave after the first; none."),
+    gate_timeout: float | None = typer.Option(None, "--gate-timeout", help="Seconds a gate waits (default forever)."),
+    four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve the campaign's gates."),
+    allowed_approver: list[str] = typer.Option([], "--allowed-approver", help="Who may decide (repeatable)."),
+    dry_run: bool = DryRunOpt,
+    workflow_id: str | None = IdOpt,
+    wait: bool = typer.Option(False, "--wait", help="Wait until the campaign ends; exit 0 only if it completed."),
+    identity: str | None = IdentityOpt,
+    output: str = OutputOpt,
+) -> None:
+    """Run one procedure across a fleet of clusters, wave by wave (a child per cluster on its own queue)."""
+    from pydantic import ValidationError
+
+    from lockkeeper.cli.common import parse_duration
+    from workflows.campaign.models import CampaignInput, parse_waves
+
+    output = check_output(output)
+    try:
+        parse_waves(waves)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'--waves'") from None
+    if approve_each not in ("wave", "none"):
+        raise typer.BadParameter("must be wave or none", param_hint="'--approve-each'")
+    soak_seconds = 0.0 if soak.strip() in ("0", "0s") else parse_duration(soak)
+    try:
+        target = spec_named(procedure)
+    except KeyError as exc:
+        raise typer.BadParameter(str(exc.args[0]), param_hint="'--procedure'") from None
+    fields = target.input_model.model_fields
+    if target.central or "cluster" not in fields:
+        raise typer.BadParameter(f"{procedure} cannot run per cluster in a campaign (its input names no cluster)",
+                                 param_hint="'--procedure'")
+    settings = cli_settings(ctx)
+    if not settings.cluster_queues:
+        # One queue for every cluster would run every cluster's procedure with the one worker's
+        # credentials: against the same cluster, whatever the names say.
+        err("error: a campaign runs each cluster's procedure on that cluster's own task queue: set "
+            "LOCKKEEPER_CLUSTER_QUEUES=true (for `lockkeeper start` and the workers) and run `lockkeeper worker "
+            "--cluster NAME` with each cluster's kubeconfig")
+        raise typer.Exit(EXIT_USAGE)
+    who = identity_of(identity)
+    try:
+        fleet = read_clusters(clusters_file)
+        shared = shared_input()
+    except CliError as exc:
+        err(f"error: {exc}")
+        raise typer.Exit(exc.code) from None
+    from lockkeeper.starter import procedure_queue
+
+    try:
+        inp = CampaignInput(
+            procedure=target.name, workflow_type=target.workflow_type, reports="report_to" in fields, input=shared,
+            clusters=[{**c, "task_queue": procedure_queue(settings, target, c["name"])} for c in fleet],
+            waves=waves, max_clusters_in_flight=max_in_flight, failure_budget=failure_budget, soak_seconds=soak_seconds,
+            approve_each=approve_each, requested_by=who, four_eyes=four_eyes, allowed_approvers=allowed_approver,
+            gate_timeout_seconds=gate_timeout,
+        )
+    except ValidationError as exc:
+        err(f"error: invalid campaign: {validation_lines(exc)}")
+        raise typer.Exit(EXIT_USAGE) from None
+    problems = []
+    for c in inp.clusters:  # every cluster's own input, validated as its child will be
+        try:
+            target.input_model.model_validate(inp.child_input(c, "campaign"))
+        except ValidationError as exc:
+            problems.append(f"cluster {c.name}: {validation_lines(exc)}")
+    if problems:
+        err(f"error: invalid input of {procedure}:\n  " + "\n  ".join(problems))
+        raise typer.Exit(EXIT_USAGE)
+    run(_start(settings, inp, dry_run, workflow_id, wait, output, who))
+
+
+start_campaign.takes_input_overrides = True  # type: ignore[attr-defined]  # -f / --set: the procedure's shared input
+
+
+async def _start(settings: Any, inp: Any, dry_run: bool, workflow_id: str | None, wait: bool, output: str, who: str) -> int:
+    from lockkeeper.cli.common import connect
+    from lockkeeper.starter import QUEUE_WITHOUT_WORKER, NoWorker, new_run_gap
+
+    plan = inp.wave_plan()
+    req = Launch(
+        name="campaign", input=inp, cluster="fleet", who=who, output=output, wait=wait, dry_run=dry_run,
+        workflow_id=workflow_id, id_name=inp.procedure,
+        summary=f"campaign of {inp.procedure} over {len(inp.clusters)} clusters in {len(plan)} waves by {who}",
+        extra={"waves": plan},
+    )
+    if dry_run:
+        err("waves: " + " | ".join(", ".join(w) for w in plan))
+        return await dry_run_report(req, settings)
+    if not QUEUE_WITHOUT_WORKER.get():
+        client = await connect(settings, identity=who)
+        missing = []
+        for c in inp.clusters:
+            waits, _ = await new_run_gap(client, c.task_queue)
+            if waits:
+                missing.append(c)
+        if missing:
+            names = ", ".join(c.name for c in missing)
+            raise NoWorker(missing[0].task_queue, client.namespace,
+                           f"no worker polls the task queue of cluster(s) {names} "
+                           f"({', '.join(c.task_queue for c in missing)}): run `lockkeeper worker --cluster NAME` for each")
+    return await launch(req, settings)

@@ -1,0 +1,115 @@
+"""CampaignWorkflow's control reaching its children (time-skipping server, kit probes as the
+clusters' procedure, fake activities by name): pause of the campaign pauses every running child
+and resume resumes them; abort aborts them, each ending as its own procedure's abort does."""
+
+from __future__ import annotations
+
+import uuid
+
+from kit_fakes import KitFake, kit_worker, poll, status_of
+from kit_probes import StepsProbeWorkflow
+from replay import record
+
+from workflows.campaign.models import CampaignInput, CampaignResult
+from workflows.campaign.workflow import CampaignWorkflow
+from workflows.kit.models import ControlInput
+from workflows.kit.procedure import ProcedureWorkflow
+
+
+def _campaign(steps: int) -> CampaignInput:
+    return CampaignInput(procedure="probe", workflow_type=StepsProbeWorkflow.__name__, input={"steps": steps},
+                         clusters=[{"name": "a"}, {"name": "b"}], waves="2", approve_each="none", search_attributes=False)
+
+
+async def _started(env, task_queue: str, steps: int):
+    cid = f"campaign-{uuid.uuid4().hex[:8]}"
+    h = await env.client.start_workflow(CampaignWorkflow.run, _campaign(steps), id=cid, task_queue=task_queue,
+                                        result_type=CampaignResult)
+    await poll(h, lambda s: [c["state"] for c in s["clusters"]] == ["running", "running"])
+    return h, [env.client.get_workflow_handle(f"{cid}/{n}") for n in ("a", "b")]
+
+
+async def test_pause_and_resume_of_the_campaign_reach_every_running_child(time_skipping_env, wf_task_queue):
+    env, fake = time_skipping_env, KitFake()
+    fake.step_release.clear()
+    async with kit_worker(env, fake, wf_task_queue):
+        h, children = await _started(env, wf_task_queue, steps=2)
+        await poll(h, lambda s: len(fake.called("kit_step")) == 2)  # each child is in its first step
+        await h.execute_update(ProcedureWorkflow.pause, ControlInput(identity="bob", reason="change freeze"))
+        for child in children:
+            st = await poll(child, lambda s: s["phase"] == "paused")
+            assert "campaign paused: change freeze" in st["paused_reason"]
+        fake.step_release.set()  # the steps in flight finish; no child starts its next one
+        for child in children:
+            await poll(child, lambda s: s["phase"] == "paused" and s["waiting_for"].startswith("resume"))
+        assert len(fake.called("kit_step")) == 2
+        await h.execute_update(ProcedureWorkflow.resume, ControlInput(identity="bob"))
+        res = await h.result()
+        await record(h, "CampaignWorkflow.pause-resume")
+    assert res.outcome == "completed", res.message
+    assert [c.state for c in res.clusters] == ["done", "done"]
+    assert len(fake.called("kit_step")) == 4
+
+
+async def test_abort_of_the_campaign_aborts_every_running_child(time_skipping_env, wf_task_queue):
+    env, fake = time_skipping_env, KitFake()
+    fake.step_release.clear()
+    async with kit_worker(env, fake, wf_task_queue):
+        h, children = await _started(env, wf_task_queue, steps=3)
+        await poll(h, lambda s: len(fake.called("kit_step")) == 2)
+        await h.execute_update(ProcedureWorkflow.abort, ControlInput(identity="bob", reason="wrong fleet"))
+        for child in children:  # the campaign's abort reaches each child while its step runs
+            await poll(child, lambda s: s["abort_requested"])
+        fake.step_release.set()
+        res = await h.result()
+        child_results = [await c.result() for c in children]
+        st = await status_of(h)
+    assert res.outcome == "aborted" and res.message == "wrong fleet"
+    assert [c.state for c in res.clusters] == ["aborted", "aborted"]
+    for r in child_results:  # each ended as the probe's own abort ends: at its next safe point
+        assert r["outcome"] == "aborted" and "campaign aborted: wrong fleet" in r["detail"] and r["done"] == ["0"]
+    assert st["phase"] == "aborted"
+
+
+async def test_no_more_clusters_in_flight_than_the_cap(time_skipping_env, wf_task_queue):
+    env, fake = time_skipping_env, KitFake()
+    fake.step_release.clear()
+    inp = CampaignInput(procedure="probe", workflow_type=StepsProbeWorkflow.__name__, input={"steps": 1},
+                        clusters=[{"name": n} for n in "abcd"], waves="4", max_clusters_in_flight=2, approve_each="none",
+                        search_attributes=False)
+    async with kit_worker(env, fake, wf_task_queue):
+        h = await env.client.start_workflow(CampaignWorkflow.run, inp, id=f"campaign-{uuid.uuid4().hex[:8]}",
+                                            task_queue=wf_task_queue, result_type=CampaignResult)
+        st = await poll(h, lambda s: len(fake.called("kit_step")) == 2)
+        assert [c["state"] for c in st["clusters"]] == ["running", "running", "pending", "pending"]
+        fake.step_release.set()
+        res = await h.result()
+        events = [e async for e in h.fetch_history_events()]
+    assert res.outcome == "completed" and [c.state for c in res.clusters] == ["done"] * 4
+    in_flight = peak = 0
+    for e in events:  # the history itself: children started and not yet closed
+        name = e.WhichOneof("attributes")
+        if name == "start_child_workflow_execution_initiated_event_attributes":
+            in_flight += 1
+            peak = max(peak, in_flight)
+        elif name == "child_workflow_execution_completed_event_attributes":
+            in_flight -= 1
+    assert peak == 2
+
+
+async def test_the_next_wave_waits_for_the_soak(time_skipping_env, wf_task_queue):
+    env, fake = time_skipping_env, KitFake()
+    inp = CampaignInput(procedure="probe", workflow_type=StepsProbeWorkflow.__name__, input={"steps": 1},
+                        clusters=[{"name": "a"}, {"name": "b"}], waves="1,rest", soak_seconds=3600, approve_each="none",
+                        search_attributes=False)
+    async with kit_worker(env, fake, wf_task_queue):
+        h = await env.client.start_workflow(CampaignWorkflow.run, inp, id=f"campaign-{uuid.uuid4().hex[:8]}",
+                                            task_queue=wf_task_queue, result_type=CampaignResult)
+        res = await h.result()  # the test server skips the hour
+        events = [e async for e in h.fetch_history_events()]
+    assert res.outcome == "completed" and [c.state for c in res.clusters] == ["done", "done"]
+    a, b = res.clusters
+    assert (b.started_at - a.ended_at).total_seconds() >= 3600, "wave 2 started only after the soak"
+    timers = [e.timer_started_event_attributes.start_to_fire_timeout.seconds for e in events
+              if e.WhichOneof("attributes") == "timer_started_event_attributes"]
+    assert timers == [3600]

@@ -1,0 +1,224 @@
+"""A campaign's input, status and result (issue 38): one procedure across a fleet of clusters, in waves.
+
+The input names the procedure by its spec name and workflow type (the CLI resolves both from
+``workflows.PROCEDURES``; workflow code never imports the registry), the procedure's shared input
+as a JSON object (validated by the CLI against the procedure's own input model for every
+cluster before anything starts), and the clusters, each with its own task queue (the CLI computes
+``<task queue>-<cluster>``, :func:`workers.settings.cluster_task_queue`) and optional overrides
+merged into the shared input. Stored in history: add fields, never rename.
+
+Waves (:func:`parse_waves`, :meth:`CampaignInput.wave_plan`): a comma-separated list of sizes,
+each a count (``1``), a percentage of the fleet (``10%``, rounded up, at least 1, as
+MachineConfigPool's maxUnavailable rounds) or ``rest`` (every cluster not in an earlier wave; only
+last). Clusters are taken in the order the file lists them; a wave that would be empty is dropped,
+and clusters left over after the last wave form one more wave.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from workflows.kit.models import ProcedureResult, ProcedureStatus
+from workflows.kit.report import ChildReport
+
+PROCEDURE_CAMPAIGN = "campaign"
+DEFAULT_WAVES = "1,rest"
+
+_CLUSTER_NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$")
+_WAVE_ITEM = re.compile(r"^(?:(\d+)|(\d+(?:\.\d+)?)%|rest)$")
+
+
+def parse_waves(spec: str) -> list[str]:
+    """The items of a wave spec (``"1,10%,rest"`` → ``["1", "10%", "rest"]``). Raises ValueError
+    naming the bad item: not a positive count, a percentage in (0, 100], or ``rest``, or a
+    ``rest`` that is not last."""
+    items = [i.strip() for i in spec.split(",")]
+    if not items or any(not i for i in items):
+        raise ValueError(f"waves {spec!r}: give comma-separated sizes, e.g. 1,10%,rest")
+    for n, item in enumerate(items):
+        m = _WAVE_ITEM.match(item)
+        if m is None:
+            raise ValueError(f"waves {spec!r}: {item!r} is not a count, a percentage (10%) or rest")
+        if m.group(1) is not None and int(m.group(1)) < 1:
+            raise ValueError(f"waves {spec!r}: a wave has at least 1 cluster, not {item}")
+        if m.group(2) is not None and not 0 < float(m.group(2)) <= 100:
+            raise ValueError(f"waves {spec!r}: a percentage is in (0, 100], not {item}")
+        if item == "rest" and n != len(items) - 1:
+            raise ValueError(f"waves {spec!r}: rest can only be the last wave")
+    return items
+
+
+def wave_sizes(spec: str, total: int) -> list[int]:
+    """How many clusters each wave of ``spec`` takes out of ``total`` (sums to ``total``; no
+    empty wave). Percentages round up; clusters left after the last item form one more wave."""
+    sizes: list[int] = []
+    left = total
+    for item in parse_waves(spec):
+        if left <= 0:
+            break
+        if item == "rest":
+            n = left
+        elif item.endswith("%"):
+            n = max(1, math.ceil(total * float(item[:-1]) / 100))
+        else:
+            n = int(item)
+        n = min(n, left)
+        sizes.append(n)
+        left -= n
+    if left > 0:
+        sizes.append(left)
+    return sizes
+
+
+class CampaignCluster(BaseModel):
+    """One cluster of the fleet: ``name`` (the child's ``cluster``, its ID part and its queue's
+    suffix), ``task_queue`` the queue its own worker polls (empty: the campaign's own queue), and
+    ``overrides``: fields of the procedure's input for this cluster only, merged into the shared
+    input (nested mappings merge key by key; anything else replaces)."""
+
+    name: str
+    task_queue: str = ""
+    overrides: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _CLUSTER_NAME.match(v):
+            raise ValueError(f"cluster name {v!r}: lower-case letters, digits, '.' and '-', 1 to 63 characters")
+        return v
+
+
+def merged(shared: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``shared`` with ``overrides`` merged in (nested mappings key by key); neither is changed."""
+    out = dict(shared)
+    for k, v in overrides.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merged(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+class CampaignInput(BaseModel):
+    """The campaign (see the module doc).
+
+    - ``procedure``: the spec name of the procedure each cluster runs (e.g. ``drain``);
+      ``workflow_type``: its workflow type; ``reports``: its input takes ``report_to`` (the kit's
+      child→parent channel), so each child's summary (phase, waiting gates) reaches the campaign.
+    - ``input``: the procedure's input shared by every cluster (JSON object).
+    - ``clusters``: the fleet, in order (at least 1; names unique).
+    - ``waves``: the wave spec (:func:`parse_waves`), default ``1,rest``.
+    - ``max_clusters_in_flight``: at most this many children run at once (default: no cap
+      beyond the wave).
+    - ``failure_budget``: how many clusters may fail before the campaign stops starting new ones
+      and opens the decision gate ``budget/<n>`` (approve: go on, the budget grows to the failures
+      so far; reject: abort). Default 0.
+    - ``soak_seconds``: after a wave ended, how long to wait before the next one (seconds).
+    - ``approve_each``: ``wave``: gate ``wave/<n>`` before each wave after the first;
+      ``none``: waves follow each other after the soak.
+    - ``requested_by``, ``four_eyes``, ``allowed_approvers``: the gates' approval rules;
+      ``gate_timeout_seconds``: how long a gate waits (None: forever; on timeout it is rejected).
+    """
+
+    procedure: str
+    workflow_type: str
+    reports: bool = False
+    input: dict[str, Any] = Field(default_factory=dict)
+    clusters: list[CampaignCluster]
+    waves: str = DEFAULT_WAVES
+    max_clusters_in_flight: int | None = Field(None, ge=1)
+    failure_budget: int = Field(0, ge=0)
+    soak_seconds: float = Field(0.0, ge=0)
+    approve_each: Literal["wave", "none"] = "wave"
+    requested_by: str = "unknown"
+    four_eyes: bool = False
+    allowed_approvers: list[str] = Field(default_factory=list)
+    gate_timeout_seconds: float | None = Field(None, gt=0)
+    search_attributes: bool = True
+
+    @field_validator("waves")
+    @classmethod
+    def _waves(cls, v: str) -> str:
+        parse_waves(v)
+        return v
+
+    @model_validator(mode="after")
+    def _fleet(self) -> CampaignInput:
+        if not self.clusters:
+            raise ValueError("a campaign needs at least one cluster")
+        names = [c.name for c in self.clusters]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"clusters listed twice: {', '.join(dup)}")
+        return self
+
+    def wave_plan(self) -> list[list[str]]:
+        """The cluster names of each wave, in order."""
+        names = [c.name for c in self.clusters]
+        plan: list[list[str]] = []
+        at = 0
+        for n in wave_sizes(self.waves, len(names)):
+            plan.append(names[at:at + n])
+            at += n
+        return plan
+
+    def child_input(self, cluster: CampaignCluster, campaign_id: str) -> dict[str, Any]:
+        """The input of ``cluster``'s child: the shared input, its overrides, its ``cluster``
+        name, ``requested_by`` when the shared input names nobody, and ``report_to`` the campaign
+        when the procedure reports."""
+        data = merged(self.input, cluster.overrides)
+        data["cluster"] = cluster.name
+        data.setdefault("requested_by", self.requested_by)
+        if self.reports:
+            data["report_to"] = campaign_id
+        return data
+
+
+ClusterState = Literal["pending", "running", "done", "failed", "aborted", "not-started"]
+
+
+class ClusterRun(BaseModel):
+    """One cluster in the campaign: its ``wave`` (1-based), ``state``, the child's workflow ID
+    (``lockkeeper status <child_id>`` shows all of it) and task queue, its last report (children
+    whose procedure reports), its ``outcome`` and ``message`` once ended, ``started_at`` and
+    ``ended_at``."""
+
+    name: str
+    wave: int
+    state: ClusterState = "pending"
+    task_queue: str = ""
+    child_id: str | None = None
+    outcome: str | None = None
+    message: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    child_status: ChildReport | None = None
+
+
+class CampaignStatus(ProcedureStatus):
+    """``status``: every cluster (:class:`ClusterRun`), the wave now, the failures against the
+    budget, and the count of clusters per state (``counts``)."""
+
+    target_procedure: str = ""
+    clusters: list[ClusterRun] = Field(default_factory=list)
+    waves: int = 0
+    current_wave: int = 0
+    failures: int = 0
+    failure_budget: int = 0
+    budget_spent: bool = False
+    max_in_flight_seen: int = 0
+    counts: dict[str, int] = Field(default_factory=dict)
+
+
+class CampaignResult(ProcedureResult):
+    """``outcome`` completed (every cluster ran; ``failed`` names those that failed within the
+    budget) or aborted; every cluster's :class:`ClusterRun`."""
+
+    clusters: list[ClusterRun] = Field(default_factory=list)
+    failed: list[str] = Field(default_factory=list)
+    counts: dict[str, int] = Field(default_factory=dict)

@@ -1,0 +1,314 @@
+"""CampaignWorkflow: one procedure across a fleet of clusters, in waves (issue 38).
+
+Each cluster's procedure is a child workflow (ID ``<campaign>/<cluster>``) started on that
+cluster's own task queue, where only that cluster's worker (with only that cluster's credentials)
+polls: the campaign itself runs on the central queue and touches no cluster. The child's own gates
+are approved on the child's ID, as for a cluster upgrade's phases.
+
+Waves (:meth:`workflows.campaign.models.CampaignInput.wave_plan`) run one after the other. Within
+a wave at most ``max_clusters_in_flight`` children run at once. Between two waves: every child of
+the wave has ended (a failed one counts against the failure budget), ``soak_seconds`` passed, and,
+with ``approve_each: wave``, the gate ``wave/<n>`` was approved (reject or timeout: the campaign
+aborts). When the failures exceed the budget no new cluster starts and the decision gate
+``budget/<failures>`` opens: approve to go on (the budget becomes the failures so far), reject to
+abort. A failed cluster stops nothing else until then.
+
+Pause, resume and abort of the campaign reach every running child through the kit's parent
+signals (``parent_pause``, ``parent_resume``, ``parent_abort``, :mod:`workflows.kit.report`); an
+aborted child ends as its own procedure's abort does and the campaign ends once every child has.
+Children whose procedure takes ``report_to`` report their summary through the kit's
+``child_report`` channel (only on changes); the campaign's own history holds the child's start and
+end plus those reports, not a signal per step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ChildWorkflowError
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.campaign.models import (
+        PROCEDURE_CAMPAIGN,
+        CampaignCluster,
+        CampaignInput,
+        CampaignResult,
+        CampaignStatus,
+        ClusterRun,
+    )
+    from workflows.kit.models import (
+        SA_CLUSTER,
+        SA_PROCEDURE,
+        ApprovalRules,
+        ControlInput,
+        GateKind,
+        GateState,
+        GateTimeoutOutcome,
+        ProcedurePhase,
+        failure_message,
+    )
+    from workflows.kit.procedure import ProcedureWorkflow
+    from workflows.kit.report import PARENT_ABORT_SIGNAL, PARENT_PAUSE_SIGNAL, PARENT_RESUME_SIGNAL, ChildReport
+
+
+def child_outcome(result: Any) -> tuple[str, str]:
+    """``(state, message)`` of an ended child from its result (a model or, started by type name,
+    its JSON object): ``done`` when its outcome is completed (or its ``ok`` is true), ``aborted``
+    when aborted, else ``failed``."""
+    get = result.get if isinstance(result, dict) else (lambda k, d=None: getattr(result, k, d))
+    outcome, ok, message = get("outcome"), get("ok"), get("message") or ""
+    if ok is not None:
+        return ("done" if ok else "failed"), message or f"outcome {outcome}"
+    if outcome in ("completed", None):
+        return "done", message or "completed"
+    if outcome == "aborted":
+        return "aborted", message or "aborted"
+    return "failed", message or f"outcome {outcome}"
+
+
+@workflow.defn
+class CampaignWorkflow(ProcedureWorkflow):
+    """Input :class:`CampaignInput`, result :class:`CampaignResult`, status
+    :class:`CampaignStatus` (see the module doc)."""
+
+    @workflow.init
+    def __init__(self, input: CampaignInput) -> None:
+        self._in = input
+        self._id = workflow.info().workflow_id
+        own_queue = workflow.info().task_queue
+        by_name = {c.name: c for c in input.clusters}
+        plan = input.wave_plan()
+        runs = [ClusterRun(name=n, wave=w, task_queue=by_name[n].task_queue or own_queue)
+                for w, names in enumerate(plan, 1) for n in names]
+        self._clusters: dict[str, CampaignCluster] = by_name
+        self._status = CampaignStatus(target_procedure=input.procedure, clusters=runs, waves=len(plan),
+                                      failure_budget=input.failure_budget)
+        self._children: dict[str, Any] = {}
+        self._in_flight = 0
+        self._relayed_pause = False
+        self._relayed_abort = False
+        self._ended = False
+        self.kit_init(
+            procedure=PROCEDURE_CAMPAIGN, noun="campaign", cluster="fleet",
+            rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
+            status=self._status, search_attributes=input.search_attributes, pause_on_reject=False, reject_note="campaign stops",
+        )
+
+    @workflow.query
+    def status(self) -> CampaignStatus:
+        """Every cluster's wave, state, child and last report; the counts."""
+        return self.procedure_status()  # type: ignore[return-value]
+
+    def procedure_status(self) -> CampaignStatus:
+        s = super().procedure_status()
+        assert isinstance(s, CampaignStatus)
+        s.counts = self._counts()
+        if s.waiting_for is None:
+            running = [r for r in s.clusters if r.state == "running"]
+            if running:
+                s.waiting_for = f"wave {s.current_wave}: " + ", ".join(
+                    f"{r.name} ({(r.child_status.waiting_for or r.child_status.phase) if r.child_status else 'running'})" for r in running)
+        return s
+
+    def on_child_report(self, report: ChildReport) -> None:
+        for r in self._status.clusters:
+            if r.child_id == report.workflow_id and r.state == "running":
+                r.child_status = report
+
+    def _counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for r in self._status.clusters:
+            counts[r.state] = counts.get(r.state, 0) + 1
+        return counts
+
+    def _spent(self) -> bool:
+        return self._status.failures > self._status.failure_budget
+
+    def _cap(self) -> int:
+        return self._in.max_clusters_in_flight or len(self._status.clusters)
+
+    @workflow.run
+    async def run(self, input: CampaignInput) -> CampaignResult:
+        self.kit_status_attributes()
+        self.touch()
+        relay = asyncio.ensure_future(self._relay())
+        for wave in range(1, self._status.waves + 1):
+            if self.control.abort:
+                break
+            if wave > 1 and not await self._between_waves(wave):
+                break
+            self._status.current_wave = wave
+            self.touch()
+            await self._run_wave(wave)
+        # Aborted: every running child got parent_abort (the relay); wait until each ended its own way.
+        await workflow.wait_condition(lambda: self._in_flight == 0)
+        self._ended = True
+        await relay
+        for r in self._status.clusters:
+            if r.state == "pending":
+                r.state = "not-started"
+        failed = [r.name for r in self._status.clusters if r.state == "failed"]
+        if self.control.abort:
+            outcome, message = "aborted", self.control.abort_reason or "aborted"
+        elif self._spent():
+            outcome, message = "failed", f"{len(failed)} cluster(s) failed, budget {self._status.failure_budget}: {', '.join(failed)}"
+        else:
+            outcome = "completed"
+            message = f"{self._counts().get('done', 0)} cluster(s) done" + (
+                f"; failed within the budget of {self._status.failure_budget}: {', '.join(failed)}" if failed else "")
+        self.control.base_phase = {"aborted": ProcedurePhase.ABORTED, "failed": ProcedurePhase.FAILED}.get(outcome, ProcedurePhase.DONE)
+        self._status.current_wave = 0
+        self.touch()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return CampaignResult(procedure=PROCEDURE_CAMPAIGN, workflow_id=self._id, outcome=outcome, message=message,
+                              gate_history=list(self._status.gate_history), started_at=self._status.started_at,
+                              finished_at=workflow.now(), clusters=[r.model_copy() for r in self._status.clusters],
+                              failed=failed, counts=self._counts())
+
+    async def _relay(self) -> None:
+        """Send the campaign's pause, resume and abort to every running child, once per change."""
+        while True:
+            await workflow.wait_condition(lambda: self._ended or self.control.paused != self._relayed_pause
+                                          or (self.control.abort and not self._relayed_abort))
+            if self._ended:
+                return
+            if self.control.abort and not self._relayed_abort:
+                self._relayed_abort = True
+                self._relayed_pause = False
+                await self._signal_running(PARENT_ABORT_SIGNAL, f"campaign aborted: {self.control.abort_reason}",
+                                           self.control.abort_by or "lockkeeper")
+            elif self.control.paused != self._relayed_pause:
+                self._relayed_pause = self.control.paused
+                if self.control.paused:
+                    await self._signal_running(PARENT_PAUSE_SIGNAL, f"campaign paused: {self.control.paused_reason}", "campaign")
+                else:
+                    await self._signal_running(PARENT_RESUME_SIGNAL, "campaign resumed", "campaign")
+
+    async def _signal_running(self, signal: str, reason: str, identity: str) -> None:
+        handles = [h for name, h in self._children.items() if self._run_of(name).state == "running"]
+        results = await asyncio.gather(
+            *(h.signal(signal, ControlInput(identity=identity, reason=reason)) for h in handles), return_exceptions=True)
+        for h, res in zip(handles, results):
+            if isinstance(res, BaseException):  # the child ended meanwhile: nothing to reach
+                workflow.logger.info("%s to %s not delivered: %s", signal, h.id, res)
+
+    def _run_of(self, name: str) -> ClusterRun:
+        return next(r for r in self._status.clusters if r.name == name)
+
+    async def _between_waves(self, wave: int) -> bool:
+        """Soak, then the wave gate; False when the campaign stops (abort, rejected gate)."""
+        while self._spent() and not self.control.abort:  # the budget's decision comes before the next wave
+            await self._budget_gate()
+        if self.control.abort:
+            return False
+        prev = [r.name for r in self._status.clusters if r.wave == wave - 1]
+        nxt = [r.name for r in self._status.clusters if r.wave == wave]
+        if self._in.soak_seconds > 0:
+            until = workflow.now() + timedelta(seconds=self._in.soak_seconds)
+            self.kit_step("soak", f"soak after wave {wave - 1} ({', '.join(prev)}) before wave {wave}", until=until)
+            try:
+                await workflow.wait_condition(lambda: self.control.abort, timeout=self._in.soak_seconds)
+            except asyncio.TimeoutError:
+                pass
+        await workflow.wait_condition(lambda: self.control.abort or not self.control.paused)
+        if self.control.abort:
+            return False
+        if self._in.approve_each == "wave":
+            gate_id = f"wave/{wave}"
+            comment = (f"wave {wave - 1} ended ({', '.join(prev)}); approve to start wave {wave}: {', '.join(nxt)}; "
+                       "reject to abort the campaign")
+            gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=self._in.gate_timeout_seconds, comment=comment,
+                                   opened_by="lockkeeper", record_comment=comment)
+            self.kit_step("wave-gate", f"gate {gate_id} before wave {wave}")
+            await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=self._in.gate_timeout_seconds)
+            if gate.state != GateState.APPROVED:
+                if not self.control.abort:
+                    self.control.request_abort(f"wave {wave} not started: gate {gate_id} {gate.state}", gate.decided_by or "timeout")
+                return False
+        self.kit_step("wave", f"wave {wave}")
+        return True
+
+    async def _budget_gate(self) -> None:
+        """The failures exceed the budget: no new cluster starts until a person decides."""
+        st = self._status
+        st.budget_spent = True
+        failed = [r.name for r in st.clusters if r.state == "failed"]
+        gate_id = f"budget/{st.failures}"
+        comment = (f"{st.failures} cluster(s) failed ({', '.join(failed)}), failure budget {st.failure_budget}: no new cluster "
+                   f"starts. Approve to go on (budget becomes {st.failures}), reject to abort the campaign")
+        gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=self._in.gate_timeout_seconds, comment=comment,
+                               opened_by="lockkeeper", record_comment=comment)
+        self.touch()
+        await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=self._in.gate_timeout_seconds)
+        if gate.state == GateState.APPROVED:
+            st.failure_budget = st.failures
+            st.budget_spent = False
+        elif not self.control.abort:
+            self.control.request_abort(f"failure budget spent: gate {gate_id} {gate.state}", gate.decided_by or "timeout")
+        self.touch()
+
+    async def _run_wave(self, wave: int) -> None:
+        pending = [r for r in self._status.clusters if r.wave == wave]
+        tasks: list[asyncio.Task[None]] = []
+        while not self.control.abort:
+            if self._spent() and any(r.state == "pending" for r in self._status.clusters):
+                await self._budget_gate()
+                continue
+            if not pending:
+                break
+            if not self.control.paused and self._in_flight < self._cap():
+                r = pending.pop(0)
+                # Counted now, before the child's task first runs: the cap holds for the next turn of this loop.
+                self._in_flight += 1
+                self._status.max_in_flight_seen = max(self._status.max_in_flight_seen, self._in_flight)
+                tasks.append(asyncio.ensure_future(self._run_cluster(r)))
+                continue
+            await workflow.wait_condition(
+                lambda: self.control.abort or self._spent() or (not self.control.paused and self._in_flight < self._cap()))
+        await workflow.wait_condition(lambda: self._in_flight == 0)
+        for t in tasks:
+            await t  # raise a bug of ours, if any
+
+    async def _run_cluster(self, r: ClusterRun) -> None:
+        """Run ``r``'s child to its end (the caller counted it in flight; this uncounts it)."""
+        c = self._clusters[r.name]
+        r.child_id = f"{self._id}/{r.name}"
+        r.state, r.started_at = "running", workflow.now()
+        self.touch()
+        try:
+            handle = await workflow.start_child_workflow(
+                self._in.workflow_type, self._in.child_input(c, self._id), id=r.child_id, task_queue=r.task_queue,
+                parent_close_policy=workflow.ParentClosePolicy.TERMINATE,
+                static_summary=f"{self._in.procedure} on cluster {r.name} (campaign wave {r.wave})",
+                search_attributes=TypedSearchAttributes([
+                    SearchAttributePair(SearchAttributeKey.for_keyword(SA_CLUSTER), r.name),
+                    SearchAttributePair(SearchAttributeKey.for_keyword(SA_PROCEDURE), self._in.procedure),
+                ]) if self._in.search_attributes else None,
+            )
+            self._children[r.name] = handle
+            # Aborted or paused while it started (the relay had no handle yet): it aborts or pauses too.
+            if self.control.abort:
+                await handle.signal(PARENT_ABORT_SIGNAL, ControlInput(identity=self.control.abort_by or "lockkeeper",
+                                                                      reason=f"campaign aborted: {self.control.abort_reason}"))
+            elif self.control.paused:
+                await handle.signal(PARENT_PAUSE_SIGNAL, ControlInput(identity="campaign", reason=f"campaign paused: {self.control.paused_reason}"))
+            r.state, r.message = child_outcome(await handle)
+            r.outcome = r.state if r.state != "done" else "completed"
+        except ChildWorkflowError as err:
+            r.state, r.outcome, r.message = "failed", "failed", failure_message(err)
+        except Exception as err:  # noqa: BLE001 - the child could not start (ID taken): this cluster failed
+            r.state, r.outcome, r.message = "failed", "failed", f"{type(err).__name__}: {err}"
+        if r.state == "aborted" and not self.control.abort:
+            r.state = "failed"  # aborted by someone on the child itself: it did not complete
+        if r.state == "failed":
+            self._status.failures += 1
+        r.ended_at = workflow.now()
+        self.inbox.latest.pop(r.child_id, None)
+        r.child_status = None if r.state == "done" else r.child_status
+        self._in_flight -= 1
+        self.touch()
+
