@@ -34,6 +34,10 @@ from lockkeeper.devserver import free_port
 from tests.workflows.etcd_fakes import FakeEtcd, etcd_members
 from tests.workflows.wf_fakes import FakeCluster
 
+#: The keys of ``status -o json``, the same for a running and an ended run (lockkeeper/cli/status_doc.py).
+STATUS_KEYS = {"workflow_id", "run_id", "procedure", "workflow_type", "state", "status", "result", "failure",
+               "warning", "versioning", "priority", "upgrade", "pending_activities"}
+
 pytestmark = pytest.mark.timeout(300)
 
 LOCKKEEPER = str(Path(sys.executable).parent / "lockkeeper")
@@ -169,7 +173,7 @@ async def test_exit_codes_against_running_procedures(dev_server: Any, temporal_c
         await asyncio.sleep(0.5)
     assert rows and OUTAGE in (rows[0]["last_failure"] or "") and rows[0]["next_attempt_time"], doc
     assert doc["state"] == "running" and doc["status"] is not None and doc["result"] is None and doc["failure"] is None
-    running_keys = set(doc)
+    assert set(doc) == STATUS_KEYS, "a running and an ended run's status documents have one shape"
     code, out, err = await lk(dev_server.address, *q, "status", drain)
     assert code == 0 and "cordon_node" in out and "503" in out, out + err
     # status is for a person (issue 42): no Python repr in the drain's or the restore's table
@@ -257,8 +261,7 @@ async def test_start_without_worker_refuses_or_queues(dev_server: Any, temporal_
     code, out, err = await lk(dev_server.address, "status", wid, "-o", "json")
     doc = json.loads(out)
     assert code == 1 and doc["state"] == "terminated" and "changed my mind" in doc["failure"], out + err
-    assert set(doc) == {"workflow_id", "run_id", "procedure", "workflow_type", "state", "status", "result", "failure",
-                        "warning", "versioning", "priority", "upgrade", "pending_activities"}
+    assert set(doc) == STATUS_KEYS, "a running and an ended run's status documents have one shape"
     assert doc["status"] is None and doc["result"] is None and doc["procedure"] == "drain" and doc["upgrade"] is None
     code, out, err = await lk(dev_server.address, "status", wid)
     assert code == 1 and "terminated" in out and "changed my mind" in out, out + err

@@ -24,7 +24,7 @@ from temporalio.client import Client
 
 from clustersim.openshift.kinds import CLUSTERNETWORK
 from tests.vxlan_port.test_e2e_cli import args_for, lk, wf_id_of
-from tests.vxlan_port.test_e2e_run import CUSTOM, NEW, OLD, STOCK, drive, ds, ds_fields, ready_sim, rule_present
+from tests.vxlan_port.test_e2e_run import CUSTOM, NEW, OLD, STOCK, drive, ds, ready_sim, rule_present
 from workflows.kit.models import ControlInput
 from workflows.vxlan_port.models import VxlanPortChangeResult, VxlanStatus
 
