@@ -4,7 +4,8 @@ simulator's ``/metrics`` and evaluating tests/prometheus_rules.yml, a dev server
 process. A node outside the rolled pool is made NotReady out of band while the first worker node
 rolls: ``KubeNodeNotReady`` fires, no further node starts while it fires (the status names the
 alert and the wait), and once the node is Ready again and the alert resolves the rollout goes on
-and completes."""
+and completes. The simulator's request record shows no write to a node that had not started
+while the alert fired."""
 
 from __future__ import annotations
 
@@ -63,12 +64,17 @@ async def test_no_node_starts_while_a_node_is_not_ready_and_the_rollout_complete
     assert outsider in line and "firing since" in line, line
     pending = {n for n, ns in st.nodes.items() if ns.phase == "pending"}
     assert pending, "the alert fired after every node had started: nothing left to hold back"
+    sim.requests.clear()  # from here to the node's return, the simulator's own record of writes
     assert "waiting for alerts to clear" in (st.step_doing or ""), (st.step, st.step_doing)
     await asyncio.sleep(8)  # about 160 simulated seconds: long enough for the next node to start, were it allowed
     held = await status(handle)
     assert {n for n, ns in held.nodes.items() if ns.phase == "pending"} == pending, held.nodes
     assert blocking_alert(held) is not None
 
+    # The simulator's record: not one write to a node that had not started while the alert fired.
+    started = [f"{e.verb} {e.name}" for e in sim.requests.entries(resource="nodes") if e.verb != "get" and e.verb != "list"
+               and e.verb != "watch" and e.name in pending]
+    assert started == [], started
     await set_node_ready(sim, outsider, True)
     result = await drive(handle, timeout=240)
     assert result.outcome == "completed", result.message
