@@ -113,3 +113,39 @@ async def test_the_next_wave_waits_for_the_soak(time_skipping_env, wf_task_queue
     timers = [e.timer_started_event_attributes.start_to_fire_timeout.seconds for e in events
               if e.WhichOneof("attributes") == "timer_started_event_attributes"]
     assert timers == [3600]
+
+
+async def test_no_cluster_starts_outside_the_campaign_window(time_skipping_env, wf_task_queue):
+    """Issue 40's windows on the campaign level: closed now, so nothing starts; the window opens
+    and the canary starts and ends; the wave gate is answered after the window closed (gates may
+    be answered at any time), so the next cluster waits for the next day's window."""
+    from datetime import timedelta
+
+    from workflows.kit.models import ApproveInput
+
+    env, fake = time_skipping_env, KitFake()
+    opens = (await env.get_current_time()).replace(second=0, microsecond=0) + timedelta(hours=1)
+    closes = opens + timedelta(hours=1)
+    spec = f"daily {opens:%H:%M}-{closes:%H:%M} UTC"
+    inp = _campaign(1).model_copy(update={"waves": "1,rest", "windows": [spec], "approve_each": "wave"})
+    async with kit_worker(env, fake, wf_task_queue):
+        h = await env.client.start_workflow(CampaignWorkflow.run, inp, id=f"campaign-{uuid.uuid4().hex[:8]}",
+                                            task_queue=wf_task_queue, result_type=CampaignResult)
+        st = await poll(h, lambda s: "maintenance window from" in (s["waiting_for"] or ""))
+        assert [c["state"] for c in st["clusters"]] == ["pending", "pending"] and st["window_opens_at"], st
+        assert fake.called("kit_step") == []
+        await env.sleep(timedelta(minutes=70))  # inside the window: the canary starts and ends
+        await poll(h, lambda s: any(g["id"] == "wave/2" and g["state"] == "waiting" for g in s["gates"]))
+        await env.sleep(timedelta(hours=1))  # the window closes while the wave gate waits
+        await h.execute_update(ProcedureWorkflow.approve, ApproveInput(gate_id="wave/2", identity="bob", comment="go"))
+        st = await poll(h, lambda s: "maintenance window from" in (s["waiting_for"] or ""))
+        assert [c["state"] for c in st["clusters"]] == ["done", "pending"], st["clusters"]
+        res = await h.result()  # the time-skipping server skips to the next day's window
+    assert res.outcome == "completed", res.message
+    def inside(t):  # the daily window, which may span midnight
+        o, e, x = opens.time(), closes.time(), t.time()
+        return o <= x < e if o < e else (x >= o or x < e)
+
+    for c in res.clusters:  # every start inside the window
+        assert c.started_at is not None and inside(c.started_at), (c.name, c.started_at, spec)
+    assert res.clusters[1].started_at - res.clusters[0].started_at >= timedelta(hours=20), res.clusters

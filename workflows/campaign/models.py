@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from workflows.kit.models import ProcedureResult, ProcedureStatus
 from workflows.kit.report import ChildReport
+from workflows.kit.windows import check_specs
 
 PROCEDURE_CAMPAIGN = "campaign"
 DEFAULT_WAVES = "1,rest"
@@ -121,6 +122,11 @@ class CampaignInput(BaseModel):
     - ``soak_seconds``: after a wave ended, how long to wait before the next one (seconds).
     - ``approve_each``: ``wave``: gate ``wave/<n>`` before each wave after the first;
       ``none``: waves follow each other after the soak.
+    - ``windows``: maintenance windows of the campaign (``DAYS HH:MM-HH:MM ZONE``,
+      :mod:`workflows.kit.windows`; the CLI's ``--window``): no cluster's procedure starts outside
+      every window; those running go on to their end (the system-upgrade-controller's semantics,
+      one level up). Empty: always open. A cluster's own procedure may carry node windows in its
+      input as well.
     - ``requested_by``, ``four_eyes``, ``allowed_approvers``: the gates' approval rules;
       ``gate_timeout_seconds``: how long a gate waits (None: forever; on timeout it is rejected).
     """
@@ -135,6 +141,7 @@ class CampaignInput(BaseModel):
     failure_budget: int = Field(0, ge=0)
     soak_seconds: float = Field(0.0, ge=0)
     approve_each: Literal["wave", "none"] = "wave"
+    windows: list[str] = Field(default_factory=list)
     requested_by: str = "unknown"
     four_eyes: bool = False
     allowed_approvers: list[str] = Field(default_factory=list)
@@ -146,6 +153,11 @@ class CampaignInput(BaseModel):
     def _waves(cls, v: str) -> str:
         parse_waves(v)
         return v
+
+    @field_validator("windows")
+    @classmethod
+    def _windows(cls, v: list[str]) -> list[str]:
+        return check_specs(v)
 
     @model_validator(mode="after")
     def _fleet(self) -> CampaignInput:
@@ -213,6 +225,8 @@ class CampaignStatus(ProcedureStatus):
     budget_spent: bool = False
     max_in_flight_seen: int = 0
     counts: dict[str, int] = Field(default_factory=dict)
+    #: While every window is closed: when the next one opens (no cluster starts before it).
+    window_opens_at: datetime | None = None
 
 
 class CampaignResult(ProcedureResult):

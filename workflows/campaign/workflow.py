@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.kit.report import PARENT_ABORT_SIGNAL, PARENT_PAUSE_SIGNAL, PARENT_RESUME_SIGNAL, ChildReport
+    from workflows.kit.windows import describe, is_open, next_opening, parse_windows
 
 
 def child_outcome(result: Any) -> tuple[str, str]:
@@ -88,6 +89,7 @@ class CampaignWorkflow(ProcedureWorkflow):
         self._status = CampaignStatus(target_procedure=input.procedure, clusters=runs, waves=len(plan),
                                       failure_budget=input.failure_budget)
         self._children: dict[str, Any] = {}
+        self._windows = parse_windows(input.windows)
         self._in_flight = 0
         self._relayed_pause = False
         self._relayed_abort = False
@@ -261,6 +263,9 @@ class CampaignWorkflow(ProcedureWorkflow):
             if not pending:
                 break
             if not self.control.paused and self._in_flight < self._cap():
+                if self._windows and not is_open(self._windows, workflow.now()):
+                    await self._wait_for_window()
+                    continue
                 r = pending.pop(0)
                 # Counted now, before the child's task first runs: the cap holds for the next turn of this loop.
                 self._in_flight += 1
@@ -272,6 +277,26 @@ class CampaignWorkflow(ProcedureWorkflow):
         await workflow.wait_condition(lambda: self._in_flight == 0)
         for t in tasks:
             await t  # raise a bug of ours, if any
+
+    async def _wait_for_window(self) -> None:
+        """Every campaign window is closed: no cluster starts until the next one opens (a durable
+        timer); the clusters running go on. An abort, a pause or the budget wakes it early."""
+        now = workflow.now()
+        opening = next_opening(self._windows, now)
+        assert opening is not None  # a weekly schedule opens within a week
+        self._status.window_opens_at = opening
+        self._status.waiting_for = (f"the maintenance window from {opening.isoformat(timespec='seconds')} "
+                                    f"({describe(self._windows)}): no cluster starts before it")
+        self.touch()
+        try:
+            await workflow.wait_condition(lambda: self.control.abort or self.control.paused or self._spent(),
+                                          timeout=max((opening - now).total_seconds(), 1.0),
+                                          timeout_summary=f"campaign window from {opening.isoformat(timespec='seconds')}")
+        except asyncio.TimeoutError:
+            pass
+        self._status.window_opens_at = None
+        self._status.waiting_for = None
+        self.touch()
 
     async def _run_cluster(self, r: ClusterRun) -> None:
         """Run ``r``'s child to its end (the caller counted it in flight; this uncounts it)."""

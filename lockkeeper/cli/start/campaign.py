@@ -38,7 +38,7 @@ from lockkeeper.cli.common import (
     run,
     validation_lines,
 )
-from lockkeeper.cli.start.shared import Launch, dry_run_report, launch, spec_named
+from lockkeeper.cli.start.shared import Launch, WindowOpt, dry_run_report, launch, spec_named, windows
 
 
 def read_clusters(path: Path) -> list[dict[str, Any]]:
@@ -107,6 +107,7 @@ def start_campaign(
     gate_timeout: float | None = typer.Option(None, "--gate-timeout", help="Seconds a gate waits (default forever)."),
     four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve the campaign's gates."),
     allowed_approver: list[str] = typer.Option([], "--allowed-approver", help="Who may decide (repeatable)."),
+    window: list[str] = WindowOpt,
     dry_run: bool = DryRunOpt,
     workflow_id: str | None = IdOpt,
     wait: bool = typer.Option(False, "--wait", help="Wait until the campaign ends; exit 0 only if it completed."),
@@ -157,7 +158,7 @@ def start_campaign(
             procedure=target.name, workflow_type=target.workflow_type, reports="report_to" in fields, input=shared,
             clusters=[{**c, "task_queue": procedure_queue(settings, target, c["name"])} for c in fleet],
             waves=waves, max_clusters_in_flight=max_in_flight, failure_budget=failure_budget, soak_seconds=soak_seconds,
-            approve_each=approve_each, requested_by=who, four_eyes=four_eyes, allowed_approvers=allowed_approver,
+            approve_each=approve_each, windows=windows(window), requested_by=who, four_eyes=four_eyes, allowed_approvers=allowed_approver,
             gate_timeout_seconds=gate_timeout,
         )
     except ValidationError as exc:
