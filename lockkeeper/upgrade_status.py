@@ -188,12 +188,16 @@ def _insights(st: RolloutStatus, now: datetime) -> list[dict[str, Any]]:
                 msg += (f". The machine-config-daemon degrades node {n.name} at {_when(n.deadline, now)} "
                         f"(its 1 h drain deadline) unless the drain is handed off first")
             g = n.decision_gate
-            if g is not None and str(g.state) == "waiting":
+            gate_open = g is not None and str(g.state) == "waiting"
+            if gate_open:
                 msg += f". Decision gate {g.id} open since {_when(g.opened_at, now)}" if g.opened_at else f". Decision gate {g.id} open"
+            else:  # the decide command would be refused until the gate opens: offer it only then
+                msg += ". The decision gate is not open yet (--decide-after, or the drain escalation)"
             level = "Error" if n.deadline is not None and (n.deadline - now).total_seconds() < 600 else "Warning"
             out.append({
                 "level": level, "impact": "Update Stalled",
-                "reference": f"lockkeeper decide {wid} {n.name} wait|skip|delete-pod|abort",
+                "reference": (f"lockkeeper decide {wid} {n.name} wait|skip|delete-pod|abort" if gate_open
+                              else f"lockkeeper status {wid}"),
                 "resources": resources, "message": msg,
                 "deadline": n.deadline.isoformat() if n.deadline else None,
             })

@@ -43,6 +43,14 @@ LONG_FIRST = (
     "tests/unit/test_runtime_install.py",
     "tests/unit/test_cli_surface_exit_codes.py",
     "tests/etcd/",
+    "tests/e2e/test_gluster_recovery.py",
+    "tests/e2e/test_network_migration_e2e.py",
+    "tests/e2e/test_runtime_migration_fault_matrix.py",
+    "tests/e2e/test_runtime_migration_crash.py",
+    "tests/e2e/test_rollout_alert_gate_e2e.py",
+    "tests/e2e/test_deadline_guard_e2e.py",
+    "tests/e2e/test_campaign_e2e.py",
+    "tests/e2e/test_node_selectors_fault_matrix.py",
 )
 
 

@@ -106,6 +106,9 @@ def test_a_blocked_drain_names_pod_budget_and_the_daemon_deadline() -> None:
     assert "machine-config-daemon degrades node w1 at 11:10:00 UTC (in 40m)" in drain["message"]
     assert drain["deadline"] == (T0 + timedelta(minutes=70)).isoformat() and drain["level"] == "Warning"
     assert drain["reference"] == "lockkeeper decide mcr-1 w1 wait|skip|delete-pod|abort"
+    st.nodes["w1"].decision_gate = None  # blocked, gate not open yet: no command that would be refused
+    early = next(i for i in upgrade_view(st, now)["insights"] if "Drain of node w1" in i["message"])
+    assert early["reference"] == "lockkeeper status mcr-1" and "decision gate is not open yet" in early["message"]
     assert any(i["level"] == "Error" and "w3" in i["message"] for i in view["insights"])
     assert upgrade_view(st, T0 + timedelta(minutes=65))["insights"][0]["level"] == "Error"  # 5 min left
 
