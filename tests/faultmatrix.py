@@ -440,6 +440,21 @@ def judge(cr: CaseResult, documented: Sequence[str] = ()) -> None:
     raise Mismatch("\n".join(lines))
 
 
+def matrix_params(steps: Sequence[str], xfail: dict[tuple[str, Case], str] | None = None) -> list[Any]:
+    """The matrix's ``pytest.param(step, case)`` for every step and :data:`CASES`, id
+    ``<step>-<case>``; a pair in ``xfail`` is ``xfail(strict=True, raises=Mismatch)`` with the
+    reason the run showed, so it turns into an error once fixed."""
+    import pytest
+
+    out = []
+    for step in steps:
+        for case in CASES:
+            reason = (xfail or {}).get((step, case))
+            marks = [pytest.mark.xfail(strict=True, raises=Mismatch, reason=reason)] if reason else []
+            out.append(pytest.param(step, case, marks=marks, id=f"{step}-{case}"))
+    return out
+
+
 def new_workflow_id(prefix: str) -> str:
     """A fresh workflow ID for a case (``prefix-fm-xxxxxxxx``)."""
     return f"{prefix}-fm-{uuid.uuid4().hex[:8]}"

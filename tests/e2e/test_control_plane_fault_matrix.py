@@ -28,7 +28,7 @@ import pytest
 
 from clustersim import traps
 from tests.e2e.test_upgrade_control_plane_e2e import CA, MANIFEST, hosts_env, r3_without_brick_fault, start
-from tests.faultmatrix import CASES, Case, Mismatch, Step, World, judge, run_case
+from tests.faultmatrix import Case, Step, World, judge, matrix_params, run_case
 
 pytestmark = pytest.mark.e2e
 
@@ -52,18 +52,9 @@ STEPS = {
 XFAIL: dict[tuple[str, Case], str] = {}
 
 
-def _params() -> list[Any]:
-    out = []
-    for step in STEPS:
-        for case in CASES:
-            xfail = XFAIL.get((step, case))
-            marks = [pytest.mark.xfail(strict=True, raises=Mismatch, reason=xfail)] if xfail else []
-            out.append(pytest.param(step, case, marks=marks, id=f"{step}-{case}"))
-    return out
-
 
 @pytest.mark.timeout(360)
-@pytest.mark.parametrize(("step", "case"), _params())
+@pytest.mark.parametrize(("step", "case"), matrix_params(STEPS, XFAIL))
 async def test_control_plane_fault_matrix(step: str, case: Case, sim_factory: Any, worker_for: Any, temporal_client: Any,
                                           task_queue: str) -> None:
     sim = await sim_factory(r3_without_brick_fault(), time_scale=SCALE)

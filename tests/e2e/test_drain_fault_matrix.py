@@ -23,7 +23,7 @@ import pytest
 
 from clustersim import traps
 from clustersim.scenario import generate_scenario
-from tests.faultmatrix import CASES, Case, Step, World, judge, run_case
+from tests.faultmatrix import Case, Step, World, judge, matrix_params, run_case
 from workflows.drain.models import NodeDrainInput, NodeDrainResult
 
 pytestmark = pytest.mark.e2e
@@ -44,7 +44,7 @@ def scenario() -> Any:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize(("step", "case"), [pytest.param(s, c, id=f"{s}-{c}") for s in STEPS for c in CASES])
+@pytest.mark.parametrize(("step", "case"), matrix_params(STEPS))
 async def test_drain_fault_matrix(step: str, case: Case, sim_factory: Any, worker_for: Any, temporal_client: Any,
                                   task_queue: str) -> None:
     sim = await sim_factory(scenario(), time_scale=0.05)

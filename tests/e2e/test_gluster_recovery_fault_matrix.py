@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from clustersim import traps
-from tests.faultmatrix import CASES, Case, Mismatch, Step, World, judge, run_case
+from tests.faultmatrix import Case, Step, World, judge, matrix_params, run_case
 from workflows.gluster import GlusterRecoveryWorkflow
 from workflows.gluster.models import GlusterHealthParams, GlusterRecoveryInput, GlusterRecoveryResult
 
@@ -43,18 +43,9 @@ STEPS = {
 XFAIL: dict[tuple[str, Case], str] = {}
 
 
-def _params() -> list[Any]:
-    out = []
-    for step in STEPS:
-        for case in CASES:
-            xfail = XFAIL.get((step, case))
-            marks = [pytest.mark.xfail(strict=True, raises=Mismatch, reason=xfail)] if xfail else []
-            out.append(pytest.param(step, case, marks=marks, id=f"{step}-{case}"))
-    return out
-
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize(("step", "case"), _params())
+@pytest.mark.parametrize(("step", "case"), matrix_params(STEPS, XFAIL))
 async def test_gluster_recovery_fault_matrix(step: str, case: Case, sim_factory: Any, worker_for: Any, temporal_client: Any,
                                              task_queue: str) -> None:
     sim = await sim_factory("r3-okd310-upgrade", time_scale=SCALE)

@@ -24,7 +24,7 @@ import pytest
 
 from clustersim import traps
 from tests.e2e.test_upgrade_node_selectors_e2e import add_new_labels, migration_input, start
-from tests.faultmatrix import CASES, Case, Step, World, judge, run_case
+from tests.faultmatrix import Case, Step, World, judge, matrix_params, run_case
 
 pytestmark = pytest.mark.e2e
 
@@ -42,7 +42,7 @@ STEPS = {
 
 
 @pytest.mark.timeout(420)
-@pytest.mark.parametrize(("step", "case"), [pytest.param(s, c, id=f"{s}-{c}") for s in STEPS for c in CASES])
+@pytest.mark.parametrize(("step", "case"), matrix_params(STEPS))
 async def test_node_selectors_fault_matrix(step: str, case: Case, sim_factory: Any, worker_for: Any, temporal_client: Any,
                                            task_queue: str) -> None:
     sim = await sim_factory("r3-okd310-upgrade", time_scale=SCALE)

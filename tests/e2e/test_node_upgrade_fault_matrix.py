@@ -33,7 +33,7 @@ import pytest
 
 from clustersim import traps
 from tests.e2e.test_upgrade_nodes_e2e import control_plane_on_310, hosts_env, r3_scenario, upgrade_input
-from tests.faultmatrix import CASES, Case, Mismatch, Step, World, judge, run_case
+from tests.faultmatrix import Case, Step, World, judge, matrix_params, run_case
 from workflows.node_upgrade import NodeUpgradeWorkflow
 from workflows.node_upgrade.models import BatchPolicy, NodeUpgradeResult
 
@@ -51,18 +51,9 @@ STEPS = {
 XFAIL: dict[tuple[str, Case], str] = {}
 
 
-def _params() -> list[Any]:
-    out = []
-    for step in STEPS:
-        for case in CASES:
-            xfail = XFAIL.get((step, case))
-            marks = [pytest.mark.xfail(strict=True, raises=Mismatch, reason=xfail)] if xfail else []
-            out.append(pytest.param(step, case, marks=marks, id=f"{step}-{case}"))
-    return out
-
 
 @pytest.mark.timeout(360)
-@pytest.mark.parametrize(("step", "case"), _params())
+@pytest.mark.parametrize(("step", "case"), matrix_params(STEPS, XFAIL))
 async def test_node_upgrade_fault_matrix(step: str, case: Case, sim_factory: Any, worker_for: Any, temporal_client: Any,
                                          task_queue: str, tmp_path: Path) -> None:
     sim = await sim_factory(r3_scenario(), time_scale=SCALE)

@@ -26,7 +26,7 @@ import pytest
 
 from clustersim import traps
 from tests.e2e.harness import fast_timings, worker_pool_scenario
-from tests.faultmatrix import CASES, Case, Step, World, judge, run_case
+from tests.faultmatrix import Case, Step, World, judge, matrix_params, run_case
 from workflows.machineconfig.models import MachineConfigRolloutInput, MachineConfigRolloutResult
 
 pytestmark = pytest.mark.e2e
@@ -41,7 +41,7 @@ STEPS = {
 
 
 @pytest.mark.timeout(420)
-@pytest.mark.parametrize(("step", "case"), [pytest.param(s, c, id=f"{s}-{c}") for s in STEPS for c in CASES])
+@pytest.mark.parametrize(("step", "case"), matrix_params(STEPS))
 async def test_rollout_fault_matrix(step: str, case: Case, sim_factory: Any, worker_for: Any, temporal_client: Any,
                                     task_queue: str) -> None:
     sim = await sim_factory(worker_pool_scenario(3, "rollout-fm"), time_scale=SCALE)

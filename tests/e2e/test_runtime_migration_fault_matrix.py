@@ -35,7 +35,7 @@ import pytest
 
 from clustersim import traps
 from tests.e2e.test_runtime_migration_e2e import hosts_env, migration_input, start_migration
-from tests.faultmatrix import CASES, Case, Mismatch, Step, World, judge, run_case
+from tests.faultmatrix import Case, Step, World, judge, matrix_params, run_case
 
 pytestmark = pytest.mark.e2e
 
@@ -53,18 +53,9 @@ STEPS = {
 XFAIL: dict[tuple[str, Case], str] = {}
 
 
-def _params() -> list[Any]:
-    out = []
-    for step in STEPS:
-        for case in CASES:
-            xfail = XFAIL.get((step, case))
-            marks = [pytest.mark.xfail(strict=True, raises=Mismatch, reason=xfail)] if xfail else []
-            out.append(pytest.param(step, case, marks=marks, id=f"{step}-{case}"))
-    return out
-
 
 @pytest.mark.timeout(420)
-@pytest.mark.parametrize(("step", "case"), _params())
+@pytest.mark.parametrize(("step", "case"), matrix_params(STEPS, XFAIL))
 async def test_runtime_migration_fault_matrix(step: str, case: Case, sim_factory: Any, worker_for: Any, temporal_client: Any,
                                               task_queue: str, tmp_path: Path) -> None:
     sim = await sim_factory("r4-crio-to-docker", time_scale=SCALE)

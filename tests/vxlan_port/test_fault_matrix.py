@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from clustersim import traps
-from tests.faultmatrix import CASES, Case, Mismatch, Step, World, judge, run_case
+from tests.faultmatrix import Case, Step, World, judge, matrix_params, run_case
 from tests.vxlan_port.test_e2e_run import CUSTOM, NEW, ready_sim, start, vxlan_input
 
 pytestmark = pytest.mark.e2e
@@ -53,18 +53,9 @@ BEFORE_FANOUT = {"record", "daemonset", "firewall"}
 XFAIL: dict[tuple[str, Case], str] = {}
 
 
-def _params() -> list[Any]:
-    out = []
-    for step in STEPS:
-        for case in CASES:
-            xfail = XFAIL.get((step, case))
-            marks = [pytest.mark.xfail(strict=True, raises=Mismatch, reason=xfail)] if xfail else []
-            out.append(pytest.param(step, case, marks=marks, id=f"{step}-{case}"))
-    return out
-
 
 @pytest.mark.timeout(480)
-@pytest.mark.parametrize(("step", "case"), _params())
+@pytest.mark.parametrize(("step", "case"), matrix_params(STEPS, XFAIL))
 async def test_vxlan_fault_matrix(step: str, case: Case, sim_factory: Any, worker_for: Any, temporal_client: Any,
                                   task_queue: str) -> None:
     sim = await ready_sim(sim_factory)
