@@ -104,14 +104,16 @@ class SdnNodes:
             if not (await self.host(node, check)).ok:
                 row.firewall = "adding"
                 self.touch()
+                lost = ""
                 try:  # `-A` twice would add the rule twice: once, then the check decides
                     await self.host(node, plan.iptables("-A", fw.chain, i.new_port), once=True)
                 except ActivityError as err:
                     row.detail = f"iptables -A: {failure_message(err)}"
+                    lost = f" (the iptables -A call was lost: {failure_message(err)}; not repeated blindly)"
                 res = await self.host(node, check)
                 if not res.ok:
                     row.firewall = "failed"
-                    return f"rule for udp/{i.new_port} missing in {fw.chain}: {res.summary()}"
+                    return f"rule for udp/{i.new_port} missing in {fw.chain}{lost}: {res.summary()}"
                 self.firewall_added.add(node)
             if fw.persist:
                 saved = await self.host(node, fw.save_cmd)
