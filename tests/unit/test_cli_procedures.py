@@ -27,7 +27,7 @@ import yaml
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from tests.workflows.etcd_fakes import FakeEtcd, etcd_members
-from tests.workflows.wf_fakes import FakeCluster
+from tests.workflows.wf_fakes import FakeCluster, preflight_activity
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -38,7 +38,7 @@ LOCKKEEPER = str(Path(sys.executable).parent / "lockkeeper")
 async def worker(temporal_client: Any, task_queue: str) -> AsyncIterator[Worker]:
     from workflows import WORKFLOWS
 
-    acts = FakeEtcd(etcd_members()).activities() + FakeCluster({"worker": 2}).activities()
+    acts = FakeEtcd(etcd_members()).activities() + FakeCluster({"worker": 2}).activities() + [preflight_activity()]
     with ThreadPoolExecutor(4) as pool:
         w = Worker(temporal_client, task_queue=task_queue, workflows=WORKFLOWS, activities=acts,
                    activity_executor=pool, workflow_runner=UnsandboxedWorkflowRunner())
@@ -77,6 +77,10 @@ async def test_every_procedure_through_the_cli(dev_server: Any, temporal_client:
     inp = json.loads(out)["input"]
     assert inp["reboot_command"] == ["systemctl", "reboot"] and inp["ready_timeout_seconds"] == 900
     assert {k: inp["reboot_access"][k] for k in ("backend", "host", "port")} == {"backend": "ssh", "host": "10.0.0.7", "port": 2222}
+    # The dry run is the drain's own: it checked the node and the command's program there.
+    checked = json.loads(out)["result"]["preconditions"]
+    assert [(c["precondition"]["kind"], c["state"]) for c in checked] == [("names-exist", "ok"), ("host-executable", "ok")]
+    assert checked[1]["precondition"]["access"]["host"] == "10.0.0.7"
 
     # A drain runs to its end; the table output's first line is the workflow ID.
     code, out, err = await lk(dev_server, task_queue, "start", "drain", "--node", "worker-0", "--cluster", cluster,

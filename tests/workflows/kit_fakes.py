@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from datetime import UTC, datetime
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -21,6 +20,7 @@ from typing import Any
 import jsonpatch
 import pytest
 from jsonpointer import resolve_pointer
+from wf_fakes import preflight_activity  # noqa: F401 - re-exported for the kit tests
 from kit_probes import PROBES, ProbeInput, ProbeResult
 from temporalio import activity
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
@@ -37,13 +37,6 @@ from activities.cluster.models import (
     SnapshotFieldsInput,
 )
 from activities.host.models import CommandResult, RunCommandInput
-from activities.preflight.models import (
-    CHECK_PRECONDITIONS,
-    CheckPreconditionsInput,
-    CheckPreconditionsResult,
-    PreconditionResult,
-    PreconditionState,
-)
 from workflows import WORKFLOWS
 
 _ABSENT = object()
@@ -193,23 +186,3 @@ async def refused(coro: Any) -> str:
 
 def gate_waiting(gate_id: str) -> Callable[[dict[str, Any]], bool]:
     return lambda s: any(g["id"] == gate_id and g["state"] == "waiting" for g in s["gates"])
-
-
-def preflight_activity(failing: dict[str, str] | None = None) -> Callable:
-    """A ``check_preconditions`` stand-in: every precondition ``ok``, but those whose kind or
-    subject is a key of ``failing`` (its value the detail). ``calls`` on the function holds every
-    input it got."""
-    failing = failing or {}
-
-    @activity.defn(name=CHECK_PRECONDITIONS)
-    async def check_preconditions(inp: CheckPreconditionsInput) -> CheckPreconditionsResult:
-        check_preconditions.calls.append(inp)  # type: ignore[attr-defined]
-        out = []
-        for p in inp.preconditions:
-            why = failing.get(p.kind) or failing.get(p.subject())
-            out.append(PreconditionResult(precondition=p, state=PreconditionState.FAILED if why else PreconditionState.OK,
-                                          detail=why or "ok (test stand-in)", checked_at=datetime.now(UTC)))
-        return CheckPreconditionsResult(results=out)
-
-    check_preconditions.calls = []  # type: ignore[attr-defined]
-    return check_preconditions

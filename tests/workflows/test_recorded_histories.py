@@ -20,7 +20,7 @@ from temporalio import activity
 from temporalio.client import WorkflowHandle
 from temporalio.worker import Worker
 from test_blocked_drain import DecisionFake
-from wf_fakes import r2_block_report
+from wf_fakes import preflight_activity, r2_block_report
 
 from activities.host.models import CommandResult, RunCommandInput
 from activities.cluster.models import NodeInfo, ReadNodeInput
@@ -63,6 +63,7 @@ class RebootFake(DecisionFake):
         self.not_ready_reads = not_ready_reads
         self.session_lost = session_lost  # the command's session goes down with the host: no exit status
         self.rebooted = 0
+        self.failing_checks: dict[str, str] = {}  # precondition kind or subject -> why it fails
 
     def activities(self):
         fake = self
@@ -83,7 +84,8 @@ class RebootFake(DecisionFake):
             return node
 
         base = [a for a in super().activities() if a.__name__ != "read_node"]  # replaced by the one above
-        return [*base, read_node, run_node_command]
+        self.preflight = preflight_activity(self.failing_checks)  # the reboot command's program on the host
+        return [*base, read_node, run_node_command, self.preflight]
 
 
 async def test_record_drain_blocked_decided_rebooted_uncordoned(temporal_client, task_queue):
@@ -125,6 +127,7 @@ async def test_record_drain_reboot_session_lost_judged_by_boot(temporal_client, 
     assert result.outcome == "completed" and result.uncordoned, result.message
     assert "rebooted (bootID boot-0 -> boot-1)" in result.message
     assert fake.rebooted == 1 and fake.not_ready_reads == 0
+    assert [p.kind for c in fake.preflight.calls for p in c.preconditions] == ["host-executable"]
     names = [c[0] for c in fake.calls if c[0] in ("read_node", "run_node_command")]
     assert names[names.index("run_node_command") - 1] == "read_node"  # the bootID read just before the command
 
@@ -185,3 +188,24 @@ async def test_record_etcd_restore_gate_timeout(time_skipping_env, wf_task_queue
     assert result.outcome == "rejected" and "timed out" in result.message
     assert [r.action for r in result.gate_history] == ["opened", "timeout"]
     assert not fake.called("etcd_stop_member")
+
+
+async def test_drain_whose_reboot_program_is_missing_is_refused_before_the_cordon(temporal_client, task_queue):
+    """Issue 39 case 1 for the drain: the reboot command's program is not on the host, so the run
+    ends ``refused`` with the problem line, and nothing is written (no cordon, no eviction, no
+    command); a dry run of the same input says so too, takes no lease and writes nothing."""
+    fake = RebootFake({"worker": 1})
+    fake.failing_checks["host-executable"] = "not found on the host's PATH (command -v exited 1)"
+    inp = NodeDrainInput(node="worker-0", cluster="c1", requested_by="alice", reboot_command=["ansible-playbook", "x.yml"])
+    async with Worker(temporal_client, task_queue=task_queue, workflows=WORKFLOWS, activities=fake.activities()):
+        result = await temporal_client.execute_workflow(NodeDrainWorkflow.run, inp, id=f"{DRAIN_ID}-refused",
+                                                        task_queue=task_queue, result_type=NodeDrainResult)
+        dry = await temporal_client.execute_workflow(
+            NodeDrainWorkflow.run, inp.model_copy(update={"dry_run": True, "node": "nosuch"}), id=f"{DRAIN_ID}-dry",
+            task_queue=task_queue, result_type=NodeDrainResult)
+    assert result.outcome == "refused", result.message
+    assert result.problems and "ansible-playbook on worker-0" in result.problems[0]
+    assert [r.state for r in result.preconditions] == ["failed"]
+    assert not fake.called("cordon_node") and not fake.called("drain_node") and fake.rebooted == 0
+    assert not fake.nodes["worker-0"].unschedulable
+    assert dry.outcome == "dry-run" and [r.precondition.kind for r in dry.preconditions] == ["names-exist", "host-executable"]

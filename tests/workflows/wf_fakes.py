@@ -49,6 +49,13 @@ from activities.cluster.models import (
     UncordonResult,
 )
 from activities.leases.activities import find_held_leases
+from activities.preflight.models import (
+    CHECK_PRECONDITIONS,
+    CheckPreconditionsInput,
+    CheckPreconditionsResult,
+    PreconditionResult,
+    PreconditionState,
+)
 from activities.machineconfig.handshake import plainly_waiting
 from activities.machineconfig.models import (
     DrainWhenAskedInput,
@@ -417,3 +424,23 @@ async def rollout_worker(client: Client, fake: FakeCluster, task_queue: str) -> 
     """A worker for ``task_queue`` running lockkeeper's workflows and ``fake``'s activities."""
     async with Worker(client, task_queue=task_queue, workflows=WORKFLOWS, activities=fake.activities()) as worker:
         yield worker
+
+
+def preflight_activity(failing: dict[str, str] | None = None) -> Callable:
+    """A ``check_preconditions`` stand-in: every precondition ``ok``, but those whose kind or
+    subject is a key of ``failing`` (its value the detail). ``calls`` on the function holds every
+    input it got."""
+    failing = failing or {}
+
+    @activity.defn(name=CHECK_PRECONDITIONS)
+    async def check_preconditions(inp: CheckPreconditionsInput) -> CheckPreconditionsResult:
+        check_preconditions.calls.append(inp)  # type: ignore[attr-defined]
+        out = []
+        for p in inp.preconditions:
+            why = failing.get(p.kind) or failing.get(p.subject())
+            out.append(PreconditionResult(precondition=p, state=PreconditionState.FAILED if why else PreconditionState.OK,
+                                          detail=why or "ok (test stand-in)", checked_at=datetime.now(UTC)))
+        return CheckPreconditionsResult(results=out)
+
+    check_preconditions.calls = []  # type: ignore[attr-defined]
+    return check_preconditions

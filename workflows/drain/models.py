@@ -59,6 +59,9 @@ class NodeDrainInput(BaseModel):
     activity_heartbeat_timeout_seconds: float = 10.0
     search_attributes: bool = True
     alerts: AlertGatePolicy | None = None
+    #: Check the node and the reboot command's program, take no lease, write nothing; the run
+    #: ends ``dry-run`` with every check's result.
+    dry_run: bool = False
 
     @field_validator("decision_timeout_outcome")
     @classmethod
@@ -94,7 +97,7 @@ class NodeDrainResult(ProcedureResult):
     final phase and duration; ``command`` the reboot command's result."""
 
     procedure: str = PROCEDURE_DRAIN
-    outcome: Literal["completed", "aborted"] = "completed"
+    outcome: Literal["completed", "aborted", "refused", "dry-run"] = "completed"
     node: str = ""
     drained: bool = False
     uncordoned: bool = False

@@ -19,8 +19,14 @@ fails as before. The wait for Ready is a :func:`workflows.kit.health.wait_until`
 Kit operator surface: ``status`` (:class:`DrainStatus`), ``approve``/``reject`` (the host gate),
 ``pause`` (holds before the reboot command and before uncordon), ``resume``, ``abort``,
 ``decide``; ``skip_node``/``retry_node`` are refused (one node). The drain holds the lease
-``node/<cluster>/<node>``. Runs recorded before the kit (no ``drain-kit`` patch) keep their
-commands: no lease, no status search attribute, no safe points, a lost command fails at once.
+``node/<cluster>/<node>``.
+
+Preconditions (:mod:`workflows.kit.preflight`, issue 39): with a reboot command, its program must
+exist on the node's host (``command -v`` through the executor it will run on) before the cordon;
+a miss ends the run ``refused`` with nothing written (before, the drain cordoned and evicted, then
+failed on the command with the node left cordoned). ``dry_run`` takes no lease and writes nothing:
+it checks that the node exists and the reboot command's program, and ends ``dry-run`` with every
+check's result.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
         UncordonResult,
     )
     from activities.host.models import CommandResult
+    from activities.preflight.models import HostExecutable, NamesExist, Precondition
     from workflows.drain.models import (
         PROCEDURE_DRAIN,
         DrainStatus,
@@ -65,6 +72,7 @@ with workflow.unsafe.imports_passed_through():
         ProcedureStatus,
     )
     from workflows.kit.planning import planning_abort_message, planning_call
+    from workflows.kit.preflight import PreflightOutcome
     from workflows.kit.procedure import NodeProcedureWorkflow
     from workflows.kit.scopes import node_scope
 
@@ -94,6 +102,7 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
             rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
             status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
             reject_note="the reboot command is not run again", defer_status_attributes=True, alerts=input.alerts,
+            preflight=bool(input.reboot_command) or input.dry_run,
         )
 
     # --- status and the node hooks ----------------------------------------------------------------
@@ -263,16 +272,55 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
             gate_history=list(self._status.gate_history),
         )
 
+    def _preconditions(self, input: NodeDrainInput) -> list[Precondition]:
+        """What the drain needs (issue 39): the node (checked as a precondition in a dry run; a
+        real run reads it first and fails with ``NodeNotFound``) and the reboot command's
+        program on the node's host, through the executor the command will use."""
+        pre: list[Precondition] = []
+        if input.dry_run:
+            pre.append(NamesExist(names=[input.node], why="--node: the node to drain"))
+        if input.reboot_command:
+            access = input.command_access()
+            pre.append(HostExecutable(program=input.reboot_command[0], node=input.node, access=access,
+                                      why=f"--reboot-command runs it there after the drain ({access.describe()})"))
+        return pre
+
+    async def _checked_end(self, input: NodeDrainInput, outcome: PreflightOutcome) -> NodeDrainResult:
+        """End a dry run (``dry-run``, every check's result) or a refused run (``refused``, one
+        problem per line): nothing was written, the lease (if any) is released."""
+        if input.dry_run:
+            word = "dry-run"
+            message = (f"dry run: would cordon and drain {input.node}"
+                       + (f", then run {' '.join(input.reboot_command or [])}" if input.reboot_command else "")
+                       + (f"; refused today: {len(outcome.failed)} precondition(s) failed" if outcome.failed else ""))
+        else:
+            word, message = "refused", "refused before any change: " + "; ".join(outcome.problems)
+        phase = NodePhase.ABORTED if outcome.failed else NodePhase.PENDING
+        started, now = await self._close(phase, ProcedurePhase.DONE if input.dry_run else ProcedurePhase.ABORTED, message)
+        return NodeDrainResult(
+            outcome=word, workflow_id=self._id, node=input.node, message=message, started_at=started, finished_at=now,
+            problems=outcome.problems, preconditions=list(outcome.results), gate_history=list(self._status.gate_history),
+        )
+
     @workflow.run
     async def run(self, input: NodeDrainInput) -> NodeDrainResult:
         self.kit_identity_attributes()
         self.kit_status_attributes()
+        if input.dry_run:  # no lease: a dry run may look while another run drains the node
+            return await self._checked_end(input, await self.kit_preflight(self._preconditions(input), refuse=False))
         await self.leases.acquire([node_scope(input.cluster, input.node)])
         self._status.leases = list(self.leases.held)
         self.touch()
         timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds)
         try:  # read the node first: the planning retry policy fails fast on API errors
             await self._preflight(input, timeouts)
+            pre = self._preconditions(input)
+            if pre:  # the reboot command's program, before the cordon
+                self._set(NodePhase.RUNNING, "preflight", "the reboot command's program on the node")
+                checked = await self.kit_preflight(pre, refuse=False)
+                if not checked.ok:
+                    return await self._checked_end(input, checked)
+                self._set(NodePhase.RUNNING, "cordon")
             if self.alerts is not None:
                 # Prometheus before the first write: no cordon while a blocking alert fires (or,
                 # failing closed, while Prometheus cannot be asked). No gate: no command here.

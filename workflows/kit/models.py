@@ -579,6 +579,9 @@ class ProcedureResult(BaseModel):
     next_commands: list[str] = Field(default_factory=list)
     #: The records still holding changes, for a reverse run (``revert --full``) after the end.
     open_records: list[RecordEntry] = Field(default_factory=list)
+    #: Every precondition the preflight checked, with its result (empty when the procedure
+    #: checked none): what ``--dry-run`` prints, and why a refused run was refused.
+    preconditions: list[PreconditionResult] = Field(default_factory=list)
 
 
 class ControlResult(BaseModel):

@@ -362,6 +362,8 @@ class ProcedureWorkflow:
         }
         if st.hold_history:  # only when the run held a node: results of runs without holds stay as they were
             data["hold_history"] = list(st.hold_history)
+        if st.preconditions:
+            data["preconditions"] = [r.model_copy() for r in st.preconditions]
         data.update(self.kit_result_fields())
         data.update(fields)
         return result_type(**data)

@@ -321,7 +321,7 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
                                       message=message, gate_history=list(self._st.gate_history), started_at=self._st.started_at,
                                       finished_at=workflow.now(), plan=self._st.plan, reboots=self._st.reboots,
                                       cleaned_up=self._cleanup_started and outcome == "completed", status_type=status_type,
-                                      lease_holder=self._lease_holder)
+                                      lease_holder=self._lease_holder, preconditions=list(self._st.preconditions))
 
     async def _run(self, i: NetworkMigrationInput) -> NetworkMigrationResult:
         self._step("preflight")
@@ -347,8 +347,8 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
             for n in state.nodes], refuse=not i.dry_run)
         if i.dry_run:
             return self._result("dry-run", f"plan: set the migration field, wait for {len(state.pools)} pools, switch to {i.to}, "
-                                           f"reboot {len(state.nodes)} nodes in {len(self._st.plan)} batches; preconditions: "
-                                           + "; ".join(checked.lines()))
+                                           f"reboot {len(state.nodes)} nodes in {len(self._st.plan)} batches"
+                                           + (f"; {len(checked.failed)} precondition(s) failed" if checked.failed else ""))
         pools = [p.name for p in state.pools]
         await self._take([subsystem_scope("sdn", i.cluster)], [], "nothing was changed")
         try:

@@ -27,7 +27,7 @@ from lockkeeper.cli.common import (
     run,
     validation_lines,
 )
-from lockkeeper.cli.start.shared import Launch, dry_run_report, launch, refuse_node_order, refuse_windows, spec_named
+from lockkeeper.cli.start.shared import Launch, launch, refuse_node_order, refuse_windows, spec_named, workflow_dry_run
 
 
 def drain_started(node: str) -> Any:
@@ -131,16 +131,17 @@ async def _start(settings: Any, fields: dict[str, Any], access: dict[str, Any] |
 
     spec = spec_named("drain")
     try:
-        inp = spec.input_model(**fields, reboot_access=HostAccess(**access) if access else None)
+        inp = spec.input_model(**{**fields, "dry_run": dry_run or bool(fields.get("dry_run"))},
+                               reboot_access=HostAccess(**access) if access else None)
     except ValidationError as exc:
         err(f"error: invalid drain: {validation_lines(exc)}")
         return EXIT_USAGE
     req = Launch(
-        name=spec.name, input=inp, cluster=inp.cluster, who=who, output=output, wait=wait, dry_run=dry_run,
+        name=spec.name, input=inp, cluster=inp.cluster, who=who, output=output, wait=wait, dry_run=inp.dry_run,
         scopes=[node_scope(inp.cluster, inp.node)], workflow_id=workflow_id, id_name=inp.node,
         summary=f"drain of node {inp.node} on {inp.cluster} by {who}",
         ready=drain_started(inp.node), ready_timeout=30.0, ready_required=False,
     )
-    if dry_run:
-        return await dry_run_report(req, settings)
+    if inp.dry_run:
+        return await workflow_dry_run(req, settings, plan=lambda res: [res.message])
     return await launch(req, settings)

@@ -26,7 +26,7 @@ from lockkeeper.cli.common import (
     run,
     validation_lines,
 )
-from lockkeeper.cli.start.shared import Launch, dry_run_report, launch, spec_named
+from lockkeeper.cli.start.shared import Launch, launch, spec_named, workflow_dry_run
 
 
 def start_network_migration(
@@ -89,5 +89,10 @@ async def _start(settings: Any, fields: dict[str, Any], dry_run: bool, workflow_
         ready=_past_preflight, ready_timeout=60.0, ready_required=False,
     )
     if dry_run:
-        return await dry_run_report(req, settings)
+        return await workflow_dry_run(req, settings, plan=_plan_lines)
     return await launch(req, settings)
+
+
+def _plan_lines(res: Any) -> list[str]:
+    """The dry run's plan: the workflow's summary, then the reboot batches."""
+    return [res.message, *(f"  reboot batch {i}: {', '.join(b)}" for i, b in enumerate(res.plan, 1))]

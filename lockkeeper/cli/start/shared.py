@@ -208,6 +208,51 @@ async def dry_run_report(req: Launch, settings: Any) -> int:
     return EXIT_FAILED if conflicts else EXIT_OK
 
 
+async def workflow_dry_run(req: Launch, settings: Any, *, plan: Callable[[Any], Sequence[str]] | None = None) -> int:
+    """The procedure's own dry run (its input has ``dry_run``): start the run, which reads the
+    cluster, checks every precondition (:mod:`workflows.kit.preflight`) and ends ``dry-run``
+    without writing; print each check with its result (``ok`` / ``failed`` / ``not-run``, with
+    the reason) and, with ``plan``, the lines it makes of the result. Exit 0 when nothing failed,
+    2 when a real start would be refused (a failed check: the lines say what), 1 when the run
+    could not plan at all; a run queued for a worker (``--queue``) exits 0 after its ID."""
+    from lockkeeper import output as out
+    from lockkeeper.starter import StartRefused, start_procedure
+
+    spec = spec_named(req.name)
+    client = await connect(settings, identity=req.who)
+    try:
+        handle = await start_procedure(client, settings, spec, req.input, cluster=req.cluster, scopes=req.scopes, pools=req.pools,
+                                       workflow_id=req.workflow_id, id_name=req.id_name, summary=req.summary, precheck=False)
+    except StartRefused as exc:
+        raise CliError(f"refused: {exc}", EXIT_FAILED) from None
+    if req.output == "table":
+        print(handle.id, flush=True)
+    if handle.id in QUEUED:
+        return EXIT_OK
+    err(f"started {handle.id} (dry run: it reads and checks, it writes nothing)")
+    res = await handle.result()  # a run that cannot plan fails: the CLI's error mapping says why
+    if isinstance(res, dict):
+        res = spec.result_model.model_validate(res)
+    checked = list(getattr(res, "preconditions", None) or [])
+    failed = [r for r in checked if str(getattr(r, "state", "")) == "failed"]
+    problems = list(getattr(res, "problems", None) or [])
+    if req.output != "table":
+        _emit({"workflow_id": handle.id, "dry_run": True, "input": out.to_data(req.input), "result": out.to_data(res)}, req.output)
+    else:
+        for line in (plan(res) if plan is not None else []):
+            print(line)
+        print(f"preconditions ({len(checked)} checked, {len(failed)} failed):" if checked else
+              "preconditions: none declared by this procedure")
+        for r in checked:
+            print(f"  {r.line()}")
+        if getattr(res, "outcome", "") != "dry-run":
+            err(f"{res.outcome}: {getattr(res, 'message', '')}")
+    if failed or problems or getattr(res, "outcome", "") == "refused":
+        err("a real start would be refused before any change: " + "; ".join(problems or [r.problem() for r in failed]))
+        return EXIT_USAGE
+    return EXIT_OK if getattr(res, "outcome", "") == "dry-run" else EXIT_FAILED
+
+
 async def launch(req: Launch, settings: Any) -> int:
     """Start, print the ID, then (``ready``) show the first ready status, (``wait``) follow it."""
     from rich.console import Console
