@@ -59,7 +59,7 @@ async def test_healthy_etcd_lets_the_masters_go(time_skipping_env: Any, etcd: Lo
     world = Masters()
     result: ControlPlaneResult = await run_cp(time_skipping_env, world, etcd)
     assert result.outcome == "completed", result.message
-    assert result.preflight["etcd-health"].startswith("ok: 3 endpoint(s) healthy, leader "), result.preflight
+    assert result.checks["etcd-health"].startswith("ok: 3 endpoint(s) healthy, leader "), result.checks
     assert world.restarts() == MASTERS
     # etcdctl runs on a host and the activity beats while it does: a dead worker is seen in 10 s.
     beats = await heartbeat_timeouts(world.handle, {"etcd_cluster_status"})  # type: ignore[attr-defined]

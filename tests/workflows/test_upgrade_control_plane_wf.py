@@ -16,6 +16,7 @@ from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.worker import Worker
 
 from replay import record
+from wf_fakes import preflight_activity
 from activities.control_plane.models import MasterPods, MasterPodsInput, MirrorPod, ProbeMasterApiInput, ProbeMasterApiResult
 from activities.host.models import CommandResult, HostAccess, RunCommandInput
 from workflows.control_plane import ControlPlaneUpgradeWorkflow
@@ -49,6 +50,7 @@ class Masters:
         self.down_probes = down_probes
         self.log: list[tuple[str, list[str]]] = []
         self.max_down = 0
+        self.failing_checks: dict[str, str] = {}  # precondition kind or subject -> why it fails
 
     def _host(self, inp: RunCommandInput) -> str:
         return inp.access.node or inp.access.host
@@ -97,7 +99,8 @@ class Masters:
             return MasterPods(pods=[MirrorPod(name=f"master-{c}-{inp.master}", component=c, exists=True, ready=self.up[inp.master],
                                               image="openshift/origin-control-plane:v3.10") for c in inp.components])
 
-        return [run_node_command, probe_master_api, read_master_pods]
+        self.preflight = preflight_activity(self.failing_checks)
+        return [run_node_command, probe_master_api, read_master_pods, self.preflight]
 
     def restarts(self) -> list[str]:
         return [m for m, argv in self.log if argv[0].endswith("master-restart") and argv[1] == "api"]
@@ -147,10 +150,32 @@ async def test_masters_one_at_a_time_with_manifests_recorded(time_skipping_env: 
         assert world.files[m][MANIFEST] == NEW
     rec = result.masters[0].records[0]
     assert rec.content_before == "old manifest\n" and rec.sha256_after == hashlib.sha256(NEW.encode()).hexdigest()
-    assert "etcd-backup" in result.preflight and result.preflight["etcd-health"].startswith("not checked")
+    assert "etcd-backup" in result.checks and result.checks["etcd-health"].startswith("not checked")
     # master m2 never restarted before m1's API was back: the log is strictly ordered
     order = [h for h, a in world.log if a[0].endswith("master-restart")]
     assert order == ["m1", "m1", "m2", "m2", "m3", "m3"]
+
+
+async def test_a_master_without_master_restart_is_refused_before_any_write(time_skipping_env: Any) -> None:
+    """Issue 39: the preconditions (the masters named, ``master-restart`` and ``master-logs`` on
+    each master's host) are checked before the first master; one that fails ends the run
+    ``refused`` with its line, no lease taken and no host command run. The dry run lists every
+    check with its result."""
+    world = Masters()
+    world.failing_checks["master-restart on m2"] = "not found on the host's PATH (command -v exited 1)"
+    worker, handle = await start(time_skipping_env, world, cp_input())
+    async with worker:
+        result: ControlPlaneResult = await handle.result()
+        dry_handle = await time_skipping_env.client.start_workflow(
+            ControlPlaneUpgradeWorkflow.run, cp_input(dry_run=True), id=f"cp-dry-{uuid.uuid4().hex[:6]}",
+            task_queue=worker.task_queue, result_type=ControlPlaneResult)
+        dry: ControlPlaneResult = await dry_handle.result()
+    assert result.outcome == "refused" and result.problems == [
+        "master-restart on m2: not found on the host's PATH (command -v exited 1) (needed: restarts api, controllers after the master action)"]
+    assert world.log == [] and world.restarts() == []
+    kinds = [r.precondition.kind for r in dry.preconditions]
+    assert dry.outcome == "dry-run" and kinds == ["names-exist"] + ["host-executable"] * 6, kinds
+    assert [r.state for r in dry.preconditions].count("failed") == 1 and "1 precondition(s) failed" in dry.message
 
 
 async def test_api_not_back_opens_gate_with_logs_and_never_touches_next_master(time_skipping_env: Any) -> None:

@@ -202,19 +202,22 @@ class MasterRow(BaseModel):
 
 
 class ControlPlaneStatus(ProcedureStatus):
-    """``status``: preflight findings (``preflight``: check → result words), the masters in
-    order with their rows, the master in progress."""
+    """``status``: the read-only checks before the first master (``checks``: check → result
+    words: etcd backup, GlusterFS, each master's API, etcd health; the declared preconditions
+    are the kit's ``preconditions``), the masters in order with their rows, the master in
+    progress."""
 
-    preflight: dict[str, str] = Field(default_factory=dict)
+    checks: dict[str, str] = Field(default_factory=dict)
     masters: list[MasterRow] = Field(default_factory=list)
     current_master: str | None = None
 
 
 class ControlPlaneResult(ProcedureResult):
-    """``outcome`` completed / aborted / dry-run; the rows; ``message``."""
+    """``outcome`` completed / aborted / refused / dry-run; the rows; ``checks`` (as in status);
+    ``message``."""
 
     workflow_id: str = ""
     outcome: str = "completed"
     masters: list[MasterRow] = Field(default_factory=list)
-    preflight: dict[str, str] = Field(default_factory=dict)
+    checks: dict[str, str] = Field(default_factory=dict)
     message: str = ""

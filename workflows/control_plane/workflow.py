@@ -31,6 +31,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.etcd.models import ClusterStatus, ClusterStatusInput
     from activities.gluster.models import GlusterTarget
+    from activities.preflight.models import HostExecutable, NamesExist, Precondition, WorkerExecutable
     from workflows.control_plane.models import (
         PROCEDURE_CONTROL_PLANE_UPGRADE,
         ControlPlaneResult,
@@ -73,7 +74,7 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
             procedure=PROCEDURE_CONTROL_PLANE_UPGRADE, noun="control-plane upgrade", cluster=input.cluster,
             rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
             status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
-            reject_note="control-plane upgrade stops", base_phase=ProcedurePhase.PLANNING, alerts=input.alerts,
+            reject_note="control-plane upgrade stops", base_phase=ProcedurePhase.PLANNING, alerts=input.alerts, preflight=True,
         )
         self.host = HostSteps(self.gates, board=self._status.host_steps, on_change=self.touch, timeouts=self._timeouts,
                               gate_timeout_seconds=input.gate_timeout_seconds)
@@ -126,23 +127,48 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
                                      "this run where it got that far (content before: status masters[].records)"))
         return items
 
-    def _result(self, outcome: str, message: str) -> ControlPlaneResult:
+    def _result(self, outcome: str, message: str, problems: list[str] | None = None) -> ControlPlaneResult:
         left = self._left_changed() if outcome not in ("completed", "dry-run") else []
         if left:
             self._status.left_changed = left
             message += "; left changed: " + "; ".join(i.line() for i in left)
         return ControlPlaneResult(workflow_id=self._id, outcome=outcome, masters=[r.model_copy() for r in self._status.masters],
-                                  preflight=dict(self._status.preflight), message=message, left_changed=left,
+                                  checks=dict(self._status.checks), message=message, left_changed=left,
+                                  preconditions=list(self._status.preconditions), problems=problems or [],
                                   started_at=self._status.started_at, finished_at=workflow.now())
 
+    def _preconditions(self, input: ControlPlaneUpgradeInput) -> list[Precondition]:
+        """What the upgrade needs before the first master (issue 39): the masters the operator
+        named are Nodes; the external action's program on the worker; ``master-restart`` (and
+        ``master-logs``, read at an API gate) on each master's host through its access, which
+        also proves that access works."""
+        pre: list[Precondition] = [NamesExist(names=[m.name for m in input.masters], role="master", why="--master")]
+        if input.action.kind == "external":
+            pre.append(WorkerExecutable(program=input.action.argv[0], why="the master action runs it on the worker for each master"))
+        for m in input.masters:
+            if input.action.restart:
+                pre.append(HostExecutable(program="master-restart", node=m.name, access=m.access,
+                                          why=f"restarts {', '.join(input.action.restart)} after the master action"))
+            pre.append(HostExecutable(program="master-logs", node=m.name, access=m.access,
+                                      why="its API's log tail is shown at an API gate"))
+        return pre
+
     async def _run(self, input: ControlPlaneUpgradeInput) -> ControlPlaneResult:
+        checked = await self.kit_preflight(self._preconditions(input), refuse=False)
         if input.dry_run:
             self.control.base_phase = ProcedurePhase.DONE
             self.touch()
             order = " -> ".join(m.name for m in input.masters)
             return self._result("dry-run", f"masters one at a time: {order}; action {input.action.kind}, "
                                            f"restart {', '.join(input.action.restart) or 'none'}; own APIs: "
-                                           + ", ".join(f"{m.name} {m.api_url}" for m in input.masters))
+                                           + ", ".join(f"{m.name} {m.api_url}" for m in input.masters)
+                                           + (f"; refused today: {len(checked.failed)} precondition(s) failed"
+                                              if checked.failed else ""), problems=checked.problems)
+        if not checked.ok:  # nothing written, no lease taken
+            self.control.base_phase = ProcedurePhase.ABORTED
+            self.touch()
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            return self._result("refused", "refused before any change: " + "; ".join(checked.problems), problems=checked.problems)
         await self.leases.acquire([node_scope(input.cluster, m.name) for m in input.masters], probe_cluster=True)
         try:
             await self._preflight(input)
@@ -199,7 +225,7 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
         return gate.state == GateState.APPROVED
 
     async def _preflight(self, input: ControlPlaneUpgradeInput) -> None:
-        pf = self._status.preflight
+        pf = self._status.checks
         if input.etcd_backup is not None:
             pf["etcd-backup"] = "running"
             self.touch()
@@ -234,7 +260,7 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
         self.touch()
 
     async def _etcd_health(self, input: ControlPlaneUpgradeInput) -> None:
-        pf = self._status.preflight
+        pf = self._status.checks
         members = input.health_members()
         problem = input.etcd_health_problem()
         if problem:
