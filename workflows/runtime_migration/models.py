@@ -282,16 +282,17 @@ class GateDecision(BaseModel):
     state: GateState
     identity: str
     comment: str = ""
-    choice: Literal["rerun", "mark-done", "abort"] | None = None
+    choice: Literal["rerun", "mark-done", "wait", "abort"] | None = None
 
 
 class UnknownOutcomeInput(OperatorInput):
-    """The ``resolve_unknown`` update: answer an unknown-outcome gate with ``rerun``,
-    ``mark-done`` (a comment saying what was checked is required) or ``abort``; with the
+    """The ``resolve_unknown`` update: answer an unknown-outcome gate with one of its choices
+    (``rerun``, ``mark-done``: a comment saying what was checked is required; the reboot's gate
+    also ``wait``) or ``abort``; with the
     decision's ``sent_at`` / ``deadline`` / ``connection_identity`` (:class:`~workflows.kit.models.OperatorInput`)."""
 
     gate_id: str
-    choice: Literal["rerun", "mark-done", "abort"]
+    choice: Literal["rerun", "mark-done", "wait", "abort"]
     identity: str
     comment: str = ""
 

@@ -53,9 +53,6 @@ DELETE_RECORDED_NODE = "delete_recorded_node"
 SAVE_NODE_RECORD = "save_node_record"
 #: The steps before anything irreversible happens on the host: a skip is honoured only there.
 BEFORE_DESTRUCTIVE = ("start", "safety", "approve-migration", "drain", "record")
-#: workflow.patched ID: an abort honoured before the destructive steps uncordons the node
-#: (histories from before it end with the node left cordoned).
-PATCH_ABORT_UNCORDON = "runtime-migration-abort-uncordon"
 
 
 @workflow.defn
@@ -116,9 +113,10 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow, RejoinSteps):
         if gate is None or gate.state != GateState.WAITING:
             workflow.logger.info("decision on %s ignored: no such gate waiting", d.gate_id)
             return
-        if d.choice is not None:
-            self.steps.choices[d.gate_id] = d.choice
-        self.gates.decide(gate, d.state, d.identity, d.comment)
+        if d.state == GateState.DECIDED and d.choice in gate.choices:
+            self.gates.choose(gate, d.choice, d.identity, d.comment)
+        else:
+            self.gates.decide(gate, d.state, d.identity, d.comment)
 
     @workflow.signal
     def abort_migration(self, identity: str) -> None:
@@ -439,7 +437,7 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow, RejoinSteps):
                 outcome = "aborted" if err.aborted else "failed"
                 reason = f"stopped at {err.step}: {err.reason}" + (f"; node {self.node} is DELETED and not registered again"
                                                                     if self.st.node_deleted else "")
-                if outcome == "aborted" and not self.destructive and workflow.patched(PATCH_ABORT_UNCORDON):
+                if outcome == "aborted" and not self.destructive:
                     reason += await self._abort_uncordon()
             self.st.reason = reason
             self.steps.set(err.step, None, phase=outcome)
