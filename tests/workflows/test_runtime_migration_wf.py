@@ -63,7 +63,7 @@ from activities.runtime_migration.models import (
     WhichResult,
 )
 from workflows import WORKFLOWS
-from workflows.kit.models import ApproveInput, GateState, RejectInput
+from workflows.kit.models import ApprovalRules, ApproveInput, GateState, RejectInput
 from workflows.runtime_migration import RuntimeMigrationWorkflow
 from workflows.runtime_migration.models import (
     ExternalStep,
@@ -301,7 +301,7 @@ def _input() -> RuntimeMigrationInput:
         inventory_step=ExternalStep(argv=["hook", "{node}"]), scaleup_step=ExternalStep(argv=["ansible-playbook", "scaleup.yml"], timeout_seconds=600),
         inventory_restore_step=ExternalStep(argv=["hook", "restore", "{node}"]),
         timing=Timing(reboot_timeout=300, poll=2, poll_max=5, reboot_poll=2, heartbeat=20, drain_wait=1, drain_backoff_initial=1),
-        requested_by="alice", search_attributes=False,
+        approvals=ApprovalRules(requested_by="alice"), search_attributes=False,
     )
 
 

@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.drain import DrainGateState
     from workflows.kit.gates import Gates
     from workflows.kit.health import Check
-    from workflows.kit.models import ApprovalRules, DrainDecision, GateRecord, GateState, HealthStatus, NodeControlInput
+    from workflows.kit.models import DrainDecision, GateRecord, GateState, HealthStatus, NodeControlInput
     from workflows.kit.noderun import NodeRun, NodeRunWorkflow, Stopped
     from workflows.runtime_migration import plan
     from workflows.runtime_migration.gluster import read_assessment
@@ -75,16 +75,15 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow, RejoinSteps):
         self.destructive = any(step not in BEFORE_DESTRUCTIVE for step in self.st.done_steps)
         self.history: list[GateRecord] = []
         self.control = Control(on_change=self._push, noun="node migration")
-        rules = ApprovalRules(requested_by=run.requested_by, four_eyes=run.four_eyes, allowed_approvers=run.allowed_approvers)
-        self.gates = Gates(self.control, rules, self.history, noun="node migration", pause_on_reject=False, on_change=self._push)
+        self.gates = Gates(self.control, run.approvals, self.history, noun="node migration", pause_on_reject=False, on_change=self._push)
         self.health: dict[str, HealthStatus] = {}
         t = run.timing
         self.node_run = NodeRun(
             node=input.node, attempt=1, parent_id=input.parent_id, owner=input.parent_id, warn_fraction=0.8,
-            timeouts=acts.Timeouts(t.activity, 10.0), drain=DrainGateState(input.node, t.decide_after, run.gate_timeout_seconds, DrainDecision.WAIT),
+            timeouts=acts.Timeouts(t.activity, 10.0), drain=DrainGateState(input.node, t.decide_after, run.gates.timeout_seconds, DrainDecision.WAIT),
             deadline_consequence="the migration of {node} stays at the drain",
         )
-        self.steps = NodeSteps(input.node, run.host_access[input.node], t, self.st, self.gates, self._push, run.gate_timeout_seconds)
+        self.steps = NodeSteps(input.node, run.host_access[input.node], t, self.st, self.gates, self._push, run.gates.timeout_seconds)
         self.record = prev.record.model_copy(deep=True) if prev is not None and prev.record is not None else NodeRecordView()
         self._signals: list[asyncio.Future[None]] = []
         self._sent = 0  # rows sent to the parent (NodeMigrationStatus.seq)

@@ -41,7 +41,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.drain import check_decision
     from workflows.kit.models import (
         ChangedItem,
-        ApprovalRules,
         DecideInput,
         DecideResult,
         DrainDecisionSignal,
@@ -102,7 +101,7 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         self._gluster_pods: dict[str, list[str]] = {}
         self.kit_init(
             procedure=PROCEDURE_RUNTIME_MIGRATION, noun="runtime migration", cluster=input.cluster,
-            rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
+            rules=input.approvals,
             status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
             reject_note="the node's migration stops there", alerts=input.alerts,
         )
@@ -179,8 +178,8 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         if prog is None:
             raise ValueError(f"node {input.node} has no drain running")
         gate = prog.decision_gate if prog.decision_gate and prog.decision_gate.state == GateState.WAITING else None
-        check_decision(input, gate, requested_by=self._in.requested_by, four_eyes=self._in.four_eyes,
-                       allowed_approvers=self._in.allowed_approvers)
+        rules = self._in.approvals
+        check_decision(input, gate, requested_by=rules.requested_by, four_eyes=rules.four_eyes, allowed_approvers=rules.allowed_approvers)
 
     async def on_decide(self, input: DecideInput) -> DecideResult:
         sig = DrainDecisionSignal(decision=input.decision, identity=input.identity, comment=input.comment, at=workflow.now())
