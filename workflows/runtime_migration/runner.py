@@ -4,9 +4,11 @@ instead of running again (procedures-spec §1.3, §1.8).
 
 :class:`NodeSteps` lives in the node workflow's state, so a replay after a worker crash rebuilds it
 exactly; the Temporal history is what makes a finished step never run again. Run-once steps run in
-activities with ``maximum_attempts=1``; when such an activity is lost (its worker died, its
-heartbeat stopped) the outcome is unknown: the reboot is confirmed by a new ``boot_id``, anything
-else opens an unknown-outcome gate (re-run, mark done with a comment, abort).
+activities with ``maximum_attempts=1``. The reboot is the kit's (:func:`workflows.kit.host.reboot`:
+confirmed by a new boot ID, else its gate ``reboot/<node>/<n>`` with the choices ``wait`` /
+``rerun`` / ``mark-done``); a lost external command opens the unknown-outcome gate
+``<node>/unknown/<step>`` with the choices ``mark-done`` / ``rerun`` (reject = abort), never a
+comment's first word.
 
 Gate ids are ``<node>/<kind>/<step>`` with kind ``destructive``, ``unknown``, ``health``,
 ``human`` or ``failed`` (the spec's gate kinds; the kit's :class:`GateKind` has no such values,
@@ -22,7 +24,6 @@ from typing import Literal
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
-from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from activities.host.models import CommandResult, HostAccess, RunCommandInput
@@ -54,12 +55,6 @@ class StepStopped(Exception):
         self.step = step
         self.reason = reason
         self.aborted = aborted
-
-
-def lost(err: ActivityError) -> bool:
-    """The activity's outcome is unknown: it timed out (start-to-close or heartbeat: the worker
-    died or the host stopped answering mid-command); it may have acted."""
-    return isinstance(err.cause, TemporalTimeoutError)
 
 
 class NodeSteps:
