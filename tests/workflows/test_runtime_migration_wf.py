@@ -63,7 +63,7 @@ from activities.runtime_migration.models import (
     WhichResult,
 )
 from workflows import WORKFLOWS
-from workflows.kit.models import ApprovalRules, ApproveInput, GateState, RejectInput
+from workflows.kit.models import ApprovalRules, ApproveInput, DecideInput, GateState, RejectInput
 from workflows.runtime_migration import RuntimeMigrationWorkflow
 from workflows.runtime_migration.models import (
     ExternalStep,
@@ -406,7 +406,8 @@ async def test_unknown_gate_reruns_only_on_the_explicit_choice_never_on_a_commen
         assert next(g for g in st.gates if g.id == "g1/unknown/scale-up").choices == ["mark-done", "rerun"]
         with pytest.raises(WorkflowUpdateFailedError):  # not one of its choices
             await h.execute_update("resolve_unknown", UnknownOutcomeInput(gate_id="g1/destructive/approve-delete", choice="rerun", identity="bob"))
-        await h.execute_update("resolve_unknown", UnknownOutcomeInput(gate_id="g1/unknown/scale-up", choice="rerun", identity="bob"))
+        # `lockkeeper decide ID GATE rerun` (the kit's decide on the gate's choices)
+        await h.execute_update("decide", DecideInput(node="g1/unknown/scale-up", decision="rerun", identity="bob"))
         # the second run is lost too: this time an approval whose comment starts with "rerun" marks it done
         await _status(env, h, lambda st: sum(1 for a in world.externals if a[-1] == "scaleup.yml") == 2
                       and _waiting("g1/unknown/scale-up")(st))
