@@ -81,7 +81,7 @@ CASES = [
     # read of the Node object (a GET) then hangs.
     Case("runtime-migration", "RuntimeMigrationWorkflow",
          lambda node, c: RuntimeMigrationInput(cluster=c, nodes=[node], host_access={node: NOWHERE}, gluster=GlusterTargetSpec(namespace="app-storage"),
-                                               scaleup_step=ExternalStep(argv=[sys.executable, "-c", "pass"]), requested_by="e2e",
+                                               scaleup_step=ExternalStep(argv=[sys.executable, "-c", "pass"]), approvals=ApprovalRules(requested_by="e2e"),
                                                search_attributes=False),
          "read_node_object", resources=["nodes"], verbs=["get"], leases=lambda node, c: [node_scope(c, node)]),
     Case("network-migration", "NetworkMigrationWorkflow",

@@ -24,7 +24,7 @@ from temporalio.service import RPCError
 from activities.host.models import HostAccess
 from clustersim import ClusterSim
 from clustersim.external import shipped_files
-from workflows.kit.models import ApproveInput, GateState
+from workflows.kit.models import ApprovalRules, ApproveInput, GateState
 from workflows.runtime_migration import RuntimeMigrationWorkflow
 from workflows.runtime_migration.models import (
     ExternalStep,
@@ -79,7 +79,7 @@ def migration_input(sim: ClusterSim, tmp: Path, *, inventory_hook: bool = True, 
         node_group_step=ExternalStep(argv=[SHIM, "-i", str(inv), f"{PLAYBOOKS}/openshift-master/openshift_node_group.yml"]),
         scaleup_step=ExternalStep(argv=[SHIM, "-i", str(inv), f"{PLAYBOOKS}/openshift-node/scaleup.yml"], timeout_seconds=300),
         inventory_restore_step=ExternalStep(argv=[py, str(hook), str(inv), "restore", "{node}"]),
-        timing=Timing(**t), requested_by="e2e", search_attributes=False,
+        timing=Timing(**t), approvals=ApprovalRules(requested_by="e2e"), search_attributes=False,
     )
 
 

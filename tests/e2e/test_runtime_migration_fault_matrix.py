@@ -8,7 +8,9 @@ in the order the node's child takes them (workflows/runtime_migration/node.py):
 
 - ``cordon``: the drain's cordon, the run's first write (the Node's PATCH);
 - ``stop-services``: the first destructive host command (``systemctl stop`` of the CRI-O
-  units), after the record is saved (past the middle of the node's safe part).
+  units), after the record is saved (past the middle of the node's safe part);
+- ``reboot``: the kit's reboot-by-bootID (``systemctl reboot``, run once); a refused reboot
+  fails the node, whose retry (the harness approves the hold gate) reboots again.
 
 The migration has no point of no return: an abort honoured before the destructive steps
 uncordons the node (the run ends as it found the cluster, but for the record ConfigMap); after
@@ -47,6 +49,7 @@ STEPS = {
     "cordon": Step("cordon", traps.api("patch", "nodes", name=NODE)),
     "stop-services": Step("stop-services", traps.host(r"^systemctl stop ", host=NODE, stderr="Failed to stop: Access denied\n",
                                                       exit_code=1)),
+    "reboot": Step("reboot", traps.host(r"^systemctl reboot", host=NODE, stderr="Failed to reboot: Access denied\n", exit_code=1)),
 }
 
 #: (step, case) -> why it does not pass as the procedure is today (what the run showed).

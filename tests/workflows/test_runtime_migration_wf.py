@@ -63,7 +63,7 @@ from activities.runtime_migration.models import (
     WhichResult,
 )
 from workflows import WORKFLOWS
-from workflows.kit.models import ApproveInput, GateState, RejectInput
+from workflows.kit.models import ApprovalRules, ApproveInput, DecideInput, GateState, RejectInput
 from workflows.runtime_migration import RuntimeMigrationWorkflow
 from workflows.runtime_migration.models import (
     ExternalStep,
@@ -301,7 +301,7 @@ def _input() -> RuntimeMigrationInput:
         inventory_step=ExternalStep(argv=["hook", "{node}"]), scaleup_step=ExternalStep(argv=["ansible-playbook", "scaleup.yml"], timeout_seconds=600),
         inventory_restore_step=ExternalStep(argv=["hook", "restore", "{node}"]),
         timing=Timing(reboot_timeout=300, poll=2, poll_max=5, reboot_poll=2, heartbeat=20, drain_wait=1, drain_backoff_initial=1),
-        requested_by="alice", search_attributes=False,
+        approvals=ApprovalRules(requested_by="alice"), search_attributes=False,
     )
 
 
@@ -382,15 +382,41 @@ async def test_lost_reboot_without_new_boot_id_asks_and_mark_done_needs_a_commen
         assert st.waiting_for == f"node g1: reboot ({row.waiting_for})" and st.since == row.since
         assert row.deadline is not None and row.since is not None and st.deadline == row.deadline
         # since: the reboot step's start (the lost command's wait is in it); until: 300 s after the wait's.
-        assert 300 <= (row.deadline - row.since).total_seconds() <= 360, (row.since, row.deadline)
-        await _status(env, h, _waiting("g1/unknown/reboot"))
+        assert 300 <= (row.deadline - row.since).total_seconds() <= 400, (row.since, row.deadline)
+        st = await _status(env, h, _waiting("reboot/g1/1"))  # the kit's reboot gate
+        assert next(g for g in st.gates if g.id == "reboot/g1/1").choices == ["wait", "rerun", "mark-done"]
         with pytest.raises(WorkflowUpdateFailedError):
-            await h.execute_update("resolve_unknown", UnknownOutcomeInput(gate_id="g1/unknown/reboot", choice="mark-done", identity="bob"))
-        await h.execute_update("reject", RejectInput(gate_id="g1/unknown/reboot", identity="bob", comment="host never went down"))
+            await h.execute_update("resolve_unknown", UnknownOutcomeInput(gate_id="reboot/g1/1", choice="mark-done", identity="bob"))
+        await h.execute_update("reject", RejectInput(gate_id="reboot/g1/1", identity="bob", comment="host never went down"))
 
     result = await _run(env, world, body)
     assert result.outcome == "aborted" and world.reboots == 1
     assert "reboot" in (result.nodes[0].reason or "")
+
+
+async def test_unknown_gate_reruns_only_on_the_explicit_choice_never_on_a_comment(time_skipping_env: Any) -> None:
+    """Issue 36: the unknown-outcome gate offers the choices ``mark-done`` / ``rerun``; an
+    approval whose comment starts with "rerun" marks done, only the ``rerun`` choice runs again."""
+    env, world = time_skipping_env, World(lose={"scale-up"})
+
+    async def body(h: WorkflowHandle) -> None:
+        await _approve(env, h, "g1/destructive/approve-migration")
+        await _approve(env, h, "g1/destructive/approve-delete")
+        st = await _status(env, h, _waiting("g1/unknown/scale-up"))
+        assert next(g for g in st.gates if g.id == "g1/unknown/scale-up").choices == ["mark-done", "rerun"]
+        with pytest.raises(WorkflowUpdateFailedError):  # not one of its choices
+            await h.execute_update("resolve_unknown", UnknownOutcomeInput(gate_id="g1/destructive/approve-delete", choice="rerun", identity="bob"))
+        # `lockkeeper decide ID GATE rerun` (the kit's decide on the gate's choices)
+        await h.execute_update("decide", DecideInput(node="g1/unknown/scale-up", decision="rerun", identity="bob"))
+        # the second run is lost too: this time an approval whose comment starts with "rerun" marks it done
+        await _status(env, h, lambda st: sum(1 for a in world.externals if a[-1] == "scaleup.yml") == 2
+                      and _waiting("g1/unknown/scale-up")(st))
+        await h.execute_update("approve", ApproveInput(gate_id="g1/unknown/scale-up", identity="bob", comment="rerun? no: checked, it ran"))
+        await _approve(env, h, "post-check/install")
+
+    result = await _run(env, world, body)
+    assert sum(1 for a in world.externals if a[-1] == "scaleup.yml") == 2
+    assert "scale-up" in result.nodes[0].status.done_steps
 
 
 async def test_lost_scaleup_opens_unknown_gate_and_abort_reports_the_deleted_node(time_skipping_env: Any) -> None:

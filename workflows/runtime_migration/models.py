@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from activities.cluster.models import DrainReport
 from activities.host.models import CommandResult, HostAccess
-from workflows.kit.inputs import AlertGatePolicy, MaintenanceWindows, NodeOrder
+from workflows.kit.inputs import MaintenanceWindows, NodeOrder, ProcedureInput
 from workflows.kit.models import Gate, GateRecord, GateState, OperatorInput, ProcedureResult, ProcedureStatus
 from workflows.kit.order import overtaken
 
@@ -93,7 +93,7 @@ class Timing(BaseModel):
     heartbeat: float = Field(30.0, gt=0)
 
 
-class RuntimeMigrationInput(BaseModel):
+class RuntimeMigrationInput(ProcedureInput):
     """``lockkeeper start runtime-migration`` (procedures-spec §6.2): migrate ``nodes`` one at a
     time from CRI-O to Docker. ``host_access``: SSH to each node and peer (the Node object is
     deleted during the run, so debug pods cannot serve); ``peers``: nodes to compare packages
@@ -107,11 +107,11 @@ class RuntimeMigrationInput(BaseModel):
     creationTimestamp); a list puts those nodes first (each must be one of ``nodes``), the rest
     zone-oldest. The nodes still go strictly one at a time (GlusterFS: one brick set down).
 
-    ``alerts``: the Prometheus alert gate (:class:`workflows.kit.inputs.AlertGatePolicy`, the
-    CLI's ``--alert-gate URL``): no node's migration starts while a blocking alert fires (a
-    GlusterFS brick-down alert, a node NotReady); None: no gate."""
+    The kit's :class:`~workflows.kit.inputs.ProcedureInput` gives ``cluster``, ``approvals``
+    (requester, four-eyes, approvers), ``gates`` (the gates' timeout), ``search_attributes`` and
+    ``alerts``: the Prometheus alert gate (the CLI's ``--alert-gate URL``): no node's migration
+    starts while a blocking alert fires (a GlusterFS brick-down alert, a node NotReady)."""
 
-    cluster: str = "default"
     nodes: list[str] = Field(min_length=1)
     node_order: NodeOrder | None = None
     #: Maintenance windows (:data:`workflows.kit.inputs.MaintenanceWindows`, ``--window``): no node
@@ -134,16 +134,10 @@ class RuntimeMigrationInput(BaseModel):
     package_ignore: list[str] = Field(default_factory=lambda: ["cri-o", "criu", "cri-tools"])
     offer_package_install: bool = True
     timing: Timing = Field(default_factory=Timing)
-    gate_timeout_seconds: float | None = None
-    requested_by: str = "unknown"
-    four_eyes: bool = False
-    allowed_approvers: list[str] = Field(default_factory=list)
-    search_attributes: bool = True
     #: Namespace of the record ConfigMap ``lockkeeper-record-<workflow id>`` (one key per node:
     #: the Node object, labels, runtime, bootstrap config, packages, addresses), kept so the
     #: nodes can be recovered without Temporal (procedures-spec §1.6).
     record_namespace: str = "openshift-config"
-    alerts: AlertGatePolicy | None = None
 
     @field_validator("record_namespace")
     @classmethod
@@ -282,16 +276,17 @@ class GateDecision(BaseModel):
     state: GateState
     identity: str
     comment: str = ""
-    choice: Literal["rerun", "mark-done", "abort"] | None = None
+    choice: Literal["rerun", "mark-done", "wait", "abort"] | None = None
 
 
 class UnknownOutcomeInput(OperatorInput):
-    """The ``resolve_unknown`` update: answer an unknown-outcome gate with ``rerun``,
-    ``mark-done`` (a comment saying what was checked is required) or ``abort``; with the
+    """The ``resolve_unknown`` update: answer an unknown-outcome gate with one of its choices
+    (``rerun``, ``mark-done``: a comment saying what was checked is required; the reboot's gate
+    also ``wait``) or ``abort``; with the
     decision's ``sent_at`` / ``deadline`` / ``connection_identity`` (:class:`~workflows.kit.models.OperatorInput`)."""
 
     gate_id: str
-    choice: Literal["rerun", "mark-done", "abort"]
+    choice: Literal["rerun", "mark-done", "wait", "abort"]
     identity: str
     comment: str = ""
 

@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.drain import DrainGateState
     from workflows.kit.gates import Gates
     from workflows.kit.health import Check
-    from workflows.kit.models import ApprovalRules, DrainDecision, GateRecord, GateState, HealthStatus, NodeControlInput
+    from workflows.kit.models import DrainDecision, GateRecord, GateState, HealthStatus, NodeControlInput
     from workflows.kit.noderun import NodeRun, NodeRunWorkflow, Stopped
     from workflows.runtime_migration import plan
     from workflows.runtime_migration.gluster import read_assessment
@@ -53,9 +53,6 @@ DELETE_RECORDED_NODE = "delete_recorded_node"
 SAVE_NODE_RECORD = "save_node_record"
 #: The steps before anything irreversible happens on the host: a skip is honoured only there.
 BEFORE_DESTRUCTIVE = ("start", "safety", "approve-migration", "drain", "record")
-#: workflow.patched ID: an abort honoured before the destructive steps uncordons the node
-#: (histories from before it end with the node left cordoned).
-PATCH_ABORT_UNCORDON = "runtime-migration-abort-uncordon"
 
 
 @workflow.defn
@@ -78,16 +75,15 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow, RejoinSteps):
         self.destructive = any(step not in BEFORE_DESTRUCTIVE for step in self.st.done_steps)
         self.history: list[GateRecord] = []
         self.control = Control(on_change=self._push, noun="node migration")
-        rules = ApprovalRules(requested_by=run.requested_by, four_eyes=run.four_eyes, allowed_approvers=run.allowed_approvers)
-        self.gates = Gates(self.control, rules, self.history, noun="node migration", pause_on_reject=False, on_change=self._push)
+        self.gates = Gates(self.control, run.approvals, self.history, noun="node migration", pause_on_reject=False, on_change=self._push)
         self.health: dict[str, HealthStatus] = {}
         t = run.timing
         self.node_run = NodeRun(
             node=input.node, attempt=1, parent_id=input.parent_id, owner=input.parent_id, warn_fraction=0.8,
-            timeouts=acts.Timeouts(t.activity, 10.0), drain=DrainGateState(input.node, t.decide_after, run.gate_timeout_seconds, DrainDecision.WAIT),
+            timeouts=acts.Timeouts(t.activity, 10.0), drain=DrainGateState(input.node, t.decide_after, run.gates.timeout_seconds, DrainDecision.WAIT),
             deadline_consequence="the migration of {node} stays at the drain",
         )
-        self.steps = NodeSteps(input.node, run.host_access[input.node], t, self.st, self.gates, self._push, run.gate_timeout_seconds)
+        self.steps = NodeSteps(input.node, run.host_access[input.node], t, self.st, self.gates, self._push, run.gates.timeout_seconds)
         self.record = prev.record.model_copy(deep=True) if prev is not None and prev.record is not None else NodeRecordView()
         self._signals: list[asyncio.Future[None]] = []
         self._sent = 0  # rows sent to the parent (NodeMigrationStatus.seq)
@@ -116,9 +112,10 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow, RejoinSteps):
         if gate is None or gate.state != GateState.WAITING:
             workflow.logger.info("decision on %s ignored: no such gate waiting", d.gate_id)
             return
-        if d.choice is not None:
-            self.steps.choices[d.gate_id] = d.choice
-        self.gates.decide(gate, d.state, d.identity, d.comment)
+        if d.state == GateState.DECIDED and d.choice in gate.choices:
+            self.gates.choose(gate, d.choice, d.identity, d.comment)
+        else:
+            self.gates.decide(gate, d.state, d.identity, d.comment)
 
     @workflow.signal
     def abort_migration(self, identity: str) -> None:
@@ -439,7 +436,7 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow, RejoinSteps):
                 outcome = "aborted" if err.aborted else "failed"
                 reason = f"stopped at {err.step}: {err.reason}" + (f"; node {self.node} is DELETED and not registered again"
                                                                     if self.st.node_deleted else "")
-                if outcome == "aborted" and not self.destructive and workflow.patched(PATCH_ABORT_UNCORDON):
+                if outcome == "aborted" and not self.destructive:
                     reason += await self._abort_uncordon()
             self.st.reason = reason
             self.steps.set(err.step, None, phase=outcome)

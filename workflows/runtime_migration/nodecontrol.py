@@ -251,11 +251,11 @@ class NodeControl:
                  f"approve or `lockkeeper retry-node {self._id} {node}` runs it again from {row.step} (finished steps are not repeated)")
         text = (f"node {node} stopped at {row.step}: {res.reason}. {retry}; `lockkeeper skip-node {self._id} {node}` leaves it "
                 f"{state} and goes on with the next node; reject ends the migration")
-        gate = self.gates.open(f"{node}/stopped/{row.attempt}", GateKind.NODE, node=node, timeout_seconds=self._in.gate_timeout_seconds,
+        gate = self.gates.open(f"{node}/stopped/{row.attempt}", GateKind.NODE, node=node, timeout_seconds=self._in.gates.timeout_seconds,
                                comment=text, opened_by="lockkeeper", record_comment=text)
         self.held[node] = gate
         self.touch()
-        await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=self._in.gate_timeout_seconds)
+        await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=self._in.gates.timeout_seconds)
         self.held.pop(node, None)
         self.touch()
         choice, req = self.hold_choice.pop(node, (None, None))

@@ -76,7 +76,7 @@ async def _post_check(wf: Any, baseline: dict[str, dict[str, str]], migrated: li
         return
     what = "; ".join(f"yum -y install {' '.join(p)} on {n}" for n, p in missing.items())
     gate = await wf.gates.approval(INSTALL_GATE, f"post-check found missing packages: {what}; approve installs them, "
-                                   "reject leaves them for later", timeout_seconds=inp.gate_timeout_seconds,
+                                   "reject leaves them for later", timeout_seconds=inp.gates.timeout_seconds,
                                    timeout_outcome=GateTimeoutOutcome.REJECT)
     if gate.state != GateState.APPROVED:
         for f in st.findings:

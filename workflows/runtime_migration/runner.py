@@ -4,9 +4,11 @@ instead of running again (procedures-spec §1.3, §1.8).
 
 :class:`NodeSteps` lives in the node workflow's state, so a replay after a worker crash rebuilds it
 exactly; the Temporal history is what makes a finished step never run again. Run-once steps run in
-activities with ``maximum_attempts=1``; when such an activity is lost (its worker died, its
-heartbeat stopped) the outcome is unknown: the reboot is confirmed by a new ``boot_id``, anything
-else opens an unknown-outcome gate (re-run, mark done with a comment, abort).
+activities with ``maximum_attempts=1``. The reboot is the kit's (:func:`workflows.kit.host.reboot`:
+confirmed by a new boot ID, else its gate ``reboot/<node>/<n>`` with the choices ``wait`` /
+``rerun`` / ``mark-done``); a lost external command opens the unknown-outcome gate
+``<node>/unknown/<step>`` with the choices ``mark-done`` / ``rerun`` (reject = abort), never a
+comment's first word.
 
 Gate ids are ``<node>/<kind>/<step>`` with kind ``destructive``, ``unknown``, ``health``,
 ``human`` or ``failed`` (the spec's gate kinds; the kit's :class:`GateKind` has no such values,
@@ -22,15 +24,17 @@ from typing import Literal
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
-from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from activities.host.models import CommandResult, HostAccess, RunCommandInput
     from activities.runtime_migration.models import ExternalCommandInput
     from workflows.kit import calls as acts
+    from workflows.kit.control import Aborted, RevertRequested
     from workflows.kit.gates import Gates
+    from workflows.kit.host import HostSteps, RebootFailed, reboot
     from workflows.kit.health import Backoff, Check, wait_until
-    from workflows.kit.models import GateKind, GateState, GateTimeoutOutcome, HealthStatus, failure_message
+    from workflows.kit.inputs import GatePolicy
+    from workflows.kit.models import GateKind, HealthStatus, failure_message
     from workflows.runtime_migration.models import LastCommand, NodeMigrationStatus, Timing
 
 RUN_EXTERNAL_COMMAND = "run_external_command"
@@ -53,12 +57,6 @@ class StepStopped(Exception):
         self.aborted = aborted
 
 
-def lost(err: ActivityError) -> bool:
-    """The activity's outcome is unknown: it timed out (start-to-close or heartbeat: the worker
-    died or the host stopped answering mid-command); it may have acted."""
-    return isinstance(err.cause, TemporalTimeoutError)
-
-
 class NodeSteps:
     """Commands and gates of one node. ``status``: the node's row (kept current); ``push``: send
     the row to the parent; ``gates``: this node's gates (decisions arrive from the parent)."""
@@ -72,8 +70,9 @@ class NodeSteps:
         self.gates = gates
         self.push = push
         self.gate_timeout = gate_timeout
-        #: Gate id → the choice made on an unknown-outcome gate (rerun / mark-done / abort).
-        self.choices: dict[str, Choice] = {}
+        #: The kit's host steps (the reboot and its boot IDs).
+        self.host = HostSteps(gates, on_change=push, timeouts=acts.Timeouts(timing.activity, 10.0), heartbeat_seconds=timing.heartbeat,
+                              gate_timeout_seconds=gate_timeout)
 
     # --- status ---------------------------------------------------------------------------------
 
@@ -120,33 +119,19 @@ class NodeSteps:
         self._remember(step, self.access.describe(), result)
         return result
 
-    async def probe(self, step: str, argv: list[str]) -> CommandResult | None:
-        """A read-only command for a check; None when the host does not answer (one attempt)."""
-        cmd = RunCommandInput(access=self.access, argv=list(argv), timeout_seconds=30)
-        try:
-            return await workflow.execute_activity(
-                acts.RUN_NODE_COMMAND, cmd,
-                result_type=CommandResult, start_to_close_timeout=timedelta(seconds=cmd.bound_seconds() + 30),
-                heartbeat_timeout=timedelta(seconds=self.timing.heartbeat), retry_policy=ONCE,
-            )
-        except ActivityError:
-            return None
-
     # --- gates ----------------------------------------------------------------------------------
 
-    async def gate(self, kind: str, step: str, what: str) -> bool:
-        """Open gate ``<node>/<kind>/<step>`` showing ``what`` and wait; True when approved. A
-        rejection, a timeout or an abort returns False. A gate approved earlier in this run (the
-        same id) is asked again: each call is a new question."""
+    async def gate(self, kind: str, step: str, what: str, choices: tuple[str, ...] = ()) -> bool:
+        """Open gate ``<node>/<kind>/<step>`` showing ``what`` (with ``choices`` besides reject:
+        approve takes the first) and wait; True when approved or a choice was made. A rejection,
+        a timeout or an abort returns False. Each call is a new question (kit ``Gates.step``)."""
         gate_id = f"{self.node}/{kind}/{step}"
-        gate = self.gates.open(gate_id, GateKind.NODE if kind != "destructive" else GateKind.STEP, node=self.node,
-                               timeout_seconds=self.gate_timeout, comment=f"[{kind}] {what}", opened_by="lockkeeper",
-                               record_comment=what)
         self.set(step, f"approval of gate {gate_id}: {what}", phase="waiting", deadline=self._until(self.gate_timeout))
-        passed = await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=self.gate_timeout)
-        self.gates.passed.discard(gate_id)
+        answer = await self.gates.step(gate_id, f"[{kind}] {what}", GatePolicy(timeout_seconds=self.gate_timeout),
+                                       kind=GateKind.NODE if kind != "destructive" else GateKind.STEP, node=self.node,
+                                       choices=choices, again=True)
         self.set(step)
-        return passed and gate.state == GateState.APPROVED
+        return answer.passed
 
     async def require(self, kind: str, step: str, what: str) -> None:
         """:meth:`gate`, raising :class:`StepStopped` unless approved."""
@@ -154,20 +139,13 @@ class NodeSteps:
             raise StepStopped(step, f"gate {self.node}/{kind}/{step} not approved", aborted=self.gates.control.abort)
 
     async def unknown(self, step: str, what: str) -> Choice:
-        """An unknown-outcome gate ``<node>/unknown/<step>``: approve = mark done (say in the
-        comment what you checked), approve with a comment starting ``rerun`` or the
-        ``resolve_unknown`` update's ``rerun`` = run again, reject = abort."""
-        gate_id = f"{self.node}/unknown/{step}"
-        self.choices.pop(gate_id, None)
-        text = (f"{what}. Outcome unknown: check by hand, then approve with a comment saying what you checked "
-                f"(= mark done), or choose rerun, or reject (= abort)")
-        ok = await self.gate("unknown", step, text)
-        gate = self.gates.gates[gate_id]
-        choice = self.choices.get(gate_id)
-        if choice is None:
-            choice = ("rerun" if gate.comment.strip().lower().startswith("rerun") else "mark-done") if ok else "abort"
-        self.choices[gate_id] = choice
-        return choice
+        """An unknown-outcome gate ``<node>/unknown/<step>`` with the explicit choices
+        ``mark-done`` (what approve takes; say in the comment what you checked) and ``rerun``
+        (the ``resolve_unknown`` update, or the parent's ``decide``); reject = abort."""
+        text = f"{what}. Outcome unknown: check by hand, then mark-done (say what you checked), rerun, or reject (= abort)"
+        if not await self.gate("unknown", step, text, choices=("mark-done", "rerun")):
+            return "abort"
+        return "rerun" if self.gates.gates[f"{self.node}/unknown/{step}"].decision == "rerun" else "mark-done"
 
     # --- run-once steps -------------------------------------------------------------------------
 
@@ -203,60 +181,24 @@ class NodeSteps:
                                    f"approve runs it again (fix the cause first), reject stops"):
                 raise StepStopped(step, f"{argv[0]} exited {result.exit_code}: {tail[-200:]}")
 
-    async def boot_id(self, step: str) -> str | None:
-        """The node's boot_id now, None when it does not answer."""
-        res = await self.probe(step, ["cat", "/proc/sys/kernel/random/boot_id"])
-        return res.stdout.strip() if res is not None and res.ok and res.stdout.strip() else None
-
     async def reboot(self, old_boot_id: str, argv: list[str], board: dict[str, HealthStatus]) -> str:
-        """Reboot once, confirmed by a new boot_id within ``reboot_timeout``. The command's SSH
-        session dropping is expected (no exit status); a lost activity is the same. Without a new
-        boot_id in time, the unknown-outcome gate decides (rerun / mark-done / abort). Returns the
-        new boot_id ("" when marked done by a person). Raises :class:`StepStopped`."""
-        while True:
-            current = await self.boot_id("reboot")
-            if current is not None and current != old_boot_id:
-                return current  # already rebooted (a resumed or re-run step)
-            self.set("reboot", f"{' '.join(argv)} (runs once), then a new boot_id")
-            try:
-                res = await self.cmd("reboot", argv, once=True, timeout=60)
-                if res.exit_code not in (0, None) and not res.timed_out:
-                    if not await self.gate("failed", "reboot", f"{' '.join(argv)} exited {res.exit_code}: {res.summary()}; approve runs it again"):
-                        raise StepStopped("reboot", f"reboot command failed: {res.summary()}")
-                    continue
-            except ActivityError as err:
-                # The session drops as the host goes down, or the worker died: either way, look.
-                self.st.last_command = LastCommand(step="reboot", argv=list(argv), where=self.access.describe(), at=workflow.now(),
-                                                   tail=f"no exit status ({failure_message(err)}): expected while the host reboots")
-                self.push()
-            new = await self.wait_new_boot(old_boot_id, board)
-            if new is not None:
-                return new
-            choice = await self.unknown("reboot", f"no new boot_id within {self.timing.reboot_timeout:.0f}s after {' '.join(argv)}")
-            if choice == "mark-done":
-                return ""
-            if choice == "abort":
-                raise StepStopped("reboot", "aborted at the unknown-outcome gate", aborted=True)
-
-    async def wait_new_boot(self, old: str, board: dict[str, HealthStatus]) -> str | None:
-        """Poll the boot_id until it differs from ``old`` (the host answers again) or the
-        reboot timeout passes; None on timeout."""
-        seen: dict[str, str] = {}
-        deadline = workflow.now() + timedelta(seconds=self.timing.reboot_timeout)
-
-        async def check() -> Check:
-            bid = await self.boot_id("reboot")
-            if bid is None:
-                return Check(False, "host not answering (rebooting)")
-            if bid != old:
-                seen["new"] = bid
-                return Check(True, f"new boot_id {bid}")
-            return Check(False, f"boot_id still {bid}")
-
-        self.set("reboot", "a new boot_id (the host answering again)", deadline=deadline)
-        hs = await wait_until(check, name=f"{self.node}/reboot", backoff=Backoff(self.timing.reboot_poll, self.timing.reboot_poll * 2),
-                              deadline=deadline, board=board, stop=lambda: self.gates.control.abort, on_poll=lambda _: self.push())
-        return seen.get("new") if hs.state == "ok" else None
+        """Reboot once through the kit (:func:`workflows.kit.host.reboot`, boot ID read on the
+        host): confirmed by a boot ID other than ``old_boot_id`` within ``reboot_timeout``;
+        otherwise its gate ``reboot/<node>/<n>`` offers ``wait`` / ``rerun`` / ``mark-done``.
+        Returns the new boot_id ("" when marked done by a person). Raises :class:`StepStopped`
+        (aborted when the gate was rejected or the run aborted)."""
+        self.host.boots.setdefault(self.node, old_boot_id)
+        self.set("reboot", f"{' '.join(argv)} (runs once), then a new boot_id")
+        try:
+            done = await reboot(self.host, self.node, self.access, list(argv), via="host", timeout_seconds=self.timing.reboot_timeout,
+                                poll_seconds=self.timing.reboot_poll, board=board,
+                                on_wait=lambda _, deadline: self.set("reboot", "a new boot_id (the host answering again)", deadline=deadline))
+        except RebootFailed as err:
+            rejected = any(r.gate_id.startswith(f"reboot/{self.node}/") and r.action == "rejected" for r in self.gates.history)
+            raise StepStopped("reboot", err.reason, aborted=rejected or self.gates.control.abort) from err
+        except (Aborted, RevertRequested) as err:
+            raise StepStopped("reboot", "aborted", aborted=True) from err
+        return done.after or ""
 
     async def wait_ok(self, step: str, what: str, check: Callable[[], Awaitable[Check]], timeout: float,
                       board: dict[str, HealthStatus], *, initial: float | None = None) -> None:

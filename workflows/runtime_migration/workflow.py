@@ -41,7 +41,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.drain import check_decision
     from workflows.kit.models import (
         ChangedItem,
-        ApprovalRules,
         DecideInput,
         DecideResult,
         DrainDecisionSignal,
@@ -102,14 +101,13 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         self._gluster_pods: dict[str, list[str]] = {}
         self.kit_init(
             procedure=PROCEDURE_RUNTIME_MIGRATION, noun="runtime migration", cluster=input.cluster,
-            rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
+            rules=input.approvals,
             status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
             reject_note="the node's migration stops there", alerts=input.alerts,
         )
         self.gates.on_change = self._gates_changed
         self._mirror: dict[str, str] = {}  # gate id → node (a child's gate shown here)
         self._forwarded: set[tuple[str, str]] = set()
-        self._choice: dict[str, str] = {}
         self._drain: dict[str, NodeProgress] = {}
         self._pending: list[asyncio.Future[None]] = []
         self.node_control_init()
@@ -158,14 +156,14 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         self.touch()
         for gate_id, node in self._mirror.items():
             g = self.gates.gates.get(gate_id)
-            if g is None or g.state not in (GateState.APPROVED, GateState.REJECTED):
+            if g is None or g.state not in (GateState.APPROVED, GateState.REJECTED, GateState.DECIDED):
                 continue
             key = (gate_id, str(g.opened_at))
             if key in self._forwarded:
                 continue
             self._forwarded.add(key)
             d = GateDecision(gate_id=gate_id, state=g.state, identity=g.decided_by or "", comment=g.comment,
-                             choice=self._choice.pop(gate_id, None))  # type: ignore[arg-type]
+                             choice=g.decision if g.state == GateState.DECIDED else None)  # type: ignore[arg-type]
             self._signal_child(node, "gate_decision", d)
 
     def on_node_progress(self, progress: NodeProgress) -> None:
@@ -180,8 +178,8 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         if prog is None:
             raise ValueError(f"node {input.node} has no drain running")
         gate = prog.decision_gate if prog.decision_gate and prog.decision_gate.state == GateState.WAITING else None
-        check_decision(input, gate, requested_by=self._in.requested_by, four_eyes=self._in.four_eyes,
-                       allowed_approvers=self._in.allowed_approvers)
+        rules = self._in.approvals
+        check_decision(input, gate, requested_by=rules.requested_by, four_eyes=rules.four_eyes, allowed_approvers=rules.allowed_approvers)
 
     async def on_decide(self, input: DecideInput) -> DecideResult:
         sig = DrainDecisionSignal(decision=input.decision, identity=input.identity, comment=input.comment, at=workflow.now())
@@ -209,20 +207,23 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
 
     @workflow.update
     def resolve_unknown(self, input: UnknownOutcomeInput) -> Gate:
-        """Answer an unknown-outcome gate: ``rerun``, ``mark-done`` (comment required: what was
-        checked) or ``abort``."""
+        """Answer an unknown-outcome gate with one of its choices (``rerun``, ``mark-done``:
+        comment required, what was checked) or ``abort`` (= reject)."""
         gate = self.gates.find_waiting(input.gate_id)
-        self._choice[gate.id] = input.choice
-        self.gates.decide(gate, GateState.REJECTED if input.choice == "abort" else GateState.APPROVED, input.identity,
-                          input.comment or input.choice)
+        if input.choice == "abort":
+            self.gates.decide(gate, GateState.REJECTED, input.identity, input.comment or "abort")
+        else:
+            self.gates.choose(gate, input.choice, input.identity, input.comment or input.choice)
         return gate
 
     @resolve_unknown.validator
     def _validate_resolve_unknown(self, input: UnknownOutcomeInput) -> None:
         check_in_time(input, "resolve_unknown")
         gate = self.gates.find_waiting(input.gate_id)
-        if "/unknown/" not in gate.id:
+        if not gate.choices:
             raise ValueError(f"gate {gate.id} is not an unknown-outcome gate; use approve/reject")
+        if input.choice != "abort" and input.choice not in gate.choices:
+            raise ValueError(f"gate {gate.id}: {input.choice!r} is not one of its choices ({', '.join(gate.choices)}) or abort")
         self.gates.check_approver(input.identity, approving=input.choice != "abort")
         if input.choice == "mark-done" and not input.comment.strip():
             raise ValueError("mark-done needs a comment saying what was checked")

@@ -167,7 +167,8 @@ def start_runtime_migration(
         inventory_step=_argv(inventory_command, "--inventory-command"),
         inventory_restore_step=_argv(inventory_restore_command, "--inventory-restore-command"),
         node_group_step=_argv(node_group_command, "--node-group-command"), peers=peer or None,
-        record_namespace=record_namespace, gate_timeout_seconds=gate_timeout, requested_by=who, four_eyes=four_eyes, allowed_approvers=allowed_approver,
+        record_namespace=record_namespace, gates={"timeout_seconds": gate_timeout},
+        approvals={"requested_by": who, "four_eyes": four_eyes, "allowed_approvers": allowed_approver},
         alerts=alerts,
     )
     run(_start(settings, fields, dry_run, workflow_id, wait, output, who))
