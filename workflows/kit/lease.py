@@ -126,6 +126,11 @@ def holder_noun(procedure: str) -> str:
     return procedure.rsplit("-", 1)[-1] or "procedure"
 
 
+#: How long :meth:`Leases.retake` retries a lease the previous run still holds while it closes.
+RETAKE_FOR = timedelta(seconds=120)
+RETAKE_EVERY = timedelta(seconds=1)
+
+
 class Leases:
     """The leases one procedure run holds (see the module doc).
 
@@ -214,6 +219,25 @@ class Leases:
             exists, holder = await self._ask(lease_id)
             if exists and (holder is None or holder.holder != self.holder):
                 raise self._error(LeaseScope.parse(cluster_scope(cluster)), holder, lease_id)
+
+    async def retake(self, scopes: list[str], *, input_scope: dict[str, str] | None = None) -> None:
+        """Take ``scopes`` again after a continue-as-new (all at once, no cluster probe). A refusal
+        naming this run's ``holder`` (or a scope's own lease ID) is the previous run's lease not
+        closed yet: wait :data:`RETAKE_EVERY` and try again, up to :data:`RETAKE_FOR`. A refusal
+        naming anyone else raises (LeaseHeld, as :meth:`acquire`): another procedure took the
+        scope in the instant between the two runs, and we must not share it."""
+        deadline = workflow.now() + RETAKE_FOR
+        while True:
+            try:
+                await self.acquire(scopes, input_scope=input_scope, probe_cluster=False, concurrent=True)
+                return
+            except ApplicationError as err:
+                details = list(err.details or ())
+                ours = err.type == "LeaseHeld" and bool(details) and details[0] in (self.holder, *map(scope_workflow_id, scopes))
+                if not ours or workflow.now() >= deadline:
+                    raise
+                workflow.logger.info("lease of the previous run not closed yet (%s); retrying", err.message)
+                await workflow.sleep(RETAKE_EVERY)
 
     async def _acquire_concurrently(self, todo: list[str], input_scope: dict[str, str]) -> None:
         """Start the lease children of ``todo`` together; raise the refusal of the first scope

@@ -144,10 +144,9 @@ class _Follow:
 
     async def report_mcn(self, step: str) -> None:
         """Where MachineConfigNodes are served, the controller's side of this node's for ``step``
-        (``report_machine_config_node``: best effort, a no-op when it already says so). Runs
-        without the flag (started before issue 41's last slice) or replaying a history without
-        the ``mcn-controller-conditions`` marker write nothing."""
-        if not self.input.machine_config_nodes or not workflow.patched("mcn-controller-conditions"):
+        (``report_machine_config_node``: best effort, a no-op when it already says so); nothing
+        where the plan found no MachineConfigNodes."""
+        if not self.input.machine_config_nodes:
             return
         await acts.call(
             acts.REPORT_MACHINE_CONFIG_NODE,

@@ -8,26 +8,32 @@ pending children at 2,000: one lease per planned node up front failed a 2,000-no
 node run is then its node's lease (started with the lease's workflow ID, answering ``contend``
 and ``holder``), so the rollout's history records no lease start, release or completion per
 node. A node that ends degraded or failed is leased again by the rollout, which keeps it until
-the end (a skip may still roll it back).
+the end (a skip may still roll it back). After a continue-as-new the next run takes again the
+pools and the nodes it still needs (:meth:`workflows.kit.lease.Leases.retake`); between the two
+runs the scopes are free for an instant: a procedure that takes one then makes the next run fail
+with LeaseHeld, never share the scope.
 
-A mixin of :class:`workflows.machineconfig.workflow.MachineConfigRolloutWorkflow` (it uses the
-rollout's ``_in``, ``_id``, ``leases``, ``batches``, ``_status`` and ``_window_leases``).
-Workflow code only (deterministic).
+A component of :class:`workflows.machineconfig.workflow.MachineConfigRolloutWorkflow` with its
+own state; it reads the node window (:class:`workflows.kit.batches.NodeBatches`: the board's
+node statuses, the children's results, the window's tasks). Workflow code only (deterministic).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.kit.models import NodePhase
+    from workflows.kit import calls as acts
+    from workflows.kit.batches import NodeBatches, WindowCarry
+    from workflows.kit.lease import Leases
+    from workflows.kit.models import FINAL_NODE_PHASES, NodePhase
     from workflows.kit.scopes import node_scope, pool_scope, scope_workflow_id
-    from workflows.machineconfig.handover import RolloutCarry, lease_scopes_to_retake, retake_leases
-    from workflows.machineconfig.models import MachineConfigRolloutInput, NodeRolloutInput, RolloutPlan
+    from workflows.machineconfig.models import NodeRolloutInput, RolloutPlan
     from workflows.machineconfig.node import LEASE_REFUSED, NodeRolloutWorkflow
 
 #: How often the rollout asks again for a degraded node's lease still held by the node run's own
@@ -38,41 +44,45 @@ KEEP_LEASE_TRIES = 10
 _KEEP_LEASE_PHASES = frozenset({NodePhase.DEGRADED, NodePhase.FAILED})
 
 
-class RolloutLeasing:
-    """Taking, retaking and releasing the rollout's leases (see the module doc)."""
+class RolloutLeases:
+    """Taking, retaking and releasing the rollout's leases (see the module doc). ``leases``: the
+    run's :class:`Leases`; ``window_above``: ``window_node_leases_above``; ``touch``: the
+    procedure's status refresh (after a node's warning)."""
 
-    async def _retake_leases(self, input: MachineConfigRolloutInput, plan: RolloutPlan, carry: RolloutCarry) -> None:
-        """Take the pools' leases and those of the nodes still to do again (the previous run's
-        ended with it), before anything starts."""
-        pools = {pool_scope(input.cluster, pp.name): f"pool/{pp.name}" for pp in plan.pools}
-        nodes = {n: node_scope(input.cluster, n) for pp in plan.pools for n in pp.nodes}
-        if self._in_window(plan):
-            # The pools, and the nodes we may still roll back; the others as they start.
-            self._window_leases = True
-            keep = [nodes[n] for n, st in carry.nodes.items() if n in nodes and st.phase in _KEEP_LEASE_PHASES]
-            await retake_leases(self.leases, self._id, [*pools, *keep], pools)
-            return
-        await retake_leases(self.leases, self._id, lease_scopes_to_retake(carry, list(pools), nodes), pools)
+    def __init__(self, leases: Leases, batches: NodeBatches, *, cluster: str, window_above: int,
+                 timeouts: acts.Timeouts, touch: Callable[[], None]) -> None:
+        self.leases, self.batches, self.cluster = leases, batches, cluster
+        self.window_above, self.timeouts, self.touch = window_above, timeouts, touch
+        #: Node runs lease their own nodes (a plan above ``window_above``).
+        self.in_window = False
 
-    def _in_window(self, plan: RolloutPlan) -> bool:
-        """Whether this run leases nodes in the window (a plan above ``window_node_leases_above``)."""
-        return plan.node_count > self._in.window_node_leases_above
-
-    async def _acquire_leases(self, input: MachineConfigRolloutInput, plan: RolloutPlan) -> None:
+    async def take(self, plan: RolloutPlan, carry: WindowCarry | None = None) -> None:
         """Lease every pool (``lease/{cluster}/{pool}``) and, for a plan in the window, probe its
         nodes (one ``find_held_leases`` call), else lease every planned node (all started at
-        once); probe the cluster-wide lease. A scope held by another procedure fails us with
-        LeaseHeld naming its holder."""
-        pools = {pool_scope(input.cluster, pp.name): f"pool/{pp.name}" for pp in plan.pools}
-        nodes = [node_scope(input.cluster, n) for pp in plan.pools for n in pp.nodes]
-        if self._in_window(plan):
-            self._window_leases = True
+        once); probe the cluster-wide lease. After a continue-as-new (``carry``) take again the
+        pools and the nodes not final yet (in the window: those we may still roll back), before
+        anything starts. A scope held by another procedure fails us with LeaseHeld naming it."""
+        pools = {pool_scope(self.cluster, pp.name): f"pool/{pp.name}" for pp in plan.pools}
+        nodes = {n: node_scope(self.cluster, n) for pp in plan.pools for n in pp.nodes}
+        self.in_window = plan.node_count > self.window_above
+        if carry is not None:
+            def wanted(phase: NodePhase) -> bool:
+                return phase in _KEEP_LEASE_PHASES if self.in_window else phase not in FINAL_NODE_PHASES
+            keep = [scope for n, scope in nodes.items() if n in carry.nodes and wanted(carry.nodes[n].phase)]
+            await self.leases.retake([*pools, *keep], input_scope=pools)
+        elif self.in_window:
             await self.leases.acquire(list(pools), input_scope=pools, probe_cluster=True, concurrent=True)
-            await self.leases.probe_by_activity(nodes, timeouts=self._timeouts)
+            await self.leases.probe_by_activity(list(nodes.values()), timeouts=self.timeouts)
         else:
-            await self.leases.acquire([*pools, *nodes], input_scope=pools, probe_cluster=True, concurrent=True)
+            await self.leases.acquire([*pools, *nodes.values()], input_scope=pools, probe_cluster=True, concurrent=True)
 
-    async def _start_node_run(self, child_input: NodeRolloutInput, run_id: str, summary: str) -> workflow.ChildWorkflowHandle:
+    def scope_for_run(self, node: str) -> str | None:
+        """The scope the node run leases itself: None when the rollout leases its nodes up front
+        or holds this one already (kept from a degraded or failed attempt that is now retried)."""
+        scope = node_scope(self.cluster, node)
+        return scope if self.in_window and scope not in self.leases.held else None
+
+    async def start_run(self, child_input: NodeRolloutInput, run_id: str, summary: str) -> workflow.ChildWorkflowHandle:
         """Start the node run ``child_input`` with ID ``run_id``, or with its node's lease ID when
         ``child_input.lease_scope``. Raises the LeaseHeld refusal naming the holder (asked with
         ``contend``) when that lease ID runs already."""
@@ -90,25 +100,19 @@ class RolloutLeasing:
                 raise
             raise await self.leases.refusal(lease) from err
 
-    def _node_lease_for_run(self, node: str) -> str | None:
-        """The scope the node run leases itself, or None when the rollout holds it already (kept
-        from a degraded or failed attempt that is now retried)."""
-        scope = node_scope(self._in.cluster, node)
-        return None if scope in self.leases.held else scope
-
-    def _node_finished(self, node: str) -> None:
+    def node_finished(self, node: str) -> None:
         """A node's child ended: release its lease (not for a degraded or failed node, which a
         skip may still roll back) without holding the window up. When node runs hold their own
         leases, the rollout takes a degraded or failed node's lease instead (its run's ended)."""
-        scope = node_scope(self._in.cluster, node)
-        keep = self._status.nodes[node].phase in _KEEP_LEASE_PHASES
-        if self._window_leases and keep and scope not in self.leases.held:
+        scope = node_scope(self.cluster, node)
+        keep = self.batches.nodes[node].phase in _KEEP_LEASE_PHASES
+        if self.in_window and keep and scope not in self.leases.held:
             result = self.batches.results.get(node)
             if result is not None and result.safe_point == LEASE_REFUSED:
                 return  # another procedure holds it: the run never touched the node
             self.batches.tasks.append(asyncio.create_task(self._keep_node_lease(node, scope)))
             return
-        if not self._window_leases or scope not in self.leases.held or keep:
+        if not self.in_window or scope not in self.leases.held or keep:
             return
         self.batches.tasks.append(asyncio.create_task(self.leases.release_scope(scope)))
 
@@ -129,11 +133,11 @@ class RolloutLeasing:
         """Ask who holds ``scope``; another procedure than this rollout: warn on ``node``, True."""
         err = await self.leases.refusal(scope)
         holder = str(err.details[0]) if err.details else ""
-        if holder == self._id:
+        if holder == self.leases.holder:
             return False
         self._warn(node, f"node lease lost after the node run ended: {err.message}")
         return True
 
     def _warn(self, node: str, warning: str) -> None:
-        self._status.nodes[node].warning = warning
+        self.batches.nodes[node].warning = warning
         self.touch()

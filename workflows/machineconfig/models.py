@@ -123,7 +123,7 @@ class MachineConfigRolloutInput(BaseModel):
     - ``continue_as_new_after_events``: once the run's history reaches this many events, the
       window starts nothing more, lets its nodes finish and continues as new (0: never); Temporal
       caps a history at 51,200 events and slows down well before. ``carried``: set by the
-      rollout itself on continue-as-new (:mod:`workflows.machineconfig.handover`), never by a caller.
+      rollout itself on continue-as-new (:meth:`workflows.kit.batches.NodeBatches.hand_over`), never by a caller.
     - ``window_node_leases_above``: a plan of more nodes (50 by default) leases each node only
       while it is in the window (its pools for the whole run); smaller plans lease every node up
       front, so no other procedure can take one of their nodes mid-run. Temporal caps a

@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from activities.machineconfig.models import PoolNodesInput, PoolNodesPage, PreflightInput, PreflightResult
     from workflows.kit import calls as acts
-    from workflows.kit.batches import Group, NodeBatches
+    from workflows.kit.batches import Group, NodeBatches, WindowCarry, unpack
     from workflows.kit.board import NodeBoard
     from workflows.kit.control import Aborted
     from workflows.kit.models import (
@@ -61,18 +61,20 @@ with workflow.unsafe.imports_passed_through():
         node_owner,
         node_workflow_id,
     )
-    from workflows.machineconfig.handover import (
-        RolloutCarry,
-        pack,
-        unpack,
-    )
-    from workflows.machineconfig.leasing import RolloutLeasing
+    from workflows.machineconfig.leasing import RolloutLeases
     from workflows.machineconfig.network_repair import RepairContext, repair_network
     from workflows.machineconfig.plan import plan_rollout, pool_stages
 
 
+class RolloutCarry(WindowCarry):
+    """What one run of the rollout hands to the next at a continue-as-new (the kit's
+    :class:`WindowCarry` and the plan), packed into the input's ``carried``."""
+
+    plan: RolloutPlan
+
+
 @workflow.defn
-class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
+class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
     """Roll rendered MachineConfigs onto the nodes of one or more pools (see module docstring).
 
     Input :class:`MachineConfigRolloutInput`, result :class:`MachineConfigRolloutResult`, status
@@ -89,8 +91,6 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
         self._status = RolloutStatus(workflow_id=self._id, cluster=input.cluster, started_at=workflow.now())
         self._timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds)
         self._pool_plans: dict[str, PoolPlan] = {}
-        #: Node leases taken by the node runs in the window (a large plan, workflows.machineconfig.leasing).
-        self._window_leases = False
         self.kit_init(
             procedure=PROCEDURE_MACHINECONFIG_ROLLOUT,
             noun="rollout",
@@ -118,19 +118,21 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             pause_on_degraded=input.pause_on_degraded,
             gate_timeout_seconds=input.gate_timeout_seconds,
             gate_timeout_outcome=input.gate_timeout_outcome,
-            hold=self._hold,
-            on_node_finished=self._node_finished,
+            on_node_finished=lambda node: self.node_leases.node_finished(node),
             alerts=self.alerts,
         )
+        self.node_leases = RolloutLeases(self.leases, self.batches, cluster=input.cluster, timeouts=self._timeouts,
+                                         window_above=input.window_node_leases_above, touch=self.touch)
         # The window starts every free place in one workflow task (NodeBatches.next_starts).
         self.batches.start_together = True
         self.kit_windows(input.windows)  # no node starts outside a maintenance window (workflows.kit.windows)
-        #: Continue-as-new allowed (``continue_as_new_after_events`` > 0).
-        self._can = False
-        self._base_events = 0
-        self._carry = unpack(input.carried) if input.carried else None
-        if self._carry is not None:
-            self._restore(self._carry)
+        self._carry = unpack(input.carried, RolloutCarry) if input.carried else None
+        if self._carry is not None:  # the previous run's state, so the first query sees it
+            self._add_groups(self._carry.plan)
+            self.batches.take_over(self._carry, self._status)
+            self._status.plan, self._status.continued = self._carry.plan, self._carry.continued
+            if self._carry.holds or self._carry.hold_history:
+                self.kit_notifier.seen_holds()
 
     # --- the kit's hooks ----------------------------------------------------------------------------
 
@@ -261,7 +263,7 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
     async def _run(self, input: MachineConfigRolloutInput) -> MachineConfigRolloutResult:
         if self._carry is not None:
             plan = self._carry.plan
-            await self._retake_leases(input, plan, self._carry)
+            await self.node_leases.take(plan, self._carry)
         else:
             try:
                 plan = await self._make_plan(input)
@@ -274,10 +276,8 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
                 self.control.base_phase = RolloutPhase.DONE
                 self.touch()
                 return self._result("dry-run", plan, f"{plan.node_count} node(s) in {len(plan.pools)} pool(s) would be rolled")
-            await self._acquire_leases(input, plan)
-        self._can = input.continue_as_new_after_events > 0
-        # Counted from here: a run that re-took thousands of node leases must still move nodes.
-        self._base_events = workflow.info().get_current_history_length()
+            await self.node_leases.take(plan)
+        self.batches.continue_after(input.continue_as_new_after_events)
         self.control.base_phase = RolloutPhase.RUNNING
         self.touch()
         # Stages of pools (pool_order): one pool each when sequential, all of them when parallel.
@@ -287,8 +287,8 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             todo = [name for name in stage if not self.batches.groups[name].finished]
             if todo:
                 await self.batches.run_groups(todo)
-            if self._hold():
-                await self._continue_as_new(input, plan)
+            if self.batches.holding():
+                await self.batches.hand_over(input, self._status, self.leases, RolloutCarry, plan=plan)
         if input.repair_network and not self.control.abort:
             net = self._status.network_repair = NetworkRepairStatus()
             await repair_network(
@@ -312,59 +312,6 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
         totals = self.batches.totals()
         message = self.control.abort_reason if self.control.abort else f"{totals['done']} node(s) updated"
         return self._result("aborted" if self.control.abort else "completed", plan, message)
-
-    # --- continue-as-new (workflows.machineconfig.handover) -----------------------------------------
-
-    def _hold(self) -> bool:
-        """The window holds once this run's history grew by ``continue_as_new_after_events`` since
-        its nodes began to move (never while aborting: an abort finishes in this run)."""
-        limit = self._in.continue_as_new_after_events
-        grown = workflow.info().get_current_history_length() - self._base_events
-        return self._can and not self.control.abort and grown >= limit
-
-    async def _continue_as_new(self, input: MachineConfigRolloutInput, plan: RolloutPlan) -> None:
-        """Hand over to the next run: the window is empty; let signal tasks and handlers finish,
-        then continue as new with the carry. Never returns."""
-        await self.batches.settle()
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        # Release rather than leave the leases to the parent close policy: servers differ on
-        # whether it applies at continue-as-new, and the next run takes them again either way.
-        await self.leases.release(concurrent=True, wait_closed=True)
-        st = self._status
-        carry = RolloutCarry(
-            plan=plan, nodes=st.nodes, groups=self.batches.export_groups(), attempts=self.batches.attempts,
-            results={n: r.model_copy(update={"decisions": [], "drain_report": None}) for n, r in self.batches.results.items()},
-            gates=self.gates.gates, passed=sorted(self.gates.passed), gate_history=st.gate_history, warnings=st.warnings,
-            paused=self.control.paused, paused_reason=self.control.paused_reason, started_at=st.started_at,
-            continued=st.continued + 1, leases=sorted(self.leases.held),
-            holds=dict(self.batches.holds.active), hold_history=list(self.batches.holds.history),
-        )
-        workflow.logger.info("continuing as new after %d events (%d)", workflow.info().get_current_history_length(), carry.continued)
-        workflow.continue_as_new(input.model_copy(update={"carried": pack(carry)}))
-
-    def _restore(self, carry: RolloutCarry) -> None:
-        """Take the previous run's state (from ``__init__``, so the first query sees it)."""
-        for pp in carry.plan.pools:
-            self._pool_plans[pp.name] = pp
-            self.batches.add_group(
-                pp.name, max_unavailable=pp.max_unavailable, nodes=pp.nodes, unavailable=pp.unavailable, gates=pp.gates,
-                skipped=pp.skipped,
-            )
-        st = self._status
-        st.nodes.update(carry.nodes)
-        st.plan, st.continued, st.started_at = carry.plan, carry.continued, carry.started_at or st.started_at
-        st.gate_history.extend(carry.gate_history)
-        st.warnings.extend(carry.warnings)
-        self.batches.restore(carry.groups, carry.attempts, dict(carry.results))
-        self.gates.gates.update(carry.gates)
-        self.gates.passed.update(carry.passed)
-        if carry.paused:
-            self.control.paused, self.control.paused_reason = True, carry.paused_reason
-        if carry.holds or carry.hold_history:
-            # The holds go on in this run; their timers start again when the window runs.
-            self.batches.holds.restore(carry.holds, carry.hold_history)
-            self.batches.holds.bind(st)
-            self.kit_notifier.seen_holds()
 
     async def _make_plan(self, input: MachineConfigRolloutInput) -> RolloutPlan:
         try:
@@ -391,17 +338,21 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             )
         except PlanError as err:
             raise ApplicationError(str(err), type="InvalidPlan", non_retryable=True) from err
+        self._add_groups(plan)
+        self._status.plan = plan
+        if input.search_attributes:
+            workflow.upsert_search_attributes([SA_KEY_POOLS.value_set([p.name for p in plan.pools])])
+        self.touch()
+        return plan
+
+    def _add_groups(self, plan: RolloutPlan) -> None:
+        """One window group per pool of ``plan``, in plan order."""
         for pp in plan.pools:
             self._pool_plans[pp.name] = pp
             self.batches.add_group(
                 pp.name, max_unavailable=pp.max_unavailable, nodes=pp.nodes, unavailable=pp.unavailable, gates=pp.gates,
                 skipped=pp.skipped,
             )
-        self._status.plan = plan
-        if input.search_attributes:
-            workflow.upsert_search_attributes([SA_KEY_POOLS.value_set([p.name for p in plan.pools])])
-        self.touch()
-        return plan
 
     async def _preflight(self, input: MachineConfigRolloutInput) -> PreflightResult:
         """Preflight, its node list in pages of ``input.preflight_page_size`` (one result of
@@ -437,7 +388,6 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
         the node's lease ID when the run is its node's lease), after taking the node's lease
         (in-window leases, :mod:`workflows.machineconfig.leasing`; raises LeaseHeld when another
         procedure holds the node, which the window records as a failed node)."""
-        lease_scope = self._node_lease_for_run(node) if self._window_leases else None
         i = self._in
         child_input = NodeRolloutInput(
             node=node,
@@ -459,11 +409,11 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             drain_escalate_after_seconds=i.drain_escalate_after_seconds,
             decision_timeout_seconds=i.decision_timeout_seconds,
             decision_timeout_outcome=i.decision_timeout_outcome,
-            lease_scope=lease_scope,
+            lease_scope=self.node_leases.scope_for_run(node),
             disruption=next((d for d in self._pool_plans[group.name].disruption if node in d.nodes), None),
             machine_config_nodes=self._status.plan is not None and self._status.plan.machine_config_nodes,
         )
-        return await self._start_node_run(
+        return await self.node_leases.start_run(
             child_input, node_workflow_id(self._id, node, attempt), f"node {node} · MachineConfig handshake (attempt {attempt})"
         )
 
