@@ -60,16 +60,16 @@ class NodeRolloutWorkflow(NodeRunWorkflow):
         # Local: the run's short calls (read, annotate, cordon, uncordon, events) run as local
         # activities first (:func:`workflows.kit.calls.call`), a marker each instead of three
         # activity events and a workflow task (issue 16). The drain shares this Timeouts.
-        self._timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds, local=True)
+        self._timeouts = acts.Timeouts(input.calls.short_call_seconds, input.calls.heartbeat_seconds, local=True)
         self.node_run = NodeRun(
             node=input.node,
             attempt=input.attempt,
             parent_id=input.parent_id,
             owner=input.owner,
-            warn_fraction=input.deadline_warn_fraction,
+            warn_fraction=input.daemon.warn_fraction,
             timeouts=self._timeouts,
             drain=DrainGateState(
-                input.node, input.decide_after_seconds, input.decision_timeout_seconds, input.decision_timeout_outcome
+                input.node, input.drain.decide_after_seconds, input.drain.decision_timeout_seconds, input.drain.decision_timeout_outcome
             ),
             # The parent learns the outcome from our result and the steps from our progress
             # query; it is signalled only a blocked drain, a warning or a decision.

@@ -34,7 +34,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.board import NodeBoard
     from workflows.kit.control import Aborted
     from workflows.kit.models import (
-        ApprovalRules,
         ChangedItem,
         ControlResult,
         DecideInput,
@@ -89,14 +88,13 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
         self._in = input
         self._id = workflow.info().workflow_id
         self._status = RolloutStatus(workflow_id=self._id, cluster=input.cluster, started_at=workflow.now())
-        self._timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds)
+        self._timeouts = acts.Timeouts(input.calls.short_call_seconds, input.calls.heartbeat_seconds)
         self._pool_plans: dict[str, PoolPlan] = {}
         self.kit_init(
             procedure=PROCEDURE_MACHINECONFIG_ROLLOUT,
             noun="rollout",
             cluster=input.cluster,
-            rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes,
-                                allowed_approvers=input.allowed_approvers),
+            rules=input.approvals,
             status=self._status,
             search_attributes=input.search_attributes,
             reject_note="rollout paused",
@@ -116,8 +114,8 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
             recheck_unavailable=self._recheck_unavailable,
             result_type=NodeRolloutResult,
             pause_on_degraded=input.pause_on_degraded,
-            gate_timeout_seconds=input.gate_timeout_seconds,
-            gate_timeout_outcome=input.gate_timeout_outcome,
+            gate_timeout_seconds=input.gates.timeout_seconds,
+            gate_timeout_outcome=input.gates.timeout_outcome,
             on_node_finished=lambda node: self.node_leases.node_finished(node),
             alerts=self.alerts,
         )
@@ -295,8 +293,8 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
                 RepairContext(
                     control=self.control, gates=self.gates, touch=self.touch, health=self._status.health,
                     timeouts=self._timeouts, poll_initial_seconds=input.network_poll_initial_seconds,
-                    poll_max_seconds=input.network_poll_max_seconds, gate_timeout_seconds=input.gate_timeout_seconds,
-                    gate_timeout_outcome=input.gate_timeout_outcome,
+                    poll_max_seconds=input.network_poll_max_seconds, gate_timeout_seconds=input.gates.timeout_seconds,
+                    gate_timeout_outcome=input.gates.timeout_outcome,
                 ),
                 net,
                 plan,
@@ -396,19 +394,9 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
             parent_id=self._id,
             owner=node_owner(self._id, node),
             attempt=attempt,
-            daemon_drain_deadline_seconds=i.daemon_drain_deadline_seconds,
-            daemon_uncordon_deadline_seconds=i.daemon_uncordon_deadline_seconds,
-            deadline_warn_fraction=i.deadline_warn_fraction,
-            drain_backoff_initial_seconds=i.drain_backoff_initial_seconds,
-            drain_backoff_max_seconds=i.drain_backoff_max_seconds,
-            drain_wait_seconds=i.drain_wait_seconds,
-            wait_activity_timeout_seconds=i.wait_activity_timeout_seconds,
-            activity_timeout_seconds=i.activity_timeout_seconds,
-            activity_heartbeat_timeout_seconds=i.activity_heartbeat_timeout_seconds,
-            decide_after_seconds=i.decide_after_seconds,
-            drain_escalate_after_seconds=i.drain_escalate_after_seconds,
-            decision_timeout_seconds=i.decision_timeout_seconds,
-            decision_timeout_outcome=i.decision_timeout_outcome,
+            drain=i.drain,
+            daemon=i.daemon,
+            calls=i.calls,
             lease_scope=self.node_leases.scope_for_run(node),
             disruption=next((d for d in self._pool_plans[group.name].disruption if node in d.nodes), None),
             machine_config_nodes=self._status.plan is not None and self._status.plan.machine_config_nodes,
