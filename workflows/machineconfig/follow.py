@@ -195,12 +195,15 @@ class _Follow:
 
     async def first_drain(self) -> None:
         self.escalate(self.drain_asked_at or workflow.now())
-        self.drain_seconds = await self.run.cordon_and_drain(
-            wait_seconds=self.input.drain.wait_seconds,
-            backoff_initial=self.input.drain.backoff_initial_seconds,
-            backoff_max=self.input.drain.backoff_max_seconds,
-            deadline_seconds=self.input.daemon.drain_deadline_seconds,
-            hand_off=self.hand_off_drain,
+        self.drain_seconds = await self.cordon_and_drain()
+
+    async def cordon_and_drain(self, *, stoppable: bool = True) -> float:
+        """The kit's cordon-and-drain with the rollout's drain policy, handing off when done;
+        returns the drain's seconds (:meth:`workflows.kit.noderun.NodeRun.cordon_and_drain`)."""
+        d = self.input.drain
+        return await self.run.cordon_and_drain(
+            wait_seconds=d.wait_seconds, backoff_initial=d.backoff_initial_seconds, backoff_max=d.backoff_max_seconds,
+            deadline_seconds=self.input.daemon.drain_deadline_seconds, hand_off=self.hand_off_drain, stoppable=stoppable,
         )
 
     async def redrain(self, node: NodeInfo) -> NodeRolloutResult | None:
@@ -219,14 +222,7 @@ class _Follow:
         run.drain.decide_after = ask_by if run.drain.decide_after is None else min(run.drain.decide_after, ask_by)
         self.escalate(workflow.now())
         try:
-            await run.cordon_and_drain(
-                wait_seconds=inp.drain.wait_seconds,
-                backoff_initial=inp.drain.backoff_initial_seconds,
-                backoff_max=inp.drain.backoff_max_seconds,
-                deadline_seconds=inp.daemon.drain_deadline_seconds,
-                hand_off=self.hand_off_drain,
-                stoppable=False,
-            )
+            await self.cordon_and_drain(stoppable=False)
         except Stopped:
             gate = run.drain.gate
             kind = "skip" if gate is not None and gate.decision == DrainDecision.SKIP else "abort"

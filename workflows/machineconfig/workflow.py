@@ -35,12 +35,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.control import Aborted
     from workflows.kit.models import (
         ChangedItem,
-        ControlResult,
         DecideInput,
-        DecideResult,
-        NodeControlInput,
         NodePhase,
-        NodeProgress,
     )
     from workflows.kit.plan import PlanError, is_unavailable
     from workflows.kit.planning import planning_call
@@ -145,30 +141,10 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
         """The plan once computed (None while planning)."""
         return self._status.plan
 
-    def on_abort(self, identity: str) -> None:
-        self.batches.abort_children(identity)
-
-    def on_node_progress(self, progress: NodeProgress) -> None:
-        self.board.on_progress(progress)
-
-    def check_skip_node(self, input: NodeControlInput) -> None:
-        self.batches.check_request(input, "skip", finished=self.control.finished())
-
-    def on_skip_node(self, input: NodeControlInput) -> ControlResult:
-        return ControlResult(message=self.batches.request("skip", input))
-
-    def check_retry_node(self, input: NodeControlInput) -> None:
-        self.batches.check_request(input, "retry", finished=self.control.finished())
-
-    def on_retry_node(self, input: NodeControlInput) -> ControlResult:
-        return ControlResult(message=self.batches.request("retry", input))
-
     def check_decide(self, input: DecideInput) -> None:
+        """As the kit's, but a node that is not the rollout's is refused naming its nodes."""
         finished = str(self.control.base_phase) if self.control.finished() else None
         self.board.check_decide(input, self.gates.rules, finished=finished, in_flight=input.node in self.batches.children)
-
-    async def on_decide(self, input: DecideInput) -> DecideResult:
-        return await self.board.decide(input, self.batches.children.get(input.node), self.control)
 
     def procedure_status(self) -> RolloutStatus:
         """Phase, paused reason, per-node status, gates, totals and what the rollout waits for,
