@@ -21,8 +21,6 @@ from activities.cluster.models import DrainReport
 from activities.machineconfig.models import HealthCheckFact
 from workflows.kit.inputs import CallTimeouts, DrainPolicy, MaintenanceWindows, NodeOrder, ProcedureInput, Strict
 from workflows.kit.models import (
-    Gate,
-    GateRecord,
     NodeResult,
     NodeStatus,
     ProcedureResult,
@@ -333,28 +331,15 @@ class RolloutStatus(ProcedureStatus):
     """Answer of the ``status`` query. ``waiting_for``/``since``/``deadline`` summarise the wait."""
 
     procedure: str = PROCEDURE_MACHINECONFIG_ROLLOUT
-    workflow_id: str = ""
-    cluster: str = "default"
     phase: RolloutPhase = RolloutPhase.PLANNING
-    paused_reason: str | None = None
     plan: RolloutPlan | None = None
     current_pool: str | None = None
     #: Pools whose window is open now (several with pool_order parallel / masters-first).
     current_pools: list[str] = Field(default_factory=list)
     nodes: dict[str, NodeStatus] = Field(default_factory=dict)
-    gates: list[Gate] = Field(default_factory=list)
-    gate_history: list[GateRecord] = Field(default_factory=list)
     totals: RolloutTotals = Field(default_factory=RolloutTotals)
     in_flight: list[str] = Field(default_factory=list)
-    warnings: list[str] = Field(default_factory=list)
-    started_at: datetime | None = None
-    updated_at: datetime | None = None
-    waiting_for: str | None = None
-    since: datetime | None = None
-    deadline: datetime | None = None
-    abort_requested: bool = False
     network_repair: NetworkRepairStatus | None = None
-    error: str | None = None
     #: Continue-as-new boundaries this rollout crossed (its runs minus one).
     continued: int = 0
 
@@ -397,12 +382,8 @@ class MachineConfigRolloutResult(ProcedureResult):
     outcome: Literal["completed", "aborted", "failed", "dry-run"]
     plan: RolloutPlan | None = None
     nodes: dict[str, NodeResult] = Field(default_factory=dict)
-    gate_history: list[GateRecord] = Field(default_factory=list)
     summary: RolloutTotals = Field(default_factory=RolloutTotals)
     network_repair: NetworkRepairStatus | None = None
-    message: str = ""
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
 
 
 # --- node run ------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.batches import Group, NodeBatches, WindowCarry, unpack
     from workflows.kit.board import NodeBoard
     from workflows.kit.control import Aborted
+    from workflows.kit.health import Backoff
     from workflows.kit.models import (
         ChangedItem,
         DecideInput,
@@ -267,10 +268,9 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
             net = self._status.network_repair = NetworkRepairStatus()
             await repair_network(
                 RepairContext(
-                    control=self.control, gates=self.gates, touch=self.touch, health=self._status.health,
-                    timeouts=self._timeouts, poll_initial_seconds=input.network_poll_initial_seconds,
-                    poll_max_seconds=input.network_poll_max_seconds, gate_timeout_seconds=input.gates.timeout_seconds,
-                    gate_timeout_outcome=input.gates.timeout_outcome,
+                    control=self.control, gates=self.gates, touch=self.touch, health=self._status.health, timeouts=self._timeouts,
+                    backoff=Backoff(initial=input.network_poll_initial_seconds, maximum=input.network_poll_max_seconds),
+                    policy=input.gates,
                 ),
                 net,
                 plan,
