@@ -214,25 +214,13 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
         return items, commands
 
     def _result(self, outcome: str, plan: RolloutPlan, message: str) -> MachineConfigRolloutResult:
-        snap = self.procedure_status()
-        # Hold records only when the run held a node: results of runs without holds stay as they were.
-        held = {"hold_history": snap.hold_history} if snap.hold_history else {}
-        if outcome == "aborted":  # what stays changed, named as the simulator's diff names it
-            left, commands = self._left_changed(plan)
-            if left:
-                held.update(left_changed=left, next_commands=commands)
-        return MachineConfigRolloutResult(
-            **held,
-            workflow_id=self._id,
-            outcome=outcome,  # type: ignore[arg-type]
-            plan=plan,
-            nodes=self.batches.node_results(),
-            gate_history=snap.gate_history,
-            summary=snap.totals,
-            network_repair=snap.network_repair,
-            message=message,
-            started_at=snap.started_at,
-            finished_at=workflow.now(),
+        """The kit's ending (:meth:`kit_end`) with the plan, the nodes, the totals, the network
+        repair and, after an abort, what stays changed as the simulator's diff names it."""
+        left, commands = self._left_changed(plan) if outcome == "aborted" else ([], [])
+        return self.kit_end(
+            MachineConfigRolloutResult, outcome, message, plan=plan, nodes=self.batches.node_results(),
+            summary=RolloutTotals(**self.batches.totals()), network_repair=self._status.network_repair,
+            **({"left_changed": left, "next_commands": commands} if left else {}),
         )
 
     async def _run(self, input: MachineConfigRolloutInput) -> MachineConfigRolloutResult:
