@@ -140,7 +140,7 @@ class _Follow:
 
     async def hand_off_drain(self) -> None:
         await self.report_mcn("drained")
-        self.after_drain = await self.wf._annotate({ANN_LAST_APPLIED_DRAIN: self.drain_v})
+        self.after_drain = await self.wf.annotate({ANN_LAST_APPLIED_DRAIN: self.drain_v})
 
     async def report_mcn(self, step: str) -> None:
         """Where MachineConfigNodes are served, the controller's side of this node's for ``step``
@@ -152,7 +152,7 @@ class _Follow:
             acts.REPORT_MACHINE_CONFIG_NODE,
             ReportMachineConfigNodeInput(node=self.input.node, step=step, drain=self.drain_v),  # type: ignore[arg-type]
             bool,
-            timeouts=self.wf._timeouts,
+            timeouts=self.run.timeouts,
         )
 
     def handed_off_now(self) -> NodeInfo:
@@ -250,7 +250,7 @@ class _Follow:
         warning = run.warn_deadline("uncordon hand-off", asked, inp.daemon.uncordon_deadline_seconds)
         await run.report(NodePhase.RUNNING, NodeStep.HAND_OFF_UNCORDON, deadline=deadline, warning=warning)
         await self.report_mcn("uncordoned")
-        return await self.wf._annotate({ANN_LAST_APPLIED_DRAIN: self.uncordon_v})
+        return await self.wf.annotate({ANN_LAST_APPLIED_DRAIN: self.uncordon_v})
 
     # --- waiting for the daemon ---------------------------------------------------------------
 
@@ -286,7 +286,7 @@ class _Follow:
                 ),
                 WaitForNodeDoneResult,
                 seconds=inp.daemon.wait_activity_timeout_seconds,
-                timeouts=self.wf._timeouts,
+                timeouts=self.run.timeouts,
             )
             node, hand_off = res.node, False
             if res.drain_handed_off_at is not None:  # the daemon's clocks start at the write
@@ -317,7 +317,7 @@ class _Follow:
             except TimeoutError:
                 pass
             self.run.check_stop()
-        return await self.wf._read()
+        return await self.wf.read()
 
 
 async def _drain_when_asked(
@@ -336,7 +336,7 @@ async def _drain_when_asked(
         ),
         DrainWhenAskedResult,
         seconds=input.daemon.wait_activity_timeout_seconds + input.drain.wait_seconds,
-        timeouts=wf._timeouts,
+        timeouts=wf.node_run.timeouts,
         wait_cancelled=True,
     )
     # A skip or abort during the call rolls back once the call has ended: it may set desiredConfig
@@ -372,7 +372,7 @@ async def follow_from_start(wf: NodeRolloutWorkflow, input: NodeRolloutInput) ->
 async def _roll_back(wf: NodeRolloutWorkflow) -> NodeRolloutResult:
     run = wf.node_run
     return await run.roll_back(
-        NodeRolloutResult, f"before drain hand-off ({run.progress.step})", wf._undo_desired_config, before="the drain hand-off",
+        NodeRolloutResult, f"before drain hand-off ({run.progress.step})", wf.undo_desired_config, before="the drain hand-off",
     )
 
 
@@ -418,7 +418,7 @@ async def _loop(
     if first is not None:
         step, degraded = first
         if degraded and not f.in_grace():
-            return await wf._degraded(node, step), node
+            return await wf.degraded(node, step), node
     while not is_at_target(node, input.target):
         dd, la = node.desired_drain, node.last_applied_drain
         if dd == f.drain_v and la != f.drain_v:
@@ -440,15 +440,15 @@ async def _loop(
         if node.degraded:
             step = _current_step(run.progress.step)
             if not f.in_grace():
-                return await wf._degraded(node, step), node
+                return await wf.degraded(node, step), node
             node = await f.grace_poll(node, step)
             continue
         if not f.handed_off and node.desired_config != input.target:
             run.check_stop()
             await run.report(NodePhase.RUNNING, NodeStep.SET_DESIRED_CONFIG)
-            node = await wf._annotate({ANN_DESIRED_CONFIG: input.target})
+            node = await wf.annotate({ANN_DESIRED_CONFIG: input.target})
             continue
         node, step, degraded = await f.wait(node)
         if degraded and not f.in_grace():
-            return await wf._degraded(node, step), node
+            return await wf.degraded(node, step), node
     return None, node

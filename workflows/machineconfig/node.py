@@ -76,12 +76,14 @@ class NodeRolloutWorkflow(NodeRunWorkflow):
             report_steps=frozenset(),
         )
 
-    # --- activities -----------------------------------------------------------------------------
+    # --- calls (follow.py uses them) -----------------------------------------------------------------------------
 
-    async def _read(self) -> NodeInfo:
+    async def read(self) -> NodeInfo:
+        """The node as the API has it now (``read_node``)."""
         return await acts.call(acts.READ_NODE, ReadNodeInput(node=self._in.node), NodeInfo, timeouts=self._timeouts)
 
-    async def _annotate(self, annotations: dict[str, str | None]) -> NodeInfo:
+    async def annotate(self, annotations: dict[str, str | None]) -> NodeInfo:
+        """Set (a value) or remove (None) the node's ``annotations``; returns the node after."""
         return await acts.call(
             # No read first: each of the run's writes is idempotent and usually needed (desiredConfig,
             # a hand-off), so one request instead of two, in a workflow task that stays open for it.
@@ -90,13 +92,14 @@ class NodeRolloutWorkflow(NodeRunWorkflow):
             timeouts=self._timeouts,
         )
 
-    async def _undo_desired_config(self) -> None:
+    async def undo_desired_config(self) -> None:
         """Rollback before the hand-off: desiredConfig back to currentConfig."""
-        node = await self._read()
+        node = await self.read()
         if node.current_config and node.desired_config != node.current_config:
-            await self._annotate({ANN_DESIRED_CONFIG: node.current_config})
+            await self.annotate({ANN_DESIRED_CONFIG: node.current_config})
 
-    async def _degraded(self, node: NodeInfo, step: NodeStep) -> NodeRolloutResult:
+    async def degraded(self, node: NodeInfo, step: NodeStep) -> NodeRolloutResult:
+        """Report the node degraded at ``step`` with the daemon's reason; the run's result."""
         reason = node.reason or f"state {node.state}"
         workflow.logger.warning("node %s degraded at %s: %s", self._in.node, step, reason)
         await self.node_run.report(NodePhase.DEGRADED, step, "retry-node or skip-node", reason=reason)
@@ -127,7 +130,7 @@ class NodeRolloutWorkflow(NodeRunWorkflow):
         # drain (follow.py). A run asked to stop before it began only reads the node.
         if run.stop:
             await run.report(NodePhase.RUNNING, NodeStep.READ)
-            node = await self._read()
+            node = await self.read()
         else:
             first = await follow_from_start(self, input)
             if isinstance(first, NodeRolloutResult):
