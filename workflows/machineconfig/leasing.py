@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.models import FINAL_NODE_PHASES, NodePhase
     from workflows.kit.scopes import node_scope, pool_scope, scope_workflow_id
     from workflows.machineconfig.models import NodeRolloutInput, RolloutPlan
-    from workflows.machineconfig.node import LEASE_REFUSED, NodeRolloutWorkflow
+    from workflows.machineconfig.node import NodeRolloutWorkflow
 
 #: How often the rollout asks again for a degraded node's lease still held by the node run's own
 #: lease while it closes (a second apart).
@@ -107,9 +107,6 @@ class RolloutLeases:
         scope = node_scope(self.cluster, node)
         keep = self.batches.nodes[node].phase in _KEEP_LEASE_PHASES
         if self.in_window and keep and scope not in self.leases.held:
-            result = self.batches.results.get(node)
-            if result is not None and result.safe_point == LEASE_REFUSED:
-                return  # another procedure holds it: the run never touched the node
             self.batches.tasks.append(asyncio.create_task(self._keep_node_lease(node, scope)))
             return
         if not self.in_window or scope not in self.leases.held or keep:

@@ -36,9 +36,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.models import LeaseInfo, NodePhase
     from workflows.machineconfig.models import NodeRolloutInput, NodeRolloutResult, NodeStep
 
-#: ``safe_point`` of a run whose node lease was refused: it changed nothing.
-LEASE_REFUSED = "node lease refused: nothing changed"
-
 
 @workflow.defn(sandboxed=False)
 class NodeRolloutWorkflow(NodeRunWorkflow):
