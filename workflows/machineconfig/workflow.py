@@ -57,7 +57,9 @@ with workflow.unsafe.imports_passed_through():
         node_owner,
         node_workflow_id,
     )
-    from workflows.machineconfig.leasing import RolloutLeases
+    from workflows.kit.lease import WindowLeases
+    from workflows.kit.scopes import pool_scope
+    from workflows.machineconfig.node import NodeRolloutWorkflow
     from workflows.machineconfig.network_repair import RepairContext, repair_network
     from workflows.machineconfig.plan import plan_rollout, pool_stages
 
@@ -116,7 +118,8 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
             on_node_finished=lambda node: self.node_leases.node_finished(node),
             alerts=self.alerts,
         )
-        self.node_leases = RolloutLeases(self.leases, self.batches, cluster=input.cluster, timeouts=self._timeouts,
+        # Its pools for the whole run; its nodes up front, or each while in the window (a large plan).
+        self.node_leases = WindowLeases(self.leases, self.batches, cluster=input.cluster, timeouts=self._timeouts,
                                          window_above=input.window_node_leases_above, touch=self.touch)
         # The window starts every free place in one workflow task (NodeBatches.next_starts).
         self.batches.start_together = True
@@ -226,7 +229,7 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
     async def _run(self, input: MachineConfigRolloutInput) -> MachineConfigRolloutResult:
         if self._carry is not None:
             plan = self._carry.plan
-            await self.node_leases.take(plan, self._carry)
+            await self._take_leases(plan, self._carry)
         else:
             try:
                 plan = await self._make_plan(input)
@@ -239,7 +242,7 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
                 self.control.base_phase = RolloutPhase.DONE
                 self.touch()
                 return self._result("dry-run", plan, f"{plan.node_count} node(s) in {len(plan.pools)} pool(s) would be rolled")
-            await self.node_leases.take(plan)
+            await self._take_leases(plan)
         self.batches.continue_after(input.continue_as_new_after_events)
         self.control.base_phase = RolloutPhase.RUNNING
         self.touch()
@@ -307,6 +310,12 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
         self.touch()
         return plan
 
+    async def _take_leases(self, plan: RolloutPlan, carry: RolloutCarry | None = None) -> None:
+        """The pools' leases (``LeaseInput.scope`` ``pool/<pool>``) and the planned nodes'
+        (:class:`workflows.kit.lease.WindowLeases`; again after a continue-as-new)."""
+        pools = {pool_scope(self._in.cluster, pp.name): f"pool/{pp.name}" for pp in plan.pools}
+        await self.node_leases.take(pools, [n for pp in plan.pools for n in pp.nodes], carry)
+
     def _add_groups(self, plan: RolloutPlan) -> None:
         """One window group per pool of ``plan``, in plan order."""
         for pp in plan.pools:
@@ -348,7 +357,7 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
     async def _start_child(self, node: str, group: Group, attempt: int) -> workflow.ChildWorkflowHandle:
         """Start the node's NodeRolloutWorkflow attempt (ID ``{rollout}/node/{node}/{attempt}``, or
         the node's lease ID when the run is its node's lease), after taking the node's lease
-        (in-window leases, :mod:`workflows.machineconfig.leasing`; raises LeaseHeld when another
+        (in-window leases, :class:`workflows.kit.lease.WindowLeases`; raises LeaseHeld when another
         procedure holds the node, which the window records as a failed node)."""
         i = self._in
         child_input = NodeRolloutInput(
@@ -366,7 +375,7 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
             machine_config_nodes=self._status.plan is not None and self._status.plan.machine_config_nodes,
         )
         return await self.node_leases.start_run(
-            child_input, node_workflow_id(self._id, node, attempt), f"node {node} · MachineConfig handshake (attempt {attempt})"
+            NodeRolloutWorkflow.run, child_input, node_workflow_id(self._id, node, attempt), f"node {node} · MachineConfig handshake (attempt {attempt})"
         )
 
     async def _cleanup_node(self, node: str) -> None:
