@@ -340,7 +340,8 @@ class NodeBatches:
         return 0 < self.continue_after_events <= grown and not self.control.abort
 
     def carry(self, status: ProcedureStatus, carry_type: type[C] = WindowCarry, **own: Any) -> C:  # type: ignore[assignment]
-        """The window's state for the next run as ``carry_type`` with the procedure's ``own`` fields."""
+        """The window's state for the next run as ``carry_type`` with the procedure's ``own`` fields;
+        ``continued`` is the status' own ``continued`` (0 where the status has none) plus one."""
         return carry_type(
             nodes=self.nodes, groups=self.export_groups(), attempts=self.attempts,
             results={n: r.model_dump(mode="json", exclude={"decisions", "drain_report"}) for n, r in self.results.items()},
@@ -352,7 +353,9 @@ class NodeBatches:
 
     async def hand_over(self, input: BaseModel, status: ProcedureStatus, leases: Leases,
                         carry_type: type[WindowCarry] = WindowCarry, **own: Any) -> NoReturn:
-        """Continue as new with ``input`` whose ``carried`` is the packed :meth:`carry`: after the
+        """Continue as new with ``input`` (the procedure's input model; it needs a ``carried:
+        str | None`` field, which the next run unpacks with :func:`unpack` and restores with
+        :meth:`take_over`) whose ``carried`` is the packed :meth:`carry`: after the
         window is empty, its signal tasks and the handlers finished and ``leases`` are released
         (rather than left to the parent close policy: servers differ on whether it applies at
         continue-as-new; the next run takes them again). Never returns."""
