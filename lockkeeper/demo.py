@@ -127,7 +127,7 @@ async def _demo_in(
                 handle = await start_procedure(
                     client, settings, machineconfig.SPEC, inp, cluster=inp.cluster,
                     scopes=[pool_scope(inp.cluster, p) for p in inp.pools], pools=inp.pools,
-                    summary=f"MachineConfig rollout on {inp.cluster} by {inp.requested_by} (demo)",
+                    summary=f"MachineConfig rollout on {inp.cluster} by {inp.approvals.requested_by} (demo)",
                 )
                 err.print(f"started rollout [bold]{handle.id}[/]")
                 st = await wait_for_status(handle, machineconfig.SPEC, rollout_planned)

@@ -1,5 +1,5 @@
 """Holds across the rollout's continue-as-new (issue 40): the handover carries the holds in force
-and their history (workflows/machineconfig/handover.py), the next run starts the expiry timers
+and their history (workflows/kit/batches.py, NodeBatches.hand_over), the next run starts the expiry timers
 again, and the held nodes start only after their expiry or release. The fake node runs and the
 fake cluster of test_scale_continue_as_new.py, on the time-skipping server."""
 
@@ -12,7 +12,8 @@ from wf_fakes import FakeCluster
 
 from workflows import MachineConfigRolloutWorkflow
 from workflows.kit.models import HoldInput, NodePhase, ReleaseInput
-from workflows.machineconfig.handover import RolloutCarry, pack, unpack
+from workflows.kit.batches import pack, unpack
+from workflows.machineconfig.workflow import RolloutCarry
 from workflows.machineconfig.models import RolloutPlan
 
 
@@ -71,4 +72,4 @@ def test_a_carry_without_holds_packs_as_before_and_one_with_holds_keeps_them():
     at = datetime(2026, 11, 29, tzinfo=UTC)
     carry = RolloutCarry(plan=RolloutPlan(), holds={"a-1": NodeHold(node="a-1", by="bob", reason="r", since=at)},
                          hold_history=[HoldRecord(node="a-1", action="held", by="bob", at=at, reason="r")])
-    assert unpack(pack(carry)) == carry
+    assert unpack(pack(carry), RolloutCarry) == carry

@@ -21,15 +21,30 @@ handle; ``rollback(node)`` undoes a node without a child; ``recheck_unavailable(
 those still unavailable. The window shares the procedure's :class:`Control` (pause/abort)
 and :class:`Gates`; the procedure passes aborts on with ``Control(on_abort=batches.abort_children)``.
 
-Sources: MCO ``pkg/controller/node/node_controller.go`` (``getAllCandidateMachines``).
+Continue-as-new (every window procedure's, :meth:`NodeBatches.continue_after`): a window of
+thousands of nodes outgrows one workflow history (Temporal caps it at 51,200 events and 50 MB, and
+every workflow task replays more of it as it grows). Once the run's history grew by the given
+number of events the window holds (starts no node and no gate) and :meth:`NodeBatches.run_group`
+returns with its children finished (children do not carry over: the new run would not own them);
+the procedure then calls :meth:`NodeBatches.hand_over`, which lets the signal tasks and handlers
+finish, releases the leases (the next run takes again what it still needs) and continues as new
+with a :class:`WindowCarry` (nodes, groups, attempts, results, gates, passed gates, gate history,
+warnings, a pause in force, holds) packed into the input's ``carried`` field; the next run's
+:meth:`NodeBatches.take_over` restores it, so an approval is never asked or applied twice.
+
+Sources: MCO ``pkg/controller/node/node_controller.go`` (``getAllCandidateMachines``); Temporal's
+continue-as-new (https://docs.temporal.io/workflow-execution/continue-as-new).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from datetime import datetime
+from typing import Any, Literal, NoReturn, TypeVar
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
@@ -41,16 +56,21 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.control import Control
     from workflows.kit.gates import Gates
     from workflows.kit.holds import Holds
+    from workflows.kit.lease import Leases
     from workflows.kit.models import (
         FINAL_NODE_PHASES,
         Gate,
         GateKind,
+        GateRecord,
         GateTimeoutOutcome,
         HoldInput,
+        HoldRecord,
         NodeControlInput,
+        NodeHold,
         NodePhase,
         NodeResult,
         NodeStatus,
+        ProcedureStatus,
         failure_message,
     )
     from workflows.kit.noderun import NodeRunResult, Stopped
@@ -168,14 +188,52 @@ class GroupState(BaseModel):
     finished: bool = False
 
 
+class WindowCarry(BaseModel):
+    """The window's state across a continue-as-new (see the module doc); a procedure subclasses
+    it for its own state (its plan). ``results`` are the children's results as JSON objects
+    (validated with the window's ``result_type`` again), without their decisions and drain
+    reports (the gate history has the decisions); ``continued`` counts the runs before."""
+
+    nodes: dict[str, NodeStatus] = Field(default_factory=dict)
+    groups: dict[str, GroupState] = Field(default_factory=dict)
+    attempts: dict[str, int] = Field(default_factory=dict)
+    results: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    gates: dict[str, Gate] = Field(default_factory=dict)
+    passed: list[str] = Field(default_factory=list)
+    gate_history: list[GateRecord] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    paused: bool = False
+    paused_reason: str | None = None
+    started_at: datetime | None = None
+    continued: int = 0
+    #: The holds in force and the hold history (left out of the packed text when empty).
+    holds: dict[str, NodeHold] = Field(default_factory=dict)
+    hold_history: list[HoldRecord] = Field(default_factory=list)
+
+
+C = TypeVar("C", bound=WindowCarry)
+
+
+def pack(carry: WindowCarry) -> str:
+    """``carry`` as base64 of zlib-compressed JSON (about 10x smaller than its JSON: thousands of
+    near-identical node statuses; deterministic: same state, same text)."""
+    empty = {k for k in ("holds", "hold_history") if not getattr(carry, k)}
+    return base64.b64encode(zlib.compress(carry.model_dump_json(exclude=empty or None).encode(), 6)).decode()
+
+
+def unpack(text: str, carry_type: type[C]) -> C:
+    """Inverse of :func:`pack`. Raises ValueError (pydantic ValidationError, zlib.error,
+    binascii.Error) for text that is not a packed ``carry_type``."""
+    return carry_type.model_validate_json(zlib.decompress(base64.b64decode(text)))
+
+
 class NodeBatches:
     """The node window of one procedure run (see the module docstring).
 
     ``board``: the node statuses (:class:`workflows.kit.board.NodeBoard`; ``on_change()`` is the
     procedure's touch); ``result_type``: the children's result model (a failed child becomes one
-    with outcome ``failed``); ``gate_timeout_*`` apply to the plan's gates. ``hold()`` true: start
-    nothing more; once its children finished a group's :meth:`run_group` returns unfinished (a
-    continue-as-new, see :meth:`export_groups`). ``on_node_finished(node)``: a child ended.
+    with outcome ``failed``); ``gate_timeout_*`` apply to the plan's gates. ``on_node_finished(node)``:
+    a child ended. Continue-as-new: :meth:`continue_after`, :meth:`hand_over`, :meth:`take_over`.
     ``start_child`` raising ApplicationError type ``LeaseHeld`` marks the node failed with its
     message (the procedure pauses with ``pause_on_degraded``; the operator retries it).
     """
@@ -193,7 +251,6 @@ class NodeBatches:
         pause_on_degraded: bool = True,
         gate_timeout_seconds: float | None = None,
         gate_timeout_outcome: GateTimeoutOutcome = GateTimeoutOutcome.REJECT,
-        hold: Callable[[], bool] | None = None,
         on_node_finished: Callable[[str], None] | None = None,
         alerts: Any = None,
     ) -> None:
@@ -201,7 +258,9 @@ class NodeBatches:
         #: while it blocks. None: no gate.
         self.alerts = alerts
         self.board = board
-        self.hold = hold
+        #: Continue as new once the history grew by this many events (0: never; :meth:`continue_after`).
+        self.continue_after_events = 0
+        self._base_events = 0
         self.on_node_finished = on_node_finished
         self.nodes = board.nodes
         self.on_change = board.on_change
@@ -264,6 +323,65 @@ class NodeBatches:
             self.group_of[n] = name
             self.board.add(n, name, phase=NodePhase.SKIPPED, reason=skipped_reason)
         return group
+
+    # --- continue-as-new (see the module doc) -------------------------------------------------------
+
+    def continue_after(self, events: int) -> None:
+        """Hold the window once this run's history grew by ``events`` from now (0: never), for a
+        continue-as-new; counted from the call, so a run that first took thousands of leases
+        still moves nodes."""
+        self.continue_after_events = events
+        self._base_events = workflow.info().get_current_history_length()
+
+    def holding(self) -> bool:
+        """Whether the window holds for a continue-as-new (never while aborting: an abort
+        finishes in this run)."""
+        grown = workflow.info().get_current_history_length() - self._base_events
+        return 0 < self.continue_after_events <= grown and not self.control.abort
+
+    def carry(self, status: ProcedureStatus, carry_type: type[C] = WindowCarry, **own: Any) -> C:  # type: ignore[assignment]
+        """The window's state for the next run as ``carry_type`` with the procedure's ``own`` fields;
+        ``continued`` is the status' own ``continued`` (0 where the status has none) plus one."""
+        return carry_type(
+            nodes=self.nodes, groups=self.export_groups(), attempts=self.attempts,
+            results={n: r.model_dump(mode="json", exclude={"decisions", "drain_report"}) for n, r in self.results.items()},
+            gates=self.gates.gates, passed=sorted(self.gates.passed), gate_history=self.board.gate_history,
+            warnings=self.board.warnings, paused=self.control.paused, paused_reason=self.control.paused_reason,
+            started_at=status.started_at, continued=getattr(status, "continued", 0) + 1,
+            holds=dict(self.holds.active), hold_history=list(self.holds.history), **own,
+        )
+
+    async def hand_over(self, input: BaseModel, status: ProcedureStatus, leases: Leases,
+                        carry_type: type[WindowCarry] = WindowCarry, **own: Any) -> NoReturn:
+        """Continue as new with ``input`` (the procedure's input model; it needs a ``carried:
+        str | None`` field, which the next run unpacks with :func:`unpack` and restores with
+        :meth:`take_over`) whose ``carried`` is the packed :meth:`carry`: after the
+        window is empty, its signal tasks and the handlers finished and ``leases`` are released
+        (rather than left to the parent close policy: servers differ on whether it applies at
+        continue-as-new; the next run takes them again). Never returns."""
+        await self.settle()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        await leases.release(concurrent=True, wait_closed=True)
+        carry = self.carry(status, carry_type, **own)
+        workflow.logger.info("continuing as new after %d events (%d)", workflow.info().get_current_history_length(), carry.continued)
+        workflow.continue_as_new(input.model_copy(update={"carried": pack(carry)}))
+
+    def take_over(self, carry: WindowCarry, status: ProcedureStatus) -> None:
+        """Restore the previous run's window from ``carry`` (its groups added already; from the
+        workflow's ``__init__``, so the first query sees it). Held nodes' expiry timers start
+        again when the window runs."""
+        self.nodes.update(carry.nodes)
+        status.started_at = carry.started_at or status.started_at
+        self.board.gate_history.extend(carry.gate_history)
+        self.board.warnings.extend(carry.warnings)
+        self.restore(carry.groups, carry.attempts, {n: self.result_type.model_validate(r) for n, r in carry.results.items()})
+        self.gates.gates.update(carry.gates)
+        self.gates.passed.update(carry.passed)
+        if carry.paused:
+            self.control.paused, self.control.paused_reason = True, carry.paused_reason
+        if carry.holds or carry.hold_history:
+            self.holds.restore(carry.holds, carry.hold_history)
+            self.holds.bind(status)
 
     def export_groups(self) -> dict[str, GroupState]:
         """The window's state per group for the next run of the procedure (continue-as-new)."""
@@ -388,7 +506,7 @@ class NodeBatches:
         # any() stops at the first unfinished node: this runs on every wake-up of the window.
         if not any(self.nodes[n].phase not in FINAL_NODE_PHASES for n in group.nodes):
             return ("done", None)
-        if self.hold is not None and self.hold():
+        if self.holding():
             return None if in_flight else ("hold", None)
         if self.control.paused:
             return None
@@ -451,7 +569,7 @@ class NodeBatches:
         self.on_change()
 
         def wake() -> bool:
-            return (bool(self.requests) or self.control.abort or (self.hold is not None and self.hold())
+            return (bool(self.requests) or self.control.abort or self.holding()
                     or not any(self.nodes[n].phase not in FINAL_NODE_PHASES for n in group.nodes))
 
         try:

@@ -9,7 +9,7 @@ Every turn of its loop looks at the node as observed and answers the daemon's pe
   drain (skip/abort roll back). After it, the daemon asked for a drain again: the run warns,
   drains again and ignores skip/abort signals (the node is completed, as after any hand-off);
   when that drain is blocked it never waits silently for the daemon's 1 h deadline: its gate
-  ``drain/{node}`` opens after ``decide_after`` or at ``deadline_warn_fraction`` of the drain
+  ``drain/{node}`` opens after ``decide_after`` or at ``daemon.warn_fraction`` of the drain
   deadline, whichever is first, and a skip/abort decision there ends the run with the node left
   cordoned (it rebooted into the target already: there is nothing to roll back).
 - ``desiredDrain=uncordon-X`` while ``lastAppliedDrain`` differs: uncordon (only our own
@@ -74,7 +74,7 @@ AFTER_HANDOFF = "after drain hand-off: the daemon was rebooting the node, so it 
 
 def daemon_retry_grace_seconds(input: NodeRolloutInput) -> float:
     """Seconds a Degraded daemon gets to retry after our hand-off or a retry's start (see module doc)."""
-    return DAEMON_RETRY_FRACTION * input.daemon_uncordon_deadline_seconds
+    return DAEMON_RETRY_FRACTION * input.daemon.uncordon_deadline_seconds
 
 
 def grace_poll_seconds(grace_seconds: float) -> float:
@@ -140,20 +140,19 @@ class _Follow:
 
     async def hand_off_drain(self) -> None:
         await self.report_mcn("drained")
-        self.after_drain = await self.wf._annotate({ANN_LAST_APPLIED_DRAIN: self.drain_v})
+        self.after_drain = await self.wf.annotate({ANN_LAST_APPLIED_DRAIN: self.drain_v})
 
     async def report_mcn(self, step: str) -> None:
         """Where MachineConfigNodes are served, the controller's side of this node's for ``step``
-        (``report_machine_config_node``: best effort, a no-op when it already says so). Runs
-        without the flag (started before issue 41's last slice) or replaying a history without
-        the ``mcn-controller-conditions`` marker write nothing."""
-        if not self.input.machine_config_nodes or not workflow.patched("mcn-controller-conditions"):
+        (``report_machine_config_node``: best effort, a no-op when it already says so); nothing
+        where the plan found no MachineConfigNodes."""
+        if not self.input.machine_config_nodes:
             return
         await acts.call(
             acts.REPORT_MACHINE_CONFIG_NODE,
             ReportMachineConfigNodeInput(node=self.input.node, step=step, drain=self.drain_v),  # type: ignore[arg-type]
             bool,
-            timeouts=self.wf._timeouts,
+            timeouts=self.run.timeouts,
         )
 
     def handed_off_now(self) -> NodeInfo:
@@ -188,20 +187,23 @@ class _Follow:
         return self.handed_off_now(), NodeStep.WAIT_REBOOT, False
 
     def escalate(self, asked: datetime) -> None:
-        """Deadline guard: the drain's gate opens ``drain_escalate_after_seconds`` after ``asked``
+        """Deadline guard: the drain's gate opens ``daemon.escalate_after_seconds`` after ``asked``
         at the latest (:class:`workflows.kit.drain.DrainGateState` ``ask_by``)."""
-        esc = self.input.drain_escalate_after_seconds
+        esc = self.input.daemon.escalate_after_seconds
         if esc is not None:
             self.run.drain.ask_by = asked + timedelta(seconds=esc)
 
     async def first_drain(self) -> None:
         self.escalate(self.drain_asked_at or workflow.now())
-        self.drain_seconds = await self.run.cordon_and_drain(
-            wait_seconds=self.input.drain_wait_seconds,
-            backoff_initial=self.input.drain_backoff_initial_seconds,
-            backoff_max=self.input.drain_backoff_max_seconds,
-            deadline_seconds=self.input.daemon_drain_deadline_seconds,
-            hand_off=self.hand_off_drain,
+        self.drain_seconds = await self.cordon_and_drain()
+
+    async def cordon_and_drain(self, *, stoppable: bool = True) -> float:
+        """The kit's cordon-and-drain with the rollout's drain policy, handing off when done;
+        returns the drain's seconds (:meth:`workflows.kit.noderun.NodeRun.cordon_and_drain`)."""
+        d = self.input.drain
+        return await self.run.cordon_and_drain(
+            wait_seconds=d.wait_seconds, backoff_initial=d.backoff_initial_seconds, backoff_max=d.backoff_max_seconds,
+            deadline_seconds=self.input.daemon.drain_deadline_seconds, hand_off=self.hand_off_drain, stoppable=stoppable,
         )
 
     async def redrain(self, node: NodeInfo) -> NodeRolloutResult | None:
@@ -216,18 +218,11 @@ class _Follow:
         workflow.logger.warning("node %s: %s", inp.node, warning)
         await run.report(NodePhase.RUNNING, NodeStep.CORDON, f"drain again for the daemon ({self.drain_v})", warning=warning)
         # Never block silently until the daemon's deadline: ask by the warning point at the latest.
-        ask_by = run.warn_fraction * inp.daemon_drain_deadline_seconds
+        ask_by = run.warn_fraction * inp.daemon.drain_deadline_seconds
         run.drain.decide_after = ask_by if run.drain.decide_after is None else min(run.drain.decide_after, ask_by)
         self.escalate(workflow.now())
         try:
-            await run.cordon_and_drain(
-                wait_seconds=inp.drain_wait_seconds,
-                backoff_initial=inp.drain_backoff_initial_seconds,
-                backoff_max=inp.drain_backoff_max_seconds,
-                deadline_seconds=inp.daemon_drain_deadline_seconds,
-                hand_off=self.hand_off_drain,
-                stoppable=False,
-            )
+            await self.cordon_and_drain(stoppable=False)
         except Stopped:
             gate = run.drain.gate
             kind = "skip" if gate is not None and gate.decision == DrainDecision.SKIP else "abort"
@@ -246,16 +241,16 @@ class _Follow:
     async def hand_off_uncordon(self) -> NodeInfo:
         run, inp = self.run, self.input
         asked = workflow.now()
-        deadline = asked + timedelta(seconds=inp.daemon_uncordon_deadline_seconds)
+        deadline = asked + timedelta(seconds=inp.daemon.uncordon_deadline_seconds)
         await run.report(
             NodePhase.RUNNING, NodeStep.UNCORDON, f"lastAppliedDrain={self.uncordon_v} before the daemon deadline", deadline=deadline
         )
         await run.uncordon()
         run.cordoned_by_us = False
-        warning = run.warn_deadline("uncordon hand-off", asked, inp.daemon_uncordon_deadline_seconds)
+        warning = run.warn_deadline("uncordon hand-off", asked, inp.daemon.uncordon_deadline_seconds)
         await run.report(NodePhase.RUNNING, NodeStep.HAND_OFF_UNCORDON, deadline=deadline, warning=warning)
         await self.report_mcn("uncordoned")
-        return await self.wf._annotate({ANN_LAST_APPLIED_DRAIN: self.uncordon_v})
+        return await self.wf.annotate({ANN_LAST_APPLIED_DRAIN: self.uncordon_v})
 
     # --- waiting for the daemon ---------------------------------------------------------------
 
@@ -286,12 +281,12 @@ class _Follow:
             res: WaitForNodeDoneResult = await acts.start(
                 acts.WAIT_FOR_NODE_DONE,
                 WaitForNodeDoneInput(
-                    node=inp.node, target=self.target, owner=inp.owner, timeout_seconds=inp.wait_activity_timeout_seconds,
+                    node=inp.node, target=self.target, owner=inp.owner, timeout_seconds=inp.daemon.wait_activity_timeout_seconds,
                     hand_off_drain=hand_off, machine_config_nodes=inp.machine_config_nodes,
                 ),
                 WaitForNodeDoneResult,
-                seconds=inp.wait_activity_timeout_seconds,
-                timeouts=self.wf._timeouts,
+                seconds=inp.daemon.wait_activity_timeout_seconds,
+                timeouts=self.run.timeouts,
             )
             node, hand_off = res.node, False
             if res.drain_handed_off_at is not None:  # the daemon's clocks start at the write
@@ -322,7 +317,7 @@ class _Follow:
             except TimeoutError:
                 pass
             self.run.check_stop()
-        return await self.wf._read()
+        return await self.wf.read()
 
 
 async def _drain_when_asked(
@@ -335,13 +330,13 @@ async def _drain_when_asked(
     handle = acts.start(
         acts.DRAIN_WHEN_ASKED,
         DrainWhenAskedInput(
-            node=input.node, target=input.target, owner=input.owner, timeout_seconds=input.wait_activity_timeout_seconds,
-            drain=DrainInput(node=input.node, wait_seconds=input.drain_wait_seconds), set_desired_config=set_desired_config,
+            node=input.node, target=input.target, owner=input.owner, timeout_seconds=input.daemon.wait_activity_timeout_seconds,
+            drain=DrainInput(node=input.node, wait_seconds=input.drain.wait_seconds), set_desired_config=set_desired_config,
             machine_config_nodes=input.machine_config_nodes,
         ),
         DrainWhenAskedResult,
-        seconds=input.wait_activity_timeout_seconds + input.drain_wait_seconds,
-        timeouts=wf._timeouts,
+        seconds=input.daemon.wait_activity_timeout_seconds + input.drain.wait_seconds,
+        timeouts=wf.node_run.timeouts,
         wait_cancelled=True,
     )
     # A skip or abort during the call rolls back once the call has ended: it may set desiredConfig
@@ -377,7 +372,7 @@ async def follow_from_start(wf: NodeRolloutWorkflow, input: NodeRolloutInput) ->
 async def _roll_back(wf: NodeRolloutWorkflow) -> NodeRolloutResult:
     run = wf.node_run
     return await run.roll_back(
-        NodeRolloutResult, f"before drain hand-off ({run.progress.step})", wf._undo_desired_config, before="the drain hand-off",
+        NodeRolloutResult, f"before drain hand-off ({run.progress.step})", wf.undo_desired_config, before="the drain hand-off",
     )
 
 
@@ -423,7 +418,7 @@ async def _loop(
     if first is not None:
         step, degraded = first
         if degraded and not f.in_grace():
-            return await wf._degraded(node, step), node
+            return await wf.degraded(node, step), node
     while not is_at_target(node, input.target):
         dd, la = node.desired_drain, node.last_applied_drain
         if dd == f.drain_v and la != f.drain_v:
@@ -445,15 +440,15 @@ async def _loop(
         if node.degraded:
             step = _current_step(run.progress.step)
             if not f.in_grace():
-                return await wf._degraded(node, step), node
+                return await wf.degraded(node, step), node
             node = await f.grace_poll(node, step)
             continue
         if not f.handed_off and node.desired_config != input.target:
             run.check_stop()
             await run.report(NodePhase.RUNNING, NodeStep.SET_DESIRED_CONFIG)
-            node = await wf._annotate({ANN_DESIRED_CONFIG: input.target})
+            node = await wf.annotate({ANN_DESIRED_CONFIG: input.target})
             continue
         node, step, degraded = await f.wait(node)
         if degraded and not f.in_grace():
-            return await wf._degraded(node, step), node
+            return await wf.degraded(node, step), node
     return None, node

@@ -19,17 +19,12 @@ from pydantic import BaseModel, Field, computed_field, field_validator, model_va
 
 from activities.cluster.models import DrainReport
 from activities.machineconfig.models import HealthCheckFact
-from workflows.kit.inputs import AlertGatePolicy, MaintenanceWindows, NodeOrder
+from workflows.kit.inputs import CallTimeouts, DrainPolicy, MaintenanceWindows, NodeOrder, ProcedureInput, Strict
 from workflows.kit.models import (
-    DrainDecision,
-    Gate,
-    GateRecord,
-    GateTimeoutOutcome,
     NodeResult,
     NodeStatus,
     ProcedureResult,
     ProcedureStatus,
-    check_timeout_decision,
 )
 from workflows.kit.noderun import NodeRunResult
 from workflows.kit.plan import ApprovalPolicy, MaxUnavailable, PlannedGate
@@ -86,8 +81,59 @@ class PoolOrder(StrEnum):
     MASTERS_FIRST = "masters-first"
 
 
-class MachineConfigRolloutInput(BaseModel):
+class DaemonPolicy(Strict):
+    """The machine-config-daemon's clocks as the node runs answer them (MCO ``pkg/daemon/drain.go``),
+    passed whole to each node run; seconds.
+
+    - ``drain_deadline_seconds`` / ``uncordon_deadline_seconds``: the daemon waits 1 h for
+      lastAppliedDrain=drain-X and 10 min for uncordon-X; a warning is raised at ``warn_fraction``
+      of each;
+    - ``escalate_after_seconds`` (deadline guard, issue 41): a drain the daemon asked for that has
+      not finished this long after the request opens its decision gate ``drain/{node}`` then at
+      the latest, whatever the drain's ``decide_after_seconds`` says: 2,700 s (45 min), 15 min
+      before the daemon's drain deadline; None: no escalation. Measured from the request as the
+      run first saw it (a retry that finds the request pending counts from its own start). The
+      CLI's ``--drain-escalate-after``;
+    - ``wait_activity_timeout_seconds``: one watch of the daemon's next move (drain request,
+      reboot, Done) before it is asked again.
+    """
+
+    drain_deadline_seconds: float = Field(3600.0, gt=0)
+    uncordon_deadline_seconds: float = Field(600.0, gt=0)
+    warn_fraction: float = Field(0.5, gt=0, le=1)
+    escalate_after_seconds: float | None = Field(2700.0, gt=0)
+    wait_activity_timeout_seconds: float = Field(60.0, gt=0)
+
+
+def rollout_drain_policy() -> DrainPolicy:
+    """The rollout's drain defaults: 30 s a pass, back-off 5 s doubling to 60 s (the daemon's own
+    drain waits longer than a one-off drain's)."""
+    return DrainPolicy(wait_seconds=30.0, backoff_initial_seconds=5.0, backoff_max_seconds=60.0)
+
+
+#: The input's flat spellings of before issue 36 (still accepted, as the CLI's flags are) -> the
+#: nested field they set.
+FLAT_NAMES = {
+    "requested_by": ("approvals", "requested_by"), "four_eyes": ("approvals", "four_eyes"),
+    "allowed_approvers": ("approvals", "allowed_approvers"),
+    "gate_timeout_seconds": ("gates", "timeout_seconds"), "gate_timeout_outcome": ("gates", "timeout_outcome"),
+    "activity_timeout_seconds": ("calls", "short_call_seconds"), "activity_heartbeat_timeout_seconds": ("calls", "heartbeat_seconds"),
+    "drain_wait_seconds": ("drain", "wait_seconds"), "drain_backoff_initial_seconds": ("drain", "backoff_initial_seconds"),
+    "drain_backoff_max_seconds": ("drain", "backoff_max_seconds"), "decide_after_seconds": ("drain", "decide_after_seconds"),
+    "decision_timeout_seconds": ("drain", "decision_timeout_seconds"),
+    "decision_timeout_outcome": ("drain", "decision_timeout_outcome"),
+    "daemon_drain_deadline_seconds": ("daemon", "drain_deadline_seconds"),
+    "daemon_uncordon_deadline_seconds": ("daemon", "uncordon_deadline_seconds"),
+    "deadline_warn_fraction": ("daemon", "warn_fraction"), "drain_escalate_after_seconds": ("daemon", "escalate_after_seconds"),
+    "wait_activity_timeout_seconds": ("daemon", "wait_activity_timeout_seconds"),
+}
+
+
+class MachineConfigRolloutInput(ProcedureInput):
     """Start a MachineConfig rollout (lockkeeper standing in for the machine-config-controller).
+
+    The kit's :class:`ProcedureInput` (cluster, approvals, gates, calls, search attributes, dry
+    run, alerts) plus:
 
     - ``pools`` empty: preflight picks every pool with a node not at its newest rendered config;
       order: as given, else master first then alphabetical.
@@ -98,32 +144,16 @@ class MachineConfigRolloutInput(BaseModel):
       creationTimestamp, then name; the default), ``"oldest-first"``, ``"newest-first"``, or an
       explicit list of node names (listed nodes first in that order, the rest zone-oldest).
     - ``pool_order``: :class:`PoolOrder` (sequential, parallel, masters-first).
-    - ``gate_timeout_seconds``: None waits forever; on timeout ``gate_timeout_outcome`` applies.
-    - ``four_eyes``: ``requested_by`` may not approve; ``allowed_approvers`` empty = anyone.
     - ``repair_network`` (R1): after all pools wait for ovnkube-node Ready on every node, then a
       gate "delete-all-pods", delete all pods, then wait for all pods Ready.
-    - Daemon deadlines (MCO ``pkg/daemon/drain.go``): the daemon waits 1 h for lastAppliedDrain=drain-X
-      and 10 min for uncordon-X; a warning is raised at ``deadline_warn_fraction`` of each.
-    - ``activity_timeout_seconds``: start-to-close of one short API call (and the slack added to
-      waits/drains); ``activity_heartbeat_timeout_seconds``: how soon a watch/drain lost with a
-      crashed worker is retried. Both short, because the daemon's deadlines keep running.
-    - ``search_attributes``: upsert the Lockkeeper* search attributes (turn off only where the
-      server has not registered them, e.g. the time-skipping test server).
-    - ``decide_after_seconds``: a drain blocked this long (seconds) opens the node's decision gate
-      (``drain/{node}``; None never asks); ``decision_timeout_seconds`` (None: wait forever) then
-      applies ``decision_timeout_outcome`` (wait, skip or abort; never delete-pod), recorded as
-      a timeout.
-    - ``drain_escalate_after_seconds`` (deadline guard, issue 41): a drain the daemon asked for
-      that has not finished this long after the request opens its decision gate ``drain/{node}``
-      then at the latest, whatever ``decide_after_seconds`` says (even None): 2,700 s (45 min)
-      by default, 15 min before the daemon's 1 h drain deadline (``daemon_drain_deadline_seconds``),
-      so a person decides while the node can still be handed off; None: no escalation. Measured
-      from the request as the run first saw it (a retry that finds the request pending counts
-      from its own start). The CLI's ``--drain-escalate-after``.
+    - ``drain``: the kit's :class:`DrainPolicy`, the rollout's defaults for what it leaves out (its timeout fields unused: the daemon's deadlines
+      and ``daemon.escalate_after_seconds`` bound a drain), ``daemon``: :class:`DaemonPolicy`;
+      both passed whole to every node run.
     - ``continue_as_new_after_events``: once the run's history reaches this many events, the
       window starts nothing more, lets its nodes finish and continues as new (0: never); Temporal
       caps a history at 51,200 events and slows down well before. ``carried``: set by the
-      rollout itself on continue-as-new (:mod:`workflows.machineconfig.handover`), never by a caller.
+      rollout itself on continue-as-new (:meth:`workflows.kit.batches.NodeBatches.hand_over`),
+      never by a caller.
     - ``window_node_leases_above``: a plan of more nodes (50 by default) leases each node only
       while it is in the window (its pools for the whole run); smaller plans lease every node up
       front, so no other procedure can take one of their nodes mid-run. Temporal caps a
@@ -135,12 +165,11 @@ class MachineConfigRolloutInput(BaseModel):
       rollout reads the rest in pages of as many (``list_pool_nodes``). About 470 bytes a node, so
       1,000 keeps each result near 0.5 MB; one result of every node passes Temporal's 2 MB
       payload limit at about 4,400 nodes.
-    - ``alerts``: the Prometheus alert gate (:class:`workflows.kit.inputs.AlertGatePolicy`; the
-      CLI's ``--alert-gate URL`` and friends): no node starts while a blocking alert fires, and
-      ``status`` names the alerts; None: no gate.
+
+    The flat names of :data:`FLAT_NAMES` are still accepted and set their nested field. Raises
+    pydantic's ValidationError for an unknown field or a value its model refuses.
     """
 
-    cluster: str = "default"
     pools: list[str] = Field(default_factory=list)
     target_configs: dict[str, str] = Field(default_factory=dict)
     not_before: datetime | None = None
@@ -151,40 +180,36 @@ class MachineConfigRolloutInput(BaseModel):
     windows: MaintenanceWindows = Field(default_factory=list)
     pool_order: PoolOrder = PoolOrder.SEQUENTIAL
     approval: ApprovalPolicy = ApprovalPolicy.NONE
-    gate_timeout_seconds: float | None = None
-    gate_timeout_outcome: GateTimeoutOutcome = GateTimeoutOutcome.REJECT
     pause_on_degraded: bool = True
-    dry_run: bool = False
-    requested_by: str = "unknown"
-    four_eyes: bool = False
-    allowed_approvers: list[str] = Field(default_factory=list)
     repair_network: bool = False
-    daemon_drain_deadline_seconds: float = 3600.0
-    daemon_uncordon_deadline_seconds: float = 600.0
-    deadline_warn_fraction: float = 0.5
-    drain_backoff_initial_seconds: float = 5.0
-    drain_backoff_max_seconds: float = 60.0
-    drain_wait_seconds: float = 30.0
-    wait_activity_timeout_seconds: float = 60.0
+    drain: DrainPolicy = Field(default_factory=rollout_drain_policy)
+    daemon: DaemonPolicy = Field(default_factory=DaemonPolicy)
     network_poll_initial_seconds: float = 5.0
     network_poll_max_seconds: float = 60.0
-    activity_timeout_seconds: float = 10.0
-    activity_heartbeat_timeout_seconds: float = 10.0
-    search_attributes: bool = True
-    decide_after_seconds: float | None = 600.0
-    drain_escalate_after_seconds: float | None = Field(2700.0, gt=0)
-    decision_timeout_seconds: float | None = None
-    decision_timeout_outcome: DrainDecision = DrainDecision.WAIT
     continue_as_new_after_events: int = 10_000
     window_node_leases_above: int = Field(50, ge=0)
     preflight_page_size: int = Field(1000, ge=1)
     carried: str | None = None
-    alerts: AlertGatePolicy | None = None
 
-    @field_validator("decision_timeout_outcome")
+    @model_validator(mode="before")
     @classmethod
-    def _no_unapproved_delete(cls, v: DrainDecision) -> DrainDecision:
-        return check_timeout_decision(v)
+    def _flat_names(cls, data: Any) -> Any:
+        """Move the flat spellings (:data:`FLAT_NAMES`) into their nested fields."""
+        if not isinstance(data, dict) or not FLAT_NAMES.keys() & data.keys():
+            return data
+        data = dict(data)
+        for flat in FLAT_NAMES.keys() & data.keys():
+            part, name = FLAT_NAMES[flat]
+            nested = data.get(part)
+            nested = nested.model_dump() if isinstance(nested, BaseModel) else dict(nested or {})
+            data[part] = {**nested, name: data.pop(flat)}
+        return data
+
+    @field_validator("drain", mode="before")
+    @classmethod
+    def _rollout_drain(cls, value: Any) -> Any:
+        """A partial ``drain`` keeps the rollout's defaults (:func:`rollout_drain_policy`) for the rest."""
+        return {**rollout_drain_policy().model_dump(), **value} if isinstance(value, dict) else value
 
 
 # --- plan ----------------------------------------------------------------------------------------
@@ -306,28 +331,15 @@ class RolloutStatus(ProcedureStatus):
     """Answer of the ``status`` query. ``waiting_for``/``since``/``deadline`` summarise the wait."""
 
     procedure: str = PROCEDURE_MACHINECONFIG_ROLLOUT
-    workflow_id: str = ""
-    cluster: str = "default"
     phase: RolloutPhase = RolloutPhase.PLANNING
-    paused_reason: str | None = None
     plan: RolloutPlan | None = None
     current_pool: str | None = None
     #: Pools whose window is open now (several with pool_order parallel / masters-first).
     current_pools: list[str] = Field(default_factory=list)
     nodes: dict[str, NodeStatus] = Field(default_factory=dict)
-    gates: list[Gate] = Field(default_factory=list)
-    gate_history: list[GateRecord] = Field(default_factory=list)
     totals: RolloutTotals = Field(default_factory=RolloutTotals)
     in_flight: list[str] = Field(default_factory=list)
-    warnings: list[str] = Field(default_factory=list)
-    started_at: datetime | None = None
-    updated_at: datetime | None = None
-    waiting_for: str | None = None
-    since: datetime | None = None
-    deadline: datetime | None = None
-    abort_requested: bool = False
     network_repair: NetworkRepairStatus | None = None
-    error: str | None = None
     #: Continue-as-new boundaries this rollout crossed (its runs minus one).
     continued: int = 0
 
@@ -370,12 +382,8 @@ class MachineConfigRolloutResult(ProcedureResult):
     outcome: Literal["completed", "aborted", "failed", "dry-run"]
     plan: RolloutPlan | None = None
     nodes: dict[str, NodeResult] = Field(default_factory=dict)
-    gate_history: list[GateRecord] = Field(default_factory=list)
     summary: RolloutTotals = Field(default_factory=RolloutTotals)
     network_repair: NetworkRepairStatus | None = None
-    message: str = ""
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
 
 
 # --- node run ------------------------------------------------------------------------------------
@@ -383,10 +391,11 @@ class MachineConfigRolloutResult(ProcedureResult):
 
 class NodeRolloutInput(BaseModel):
     """One node's handshake. ``owner`` is ``{parent_id}/node/{node}`` (no attempt suffix) so a
-    retry attempt recognises the cordon of an earlier attempt as ours. ``lease_scope``: the node
-    scope this run IS the lease of (large plans: its workflow ID is the scope's lease ID, and it
-    answers ``contend`` / ``holder`` as a lease does: :class:`workflows.kit.noderun.NodeRunWorkflow`
-    ``lease_info``), None when the rollout holds the node's lease."""
+    retry attempt recognises the cordon of an earlier attempt as ours. ``drain``, ``daemon`` and
+    ``calls`` are the rollout's, whole. ``lease_scope``: the node scope this run IS the lease of
+    (large plans: its workflow ID is the scope's lease ID, and it answers ``contend`` / ``holder``
+    as a lease does: :class:`workflows.kit.noderun.NodeRunWorkflow` ``lease_info``), None when the
+    rollout holds the node's lease."""
 
     node: str
     pool: str
@@ -394,29 +403,16 @@ class NodeRolloutInput(BaseModel):
     parent_id: str
     owner: str
     attempt: int = 1
-    daemon_drain_deadline_seconds: float = 3600.0
-    daemon_uncordon_deadline_seconds: float = 600.0
-    deadline_warn_fraction: float = 0.5
-    drain_backoff_initial_seconds: float = 5.0
-    drain_backoff_max_seconds: float = 60.0
-    drain_wait_seconds: float = 30.0
-    wait_activity_timeout_seconds: float = 60.0
-    activity_timeout_seconds: float = 10.0
-    activity_heartbeat_timeout_seconds: float = 10.0
-    decide_after_seconds: float | None = None
-    #: :attr:`MachineConfigRolloutInput.drain_escalate_after_seconds`; None here (a run started
-    #: before the deadline guard) keeps the gate on ``decide_after_seconds`` alone.
-    drain_escalate_after_seconds: float | None = None
-    decision_timeout_seconds: float | None = None
-    decision_timeout_outcome: DrainDecision = DrainDecision.WAIT
+    drain: DrainPolicy = Field(default_factory=rollout_drain_policy)
+    daemon: DaemonPolicy = Field(default_factory=DaemonPolicy)
+    calls: CallTimeouts = Field(default_factory=CallTimeouts)
     lease_scope: str | None = None
     #: What the plan expects the daemon to do to this node (node disruption policies, OpenShift
     #: 4.16+); None: drain and reboot. Only the words of the waits depend on it: the handshake
     #: answers whatever the daemon asks.
     disruption: NodeDisruption | None = None
     #: The API serves MachineConfigNodes (the plan's ``machine_config_nodes``): the run writes the
-    #: controller's side of the node's as it cordons, drains and uncordons (issue 41). False in
-    #: runs started before it: nothing written, the same commands.
+    #: controller's side of the node's as it cordons, drains and uncordons (issue 41).
     machine_config_nodes: bool = False
 
 

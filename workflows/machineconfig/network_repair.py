@@ -21,7 +21,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.control import Control
     from workflows.kit.gates import Gates
     from workflows.kit.health import Backoff, Check, wait_until
-    from workflows.kit.models import GateTimeoutOutcome, HealthStatus
+    from workflows.kit.inputs import GatePolicy
+    from workflows.kit.models import HealthStatus
     from workflows.machineconfig.models import (
         NetworkRepairStatus,
         RolloutPhase,
@@ -36,17 +37,15 @@ OVNKUBE_NODE_SELECTOR = "app=ovnkube-node"
 class RepairContext:
     """What the repair uses of its rollout: ``control`` (abort stops the waits, base phase),
     ``gates`` (the delete-all-pods gate), ``touch`` (status refresh), ``health`` (the status's
-    health board), activity ``timeouts``, the poll backoff (seconds) and the gate timeout policy."""
+    health board), activity ``timeouts``, the polls' ``backoff`` and the input's gate ``policy``."""
 
     control: Control
     gates: Gates
     touch: Callable[[], None]
     health: dict[str, HealthStatus]
     timeouts: acts.Timeouts
-    poll_initial_seconds: float
-    poll_max_seconds: float
-    gate_timeout_seconds: float | None
-    gate_timeout_outcome: GateTimeoutOutcome
+    backoff: Backoff
+    policy: GatePolicy
 
 
 async def _poll_ready(ctx: RepairContext, net: NetworkRepairStatus, stage: str, check: PodsReadyInput) -> bool:
@@ -62,7 +61,7 @@ async def _poll_ready(ctx: RepairContext, net: NetworkRepairStatus, stage: str, 
     hs = await wait_until(
         pods_ready,
         name=stage,
-        backoff=Backoff(initial=ctx.poll_initial_seconds, maximum=ctx.poll_max_seconds),
+        backoff=ctx.backoff,
         stop=lambda: ctx.control.abort,
         board=ctx.health,
         on_poll=lambda _: ctx.touch(),
@@ -88,7 +87,7 @@ async def repair_network(ctx: RepairContext, net: NetworkRepairStatus, plan: Rol
     control.base_phase = RolloutPhase.RUNNING
     for planned in plan.final_gates:
         while not await pass_planned_gate(
-            ctx.gates, planned, timeout_seconds=ctx.gate_timeout_seconds, timeout_outcome=ctx.gate_timeout_outcome,
+            ctx.gates, planned, timeout_seconds=ctx.policy.timeout_seconds, timeout_outcome=ctx.policy.timeout_outcome,
             on_change=ctx.touch, noun="rollout",
         ):
             ctx.touch()

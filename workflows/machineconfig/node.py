@@ -36,9 +36,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.models import LeaseInfo, NodePhase
     from workflows.machineconfig.models import NodeRolloutInput, NodeRolloutResult, NodeStep
 
-#: ``safe_point`` of a run whose node lease was refused: it changed nothing.
-LEASE_REFUSED = "node lease refused: nothing changed"
-
 
 @workflow.defn(sandboxed=False)
 class NodeRolloutWorkflow(NodeRunWorkflow):
@@ -60,28 +57,30 @@ class NodeRolloutWorkflow(NodeRunWorkflow):
         # Local: the run's short calls (read, annotate, cordon, uncordon, events) run as local
         # activities first (:func:`workflows.kit.calls.call`), a marker each instead of three
         # activity events and a workflow task (issue 16). The drain shares this Timeouts.
-        self._timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds, local=True)
+        self._timeouts = acts.Timeouts(input.calls.short_call_seconds, input.calls.heartbeat_seconds, local=True)
         self.node_run = NodeRun(
             node=input.node,
             attempt=input.attempt,
             parent_id=input.parent_id,
             owner=input.owner,
-            warn_fraction=input.deadline_warn_fraction,
+            warn_fraction=input.daemon.warn_fraction,
             timeouts=self._timeouts,
             drain=DrainGateState(
-                input.node, input.decide_after_seconds, input.decision_timeout_seconds, input.decision_timeout_outcome
+                input.node, input.drain.decide_after_seconds, input.drain.decision_timeout_seconds, input.drain.decision_timeout_outcome
             ),
             # The parent learns the outcome from our result and the steps from our progress
             # query; it is signalled only a blocked drain, a warning or a decision.
             report_steps=frozenset(),
         )
 
-    # --- activities -----------------------------------------------------------------------------
+    # --- calls (follow.py uses them) -----------------------------------------------------------------------------
 
-    async def _read(self) -> NodeInfo:
+    async def read(self) -> NodeInfo:
+        """The node as the API has it now (``read_node``)."""
         return await acts.call(acts.READ_NODE, ReadNodeInput(node=self._in.node), NodeInfo, timeouts=self._timeouts)
 
-    async def _annotate(self, annotations: dict[str, str | None]) -> NodeInfo:
+    async def annotate(self, annotations: dict[str, str | None]) -> NodeInfo:
+        """Set (a value) or remove (None) the node's ``annotations``; returns the node after."""
         return await acts.call(
             # No read first: each of the run's writes is idempotent and usually needed (desiredConfig,
             # a hand-off), so one request instead of two, in a workflow task that stays open for it.
@@ -90,13 +89,14 @@ class NodeRolloutWorkflow(NodeRunWorkflow):
             timeouts=self._timeouts,
         )
 
-    async def _undo_desired_config(self) -> None:
+    async def undo_desired_config(self) -> None:
         """Rollback before the hand-off: desiredConfig back to currentConfig."""
-        node = await self._read()
+        node = await self.read()
         if node.current_config and node.desired_config != node.current_config:
-            await self._annotate({ANN_DESIRED_CONFIG: node.current_config})
+            await self.annotate({ANN_DESIRED_CONFIG: node.current_config})
 
-    async def _degraded(self, node: NodeInfo, step: NodeStep) -> NodeRolloutResult:
+    async def degraded(self, node: NodeInfo, step: NodeStep) -> NodeRolloutResult:
+        """Report the node degraded at ``step`` with the daemon's reason; the run's result."""
         reason = node.reason or f"state {node.state}"
         workflow.logger.warning("node %s degraded at %s: %s", self._in.node, step, reason)
         await self.node_run.report(NodePhase.DEGRADED, step, "retry-node or skip-node", reason=reason)
@@ -127,7 +127,7 @@ class NodeRolloutWorkflow(NodeRunWorkflow):
         # drain (follow.py). A run asked to stop before it began only reads the node.
         if run.stop:
             await run.report(NodePhase.RUNNING, NodeStep.READ)
-            node = await self._read()
+            node = await self.read()
         else:
             first = await follow_from_start(self, input)
             if isinstance(first, NodeRolloutResult):

@@ -30,18 +30,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from activities.machineconfig.models import PoolNodesInput, PoolNodesPage, PreflightInput, PreflightResult
     from workflows.kit import calls as acts
-    from workflows.kit.batches import Group, NodeBatches
+    from workflows.kit.batches import Group, NodeBatches, WindowCarry, unpack
     from workflows.kit.board import NodeBoard
     from workflows.kit.control import Aborted
+    from workflows.kit.health import Backoff
     from workflows.kit.models import (
-        ApprovalRules,
         ChangedItem,
-        ControlResult,
         DecideInput,
-        DecideResult,
-        NodeControlInput,
         NodePhase,
-        NodeProgress,
     )
     from workflows.kit.plan import PlanError, is_unavailable
     from workflows.kit.planning import planning_call
@@ -61,18 +57,22 @@ with workflow.unsafe.imports_passed_through():
         node_owner,
         node_workflow_id,
     )
-    from workflows.machineconfig.handover import (
-        RolloutCarry,
-        pack,
-        unpack,
-    )
-    from workflows.machineconfig.leasing import RolloutLeasing
+    from workflows.kit.lease import WindowLeases
+    from workflows.kit.scopes import pool_scope
+    from workflows.machineconfig.node import NodeRolloutWorkflow
     from workflows.machineconfig.network_repair import RepairContext, repair_network
     from workflows.machineconfig.plan import plan_rollout, pool_stages
 
 
+class RolloutCarry(WindowCarry):
+    """What one run of the rollout hands to the next at a continue-as-new (the kit's
+    :class:`WindowCarry` and the plan), packed into the input's ``carried``."""
+
+    plan: RolloutPlan
+
+
 @workflow.defn
-class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
+class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
     """Roll rendered MachineConfigs onto the nodes of one or more pools (see module docstring).
 
     Input :class:`MachineConfigRolloutInput`, result :class:`MachineConfigRolloutResult`, status
@@ -87,16 +87,13 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
         self._in = input
         self._id = workflow.info().workflow_id
         self._status = RolloutStatus(workflow_id=self._id, cluster=input.cluster, started_at=workflow.now())
-        self._timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds)
+        self._timeouts = acts.Timeouts(input.calls.short_call_seconds, input.calls.heartbeat_seconds)
         self._pool_plans: dict[str, PoolPlan] = {}
-        #: Node leases taken by the node runs in the window (a large plan, workflows.machineconfig.leasing).
-        self._window_leases = False
         self.kit_init(
             procedure=PROCEDURE_MACHINECONFIG_ROLLOUT,
             noun="rollout",
             cluster=input.cluster,
-            rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes,
-                                allowed_approvers=input.allowed_approvers),
+            rules=input.approvals,
             status=self._status,
             search_attributes=input.search_attributes,
             reject_note="rollout paused",
@@ -116,21 +113,24 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             recheck_unavailable=self._recheck_unavailable,
             result_type=NodeRolloutResult,
             pause_on_degraded=input.pause_on_degraded,
-            gate_timeout_seconds=input.gate_timeout_seconds,
-            gate_timeout_outcome=input.gate_timeout_outcome,
-            hold=self._hold,
-            on_node_finished=self._node_finished,
+            gate_timeout_seconds=input.gates.timeout_seconds,
+            gate_timeout_outcome=input.gates.timeout_outcome,
+            on_node_finished=lambda node: self.node_leases.node_finished(node),
             alerts=self.alerts,
         )
+        # Its pools for the whole run; its nodes up front, or each while in the window (a large plan).
+        self.node_leases = WindowLeases(self.leases, self.batches, cluster=input.cluster, timeouts=self._timeouts,
+                                         window_above=input.window_node_leases_above, touch=self.touch)
         # The window starts every free place in one workflow task (NodeBatches.next_starts).
         self.batches.start_together = True
         self.kit_windows(input.windows)  # no node starts outside a maintenance window (workflows.kit.windows)
-        #: Continue-as-new allowed (``continue_as_new_after_events`` > 0).
-        self._can = False
-        self._base_events = 0
-        self._carry = unpack(input.carried) if input.carried else None
-        if self._carry is not None:
-            self._restore(self._carry)
+        self._carry = unpack(input.carried, RolloutCarry) if input.carried else None
+        if self._carry is not None:  # the previous run's state, so the first query sees it
+            self._add_groups(self._carry.plan)
+            self.batches.take_over(self._carry, self._status)
+            self._status.plan, self._status.continued = self._carry.plan, self._carry.continued
+            if self._carry.holds or self._carry.hold_history:
+                self.kit_notifier.seen_holds()
 
     # --- the kit's hooks ----------------------------------------------------------------------------
 
@@ -145,30 +145,10 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
         """The plan once computed (None while planning)."""
         return self._status.plan
 
-    def on_abort(self, identity: str) -> None:
-        self.batches.abort_children(identity)
-
-    def on_node_progress(self, progress: NodeProgress) -> None:
-        self.board.on_progress(progress)
-
-    def check_skip_node(self, input: NodeControlInput) -> None:
-        self.batches.check_request(input, "skip", finished=self.control.finished())
-
-    def on_skip_node(self, input: NodeControlInput) -> ControlResult:
-        return ControlResult(message=self.batches.request("skip", input))
-
-    def check_retry_node(self, input: NodeControlInput) -> None:
-        self.batches.check_request(input, "retry", finished=self.control.finished())
-
-    def on_retry_node(self, input: NodeControlInput) -> ControlResult:
-        return ControlResult(message=self.batches.request("retry", input))
-
     def check_decide(self, input: DecideInput) -> None:
+        """As the kit's, but a node that is not the rollout's is refused naming its nodes."""
         finished = str(self.control.base_phase) if self.control.finished() else None
         self.board.check_decide(input, self.gates.rules, finished=finished, in_flight=input.node in self.batches.children)
-
-    async def on_decide(self, input: DecideInput) -> DecideResult:
-        return await self.board.decide(input, self.batches.children.get(input.node), self.control)
 
     def procedure_status(self) -> RolloutStatus:
         """Phase, paused reason, per-node status, gates, totals and what the rollout waits for,
@@ -237,31 +217,19 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
         return items, commands
 
     def _result(self, outcome: str, plan: RolloutPlan, message: str) -> MachineConfigRolloutResult:
-        snap = self.procedure_status()
-        # Hold records only when the run held a node: results of runs without holds stay as they were.
-        held = {"hold_history": snap.hold_history} if snap.hold_history else {}
-        if outcome == "aborted":  # what stays changed, named as the simulator's diff names it
-            left, commands = self._left_changed(plan)
-            if left:
-                held.update(left_changed=left, next_commands=commands)
-        return MachineConfigRolloutResult(
-            **held,
-            workflow_id=self._id,
-            outcome=outcome,  # type: ignore[arg-type]
-            plan=plan,
-            nodes=self.batches.node_results(),
-            gate_history=snap.gate_history,
-            summary=snap.totals,
-            network_repair=snap.network_repair,
-            message=message,
-            started_at=snap.started_at,
-            finished_at=workflow.now(),
+        """The kit's ending (:meth:`kit_end`) with the plan, the nodes, the totals, the network
+        repair and, after an abort, what stays changed as the simulator's diff names it."""
+        left, commands = self._left_changed(plan) if outcome == "aborted" else ([], [])
+        return self.kit_end(
+            MachineConfigRolloutResult, outcome, message, plan=plan, nodes=self.batches.node_results(),
+            summary=RolloutTotals(**self.batches.totals()), network_repair=self._status.network_repair,
+            **({"left_changed": left, "next_commands": commands} if left else {}),
         )
 
     async def _run(self, input: MachineConfigRolloutInput) -> MachineConfigRolloutResult:
         if self._carry is not None:
             plan = self._carry.plan
-            await self._retake_leases(input, plan, self._carry)
+            await self._take_leases(plan, self._carry)
         else:
             try:
                 plan = await self._make_plan(input)
@@ -274,10 +242,8 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
                 self.control.base_phase = RolloutPhase.DONE
                 self.touch()
                 return self._result("dry-run", plan, f"{plan.node_count} node(s) in {len(plan.pools)} pool(s) would be rolled")
-            await self._acquire_leases(input, plan)
-        self._can = input.continue_as_new_after_events > 0
-        # Counted from here: a run that re-took thousands of node leases must still move nodes.
-        self._base_events = workflow.info().get_current_history_length()
+            await self._take_leases(plan)
+        self.batches.continue_after(input.continue_as_new_after_events)
         self.control.base_phase = RolloutPhase.RUNNING
         self.touch()
         # Stages of pools (pool_order): one pool each when sequential, all of them when parallel.
@@ -287,16 +253,15 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             todo = [name for name in stage if not self.batches.groups[name].finished]
             if todo:
                 await self.batches.run_groups(todo)
-            if self._hold():
-                await self._continue_as_new(input, plan)
+            if self.batches.holding():
+                await self.batches.hand_over(input, self._status, self.leases, RolloutCarry, plan=plan)
         if input.repair_network and not self.control.abort:
             net = self._status.network_repair = NetworkRepairStatus()
             await repair_network(
                 RepairContext(
-                    control=self.control, gates=self.gates, touch=self.touch, health=self._status.health,
-                    timeouts=self._timeouts, poll_initial_seconds=input.network_poll_initial_seconds,
-                    poll_max_seconds=input.network_poll_max_seconds, gate_timeout_seconds=input.gate_timeout_seconds,
-                    gate_timeout_outcome=input.gate_timeout_outcome,
+                    control=self.control, gates=self.gates, touch=self.touch, health=self._status.health, timeouts=self._timeouts,
+                    backoff=Backoff(initial=input.network_poll_initial_seconds, maximum=input.network_poll_max_seconds),
+                    policy=input.gates,
                 ),
                 net,
                 plan,
@@ -312,59 +277,6 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
         totals = self.batches.totals()
         message = self.control.abort_reason if self.control.abort else f"{totals['done']} node(s) updated"
         return self._result("aborted" if self.control.abort else "completed", plan, message)
-
-    # --- continue-as-new (workflows.machineconfig.handover) -----------------------------------------
-
-    def _hold(self) -> bool:
-        """The window holds once this run's history grew by ``continue_as_new_after_events`` since
-        its nodes began to move (never while aborting: an abort finishes in this run)."""
-        limit = self._in.continue_as_new_after_events
-        grown = workflow.info().get_current_history_length() - self._base_events
-        return self._can and not self.control.abort and grown >= limit
-
-    async def _continue_as_new(self, input: MachineConfigRolloutInput, plan: RolloutPlan) -> None:
-        """Hand over to the next run: the window is empty; let signal tasks and handlers finish,
-        then continue as new with the carry. Never returns."""
-        await self.batches.settle()
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        # Release rather than leave the leases to the parent close policy: servers differ on
-        # whether it applies at continue-as-new, and the next run takes them again either way.
-        await self.leases.release(concurrent=True, wait_closed=True)
-        st = self._status
-        carry = RolloutCarry(
-            plan=plan, nodes=st.nodes, groups=self.batches.export_groups(), attempts=self.batches.attempts,
-            results={n: r.model_copy(update={"decisions": [], "drain_report": None}) for n, r in self.batches.results.items()},
-            gates=self.gates.gates, passed=sorted(self.gates.passed), gate_history=st.gate_history, warnings=st.warnings,
-            paused=self.control.paused, paused_reason=self.control.paused_reason, started_at=st.started_at,
-            continued=st.continued + 1, leases=sorted(self.leases.held),
-            holds=dict(self.batches.holds.active), hold_history=list(self.batches.holds.history),
-        )
-        workflow.logger.info("continuing as new after %d events (%d)", workflow.info().get_current_history_length(), carry.continued)
-        workflow.continue_as_new(input.model_copy(update={"carried": pack(carry)}))
-
-    def _restore(self, carry: RolloutCarry) -> None:
-        """Take the previous run's state (from ``__init__``, so the first query sees it)."""
-        for pp in carry.plan.pools:
-            self._pool_plans[pp.name] = pp
-            self.batches.add_group(
-                pp.name, max_unavailable=pp.max_unavailable, nodes=pp.nodes, unavailable=pp.unavailable, gates=pp.gates,
-                skipped=pp.skipped,
-            )
-        st = self._status
-        st.nodes.update(carry.nodes)
-        st.plan, st.continued, st.started_at = carry.plan, carry.continued, carry.started_at or st.started_at
-        st.gate_history.extend(carry.gate_history)
-        st.warnings.extend(carry.warnings)
-        self.batches.restore(carry.groups, carry.attempts, dict(carry.results))
-        self.gates.gates.update(carry.gates)
-        self.gates.passed.update(carry.passed)
-        if carry.paused:
-            self.control.paused, self.control.paused_reason = True, carry.paused_reason
-        if carry.holds or carry.hold_history:
-            # The holds go on in this run; their timers start again when the window runs.
-            self.batches.holds.restore(carry.holds, carry.hold_history)
-            self.batches.holds.bind(st)
-            self.kit_notifier.seen_holds()
 
     async def _make_plan(self, input: MachineConfigRolloutInput) -> RolloutPlan:
         try:
@@ -391,17 +303,27 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             )
         except PlanError as err:
             raise ApplicationError(str(err), type="InvalidPlan", non_retryable=True) from err
+        self._add_groups(plan)
+        self._status.plan = plan
+        if input.search_attributes:
+            workflow.upsert_search_attributes([SA_KEY_POOLS.value_set([p.name for p in plan.pools])])
+        self.touch()
+        return plan
+
+    async def _take_leases(self, plan: RolloutPlan, carry: RolloutCarry | None = None) -> None:
+        """The pools' leases (``LeaseInput.scope`` ``pool/<pool>``) and the planned nodes'
+        (:class:`workflows.kit.lease.WindowLeases`; again after a continue-as-new)."""
+        pools = {pool_scope(self._in.cluster, pp.name): f"pool/{pp.name}" for pp in plan.pools}
+        await self.node_leases.take(pools, [n for pp in plan.pools for n in pp.nodes], carry)
+
+    def _add_groups(self, plan: RolloutPlan) -> None:
+        """One window group per pool of ``plan``, in plan order."""
         for pp in plan.pools:
             self._pool_plans[pp.name] = pp
             self.batches.add_group(
                 pp.name, max_unavailable=pp.max_unavailable, nodes=pp.nodes, unavailable=pp.unavailable, gates=pp.gates,
                 skipped=pp.skipped,
             )
-        self._status.plan = plan
-        if input.search_attributes:
-            workflow.upsert_search_attributes([SA_KEY_POOLS.value_set([p.name for p in plan.pools])])
-        self.touch()
-        return plan
 
     async def _preflight(self, input: MachineConfigRolloutInput) -> PreflightResult:
         """Preflight, its node list in pages of ``input.preflight_page_size`` (one result of
@@ -435,9 +357,8 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
     async def _start_child(self, node: str, group: Group, attempt: int) -> workflow.ChildWorkflowHandle:
         """Start the node's NodeRolloutWorkflow attempt (ID ``{rollout}/node/{node}/{attempt}``, or
         the node's lease ID when the run is its node's lease), after taking the node's lease
-        (in-window leases, :mod:`workflows.machineconfig.leasing`; raises LeaseHeld when another
+        (in-window leases, :class:`workflows.kit.lease.WindowLeases`; raises LeaseHeld when another
         procedure holds the node, which the window records as a failed node)."""
-        lease_scope = self._node_lease_for_run(node) if self._window_leases else None
         i = self._in
         child_input = NodeRolloutInput(
             node=node,
@@ -446,25 +367,15 @@ class MachineConfigRolloutWorkflow(RolloutLeasing, NodeProcedureWorkflow):
             parent_id=self._id,
             owner=node_owner(self._id, node),
             attempt=attempt,
-            daemon_drain_deadline_seconds=i.daemon_drain_deadline_seconds,
-            daemon_uncordon_deadline_seconds=i.daemon_uncordon_deadline_seconds,
-            deadline_warn_fraction=i.deadline_warn_fraction,
-            drain_backoff_initial_seconds=i.drain_backoff_initial_seconds,
-            drain_backoff_max_seconds=i.drain_backoff_max_seconds,
-            drain_wait_seconds=i.drain_wait_seconds,
-            wait_activity_timeout_seconds=i.wait_activity_timeout_seconds,
-            activity_timeout_seconds=i.activity_timeout_seconds,
-            activity_heartbeat_timeout_seconds=i.activity_heartbeat_timeout_seconds,
-            decide_after_seconds=i.decide_after_seconds,
-            drain_escalate_after_seconds=i.drain_escalate_after_seconds,
-            decision_timeout_seconds=i.decision_timeout_seconds,
-            decision_timeout_outcome=i.decision_timeout_outcome,
-            lease_scope=lease_scope,
+            drain=i.drain,
+            daemon=i.daemon,
+            calls=i.calls,
+            lease_scope=self.node_leases.scope_for_run(node),
             disruption=next((d for d in self._pool_plans[group.name].disruption if node in d.nodes), None),
             machine_config_nodes=self._status.plan is not None and self._status.plan.machine_config_nodes,
         )
-        return await self._start_node_run(
-            child_input, node_workflow_id(self._id, node, attempt), f"node {node} · MachineConfig handshake (attempt {attempt})"
+        return await self.node_leases.start_run(
+            NodeRolloutWorkflow.run, child_input, node_workflow_id(self._id, node, attempt), f"node {node} · MachineConfig handshake (attempt {attempt})"
         )
 
     async def _cleanup_node(self, node: str) -> None:

@@ -166,11 +166,12 @@ def start_machineconfig_rollout(
     who = identity_of(identity)
     fields = dict(
         cluster=cluster or settings.cluster, pools=pool, target_configs=targets, not_before=nb, max_unavailable=mu,
-        pool_order=order, approval=approval, gate_timeout_seconds=gate_timeout, gate_timeout_outcome=outcome,
-        pause_on_degraded=not no_pause_on_degraded, dry_run=dry_run, requested_by=who, four_eyes=four_eyes,
-        allowed_approvers=allowed_approver, repair_network=repair_network, decide_after_seconds=decide_after or None,
-        drain_escalate_after_seconds=drain_escalate_after or None,
-        decision_timeout_seconds=decision_timeout, decision_timeout_outcome=decision_timeout_outcome,
+        pool_order=order, approval=approval, gates=dict(timeout_seconds=gate_timeout, timeout_outcome=outcome),
+        pause_on_degraded=not no_pause_on_degraded, dry_run=dry_run,
+        approvals=dict(requested_by=who, four_eyes=four_eyes, allowed_approvers=allowed_approver), repair_network=repair_network,
+        drain=dict(decide_after_seconds=decide_after or None, decision_timeout_seconds=decision_timeout,
+                   decision_timeout_outcome=decision_timeout_outcome),
+        daemon=dict(escalate_after_seconds=drain_escalate_after or None),
         **({"node_order": nodes_order} if nodes_order is not None else {}),
         **({"windows": window_specs} if window_specs else {}),
         alerts=alerts,
