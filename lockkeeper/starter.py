@@ -317,7 +317,7 @@ def default_summary(procedure: str, cluster: str, scopes: Sequence[str], pools: 
         parts.append(f"pools {', '.join(pools)}")
     elif scopes:
         parts.append(f"scope {', '.join(scopes)}")
-    who = getattr(inp, "requested_by", None) or getattr(getattr(inp, "rules", None), "requested_by", None)
+    who = getattr(inp, "requested_by", None) or getattr(getattr(inp, "approvals", None), "requested_by", None)
     if who and who != "unknown":
         parts.append(f"requested by {who}")
     return " · ".join(parts)
