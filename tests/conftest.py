@@ -33,7 +33,11 @@ from workers.logging import HANDLER_NAME
 #: Files whose tests take a minute or more each (measured with ``--durations``): they start
 #: first. pytest-xdist hands tests out in collection order, so a long test collected last (the
 #: VXLAN fault matrix lives in ``tests/vxlan_port``, after every other folder) ran alone at the
-#: end of the run while the other processes idled.
+#: end of the run while the other processes idled. Its ``load`` scheduler first sends each
+#: process a *consecutive* chunk of a quarter of its share (about 100 tests here), which put all
+#: of these long tests on one process, one after the other, for the whole run (a 40-minute suite
+#: whose last 25 minutes ran on one process): ``--maxschedchunk 2`` (pyproject ``addopts``) hands
+#: tests out two at a time, so the long ones spread over every process.
 LONG_FIRST = (
     "tests/e2e/test_readme_sections.py",
     "tests/e2e/test_handshake_outage.py",
