@@ -25,6 +25,8 @@ never repeated (the loop resumes at the exact step after a worker restart).
 
 from __future__ import annotations
 
+from typing import Any
+
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
@@ -98,18 +100,13 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
     @workflow.run
     async def run(self, input: ControlPlaneUpgradeInput) -> ControlPlaneResult:
         self.kit_status_attributes()
-        self.touch()
-        try:
-            result = await self._run(input)
-        except ApplicationError as err:
-            self.control.base_phase = ProcedurePhase.FAILED
-            self._status.error = str(err)
-            self._status.left_changed = self._left_changed()
-            self.touch()
-            await self.kit_reporter.settle()
-            raise
-        await self.kit_reporter.settle()
-        return result
+        return await self.kit_run(lambda: self._run(input), ControlPlaneResult)
+
+    def kit_left_changed(self) -> list[ChangedItem]:
+        return super().kit_left_changed() + self._left_changed()
+
+    def kit_result_fields(self) -> dict[str, Any]:
+        return {"masters": [r.model_copy() for r in self._status.masters], "checks": dict(self._status.checks)}
 
     def _left_changed(self) -> list[ChangedItem]:
         """What stays changed (issue 39): each master whose host this run began to change,
@@ -128,14 +125,12 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
         return items
 
     def _result(self, outcome: str, message: str, problems: list[str] | None = None) -> ControlPlaneResult:
-        left = self._left_changed() if outcome not in ("completed", "dry-run") else []
+        left = self.kit_left_changed() if outcome not in ("completed", "dry-run") else []
         if left:
             self._status.left_changed = left
             message += "; left changed: " + "; ".join(i.line() for i in left)
-        return ControlPlaneResult(workflow_id=self._id, outcome=outcome, masters=[r.model_copy() for r in self._status.masters],
-                                  checks=dict(self._status.checks), message=message, left_changed=left,
-                                  preconditions=list(self._status.preconditions), problems=problems or [],
-                                  started_at=self._status.started_at, finished_at=workflow.now())
+        return self.kit_end(ControlPlaneResult, outcome, message, left_changed=left, problems=problems or [],
+                            next_commands=self.kit_next_commands(left))
 
     def _preconditions(self, input: ControlPlaneUpgradeInput) -> list[Precondition]:
         """What the upgrade needs before the first master (issue 39): the masters the operator
@@ -164,11 +159,7 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
                                            + ", ".join(f"{m.name} {m.api_url}" for m in input.masters)
                                            + (f"; refused today: {len(checked.failed)} precondition(s) failed"
                                               if checked.failed else ""), problems=checked.problems)
-        if not checked.ok:  # nothing written, no lease taken
-            self.control.base_phase = ProcedurePhase.ABORTED
-            self.touch()
-            await workflow.wait_condition(workflow.all_handlers_finished)
-            return self._result("refused", "refused before any change: " + "; ".join(checked.problems), problems=checked.problems)
+        checked.raise_if_failed()  # refused (kit_run): nothing written, no lease taken
         await self.leases.acquire([node_scope(input.cluster, m.name) for m in input.masters], probe_cluster=True)
         try:
             await self._preflight(input)
