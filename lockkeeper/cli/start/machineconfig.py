@@ -8,7 +8,6 @@ command waits for the plan and prints it below the workflow ID.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import typer

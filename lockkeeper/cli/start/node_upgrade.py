@@ -16,7 +16,6 @@ upgrades the node with the pods still on it (openshift-ansible's
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 from typing import Any
 
 import typer

@@ -108,10 +108,12 @@ class Start:
                                     workflow_id=self.workflow_id)
         return Launch(name=name, input=inp, cluster=cluster, **{**base, **more})
 
-    def go(self, req: Launch, dry_run: Callable[[Launch, Any], Awaitable[int]] = dry_run_report) -> None:
-        """Run the start (:func:`lockkeeper.cli.common.run`, exits): :func:`.shared.launch`, or for
-        a dry run ``dry_run`` (default :func:`.shared.dry_run_report`: the input and the leases)."""
-        run((dry_run if req.dry_run else launch)(req, self.settings))
+    def go(self, req: Launch, dry_run: Callable[[Launch, Any], Awaitable[int]] = dry_run_report,
+           launcher: Callable[[Launch, Any], Awaitable[int]] = launch) -> None:
+        """Run the start (:func:`lockkeeper.cli.common.run`: exits with the code it returns):
+        ``launcher`` (default :func:`.shared.launch`), or for a dry run ``dry_run`` (default
+        :func:`.shared.dry_run_report`: the input and the leases that would refuse it)."""
+        run((dry_run if req.dry_run else launcher)(req, self.settings))
 
 
 def start_options(wait: str, dry_run: str = DRY_RUN_HELP, cluster: bool = True) -> OptionGroup:
