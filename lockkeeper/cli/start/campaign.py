@@ -26,7 +26,7 @@ import typer
 
 from lockkeeper.cli.common import EXIT_USAGE, CliError, err, validation_lines
 from lockkeeper.cli.start.options import Approvals, Start, approval_options, completes, start_options, window_options
-from lockkeeper.cli.start.shared import Launch, dry_run_report, launch, spec_named
+from lockkeeper.cli.start.shared import Launch, dry_run_report, input_data, launch, spec_named
 
 
 def read_clusters(path: Path) -> list[dict[str, Any]]:
@@ -55,30 +55,6 @@ def read_clusters(path: Path) -> list[dict[str, Any]]:
             raise CliError(f"{path}: cluster {item['name']}: overrides must be a mapping of input fields", EXIT_USAGE)
         out.append({"name": item["name"], "overrides": dict(item.get("overrides") or {})})
     return out
-
-
-def shared_input() -> dict[str, Any]:
-    """The procedure's shared input: the ``-f`` file, then each ``--set KEY=VALUE``."""
-    import yaml
-
-    from lockkeeper.cli.start.shared import INPUT_FILE, INPUT_SETS, _set_path
-
-    data: dict[str, Any] = {}
-    path = INPUT_FILE.get()
-    if path is not None:
-        try:
-            loaded = yaml.safe_load(path.read_text())
-        except (OSError, yaml.YAMLError) as exc:
-            raise CliError(f"cannot read {path}: {exc}", EXIT_USAGE) from None
-        if loaded is not None and not isinstance(loaded, dict):
-            raise CliError(f"{path}: the input must be a mapping of the procedure's fields", EXIT_USAGE)
-        data = loaded or {}
-    for item in INPUT_SETS.get():
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise CliError(f"--set {item!r}: give KEY=VALUE", EXIT_USAGE)
-        _set_path(data, key.strip(), yaml.safe_load(raw) if raw else "")
-    return data
 
 
 def start_campaign(
@@ -128,7 +104,7 @@ def start_campaign(
     who = start.who
     try:
         fleet = read_clusters(clusters_file)
-        shared = shared_input()
+        shared = input_data()  # the procedure's shared input: -f FILE, then each --set
     except CliError as exc:
         err(f"error: {exc}")
         raise typer.Exit(exc.code) from None

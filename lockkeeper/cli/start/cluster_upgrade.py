@@ -16,7 +16,7 @@ import typer
 
 from lockkeeper.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, err
 from lockkeeper.cli.start.options import Approvals, Start, approval_options, completes, start_options
-from lockkeeper.cli.start.shared import Launch, dry_run_result
+from lockkeeper.cli.start.shared import Launch, dry_run_result, read_yaml
 
 PROCEDURE = "cluster-upgrade"
 
@@ -28,14 +28,7 @@ def start_cluster_upgrade(
     start: Start = start_options(wait=completes("upgrade")),
 ) -> None:
     """Run the whole cluster upgrade of a plan file as durable child procedures (R3)."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(plan.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise typer.BadParameter(str(exc), param_hint="'--plan'") from None
-    if not isinstance(data, dict):
-        raise typer.BadParameter("expected a mapping of phases", param_hint="'--plan'")
+    data = read_yaml(plan, "'--plan'", mapping="expected a mapping of phases")
     if start.cluster_flag:
         data["cluster"] = start.cluster_flag
     data.setdefault("cluster", start.settings.cluster)

@@ -32,7 +32,7 @@ import typer
 from lockkeeper.cli.common import EXIT_USAGE, err
 from lockkeeper.cli.start.node_upgrade import parse_argv
 from lockkeeper.cli.start.options import MasterSsh, Start, completes, master_ssh_options, start_options
-from lockkeeper.cli.start.shared import launch
+from lockkeeper.cli.start.shared import launch, read_yaml
 
 
 DEFAULT_API_PORT = 8443
@@ -81,28 +81,11 @@ def api_urls(masters: list[str], api_url: list[str], api_port: list[str]) -> dic
 
 
 def _read_members(path: Path) -> list[Any]:
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise typer.BadParameter(str(exc), param_hint="'--etcd-members'") from None
+    data = read_yaml(path, "'--etcd-members'")
     if isinstance(data, dict) and isinstance(data.get("members"), list):
         data = data["members"]
     if not isinstance(data, list) or not data:
         raise typer.BadParameter("expected a list of etcd members (or a mapping with `members:`)", param_hint="'--etcd-members'")
-    return data
-
-
-def _read_input(path: Path) -> dict[str, Any]:
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise typer.BadParameter(str(exc), param_hint="'--input'") from None
-    if not isinstance(data, dict):
-        raise typer.BadParameter("expected a mapping", param_hint="'--input'")
     return data
 
 
@@ -135,7 +118,7 @@ def start_control_plane_upgrade(
 
     settings, who = start.settings, start.who
     if input_file is not None:
-        fields = _read_input(input_file)
+        fields = read_yaml(input_file, "'--input'", mapping="expected a mapping")
         fields.setdefault("requested_by", who)
         fields.setdefault("cluster", start.cluster)
         fields["dry_run"] = start.dry_run or fields.get("dry_run", False)

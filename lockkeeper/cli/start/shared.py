@@ -106,15 +106,12 @@ def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
     cur[keys[-1]] = value
 
 
-def build_input(model: type[Any], flags: dict[str, Any] | None = None) -> Any:
-    """The start command's input ``model``: the ``-f`` file (YAML or JSON), then ``flags``
+def input_data(flags: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The start command's input fields as given: the ``-f`` file (YAML or JSON), then ``flags``
     (dotted field path -> value; only the flags the operator gave, None values are left out),
-    then every ``--set KEY=VALUE``, validated once. Raises :class:`CliError` (exit 2) with one
-    ``field: message`` item per problem, naming the file, before anything is started."""
+    then every ``--set KEY=VALUE`` (the value read as YAML). Raises :class:`CliError` (exit 2)
+    for a file that cannot be read or is no mapping, and a malformed ``--set``."""
     import yaml
-    from pydantic import ValidationError
-
-    from lockkeeper.cli.common import EXIT_USAGE, validation_lines
 
     data: dict[str, Any] = {}
     path = INPUT_FILE.get()
@@ -139,9 +136,22 @@ def build_input(model: type[Any], flags: dict[str, Any] | None = None) -> Any:
         except yaml.YAMLError as exc:
             raise CliError(f"--set {key}: {exc}", EXIT_USAGE) from None
         _set_path(data, key.strip(), value)
+    return data
+
+
+def build_input(model: type[Any], flags: dict[str, Any] | None = None) -> Any:
+    """The start command's input ``model`` from :func:`input_data` (the ``-f`` file, then
+    ``flags``, then every ``--set``), validated once. Raises :class:`CliError` (exit 2) with one
+    ``field: message`` item per problem, naming the file, before anything is started."""
+    from pydantic import ValidationError
+
+    from lockkeeper.cli.common import validation_lines
+
+    data = input_data(flags)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
+        path = INPUT_FILE.get()
         where = f" ({path})" if path is not None else ""
         raise CliError(f"invalid input{where}: {validation_lines(exc)}", EXIT_USAGE) from None
 
@@ -330,6 +340,21 @@ async def refused_before_any_change(handle: Any, spec: Any, req: Launch, doc: di
 
         out.console().print(panels.result_panel(spec.name, result))
     return True
+
+
+def read_yaml(path: Path, hint: str, mapping: str | None = None) -> Any:
+    """The YAML (or JSON) document in the file ``path`` of option ``hint`` (``'--plan'``).
+    Raises ``typer.BadParameter`` naming the option when the file cannot be read or parsed, and,
+    when ``mapping`` (the message) is given, when the document is not a mapping."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise typer.BadParameter(str(exc), param_hint=hint) from None
+    if mapping is not None and not isinstance(data, dict):
+        raise typer.BadParameter(mapping, param_hint=hint)
+    return data
 
 
 def read_ssh_map(path: str | Path) -> dict[str, tuple[str, int]]:
