@@ -65,8 +65,7 @@ def _start(start: Start, name: str, members: str, fields: dict[str, Any]) -> Non
     problem) and start it, leasing ``etcd/<cluster>``."""
     from workflows.kit.scopes import subsystem_scope
 
-    spec = spec_named(name)
-    where = start.cluster
+    who, spec, where = start.who, spec_named(name), start.cluster
     if "cluster" in spec.input_model.model_fields:
         fields = {**fields, "cluster": where}
     try:
@@ -75,7 +74,7 @@ def _start(start: Start, name: str, members: str, fields: dict[str, Any]) -> Non
         err(f"error: {exc}")
         raise typer.Exit(exc.code) from None
     start.go(start.request(name, inp, cluster=where, scopes=[subsystem_scope("etcd", where)],
-                           summary=f"{name} on {where} by {start.who}"))
+                           summary=f"{name} on {where} by {who}"))
 
 
 def start_etcd_backup(
