@@ -1,6 +1,8 @@
-"""``lockkeeper diagnose pool NAME``: why a MachineConfigPool is stuck, read-only from the API
-(no workflow needed; exit 3 for an unknown pool or an unreachable cluster, 2 for a malformed
-kubeconfig, as ``lockkeeper worker``)."""
+"""``lockkeeper diagnose``: read-only from the API, no workflow needed. ``diagnose pool NAME``: why a
+MachineConfigPool is stuck (exit 3 for an unknown pool or an unreachable cluster, 2 for a
+malformed kubeconfig, as ``lockkeeper worker``). ``diagnose gluster``: the GlusterFS report
+(:mod:`lockkeeper.cli.gluster`; exit 0 healthy, 1 not, 2 for a malformed kubeconfig, 3 when the
+cluster or the GlusterFS pods cannot be reached)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,19 @@ from typing import Any, TypeVar
 
 import typer
 
-from lockkeeper.cli.common import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, CliError, OutputOpt, check_output, err, run, settings_of, show
+from lockkeeper.cli.common import (
+    EXIT_FAILED,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    OutputOpt,
+    check_output,
+    err,
+    run,
+    settings_of,
+    show,
+)
 
 T = TypeVar("T")
 
@@ -76,9 +90,44 @@ async def _diagnose(settings: Any, pool: str, output: str) -> int:
     return EXIT_OK
 
 
-def register(app: typer.Typer) -> None:
-    """Add ``diagnose``."""
-    from lockkeeper.cli.gluster import diagnose_gluster_cmd
+@diagnose_app.command("gluster")
+def diagnose_gluster_cmd(
+    ctx: typer.Context,
+    namespace: str = typer.Option("glusterfs", "--namespace", help="Namespace of the GlusterFS pods."),
+    gluster_cluster: list[str] = typer.Option(["storage"], "--gluster-cluster", help="GlusterFS cluster name(s): pods glusterfs=<name>-pod."),
+    exclude_node: str | None = typer.Option(None, "--exclude-node", help="Never run the CLI in this node's pod."),
+    heal: bool = typer.Option(True, "--heal/--no-heal", help="Also read heal info of every replicated volume."),
+    rule: str = typer.Option("per-volume", "--quorum-rule", help="per-volume | per-replica-set"),
+    kubeconfig: str | None = KubeconfigOpt,
+    context: str | None = KubeContextOpt,
+    output: str = OutputOpt,
+) -> None:
+    """GlusterFS volumes, bricks, hosts, pods and heal entries, read-only (exit 1 when not healthy)."""
+    output = check_output(output)
+    if rule not in ("per-volume", "per-replica-set"):
+        raise typer.BadParameter("must be per-volume or per-replica-set", param_hint="'--quorum-rule'")
+    run(_diagnose_gluster(diagnose_settings(ctx, kubeconfig, context), namespace, gluster_cluster, exclude_node, heal, rule, output))
 
-    diagnose_app.command("gluster")(diagnose_gluster_cmd)
+
+async def _diagnose_gluster(settings: Any, namespace: str, clusters: list[str], exclude_node: str | None, heal: bool,
+                            rule: str, output: str) -> int:
+    from temporalio.exceptions import ApplicationError
+
+    from activities.gluster.activities import GlusterActivities
+    from activities.gluster.models import GlusterReadInput, GlusterTarget
+    from lockkeeper.cli.gluster import assessment_view, diagnosis_data
+    from workflows.shared.glusterfs.assess import assess
+
+    def read(gw: Any) -> Any:
+        target = GlusterTarget(namespace=namespace, clusters=clusters, exclude_node=exclude_node)
+        return GlusterActivities(lambda: gw).read_gluster(GlusterReadInput(target=target, heal=heal))
+
+    report = await read_cluster(settings, read, not_found=(ApplicationError,))
+    a = assess(report, rule)  # type: ignore[arg-type]
+    show(lambda: assessment_view(a), lambda: diagnosis_data(report, a), output)
+    return EXIT_OK if a.healthy else EXIT_FAILED
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``diagnose`` (``pool``, ``gluster``)."""
     app.add_typer(diagnose_app, name="diagnose")
