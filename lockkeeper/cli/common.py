@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from enum import StrEnum
 from typing import Any
 
@@ -131,6 +131,17 @@ def setup_logging(settings: Any, default_level: str = "warning") -> None:
 
     level = settings.log_level if "log_level" in settings.model_fields_set else default_level
     configure_logging(level, settings.log_format)
+
+
+def show(view: Callable[[], Any], data: Callable[[], Any], output: str) -> None:
+    """Print a command's answer on stdout: ``view()`` (a rich renderable) for ``-o table``, else
+    ``data()`` as JSON or YAML (:func:`lockkeeper.output.dump`); each is built only when shown."""
+    from lockkeeper import output as out
+
+    if output == "table":
+        out.console().print(view())
+    else:
+        print(out.dump(data(), output))
 
 
 def one_line(msg: str) -> str:

@@ -1,5 +1,5 @@
-"""``lockkeeper diagnose gluster``: a read-only GlusterFS report straight from the cluster, and the
-report views ``start gluster-recovery --check-only`` prints too.
+"""The GlusterFS report views that ``lockkeeper diagnose gluster`` (:mod:`lockkeeper.cli.diagnose`)
+and ``start gluster-recovery --check-only`` print.
 
 The diagnosis runs the same read as the procedure (``read_gluster``: pods, nodes, ``volume
 info``/``status``, peers, heal info, in a usable GlusterFS pod through the API's exec) and the
@@ -11,21 +11,6 @@ cannot be reached.
 from __future__ import annotations
 
 from typing import Any
-
-import typer
-
-from lockkeeper.cli.common import (
-    EXIT_FAILED,
-    EXIT_NOT_FOUND,
-    EXIT_OK,
-    EXIT_USAGE,
-    CliError,
-    OutputOpt,
-    check_output,
-    err,
-    run,
-    settings_of,
-)
 
 
 def assessment_view(a: Any, title: str = "GlusterFS") -> Any:
@@ -64,61 +49,3 @@ def diagnosis_data(report: Any, a: Any) -> dict[str, Any]:
         "healthy": a.healthy, "exec_pod": report.exec_pod, "assessment": a.model_dump(mode="json"),
         "peers": [p.model_dump(mode="json") for p in report.peers], "calls": [c.model_dump(mode="json") for c in report.calls],
     }
-
-
-def diagnose_gluster_cmd(
-    ctx: typer.Context,
-    namespace: str = typer.Option("glusterfs", "--namespace", help="Namespace of the GlusterFS pods."),
-    gluster_cluster: list[str] = typer.Option(["storage"], "--gluster-cluster", help="GlusterFS cluster name(s): pods glusterfs=<name>-pod."),
-    exclude_node: str | None = typer.Option(None, "--exclude-node", help="Never run the CLI in this node's pod."),
-    heal: bool = typer.Option(True, "--heal/--no-heal", help="Also read heal info of every replicated volume."),
-    rule: str = typer.Option("per-volume", "--quorum-rule", help="per-volume | per-replica-set"),
-    kubeconfig: str | None = typer.Option(None, "--kubeconfig", help="Path (KUBECONFIG)."),
-    context: str | None = typer.Option(None, "--context", help="kubeconfig context (KUBE_CONTEXT)."),
-    output: str = OutputOpt,
-) -> None:
-    """GlusterFS volumes, bricks, hosts, pods and heal entries, read-only (exit 1 when not healthy)."""
-    output = check_output(output)
-    if rule not in ("per-volume", "per-replica-set"):
-        raise typer.BadParameter("must be per-volume or per-replica-set", param_hint="'--quorum-rule'")
-    try:
-        settings = settings_of(ctx, kubeconfig=kubeconfig, kube_context=context)
-    except CliError as exc:
-        err(f"error: {exc}")
-        raise typer.Exit(exc.code) from None
-    run(_diagnose(settings, namespace, gluster_cluster, exclude_node, heal, rule, output))
-
-
-async def _diagnose(settings: Any, namespace: str, clusters: list[str], exclude_node: str | None, heal: bool, rule: str,
-                    output: str) -> int:
-    import asyncio
-
-    from temporalio.exceptions import ApplicationError
-
-    from activities.gluster.activities import GlusterActivities
-    from activities.gluster.models import GlusterReadInput, GlusterTarget
-    from activities.kube.errors import KubeconfigError, KubeError
-    from lockkeeper import output as out
-    from workers.registry import build_gateway
-    from workflows.shared.glusterfs.assess import assess
-
-    def work() -> Any:
-        gw = build_gateway(settings)
-        try:
-            target = GlusterTarget(namespace=namespace, clusters=clusters, exclude_node=exclude_node)
-            return GlusterActivities(lambda: gw).read_gluster(GlusterReadInput(target=target, heal=heal))
-        finally:
-            gw.close()
-
-    try:
-        report = await asyncio.to_thread(work)
-    except KubeconfigError as exc:
-        raise CliError(str(exc), EXIT_USAGE) from None  # a malformed kubeconfig: exit 2 everywhere
-    except (KubeError, ApplicationError) as exc:
-        raise CliError(str(exc), EXIT_NOT_FOUND) from None
-    a = assess(report, rule)  # type: ignore[arg-type]
-    if output == "table":
-        out.console().print(assessment_view(a))
-    else:
-        print(out.dump(diagnosis_data(report, a), output))
-    return EXIT_OK if a.healthy else EXIT_FAILED

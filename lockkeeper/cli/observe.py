@@ -26,6 +26,7 @@ from lockkeeper.cli.common import (
     cli_settings,
     connect,
     run,
+    show,
 )
 
 
@@ -226,10 +227,7 @@ async def show_list(
 
     client = await connect(settings)
     rows = await list_rows(client, build_list_query(cluster, procedure, state, running, campaign), limit)
-    if output == "table":
-        out.console().print(out.list_table(rows))
-    else:
-        print(out.dump(rows, output))
+    show(lambda: out.list_table(rows), lambda: rows, output)
     return EXIT_OK
 
 

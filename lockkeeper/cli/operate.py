@@ -102,36 +102,30 @@ async def require_node_procedure(settings: Any, wid: str, update: str) -> None:
         raise CliError(f"{spec.name} {wid} has no nodes to {update.replace('_', '-')}", EXIT_USAGE)
 
 
-def approve(
-    ctx: typer.Context,
-    workflow_id: str = typer.Argument(..., metavar="ID"),
-    gate: str | None = typer.Argument(None, help="Gate ID (default: the only waiting gate)."),
-    comment: str = typer.Option("", "--comment", "-m"),
-    identity: str | None = IdentityOpt,
-    output: str = OutputOpt,
-) -> None:
-    """Approve a waiting gate (attributed to your identity)."""
-    from workflows.kit.models import ApproveInput, GateDecisionResult
+def _gate_decision(update: str, model: str, help_text: str) -> Any:
+    """``approve`` / ``reject``: send ``update`` with the kit's ``model`` (``ApproveInput`` /
+    ``RejectInput``: the gate, your identity, the comment) and print its ``GateDecisionResult``."""
 
-    who = identity_of(identity)
-    send(ctx, workflow_id, "approve", ApproveInput(gate_id=gate, identity=who, comment=comment), GateDecisionResult,
-         check_output(output), who, gate=gate)
+    def command(
+        ctx: typer.Context,
+        workflow_id: str = typer.Argument(..., metavar="ID"),
+        gate: str | None = typer.Argument(None, help="Gate ID (default: the only waiting gate)."),
+        comment: str = typer.Option("", "--comment", "-m"),
+        identity: str | None = IdentityOpt,
+        output: str = OutputOpt,
+    ) -> None:
+        from workflows.kit import models
+
+        who = identity_of(identity)
+        send(ctx, workflow_id, update, getattr(models, model)(gate_id=gate, identity=who, comment=comment),
+             models.GateDecisionResult, check_output(output), who, gate=gate)
+
+    command.__doc__ = help_text
+    return command
 
 
-def reject(
-    ctx: typer.Context,
-    workflow_id: str = typer.Argument(..., metavar="ID"),
-    gate: str | None = typer.Argument(None, help="Gate ID (default: the only waiting gate)."),
-    comment: str = typer.Option("", "--comment", "-m"),
-    identity: str | None = IdentityOpt,
-    output: str = OutputOpt,
-) -> None:
-    """Reject a waiting gate: the procedure pauses; `resume` re-opens the gate."""
-    from workflows.kit.models import GateDecisionResult, RejectInput
-
-    who = identity_of(identity)
-    send(ctx, workflow_id, "reject", RejectInput(gate_id=gate, identity=who, comment=comment), GateDecisionResult,
-         check_output(output), who, gate=gate)
+approve = _gate_decision("approve", "ApproveInput", "Approve a waiting gate (attributed to your identity).")
+reject = _gate_decision("reject", "RejectInput", "Reject a waiting gate: the procedure pauses; `resume` re-opens the gate.")
 
 
 def _control(update: str, help_text: str) -> Any:
@@ -153,19 +147,23 @@ def _control(update: str, help_text: str) -> Any:
     return command
 
 
-def _node_control(update: str, help_text: str) -> Any:
+def _node_control(update: str, help_text: str, model: str = "NodeControlInput", text: str = "comment") -> Any:
+    """A command on one node of a run: send ``update`` with the kit's ``model`` (the node, your
+    identity, and ``-m`` as its ``text`` field: ``--comment`` or ``--reason``) and print its
+    ``ControlResult``."""
+
     def command(
         ctx: typer.Context,
         workflow_id: str = typer.Argument(..., metavar="ID"),
         node: str = typer.Argument(..., metavar="NODE"),
-        comment: str = typer.Option("", "--comment", "-m"),
+        words: str = typer.Option("", f"--{text}", "-m"),
         identity: str | None = IdentityOpt,
         output: str = OutputOpt,
     ) -> None:
-        from workflows.kit.models import ControlResult, NodeControlInput
+        from workflows.kit import models
 
         who = identity_of(identity)
-        send(ctx, workflow_id, update, NodeControlInput(node=node, identity=who, comment=comment), ControlResult,
+        send(ctx, workflow_id, update, getattr(models, model)(node=node, identity=who, **{text: words}), models.ControlResult,
              check_output(output), who, node=True)
 
     command.__doc__ = help_text
@@ -205,20 +203,7 @@ def hold(
     send(ctx, workflow_id, "hold_node", inp, ControlResult, check_output(output), who, node=True)
 
 
-def release(
-    ctx: typer.Context,
-    workflow_id: str = typer.Argument(..., metavar="ID"),
-    node: str = typer.Argument(..., metavar="NODE"),
-    reason: str = typer.Option("", "--reason", "-m"),
-    identity: str | None = IdentityOpt,
-    output: str = OutputOpt,
-) -> None:
-    """Release a held node: it starts in its place of the order."""
-    from workflows.kit.models import ControlResult, ReleaseInput
-
-    who = identity_of(identity)
-    send(ctx, workflow_id, "release_node", ReleaseInput(node=node, identity=who, reason=reason), ControlResult,
-         check_output(output), who, node=True)
+release = _node_control("release_node", "Release a held node: it starts in its place of the order.", "ReleaseInput", "reason")
 
 
 def decide(

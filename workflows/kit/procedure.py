@@ -93,7 +93,9 @@ R = TypeVar("R", bound=ProcedureResult)
 
 #: ApplicationError types that mean "refused before any write": the run ends with outcome
 #: ``refused`` and its problems, one line each (the CLI exits 2), never as a failed workflow.
-REFUSAL_TYPES = frozenset({"PreconditionFailed", "InvalidPlan", "InvalidInput"})
+REFUSAL_TYPES = frozenset({"PreconditionFailed", "InvalidPlan", "InvalidInput", "PlanBlocked"})
+#: What a refusal's headline adds for its type (``refused before any change (WHY): ...``).
+REFUSAL_WHY = {"PlanBlocked": "the plan is blocked"}
 
 #: Base phase of each outcome a run ends with.
 OUTCOME_PHASE = {
@@ -317,7 +319,10 @@ class ProcedureWorkflow:
         e.g. a failed precondition): outcome ``refused``, one problem per line of its message
         (``why`` is added to the headline, e.g. "the plan is blocked")."""
         lines = refusal_lines(err)
+        why = why or REFUSAL_WHY.get(err.type or "", "")
         head = "refused before any change" + (f" ({why})" if why else "")
+        if self.kit_status.preflight != "none":
+            self.kit_status.preflight = "refused"  # `start` waits past pending, then exits 2
         return self.kit_end(result_type, "refused", f"{head}: " + "; ".join(lines), problems=lines)
 
     async def kit_undo(self, why: str) -> tuple[list[str], list[str]]:

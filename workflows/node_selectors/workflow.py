@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from typing import Any
+
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
@@ -53,7 +55,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.models import ApprovalRules, Gate, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase
     from workflows.kit.planning import planning_abort_message, planning_call
     from workflows.kit.report import Reporter
-    from workflows.kit.procedure import REFUSAL_TYPES, ProcedureWorkflow, refusal_lines
+    from workflows.kit.procedure import ProcedureWorkflow
     from workflows.kit.records import REMOVE, RecordRefused, Records
     from workflows.node_selectors.models import (
         PROCEDURE_NODE_SELECTOR_MIGRATION,
@@ -159,36 +161,15 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
     @workflow.run
     async def run(self, input: NodeSelectorMigrationInput) -> NodeSelectorMigrationResult:
         self.kit_status_attributes()
-        self.touch()
-        try:
-            try:
-                result = await self._run(input)
-            except ApplicationError as err:
-                if err.type not in ("PlanBlocked", *REFUSAL_TYPES):
-                    raise
-                # Refused before any write: one line per blocked object; the CLI exits 2.
-                lines = refusal_lines(err)
-                self.kit_status.preflight = "refused"
-                self.control.base_phase = ProcedurePhase.FAILED
-                self.touch()
-                result = self._result("refused", "refused before any change (the plan is blocked): " + "; ".join(lines))
-                result.problems = lines
-                await workflow.wait_condition(workflow.all_handlers_finished)
-        except ApplicationError as err:
-            self.control.base_phase = ProcedurePhase.FAILED
-            self._status.error = str(err)
-            self.touch()
-            await self.kit_reporter.settle()
-            raise
-        await self.kit_reporter.settle()
-        return result
+        return await self.kit_run(lambda: self._run(input), NodeSelectorMigrationResult)
+
+    def kit_result_fields(self) -> dict[str, Any]:
+        s = self._status
+        return {"plan": s.plan, "labels_removed": list(s.labels_removed), "reverted": list(s.reverted),
+                "revert_refused": list(s.revert_refused), "old_template_pods": dict(s.old_template_pods)}
 
     def _result(self, outcome: str, message: str) -> NodeSelectorMigrationResult:
-        s = self._status
-        return NodeSelectorMigrationResult(workflow_id=self._id, outcome=outcome, plan=s.plan, labels_removed=list(s.labels_removed),
-                                           reverted=list(s.reverted), revert_refused=list(s.revert_refused), message=message,
-                                           old_template_pods=dict(s.old_template_pods), started_at=s.started_at,
-                                           finished_at=workflow.now())
+        return self.kit_end(NodeSelectorMigrationResult, outcome, message)
 
     async def _scan(self, *, planning: bool = False) -> ScanResult:
         """The scan; ``planning`` (the first one, before any change) with the planning retry

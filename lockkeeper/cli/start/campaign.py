@@ -24,21 +24,9 @@ from typing import Any
 
 import typer
 
-from lockkeeper.cli.common import (
-    EXIT_USAGE,
-    CliError,
-    DryRunOpt,
-    IdentityOpt,
-    IdOpt,
-    OutputOpt,
-    check_output,
-    cli_settings,
-    err,
-    identity_of,
-    run,
-    validation_lines,
-)
-from lockkeeper.cli.start.shared import Launch, WindowOpt, dry_run_report, launch, spec_named, windows
+from lockkeeper.cli.common import EXIT_USAGE, CliError, err, validation_lines
+from lockkeeper.cli.start.options import Approvals, Start, approval_options, completes, start_options, window_options
+from lockkeeper.cli.start.shared import Launch, dry_run_report, input_data, launch, spec_named
 
 
 def read_clusters(path: Path) -> list[dict[str, Any]]:
@@ -69,32 +57,7 @@ def read_clusters(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def shared_input() -> dict[str, Any]:
-    """The procedure's shared input: the ``-f`` file, then each ``--set KEY=VALUE``."""
-    import yaml
-
-    from lockkeeper.cli.start.shared import INPUT_FILE, INPUT_SETS, _set_path
-
-    data: dict[str, Any] = {}
-    path = INPUT_FILE.get()
-    if path is not None:
-        try:
-            loaded = yaml.safe_load(path.read_text())
-        except (OSError, yaml.YAMLError) as exc:
-            raise CliError(f"cannot read {path}: {exc}", EXIT_USAGE) from None
-        if loaded is not None and not isinstance(loaded, dict):
-            raise CliError(f"{path}: the input must be a mapping of the procedure's fields", EXIT_USAGE)
-        data = loaded or {}
-    for item in INPUT_SETS.get():
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise CliError(f"--set {item!r}: give KEY=VALUE", EXIT_USAGE)
-        _set_path(data, key.strip(), yaml.safe_load(raw) if raw else "")
-    return data
-
-
 def start_campaign(
-    ctx: typer.Context,
     procedure: str = typer.Option(..., "--procedure", help="The procedure every cluster runs (e.g. drain)."),
     clusters_file: Path = typer.Option(..., "--clusters", metavar="FILE", dir_okay=False,
                                        help="The fleet: YAML/JSON list of clusters (name, optional overrides)."),
@@ -105,14 +68,9 @@ def start_campaign(
     soak: str = typer.Option("0", "--soak", metavar="DURATION", help="Wait after each wave before the next (e.g. 10m, 30s, 0)."),
     approve_each: str = typer.Option("wave", "--approve-each", help="wave: a gate before each wave after the first; none."),
     gate_timeout: float | None = typer.Option(None, "--gate-timeout", help="Seconds a gate waits (default forever)."),
-    four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve the campaign's gates."),
-    allowed_approver: list[str] = typer.Option([], "--allowed-approver", help="Who may decide (repeatable)."),
-    window: list[str] = WindowOpt,
-    dry_run: bool = DryRunOpt,
-    workflow_id: str | None = IdOpt,
-    wait: bool = typer.Option(False, "--wait", help="Wait until the campaign ends; exit 0 only if it completed."),
-    identity: str | None = IdentityOpt,
-    output: str = OutputOpt,
+    approvals: Approvals = approval_options("the campaign's gates", verb="decide"),
+    window: list[str] = window_options(),
+    start: Start = start_options(wait=completes("campaign"), cluster=False),
 ) -> None:
     """Run one procedure across a fleet of clusters, wave by wave (a child per cluster on its own queue)."""
     from pydantic import ValidationError
@@ -120,7 +78,6 @@ def start_campaign(
     from lockkeeper.cli.common import parse_duration
     from workflows.campaign.models import CampaignInput, parse_waves
 
-    output = check_output(output)
     try:
         parse_waves(waves)
     except ValueError as exc:
@@ -136,7 +93,7 @@ def start_campaign(
     if target.central or "cluster" not in fields:
         raise typer.BadParameter(f"{procedure} cannot run per cluster in a campaign (its input names no cluster)",
                                  param_hint="'--procedure'")
-    settings = cli_settings(ctx)
+    settings = start.settings
     if not settings.cluster_queues:
         # One queue for every cluster would run every cluster's procedure with the one worker's
         # credentials: against the same cluster, whatever the names say.
@@ -144,10 +101,10 @@ def start_campaign(
             "LOCKKEEPER_CLUSTER_QUEUES=true (for `lockkeeper start` and the workers) and run `lockkeeper worker "
             "--cluster NAME` with each cluster's kubeconfig")
         raise typer.Exit(EXIT_USAGE)
-    who = identity_of(identity)
+    who = start.who
     try:
         fleet = read_clusters(clusters_file)
-        shared = shared_input()
+        shared = input_data()  # the procedure's shared input: -f FILE, then each --set
     except CliError as exc:
         err(f"error: {exc}")
         raise typer.Exit(exc.code) from None
@@ -158,8 +115,7 @@ def start_campaign(
             procedure=target.name, workflow_type=target.workflow_type, reports="report_to" in fields, input=shared,
             clusters=[{**c, "task_queue": procedure_queue(settings, target, c["name"])} for c in fleet],
             waves=waves, max_clusters_in_flight=max_in_flight, failure_budget=failure_budget, soak_seconds=soak_seconds,
-            approve_each=approve_each, windows=windows(window), requested_by=who, four_eyes=four_eyes, allowed_approvers=allowed_approver,
-            gate_timeout_seconds=gate_timeout,
+            approve_each=approve_each, windows=window, **approvals.fields(who), gate_timeout_seconds=gate_timeout,
         )
     except ValidationError as exc:
         err(f"error: invalid campaign: {validation_lines(exc)}")
@@ -173,30 +129,32 @@ def start_campaign(
     if problems:
         err(f"error: invalid input of {procedure}:\n  " + "\n  ".join(problems))
         raise typer.Exit(EXIT_USAGE)
-    run(_start(settings, inp, dry_run, workflow_id, wait, output, who))
+    plan = inp.wave_plan()
+    start.go(start.request(
+        "campaign", inp, cluster="fleet", id_name=inp.procedure, extra={"waves": plan},
+        summary=f"campaign of {inp.procedure} over {len(inp.clusters)} clusters in {len(plan)} waves by {who}",
+    ), dry_run=_dry_run, launcher=_launch)
 
 
 start_campaign.takes_input_overrides = True  # type: ignore[attr-defined]  # -f / --set: the procedure's shared input
 
 
-async def _start(settings: Any, inp: Any, dry_run: bool, workflow_id: str | None, wait: bool, output: str, who: str) -> int:
+async def _dry_run(req: Launch, settings: Any) -> int:
+    """The waves (stderr), the input and the leases that would refuse it; nothing starts."""
+    err("waves: " + " | ".join(", ".join(w) for w in req.extra["waves"]))
+    return await dry_run_report(req, settings)
+
+
+async def _launch(req: Launch, settings: Any) -> int:
+    """Start the campaign once a worker polls every cluster's queue (else ``NoWorker``, exit 3,
+    naming the clusters; ``--queue`` starts it anyway)."""
     from lockkeeper.cli.common import connect
     from lockkeeper.starter import QUEUE_WITHOUT_WORKER, NoWorker, new_run_gap
 
-    plan = inp.wave_plan()
-    req = Launch(
-        name="campaign", input=inp, cluster="fleet", who=who, output=output, wait=wait, dry_run=dry_run,
-        workflow_id=workflow_id, id_name=inp.procedure,
-        summary=f"campaign of {inp.procedure} over {len(inp.clusters)} clusters in {len(plan)} waves by {who}",
-        extra={"waves": plan},
-    )
-    if dry_run:
-        err("waves: " + " | ".join(", ".join(w) for w in plan))
-        return await dry_run_report(req, settings)
     if not QUEUE_WITHOUT_WORKER.get():
-        client = await connect(settings, identity=who)
+        client = await connect(settings, identity=req.who)
         missing = []
-        for c in inp.clusters:
+        for c in req.input.clusters:
             waits, _ = await new_run_gap(client, c.task_queue)
             if waits:
                 missing.append(c)

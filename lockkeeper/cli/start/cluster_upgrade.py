@@ -14,90 +14,43 @@ from typing import Any
 
 import typer
 
-from lockkeeper.cli.common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_USAGE,
-    ClusterOpt,
-    DryRunOpt,
-    IdentityOpt,
-    IdOpt,
-    OutputOpt,
-    check_output,
-    cli_settings,
-    connect,
-    err,
-    identity_of,
-    run,
-    validation_lines,
-)
-from lockkeeper.cli.start.shared import Launch, launch, spec_named
+from lockkeeper.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, err
+from lockkeeper.cli.start.options import Approvals, Start, approval_options, completes, start_options
+from lockkeeper.cli.start.shared import Launch, dry_run_result, read_yaml
+
+PROCEDURE = "cluster-upgrade"
 
 
 def start_cluster_upgrade(
-    ctx: typer.Context,
     plan: Path = typer.Option(..., "--plan", help="The upgrade plan (YAML): one section per phase."),
-    four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve gates."),
-    dry_run: bool = DryRunOpt,
+    approvals: Approvals = approval_options("gates", approvers=False),
     alerts: dict[str, Any] | None = None,  # the --alert-* flags (shared.with_alert_gate_options)
-    cluster: str | None = ClusterOpt,
-    workflow_id: str | None = IdOpt,
-    wait: bool = typer.Option(False, "--wait", help="Wait until the upgrade ends; exit 0 only if it completed."),
-    identity: str | None = IdentityOpt,
-    output: str = OutputOpt,
+    start: Start = start_options(wait=completes("upgrade")),
 ) -> None:
     """Run the whole cluster upgrade of a plan file as durable child procedures (R3)."""
-    import yaml
-
-    output = check_output(output)
-    try:
-        data = yaml.safe_load(plan.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise typer.BadParameter(str(exc), param_hint="'--plan'") from None
-    if not isinstance(data, dict):
-        raise typer.BadParameter("expected a mapping of phases", param_hint="'--plan'")
-    settings = cli_settings(ctx)
-    who = identity_of(identity)
-    if cluster:
-        data["cluster"] = cluster
-    data.setdefault("cluster", settings.cluster)
-    run(_start(settings, data, dict(requested_by=who, four_eyes=four_eyes, dry_run=dry_run, alerts=alerts), workflow_id, wait, output, who))
-
-
-async def _start(settings: Any, plan: dict[str, Any], fields: dict[str, Any], workflow_id: str | None, wait: bool,
-                 output: str, who: str) -> int:
-    from pydantic import ValidationError
-
-    from lockkeeper import output as out
-    from lockkeeper.cli.common import CliError
-    from lockkeeper.starter import StartRefused, start_procedure
-
-    spec = spec_named("cluster-upgrade")
-    try:
-        inp = spec.input_model(plan=plan, **fields)
-    except ValidationError as exc:
-        err(f"error: invalid upgrade plan:\n  {validation_lines(exc)}")
-        return EXIT_USAGE
+    data = read_yaml(plan, "'--plan'", mapping="expected a mapping of phases")
+    if start.cluster_flag:
+        data["cluster"] = start.cluster_flag
+    data.setdefault("cluster", start.settings.cluster)
+    inp = start.validated(PROCEDURE, "invalid upgrade plan:\n  ", plan=data, requested_by=start.who,
+                          four_eyes=approvals.four_eyes, dry_run=start.dry_run, alerts=alerts)
     if inp.plan.control_plane is not None and (problem := inp.plan.control_plane.etcd_health_problem()) is not None:
         err(f"error: invalid upgrade plan: control_plane: {problem}")
-        return EXIT_USAGE
-    req = Launch(name=spec.name, input=inp, cluster=inp.plan.cluster, who=who, output=output, wait=wait, dry_run=inp.dry_run,
-                 workflow_id=workflow_id, summary=f"cluster upgrade of {inp.plan.cluster} by {who}")
-    if not inp.dry_run:
-        return await launch(req, settings)
-    client = await connect(settings, identity=who)
-    try:
-        handle = await start_procedure(client, settings, spec, inp, cluster=inp.plan.cluster, workflow_id=workflow_id,
-                                       summary=req.summary, precheck=False)
-    except StartRefused as exc:
-        raise CliError(f"refused: {exc}", EXIT_FAILED) from None
-    err(f"started {handle.id} (dry run)")
-    res = await handle.result()
-    if output == "table":
+        raise typer.Exit(EXIT_USAGE)
+    start.go(start.request(PROCEDURE, inp, cluster=inp.plan.cluster, summary=f"cluster upgrade of {inp.plan.cluster} by {start.who}"),
+             dry_run=_dry_run)
+
+
+async def _dry_run(req: Launch, settings: Any) -> int:
+    """The planning phases run dry: every phase with its nodes and batches; nothing is written."""
+    from lockkeeper import output as out
+
+    handle, res = await dry_run_result(req, settings, show_id=False)
+    if req.output == "table":
         for ph in res.phases:
             print(f"{ph.name}: {ph.state}")
             for line in ph.dry_run_lines:
                 print(f"  {line}")
     else:
-        print(out.dump({"workflow_id": handle.id, "phases": out.to_data(res.phases)}, output))
+        print(out.dump({"workflow_id": handle.id, "phases": out.to_data(res.phases)}, req.output))
     return EXIT_OK if res.outcome == "dry-run" else EXIT_FAILED

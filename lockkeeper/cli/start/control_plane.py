@@ -29,22 +29,10 @@ from typing import Any
 
 import typer
 
-from lockkeeper.cli.common import (
-    EXIT_USAGE,
-    ClusterOpt,
-    DryRunOpt,
-    IdentityOpt,
-    IdOpt,
-    OutputOpt,
-    check_output,
-    cli_settings,
-    err,
-    identity_of,
-    run,
-    validation_lines,
-)
+from lockkeeper.cli.common import EXIT_USAGE, err
 from lockkeeper.cli.start.node_upgrade import parse_argv
-from lockkeeper.cli.start.shared import Launch, launch, read_ssh_map, spec_named
+from lockkeeper.cli.start.options import MasterSsh, Start, completes, master_ssh_options, start_options
+from lockkeeper.cli.start.shared import read_yaml, workflow_dry_run
 
 
 DEFAULT_API_PORT = 8443
@@ -93,12 +81,7 @@ def api_urls(masters: list[str], api_url: list[str], api_port: list[str]) -> dic
 
 
 def _read_members(path: Path) -> list[Any]:
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise typer.BadParameter(str(exc), param_hint="'--etcd-members'") from None
+    data = read_yaml(path, "'--etcd-members'")
     if isinstance(data, dict) and isinstance(data.get("members"), list):
         data = data["members"]
     if not isinstance(data, list) or not data:
@@ -106,30 +89,14 @@ def _read_members(path: Path) -> list[Any]:
     return data
 
 
-def _read_input(path: Path) -> dict[str, Any]:
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise typer.BadParameter(str(exc), param_hint="'--input'") from None
-    if not isinstance(data, dict):
-        raise typer.BadParameter("expected a mapping", param_hint="'--input'")
-    return data
-
-
 def start_control_plane_upgrade(
-    ctx: typer.Context,
     input_file: Path | None = typer.Option(None, "--input", help="The whole input as YAML/JSON (flags below are ignored)."),
     master: list[str] = typer.Option([], "--master", help="Master node name, in upgrade order (repeatable)."),
     api_url: list[str] = typer.Option([], "--api-url", help="Each master's own API: a template with {master} and {port} "
                                                            "(default https://{master}:{port}), or NAME=URL per master "
                                                            "(repeatable)."),
     api_port: list[str] = typer.Option([], "--api-port", help="NAME=PORT: {port} of that master (default 8443; repeatable)."),
-    ssh_user: str = typer.Option("root", "--ssh-user", help="SSH user on the masters."),
-    ssh_port: int = typer.Option(22, "--ssh-port", help="SSH port on the masters."),
-    ssh_map: Path | None = typer.Option(None, "--ssh-map", help="JSON file master -> host[:port] (instead of the "
-                                                               "master's name and --ssh-port)."),
+    ssh: MasterSsh = master_ssh_options("JSON file master -> host[:port] (instead of the master's name and --ssh-port)."),
     action_command: str | None = typer.Option(None, "--action-command", help="External master action ({master} replaced)."),
     static_pod: list[str] = typer.Option([], "--static-pod", help="PATH=LOCALFILE: manifest to write on each master."),
     expected_image: str | None = typer.Option(None, "--expected-image", help="Mirror pods' image after the action."),
@@ -143,23 +110,18 @@ def start_control_plane_upgrade(
     api_ready_timeout: float = typer.Option(120.0, "--api-ready-timeout", min=1.0,
                                             help="Seconds a restarted master's API may take to answer /healthz/ready "
                                                  "before its gate opens with master-logs (openshift-ansible waits 120)."),
-    dry_run: bool = DryRunOpt,
-    cluster: str | None = ClusterOpt,
-    workflow_id: str | None = IdOpt,
-    wait: bool = typer.Option(False, "--wait", help="Wait until the upgrade ends; exit 0 only if it completed."),
-    identity: str | None = IdentityOpt,
-    output: str = OutputOpt,
     alerts: dict[str, Any] | None = None,  # the --alert-* flags (shared.with_alert_gate_options)
+    start: Start = start_options(wait=completes("upgrade")),
 ) -> None:
     """Upgrade the control plane master by master, strictly one at a time (R3d)."""
-    output = check_output(output)
-    settings = cli_settings(ctx)
-    who = identity_of(identity)
+    from workflows.kit.scopes import node_scope
+
+    who = start.who
     if input_file is not None:
-        fields = _read_input(input_file)
+        fields = read_yaml(input_file, "'--input'", mapping="expected a mapping")
         fields.setdefault("requested_by", who)
-        fields.setdefault("cluster", cluster or settings.cluster)
-        fields["dry_run"] = dry_run or fields.get("dry_run", False)
+        fields.setdefault("cluster", start.cluster)
+        fields["dry_run"] = start.dry_run or fields.get("dry_run", False)
         if alerts is not None:
             fields["alerts"] = alerts
     else:
@@ -179,42 +141,21 @@ def start_control_plane_upgrade(
         action: dict[str, Any] = ({"kind": "external", "argv": parse_argv(action_command, "'--action-command'")} if action_command
                                   else {"kind": "static-pods", "manifests": manifests})
         urls = api_urls(master, api_url, api_port)
-        where = {m: (m, ssh_port) for m in master}
-        if ssh_map is not None:
-            mapped = read_ssh_map(ssh_map)
-            if missing := [m for m in master if m not in mapped]:
-                raise typer.BadParameter(f"{ssh_map} has no address for {', '.join(missing)}", param_hint="'--ssh-map'")
-            where = {m: mapped[m] for m in master}
+        access = ssh.access(master)
         fields = dict(
-            cluster=cluster or settings.cluster, requested_by=who, dry_run=dry_run, action=action, expected_image=expected_image,
+            cluster=start.cluster, requested_by=who, dry_run=start.dry_run, action=action, expected_image=expected_image,
             etcd_backup_skip_reason=etcd_backup_skip_reason, approve_each=approve_each, api_ca_file=api_ca_file,
             api_ready_timeout_seconds=api_ready_timeout, alerts=alerts,
             etcd_members=_read_members(etcd_members) if etcd_members else [], etcd_health_skip_reason=etcd_health_skip_reason,
-            masters=[{"name": m, "api_url": urls[m], "gluster_host": gluster_host,
-                      "access": {"backend": "ssh", "host": where[m][0], "port": where[m][1], "user": ssh_user, "node": m}}
-                     for m in master],
+            masters=[{"name": m, "api_url": urls[m], "gluster_host": gluster_host, "access": access[m]} for m in master],
         )
-    run(_start(settings, fields, workflow_id, wait, output, who))
-
-
-async def _start(settings: Any, fields: dict[str, Any], workflow_id: str | None, wait: bool, output: str, who: str) -> int:
-    from pydantic import ValidationError
-
-    from workflows.kit.scopes import node_scope
-
-    spec = spec_named("control-plane-upgrade")
-    try:
-        inp = spec.input_model(**fields)
-    except ValidationError as exc:
-        err(f"error: invalid control-plane upgrade:\n  {validation_lines(exc)}")
-        return EXIT_USAGE
+    inp = start.validated("control-plane-upgrade", "invalid control-plane upgrade:\n  ", **fields)
     if (problem := inp.etcd_health_problem()) is not None:
         err(f"error: invalid control-plane upgrade: {problem}")
-        return EXIT_USAGE
+        raise typer.Exit(EXIT_USAGE)
     order = " -> ".join(m.name for m in inp.masters)
-    req = Launch(
-        name=spec.name, input=inp, cluster=inp.cluster, who=who, output=output, wait=wait, dry_run=inp.dry_run,
-        scopes=[node_scope(inp.cluster, m.name) for m in inp.masters], workflow_id=workflow_id,
+    start.go(start.request(
+        "control-plane-upgrade", inp, cluster=inp.cluster, dry_run=inp.dry_run,
+        scopes=[node_scope(inp.cluster, m.name) for m in inp.masters],
         summary=f"control-plane upgrade {order} on {inp.cluster} by {who}",
-    )
-    return await launch(req, settings)
+    ), dry_run=lambda req, settings: workflow_dry_run(req, settings, plan=lambda res: [f"outcome {res.outcome}: {res.message}"]))

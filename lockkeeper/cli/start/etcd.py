@@ -13,25 +13,20 @@ from typing import Any
 
 import typer
 
-from lockkeeper.cli.common import (
-    EXIT_USAGE,
-    CliError,
-    ClusterOpt,
-    DryRunOpt,
-    IdentityOpt,
-    IdOpt,
-    OutputOpt,
-    check_output,
-    cli_settings,
-    err,
-    identity_of,
-    run,
-    validation_lines,
+from lockkeeper.cli.common import EXIT_USAGE, CliError, err, validation_lines
+from lockkeeper.cli.start.options import (
+    GATE_OUTCOMES,
+    Approvals,
+    Start,
+    approval_options,
+    choice,
+    positive_seconds,
+    start_options,
 )
-from lockkeeper.cli.start.shared import Launch, dry_run_report, launch, spec_named
+from lockkeeper.cli.start.shared import spec_named
+
 
 STRATEGIES = ("force-new-cluster", "snapshot-restore")
-GATE_OUTCOMES = ("reject", "approve", "abort")
 
 
 def read_members_file(path: str) -> dict[str, Any]:
@@ -65,17 +60,12 @@ def build_input(spec: Any, path: str, **fields: Any) -> Any:
         raise CliError(f"invalid {spec.name} request from {path}: " + validation_lines(exc), EXIT_USAGE) from None
 
 
-async def _launch(req: Launch, settings: Any) -> int:
-    return await (dry_run_report(req, settings) if req.dry_run else launch(req, settings))
-
-
-def _request(ctx: typer.Context, name: str, members: str, fields: dict[str, Any], cluster: str | None, dry_run: bool,
-             workflow_id: str | None, wait: bool, output: str, who: str) -> tuple[Launch, Any]:
+def _start(start: Start, name: str, members: str, fields: dict[str, Any]) -> None:
+    """Validate procedure ``name``'s input (the members file and ``fields``; exit 2 listing every
+    problem) and start it, leasing ``etcd/<cluster>``."""
     from workflows.kit.scopes import subsystem_scope
 
-    settings = cli_settings(ctx)
-    spec = spec_named(name)
-    where = cluster or settings.cluster
+    who, spec, where = start.who, spec_named(name), start.cluster
     if "cluster" in spec.input_model.model_fields:
         fields = {**fields, "cluster": where}
     try:
@@ -83,31 +73,20 @@ def _request(ctx: typer.Context, name: str, members: str, fields: dict[str, Any]
     except CliError as exc:
         err(f"error: {exc}")
         raise typer.Exit(exc.code) from None
-    req = Launch(name=name, input=inp, cluster=where, who=who, output=output, wait=wait, dry_run=dry_run,
-                 scopes=[subsystem_scope("etcd", where)], workflow_id=workflow_id, summary=f"{name} on {where} by {who}")
-    return req, settings
+    start.go(start.request(name, inp, cluster=where, scopes=[subsystem_scope("etcd", where)],
+                           summary=f"{name} on {where} by {who}"))
 
 
 def start_etcd_backup(
-    ctx: typer.Context,
     members: str = typer.Option(..., "--members", help="members.yaml (validated before anything runs)."),
     attempts: int = typer.Option(2, "--attempts", min=1, help="Tries per member."),
-    dry_run: bool = DryRunOpt,
-    cluster: str | None = ClusterOpt,
-    workflow_id: str | None = IdOpt,
-    wait: bool = typer.Option(False, "--wait", help="Wait; exit 0 only if every member was backed up."),
-    identity: str | None = IdentityOpt,
-    output: str = OutputOpt,
+    start: Start = start_options(wait="Wait; exit 0 only if every member was backed up."),
 ) -> None:
     """Snapshot every etcd member (a barrier: the result names any member that failed)."""
-    output = check_output(output)
-    req, settings = _request(ctx, "etcd-backup", members, {"attempts": attempts}, cluster, dry_run, workflow_id, wait,
-                             output, identity_of(identity))
-    run(_launch(req, settings))
+    _start(start, "etcd-backup", members, {"attempts": attempts})
 
 
 def start_etcd_restore(
-    ctx: typer.Context,
     members: str = typer.Option(..., "--members", help="members.yaml (validated before anything is stopped)."),
     strategy: str = typer.Option(..., "--strategy", help="force-new-cluster | snapshot-restore"),
     survivor: str | None = typer.Option(None, "--survivor", help="Member the new cluster starts from (default: first)."),
@@ -115,28 +94,16 @@ def start_etcd_restore(
     auto_approve: bool = typer.Option(False, "--auto-approve", help="Pass the gates without asking (demo/test)."),
     gate_timeout: float | None = typer.Option(None, "--gate-timeout", help="Seconds a gate waits (default: forever)."),
     gate_timeout_outcome: str | None = typer.Option(None, "--gate-timeout-outcome", help="reject | approve | abort"),
-    four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve."),
-    allowed_approver: list[str] = typer.Option([], "--allowed-approver", help="Who may approve (repeatable)."),
-    dry_run: bool = DryRunOpt,
-    cluster: str | None = ClusterOpt,
-    workflow_id: str | None = IdOpt,
-    wait: bool = typer.Option(False, "--wait", help="Wait; exit 0 only if the restore completed and verified."),
-    identity: str | None = IdentityOpt,
-    output: str = OutputOpt,
+    approvals: Approvals = approval_options(),
+    start: Start = start_options(wait="Wait; exit 0 only if the restore completed and verified."),
 ) -> None:
     """Restore etcd quorum (R3): stop all, new cluster from the survivor, re-add the others."""
-    output = check_output(output)
-    if strategy not in STRATEGIES:
-        raise typer.BadParameter("must be force-new-cluster or snapshot-restore", param_hint="'--strategy'")
-    if gate_timeout is not None and gate_timeout <= 0:
-        raise typer.BadParameter("must be > 0 seconds", param_hint="'--gate-timeout'")
-    if gate_timeout_outcome is not None and gate_timeout_outcome not in GATE_OUTCOMES:
-        raise typer.BadParameter("must be reject, approve or abort", param_hint="'--gate-timeout-outcome'")
-    who = identity_of(identity)
+    choice(strategy, STRATEGIES, "'--strategy'")
+    positive_seconds(gate_timeout, "'--gate-timeout'")
+    if gate_timeout_outcome is not None:
+        choice(gate_timeout_outcome, GATE_OUTCOMES, "'--gate-timeout-outcome'")
     fields: dict[str, Any] = dict(
-        strategy=strategy, survivor=survivor, snapshot=snapshot, auto_approve=auto_approve, requested_by=who,
-        four_eyes=four_eyes, allowed_approvers=allowed_approver, gate_timeout_seconds=gate_timeout,
-        gate_timeout_outcome=gate_timeout_outcome,
+        strategy=strategy, survivor=survivor, snapshot=snapshot, auto_approve=auto_approve, **approvals.fields(start.who),
+        gate_timeout_seconds=gate_timeout, gate_timeout_outcome=gate_timeout_outcome,
     )
-    req, settings = _request(ctx, "etcd-restore", members, fields, cluster, dry_run, workflow_id, wait, output, who)
-    run(_launch(req, settings))
+    _start(start, "etcd-restore", members, fields)

@@ -14,31 +14,14 @@ from typing import Any
 
 import typer
 
-from lockkeeper.cli.common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_USAGE,
-    ClusterOpt,
-    CliError,
-    DryRunOpt,
-    IdentityOpt,
-    IdOpt,
-    OutputOpt,
-    check_output,
-    cli_settings,
-    connect,
-    err,
-    identity_of,
-    run,
-    validation_lines,
-)
-from lockkeeper.cli.start.shared import Launch, dry_run_report, launch, spec_named
+from lockkeeper.cli.common import EXIT_FAILED, EXIT_OK, err, run
+from lockkeeper.cli.start.options import Approvals, Start, approval_options, start_options
+from lockkeeper.cli.start.shared import Launch, dry_run_result
 
 PROCEDURE = "gluster-recovery"
 
 
 def start_gluster_recovery(
-    ctx: typer.Context,
     check_only: bool = typer.Option(False, "--check-only", help="Read and assess only; exit 0 healthy, 1 not. Changes nothing."),
     namespace: str = typer.Option("glusterfs", "--namespace", help="Namespace of the GlusterFS pods."),
     gluster_cluster: list[str] = typer.Option(["storage"], "--gluster-cluster", help="GlusterFS cluster(s): pods glusterfs=<name>-pod."),
@@ -50,70 +33,39 @@ def start_gluster_recovery(
     heal_timeout: float = typer.Option(1200.0, "--heal-timeout", help="Seconds the heal gate waits before asking."),
     stall_after: float = typer.Option(300.0, "--stall-after", help="Seconds without heal progress before asking."),
     gate_timeout: float | None = typer.Option(None, "--gate-timeout", help="Seconds a gate waits (default forever; then rejects)."),
-    four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve the gates."),
-    allowed_approver: list[str] = typer.Option([], "--allowed-approver", help="Who may decide (repeatable)."),
-    dry_run: bool = DryRunOpt,
-    cluster: str | None = ClusterOpt,
-    workflow_id: str | None = IdOpt,
-    wait: bool = typer.Option(False, "--wait", help="Wait until the run ends; exit 0 only if GlusterFS is healthy."),
-    identity: str | None = IdentityOpt,
-    output: str = OutputOpt,
+    approvals: Approvals = approval_options("the gates", verb="decide"),
+    start: Start = start_options(wait="Wait until the run ends; exit 0 only if GlusterFS is healthy."),
 ) -> None:
     """Check GlusterFS bricks and heal info; recover offline bricks one host at a time."""
-    output = check_output(output)
-    settings = cli_settings(ctx)
-    who = identity_of(identity)
-    fields: dict[str, Any] = dict(
-        cluster=cluster or settings.cluster, namespace=namespace, clusters=gluster_cluster,
+    from workflows.kit.scopes import subsystem_scope
+
+    inp = start.validated(
+        PROCEDURE, "invalid gluster-recovery:\n  ",
+        cluster=start.cluster, namespace=namespace, clusters=gluster_cluster,
         mode="check" if check_only else "recover", exclude_node=exclude_node, quorum_rule=quorum_rule,
         approve_pod_delete=approve_pod_delete, max_restarts_per_host=max_restarts, allow_volume_start_force=allow_start_force,
         heal={"timeout_s": heal_timeout, "stall_after_s": stall_after, "gate_timeout_s": gate_timeout},
-        gate_timeout_s=gate_timeout, requested_by=who, four_eyes=four_eyes, allowed_approvers=allowed_approver,
+        gate_timeout_s=gate_timeout, **approvals.fields(start.who),
     )
-    run(_start(settings, fields, dry_run, workflow_id, wait, output, who))
-
-
-async def _start(settings: Any, fields: dict[str, Any], dry_run: bool, workflow_id: str | None, wait: bool, output: str,
-                 who: str) -> int:
-    from pydantic import ValidationError
-
-    from workflows.kit.scopes import subsystem_scope
-
-    spec = spec_named(PROCEDURE)
-    try:
-        inp = spec.input_model(**fields)
-    except ValidationError as exc:
-        err(f"error: invalid gluster-recovery:\n  {validation_lines(exc)}")
-        return EXIT_USAGE
     check = inp.mode == "check"
-    req = Launch(
-        name=spec.name, input=inp, cluster=inp.cluster, who=who, output=output, wait=wait, dry_run=dry_run,
-        scopes=[] if check else [subsystem_scope("gluster", inp.cluster)], workflow_id=workflow_id,
+    req = start.request(
+        PROCEDURE, inp, cluster=inp.cluster, scopes=[] if check else [subsystem_scope("gluster", inp.cluster)],
         id_name="check" if check else None,
-        summary=f"gluster {'check' if check else 'recovery'} of {inp.namespace}/{','.join(inp.clusters)} on {inp.cluster} by {who}",
+        summary=f"gluster {'check' if check else 'recovery'} of {inp.namespace}/{','.join(inp.clusters)} on {inp.cluster} by {start.who}",
     )
-    if dry_run:
-        return await dry_run_report(req, settings)
-    if check:
-        return await _check_only(req, settings)
-    return await launch(req, settings)
+    if check and not req.dry_run:
+        run(_check_only(req, start.settings))
+    else:
+        start.go(req)
 
 
 async def _check_only(req: Launch, settings: Any) -> int:
     """Run the check-mode workflow to its end and print its report (exit 0 healthy, 1 not)."""
     from lockkeeper import output as out
     from lockkeeper.cli.gluster import assessment_view
-    from lockkeeper.starter import StartRefused, start_procedure
 
-    spec = spec_named(req.name)
-    client = await connect(settings, identity=req.who)
-    try:
-        handle = await start_procedure(client, settings, spec, req.input, cluster=req.cluster, scopes=(),
-                                       workflow_id=req.workflow_id, id_name=req.id_name, summary=req.summary)
-    except StartRefused as exc:
-        raise CliError(f"refused: {exc}", EXIT_FAILED) from None
-    err(f"started {handle.id} (check only); waiting for its report")
-    res = await handle.result()
+    handle, res = await dry_run_result(req, settings, show_id=False, note="(check only); waiting for its report",
+                                       precheck=True)
     if req.output == "table":
         if res.assessment_end is not None:
             out.console().print(assessment_view(res.assessment_end, title=f"GlusterFS check {handle.id}"))

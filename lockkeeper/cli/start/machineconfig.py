@@ -8,42 +8,28 @@ command waits for the plan and prints it below the workflow ID.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import typer
 
-from lockkeeper.cli.common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_USAGE,
-    ClusterOpt,
-    IdentityOpt,
-    IdOpt,
-    OutputOpt,
-    check_output,
-    cli_settings,
-    connect,
-    err,
-    identity_of,
-    run,
-    validation_lines,
+from lockkeeper.cli.common import EXIT_OK, EXIT_FAILED, err
+from lockkeeper.cli.start.options import (
+    GATE_OUTCOMES,
+    Approvals,
+    Start,
+    approval_options,
+    check_decision,
+    choice,
+    completes,
+    non_negative_seconds,
+    ordering_options,
+    positive_seconds,
+    start_options,
 )
-from lockkeeper.cli.start.shared import (
-    Launch,
-    NodeOrderOpt,
-    OrderOpt,
-    WindowOpt,
-    launch,
-    node_order,
-    spec_named,
-    show_window_plan,
-    windows,
-)
+from lockkeeper.cli.start.shared import Launch, dry_run_result, show_window_plan
+
 
 APPROVALS = ("none", "pool", "node", "canary")
-GATE_OUTCOMES = ("reject", "approve", "abort")
-DECISION_OUTCOMES = ("wait", "skip", "abort")
 
 
 def parse_max_unavailable(value: str) -> int | str:
@@ -74,12 +60,6 @@ def parse_targets(values: list[str]) -> dict[str, str]:
     return out
 
 
-def _choice(value: str, choices: tuple[str, ...], hint: str) -> str:
-    if value not in choices:
-        raise typer.BadParameter(f"must be {', '.join(choices[:-1])} or {choices[-1]}", param_hint=hint)
-    return value
-
-
 def _not_before(value: str | None) -> Any:
     from datetime import datetime
 
@@ -95,7 +75,6 @@ def _not_before(value: str | None) -> Any:
 
 
 def start_machineconfig_rollout(
-    ctx: typer.Context,
     pool: list[str] = typer.Option([], "--pool", "-p", help="Pool to roll (repeatable; default: every pool behind)."),
     target: list[str] = typer.Option([], "--target", help="POOL=RENDERED-CONFIG (default: newest rendered config)."),
     not_before: str | None = typer.Option(None, "--not-before", help="Refuse targets created before this ISO time."),
@@ -104,15 +83,12 @@ def start_machineconfig_rollout(
         "sequential", "--pool-order",
         help="sequential | parallel (each pool its own window, as the machine-config-controller) | masters-first",
     ),
-    order_by: str | None = OrderOpt,
-    node_order_file: Path | None = NodeOrderOpt,
-    window: list[str] = WindowOpt,
+    ordering: dict[str, Any] = ordering_options(),
     approve_each: str = typer.Option("none", "--approve-each", help="none | pool | node | canary"),
     gate_timeout: float | None = typer.Option(None, "--gate-timeout", help="Seconds a gate waits (default: forever)."),
     gate_timeout_outcome: str = typer.Option("reject", "--gate-timeout-outcome", help="reject | approve | abort"),
     no_pause_on_degraded: bool = typer.Option(False, "--no-pause-on-degraded", help="Keep going when a node degrades."),
-    four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve."),
-    allowed_approver: list[str] = typer.Option([], "--allowed-approver", help="Who may approve (repeatable)."),
+    approvals: Approvals = approval_options(),
     repair_network: bool = typer.Option(False, "--repair-network", help="R1: then wait for OVN, delete all pods (gated)."),
     decide_after: float = typer.Option(
         600.0, "--decide-after", help="Seconds a drain may stay blocked before its decision gate opens (0: never)."
@@ -126,16 +102,10 @@ def start_machineconfig_rollout(
     decision_timeout_outcome: str = typer.Option(
         "wait", "--decision-timeout-outcome", help="wait | skip | abort (never delete-pod)."
     ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (read-only preflight) and stop."),
     alerts: dict[str, Any] | None = None,  # the --alert-* flags (shared.with_alert_gate_options)
-    cluster: str | None = ClusterOpt,
-    workflow_id: str | None = IdOpt,
-    wait: bool = typer.Option(False, "--wait", help="Wait until the rollout ends; exit 0 only if it completed."),
-    identity: str | None = IdentityOpt,
-    output: str = OutputOpt,
+    start: Start = start_options(wait=completes("rollout"), dry_run="Print the plan (read-only preflight) and stop."),
 ) -> None:
     """Start a MachineConfig rollout (lockkeeper drives the node handshake) and print its plan."""
-    output = check_output(output)
     mu = parse_max_unavailable(max_unavailable)
     targets = parse_targets(target)
     stray = sorted(set(targets) - set(pool)) if pool else []
@@ -144,85 +114,48 @@ def start_machineconfig_rollout(
             f"pool(s) {', '.join(stray)} are not among --pool {', '.join(pool)}; add them with --pool or drop the --target",
             param_hint="'--target'",
         )
-    nodes_order = node_order(order_by, node_order_file)
-    window_specs = windows(window)
-    approval = _choice(approve_each, APPROVALS, "'--approve-each'")
-    order = _choice(pool_order, ("sequential", "parallel", "masters-first"), "'--pool-order'")
-    outcome = _choice(gate_timeout_outcome, GATE_OUTCOMES, "'--gate-timeout-outcome'")
+    approval = choice(approve_each, APPROVALS, "'--approve-each'")
+    order = choice(pool_order, ("sequential", "parallel", "masters-first"), "'--pool-order'")
+    outcome = choice(gate_timeout_outcome, GATE_OUTCOMES, "'--gate-timeout-outcome'")
     nb = _not_before(not_before)
-    if gate_timeout is not None and gate_timeout <= 0:
-        raise typer.BadParameter("must be > 0 seconds", param_hint="'--gate-timeout'")
-    if decide_after < 0:
-        raise typer.BadParameter("must be >= 0 seconds", param_hint="'--decide-after'")
-    if drain_escalate_after < 0:
-        raise typer.BadParameter("must be >= 0 seconds", param_hint="'--drain-escalate-after'")
-    if decision_timeout is not None and decision_timeout <= 0:
-        raise typer.BadParameter("must be > 0 seconds", param_hint="'--decision-timeout'")
-    if decision_timeout_outcome not in DECISION_OUTCOMES:
-        raise typer.BadParameter(
-            "must be wait, skip or abort (delete-pod always needs a person)", param_hint="'--decision-timeout-outcome'"
-        )
-    settings = cli_settings(ctx)
-    who = identity_of(identity)
+    positive_seconds(gate_timeout, "'--gate-timeout'")
+    non_negative_seconds(drain_escalate_after, "'--drain-escalate-after'")
+    check_decision(decide_after, decision_timeout, decision_timeout_outcome)
     fields = dict(
-        cluster=cluster or settings.cluster, pools=pool, target_configs=targets, not_before=nb, max_unavailable=mu,
+        cluster=start.cluster, pools=pool, target_configs=targets, not_before=nb, max_unavailable=mu,
         pool_order=order, approval=approval, gates=dict(timeout_seconds=gate_timeout, timeout_outcome=outcome),
-        pause_on_degraded=not no_pause_on_degraded, dry_run=dry_run,
-        approvals=dict(requested_by=who, four_eyes=four_eyes, allowed_approvers=allowed_approver), repair_network=repair_network,
+        pause_on_degraded=not no_pause_on_degraded, dry_run=start.dry_run, **approvals.nested(start.who),
+        repair_network=repair_network,
         drain=dict(decide_after_seconds=decide_after or None, decision_timeout_seconds=decision_timeout,
                    decision_timeout_outcome=decision_timeout_outcome),
         daemon=dict(escalate_after_seconds=drain_escalate_after or None),
-        **({"node_order": nodes_order} if nodes_order is not None else {}),
-        **({"windows": window_specs} if window_specs else {}),
+        **ordering,
         alerts=alerts,
     )
-    run(_start(settings, fields, workflow_id, wait, output, who))
+    inp = start.validated("machineconfig-rollout", "invalid rollout: ", **fields)
+    start.go(_request(start, inp), dry_run=_dry_run)
 
 
-async def _start(settings: Any, fields: dict[str, Any], workflow_id: str | None, wait: bool, output: str, who: str) -> int:
-    from pydantic import ValidationError
-
+def _request(start: Start, inp: Any) -> Launch:
     from lockkeeper import output as out
     from lockkeeper.starter import rollout_planned
     from workflows.kit.scopes import pool_scope
 
-    spec = spec_named("machineconfig-rollout")
-    try:
-        inp = spec.input_model(**fields)
-    except ValidationError as exc:
-        err(f"error: invalid rollout: {validation_lines(exc)}")
-        return EXIT_USAGE
-    req = Launch(
-        name=spec.name, input=inp, cluster=inp.cluster, who=who, output=output, wait=wait, dry_run=inp.dry_run,
-        scopes=[pool_scope(inp.cluster, p) for p in inp.pools], pools=list(inp.pools), workflow_id=workflow_id,
-        summary=f"MachineConfig rollout on {inp.cluster} by {who}",
+    return start.request(
+        "machineconfig-rollout", inp, cluster=inp.cluster,
+        scopes=[pool_scope(inp.cluster, p) for p in inp.pools], pools=list(inp.pools),
+        summary=f"MachineConfig rollout on {inp.cluster} by {start.who}",
         ready=rollout_planned, show_ready=lambda st: out.plan_table(st.plan) if st.plan is not None else "no plan yet",
     )
-    if not inp.dry_run:
-        return await launch(req, settings)
-    return await _dry_run(req, settings, spec)
 
 
-async def _dry_run(req: Launch, settings: Any, spec: Any) -> int:
+async def _dry_run(req: Launch, settings: Any) -> int:
     """The workflow's own dry run: preflight and plan, nothing written; prints the plan."""
     from lockkeeper import output as out
-    from lockkeeper.cli.common import CliError
-    from lockkeeper.starter import StartRefused, start_procedure
 
-    client = await connect(settings, identity=req.who)
-    try:
-        handle = await start_procedure(client, settings, spec, req.input, cluster=req.cluster, pools=req.pools,
-                                       workflow_id=req.workflow_id, summary=req.summary, precheck=False)
-    except StartRefused as exc:
-        raise CliError(f"refused: {exc}", EXIT_FAILED) from None
-    if req.output == "table":
-        print(handle.id, flush=True)
-    from lockkeeper.cli.start.shared import QUEUED
-
-    if handle.id in QUEUED:  # --queue and no worker: it plans when one comes
+    handle, res = await dry_run_result(req, settings, stop_if_queued=True)
+    if res is None:  # --queue and no worker: it plans when one comes
         return EXIT_OK
-    err(f"started {handle.id} (dry run)")
-    res = await handle.result()
     if res.plan is None:
         err("no plan")
     elif req.output == "table":

@@ -16,39 +16,13 @@ upgrades the node with the pods still on it (openshift-ansible's
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 from typing import Any
 
 import typer
 
-from lockkeeper.cli.common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_USAGE,
-    ClusterOpt,
-    DryRunOpt,
-    IdentityOpt,
-    IdOpt,
-    OutputOpt,
-    check_output,
-    cli_settings,
-    connect,
-    err,
-    identity_of,
-    run,
-    validation_lines,
-)
-from lockkeeper.cli.start.shared import (
-    Launch,
-    NodeOrderOpt,
-    OrderOpt,
-    WindowOpt,
-    launch,
-    node_order,
-    spec_named,
-    show_window_plan,
-    windows,
-)
+from lockkeeper.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, err
+from lockkeeper.cli.start.options import Approvals, Start, approval_options, completes, ordering_options, start_options
+from lockkeeper.cli.start.shared import Launch, dry_run_result, show_window_plan
 
 
 def parse_serial(value: str) -> int | str:
@@ -73,7 +47,6 @@ def parse_argv(value: str, hint: str) -> list[str]:
 
 
 def start_node_upgrade(
-    ctx: typer.Context,
     selector: str = typer.Option(..., "--selector", help="Label selector of the nodes (openshift_upgrade_nodes_label)."),
     serial: str = typer.Option("1", "--serial", help="Batch size: N or N% (openshift_upgrade_nodes_serial)."),
     canary: list[str] = typer.Option([], "--canary", help="Canary node (repeatable); upgraded first, then a gate."),
@@ -83,9 +56,7 @@ def start_node_upgrade(
     action_on: str = typer.Option("external", "--action-on", help="external (run by the worker) | host (on the node over SSH)."),
     target_version: str = typer.Option("v1.10.0+b81c8f8", "--target-version", help="Kubelet version that means done."),
     master: list[str] = typer.Option([], "--master", help="Master node names, excluded by name (repeatable)."),
-    order_by: str | None = OrderOpt,
-    node_order_file: Path | None = NodeOrderOpt,
-    window: list[str] = WindowOpt,
+    ordering: dict[str, Any] = ordering_options(),
     ready_timeout: float = typer.Option(180.0, "--ready-timeout", help="Seconds a node may take to be Ready at the target."),
     decide_after: float = typer.Option(600.0, "--decide-after", help="Seconds a blocked drain waits before asking."),
     drain_timeout: float | None = typer.Option(None, "--drain-timeout", help="Seconds after which a drain that has not "
@@ -93,18 +64,11 @@ def start_node_upgrade(
     drain_on_timeout: str = typer.Option("gate", "--drain-on-timeout", help="'gate': ask (wait/skip/delete-pod/abort); 'proceed': "
                                                                            "upgrade the node with its pods still on it, as "
                                                                            "openshift_upgrade_nodes_drain_timeout does."),
-    four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve gates."),
-    allowed_approver: list[str] = typer.Option([], "--allowed-approver", help="Who may approve (repeatable)."),
+    approvals: Approvals = approval_options("gates"),
     alerts: dict[str, Any] | None = None,  # the --alert-* flags (shared.with_alert_gate_options)
-    dry_run: bool = DryRunOpt,
-    cluster: str | None = ClusterOpt,
-    workflow_id: str | None = IdOpt,
-    wait: bool = typer.Option(False, "--wait", help="Wait until the upgrade ends; exit 0 only if it completed."),
-    identity: str | None = IdentityOpt,
-    output: str = OutputOpt,
+    start: Start = start_options(wait=completes("upgrade")),
 ) -> None:
     """Upgrade nodes by label in serial batches with a canary first (R3d)."""
-    output = check_output(output)
     if canary and canary_count:
         raise typer.BadParameter("give --canary or --canary-count, not both", param_hint="'--canary'")
     if action_on not in ("external", "host"):
@@ -112,69 +76,38 @@ def start_node_upgrade(
     if action_on == "host":
         raise typer.BadParameter("host actions need per-node host access, which only an input file gives (not done yet)",
                                  param_hint="'--action-on'")
-    nodes_order = node_order(order_by, node_order_file)
-    window_specs = windows(window)
-    settings = cli_settings(ctx)
-    who = identity_of(identity)
-    fields: dict[str, Any] = dict(
-        cluster=cluster or settings.cluster, requested_by=who, four_eyes=four_eyes, allowed_approvers=allowed_approver,
-        dry_run=dry_run, target_version=target_version, ready_timeout_seconds=ready_timeout, decide_after_seconds=decide_after,
+    inp = start.validated(
+        "node-upgrade", "invalid node upgrade:\n  ",
+        cluster=start.cluster, **approvals.fields(start.who),
+        dry_run=start.dry_run, target_version=target_version, ready_timeout_seconds=ready_timeout, decide_after_seconds=decide_after,
         drain_timeout_seconds=drain_timeout, drain_on_timeout=drain_on_timeout,
-        selection=dict(label_selector=selector, masters=master),
-        **({"node_order": nodes_order} if nodes_order is not None else {}),
-        **({"windows": window_specs} if window_specs else {}),
+        selection=dict(label_selector=selector, masters=master), **ordering,
         policy=dict(serial=parse_serial(serial), canary=list(canary) or canary_count, max_fail_percentage=max_fail_percentage),
         action=dict(kind=action_on, argv=parse_argv(action_command, "'--action-command'")),
         alerts=alerts,
     )
-    run(_start(settings, fields, workflow_id, wait, output, who))
+    selected = inp.selection.label_selector
+    start.go(start.request(
+        "node-upgrade", inp, cluster=inp.cluster, id_name=selected.replace("=", "-").replace("/", "-") if selected else None,
+        summary=f"node upgrade of {selected} on {inp.cluster} by {start.who}",
+        ready=_planned, show_ready=lambda st: "\n".join(st.plan_lines) if st.plan_lines else (st.error or "no plan"),
+        ready_timeout=60.0, ready_required=False,
+    ), dry_run=_dry_run)
 
 
 def _planned(st: Any) -> bool:
     return getattr(st, "plan", None) is not None or str(getattr(st, "phase", "")) in ("failed", "done")
 
 
-async def _start(settings: Any, fields: dict[str, Any], workflow_id: str | None, wait: bool, output: str, who: str) -> int:
-    from pydantic import ValidationError
-
-    spec = spec_named("node-upgrade")
-    try:
-        inp = spec.input_model(**fields)
-    except (ValidationError, ValueError) as exc:
-        lines = validation_lines(exc) if isinstance(exc, ValidationError) else str(exc)
-        err(f"error: invalid node upgrade:\n  {lines}")
-        return EXIT_USAGE
-    req = Launch(
-        name=spec.name, input=inp, cluster=inp.cluster, who=who, output=output, wait=wait, dry_run=inp.dry_run,
-        workflow_id=workflow_id, id_name=inp.selection.label_selector.replace("=", "-").replace("/", "-") if inp.selection.label_selector else None,
-        summary=f"node upgrade of {inp.selection.label_selector} on {inp.cluster} by {who}",
-        ready=_planned, show_ready=lambda st: "\n".join(st.plan_lines) if st.plan_lines else (st.error or "no plan"),
-        ready_timeout=60.0, ready_required=False,
-    )
-    if not inp.dry_run:
-        return await launch(req, settings)
-    return await _dry_run(req, settings, spec)
-
-
-async def _dry_run(req: Launch, settings: Any, spec: Any) -> int:
+async def _dry_run(req: Launch, settings: Any) -> int:
     """The workflow's own dry run: read the Nodes and plan, write nothing; print the plan."""
     from lockkeeper import output as out
-    from lockkeeper.cli.common import CliError
-    from lockkeeper.starter import StartRefused, start_procedure
+    from lockkeeper.cli.start.shared import spec_named
     from workflows.node_upgrade.plan import plan_lines
 
-    client = await connect(settings, identity=req.who)
-    try:
-        handle = await start_procedure(client, settings, spec, req.input, cluster=req.cluster, workflow_id=req.workflow_id,
-                                       id_name=req.id_name, summary=req.summary, precheck=False)
-    except StartRefused as exc:
-        raise CliError(f"refused: {exc}", EXIT_FAILED) from None
+    handle, res = await dry_run_result(req, settings)
     if req.output == "table":
-        print(handle.id, flush=True)
-    err(f"started {handle.id} (dry run)")
-    res = await handle.result()
-    if req.output == "table":
-        st = await handle.query("status", result_type=spec.status_model)
+        st = await handle.query("status", result_type=spec_named(req.name).status_model)
         print("\n".join(st.plan_lines) if st.plan_lines else ("\n".join(plan_lines(res.plan)) if res.plan else res.message))
     else:
         print(out.dump({"workflow_id": handle.id, "plan": out.to_data(res.plan), "problems": res.problems}, req.output))

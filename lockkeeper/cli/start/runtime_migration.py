@@ -17,22 +17,11 @@ from typing import Any
 
 import typer
 
-from lockkeeper.cli.common import (
-    EXIT_USAGE,
-    ClusterOpt,
-    DryRunOpt,
-    IdentityOpt,
-    IdOpt,
-    OutputOpt,
-    check_output,
-    cli_settings,
-    err,
-    identity_of,
-    run,
-    validation_lines,
-)
-from lockkeeper.cli.start.shared import Launch, NodeOrderOpt, WindowOpt, dry_run_report, launch, node_order, spec_named, windows
+from lockkeeper.cli.common import err
+from lockkeeper.cli.start.options import Approvals, Start, approval_options, completes, ordering_options, start_options
+from lockkeeper.cli.start.shared import Launch, dry_run_report
 from lockkeeper.cli.start.shared import read_ssh_map as shared_ssh_map
+
 
 PROCEDURE = "runtime-migration"
 ENV_SSH_MAP = "LOCKKEEPER_SSH_MAP"
@@ -112,16 +101,13 @@ def _argv(value: str | None, option: str) -> dict[str, Any] | None:
 
 
 def start_runtime_migration(
-    ctx: typer.Context,
     node: list[str] = typer.Option(..., "--node", help="A GlusterFS node to migrate (repeatable; migrated in this order "
                                                        "unless --order is given)."),
-    order_by: str | None = typer.Option(None, "--order", metavar="ORDER",
-                                        help="Order the --node nodes: zone-oldest (zone label, then creationTimestamp oldest "
-                                             "first, then name) | oldest-first | newest-first (creationTimestamp, then name) | "
-                                             "explicit (with --node-order FILE). Default: as the --node flags list them. "
-                                             "Still one node at a time."),
-    node_order_file: Path | None = NodeOrderOpt,
-    window: list[str] = WindowOpt,
+    ordering: dict[str, Any] = ordering_options(typer.Option(
+        None, "--order", metavar="ORDER", help="Order the --node nodes: zone-oldest (zone label, then creationTimestamp oldest "
+                                               "first, then name) | oldest-first | newest-first (creationTimestamp, then name) | "
+                                               "explicit (with --node-order FILE). Default: as the --node flags list them. "
+                                               "Still one node at a time.")),
     to: str = typer.Option(..., "--to", help="Target container runtime (docker)."),
     scaleup_command: str = typer.Option(..., "--scaleup-command", help="The scale-up playbook run (shell-split; {node} {group})."),
     inventory_command: str | None = typer.Option(None, "--inventory-command", help="Moves {node} to the new_nodes group; default: a gate shows the edit."),
@@ -137,41 +123,35 @@ def start_runtime_migration(
     record_namespace: str = typer.Option("openshift-config", "--record-namespace",
                                          help="Namespace of the record ConfigMap lockkeeper-record-<ID> (each node's record)."),
     gate_timeout: float | None = typer.Option(None, "--gate-timeout", help="Seconds a gate waits (default forever; a timeout stops)."),
-    four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve gates."),
-    allowed_approver: list[str] = typer.Option([], "--allowed-approver", help="Who may decide (repeatable)."),
-    dry_run: bool = DryRunOpt,
+    approvals: Approvals = approval_options("gates", verb="decide"),
     alerts: dict[str, Any] | None = None,  # the --alert-* flags (shared.with_alert_gate_options)
-    cluster: str | None = ClusterOpt,
-    workflow_id: str | None = IdOpt,
-    wait: bool = typer.Option(False, "--wait", help="Wait until the migration ends; exit 0 only if it completed."),
-    identity: str | None = IdentityOpt,
-    output: str = OutputOpt,
+    start: Start = start_options(wait=completes("migration")),
 ) -> None:
     """Migrate GlusterFS nodes from CRI-O to Docker, one node at a time."""
-    output = check_output(output)
-    nodes_order = node_order(order_by, node_order_file)
-    window_specs = windows(window)
+    from workflows.kit.scopes import node_scope
+
     if ssh_map is None:
         env_map = os.environ.get("CLUSTERSIM_SSH_MAP")
         if not env_map:
             raise typer.BadParameter(f"give --ssh-map or set {ENV_SSH_MAP}", param_hint="'--ssh-map'")
         ssh_map = Path(env_map)
-    settings = cli_settings(ctx)
-    who = identity_of(identity)
     fields: dict[str, Any] = dict(
-        cluster=cluster or settings.cluster, nodes=node, **({"node_order": nodes_order} if nodes_order is not None else {}),
-        **({"windows": window_specs} if window_specs else {}),
+        cluster=start.cluster, nodes=node, **ordering,
         host_access=read_ssh_map(ssh_map, ssh_user), target_runtime=to,
         gluster={"namespace": namespace, "clusters": gluster_cluster, "node_label": gluster_label},
         dns_probe_names=dns_probe, scaleup_step=_argv(scaleup_command, "--scaleup-command"),
         inventory_step=_argv(inventory_command, "--inventory-command"),
         inventory_restore_step=_argv(inventory_restore_command, "--inventory-restore-command"),
         node_group_step=_argv(node_group_command, "--node-group-command"), peers=peer or None,
-        record_namespace=record_namespace, gates={"timeout_seconds": gate_timeout},
-        approvals={"requested_by": who, "four_eyes": four_eyes, "allowed_approvers": allowed_approver},
+        record_namespace=record_namespace, gates={"timeout_seconds": gate_timeout}, **approvals.nested(start.who),
         alerts=alerts,
     )
-    run(_start(settings, fields, dry_run, workflow_id, wait, output, who))
+    inp = start.validated(PROCEDURE, "invalid runtime-migration input: ", **fields)
+    start.go(start.request(
+        PROCEDURE, inp, cluster=inp.cluster, scopes=[node_scope(inp.cluster, n) for n in inp.nodes],
+        id_name=inp.nodes[0].split(".")[0],
+        summary=f"runtime migration of {', '.join(inp.nodes)} to {inp.target_runtime} on {inp.cluster} by {start.who}",
+    ), dry_run=_dry_run)
 
 
 def order_line(inp: Any) -> str:
@@ -185,25 +165,8 @@ def order_line(inp: Any) -> str:
             f"read them (`lockkeeper status ID` shows the order)")
 
 
-async def _start(settings: Any, fields: dict[str, Any], dry_run: bool, workflow_id: str | None, wait: bool, output: str,
-                 who: str) -> int:
-    from pydantic import ValidationError
-
-    from workflows.kit.scopes import node_scope
-
-    spec = spec_named(PROCEDURE)
-    try:
-        inp = spec.input_model(**fields)
-    except ValidationError as exc:
-        err(f"error: invalid runtime-migration input: {validation_lines(exc)}")
-        return EXIT_USAGE
-    req = Launch(
-        name=spec.name, input=inp, cluster=inp.cluster, who=who, output=output, wait=wait, dry_run=dry_run,
-        scopes=[node_scope(inp.cluster, n) for n in inp.nodes], workflow_id=workflow_id, id_name=inp.nodes[0].split(".")[0],
-        summary=f"runtime migration of {', '.join(inp.nodes)} to {inp.target_runtime} on {inp.cluster} by {who}",
-    )
-    if dry_run:
-        if output == "table":
-            err(order_line(inp))
-        return await dry_run_report(req, settings)
-    return await launch(req, settings)
+async def _dry_run(req: Launch, settings: Any) -> int:
+    """The input, its node order (a table) and the leases that would refuse it; nothing starts."""
+    if req.output == "table":
+        err(order_line(req.input))
+    return await dry_run_report(req, settings)

@@ -29,6 +29,7 @@ from typing import Any
 import typer
 
 from lockkeeper.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, connect, err
+from lockkeeper.cli.start.groups import OptionGroup, flags
 
 #: Workflow IDs started in this process while no worker polled their task queue (``--queue``).
 QUEUED: set[str] = set()
@@ -105,15 +106,12 @@ def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
     cur[keys[-1]] = value
 
 
-def build_input(model: type[Any], flags: dict[str, Any] | None = None) -> Any:
-    """The start command's input ``model``: the ``-f`` file (YAML or JSON), then ``flags``
+def input_data(flags: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The start command's input fields as given: the ``-f`` file (YAML or JSON), then ``flags``
     (dotted field path -> value; only the flags the operator gave, None values are left out),
-    then every ``--set KEY=VALUE``, validated once. Raises :class:`CliError` (exit 2) with one
-    ``field: message`` item per problem, naming the file, before anything is started."""
+    then every ``--set KEY=VALUE`` (the value read as YAML). Raises :class:`CliError` (exit 2)
+    for a file that cannot be read or is no mapping, and a malformed ``--set``."""
     import yaml
-    from pydantic import ValidationError
-
-    from lockkeeper.cli.common import EXIT_USAGE, validation_lines
 
     data: dict[str, Any] = {}
     path = INPUT_FILE.get()
@@ -138,9 +136,22 @@ def build_input(model: type[Any], flags: dict[str, Any] | None = None) -> Any:
         except yaml.YAMLError as exc:
             raise CliError(f"--set {key}: {exc}", EXIT_USAGE) from None
         _set_path(data, key.strip(), value)
+    return data
+
+
+def build_input(model: type[Any], flags: dict[str, Any] | None = None) -> Any:
+    """The start command's input ``model`` from :func:`input_data` (the ``-f`` file, then
+    ``flags``, then every ``--set``), validated once. Raises :class:`CliError` (exit 2) with one
+    ``field: message`` item per problem, naming the file, before anything is started."""
+    from pydantic import ValidationError
+
+    from lockkeeper.cli.common import validation_lines
+
+    data = input_data(flags)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
+        path = INPUT_FILE.get()
         where = f" ({path})" if path is not None else ""
         raise CliError(f"invalid input{where}: {validation_lines(exc)}", EXIT_USAGE) from None
 
@@ -208,6 +219,40 @@ async def dry_run_report(req: Launch, settings: Any) -> int:
     return EXIT_FAILED if conflicts else EXIT_OK
 
 
+async def start_run(req: Launch, settings: Any, *, precheck: bool | None = None) -> Any:
+    """Start ``req`` (:func:`lockkeeper.starter.start_procedure`: its scopes, pools, ID and
+    summary; the lease pre-check unless ``precheck`` is False, by default unless a dry run) and
+    return the workflow handle. Raises :class:`CliError` ``refused: ...`` (exit 1) when a lease
+    holder or an existing workflow ID refuses it; ``NoWorker`` (exit 3) as ``start_procedure``."""
+    from lockkeeper.starter import StartRefused, start_procedure
+
+    client = await connect(settings, identity=req.who)
+    try:
+        return await start_procedure(
+            client, settings, spec_named(req.name), req.input, cluster=req.cluster, scopes=req.scopes, pools=req.pools,
+            workflow_id=req.workflow_id, id_name=req.id_name, summary=req.summary,
+            precheck=not req.dry_run if precheck is None else precheck,
+        )
+    except StartRefused as exc:
+        raise CliError(f"refused: {exc}", EXIT_FAILED) from None
+
+
+async def dry_run_result(req: Launch, settings: Any, *, show_id: bool = True, note: str = "(dry run)",
+                         precheck: bool = False, stop_if_queued: bool = False) -> tuple[Any, Any]:
+    """A procedure's own dry run (or check): start ``req`` (:func:`start_run`, no lease
+    pre-check by default), print its workflow ID (stdout, a table only; ``show_id``), say
+    ``started ID`` and ``note`` (stderr) and wait for its result. Returns ``(handle, result)``; with
+    ``stop_if_queued`` the result is None when the start is queued (``--queue``, no worker: it
+    runs when one comes), else the wait lasts until a worker has run it."""
+    handle = await start_run(req, settings, precheck=precheck)
+    if show_id and req.output == "table":
+        print(handle.id, flush=True)
+    if stop_if_queued and handle.id in QUEUED:
+        return handle, None
+    err(f"started {handle.id} {note}")
+    return handle, await handle.result()
+
+
 async def workflow_dry_run(req: Launch, settings: Any, *, plan: Callable[[Any], Sequence[str]] | None = None) -> int:
     """The procedure's own dry run (its input has ``dry_run``): start the run, which reads the
     cluster, checks every precondition (:mod:`workflows.kit.preflight`) and ends ``dry-run``
@@ -216,21 +261,13 @@ async def workflow_dry_run(req: Launch, settings: Any, *, plan: Callable[[Any], 
     2 when a real start would be refused (a failed check: the lines say what), 1 when the run
     could not plan at all; a run queued for a worker (``--queue``) exits 0 after its ID."""
     from lockkeeper import output as out
-    from lockkeeper.starter import StartRefused, start_procedure
 
     spec = spec_named(req.name)
-    client = await connect(settings, identity=req.who)
-    try:
-        handle = await start_procedure(client, settings, spec, req.input, cluster=req.cluster, scopes=req.scopes, pools=req.pools,
-                                       workflow_id=req.workflow_id, id_name=req.id_name, summary=req.summary, precheck=False)
-    except StartRefused as exc:
-        raise CliError(f"refused: {exc}", EXIT_FAILED) from None
-    if req.output == "table":
-        print(handle.id, flush=True)
-    if handle.id in QUEUED:
+    # a run that cannot plan fails: the CLI's error mapping says why
+    handle, res = await dry_run_result(req, settings, note="(dry run: it reads and checks, it writes nothing)",
+                                       stop_if_queued=True)
+    if res is None:  # queued (--queue): it checks when a worker comes
         return EXIT_OK
-    err(f"started {handle.id} (dry run: it reads and checks, it writes nothing)")
-    res = await handle.result()  # a run that cannot plan fails: the CLI's error mapping says why
     if isinstance(res, dict):
         res = spec.result_model.model_validate(res)
     checked = list(getattr(res, "preconditions", None) or [])
@@ -261,17 +298,10 @@ async def launch(req: Launch, settings: Any) -> int:
     from lockkeeper import output as out
     from lockkeeper import panels
     from lockkeeper.cli.observe import watch_until_closed
-    from lockkeeper.starter import StartRefused, start_procedure, wait_for_status
+    from lockkeeper.starter import wait_for_status
 
     spec = spec_named(req.name)
-    client = await connect(settings, identity=req.who)
-    try:
-        handle = await start_procedure(
-            client, settings, spec, req.input, cluster=req.cluster, scopes=req.scopes, pools=req.pools,
-            workflow_id=req.workflow_id, id_name=req.id_name, summary=req.summary, precheck=not req.dry_run,
-        )
-    except StartRefused as exc:
-        raise CliError(f"refused: {exc}", EXIT_FAILED) from None
+    handle = await start_run(req, settings)
     if req.output == "table":
         print(handle.id, flush=True)
     queued = handle.id in QUEUED
@@ -349,6 +379,21 @@ async def refused_before_any_change(handle: Any, spec: Any, req: Launch, doc: di
     return True
 
 
+def read_yaml(path: Path, hint: str, mapping: str | None = None) -> Any:
+    """The YAML (or JSON) document in the file ``path`` of option ``hint`` (``'--plan'``).
+    Raises ``typer.BadParameter`` naming the option when the file cannot be read or parsed, and,
+    when ``mapping`` (the message) is given, when the document is not a mapping."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise typer.BadParameter(str(exc), param_hint=hint) from None
+    if mapping is not None and not isinstance(data, dict):
+        raise typer.BadParameter(mapping, param_hint=hint)
+    return data
+
+
 def read_ssh_map(path: str | Path) -> dict[str, tuple[str, int]]:
     """Node -> (host, port) from a JSON object ``{"node": "host:port" | "host", ...}`` (port 22 when
     none), the file ``lockkeeper sim serve`` prints as ``CLUSTERSIM_SSH_MAP``. Raises
@@ -371,9 +416,17 @@ def read_ssh_map(path: str | Path) -> dict[str, tuple[str, int]]:
 
 # --- the alert gate's flags (kit: workflows.kit.alerts), one option group for every node procedure ---
 
-#: The ``--alert-*`` flags: (parameter name, annotation, typer option). :func:`with_alert_gate_options`
-#: adds them to every start command that takes ``alerts`` (:func:`takes_alert_gate`).
-ALERT_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
+def _alert_policy_of_flags(alert_gate: str | None, alert_filter: str | None, alert_firing_only: bool | None,
+                           alert_severity: list[str] | None, alert_gate_fail_open: bool | None,
+                           alert_bearer_token_file: str | None, alert_ca_file: str | None) -> dict[str, Any] | None:
+    return alert_policy(alert_gate, alert_filter, True if alert_firing_only is None else alert_firing_only,
+                        list(alert_severity or []), bool(alert_gate_fail_open), alert_bearer_token_file, alert_ca_file)
+
+
+#: The ``--alert-*`` flags; the group builds the input's ``alerts`` (:func:`alert_policy`).
+#: :func:`with_alert_gate_options` gives them to every start command that takes ``alerts``
+#: (:func:`takes_alert_gate`).
+ALERTS = OptionGroup(flags(
     ("alert_gate", str | None, typer.Option(
         None, "--alert-gate", metavar="URL", rich_help_panel="Alert gate (Prometheus)",
         help="Prometheus base URL: no node (batch, phase) starts while a blocking alert fires (/api/v1/alerts); "
@@ -396,7 +449,7 @@ ALERT_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
     ("alert_ca_file", str | None, typer.Option(
         None, "--alert-ca-file", metavar="PATH", rich_help_panel="Alert gate (Prometheus)",
         help="CA bundle for an https Prometheus (a path on the worker).")),
-)
+), _alert_policy_of_flags)
 
 
 def alert_policy(url: str | None, filter: str | None, firing_only: bool, severities: list[str], fail_open: bool,
@@ -423,27 +476,11 @@ def takes_alert_gate(command: Callable[..., Any]) -> bool:
 
 def with_alert_gate_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """``command`` (a start command with an ``alerts`` parameter) with the ``--alert-*`` flags of
-    :data:`ALERT_OPTIONS` in its signature instead of ``alerts``: typer offers them, and the
-    wrapper passes ``alerts=`` :func:`alert_policy` of them (None without ``--alert-gate``;
+    :data:`ALERTS` in its signature instead of ``alerts``: typer offers them, and the wrapper
+    passes ``alerts=`` :func:`alert_policy` of them (None without ``--alert-gate``;
     ``typer.BadParameter``, exit 2, for a flag without it). The one place the flags are
     declared, so every node procedure reads them the same way."""
-    sig = inspect.signature(command)
-    names = [name for name, _, _ in ALERT_OPTIONS]
-    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=opt) for name, ann, opt in ALERT_OPTIONS]
-
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        flags = [kwargs.pop(n, None) for n in names]
-        url, filter, firing_only, severities, fail_open, token_file, ca_file = flags
-        kwargs["alerts"] = alert_policy(url, filter, True if firing_only is None else firing_only, list(severities or []),
-                                        bool(fail_open), token_file, ca_file)
-        return command(*args, **kwargs)
-
-    kept = [p for p in sig.parameters.values() if p.name != "alerts"]
-    wrapper.__signature__ = sig.replace(parameters=[*kept, *extra])  # type: ignore[attr-defined]
-    annotations = {k: v for k, v in getattr(command, "__annotations__", {}).items() if k != "alerts"}
-    wrapper.__annotations__ = {**annotations, **{name: ann for name, ann, _ in ALERT_OPTIONS}}
-    return wrapper
+    return ALERTS.replace(command, "alerts")
 
 
 # --- the node order's flags (kit: workflows.kit.plan.order_nodes), shared by the node procedures ---

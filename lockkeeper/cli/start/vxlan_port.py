@@ -20,8 +20,8 @@ from typing import Any
 
 import typer
 
-from lockkeeper.cli.common import ClusterOpt, DryRunOpt, IdentityOpt, IdOpt, OutputOpt, check_output, cli_settings, identity_of, run
-from lockkeeper.cli.start.shared import INPUT_FILE, Launch, WindowOpt, build_input, launch, read_ssh_map, spec_named, windows
+from lockkeeper.cli.start.options import Approvals, Start, approval_options, completes, start_options, window_options
+from lockkeeper.cli.start.shared import INPUT_FILE, build_input, read_ssh_map, spec_named
 
 PROCEDURE = "vxlan-port-change"
 
@@ -66,7 +66,6 @@ def host_access(exec_via: ExecVia, ssh_map: str | None, ssh_user: str | None, na
 
 
 def start_vxlan_port_change(
-    ctx: typer.Context,
     port: int | None = typer.Option(None, "--port", help="The new VXLAN UDP port (e.g. 4889): new_port."),
     image: str | None = typer.Option(None, "--image", help="The custom node image without the SDN port health check: custom_image."),
     old_port: int | None = typer.Option(None, "--old-port", help="The port the cluster uses now (default 4789)."),
@@ -80,19 +79,14 @@ def start_vxlan_port_change(
     image_present_cmd: str | None = typer.Option(None, "--image-present-cmd", help="Image presence check (default docker image inspect)."),
     master_ca: str | None = typer.Option(None, "--master-ca", help="CA file to verify the masters' API certificates."),
     gate_timeout: float | None = typer.Option(None, "--gate-timeout", help="Seconds a gate waits (default forever): gates.timeout_seconds."),
-    four_eyes: bool = typer.Option(False, "--four-eyes", help="The requester may not approve the gates."),
-    allowed_approver: list[str] = typer.Option([], "--allowed-approver", help="Who may approve (repeatable)."),
-    dry_run: bool = DryRunOpt,
-    window: list[str] = WindowOpt,
+    approvals: Approvals = approval_options("the gates"),
+    window: list[str] = window_options(),
     alerts: dict[str, Any] | None = None,  # the --alert-* flags (shared.with_alert_gate_options)
-    cluster: str | None = ClusterOpt,
-    workflow_id: str | None = IdOpt,
-    wait: bool = typer.Option(False, "--wait", help="Wait until the run ends; exit 0 only if it completed."),
-    identity: str | None = IdentityOpt,
-    output: str = OutputOpt,
+    start: Start = start_options(wait=completes("run")),
 ) -> None:
     """Change the SDN VXLAN port on a live OpenShift 3.11 cluster (stages A-H, fan-out in one step)."""
-    output = check_output(output)
+    from workflows.kit.scopes import cluster_scope
+
     masters = parse_masters(master)
     if switch_via == SwitchVia.SSH and exec_via == ExecVia.DEBUG_POD:
         raise typer.BadParameter("--switch-via ssh needs --exec-via ssh", param_hint="'--switch-via'")
@@ -103,31 +97,26 @@ def start_vxlan_port_change(
     missing = [m for m, _ in masters if access is not None and m not in access]
     if missing:
         raise typer.BadParameter(f"no host access for master(s) {', '.join(missing)}", param_hint="'--master'")
-    settings = cli_settings(ctx)
-    who = identity_of(identity)
+    settings, who = start.settings, start.who
     inp = build_input(spec_named(PROCEDURE).input_model, {
         "new_port": port, "old_port": old_port, "custom_image": image, "host_access": access, "nodes": (names if node else None),
         "masters": [dict(name=m, access=access[m], api_url=u, ca_file=master_ca) for m, u in masters] if masters and access else None,
         "fanout.switch_via": switch_via.value if switch_via else None, "images.pull_cmd": _argv(pull_cmd),
         "images.present_cmd": _argv(image_present_cmd), "gates.timeout_seconds": gate_timeout,
-        "approvals.requested_by": who, "approvals.four_eyes": four_eyes or None, "approvals.allowed_approvers": allowed_approver or None,
-        "windows": windows(window) or None, "alerts": alerts, "dry_run": dry_run or None, "cluster": cluster or (None if INPUT_FILE.get() else settings.cluster),
+        "approvals.requested_by": who, "approvals.four_eyes": approvals.four_eyes or None,
+        "approvals.allowed_approvers": approvals.allowed_approvers or None,
+        "windows": window or None, "alerts": alerts, "dry_run": start.dry_run or None,
+        "cluster": start.cluster_flag or (None if INPUT_FILE.get() else settings.cluster),
     })
-    run(_start(settings, inp, workflow_id, wait, output, who))
+    # a dry run is the workflow's own (it ends after the preconditions): started, and waited for
+    start.go(start.request(
+        PROCEDURE, inp, cluster=inp.cluster, wait=start.wait or inp.dry_run, dry_run=False,
+        scopes=[cluster_scope(inp.cluster)], id_name=f"{inp.old_port}-to-{inp.new_port}",
+        summary=f"VXLAN port {inp.old_port} -> {inp.new_port} on {inp.cluster} by {who}" + (" (dry run)" if inp.dry_run else ""),
+    ))
 
 
 start_vxlan_port_change.takes_input_overrides = True  # type: ignore[attr-defined]  # build_input applies -f/--set
-
-
-async def _start(settings: Any, inp: Any, workflow_id: str | None, wait: bool, output: str, who: str) -> int:
-    from workflows.kit.scopes import cluster_scope
-
-    req = Launch(
-        name=PROCEDURE, input=inp, cluster=inp.cluster, who=who, output=output, wait=wait or inp.dry_run,
-        scopes=[cluster_scope(inp.cluster)], workflow_id=workflow_id, id_name=f"{inp.old_port}-to-{inp.new_port}",
-        summary=f"VXLAN port {inp.old_port} -> {inp.new_port} on {inp.cluster} by {who}" + (" (dry run)" if inp.dry_run else ""),
-    )
-    return await launch(req, settings)
 
 
 def panel(model: Any) -> Any:
