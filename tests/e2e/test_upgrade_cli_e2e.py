@@ -73,12 +73,16 @@ async def test_control_plane_api_url_template_with_per_master_ports(dev_server: 
                                                                     task_queue: str) -> None:
     """The simulator serves each master's API on its own loopback port: ``--api-url`` with
     ``{port}`` and one ``--api-port`` per master reaches the workflow (its dry run names each
-    master's own URL); a bad placeholder is refused before anything starts."""
+    master's own URL, and lists every precondition it checked: the masters, the action's program
+    on the worker, master-restart and master-logs on each master over the ``--ssh-map``); a bad
+    placeholder is refused before anything starts."""
     sim = await sim_factory("r3-okd310-upgrade", time_scale=SCALE)
-    await worker_for(sim)
+    env = sim.components["hosts"].client_env()
+    await worker_for(sim, env=env)
     masters = ["master01.example.com", "master02.example.com", "master03.example.com"]
     comp = sim.components["masters"]
-    args = ["start", "control-plane-upgrade", "--action-command", "ansible-playbook upgrade_control_plane.yml -l {master}",
+    args = ["start", "control-plane-upgrade", "--ssh-map", env["CLUSTERSIM_SSH_MAP"],
+            "--action-command", f"{SHIM} upgrade_control_plane.yml -l {{master}}",
             "--etcd-backup-skip-reason", "simulator", "--etcd-health-skip-reason", "simulator", "--api-url", "http://127.0.0.1:{port}",
             "--dry-run", "--wait"]
     for m in masters:
@@ -87,6 +91,8 @@ async def test_control_plane_api_url_template_with_per_master_ports(dev_server: 
     assert code == 0, (out, err)
     for m in masters:
         assert f"{m} {comp.api_url(m)}" in out + err, (out, err)
+        assert f"ok       host-executable    master-restart on {m}" in out, out
+    assert "preconditions (8 checked, 0 failed)" in out, out
     code, out, err = await lk(dev_server, task_queue, "start", "control-plane-upgrade", "--master", masters[0], "--action-command", "x",
                               "--etcd-backup-skip-reason", "s", "--etcd-health-skip-reason", "s", "--api-url", "https://{host}:8443")
     assert code == 2 and "unknown placeholder {host}" in err, (code, out, err)
