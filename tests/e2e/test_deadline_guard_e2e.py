@@ -17,7 +17,7 @@ from lockkeeper.upgrade_status import upgrade_view
 from tests.e2e.harness import APPROVER, node_annotations, start_rollout, status
 from tests.e2e.test_r2_blocked_drain import BLOCKING, NODE, gate_open, until
 from workflows.kit.models import DecideInput, NodePhase
-from workflows.machineconfig.models import MachineConfigRolloutInput
+from workflows.machineconfig.models import DaemonPolicy
 
 pytestmark = pytest.mark.e2e
 
@@ -27,7 +27,7 @@ FAST = dict(
     pools=["worker"], drain_backoff_initial_seconds=0.5, drain_backoff_max_seconds=1, drain_wait_seconds=2,
     daemon_drain_deadline_seconds=3600 * SCALE, daemon_uncordon_deadline_seconds=600 * SCALE,
 )
-DEFAULT_ESCALATION = MachineConfigRolloutInput.model_fields["drain_escalate_after_seconds"].default
+DEFAULT_ESCALATION = DaemonPolicy.model_fields["escalate_after_seconds"].default
 
 
 async def test_the_insight_names_pod_budget_and_deadline(sim_factory, worker_for, temporal_client, task_queue) -> None:
