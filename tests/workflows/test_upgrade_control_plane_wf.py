@@ -29,7 +29,7 @@ from workflows.control_plane.models import (
     StaticPodManifest,
 )
 from workflows.kit.lease import LeaseWorkflow
-from workflows.kit.models import ApproveInput, GateState, RejectInput
+from workflows.kit.models import ApproveInput, DecideInput, GateState, RejectInput
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -201,10 +201,26 @@ async def test_gate_restart_again_runs_master_restart_once_more(time_skipping_en
     async with worker:
         gate_id, _ = await wait_gate(handle, "api/m1/", time_skipping_env)
         world.blocked.clear()
-        await handle.execute_update(ControlPlaneUpgradeWorkflow.approve, ApproveInput(gate_id=gate_id, identity="ops", comment="restart"))
+        await handle.execute_update(ControlPlaneUpgradeWorkflow.decide, DecideInput(node=gate_id, decision="restart", identity="ops"))
         result: ControlPlaneResult = await handle.result()
     assert result.outcome == "completed"
     assert world.restarts() == ["m1", "m1", "m2", "m3"]
+
+
+async def test_an_approval_whose_comment_starts_with_restart_only_waits(time_skipping_env: Any) -> None:
+    """Issue 36: the gate's choice is explicit (``decide ... restart``); an approval whose
+    comment happens to start with "restart" ("restarted by hand") waits again and runs nothing."""
+    world = Masters(blocked=("m1",))
+    worker, handle = await start(time_skipping_env, world, cp_input())
+    async with worker:
+        gate_id, st = await wait_gate(handle, "api/m1/", time_skipping_env)
+        assert next(g for g in st.gates if g.id == gate_id).choices == ["wait", "restart"]
+        world.blocked.clear()
+        await handle.execute_update(ControlPlaneUpgradeWorkflow.approve,
+                                    ApproveInput(gate_id=gate_id, identity="ops", comment="restarted by hand"))
+        result: ControlPlaneResult = await handle.result()
+    assert result.outcome == "completed"
+    assert world.restarts() == MASTERS  # m1's API restart ran once, by the action
 
 
 async def test_gate_reject_aborts_and_next_master_never_starts(time_skipping_env: Any) -> None:

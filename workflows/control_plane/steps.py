@@ -7,7 +7,7 @@
   ``host/<step>``). Every command is listed in the master's row.
 - :meth:`MasterSteps.api_back`: this master's ``/healthz/ready`` until ``ok``; at the deadline
   gate ``api/<master>/<n>`` with the ``master-logs api api --tail=N`` tail; approve waits again,
-  approve with comment ``restart`` runs ``master-restart api`` again, reject aborts.
+  ``decide ID GATE restart`` runs ``master-restart api`` again (never a comment's first word), reject aborts.
 - :meth:`MasterSteps.pods_ready`: mirror pods ``master-api-<m>``/``master-controllers-<m>`` Ready
   (on the expected image), gated the same way.
 """
@@ -44,7 +44,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.gates import Gates
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.kit.host import HostStep, HostStepFailed, HostSteps
-    from workflows.kit.models import GateKind, GateState, GateTimeoutOutcome
+    from workflows.kit.inputs import GatePolicy
+    from workflows.kit.models import GateTimeoutOutcome
 
 MASTER_RESTART = "/usr/local/bin/master-restart"
 MASTER_LOGS = "/usr/local/bin/master-logs"
@@ -160,21 +161,23 @@ class MasterSteps:
         return (res.stdout or res.stderr).strip()[-4000:] or f"(no output, exit {res.exit_code})"
 
     async def _gate(self, m: MasterSpec, row: MasterRow, kind: str, what: str) -> str:
-        """Gate ``<kind>/<master>/<n>``: returns "wait", "restart" or raises StepAborted."""
+        """Gate ``<kind>/<master>/<n>`` with the choices ``wait`` (what approve takes: wait again,
+        after a fix) and ``restart`` (``lockkeeper decide ID GATE restart``: run ``master-restart
+        api`` again); returns the choice, or raises StepAborted on a reject or the timeout."""
         n = self._gate_n[f"{kind}/{m.name}"] = self._gate_n.get(f"{kind}/{m.name}", 0) + 1
         gate_id = f"{kind}/{m.name}/{n}"
-        comment = (f"{what}. Approve to wait again (after a fix), approve with comment '{RESTART_AGAIN}' to run "
-                   f"master-restart api again, reject to abort. The next master does not start.")
+        text = (f"{what}. Approve (or decide {gate_id} wait) to wait again after a fix; decide {gate_id} "
+                f"{RESTART_AGAIN} to run master-restart api again; reject to abort. The next master does not start.")
         row.state = "waiting-gate"
-        gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=self.inp.gate_timeout_seconds, comment=comment,
-                               opened_by="lockkeeper", record_comment=what)
         self.touch()
-        await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=self.inp.gate_timeout_seconds)
+        answer = await self.gates.step(gate_id, text, GatePolicy(timeout_seconds=self.inp.gate_timeout_seconds,
+                                                                 timeout_outcome=GateTimeoutOutcome.REJECT),
+                                       choices=("wait", RESTART_AGAIN), again=True)
         row.state = "running"
         self.touch()
-        if gate.state != GateState.APPROVED:
-            raise StepAborted(f"gate {gate_id} {gate.state} by {gate.decided_by or 'timeout'}: {what}")
-        return "restart" if (gate.comment or "").strip().lower().startswith(RESTART_AGAIN) else "wait"
+        if not answer.passed:
+            raise StepAborted(f"{answer.why_not()}: {what}")
+        return answer.choice or "wait"
 
     async def api_back(self, m: MasterSpec, row: MasterRow) -> None:
         """Wait for ``ok`` on this master's own endpoint; gate at each deadline (module doc)."""

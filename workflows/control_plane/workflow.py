@@ -15,7 +15,7 @@ touched (:mod:`workflows.kit.planning`). Then per master, in the given order:
    unknown outcome opens gate ``host/<step>``);
 3. **this master's** ``/healthz/ready`` until ``ok``; after ``api_ready_timeout_seconds`` gate
    ``api/<master>/<n>`` shows the ``master-logs api api --tail=N`` tail: approve = wait again
-   (after a fix), approve with comment ``restart`` = ``master-restart api`` again, reject = abort;
+   (after a fix), ``decide ID GATE restart`` = ``master-restart api`` again, reject = abort;
 4. its mirror pods Ready (on ``expected_image`` when given), gated the same way;
 5. the GlusterFS gate when the master hosts bricks;
 
