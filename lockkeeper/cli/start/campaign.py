@@ -26,7 +26,8 @@ import typer
 
 from lockkeeper.cli.common import EXIT_USAGE, CliError, err, validation_lines
 from lockkeeper.cli.start.options import Approvals, Start, approval_options, completes, start_options, window_options
-from lockkeeper.cli.start.shared import Launch, dry_run_report, input_data, launch, spec_named
+from lockkeeper.cli.start.shared import Launch, input_data, launch, spec_named
+from lockkeeper.cli.start.dryrun import dry_run_report
 
 
 def read_clusters(path: Path) -> list[dict[str, Any]]:

@@ -16,7 +16,8 @@ import typer
 
 from lockkeeper.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, err
 from lockkeeper.cli.start.options import Approvals, Start, approval_options, completes, start_options
-from lockkeeper.cli.start.shared import Launch, dry_run_result, read_yaml
+from lockkeeper.cli.start.shared import Launch, read_yaml
+from lockkeeper.cli.start.dryrun import dry_run_result
 
 PROCEDURE = "cluster-upgrade"
 

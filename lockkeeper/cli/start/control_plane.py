@@ -32,7 +32,8 @@ import typer
 from lockkeeper.cli.common import EXIT_USAGE, err
 from lockkeeper.cli.start.node_upgrade import parse_argv
 from lockkeeper.cli.start.options import MasterSsh, Start, completes, master_ssh_options, start_options
-from lockkeeper.cli.start.shared import read_yaml, workflow_dry_run
+from lockkeeper.cli.start.shared import read_yaml
+from lockkeeper.cli.start.dryrun import workflow_dry_run
 
 
 DEFAULT_API_PORT = 8443

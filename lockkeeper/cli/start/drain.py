@@ -22,7 +22,8 @@ from lockkeeper.cli.start.options import (
     positive_seconds,
     start_options,
 )
-from lockkeeper.cli.start.shared import refuse_node_order, refuse_windows, workflow_dry_run
+from lockkeeper.cli.start.shared import refuse_node_order, refuse_windows
+from lockkeeper.cli.start.dryrun import workflow_dry_run
 
 
 def drain_started(node: str) -> Any:

@@ -16,7 +16,8 @@ import typer
 
 from lockkeeper.cli.common import EXIT_FAILED, EXIT_OK, err, run
 from lockkeeper.cli.start.options import Approvals, Start, approval_options, start_options
-from lockkeeper.cli.start.shared import Launch, dry_run_result
+from lockkeeper.cli.start.shared import Launch
+from lockkeeper.cli.start.dryrun import dry_run_result
 
 PROCEDURE = "gluster-recovery"
 

@@ -26,7 +26,8 @@ from lockkeeper.cli.start.options import (
     positive_seconds,
     start_options,
 )
-from lockkeeper.cli.start.shared import Launch, dry_run_result, show_window_plan
+from lockkeeper.cli.start.shared import Launch, show_window_plan
+from lockkeeper.cli.start.dryrun import dry_run_result
 
 
 APPROVALS = ("none", "pool", "node", "canary")

@@ -13,7 +13,7 @@ from typing import Any
 import typer
 
 from lockkeeper.cli.start.options import Approvals, Start, approval_options, completes, start_options
-from lockkeeper.cli.start.shared import workflow_dry_run
+from lockkeeper.cli.start.dryrun import workflow_dry_run
 
 
 def start_network_migration(

@@ -22,7 +22,8 @@ import typer
 
 from lockkeeper.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, err
 from lockkeeper.cli.start.options import MasterSsh, Start, master_ssh_options, start_options
-from lockkeeper.cli.start.shared import Launch, dry_run_result
+from lockkeeper.cli.start.shared import Launch
+from lockkeeper.cli.start.dryrun import dry_run_result
 
 PROCEDURE = "node-selector-migration"
 

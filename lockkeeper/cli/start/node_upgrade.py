@@ -22,7 +22,8 @@ import typer
 
 from lockkeeper.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, err
 from lockkeeper.cli.start.options import Approvals, Start, approval_options, completes, ordering_options, start_options
-from lockkeeper.cli.start.shared import Launch, dry_run_result, show_window_plan
+from lockkeeper.cli.start.shared import Launch, show_window_plan
+from lockkeeper.cli.start.dryrun import dry_run_result
 
 
 def parse_serial(value: str) -> int | str:

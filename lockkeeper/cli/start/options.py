@@ -37,12 +37,12 @@ from lockkeeper.cli.common import (
     validation_lines,
 )
 from lockkeeper.cli.start.groups import OptionGroup, flags
+from lockkeeper.cli.start.dryrun import dry_run_report
 from lockkeeper.cli.start.shared import (
     NodeOrderOpt,
     OrderOpt,
     WindowOpt,
     Launch,
-    dry_run_report,
     launch,
     node_order,
     read_ssh_map,
@@ -112,7 +112,7 @@ class Start:
            launcher: Callable[[Launch, Any], Awaitable[int]] = launch) -> None:
         """Run the start (:func:`lockkeeper.cli.common.run`: exits with the code it returns):
         ``launcher`` (default :func:`.shared.launch`), or for a dry run ``dry_run`` (default
-        :func:`.shared.dry_run_report`: the input and the leases that would refuse it)."""
+        :func:`.dryrun.dry_run_report`: the input and the leases that would refuse it)."""
         run((dry_run if req.dry_run else launcher)(req, self.settings))
 
 

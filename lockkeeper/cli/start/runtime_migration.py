@@ -19,7 +19,8 @@ import typer
 
 from lockkeeper.cli.common import err
 from lockkeeper.cli.start.options import Approvals, Start, approval_options, completes, ordering_options, start_options
-from lockkeeper.cli.start.shared import Launch, dry_run_report
+from lockkeeper.cli.start.shared import Launch
+from lockkeeper.cli.start.dryrun import dry_run_report
 from lockkeeper.cli.start.shared import read_ssh_map as shared_ssh_map
 
 
