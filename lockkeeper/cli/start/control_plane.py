@@ -18,7 +18,7 @@ etcd: ``--etcd-members FILE`` (a YAML/JSON list of etcd members, the etcd proced
 file) is checked healthy before the first master; without it ``--etcd-health-skip-reason`` must
 say why. Without etcd members for the backup, ``--etcd-backup-skip-reason`` must say why the
 barrier is skipped. An API that does not come back opens gate ``api/<master>/<n>``: ``lockkeeper approve ID``
-waits again, ``--comment restart`` restarts the API again, ``lockkeeper reject ID`` aborts.
+waits again, ``lockkeeper decide ID GATE restart`` restarts the API again, ``lockkeeper reject ID`` aborts.
 """
 
 from __future__ import annotations
