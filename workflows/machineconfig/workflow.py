@@ -57,7 +57,7 @@ with workflow.unsafe.imports_passed_through():
         node_owner,
         node_workflow_id,
     )
-    from workflows.kit.lease import WindowLeases
+    from workflows.kit.windowleases import WindowLeases
     from workflows.kit.scopes import pool_scope
     from workflows.machineconfig.node import NodeRolloutWorkflow
     from workflows.machineconfig.network_repair import RepairContext, repair_network
@@ -312,7 +312,7 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
 
     async def _take_leases(self, plan: RolloutPlan, carry: RolloutCarry | None = None) -> None:
         """The pools' leases (``LeaseInput.scope`` ``pool/<pool>``) and the planned nodes'
-        (:class:`workflows.kit.lease.WindowLeases`; again after a continue-as-new)."""
+        (:class:`workflows.kit.windowleases.WindowLeases`; again after a continue-as-new)."""
         pools = {pool_scope(self._in.cluster, pp.name): f"pool/{pp.name}" for pp in plan.pools}
         await self.node_leases.take(pools, [n for pp in plan.pools for n in pp.nodes], carry)
 
@@ -357,7 +357,7 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
     async def _start_child(self, node: str, group: Group, attempt: int) -> workflow.ChildWorkflowHandle:
         """Start the node's NodeRolloutWorkflow attempt (ID ``{rollout}/node/{node}/{attempt}``, or
         the node's lease ID when the run is its node's lease), after taking the node's lease
-        (in-window leases, :class:`workflows.kit.lease.WindowLeases`; raises LeaseHeld when another
+        (in-window leases, :class:`workflows.kit.windowleases.WindowLeases`; raises LeaseHeld when another
         procedure holds the node, which the window records as a failed node)."""
         i = self._in
         child_input = NodeRolloutInput(
