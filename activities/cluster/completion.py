@@ -71,6 +71,8 @@ class Completer:
             return
 
         def finished(f: Future[Any]) -> None:
+            if f.cancelled():  # the loop shut down (asyncio.run cancels what is left): the server's timeouts retry
+                return
             exc = f.exception()
             if exc is not None and not isinstance(exc, AsyncActivityCancelledError):
                 log().warning(f"{what}: {type(exc).__name__}: {exc}")

@@ -206,8 +206,11 @@ async def guarded(tmp_path: Path, sim_factory, prometheus_factory) -> Any:
 
 async def test_bearer_token_and_ca_file(guarded, tmp_path: Path) -> None:
     url, ca, token, seen = guarded
-    a = await check(CheckAlertsInput(url=url, bearer_token_file=str(token), ca_file=str(ca), filter="^Watchdog$"))
-    assert a.ok and a.error is None and a.ignored_by == {"filter": 1}
+    # The filter ignores every alert: the scenario's own pods may fire or pend by now, and this
+    # test is about the answer getting through the token and the CA, not about which alerts fire.
+    a = await check(CheckAlertsInput(url=url, bearer_token_file=str(token), ca_file=str(ca), filter="."))
+    assert a.ok and a.error is None and a.active >= 1 and a.ignored == a.active, a  # Watchdog at least
+    assert a.ignored_by.get("filter", 0) >= 1, a
     assert seen == ["Bearer s3cret-service-account-token"]  # read from the file, trailing newline stripped
 
     a = await check(CheckAlertsInput(url=url, ca_file=str(ca)))
