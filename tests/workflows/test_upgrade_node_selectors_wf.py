@@ -17,6 +17,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from replay import record
+from wf_fakes import preflight_activity
 from activities.cluster.models import (
     FieldRecord,
     FieldValue,
@@ -62,7 +63,7 @@ def _set(obj: dict[str, Any], path: str, value: Any, remove: bool = False) -> No
 class World:
     """One DC on region=infra, two infra nodes carrying the new label; ``rollout_fails``."""
 
-    def __init__(self, rollout_fails: bool = False) -> None:
+    def __init__(self, rollout_fails: bool = False, failing: dict[str, str] | None = None) -> None:
         self.objects: dict[str, dict[str, Any]] = {
             "DeploymentConfig/docker-registry": {"spec": {"template": {"spec": {"nodeSelector": {"region": "infra"}}}}},
             "Node/n1": {"metadata": {"labels": {"region": "infra", "zone": "default", "node-role.kubernetes.io/infra": "true"}}},
@@ -70,6 +71,7 @@ class World:
         }
         self.rollout_fails = rollout_fails
         self.version = 1
+        self.preflight = preflight_activity(failing)  # the preconditions' check: ok but for ``failing``
 
     def obj(self, ref: ObjectRef) -> dict[str, Any]:
         return self.objects[f"{ref.kind}/{ref.name}"]
@@ -120,7 +122,7 @@ class World:
                 _set(o, f.path, f.value, remove=not f.present)
             return RestoreFieldsResult(restored=[f.path for f in inp.record.fields])
 
-        return [scan, read_rollout, read_pod_states, snapshot_fields, patch_object, restore_fields]
+        return [scan, read_rollout, read_pod_states, snapshot_fields, patch_object, restore_fields, self.preflight]
 
 
 def inp(**kw: Any) -> NodeSelectorMigrationInput:
@@ -195,6 +197,11 @@ async def test_without_masters_the_dry_run_and_the_plan_gate_say_master_config_i
     assert result.outcome == "dry-run"
     assert "NOT CHECKED: master-config.yaml projectConfig.defaultNodeSelector" in result.message, result.message
     assert "region or zone" in result.message and "--master" in result.message
+    # Each label it removes is a declared precondition, checked before any write, with what the
+    # mapping rewrites itself as covered; the dry run's result carries every check.
+    checks = [r.precondition for r in result.preconditions]
+    assert [(c.kind, c.label, c.covered, c.masters) for c in checks] == [  # type: ignore[union-attr]
+        ("label-unreferenced", "region", ["region=infra", "zone"], []), ("label-unreferenced", "zone", ["region=infra", "zone"], [])]
     world = World()
     worker, handle = await start(time_skipping_env, world, inp(revert_window_seconds=0).model_copy(update={"approve_plan": True}))
     async with worker:
@@ -233,3 +240,24 @@ async def test_an_abort_restores_the_selectors_it_moved_and_reads_them_back(time
     assert world.obj(REF)["spec"]["template"]["spec"]["nodeSelector"] == {"region": "infra"}
     assert world.objects["Node/n1"]["metadata"]["labels"]["region"] == "infra" and result.labels_removed == []
     assert result.reverted == ["selector/DeploymentConfig default/docker-registry"]
+
+
+async def test_a_label_still_selected_refuses_the_run_before_any_patch(time_skipping_env: Any) -> None:
+    """Issue 39: a label the migration removes is still selected by something its mapping does
+    not rewrite (here the check says so for ``region``): the dry run reports the failed check
+    (the CLI then exits 2), and a real start is refused with that line before any patch."""
+    detail = "still selected by Namespace payments (openshift.io/node-selector region=primary); values no mapping covers: region=primary"
+    world = World(failing={"node label region": detail})
+    worker, handle = await start(time_skipping_env, world, inp(dry_run=True))
+    async with worker:
+        result: NodeSelectorMigrationResult = await handle.result()
+    assert result.outcome == "dry-run"
+    assert [(r.precondition.subject(), r.state) for r in result.preconditions] == [("node label region", "failed"),
+                                                                                  ("node label zone", "ok")]
+    worker, handle = await start(time_skipping_env, world, inp(revert_window_seconds=0))
+    async with worker:
+        result = await handle.result()
+    assert result.outcome == "refused" and result.problems == [f"node label region: {detail} (needed: removed from the nodes at "
+                                                               "the end; a selector left on it can no longer schedule)"], result
+    assert world.obj(REF)["spec"]["template"]["spec"]["nodeSelector"] == {"region": "infra"}, "nothing patched"
+    assert world.objects["Node/n1"]["metadata"]["labels"]["region"] == "infra"

@@ -39,6 +39,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.cluster.models import ObjectRef
+    from activities.preflight.models import LabelUnreferenced, NamedAccess
     from activities.node_selectors.models import (
         READ_POD_STATES,
         READ_ROLLOUT,
@@ -201,6 +202,17 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
                                blocked=[f"could not read it: {why}"]) for m, why in sorted(errors.items())]
         return selectors, items
 
+    def _preconditions(self, input: NodeSelectorMigrationInput) -> list[Any]:
+        """What the migration needs before its first write (issue 39): each label it removes at
+        the end selected by nothing but what its mapping rewrites (workloads, projects and, on
+        each ``--master``, master-config.yaml's ``defaultNodeSelector``, which it never
+        rewrites); without masters that part is ``not run`` and says why."""
+        covered = [*input.mapping, *input.drop_keys]
+        masters = [NamedAccess(name=m.name, access=m.access) for m in input.masters]
+        why = "removed from the nodes at the end; a selector left on it can no longer schedule"
+        return [LabelUnreferenced(label=label, covered=covered, masters=masters, master_config_path=input.master_config_path,
+                                  rewrites_master_config=False, why=why) for label in input.remove_labels]
+
     async def _run(self, input: NodeSelectorMigrationInput) -> NodeSelectorMigrationResult:
         self.kit_status.preflight = "pending"  # `start` waits for the plan's verdict (refused: exit 2)
         self._step("scan")
@@ -223,11 +235,15 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
                                                        input.drop_keys, input.remove_labels, scan.nodes)
         self._status.plan = plan
         self.touch()
+        checked = await self.kit_preflight(self._preconditions(input), refuse=False)
         blocked = plan.blocked()
-        self.kit_status.preflight = "refused" if blocked else "passed"
+        self.kit_status.preflight = "refused" if blocked or not checked.ok else "passed"
+        self.touch()
         if blocked:
             raise ApplicationError("\n".join(f"{i.ref.describe()}: {', '.join(i.blocked)}" for i in blocked), type="PlanBlocked",
                                    non_retryable=True)
+        if not input.dry_run:  # a dry run shows the failed checks and ends; the CLI then exits 2
+            checked.raise_if_failed()
         if input.dry_run:
             self.control.base_phase = ProcedurePhase.DONE
             self.touch()

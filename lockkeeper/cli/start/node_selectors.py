@@ -20,10 +20,9 @@ from typing import Any
 
 import typer
 
-from lockkeeper.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, err
 from lockkeeper.cli.start.options import MasterSsh, Start, master_ssh_options, start_options
 from lockkeeper.cli.start.shared import Launch
-from lockkeeper.cli.start.dryrun import dry_run_result
+from lockkeeper.cli.start.dryrun import workflow_dry_run
 
 PROCEDURE = "node-selector-migration"
 
@@ -66,16 +65,7 @@ def start_node_selector_migration(
 
 
 async def _dry_run(req: Launch, settings: Any) -> int:
-    """The workflow's own dry run: the scan and the capacity plan, nothing written; prints it."""
-    from lockkeeper import output as out
-
-    handle, res = await dry_run_result(req, settings, show_id=False)
-    if res.outcome == "refused":  # the plan is blocked: one line per object, nothing was written
-        err(f"refused before any change: {handle.id} ({PROCEDURE})")
-        for line in res.problems:
-            err(f"  {line}")
-    if req.output == "table":
-        print(res.message)
-    else:
-        print(out.dump({"workflow_id": handle.id, "plan": out.to_data(res.plan)}, req.output))
-    return EXIT_OK if res.outcome == "dry-run" else EXIT_USAGE if res.outcome == "refused" else EXIT_FAILED
+    """The workflow's own dry run (:func:`workflow_dry_run`): the scan, the capacity plan and
+    every precondition (each label it removes, and who still selects it), nothing written;
+    exit 2 when the plan is blocked or a check failed."""
+    return await workflow_dry_run(req, settings, plan=lambda res: res.message.splitlines() if res.outcome == "dry-run" else [])
