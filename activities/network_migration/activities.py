@@ -22,6 +22,7 @@ from activities.network_migration.models import (
     DeleteNamespaceResult,
     MigrationState,
     MigrationStateInput,
+    PLUGIN_OBJECTS,
     NodeState,
     PoolsSettledInput,
     PoolsSettledResult,
@@ -49,6 +50,14 @@ def rollout_state(ds: dict[str, Any] | None) -> RolloutState:
     seen = int(st.get("observedGeneration") or 0) >= int(objects.meta(ds).get("generation") or 1)
     return RolloutState(present=True, desired=desired, updated=updated, available=available,
                         ready=int(st.get("numberReady") or 0), complete=seen and updated == desired == available)
+
+
+def _owner_target(pod: dict[str, Any]) -> str:
+    """``KIND NAMESPACE/NAME`` of the pod's controller (the pod's own when it has none)."""
+    meta = objects.meta(pod)
+    owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+    kind, name = (owner.get("kind", "Pod"), owner.get("name", "")) if owner else ("Pod", meta.get("name", ""))
+    return f"{kind} {meta.get('namespace', '')}/{name}"
 
 
 def _pod_ready(pod: dict[str, Any]) -> bool:
@@ -107,11 +116,18 @@ class NetworkMigrationActivities(GatewayActivities):
             multus=rollout_state(self._try("DaemonSet", "multus", "openshift-multus")),
             ovnkube=rollout_state(self._try("DaemonSet", "ovnkube-node", "openshift-ovn-kubernetes")),
         )
+        for kind, namespace, name in PLUGIN_OBJECTS:
+            obj = self._try(kind, name, namespace or None)
+            if obj is not None:
+                state.plugin_objects[f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"] = int(
+                    objects.meta(obj).get("generation") or 1)
         if count_pods:
-            broken = [f"{objects.meta(p).get('namespace')}/{objects.meta(p).get('name')}" for p in gw.list("Pod")
-                      if not (p.get("spec") or {}).get("hostNetwork") and not objects.meta(p).get("deletionTimestamp")
-                      and (p.get("status") or {}).get("phase") in ("Running", "Pending") and not _pod_ready(p)]
+            pods = [p for p in gw.list("Pod")
+                    if not (p.get("spec") or {}).get("hostNetwork") and not objects.meta(p).get("deletionTimestamp")
+                    and (p.get("status") or {}).get("phase") in ("Running", "Pending") and not _pod_ready(p)]
+            broken = [f"{objects.meta(p).get('namespace')}/{objects.meta(p).get('name')}" for p in pods]
             state.broken_pod_count, state.broken_pods = len(broken), broken[:50]
+            state.broken_owners = sorted({_owner_target(p) for p in pods})
         return state
 
     def _try(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:

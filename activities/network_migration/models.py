@@ -95,6 +95,21 @@ class MigrationState(BaseModel):
     ovnkube: RolloutState = Field(default_factory=RolloutState)
     broken_pods: list[str] = Field(default_factory=list)
     broken_pod_count: int = 0
+    #: The network plugins' objects that exist (:data:`PLUGIN_OBJECTS`), as lockkeeper names a
+    #: target (``DaemonSet openshift-sdn/sdn``) -> ``metadata.generation`` (bumped on a spec change).
+    plugin_objects: dict[str, int] = Field(default_factory=dict)
+    #: With ``count_pods``: the owners of the pods in ``broken_pods`` (all of them, not the first
+    #: 50), each as a target: ``ReplicaSet shop/shop-api-5d9f``, ``DaemonSet openshift-dns/dns-default``
+    #: (``Pod NAMESPACE/NAME`` for a pod without a controller).
+    broken_owners: list[str] = Field(default_factory=list)
+
+
+#: The objects the cluster network operator adds, removes or restarts when the network type
+#: changes: (kind, namespace, name).
+PLUGIN_OBJECTS: list[tuple[str, str, str]] = [
+    ("DaemonSet", "openshift-sdn", "sdn"), ("DaemonSet", "openshift-ovn-kubernetes", "ovnkube-node"),
+    ("DaemonSet", "openshift-multus", "multus"), ("Namespace", "", "openshift-sdn"), ("Namespace", "", "openshift-ovn-kubernetes"),
+]
 
 
 class PoolsSettledInput(BaseModel):

@@ -98,6 +98,12 @@ class _RevertNow(Exception):
     starts now instead of after the wait (:meth:`NetworkMigrationWorkflow._run`)."""
 
 
+#: The targets of the two Network objects and the paths of their network type (what
+#: clustersim's diff and an operator call "the network type", not the objects).
+TYPE_OBJECTS = ("Network cluster", "Network.operator.openshift.io cluster")
+TYPE_FIELDS = ("/spec/networkType", "/spec/migration")
+
+
 class Refused(Exception):
     """The run stops before (or instead of) a change: ``reason``; ``holder`` the workflow ID
     holding a lease we were refused."""
@@ -128,6 +134,10 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         self._cleanup_started = False
         self._lease_holder = ""
         self._from_type = ""
+        #: The network plugins' objects at the preflight, and the cluster as read at the end of a
+        #: run stopped past the switch (:meth:`kit_left_changed` names what changed between).
+        self._plugin_before: dict[str, int] = {}
+        self._final: MigrationState | None = None
         self._rolling_back = False
         if self.alerts is not None:
             self.alerts.stop = self._revert_pending  # a revert ends an alert wait, as an abort does
@@ -226,6 +236,7 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
                 await self.records.revert(name)
             result = self._result("refused", f"{err.message}; the network type was not switched")
         except Aborted as err:  # before the switch: restored and read back; after it: what stays changed
+            await self.kit_settle()
             result = await self.kit_stopped(err, NetworkMigrationResult)
         except ApplicationError as err:
             if err.type not in REFUSAL_TYPES:  # a failed precondition: nothing was written
@@ -251,15 +262,101 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         (:meth:`kit_next_commands` lists it)."""
         return None
 
-    def kit_left_changed(self) -> list[ChangedItem]:
-        """The records not reverted, then, once switched, the nodes: rebooted onto the new type
-        and not yet (each needs a reboot to match whichever type the cluster ends on)."""
-        items = super().kit_left_changed()
+    async def kit_undo(self, why: str) -> tuple[list[str], list[str]]:
+        """An abort before the switch: the records restored and read back (the migration field
+        removed, the pools unpaused), then the pools back where they were: the
+        machine-config-controller renders each pool's previous config again and rolls back the
+        nodes it already moved to the migration's (a reboot each), so the run waits, up to
+        ``pools_timeout_seconds``, until every pool targets its recorded rendered config with
+        every node on it and Updated. Not back by then: a problem line naming each pool behind."""
+        restored, problems = await super().kit_undo(why)
+        baseline = dict(self._st.baseline)
+        if self._st.switched or not baseline or "migration-field" not in self.records.records:
+            return restored, problems
+        self._st.step = "restore-pools"
+        self.touch()
+
+        def behind(state: MigrationState) -> list[str]:
+            out = []
+            for p in state.pools:
+                if p.name not in baseline:
+                    continue
+                why = [f"targets {p.target}, not {baseline[p.name]}"] if p.target != baseline[p.name] else []
+                why += [f"{len(p.nodes_behind)} node(s) not on it"] if p.nodes_behind else []
+                why += ["not Updated"] if not p.updated or p.updating else []
+                if why:
+                    out.append(f"{p.name}: {', '.join(why)}")
+            return out
+
+        async def check() -> Check:
+            left = behind(await self._read())
+            return Check(not left, "pools back on their rendered configs" if not left else "behind: " + "; ".join(left))
+
+        hs = await wait_until(check, name="pools-restored", backoff=Backoff(initial=self._in.poll_seconds, maximum=self._in.poll_seconds * 3),
+                              deadline=workflow.now() + timedelta(seconds=self._in.pools_timeout_seconds), board=self._st.health,
+                              on_poll=lambda _: self.touch())
+        if hs.state == "ok":
+            restored.append("MachineConfigPools " + ", ".join(f"{p} on {c}" for p, c in sorted(baseline.items()))
+                            + ", every node on it (read back)")
+        else:
+            problems.append(f"MachineConfigPools not back within {self._in.pools_timeout_seconds:.0f}s: {hs.last}")
+        return restored, problems
+
+    async def kit_settle(self) -> None:
+        """Past the switch, read the cluster once more (pods counted) for
+        :meth:`kit_left_changed`: the run ends with the cluster on the new type, and its outcome
+        names what the switch changed as the cluster shows it now."""
         if self._st.switched:
-            done = [r.node for r in self._st.reboots if r.state == "done"]
-            nodes = [n for batch in self._st.plan for n in batch]
-            items.append(ChangedItem(target="network type", what=f"{self._in.to} since the switch; {len(done)} of {len(nodes)} nodes "
-                                     f"rebooted onto it" + (f" ({', '.join(done)})" if done else "")))
+            self._final = await self._read(count_pods=True)
+
+    def kit_left_changed(self) -> list[ChangedItem]:
+        """The records not reverted, then, once switched, the cluster's state against what the
+        preflight read:
+
+        - ``network type`` (the records of the two Network objects' type fields folded in):
+          the new type since the switch, the nodes rebooted onto it and not yet;
+        - each pool the machine-config-controller points at the migration's rendered config, and
+          each node it moved there;
+        - each network plugin object the network operator added, removed or restarted;
+        - the owners of the pod-network pods not Ready (their node not rebooted onto the new
+          type yet).
+
+        Each node needs a reboot to match whichever type the cluster ends on (the commands of
+        :meth:`kit_next_commands`)."""
+        items = super().kit_left_changed()
+        if not self._st.switched:
+            return items
+        type_records = [i for i in items if i.target in TYPE_OBJECTS and i.what.split(" changed", 1)[0] in TYPE_FIELDS]
+        items = [i for i in items if i not in type_records]
+        done = [r.node for r in self._st.reboots if r.state == "done"]
+        nodes = [n for batch in self._st.plan for n in batch]
+        records = "; ".join(f"{i.target} {i.what}" for i in type_records)
+        items.append(ChangedItem(target="network type", what=f"{self._in.to} since the switch; {len(done)} of {len(nodes)} nodes "
+                                 f"rebooted onto it" + (f" ({', '.join(done)})" if done else "") + (f" [{records}]" if records else "")))
+        final = self._final
+        if final is None:
+            return items
+        baseline = self._st.baseline
+        for pool in final.pools:
+            was = baseline.get(pool.name)
+            if was and pool.target and pool.target != was:
+                items.append(ChangedItem(target=f"MachineConfigPool {pool.name}", what=f"targets rendered config {pool.target} (was "
+                                         f"{was}): the machine-config-controller's render with the migration's MachineConfig"))
+        for n in final.nodes:
+            was = baseline.get(n.pool)
+            if was and n.current_config and n.current_config != was:
+                items.append(ChangedItem(target=f"Node {n.name}", what=f"on rendered config {n.current_config} (was {was}): the "
+                                         "machine-config-controller rolled it when the migration field was set"))
+        for target in sorted(set(self._plugin_before) | set(final.plugin_objects)):
+            before, after = self._plugin_before.get(target), final.plugin_objects.get(target)
+            if before is None and after is not None:
+                items.append(ChangedItem(target=target, what=f"added by the cluster network operator for {self._in.to}"))
+            elif before is not None and after is None:
+                items.append(ChangedItem(target=target, what=f"removed by the cluster network operator (the {self._from_type} plugin)"))
+            elif before != after:
+                items.append(ChangedItem(target=target, what=f"changed by the cluster network operator for {self._in.to}"))
+        for owner in final.broken_owners:
+            items.append(ChangedItem(target=owner, what=f"pods not Ready: their node is not rebooted onto {self._in.to} yet"))
         return items
 
     def kit_next_commands(self, left: list[ChangedItem]) -> list[str]:
@@ -338,6 +435,7 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         self._st.plan = batches
         self._st.baseline = {p.name: p.target for p in state.pools}
         self._from_type = state.config_type
+        self._plugin_before = dict(state.plugin_objects)
         # Every node is rebooted after the switch: reach each one now, before anything is written
         # (issue 39 case 5: a switch whose reboots then cannot reach a node leaves the cluster
         # half-migrated).
