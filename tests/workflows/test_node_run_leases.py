@@ -22,7 +22,7 @@ from wf_fakes import FakeCluster, old_config, r2_block_report, rollout_worker
 
 from workflows.kit.lease import LeaseWorkflow
 from workflows.kit.models import LeaseInfo, LeaseInput, NodePhase
-from workflows.kit.scopes import node_scope, scope_workflow_id
+from workflows.kit.scopes import node_scope, pool_scope, scope_workflow_id
 
 
 def started_children(history: WorkflowHistory) -> list[tuple[str, str]]:
@@ -85,15 +85,16 @@ async def test_a_planned_node_held_at_the_start_refuses_the_rollout_before_any_w
     assert isinstance(cause, ApplicationError) and cause.type == "LeaseHeld", cause
     assert "worker-1" in cause.message and "upgrade upgrade-7" in cause.message, cause.message
     assert fake.mutating_calls() == [], fake.mutating_calls()
-    # One activity asked which planned nodes are held (patch lease-probe-by-activity); the only
-    # signals asked the cluster-wide lease (the pools' acquire) and the holder for its name: no
-    # contend per planned node.
+    # One activity asked which planned nodes are held (patch lease-probe-by-activity); the
+    # signals asked the cluster-wide lease (the pools' acquire) and the holder for its name (no
+    # contend per planned node), then the kit's ending released the pool's lease it held.
     activities = [e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
                   if e.HasField("activity_task_scheduled_event_attributes")]
     assert activities.count("find_held_leases") == 1, activities
     signalled = [e.signal_external_workflow_execution_initiated_event_attributes.workflow_execution.workflow_id
                  for e in history.events if e.HasField("signal_external_workflow_execution_initiated_event_attributes")]
-    assert signalled == [scope_workflow_id(f"cluster/{inp.cluster}"), scope_workflow_id(scope)], signalled
+    assert signalled == [scope_workflow_id(f"cluster/{inp.cluster}"), scope_workflow_id(scope),
+                         scope_workflow_id(pool_scope(inp.cluster, "worker"))], signalled
 
 
 async def test_a_running_node_run_refuses_its_node_naming_the_rollout(time_skipping_env, wf_task_queue):

@@ -410,6 +410,8 @@ class Leases:
                 workflow.logger.info("release of lease %s not delivered: %s", scope, err)
 
         held = list(self.held.items())
+        self.held.clear()  # released once: a second release (the kit's ending after a procedure's own) sends nothing
+        self.closing.update(held)
         if concurrent:
             await asyncio.gather(*(release_one(s, h) for s, h in held))
         else:

@@ -16,6 +16,7 @@ returns the plan once computed.
 
 from __future__ import annotations
 
+from typing import Any
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
@@ -32,7 +33,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.batches import Group, NodeBatches, WindowCarry, unpack
     from workflows.kit.board import NodeBoard
-    from workflows.kit.control import Aborted
     from workflows.kit.health import Backoff
     from workflows.kit.models import (
         ChangedItem,
@@ -186,14 +186,7 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
     async def run(self, input: MachineConfigRolloutInput) -> MachineConfigRolloutResult:
         self.kit_status_attributes()  # the rollout upserted its status from the start
         self.kit_identity_attributes()
-        self.touch()
-        try:
-            return await self._run(input)
-        except ApplicationError as err:
-            self.control.base_phase = RolloutPhase.FAILED
-            self._status.error = str(err)
-            self.touch()
-            raise
+        return await self.kit_run(lambda: self._run(input), MachineConfigRolloutResult)
 
     def _left_changed(self, plan: RolloutPlan) -> tuple[list[ChangedItem], list[str]]:
         """What an ended-early rollout leaves changed (issue 39): each node the daemon already
@@ -216,31 +209,26 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
                     f"# or roll on: lockkeeper start machineconfig-rollout --pool {p}" for p in pools]
         return items, commands
 
+    def kit_result_fields(self) -> dict[str, Any]:
+        """Every ending's rollout fields: the plan (empty before one exists), the nodes, the
+        totals and the network repair."""
+        return {"plan": self._status.plan or RolloutPlan(), "nodes": self.batches.node_results(),
+                "summary": RolloutTotals(**self.batches.totals()), "network_repair": self._status.network_repair}
+
     def _result(self, outcome: str, plan: RolloutPlan, message: str) -> MachineConfigRolloutResult:
-        """The kit's ending (:meth:`kit_end`) with the plan, the nodes, the totals, the network
-        repair and, after an abort, what stays changed as the simulator's diff names it."""
+        """The kit's ending (:meth:`kit_end`) with the rollout's fields and, after an abort, what
+        stays changed as the simulator's diff names it."""
         left, commands = self._left_changed(plan) if outcome == "aborted" else ([], [])
-        return self.kit_end(
-            MachineConfigRolloutResult, outcome, message, plan=plan, nodes=self.batches.node_results(),
-            summary=RolloutTotals(**self.batches.totals()), network_repair=self._status.network_repair,
-            **({"left_changed": left, "next_commands": commands} if left else {}),
-        )
+        return self.kit_end(MachineConfigRolloutResult, outcome, message, plan=plan,
+                            **({"left_changed": left, "next_commands": commands} if left else {}))
 
     async def _run(self, input: MachineConfigRolloutInput) -> MachineConfigRolloutResult:
         if self._carry is not None:
             plan = self._carry.plan
             await self._take_leases(plan, self._carry)
         else:
-            try:
-                plan = await self._make_plan(input)
-            except Aborted as stop:  # an abort while planning (workflows.kit.planning): nothing was written
-                self.control.base_phase = RolloutPhase.ABORTED
-                self.touch()
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                return self._result("aborted", RolloutPlan(), f"{stop.reason} (while planning; nothing was changed)")
+            plan = await self._make_plan(input)  # an abort here (workflows.kit.planning) ends in kit_run: nothing was written
             if input.dry_run:
-                self.control.base_phase = RolloutPhase.DONE
-                self.touch()
                 return self._result("dry-run", plan, f"{plan.node_count} node(s) in {len(plan.pools)} pool(s) would be rolled")
             await self._take_leases(plan)
         self.batches.continue_after(input.continue_as_new_after_events)
@@ -271,9 +259,6 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
         await self.leases.release(concurrent=True, wait_closed=True)
         if self.control.abort:
             self.board.abort_pending()
-        self.control.base_phase = RolloutPhase.ABORTED if self.control.abort else RolloutPhase.DONE
-        self.touch()
-        await workflow.wait_condition(workflow.all_handlers_finished)
         totals = self.batches.totals()
         message = self.control.abort_reason if self.control.abort else f"{totals['done']} node(s) updated"
         return self._result("aborted" if self.control.abort else "completed", plan, message)
