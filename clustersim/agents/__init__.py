@@ -23,7 +23,6 @@ One module per agent (mcd, kubelet, scheduler, daemonset, replicaset, status, no
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +45,7 @@ from clustersim.agents.nodelifecycle import NodeLifecycleMixin
 from clustersim.agents.replicaset import ReplicaSetControllerMixin
 from clustersim.agents.scheduler import SchedulerMixin
 from clustersim.agents.status import StatusControllerMixin
+from clustersim.loops import cancel_and_wait, route_events
 from clustersim.mco.model import MACHINECONFIGURATION
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ class Agents(MachineConfigDaemonMixin, MachineConfigOperatorMixin, KubeletMixin,
         if self.store.serves(MACHINECONFIGURATION):
             for obj in self.store.list(MACHINECONFIGURATION):
                 self._sync_machine_configuration(obj)
-        self._tasks.append(asyncio.create_task(self._dispatch(), name="agents-dispatch"))
+        self._tasks.append(asyncio.create_task(route_events(self._sub, self._route, "agents"), name="agents-dispatch"))
         self._tasks.append(asyncio.create_task(self._reconcile_loop(), name="agents-controllers"))
         if self.net.enabled:
             self._tasks.append(asyncio.create_task(self._crashloop_loop(), name="agents-crashloop"))
@@ -147,11 +147,7 @@ class Agents(MachineConfigDaemonMixin, MachineConfigOperatorMixin, KubeletMixin,
         """Cancel every task and timer and close the subscription."""
         self.running = False
         tasks = self._tasks + list(self._daemons.values())
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_and_wait(tasks)
         for h in self._start_timers.values():
             h.cancel()
         if self._pools_timer is not None:
@@ -188,15 +184,6 @@ class Agents(MachineConfigDaemonMixin, MachineConfigOperatorMixin, KubeletMixin,
 
     def _mark(self) -> None:
         self._dirty.set()
-
-    async def _dispatch(self) -> None:
-        assert self._sub is not None
-        while True:
-            ev = await self._sub.get()
-            try:
-                self._route(ev)
-            except Exception:  # never let one bad object stop the cluster
-                log.exception("agents: routing %s %s failed", ev.type, ev.resource)
 
     def _route(self, ev: Event) -> None:
         obj, res = ev.object, ev.resource

@@ -23,7 +23,6 @@ Admin routes: ``GET /_sim/cno`` (switches, fault), ``POST /_sim/cno/faults`` wit
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import logging
 from typing import TYPE_CHECKING, Any
@@ -33,6 +32,7 @@ from aiohttp import web
 from clustersim.agents.logic import labels, match_label_selector
 from clustersim.agents.objects import make_machineconfig, rfc3339
 from clustersim.cno.model import OVN, SDN, CnoSection, ovn_machineconfig, rendered_name, wanted_sources
+from clustersim.loops import cancel_and_wait, reconcile_on_change
 from clustersim.scenario_builders import build_daemonset
 from clustersim.scenario_specs import DaemonSetSpec
 
@@ -93,7 +93,8 @@ class CnoComponent:
             store.mutate(NET_OP, "cluster", None, lambda o: o["spec"]["defaultNetwork"].setdefault(
                 "openshiftSDNConfig", {"mode": "NetworkPolicy", "mtu": 1450, "vxlanPort": 4789}))
         self._sub = store.subscribe([NET_CFG, NET_OP, MCP])
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="cno")
+        self._task = asyncio.get_running_loop().create_task(
+            reconcile_on_change(self._sub, self._dirty, self.reconcile, "cno"), name="cno")
         self._dirty.set()
 
     async def stop(self) -> None:
@@ -101,32 +102,8 @@ class CnoComponent:
         if self._sub is not None:
             self._sub.close()
             self._sub = None
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
-
-    async def _run(self) -> None:
-        feeder = asyncio.get_running_loop().create_task(self._feed(), name="cno-feed")
-        try:
-            while True:
-                await self._dirty.wait()
-                self._dirty.clear()
-                await asyncio.sleep(0)
-                try:
-                    self.reconcile()
-                except Exception:  # one bad object must not stop the operator
-                    log.exception("cno: reconcile failed")
-        finally:
-            feeder.cancel()
-
-    async def _feed(self) -> None:
-        sub = self._sub
-        if sub is None:
-            return
-        async for _ev in sub:
-            self._dirty.set()
+        await cancel_and_wait([self._task])
+        self._task = None
 
     # --- reconcile ---------------------------------------------------------------------------------
 

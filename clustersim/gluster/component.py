@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -31,13 +30,14 @@ from clustersim.gluster.cli import CONNECTION_FAILED, run_gluster
 from clustersim.gluster.config import FaultCfg, parse_section
 from clustersim.gluster.df import run_df
 from clustersim.gluster.model import GlusterError, GlusterState
+from clustersim.loops import cancel_and_wait, route_events
 
 if TYPE_CHECKING:
     from clustersim.components import Handler
     from clustersim.execsim import ExecRequest, ExecResult
     from clustersim.sim import ClusterSim
+    from clustersim.storeevents import Event
 
-log = logging.getLogger(__name__)
 
 #: Host events that stop a host's containers, and those after which they may run again.
 STOP_EVENTS = frozenset({"runtime_stopped", "reboot_started"})
@@ -90,7 +90,7 @@ class GlusterComponent:
         self._sub = sim.store.subscribe(["pods"])
         for peer in self.state.peers:
             self._sync_node(peer.node)
-        self._task = asyncio.create_task(self._watch(), name="gluster-pods")
+        self._task = asyncio.create_task(route_events(self._sub, self._on_pod_event, "gluster"), name="gluster-pods")
         hosts = sim.components.get("hosts")
         if hosts is not None and hasattr(hosts, "subscribe"):
             hosts.subscribe(self._on_host_event)
@@ -105,11 +105,8 @@ class GlusterComponent:
 
     async def stop(self) -> None:
         """Stop watching and unregister the exec route (idempotent)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
+        await cancel_and_wait([self._task])
+        self._task = None
         if self._sub is not None:
             self._sub.close()
             self._sub = None
@@ -160,17 +157,11 @@ class GlusterComponent:
         uid = ready[0]["metadata"].get("uid") if ready else None
         self.state.set_pod(node, bool(ready), uid, self.now())
 
-    async def _watch(self) -> None:
-        assert self._sub is not None
-        while True:
-            ev = await self._sub.get()
-            try:
-                nodes = {((o or {}).get("spec") or {}).get("nodeName") for o in (ev.object, ev.old)
-                         if o is not None and self._is_gluster_pod(o)}
-                for node in nodes - {None, ""}:
-                    self._sync_node(node)
-            except Exception:  # one odd object must not stop the GlusterFS model
-                log.exception("gluster: handling %s %s failed", ev.type, ev.resource)
+    def _on_pod_event(self, ev: Event) -> None:
+        nodes = {((o or {}).get("spec") or {}).get("nodeName") for o in (ev.object, ev.old)
+                 if o is not None and self._is_gluster_pod(o)}
+        for node in nodes - {None, ""}:
+            self._sync_node(node)
 
     def _on_host_event(self, event: Any) -> None:
         kind, node = getattr(event, "kind", ""), getattr(event, "host", "")

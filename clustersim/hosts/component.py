@@ -40,6 +40,7 @@ from clustersim.hosts.model import (
 from clustersim.hosts.netcmd import load_saved_at_boot, render_saved
 from clustersim.hosts.sockets import Listener
 from clustersim.hosts.sshd import HostSSHServer, KeyMaterial
+from clustersim.loops import cancel_and_wait
 
 if TYPE_CHECKING:
     from clustersim.components import Handler
@@ -173,11 +174,7 @@ class HostsComponent:
         for h in self._grace.values():
             h.cancel()
         self._grace.clear()
-        for t in list(self._tasks):
-            t.cancel()
-        for t in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_and_wait(list(self._tasks))
         for server in self.servers.values():
             await server.stop()
         if self._tmp is not None:

@@ -31,7 +31,6 @@ Admin routes: ``GET /_sim/api/availability``, ``GET /_sim/masters``,
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -40,6 +39,7 @@ import yaml
 from aiohttp import web
 
 from clustersim.agents.objects import new_uid, rfc3339
+from clustersim.loops import cancel_and_wait
 from clustersim.masters.admin import admin_routes, host_command
 from clustersim.masters.model import API_MANIFEST, Interval, MastersSection, MasterState, cluster_network_from, manifest_kube_version
 from clustersim.masters.pods import ensure_static_pods, mirror_pod
@@ -158,13 +158,9 @@ class MastersComponent:
         """Cancel restarts, close the listeners, release the controllers (idempotent)."""
         from clustersim import openshift
 
-        tasks = list(self._tasks.values()) + ([self._watcher] if self._watcher is not None else [])
+        tasks = [*self._tasks.values(), self._watcher]
         self._watcher = None
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_and_wait(tasks)
         self._tasks.clear()
         for name in list(self._runners):
             await self._close(name)

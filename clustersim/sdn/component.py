@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from clustersim.agents.logic import is_terminating, pod_ready
 from clustersim.agents.objects import new_uid, random_suffix, rfc3339
+from clustersim.loops import KeyedTimers, cancel_and_wait, route_events
 from clustersim.openshift.kinds import CLUSTERNETWORK
 from clustersim.sdn.model import NodeNet, SdnSection, UnderlayBlock
 from clustersim.sdn.ovs import ovs_vsctl
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from clustersim.sim import ClusterSim
     from clustersim.store import Event
 
-log = logging.getLogger(__name__)
 HEALTHCHECK_MESSAGE = "SDN healthcheck detected unhealthy OVS server, restarting: plugin is not setup"
 DEFAULT_VXLAN_PORT = 4789
 
@@ -64,7 +63,7 @@ class SdnComponent:
         self._t0 = 0.0
         self._sub: Any = None
         self._tasks: list[asyncio.Task[Any]] = []
-        self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        self._timers = KeyedTimers("sdn")
         self._controllers = False
 
     # ------------------------------------------------------------------ helpers
@@ -92,18 +91,7 @@ class SdnComponent:
         return int(cn.get("vxlanPort") or DEFAULT_VXLAN_PORT)
 
     def _after(self, key: tuple[str, str], sim_seconds: float, fn: Any) -> None:
-        old = self._timers.pop(key, None)
-        if old is not None:
-            old.cancel()
-
-        def fire() -> None:
-            self._timers.pop(key, None)
-            try:
-                fn()
-            except Exception:
-                log.exception("sdn: timer %s failed", key)
-
-        self._timers[key] = asyncio.get_running_loop().call_later(self.sim.clock.real(max(0.0, sim_seconds)), fire)
+        self._timers.after(key, self.sim.clock.real(sim_seconds), fn)
 
     def _blocked(self, port: int, a: str, b: str) -> bool:
         t = self.now()
@@ -146,22 +134,16 @@ class SdnComponent:
             hosts.register_command("ovs-vsctl", self._host_command)
         for blk in self.blocks:
             self._arm_block(blk)
-        self._tasks.append(asyncio.create_task(self._dispatch(), name="sdn-dispatch"))
+        self._tasks.append(asyncio.create_task(route_events(self._sub, self._route, "sdn"), name="sdn-dispatch"))
         self._tasks.append(asyncio.create_task(self._poll_inputs(), name="sdn-inputs"))
 
     async def stop(self) -> None:
         """Cancel tasks and timers, unhook, release the controllers (idempotent)."""
         from clustersim import openshift
 
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_and_wait(self._tasks)
         self._tasks.clear()
-        for h in self._timers.values():
-            h.cancel()
-        self._timers.clear()
+        self._timers.cancel_all()
         if self._sub is not None:
             self._sub.close()
             self._sub = None
@@ -179,15 +161,6 @@ class SdnComponent:
         self.mesh.nodes[name] = Endpoint(up=True, port=port, allows=self._allows(node))
 
     # ------------------------------------------------------------------ events
-    async def _dispatch(self) -> None:
-        assert self._sub is not None
-        while True:
-            ev = await self._sub.get()
-            try:
-                self._route(ev)
-            except Exception:  # one bad object must not stop the model
-                log.exception("sdn: routing %s %s failed", ev.type, ev.resource)
-
     def _route(self, ev: Event) -> None:
         meta = ev.object.get("metadata") or {}
         if ev.resource == "nodes":
