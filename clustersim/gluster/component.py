@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from pydantic import ValidationError
 
+from clustersim.components import ComponentBase
 from clustersim.gluster.cli import CONNECTION_FAILED, run_gluster
 from clustersim.gluster.config import FaultCfg, parse_section
 from clustersim.gluster.df import run_df
@@ -54,7 +55,7 @@ def _pod_ok(pod: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in st.get("conditions") or [])
 
 
-class GlusterComponent:
+class GlusterComponent(ComponentBase):
     """The ``gluster`` component. ``section``: the scenario's ``gluster:`` dict; ``sim``: the
     ClusterSim. Raises pydantic's ValidationError (a ValueError) for an invalid section.
 
@@ -66,18 +67,9 @@ class GlusterComponent:
         self.cfg = parse_section(section)
         self.sim = sim
         self.state = GlusterState(self.cfg, 0.0)
-        self._t0: float | None = None
         self._sub: Any = None
         self._task: asyncio.Task[None] | None = None
         self._selector = ",".join(f"{k}={v}" for k, v in sorted(self.cfg.pod_selector.items()))
-
-    # ------------------------------------------------------------------ time
-
-    def now(self) -> float:
-        """Simulated seconds since the component started (0 before ``start``)."""
-        if self._t0 is None:
-            return 0.0
-        return (self.sim.clock.monotonic() - self._t0) / self.sim.clock.time_scale
 
     # ------------------------------------------------------------------ life cycle
 
@@ -85,7 +77,7 @@ class GlusterComponent:
         """Register the exec route, sync with the store's pods, watch pods and host events,
         then apply the initial faults."""
         self.sim = sim
-        self._t0 = sim.clock.monotonic()
+        self.mark_started()
         sim.exec_router.register("gluster", self._matches, self._exec)
         self._sub = sim.store.subscribe(["pods"])
         for peer in self.state.peers:

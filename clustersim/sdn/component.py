@@ -34,6 +34,7 @@ from aiohttp import web
 
 from clustersim.agents.logic import is_terminating, pod_ready
 from clustersim.agents.objects import new_uid, random_suffix, rfc3339
+from clustersim.components import ComponentBase
 from clustersim.loops import KeyedTimers, cancel_and_wait, route_events
 from clustersim.openshift.kinds import CLUSTERNETWORK
 from clustersim.sdn.model import NodeNet, SdnSection, UnderlayBlock
@@ -49,7 +50,7 @@ HEALTHCHECK_MESSAGE = "SDN healthcheck detected unhealthy OVS server, restarting
 DEFAULT_VXLAN_PORT = 4789
 
 
-class SdnComponent:
+class SdnComponent(ComponentBase):
     """The ``sdn`` component (see module docstring). Built as ``SdnComponent(section, sim)``."""
 
     name = "sdn"
@@ -60,29 +61,12 @@ class SdnComponent:
         self.nodes: dict[str, NodeNet] = {}
         self.blocks: list[UnderlayBlock] = list(self.section.underlay_blocks)
         self.mesh = ProbeMesh(blocked=self._blocked)
-        self._t0 = 0.0
         self._sub: Any = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._timers = KeyedTimers("sdn")
         self._controllers = False
 
     # ------------------------------------------------------------------ helpers
-    def now(self) -> float:
-        """Simulated seconds since the component started."""
-        return (self.sim.clock.monotonic() - self._t0) / self.sim.clock.time_scale
-
-    def _hosts(self) -> Any:
-        return self.sim.components.get("hosts")
-
-    def _host(self, name: str) -> Any:
-        hosts = self._hosts()
-        if hosts is None:
-            return None
-        try:
-            return hosts.host(name)
-        except (KeyError, ValueError):
-            return None
-
     def cluster_port(self) -> int | None:
         """ClusterNetwork ``default`` vxlanPort (4789 when unset), None when the object is missing."""
         cn = self.sim.store.try_get(CLUSTERNETWORK, "default")
@@ -119,7 +103,7 @@ class SdnComponent:
         from clustersim import openshift
 
         self.sim = sim
-        self._t0 = sim.clock.monotonic()
+        self.mark_started()
         for key in sim.store.iter_keys("nodes"):
             self._add_node(key[1])
         await openshift.acquire(sim)
