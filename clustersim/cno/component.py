@@ -29,12 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from clustersim.agents.logic import labels, match_label_selector
+from clustersim.agents.logic import labels
 from clustersim.agents.objects import make_machineconfig, rfc3339
 from clustersim.cno.model import OVN, SDN, CnoSection, ovn_machineconfig, rendered_name, wanted_sources
 from clustersim.loops import cancel_and_wait, reconcile_on_change
 from clustersim.scenario_builders import build_daemonset
 from clustersim.scenario_specs import DaemonSetSpec
+from clustersim.selectors import matches_label_selector_object
 
 if TYPE_CHECKING:
     from clustersim.components import Handler
@@ -272,7 +273,7 @@ class CnoComponent:
     def pool_members(self, pool: dict[str, Any]) -> list[dict[str, Any]]:
         """The nodes ``pool`` selects."""
         sel = (pool.get("spec") or {}).get("nodeSelector")
-        return [n for n in self.sim.store.list_refs("nodes") if match_label_selector(sel, labels(n))]
+        return [n for n in self.sim.store.list_refs("nodes") if matches_label_selector_object(sel, labels(n))]
 
     def state(self) -> dict[str, Any]:
         """What ``GET /_sim/cno`` returns."""

@@ -39,12 +39,12 @@ from clustersim.agents.logic import (
     annotations,
     is_terminating,
     labels,
-    match_label_selector,
 )
 from clustersim.apierrors import ApiError
 from clustersim.loops import cancel_and_wait, reconcile_on_change
 from clustersim.mcc.model import MccSection, pick_candidates
 from clustersim.mco.mcn import Condition, report, set_spec_desired
+from clustersim.selectors import matches_label_selector_object
 
 if TYPE_CHECKING:
     from clustersim.components import Handler
@@ -127,7 +127,7 @@ class MccComponent:
             if not self.running:
                 return
             sel = (pool.get("spec") or {}).get("nodeSelector")
-            members = [n for n in nodes if match_label_selector(sel, labels(n))]
+            members = [n for n in nodes if matches_label_selector_object(sel, labels(n))]
             target = ((pool.get("spec") or {}).get("configuration") or {}).get("name", "")
             for name in pick_candidates(pool, members):
                 store.mutate("nodes", name, None,
