@@ -62,6 +62,21 @@ _V1_11_REASONS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # ---------------------------------------------------------------- helpers
 
 
+def meta(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` or an empty dict."""
+    return obj.get("metadata") or {}
+
+
+def spec(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """``spec`` or an empty dict."""
+    return obj.get("spec") or {}
+
+
+def status(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """``status`` or an empty dict."""
+    return obj.get("status") or {}
+
+
 def annotations(obj: Mapping[str, Any]) -> dict[str, str]:
     """``metadata.annotations`` or an empty dict."""
     return obj.get("metadata", {}).get("annotations") or {}
