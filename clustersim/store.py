@@ -50,6 +50,15 @@ def _spec_part(obj: dict) -> dict:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "kind", "apiVersion")}
 
 
+def _unindex(index: dict[str, dict[tuple[str, str], None]], bucket: str, key: tuple[str, str]) -> None:
+    """Remove ``key`` from ``index[bucket]``, and the bucket once it is empty (missing is fine)."""
+    keys = index.get(bucket)
+    if keys is not None:
+        keys.pop(key, None)
+        if not keys:
+            del index[bucket]
+
+
 class Store(EvictionMixin, NodeRegistrationMixin):
     """In-memory object store with a global resourceVersion, event history and subscriptions.
 
@@ -242,11 +251,7 @@ class Store(EvictionMixin, NodeRegistrationMixin):
             return
         old_owners, new_owners = self._owner_uids(old), self._owner_uids(new)
         for uid in old_owners - new_owners:
-            bucket = self._pods_by_owner.get(uid)
-            if bucket is not None:
-                bucket.pop(key, None)
-                if not bucket:
-                    del self._pods_by_owner[uid]
+            _unindex(self._pods_by_owner, uid, key)
         for uid in new_owners - old_owners:
             self._pods_by_owner.setdefault(uid, {})[key] = None
         old_node = (old or {}).get("spec", {}).get("nodeName") if old else None
@@ -254,11 +259,7 @@ class Store(EvictionMixin, NodeRegistrationMixin):
         if old_node == new_node:
             return
         if old_node:
-            bucket = self._pods_by_node.get(old_node)
-            if bucket is not None:
-                bucket.pop(key, None)
-                if not bucket:
-                    del self._pods_by_node[old_node]
+            _unindex(self._pods_by_node, old_node, key)
         if new_node:
             self._pods_by_node.setdefault(new_node, {})[key] = None
 
