@@ -50,6 +50,17 @@ def _spec_part(obj: dict) -> dict:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "kind", "apiVersion")}
 
 
+def _with_status_of(obj: dict, source: dict) -> dict:
+    """A shallow copy of ``obj`` whose ``status`` is ``source``'s (none when ``source`` has none):
+    the split of a write between the main resource and its ``/status`` subresource."""
+    out = dict(obj)
+    if "status" in source:
+        out["status"] = source["status"]
+    else:
+        out.pop("status", None)
+    return out
+
+
 def _unindex(index: dict[str, dict[tuple[str, str], None]], bucket: str, key: tuple[str, str]) -> None:
     """Remove ``key`` from ``index[bucket]``, and the bucket once it is empty (missing is fine)."""
     keys = index.get(bucket)
@@ -333,19 +344,11 @@ class Store(EvictionMixin, NodeRegistrationMixin):
                         from_api: bool) -> dict:
         """Build the object to store from a proposed one (status/spec split, immutable meta)."""
         if subresource == "status":
-            merged = dict(old)
-            if "status" in new:
-                merged["status"] = new["status"]
-            else:
-                merged.pop("status", None)
+            merged = _with_status_of(old, new)
             merged["metadata"] = dict(old["metadata"])
             new = merged
         elif from_api and "status" in rt.subresources:
-            new = dict(new)
-            if "status" in old:
-                new["status"] = old["status"]
-            else:
-                new.pop("status", None)
+            new = _with_status_of(new, old)
         new["kind"] = rt.kind
         new["apiVersion"] = rt.api_version
         meta = new.get("metadata")
