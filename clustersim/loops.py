@@ -1,5 +1,5 @@
 """The asyncio plumbing the simulator's controllers and components share: routing store events,
-reconciling on change, keyed timers and stopping tasks.
+reconciling on change, keyed timers, stopping tasks, and :class:`Background`, which holds them.
 
 Every loop here follows the rule of the simulated controllers (as a Kubernetes controller's
 work queue does, client-go ``util/workqueue``): one bad object is logged and skipped, it never
@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Coroutine, Hashable, Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -109,3 +109,35 @@ class KeyedTimers:
         for h in self._handles.values():
             h.cancel()
         self._handles.clear()
+
+
+class Background:
+    """What a simulated controller runs between its start and its stop: its tasks, its keyed
+    timers (``timers``) and its store subscription (``sub``, None while stopped). ``what`` names
+    it in log lines."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.tasks: list[asyncio.Task[Any]] = []
+        self.timers = KeyedTimers(what)
+        self.sub: Subscription | None = None
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+        """Run ``coro`` as a task named ``name`` until :meth:`stop` (needs a running loop)."""
+        self.tasks.append(asyncio.get_running_loop().create_task(coro, name=name))
+
+    def follow(self, sub: Subscription, route: Callable[[Event], None], name: str) -> None:
+        """Keep ``sub`` and hand each of its events to ``route`` (:func:`route_events`) in a task
+        named ``name``."""
+        self.sub = sub
+        self.spawn(route_events(sub, route, self.what), name)
+
+    async def stop(self) -> None:
+        """Cancel the tasks and wait for them, cancel the timers, close the subscription
+        (idempotent)."""
+        await cancel_and_wait(self.tasks)
+        self.tasks.clear()
+        self.timers.cancel_all()
+        if self.sub is not None:
+            self.sub.close()
+            self.sub = None

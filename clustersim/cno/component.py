@@ -32,7 +32,7 @@ from aiohttp import web
 from clustersim.agents.logic import labels
 from clustersim.agents.objects import make_machineconfig, rfc3339
 from clustersim.cno.model import OVN, SDN, CnoSection, ovn_machineconfig, rendered_name, wanted_sources
-from clustersim.loops import cancel_and_wait, reconcile_on_change
+from clustersim.loops import Background, reconcile_on_change
 from clustersim.scenario_builders import build_daemonset
 from clustersim.scenario_specs import DaemonSetSpec
 from clustersim.selectors import matches_label_selector_object
@@ -76,8 +76,7 @@ class CnoComponent:
         self._sdn_template: dict[str, Any] | None = None
         #: (pool, sorted sources) -> rendered config name, so going back reuses the old config.
         self._memo: dict[tuple[str, tuple[str, ...]], str] = {}
-        self._task: asyncio.Task[None] | None = None
-        self._sub: Any = None
+        self._bg = Background("cno")
         self._dirty = asyncio.Event()
 
     # --- life cycle --------------------------------------------------------------------------------
@@ -93,18 +92,13 @@ class CnoComponent:
         if op is not None and ((op.get("spec") or {}).get("defaultNetwork") or {}).get("type") == SDN:
             store.mutate(NET_OP, "cluster", None, lambda o: o["spec"]["defaultNetwork"].setdefault(
                 "openshiftSDNConfig", {"mode": "NetworkPolicy", "mtu": 1450, "vxlanPort": 4789}))
-        self._sub = store.subscribe([NET_CFG, NET_OP, MCP])
-        self._task = asyncio.get_running_loop().create_task(
-            reconcile_on_change(self._sub, self._dirty, self.reconcile, "cno"), name="cno")
+        self._bg.sub = store.subscribe([NET_CFG, NET_OP, MCP])
+        self._bg.spawn(reconcile_on_change(self._bg.sub, self._dirty, self.reconcile, "cno"), "cno")
         self._dirty.set()
 
     async def stop(self) -> None:
         """Stop reacting (idempotent)."""
-        if self._sub is not None:
-            self._sub.close()
-            self._sub = None
-        await cancel_and_wait([self._task])
-        self._task = None
+        await self._bg.stop()
 
     # --- reconcile ---------------------------------------------------------------------------------
 

@@ -19,7 +19,6 @@ Admin endpoints: ``GET /_sim/gluster`` (``GlusterState.snapshot``), ``POST /_sim
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +30,7 @@ from clustersim.gluster.cli import CONNECTION_FAILED, run_gluster
 from clustersim.gluster.config import FaultCfg, parse_section
 from clustersim.gluster.df import run_df
 from clustersim.gluster.model import GlusterError, GlusterState
-from clustersim.loops import cancel_and_wait, route_events
+from clustersim.loops import Background
 
 if TYPE_CHECKING:
     from clustersim.components import Handler
@@ -67,8 +66,7 @@ class GlusterComponent(ComponentBase):
         self.cfg = parse_section(section)
         self.sim = sim
         self.state = GlusterState(self.cfg, 0.0)
-        self._sub: Any = None
-        self._task: asyncio.Task[None] | None = None
+        self._bg = Background("gluster")
         self._selector = ",".join(f"{k}={v}" for k, v in sorted(self.cfg.pod_selector.items()))
 
     # ------------------------------------------------------------------ life cycle
@@ -79,10 +77,10 @@ class GlusterComponent(ComponentBase):
         self.sim = sim
         self.mark_started()
         sim.exec_router.register("gluster", self._matches, self._exec)
-        self._sub = sim.store.subscribe(["pods"])
+        sub = sim.store.subscribe(["pods"])
         for peer in self.state.peers:
             self._sync_node(peer.node)
-        self._task = asyncio.create_task(route_events(self._sub, self._on_pod_event, "gluster"), name="gluster-pods")
+        self._bg.follow(sub, self._on_pod_event, "gluster-pods")
         hosts = sim.components.get("hosts")
         if hosts is not None and hasattr(hosts, "subscribe"):
             hosts.subscribe(self._on_host_event)
@@ -97,11 +95,7 @@ class GlusterComponent(ComponentBase):
 
     async def stop(self) -> None:
         """Stop watching and unregister the exec route (idempotent)."""
-        await cancel_and_wait([self._task])
-        self._task = None
-        if self._sub is not None:
-            self._sub.close()
-            self._sub = None
+        await self._bg.stop()
         with contextlib.suppress(Exception):
             self.sim.exec_router.unregister("gluster")
 

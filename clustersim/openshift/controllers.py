@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from clustersim.agents.logic import is_terminating, pod_ready
 from clustersim.agents.objects import make_pod, new_uid, random_suffix, rfc3339
-from clustersim.loops import KeyedTimers, cancel_and_wait, route_events
+from clustersim.loops import Background
 from clustersim.openshift import dc as dclogic
 from clustersim.openshift.kinds import (
     ANN_DEPLOYMENT_PHASE,
@@ -90,30 +90,22 @@ class OpenShiftControllers:
         self._dirty = asyncio.Event()
         self._dirty_rc: set[tuple[str, str]] = set()
         self._dirty_dc: set[tuple[str, str]] = set()
-        self._timers = KeyedTimers("openshift controllers")
+        self._bg = Background("openshift controllers")
         self._rollout_t0: dict[str, float] = {}
-        self._tasks: list[asyncio.Task[Any]] = []
-        self._sub: Any = None
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         """Subscribe to the store, resync every RC/DC/trigger and start the reconcile loop."""
-        if self._sub is not None:
+        if self._bg.sub is not None:
             return
-        self._sub = self.store.subscribe([DC, RC, "pods", *TRIGGER_KINDS])
+        sub = self.store.subscribe([DC, RC, "pods", *TRIGGER_KINDS])
         self._resync_all()
-        self._tasks.append(asyncio.create_task(route_events(self._sub, self._route, "openshift controllers"),
-                                               name="openshift-dispatch"))
-        self._tasks.append(asyncio.create_task(self._loop(), name="openshift-controllers"))
+        self._bg.follow(sub, self._route, "openshift-dispatch")
+        self._bg.spawn(self._loop(), "openshift-controllers")
 
     async def stop(self) -> None:
         """Cancel tasks and timers, close the subscription (idempotent)."""
-        await cancel_and_wait(self._tasks)
-        self._tasks.clear()
-        self._timers.cancel_all()
-        if self._sub is not None:
-            self._sub.close()
-            self._sub = None
+        await self._bg.stop()
 
     @property
     def active(self) -> bool:
@@ -169,7 +161,7 @@ class OpenShiftControllers:
                     log.exception("openshift controllers: %s failed", step.__name__)
 
     def _after(self, key: tuple[str, str, str], sim_seconds: float, fn: Any) -> None:
-        self._timers.after(key, self.clock.real(sim_seconds), fn)
+        self._bg.timers.after(key, self.clock.real(sim_seconds), fn)
 
     def _now(self) -> str:
         return rfc3339(self.clock.now())
@@ -324,7 +316,7 @@ class OpenShiftControllers:
         if obj is None or not self._stale_images(obj):
             return
         key = ("trigger", f"{res}/{ns}", name)
-        if not self._timers.pending(key):
+        if not self._bg.timers.pending(key):
             self._after(key, self.trigger_seconds, lambda: self._apply_triggers(res, ns, name))
 
     def _stale_images(self, obj: dict[str, Any]) -> list[tuple[str, str, str]]:

@@ -35,7 +35,7 @@ from aiohttp import web
 from clustersim.agents.logic import is_terminating, pod_ready
 from clustersim.agents.objects import new_uid, random_suffix, rfc3339
 from clustersim.components import ComponentBase
-from clustersim.loops import KeyedTimers, cancel_and_wait, route_events
+from clustersim.loops import Background
 from clustersim.openshift.kinds import CLUSTERNETWORK
 from clustersim.sdn.model import NodeNet, SdnSection, UnderlayBlock
 from clustersim.sdn.ovs import ovs_vsctl
@@ -61,9 +61,7 @@ class SdnComponent(ComponentBase):
         self.nodes: dict[str, NodeNet] = {}
         self.blocks: list[UnderlayBlock] = list(self.section.underlay_blocks)
         self.mesh = ProbeMesh(blocked=self._blocked)
-        self._sub: Any = None
-        self._tasks: list[asyncio.Task[Any]] = []
-        self._timers = KeyedTimers("sdn")
+        self._bg = Background("sdn")
         self._controllers = False
 
     # ------------------------------------------------------------------ helpers
@@ -75,7 +73,7 @@ class SdnComponent(ComponentBase):
         return int(cn.get("vxlanPort") or DEFAULT_VXLAN_PORT)
 
     def _after(self, key: tuple[str, str], sim_seconds: float, fn: Any) -> None:
-        self._timers.after(key, self.sim.clock.real(sim_seconds), fn)
+        self._bg.timers.after(key, self.sim.clock.real(sim_seconds), fn)
 
     def _blocked(self, port: int, a: str, b: str) -> bool:
         t = self.now()
@@ -108,7 +106,7 @@ class SdnComponent(ComponentBase):
             self._add_node(key[1])
         await openshift.acquire(sim)
         self._controllers = True
-        self._sub = sim.store.subscribe(["pods", "nodes", CLUSTERNETWORK])
+        sub = sim.store.subscribe(["pods", "nodes", CLUSTERNETWORK])
         for pod in sim.store.list_refs("pods", self.section.namespace):
             self._on_pod("ADDED", pod)
         self.mesh.update_all(self.now())
@@ -118,19 +116,14 @@ class SdnComponent(ComponentBase):
             hosts.register_command("ovs-vsctl", self._host_command)
         for blk in self.blocks:
             self._arm_block(blk)
-        self._tasks.append(asyncio.create_task(route_events(self._sub, self._route, "sdn"), name="sdn-dispatch"))
-        self._tasks.append(asyncio.create_task(self._poll_inputs(), name="sdn-inputs"))
+        self._bg.follow(sub, self._route, "sdn-dispatch")
+        self._bg.spawn(self._poll_inputs(), "sdn-inputs")
 
     async def stop(self) -> None:
         """Cancel tasks and timers, unhook, release the controllers (idempotent)."""
         from clustersim import openshift
 
-        await cancel_and_wait(self._tasks)
-        self._tasks.clear()
-        self._timers.cancel_all()
-        if self._sub is not None:
-            self._sub.close()
-            self._sub = None
+        await self._bg.stop()
         with contextlib.suppress(Exception):
             self.sim.exec_router.unregister("sdn-ovs-vsctl")
         if self._controllers:
