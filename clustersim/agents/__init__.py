@@ -45,7 +45,7 @@ from clustersim.agents.nodelifecycle import NodeLifecycleMixin
 from clustersim.agents.replicaset import ReplicaSetControllerMixin
 from clustersim.agents.scheduler import SchedulerMixin
 from clustersim.agents.status import StatusControllerMixin
-from clustersim.loops import cancel_and_wait, route_events
+from clustersim.loops import KeyedTimers, cancel_and_wait, route_events
 from clustersim.mco.model import MACHINECONFIGURATION
 
 if TYPE_CHECKING:
@@ -106,8 +106,8 @@ class Agents(MachineConfigDaemonMixin, MachineConfigOperatorMixin, KubeletMixin,
         #: leaving retries (a scan of every pod per node change cost a 600-node rollout's
         #: simulator an eighth of its CPU, issue 16).
         self._unbound: set[tuple[str, str]] = set()
-        self._start_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
-        self._gc_timers: dict[str, asyncio.TimerHandle] = {}
+        self._start_timers = KeyedTimers("kubelet")
+        self._gc_timers = KeyedTimers("pod gc")
         self._sched_msgs: dict[str, str] = {}
         self._sub: Any = None
         self.running = False
@@ -148,15 +148,13 @@ class Agents(MachineConfigDaemonMixin, MachineConfigOperatorMixin, KubeletMixin,
         self.running = False
         tasks = self._tasks + list(self._daemons.values())
         await cancel_and_wait(tasks)
-        for h in self._start_timers.values():
-            h.cancel()
+        self._start_timers.cancel_all()
         if self._pools_timer is not None:
             self._pools_timer.cancel()
             self._pools_timer = None
         self._stop_gc()
         self._tasks.clear()
         self._daemons.clear()
-        self._start_timers.clear()
         if self._sub is not None:
             self._sub.close()
             self._sub = None
@@ -226,15 +224,13 @@ class Agents(MachineConfigDaemonMixin, MachineConfigOperatorMixin, KubeletMixin,
                     self._dirty_ds.add((ns, ref["name"]))
             if ev.type == "DELETED":
                 self._unscheduled.discard((ns, name))
-                h = self._start_timers.pop((ns, name), None)
-                if h:
-                    h.cancel()
+                self._start_timers.cancel((ns, name))
                 # A pod leaving frees room: retry the pending ones.
                 self._unscheduled.update(self._unbound)
             elif not obj["spec"].get("nodeName"):
                 if not logic.is_terminating(obj):
                     self._unscheduled.add((ns, name))
-            elif not (obj.get("status") or {}).get("containerStatuses") and (ns, name) not in self._start_timers:
+            elif not (obj.get("status") or {}).get("containerStatuses") and not self._start_timers.pending((ns, name)):
                 self._schedule_start(ns, name)
             self._mark()
         elif res in ("daemonsets.apps", "replicasets.apps", "deployments.apps"):
