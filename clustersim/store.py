@@ -20,11 +20,13 @@ import json
 import uuid
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import Any
 
 from clustersim.apierrors import ApiError
 from clustersim.clock import Clock
 from clustersim.eviction import EvictionMixin
+from clustersim.loops import KeyedTimers
 from clustersim.nodereg import NodeRegistrationMixin
 from clustersim.resources import OPTIONAL_RESOURCES, RESOURCES, ResourceType, resource
 from clustersim.selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
@@ -91,7 +93,7 @@ class Store(EvictionMixin, NodeRegistrationMixin):
         # Replay from rv N is complete iff N >= _replay_floor (events with rv <= floor were dropped).
         self._replay_floor = 0
         self._subs: list[Subscription] = []
-        self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        self._timers = KeyedTimers("store")
         #: Optional kinds this store serves (``serve``), key -> row.
         self._optional: dict[str, ResourceType] = {}
 
@@ -487,25 +489,21 @@ class Store(EvictionMixin, NodeRegistrationMixin):
         new = dict(old)
         new["metadata"] = dict(old["metadata"])
         self._commit(rt, key, "DELETED", new, old)
-        timer = self._timers.pop(key, None) if rt.key == "pods" else None
-        if timer is not None:
-            timer.cancel()
+        if rt.key == "pods":
+            self._timers.cancel(key)
         return _copy(new)
 
     def _schedule_removal(self, key: tuple[str, str], uid: str, sim_seconds: float) -> None:
-        old_timer = self._timers.pop(key, None)
-        if old_timer is not None:
-            old_timer.cancel()
+        self._timers.cancel(key)
         try:
-            loop = asyncio.get_running_loop()
+            asyncio.get_running_loop()
         except RuntimeError:
             # No loop (synchronous use, e.g. scenario tooling): terminate at once.
             self._finish_removal(key, uid)
             return
-        self._timers[key] = loop.call_later(self.clock.real(sim_seconds), self._finish_removal, key, uid)
+        self._timers.after(key, self.clock.real(sim_seconds), partial(self._finish_removal, key, uid))
 
     def _finish_removal(self, key: tuple[str, str], uid: str) -> None:
-        self._timers.pop(key, None)
         obj = self._objects["pods"].get(key)
         if obj is not None and obj["metadata"].get("uid") == uid:
             self._remove(RESOURCES["pods"], key, obj)
@@ -531,8 +529,6 @@ class Store(EvictionMixin, NodeRegistrationMixin):
 
     def close(self) -> None:
         """Cancel pending graceful-deletion timers and subscriptions."""
-        for t in self._timers.values():
-            t.cancel()
-        self._timers.clear()
+        self._timers.cancel_all()
         for sub in list(self._subs):
             sub.close()
