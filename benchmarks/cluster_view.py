@@ -129,6 +129,16 @@ class ClusterClock:
         )
 
 
+def note_drain_ask(asks: dict[tuple[str, str], float], node: str, new: dict[str, str] | None,
+                   old: dict[str, str] | None, at: float) -> None:
+    """Record in ``asks`` the first time ``at`` (Unix seconds) the daemon asked ``node`` for a
+    drain step: ``(node, "drain"|"uncordon") -> at`` when ``desiredDrain`` in the node's new
+    annotations ``new`` differs from the old ones' ``old`` (None: no annotations)."""
+    value = (new or {}).get(ANN_DESIRED_DRAIN)
+    if value and value != (old or {}).get(ANN_DESIRED_DRAIN):
+        asks.setdefault((node, value.split("-")[0]), at)
+
+
 def pct(values: list[float], q: float) -> float:
     """The ``q`` quantile (0..1, nearest rank) of ``values``; NaN when there are none."""
     if not values:

@@ -28,8 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchmarks.cluster_view import pct  # noqa: E402
-from rollout_overhead import MCO  # noqa: E402
+from benchmarks.cluster_view import note_drain_ask, pct  # noqa: E402
 from temporalio.api.enums.v1 import EventType  # noqa: E402
 
 from clustersim import ClusterSim  # noqa: E402
@@ -85,10 +84,8 @@ async def fleet(server: DevServer, tmp: Path, args: argparse.Namespace, workers:
 
         async def follow() -> None:
             async for ev in sub:
-                new = (ev.object["metadata"].get("annotations") or {}).get(MCO + "desiredDrain")
-                old = (((ev.old or {}).get("metadata") or {}).get("annotations") or {}).get(MCO + "desiredDrain")
-                if new and new != old:
-                    asks.setdefault((ev.object["metadata"]["name"], new.split("-")[0]), time.time())
+                note_drain_ask(asks, ev.object["metadata"]["name"], ev.object["metadata"].get("annotations"),
+                               ((ev.old or {}).get("metadata") or {}).get("annotations"), time.time())
 
         follower = asyncio.get_running_loop().create_task(follow())
         sim.requests.clear()

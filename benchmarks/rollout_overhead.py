@@ -61,7 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from temporalio.api.enums.v1 import EventType  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 
-from benchmarks.cluster_view import ClusterClock, describe, describe_steps, pct  # noqa: E402
+from benchmarks.cluster_view import ClusterClock, describe, describe_steps, note_drain_ask, pct  # noqa: E402
 from clustersim import ClusterSim  # noqa: E402
 from clustersim.scenario import generate_scenario  # noqa: E402
 from workers.client import connect  # noqa: E402
@@ -70,8 +70,6 @@ from lockkeeper.devserver import DevServer  # noqa: E402
 from lockkeeper.procs import WorkerProcess  # noqa: E402
 from workers.settings import Settings  # noqa: E402
 from workflows.machineconfig.models import MachineConfigRolloutInput, MachineConfigRolloutResult, RolloutStatus  # noqa: E402
-
-MCO = "machineconfiguration.openshift.io/"
 
 
 @dataclass
@@ -303,10 +301,7 @@ async def main(args: argparse.Namespace) -> None:
                         new_ann = ev.object["metadata"].get("annotations")
                         old_ann = ((ev.old or {}).get("metadata") or {}).get("annotations")
                         clock.observe(ev.object["metadata"]["name"], new_ann, old_ann, time.time())
-                        new = (new_ann or {}).get(MCO + "desiredDrain")
-                        old = (old_ann or {}).get(MCO + "desiredDrain")
-                        if new and new != old:
-                            asks.setdefault((ev.object["metadata"]["name"], new.split("-")[0]), time.time())
+                        note_drain_ask(asks, ev.object["metadata"]["name"], new_ann, old_ann, time.time())
 
                 follower = asyncio.get_running_loop().create_task(follow())
                 sim.requests.clear()

@@ -78,6 +78,38 @@ class SimComponent(Protocol):
         ...
 
 
+class ComponentBase:
+    """What the section components share: the simulated time since their start and their view
+    of the ``hosts`` peer. A subclass sets ``sim`` and calls :meth:`mark_started` in ``start``."""
+
+    sim: ClusterSim
+    _t0: float | None = None
+
+    def mark_started(self) -> None:
+        """Record now as the component's start (``now()`` counts from here)."""
+        self._t0 = self.sim.clock.monotonic()
+
+    def now(self) -> float:
+        """Simulated seconds since the component started (0 before ``start``)."""
+        if self._t0 is None:
+            return 0.0
+        return (self.sim.clock.monotonic() - self._t0) / self.sim.clock.time_scale
+
+    def _hosts(self) -> Any:
+        """The ``hosts`` component, None when the scenario has none."""
+        return self.sim.components.get("hosts")
+
+    def _host(self, name: str) -> Any:
+        """Host ``name`` of the ``hosts`` component; None without that component or host."""
+        hosts = self._hosts()
+        if hosts is None:
+            return None
+        try:
+            return hosts.host(name)
+        except (KeyError, ValueError):
+            return None
+
+
 class ComponentError(ValueError):
     """A component's factory cannot be imported or rejected its section (message says which)."""
 

@@ -34,6 +34,7 @@ from aiohttp import WSMsgType, web
 from clustersim.apierrors import ApiError
 from clustersim.apihttp import parse_bool
 from clustersim.execsim import ExecLogEntry, ExecRequest, ExecResult, ExecRouter
+from clustersim.loops import cancel_and_wait
 from clustersim.store import Store
 
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
@@ -199,9 +200,7 @@ class ExecServer:
         except (ConnectionResetError, ConnectionError):
             pass
         finally:
-            read_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await read_task
+            await cancel_and_wait([read_task])
             record()  # the client went away before the command ran: logged with exit code 1
         return ws
 

@@ -56,6 +56,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
+from clustersim.agents import logic
+
 if TYPE_CHECKING:
     from clustersim.sim import ClusterSim
 
@@ -70,18 +72,6 @@ _PDB = "poddisruptionbudgets.policy"
 _DC = "deploymentconfigs.apps.openshift.io"
 
 
-def _meta(obj: dict[str, Any]) -> dict[str, Any]:
-    return obj.get("metadata") or {}
-
-
-def _status(obj: dict[str, Any]) -> dict[str, Any]:
-    return obj.get("status") or {}
-
-
-def _spec(obj: dict[str, Any]) -> dict[str, Any]:
-    return obj.get("spec") or {}
-
-
 def _num(value: Any) -> float:
     try:
         return float(value or 0)
@@ -90,7 +80,7 @@ def _num(value: Any) -> float:
 
 
 def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    return next((c for c in _status(obj).get("conditions") or [] if c.get("type") == kind), None)
+    return next((c for c in logic.status(obj).get("conditions") or [] if c.get("type") == kind), None)
 
 
 def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
@@ -125,17 +115,17 @@ class ClusterCollector:
         taint = _gauge("kube_node_spec_taint", "The taint of a cluster node.", ["node", "key", "value", "effect"])
         cond = _gauge("kube_node_status_condition", "The condition of a cluster node.", ["node", "condition", "status"])
         for node in self.sim.store.list_refs("nodes"):
-            name = _meta(node).get("name", "")
-            ni = _status(node).get("nodeInfo") or {}
-            ip = next((a.get("address", "") for a in _status(node).get("addresses") or [] if a.get("type") == "InternalIP"), "")
-            spec = _spec(node)
+            name = logic.meta(node).get("name", "")
+            ni = logic.status(node).get("nodeInfo") or {}
+            ip = next((a.get("address", "") for a in logic.status(node).get("addresses") or [] if a.get("type") == "InternalIP"), "")
+            spec = logic.spec(node)
             info.add_metric([name, ni.get("kernelVersion", ""), ni.get("osImage", ""), ni.get("containerRuntimeVersion", ""),
                              ni.get("kubeletVersion", ""), ni.get("kubeProxyVersion", ""), spec.get("podCIDR", ""),
                              spec.get("providerID", ""), ni.get("systemUUID", ""), ip], 1)
             unsched.add_metric([name], 1 if spec.get("unschedulable") else 0)
             for t in spec.get("taints") or []:
                 taint.add_metric([name, t.get("key", ""), t.get("value", ""), t.get("effect", "")], 1)
-            for c in _status(node).get("conditions") or []:
+            for c in logic.status(node).get("conditions") or []:
                 have = str(c.get("status", "Unknown")).lower()
                 for s in STATUSES:
                     cond.add_metric([name, c.get("type", ""), s], 1 if have == s else 0)
@@ -156,7 +146,7 @@ class ClusterCollector:
         waiting = _gauge("kube_pod_container_status_waiting_reason",
                          "Describes the reason the container is currently in waiting state.", [*base, "container", "reason"])
         for pod in self.sim.store.list_refs("pods"):
-            meta, spec, st = _meta(pod), _spec(pod), _status(pod)
+            meta, spec, st = logic.meta(pod), logic.spec(pod), logic.status(pod)
             ids = [meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", "")]
             refs = meta.get("ownerReferences") or []
             ctrl = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
@@ -225,9 +215,9 @@ class ClusterCollector:
         fams = {n: _gauge(prefix + n, f"The {kind}'s .status.{f}.", ["namespace", kind]) for n, f in status.items()}
         more = {n: _gauge(n, doc, ["namespace", kind]) for n, (doc, _) in extra.items()}
         for obj in self.sim.store.list_refs(resource):
-            ids = [_meta(obj).get("namespace", ""), _meta(obj).get("name", "")]
+            ids = [logic.meta(obj).get("namespace", ""), logic.meta(obj).get("name", "")]
             for n, f in status.items():
-                fams[n].add_metric(ids, _num(_status(obj).get(f)))
+                fams[n].add_metric(ids, _num(logic.status(obj).get(f)))
             for n, (_, fn) in extra.items():
                 more[n].add_metric(ids, float(fn(obj)))
         yield from more.values()
@@ -238,7 +228,7 @@ class ClusterCollector:
         up = _gauge("up", "1 if the node exporter target answered its last scrape, else 0.", ["job", "instance"])
         hosts = getattr(self.sim.components.get("hosts"), "hosts", None) or {}
         for node in self.sim.store.list_refs("nodes"):
-            name = _meta(node).get("name", "")
+            name = logic.meta(node).get("name", "")
             host = hosts.get(name)
             if host is not None:
                 alive = bool(getattr(host, "up", True))
@@ -274,16 +264,16 @@ class ClusterCollector:
 
 
 def _spec_replicas(obj: dict[str, Any]) -> float:
-    replicas = _spec(obj).get("replicas")
+    replicas = logic.spec(obj).get("replicas")
     return 1.0 if replicas is None else _num(replicas)  # apps/v1 defaults spec.replicas to 1
 
 
 def _paused(obj: dict[str, Any]) -> float:
-    return 1.0 if _spec(obj).get("paused") else 0.0
+    return 1.0 if logic.spec(obj).get("paused") else 0.0
 
 
 def _generation(obj: dict[str, Any]) -> float:
-    return _num(_meta(obj).get("generation", 1))
+    return _num(logic.meta(obj).get("generation", 1))
 
 
 def render(sim: ClusterSim) -> bytes:

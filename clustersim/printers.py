@@ -16,6 +16,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from clustersim.agents import logic
+
 Column = tuple[str, str, int]
 RowFn = Callable[[dict[str, Any], datetime], list[Any]]
 
@@ -64,18 +66,6 @@ def age(timestamp: str | None, now: datetime) -> str:
     return "<unknown>" if t is None else human_duration((now - t).total_seconds())
 
 
-def _meta(obj: dict[str, Any]) -> dict[str, Any]:
-    return obj.get("metadata") or {}
-
-
-def _spec(obj: dict[str, Any]) -> dict[str, Any]:
-    return obj.get("spec") or {}
-
-
-def _status(obj: dict[str, Any]) -> dict[str, Any]:
-    return obj.get("status") or {}
-
-
 def format_labels(labels: dict[str, str] | None) -> str:
     """``labels.FormatLabels``: sorted ``k=v`` joined by commas, ``<none>`` when empty."""
     if not labels:
@@ -110,7 +100,7 @@ def _containers_images(template_spec: dict[str, Any]) -> tuple[str, str]:
 def node_roles(node: dict[str, Any]) -> str:
     """``findNodeRoles``: ``node-role.kubernetes.io/<role>`` labels and ``kubernetes.io/role``."""
     roles = set()
-    for k, v in (_meta(node).get("labels") or {}).items():
+    for k, v in (logic.meta(node).get("labels") or {}).items():
         if k.startswith("node-role.kubernetes.io/"):
             roles.add(k[len("node-role.kubernetes.io/"):])
         elif k == "kubernetes.io/role" and v:
@@ -121,27 +111,27 @@ def node_roles(node: dict[str, Any]) -> str:
 def node_status(node: dict[str, Any]) -> str:
     """``Ready``/``NotReady``/``Unknown`` plus ``SchedulingDisabled`` when cordoned."""
     status = []
-    for c in _status(node).get("conditions") or []:
+    for c in logic.status(node).get("conditions") or []:
         if c.get("type") == "Ready":
             status.append("Ready" if c.get("status") == "True" else "NotReady")
             break
     if not status:
         status.append("Unknown")
-    if _spec(node).get("unschedulable"):
+    if logic.spec(node).get("unschedulable"):
         status.append("SchedulingDisabled")
     return ",".join(status)
 
 
 def _address(node: dict[str, Any], kind: str) -> str:
-    for a in _status(node).get("addresses") or []:
+    for a in logic.status(node).get("addresses") or []:
         if a.get("type") == kind:
             return str(a.get("address", ""))
     return "<none>"
 
 
 def _node_row(n: dict[str, Any], now: datetime) -> list[Any]:
-    info = _status(n).get("nodeInfo") or {}
-    return [_meta(n).get("name"), node_status(n), node_roles(n), age(_meta(n).get("creationTimestamp"), now),
+    info = logic.status(n).get("nodeInfo") or {}
+    return [logic.meta(n).get("name"), node_status(n), node_roles(n), age(logic.meta(n).get("creationTimestamp"), now),
             info.get("kubeletVersion", ""), _address(n, "InternalIP"), _address(n, "ExternalIP"),
             info.get("osImage") or "<unknown>", info.get("kernelVersion") or "<unknown>",
             info.get("containerRuntimeVersion") or "<unknown>"]
@@ -150,7 +140,7 @@ def _node_row(n: dict[str, Any], now: datetime) -> list[Any]:
 # ------------------------------------------------------------------ pods
 def pod_status_cells(pod: dict[str, Any], now: datetime) -> tuple[str, str, str]:
     """(READY, STATUS, RESTARTS) of printPod, init containers and Terminating included."""
-    spec, st, meta = _spec(pod), _status(pod), _meta(pod)
+    spec, st, meta = logic.spec(pod), logic.status(pod), logic.meta(pod)
     reason = st.get("reason") or st.get("phase") or ""
     for c in st.get("conditions") or []:
         if c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated":
@@ -211,7 +201,7 @@ def pod_status_cells(pod: dict[str, Any], now: datetime) -> tuple[str, str, str]
 
 def _pod_row(p: dict[str, Any], now: datetime) -> list[Any]:
     ready, reason, restarts = pod_status_cells(p, now)
-    st, spec = _status(p), _spec(p)
+    st, spec = logic.status(p), logic.spec(p)
     ips = st.get("podIPs") or ([{"ip": st["podIP"]}] if st.get("podIP") else [])
     gates = spec.get("readinessGates") or []
     gates_s = "<none>"
@@ -219,7 +209,7 @@ def _pod_row(p: dict[str, Any], now: datetime) -> list[Any]:
         wanted = {g.get("conditionType") for g in gates}
         true = sum(1 for c in st.get("conditions") or [] if c.get("type") in wanted and c.get("status") == "True")
         gates_s = f"{true}/{len(gates)}"
-    return [_meta(p).get("name"), ready, reason, restarts, age(_meta(p).get("creationTimestamp"), now),
+    return [logic.meta(p).get("name"), ready, reason, restarts, age(logic.meta(p).get("creationTimestamp"), now),
             (ips[0].get("ip") if ips else "") or "<none>", spec.get("nodeName") or "<none>",
             st.get("nominatedNodeName") or "<none>", gates_s]
 
@@ -242,47 +232,47 @@ def _event_row(e: dict[str, Any], now: datetime) -> list[Any]:
     instance = src.get("host") or e.get("reportingInstance") or ""
     source = f"{component}, {instance}" if instance else component
     return [last, e.get("type", ""), e.get("reason", ""), target, inv.get("fieldPath", ""), source,
-            str(e.get("message", "")).strip(), first, int(count), _meta(e).get("name")]
+            str(e.get("message", "")).strip(), first, int(count), logic.meta(e).get("name")]
 
 
 # ------------------------------------------------------------------ workloads
 def _deployment_row(d: dict[str, Any], now: datetime) -> list[Any]:
-    st, spec = _status(d), _spec(d)
+    st, spec = logic.status(d), logic.spec(d)
     cs, imgs = _containers_images(((spec.get("template") or {}).get("spec")) or {})
-    return [_meta(d).get("name"), f"{st.get('readyReplicas', 0)}/{spec.get('replicas', 1)}",
-            st.get("updatedReplicas", 0), st.get("availableReplicas", 0), age(_meta(d).get("creationTimestamp"), now),
+    return [logic.meta(d).get("name"), f"{st.get('readyReplicas', 0)}/{spec.get('replicas', 1)}",
+            st.get("updatedReplicas", 0), st.get("availableReplicas", 0), age(logic.meta(d).get("creationTimestamp"), now),
             cs, imgs, format_selector(spec.get("selector"))]
 
 
 def _daemonset_row(d: dict[str, Any], now: datetime) -> list[Any]:
-    st, spec = _status(d), _spec(d)
+    st, spec = logic.status(d), logic.spec(d)
     tspec = ((spec.get("template") or {}).get("spec")) or {}
     cs, imgs = _containers_images(tspec)
-    return [_meta(d).get("name"), st.get("desiredNumberScheduled", 0), st.get("currentNumberScheduled", 0),
+    return [logic.meta(d).get("name"), st.get("desiredNumberScheduled", 0), st.get("currentNumberScheduled", 0),
             st.get("numberReady", 0), st.get("updatedNumberScheduled", 0), st.get("numberAvailable", 0),
-            format_labels(tspec.get("nodeSelector")), age(_meta(d).get("creationTimestamp"), now),
+            format_labels(tspec.get("nodeSelector")), age(logic.meta(d).get("creationTimestamp"), now),
             cs, imgs, format_selector(spec.get("selector"))]
 
 
 def _replicaset_row(r: dict[str, Any], now: datetime) -> list[Any]:
-    st, spec = _status(r), _spec(r)
+    st, spec = logic.status(r), logic.spec(r)
     cs, imgs = _containers_images(((spec.get("template") or {}).get("spec")) or {})
     sel = spec.get("selector") or {}
     # ReplicationControllers have a plain map selector.
     sel_s = format_selector(sel) if "matchLabels" in sel or "matchExpressions" in sel else format_labels(sel)
-    return [_meta(r).get("name"), spec.get("replicas", 1), st.get("replicas", 0), st.get("readyReplicas", 0),
-            age(_meta(r).get("creationTimestamp"), now), cs, imgs, sel_s]
+    return [logic.meta(r).get("name"), spec.get("replicas", 1), st.get("replicas", 0), st.get("readyReplicas", 0),
+            age(logic.meta(r).get("creationTimestamp"), now), cs, imgs, sel_s]
 
 
 def _pdb_row(p: dict[str, Any], now: datetime) -> list[Any]:
-    spec = _spec(p)
+    spec = logic.spec(p)
     mn, mx = spec.get("minAvailable"), spec.get("maxUnavailable")
-    return [_meta(p).get("name"), "N/A" if mn is None else str(mn), "N/A" if mx is None else str(mx),
-            _status(p).get("disruptionsAllowed", 0), age(_meta(p).get("creationTimestamp"), now)]
+    return [logic.meta(p).get("name"), "N/A" if mn is None else str(mn), "N/A" if mx is None else str(mx),
+            logic.status(p).get("disruptionsAllowed", 0), age(logic.meta(p).get("creationTimestamp"), now)]
 
 
 def _dc_row(d: dict[str, Any], now: datetime) -> list[Any]:
-    spec, st = _spec(d), _status(d)
+    spec, st = logic.spec(d), logic.status(d)
     triggers = set()
     for t in spec.get("triggers") or []:
         if t.get("type") == "ConfigChange":
@@ -294,22 +284,22 @@ def _dc_row(d: dict[str, Any], now: datetime) -> list[Any]:
         elif t.get("type"):
             triggers.add(str(t["type"]))
     desired = str(spec.get("replicas", 0)) + (" (during test)" if spec.get("test") else "")
-    return [_meta(d).get("name"), st.get("latestVersion", 0), desired, str(st.get("updatedReplicas", 0)),
+    return [logic.meta(d).get("name"), st.get("latestVersion", 0), desired, str(st.get("updatedReplicas", 0)),
             ",".join(sorted(triggers))]
 
 
 def _namespace_row(n: dict[str, Any], now: datetime) -> list[Any]:
-    return [_meta(n).get("name"), _status(n).get("phase", "Active"), age(_meta(n).get("creationTimestamp"), now)]
+    return [logic.meta(n).get("name"), logic.status(n).get("phase", "Active"), age(logic.meta(n).get("creationTimestamp"), now)]
 
 
 def _configmap_row(c: dict[str, Any], now: datetime) -> list[Any]:
-    return [_meta(c).get("name"), len(c.get("data") or {}) + len(c.get("binaryData") or {}),
-            age(_meta(c).get("creationTimestamp"), now)]
+    return [logic.meta(c).get("name"), len(c.get("data") or {}) + len(c.get("binaryData") or {}),
+            age(logic.meta(c).get("creationTimestamp"), now)]
 
 
 def _lease_row(lease: dict[str, Any], now: datetime) -> list[Any]:
-    return [_meta(lease).get("name"), _spec(lease).get("holderIdentity") or "",
-            age(_meta(lease).get("creationTimestamp"), now)]
+    return [logic.meta(lease).get("name"), logic.spec(lease).get("holderIdentity") or "",
+            age(logic.meta(lease).get("creationTimestamp"), now)]
 
 
 _WORKLOAD_P1: list[Column] = [("Containers", "string", 1), ("Images", "string", 1), ("Selector", "string", 1)]

@@ -51,6 +51,21 @@ def daemon_pod_affinity(node_name: str) -> dict[str, Any]:
         {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}}}
 
 
+def _apps_v1(kind: str, uid_kind: str, name: str, namespace: str, created: str, labels: dict[str, str],
+             annotations: dict[str, str], *, spec: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    """An ``apps/v1`` ``kind`` object as the apiserver stores a new one (generation 1, created at
+    ``created``, RFC 3339), its uid derived from ``<uid_kind>/<namespace>/<name>`` so a scenario
+    loads the same uids every time."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace, "uid": new_uid(f"{uid_kind}/{namespace}/{name}"),
+                     "creationTimestamp": created, "generation": 1, "labels": labels, "annotations": annotations},
+        "spec": spec,
+        "status": status,
+    }
+
+
 def build_daemonset(d: DaemonSetSpec, created: str) -> dict[str, Any]:
     """A DaemonSet object from its scenario spec (status filled by the caller/agent)."""
     lbls = dict(d.labels)
@@ -62,16 +77,13 @@ def build_daemonset(d: DaemonSetSpec, created: str) -> dict[str, Any]:
     strategy: dict[str, Any] = {"type": d.update_strategy}
     if d.update_strategy == "RollingUpdate":
         strategy["rollingUpdate"] = {"maxUnavailable": d.max_unavailable, "maxSurge": 0}
-    ds = {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": d.name, "namespace": d.namespace, "uid": new_uid(f"ds/{d.namespace}/{d.name}"),
-                     "creationTimestamp": created, "generation": 1, "labels": dict(d.labels),
-                     "annotations": {"deprecated.daemonset.template.generation": "1"}},
-        "spec": {"selector": {"matchLabels": dict(d.labels)}, "template": tmpl, "updateStrategy": strategy,
-                 "revisionHistoryLimit": 10},
-        "status": {"currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0, "numberReady": 0},
-    }
+    ds = _apps_v1(
+        "DaemonSet", "ds", d.name, d.namespace, created, dict(d.labels),
+        {"deprecated.daemonset.template.generation": "1"},
+        spec={"selector": {"matchLabels": dict(d.labels)}, "template": tmpl, "updateStrategy": strategy,
+              "revisionHistoryLimit": 10},
+        status={"currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0, "numberReady": 0},
+    )
     ds["metadata"]["annotations"]["clustersim.lockkeeper.io/template-hash"] = template_hash(tmpl)
     return ds
 
@@ -84,29 +96,22 @@ def build_deployment(d: DeploymentSpec, created: str) -> tuple[dict[str, Any], d
         tmpl["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
             {"labelSelector": {"matchLabels": dict(d.labels)}, "topologyKey": "kubernetes.io/hostname"}]}}
     h = d.template_hash or template_hash(tmpl)
-    dep = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": d.name, "namespace": d.namespace, "uid": new_uid(f"deploy/{d.namespace}/{d.name}"),
-                     "creationTimestamp": created, "generation": 1, "labels": dict(d.labels),
-                     "annotations": {"deployment.kubernetes.io/revision": "1"}},
-        "spec": {"replicas": d.replicas, "selector": {"matchLabels": dict(d.labels)}, "template": tmpl,
-                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}},
-                 "revisionHistoryLimit": 10, "progressDeadlineSeconds": 600},
-        "status": {},
-    }
+    dep = _apps_v1(
+        "Deployment", "deploy", d.name, d.namespace, created, dict(d.labels),
+        {"deployment.kubernetes.io/revision": "1"},
+        spec={"replicas": d.replicas, "selector": {"matchLabels": dict(d.labels)}, "template": tmpl,
+              "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}},
+              "revisionHistoryLimit": 10, "progressDeadlineSeconds": 600},
+        status={},
+    )
     rs_tmpl = {"metadata": {"labels": {**d.labels, "pod-template-hash": h}}, "spec": tmpl["spec"]}
-    rs = {
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "metadata": {"name": f"{d.name}-{h}", "namespace": d.namespace, "uid": new_uid(f"rs/{d.namespace}/{d.name}-{h}"),
-                     "creationTimestamp": created, "generation": 1, "labels": {**d.labels, "pod-template-hash": h},
-                     "annotations": {"deployment.kubernetes.io/revision": "1",
-                                     "deployment.kubernetes.io/desired-replicas": str(d.replicas)}},
-        "spec": {"replicas": d.replicas, "selector": {"matchLabels": {**d.labels, "pod-template-hash": h}},
-                 "template": rs_tmpl},
-        "status": {"replicas": 0},
-    }
+    rs = _apps_v1(
+        "ReplicaSet", "rs", f"{d.name}-{h}", d.namespace, created, {**d.labels, "pod-template-hash": h},
+        {"deployment.kubernetes.io/revision": "1", "deployment.kubernetes.io/desired-replicas": str(d.replicas)},
+        spec={"replicas": d.replicas, "selector": {"matchLabels": {**d.labels, "pod-template-hash": h}},
+              "template": rs_tmpl},
+        status={"replicas": 0},
+    )
     rs["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "Deployment", "name": d.name,
                                           "uid": dep["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
     return dep, rs

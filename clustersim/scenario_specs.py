@@ -14,6 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 RENDERED_RE = re.compile(r"^rendered-[a-z0-9-]+-[0-9a-f]{32}$")
 
 
+def _exactly_one(what: str, **fields: object) -> None:
+    """ValueError ``"<what>: set exactly one of a / b"`` unless exactly one of ``fields`` is set
+    (not None)."""
+    if sum(v is not None for v in fields.values()) != 1:
+        raise ValueError(f"{what}: set exactly one of {' / '.join(fields)}")
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -112,8 +119,7 @@ class CertExpirySpec(_Strict):
 
     @model_validator(mode="after")
     def _one(self) -> CertExpirySpec:
-        if (self.expiry is None) == (self.expires_in_hours is None):
-            raise ValueError(f"cert expiry {self.subject}: set exactly one of expiry / expires_in_hours")
+        _exactly_one(f"cert expiry {self.subject}", expiry=self.expiry, expires_in_hours=self.expires_in_hours)
         return self
 
 
@@ -198,8 +204,7 @@ class PdbSpec(_Strict):
 
     @model_validator(mode="after")
     def _one_of(self) -> PdbSpec:
-        if (self.min_available is None) == (self.max_unavailable is None):
-            raise ValueError(f"PDB {self.name}: set exactly one of min_available / max_unavailable")
+        _exactly_one(f"PDB {self.name}", min_available=self.min_available, max_unavailable=self.max_unavailable)
         return self
 
 

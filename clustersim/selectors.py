@@ -14,6 +14,7 @@ is a tuple of ``(path, op, value)`` with op in {"=", "!="}. Malformed input rais
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -113,7 +114,7 @@ def matches_labels(selector: LabelSelector, labels: dict[str, str] | None) -> bo
     return True
 
 
-def matches_label_selector_object(selector: dict | None, labels: dict[str, str] | None) -> bool:
+def matches_label_selector_object(selector: Mapping[str, Any] | None, labels: Mapping[str, str] | None) -> bool:
     """Match a metav1.LabelSelector object (matchLabels + matchExpressions) against labels.
 
     None matches nothing (policy/v1 PDB semantics for a nil selector); ``{}`` matches everything.

@@ -309,20 +309,23 @@ class ApiServer:
 
     # ------------------------------------------------------------------ writes
     @staticmethod
-    def _body_json(body: bytes) -> Any:
+    def _body_object(body: bytes) -> dict[str, Any]:
+        """The request body as a JSON object; ApiError 400 (BadRequest) for an empty body, one that
+        is not JSON, or JSON that is not an object."""
         if not body:
             raise ApiError.bad_request("the request body is empty")
         try:
-            return json.loads(body)
+            obj = json.loads(body)
         except ValueError as e:
             raise ApiError.bad_request(f"the body of the request was in an unknown format: {e}") from None
+        if not isinstance(obj, dict):
+            raise ApiError.bad_request("the body of the request must be a JSON object")
+        return obj
 
     def _create(self, info: ReqInfo, body: bytes, dry_run: bool) -> web.Response:
         rt = info.rt
         assert rt is not None
-        obj = self._body_json(body)
-        if not isinstance(obj, dict):
-            raise ApiError.bad_request("the body of the request must be a JSON object")
+        obj = self._body_object(body)
         meta = obj.setdefault("metadata", {}) or {}
         obj["metadata"] = meta
         if rt.namespaced:
@@ -343,9 +346,7 @@ class ApiServer:
     def _update(self, info: ReqInfo, body: bytes, dry_run: bool) -> web.Response:
         rt = info.rt
         assert rt is not None
-        obj = self._body_json(body)
-        if not isinstance(obj, dict):
-            raise ApiError.bad_request("the body of the request must be a JSON object")
+        obj = self._body_object(body)
         self._check_identity(info, obj)
         if info.subresource == "scale":
             return self._put_scale(info, obj, dry_run)

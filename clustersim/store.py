@@ -20,11 +20,13 @@ import json
 import uuid
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import Any
 
 from clustersim.apierrors import ApiError
 from clustersim.clock import Clock
 from clustersim.eviction import EvictionMixin
+from clustersim.loops import KeyedTimers
 from clustersim.nodereg import NodeRegistrationMixin
 from clustersim.resources import OPTIONAL_RESOURCES, RESOURCES, ResourceType, resource
 from clustersim.selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
@@ -50,6 +52,26 @@ def _spec_part(obj: dict) -> dict:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "kind", "apiVersion")}
 
 
+def _with_status_of(obj: dict, source: dict) -> dict:
+    """A shallow copy of ``obj`` whose ``status`` is ``source``'s (none when ``source`` has none):
+    the split of a write between the main resource and its ``/status`` subresource."""
+    out = dict(obj)
+    if "status" in source:
+        out["status"] = source["status"]
+    else:
+        out.pop("status", None)
+    return out
+
+
+def _unindex(index: dict[str, dict[tuple[str, str], None]], bucket: str, key: tuple[str, str]) -> None:
+    """Remove ``key`` from ``index[bucket]``, and the bucket once it is empty (missing is fine)."""
+    keys = index.get(bucket)
+    if keys is not None:
+        keys.pop(key, None)
+        if not keys:
+            del index[bucket]
+
+
 class Store(EvictionMixin, NodeRegistrationMixin):
     """In-memory object store with a global resourceVersion, event history and subscriptions.
 
@@ -71,7 +93,7 @@ class Store(EvictionMixin, NodeRegistrationMixin):
         # Replay from rv N is complete iff N >= _replay_floor (events with rv <= floor were dropped).
         self._replay_floor = 0
         self._subs: list[Subscription] = []
-        self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        self._timers = KeyedTimers("store")
         #: Optional kinds this store serves (``serve``), key -> row.
         self._optional: dict[str, ResourceType] = {}
 
@@ -242,11 +264,7 @@ class Store(EvictionMixin, NodeRegistrationMixin):
             return
         old_owners, new_owners = self._owner_uids(old), self._owner_uids(new)
         for uid in old_owners - new_owners:
-            bucket = self._pods_by_owner.get(uid)
-            if bucket is not None:
-                bucket.pop(key, None)
-                if not bucket:
-                    del self._pods_by_owner[uid]
+            _unindex(self._pods_by_owner, uid, key)
         for uid in new_owners - old_owners:
             self._pods_by_owner.setdefault(uid, {})[key] = None
         old_node = (old or {}).get("spec", {}).get("nodeName") if old else None
@@ -254,11 +272,7 @@ class Store(EvictionMixin, NodeRegistrationMixin):
         if old_node == new_node:
             return
         if old_node:
-            bucket = self._pods_by_node.get(old_node)
-            if bucket is not None:
-                bucket.pop(key, None)
-                if not bucket:
-                    del self._pods_by_node[old_node]
+            _unindex(self._pods_by_node, old_node, key)
         if new_node:
             self._pods_by_node.setdefault(new_node, {})[key] = None
 
@@ -332,19 +346,11 @@ class Store(EvictionMixin, NodeRegistrationMixin):
                         from_api: bool) -> dict:
         """Build the object to store from a proposed one (status/spec split, immutable meta)."""
         if subresource == "status":
-            merged = dict(old)
-            if "status" in new:
-                merged["status"] = new["status"]
-            else:
-                merged.pop("status", None)
+            merged = _with_status_of(old, new)
             merged["metadata"] = dict(old["metadata"])
             new = merged
         elif from_api and "status" in rt.subresources:
-            new = dict(new)
-            if "status" in old:
-                new["status"] = old["status"]
-            else:
-                new.pop("status", None)
+            new = _with_status_of(new, old)
         new["kind"] = rt.kind
         new["apiVersion"] = rt.api_version
         meta = new.get("metadata")
@@ -483,25 +489,21 @@ class Store(EvictionMixin, NodeRegistrationMixin):
         new = dict(old)
         new["metadata"] = dict(old["metadata"])
         self._commit(rt, key, "DELETED", new, old)
-        timer = self._timers.pop(key, None) if rt.key == "pods" else None
-        if timer is not None:
-            timer.cancel()
+        if rt.key == "pods":
+            self._timers.cancel(key)
         return _copy(new)
 
     def _schedule_removal(self, key: tuple[str, str], uid: str, sim_seconds: float) -> None:
-        old_timer = self._timers.pop(key, None)
-        if old_timer is not None:
-            old_timer.cancel()
+        self._timers.cancel(key)
         try:
-            loop = asyncio.get_running_loop()
+            asyncio.get_running_loop()
         except RuntimeError:
             # No loop (synchronous use, e.g. scenario tooling): terminate at once.
             self._finish_removal(key, uid)
             return
-        self._timers[key] = loop.call_later(self.clock.real(sim_seconds), self._finish_removal, key, uid)
+        self._timers.after(key, self.clock.real(sim_seconds), partial(self._finish_removal, key, uid))
 
     def _finish_removal(self, key: tuple[str, str], uid: str) -> None:
-        self._timers.pop(key, None)
         obj = self._objects["pods"].get(key)
         if obj is not None and obj["metadata"].get("uid") == uid:
             self._remove(RESOURCES["pods"], key, obj)
@@ -527,8 +529,6 @@ class Store(EvictionMixin, NodeRegistrationMixin):
 
     def close(self) -> None:
         """Cancel pending graceful-deletion timers and subscriptions."""
-        for t in self._timers.values():
-            t.cancel()
-        self._timers.clear()
+        self._timers.cancel_all()
         for sub in list(self._subs):
             sub.close()

@@ -49,7 +49,40 @@ def check_filter(regex: str | None) -> str | None:
     return regex
 
 
-class CheckAlertsInput(BaseModel):
+class AlertQuery(BaseModel):
+    """Which of a Prometheus's active alerts block, and how to reach it: the fields and checks
+    that ``check_alerts``'s input (:class:`CheckAlertsInput`) and a procedure's alert-gate policy
+    share, defined once here (see :class:`CheckAlertsInput` for each field). Unknown fields are
+    refused. Raises pydantic's ValidationError for a URL that is not http(s) or a filter that
+    does not compile."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str
+    filter: str | None = None
+    firing_only: bool = True
+    severities: list[str] = Field(default_factory=list)
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    bearer_token_file: str | None = None
+    ca_file: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        return check_url(v)
+
+    @field_validator("filter")
+    @classmethod
+    def _filter(cls, v: str | None) -> str | None:
+        return check_filter(v)
+
+    def with_timeout(self, timeout_seconds: float) -> CheckAlertsInput:
+        """The ``check_alerts`` input asking this query, its HTTP exchange bounded at
+        ``timeout_seconds`` (> 0, else ValidationError)."""
+        return CheckAlertsInput(**self.model_dump(include=set(AlertQuery.model_fields)), timeout_seconds=timeout_seconds)
+
+
+class CheckAlertsInput(AlertQuery):
     """Ask the Prometheus at ``url`` (base URL, e.g. ``https://prometheus-k8s.openshift-monitoring.svc:9091``)
     which active alerts block.
 
@@ -66,26 +99,7 @@ class CheckAlertsInput(BaseModel):
     The paths, never the token, travel in workflow input and history. Raises pydantic's
     ValidationError for a URL that is not http(s) or a filter that does not compile."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    url: str
-    filter: str | None = None
-    firing_only: bool = True
-    severities: list[str] = Field(default_factory=list)
-    match_labels: dict[str, str] = Field(default_factory=dict)
-    bearer_token_file: str | None = None
-    ca_file: str | None = None
     timeout_seconds: float = Field(10.0, gt=0)
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        return check_url(v)
-
-    @field_validator("filter")
-    @classmethod
-    def _filter(cls, v: str | None) -> str | None:
-        return check_filter(v)
 
 
 class ActiveAlert(BaseModel):

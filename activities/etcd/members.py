@@ -87,34 +87,27 @@ def static_pod_with_overrides(manifest_text: str, container: str, flags: Mapping
     return yaml.safe_dump(doc, sort_keys=False)
 
 
+def _member(m: dict[str, Any], id_key: str) -> MemberInfo:
+    """One member object of etcd's JSON (etcdctl ``member list -w json`` or the peer endpoint's
+    ``/members``) as :class:`MemberInfo`; its decimal uint64 ID under ``id_key`` turned to hex."""
+    return MemberInfo(
+        id=format(int(m[id_key]), "x"),
+        name=m.get("name", ""),
+        peer_urls=[u.rstrip("/") for u in m.get("peerURLs") or []],
+        client_urls=[u.rstrip("/") for u in m.get("clientURLs") or []],
+        is_learner=bool(m.get("isLearner", False)),
+    )
+
+
 def parse_member_list(stdout: str) -> list[MemberInfo]:
     """``etcdctl member list -w json`` → members (IDs printed by etcdctl as decimal uint64,
     returned in hex as the simple format and ``member update`` use)."""
-    doc = json.loads(stdout)
-    return [
-        MemberInfo(
-            id=format(int(m["ID"]), "x"),
-            name=m.get("name", ""),
-            peer_urls=[u.rstrip("/") for u in m.get("peerURLs") or []],
-            client_urls=[u.rstrip("/") for u in m.get("clientURLs") or []],
-            is_learner=bool(m.get("isLearner", False)),
-        )
-        for m in doc.get("members") or []
-    ]
+    return [_member(m, "ID") for m in json.loads(stdout).get("members") or []]
 
 
 def parse_peer_members(text: str) -> list[MemberInfo]:
     """The peer endpoint ``/members`` JSON (a list; ``id`` decimal; no ``name`` while unstarted)."""
-    return [
-        MemberInfo(
-            id=format(int(m["id"]), "x"),
-            name=m.get("name", ""),
-            peer_urls=[u.rstrip("/") for u in m.get("peerURLs") or []],
-            client_urls=[u.rstrip("/") for u in m.get("clientURLs") or []],
-            is_learner=bool(m.get("isLearner", False)),
-        )
-        for m in json.loads(text)
-    ]
+    return [_member(m, "id") for m in json.loads(text)]
 
 
 def parse_member_add(stdout: str) -> tuple[str, str]:

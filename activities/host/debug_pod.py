@@ -19,9 +19,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from activities.context import heartbeating
-from activities.host.executors import NodeCommandError, cap_output, with_env
-from activities.host.models import DEBUG_POD_START_SECONDS, DEFAULT_OUTPUT_CAP, CommandResult
+from activities.host.executors import NodeCommandError, NodeExecutor, RawOutput, with_env
+from activities.host.models import DEBUG_POD_START_SECONDS
 from activities.kube.errors import KubeError
 
 if TYPE_CHECKING:
@@ -107,7 +106,7 @@ def gateway_from_environment() -> KubeGateway:
     return KubeGateway.from_kubeconfig(path, context)
 
 
-class DebugPodExecutor:
+class DebugPodExecutor(NodeExecutor):
     """Run commands on ``node`` through a privileged debug pod and the exec API (see module
     docstring). ``gateway_factory`` returns the :class:`KubeGateway` (default:
     :func:`gateway_from_environment`); ``start_timeout``: seconds for the pod to run."""
@@ -125,48 +124,34 @@ class DebugPodExecutor:
         self._factory = gateway_factory or gateway_from_environment
         self.start_timeout = start_timeout
 
-    async def run(
-        self,
-        argv: list[str],
-        *,
-        timeout: float,
-        stdin: str | None = None,
-        env: Mapping[str, str] | None = None,
-        max_output: int = DEFAULT_OUTPUT_CAP,
-    ) -> CommandResult:
-        """Run ``argv`` on the node (see :class:`activities.host.executors.NodeExecutor`).
+    def heartbeat_details(self, argv: list[str]) -> dict[str, str]:
+        """The node and the command's program name."""
+        return {"debug-pod": self.node, "argv0": argv[0]}
+
+    async def execute(
+        self, argv: list[str], *, timeout: float, stdin: str | None, env: Mapping[str, str] | None, max_output: int
+    ) -> RawOutput:
+        """Run ``argv`` on the node in a fresh debug pod (the exec API does not cap the output;
+        :meth:`NodeExecutor.run` caps it at ``max_output``).
 
         Cancelled (the activity's timeout, its worker shutting down, a workflow's cancel), it
         stops the work in its thread before the cancel goes on: a pod still starting is deleted
         and the command never runs; a command already running is killed with its pod (deleted
         with grace period 0). It waits up to :data:`CANCEL_WAIT_SECONDS` for that, so a command
         that is not safe to repeat cannot run after its call has been given up."""
-        started = time.monotonic()
         stop = threading.Event()
         name = debug_pod_name(self.node)
-        async with heartbeating({"debug-pod": self.node, "argv0": argv[0]}):
-            work = asyncio.ensure_future(asyncio.to_thread(self._run_sync, name, argv, timeout, stdin, env or {}, stop))
-            try:
-                code, out, err, timed_out = await asyncio.shield(work)
-            except asyncio.CancelledError:
-                stop.set()
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(asyncio.shield(asyncio.to_thread(self._delete, name)), CANCEL_WAIT_SECONDS)
-                with contextlib.suppress(BaseException):
-                    await asyncio.wait_for(work, CANCEL_WAIT_SECONDS)
-                raise
-        stdout, t1 = cap_output(out, max_output)
-        stderr, t2 = cap_output(err, max_output)
-        return CommandResult(
-            argv=argv,
-            exit_code=code,
-            stdout=stdout,
-            stderr=stderr,
-            stdout_truncated=t1,
-            stderr_truncated=t2,
-            timed_out=timed_out,
-            duration_seconds=round(time.monotonic() - started, 3),
-        )
+        work = asyncio.ensure_future(asyncio.to_thread(self._run_sync, name, argv, timeout, stdin, env or {}, stop))
+        try:
+            code, out, err, timed_out = await asyncio.shield(work)
+        except asyncio.CancelledError:
+            stop.set()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(asyncio.to_thread(self._delete, name)), CANCEL_WAIT_SECONDS)
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(work, CANCEL_WAIT_SECONDS)
+            raise
+        return RawOutput(code, out, err, timed_out=timed_out)
 
     def _gateway(self) -> Any:
         try:

@@ -34,14 +34,24 @@ import shutil
 import signal
 import sys
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from activities.context import HEARTBEAT_SECONDS, heartbeating
 from activities.host.models import DEFAULT_OUTPUT_CAP, SSH_CONNECT_SECONDS, CommandResult
 
-__all__ = ["ENV_SSH_SUDO", "HEARTBEAT_SECONDS", "LocalExecutor", "NodeCommandError", "NodeExecutor", "SSHExecutor", "find_etcd_binary"]
+__all__ = [
+    "ENV_SSH_SUDO",
+    "HEARTBEAT_SECONDS",
+    "LocalExecutor",
+    "NodeCommandError",
+    "NodeExecutor",
+    "RawOutput",
+    "SSHExecutor",
+    "find_etcd_binary",
+]
 
 ENV_SSH_KEY = "LOCKKEEPER_SSH_KEY"
 ENV_SSH_KNOWN_HOSTS = "LOCKKEEPER_SSH_KNOWN_HOSTS"
@@ -59,9 +69,38 @@ class NodeCommandError(RuntimeError):
     A command that ran and failed is not an error: its :class:`CommandResult` says so."""
 
 
-class NodeExecutor(Protocol):
+# --- shared helpers ----------------------------------------------------------------------------
+
+
+def cap_output(data: bytes, cap: int) -> tuple[str, bool]:
+    """``data`` decoded (invalid UTF-8 replaced) and cut to its first ``cap`` bytes; the flag
+    says whether anything was cut."""
+    return data[:cap].decode("utf-8", errors="replace"), len(data) > cap
+
+
+@dataclass(frozen=True)
+class RawOutput:
+    """What a backend got back from one command, before decoding and capping: ``exit_code``
+    (None: killed on timeout, or the session ended mid-command), ``stdout``/``stderr`` bytes,
+    ``timed_out``, and whether the backend already dropped bytes beyond the cap while reading
+    (``stdout_cut``/``stderr_cut``)."""
+
+    exit_code: int | None
+    stdout: bytes = b""
+    stderr: bytes = b""
+    timed_out: bool = False
+    stdout_cut: bool = False
+    stderr_cut: bool = False
+
+
+class NodeExecutor(ABC):
     """Run one argv on one node. Never raises for a failing command (see ``exit_code``);
-    raises :class:`NodeCommandError` when the node cannot be reached."""
+    raises :class:`NodeCommandError` when the node cannot be reached.
+
+    What every backend shares lives here: the call's timing, the activity heartbeat while the
+    command runs (details from :meth:`heartbeat_details`), and the :class:`CommandResult` built
+    from the backend's :class:`RawOutput` (decoded, capped at ``max_output`` bytes per stream).
+    A backend implements :meth:`heartbeat_details` and :meth:`execute`."""
 
     async def run(
         self,
@@ -72,17 +111,35 @@ class NodeExecutor(Protocol):
         env: Mapping[str, str] | None = None,
         max_output: int = DEFAULT_OUTPUT_CAP,
     ) -> CommandResult:
-        """Run ``argv``; ``timeout`` seconds, ``stdin`` text, extra ``env``, output capped at ``max_output`` bytes per stream."""
-        ...
+        """Run ``argv``: ``timeout`` seconds, ``stdin`` text, extra ``env``, output capped at
+        ``max_output`` bytes per stream. Raises :class:`NodeCommandError` when the node cannot be
+        reached."""
+        started = time.monotonic()
+        async with heartbeating(self.heartbeat_details(argv)):
+            raw = await self.execute(argv, timeout=timeout, stdin=stdin, env=env, max_output=max_output)
+        stdout, stdout_cut = cap_output(raw.stdout, max_output)
+        stderr, stderr_cut = cap_output(raw.stderr, max_output)
+        return CommandResult(
+            argv=argv,
+            exit_code=raw.exit_code,
+            stdout=stdout,
+            stderr=stderr,
+            stdout_truncated=raw.stdout_cut or stdout_cut,
+            stderr_truncated=raw.stderr_cut or stderr_cut,
+            timed_out=raw.timed_out,
+            duration_seconds=round(time.monotonic() - started, 3),
+        )
 
+    @abstractmethod
+    def heartbeat_details(self, argv: list[str]) -> dict[str, str]:
+        """The details the activity heartbeats with while ``argv`` runs (where and what)."""
 
-# --- shared helpers ----------------------------------------------------------------------------
-
-
-def cap_output(data: bytes, cap: int) -> tuple[str, bool]:
-    """``data`` decoded (invalid UTF-8 replaced) and cut to its first ``cap`` bytes; the flag
-    says whether anything was cut."""
-    return data[:cap].decode("utf-8", errors="replace"), len(data) > cap
+    @abstractmethod
+    async def execute(
+        self, argv: list[str], *, timeout: float, stdin: str | None, env: Mapping[str, str] | None, max_output: int
+    ) -> RawOutput:
+        """Run ``argv`` on the backend; the arguments as in :meth:`run`. A command that ran and
+        failed is a :class:`RawOutput`; a node that cannot be reached raises :class:`NodeCommandError`."""
 
 
 def find_etcd_binary(name: str) -> str:
@@ -143,21 +200,19 @@ async def _read_capped(stream: asyncio.StreamReader | None, cap: int) -> tuple[b
     return bytes(kept), cut
 
 
-class LocalExecutor:
+class LocalExecutor(NodeExecutor):
     """Run commands as subprocesses of the worker (own session, so a timeout kills the whole
     process group)."""
 
-    async def run(
-        self,
-        argv: list[str],
-        *,
-        timeout: float,
-        stdin: str | None = None,
-        env: Mapping[str, str] | None = None,
-        max_output: int = DEFAULT_OUTPUT_CAP,
-    ) -> CommandResult:
-        """Run ``argv`` as a subprocess (see :class:`NodeExecutor`); killed with its process group at ``timeout``."""
-        started = time.monotonic()
+    def heartbeat_details(self, argv: list[str]) -> dict[str, str]:
+        """The command's program name."""
+        return {"argv0": argv[0]}
+
+    async def execute(
+        self, argv: list[str], *, timeout: float, stdin: str | None, env: Mapping[str, str] | None, max_output: int
+    ) -> RawOutput:
+        """Run ``argv`` as a subprocess; killed with its process group at ``timeout``. A program
+        that cannot be started exits 127, as in a shell."""
         full_env = {**os.environ, **(env or {})}
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -169,7 +224,7 @@ class LocalExecutor:
                 start_new_session=True,
             )
         except OSError as exc:
-            return CommandResult(argv=argv, exit_code=127, stderr=f"{argv[0]}: {exc.strerror or exc}")
+            return RawOutput(127, stderr=f"{argv[0]}: {exc.strerror or exc}".encode())
 
         async def feed() -> None:
             if stdin is not None and proc.stdin is not None:
@@ -179,36 +234,26 @@ class LocalExecutor:
                 proc.stdin.close()
 
         timed_out = False
-        async with heartbeating({"argv0": argv[0]}):
-            io = asyncio.gather(feed(), _read_capped(proc.stdout, max_output), _read_capped(proc.stderr, max_output))
-            try:
-                _, (out, out_cut), (err, err_cut) = await asyncio.wait_for(asyncio.shield(io), timeout)
-                await proc.wait()
-            except TimeoutError:
-                timed_out = True
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                await proc.wait()
-                _, (out, out_cut), (err, err_cut) = await io
-            except asyncio.CancelledError:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                # Reap it before the cancel goes on: left to the loop's child watcher, a loop that
-                # closes first never reaps it ("Loop ... that handles pid N is closed").
-                with contextlib.suppress(BaseException):
-                    await asyncio.wait_for(asyncio.gather(proc.wait(), io, return_exceptions=True), KILL_REAP_SECONDS)
-                raise
-        stdout, t1 = cap_output(out, max_output)
-        stderr, t2 = cap_output(err, max_output)
-        return CommandResult(
-            argv=argv,
-            exit_code=None if timed_out else proc.returncode,
-            stdout=stdout,
-            stderr=stderr,
-            stdout_truncated=out_cut or t1,
-            stderr_truncated=err_cut or t2,
-            timed_out=timed_out,
-            duration_seconds=round(time.monotonic() - started, 3),
+        io = asyncio.gather(feed(), _read_capped(proc.stdout, max_output), _read_capped(proc.stderr, max_output))
+        try:
+            _, (out, out_cut), (err, err_cut) = await asyncio.wait_for(asyncio.shield(io), timeout)
+            await proc.wait()
+        except TimeoutError:
+            timed_out = True
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            _, (out, out_cut), (err, err_cut) = await io
+        except asyncio.CancelledError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            # Reap it before the cancel goes on: left to the loop's child watcher, a loop that
+            # closes first never reaps it ("Loop ... that handles pid N is closed").
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.gather(proc.wait(), io, return_exceptions=True), KILL_REAP_SECONDS)
+            raise
+        return RawOutput(
+            None if timed_out else proc.returncode, out, err, timed_out=timed_out, stdout_cut=out_cut, stderr_cut=err_cut
         )
 
 
@@ -234,7 +279,7 @@ def _kill_remote(proc: object) -> None:
         proc.kill()  # type: ignore[attr-defined]
 
 
-class SSHExecutor:
+class SSHExecutor(NodeExecutor):
     """Run commands over SSH with asyncssh.
 
     ``client_keys``: private key files (None: asyncssh's defaults under ``~/.ssh``);
@@ -275,16 +320,15 @@ class SSHExecutor:
         become = ["sudo", "-n"] if self.sudo else []
         return shlex.join([*become, "timeout", "-s", "KILL", f"{bound:g}", *with_env(argv, env)])
 
-    async def run(
-        self,
-        argv: list[str],
-        *,
-        timeout: float,
-        stdin: str | None = None,
-        env: Mapping[str, str] | None = None,
-        max_output: int = DEFAULT_OUTPUT_CAP,
-    ) -> CommandResult:
-        """Run ``argv`` over one SSH connection (see :class:`NodeExecutor`); raises NodeCommandError when the host cannot be reached."""
+    def heartbeat_details(self, argv: list[str]) -> dict[str, str]:
+        """The host and the command's program name."""
+        return {"ssh": self.host, "argv0": argv[0]}
+
+    async def execute(
+        self, argv: list[str], *, timeout: float, stdin: str | None, env: Mapping[str, str] | None, max_output: int
+    ) -> RawOutput:
+        """Run ``argv`` over one SSH connection; raises NodeCommandError when the host cannot be
+        reached or its known_hosts file is missing."""
         import asyncssh
 
         if not Path(self.known_hosts).is_file():
@@ -292,50 +336,37 @@ class SSHExecutor:
                 f"ssh {self.host}: known_hosts file {self.known_hosts} does not exist; host keys must be verified"
             )
         line = self.remote_command(argv, env, timeout=timeout)
-        started = time.monotonic()
-        async with heartbeating({"ssh": self.host, "argv0": argv[0]}):
+        try:
+            conn = await asyncssh.connect(
+                self.host,
+                port=self.port,
+                username=self.user,
+                known_hosts=self.known_hosts,
+                client_keys=self.client_keys,
+                agent_path=None,
+                connect_timeout=self.connect_timeout,
+            )
+        except (OSError, asyncssh.Error) as exc:
+            raise NodeCommandError(f"ssh {self.user}@{self.host}:{self.port}: {exc}") from None
+        async with conn:
             try:
-                conn = await asyncssh.connect(
-                    self.host,
-                    port=self.port,
-                    username=self.user,
-                    known_hosts=self.known_hosts,
-                    client_keys=self.client_keys,
-                    agent_path=None,
-                    connect_timeout=self.connect_timeout,
-                )
-            except (OSError, asyncssh.Error) as exc:
-                raise NodeCommandError(f"ssh {self.user}@{self.host}:{self.port}: {exc}") from None
-            async with conn:
+                # Always send EOF (``input``): a command reading stdin must not wait forever.
+                proc = await conn.create_process(line, input=(stdin or "").encode(), encoding=None)
                 try:
-                    # Always send EOF (``input``): a command reading stdin must not wait forever.
-                    proc = await conn.create_process(line, input=(stdin or "").encode(), encoding=None)
-                    try:
-                        res = await proc.wait(check=False, timeout=timeout)
-                    except asyncssh.TimeoutError as exc:
-                        _kill_remote(proc)
-                        timed_out, code = True, None
-                        out, err = exc.stdout or b"", exc.stderr or b""
-                    except asyncio.CancelledError:
-                        _kill_remote(proc)
-                        raise
-                    else:
-                        timed_out = False
-                        code = res.exit_status
-                        out, err = res.stdout or b"", res.stderr or b""
-                except asyncssh.Error as exc:
-                    raise NodeCommandError(f"ssh {self.host}: {exc}") from None
+                    res = await proc.wait(check=False, timeout=timeout)
+                except asyncssh.TimeoutError as exc:
+                    _kill_remote(proc)
+                    timed_out, code = True, None
+                    out, err = exc.stdout or b"", exc.stderr or b""
+                except asyncio.CancelledError:
+                    _kill_remote(proc)
+                    raise
+                else:
+                    timed_out = False
+                    code = res.exit_status
+                    out, err = res.stdout or b"", res.stderr or b""
+            except asyncssh.Error as exc:
+                raise NodeCommandError(f"ssh {self.host}: {exc}") from None
         out_b = out if isinstance(out, bytes) else str(out).encode()
         err_b = err if isinstance(err, bytes) else str(err).encode()
-        stdout, t1 = cap_output(out_b, max_output)
-        stderr, t2 = cap_output(err_b, max_output)
-        return CommandResult(
-            argv=argv,
-            exit_code=code,
-            stdout=stdout,
-            stderr=stderr,
-            stdout_truncated=t1,
-            stderr_truncated=t2,
-            timed_out=timed_out,
-            duration_seconds=round(time.monotonic() - started, 3),
-        )
+        return RawOutput(code, out_b, err_b, timed_out=timed_out)

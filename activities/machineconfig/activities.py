@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio import activity
 
@@ -67,6 +67,9 @@ from activities.machineconfig.models import (
 if TYPE_CHECKING:
     from activities.cluster.models import UncordonResult
     from activities.kube.gateway import KubeGateway
+
+#: A wait's answer (:meth:`MachineConfigActivities._watch_until`).
+R = TypeVar("R")
 
 
 def pool_status(mcp: dict[str, Any]) -> PoolStatus:
@@ -381,19 +384,12 @@ class MachineConfigActivities(GatewayActivities):
             obj, info, rv = seen, node_info(seen), objects.meta(seen)["resourceVersion"]
         else:
             obj, info, rv, last_beat = self._first_sight(input.node, deadline, last_beat, ends)
-        while True:
-            result = _wait_outcome(input, obj, info)
-            if result is not None:
-                return result, obj
-            now = time.monotonic()
-            if now >= deadline:
-                return WaitForNodeResult(node=info, matched=False, timed_out=True), obj
-            if now - last_beat >= HEARTBEAT_INTERVAL_SECONDS:
-                heartbeat(node_summary(info))
-                last_beat = now
-            check_cancelled()
-            window = max(1, min(int(HEARTBEAT_INTERVAL_SECONDS), int(deadline - now + 0.999)))
-            obj, info, rv, last_beat = self._watch_window(input.node, rv, window, obj, info, last_beat, ends)
+        return self._watch_until(
+            input.node, deadline, (obj, info, rv, last_beat),
+            step=lambda o, i: _wait_outcome(input, o, i),
+            timed_out=lambda i: WaitForNodeResult(node=i, matched=False, timed_out=True),
+            ends=ends,
+        )
 
     @activity.defn(name="wait_for_node_done", no_thread_cancel_exception=True)
     def wait_for_node_done(self, input: WaitForNodeDoneInput) -> WaitForNodeDoneResult:
@@ -437,22 +433,48 @@ class MachineConfigActivities(GatewayActivities):
         windows with heartbeats until ``wait.step`` ends it or the deadline passes."""
         deadline = time.monotonic() + max(0.0, input.timeout_seconds)
         last_beat = time.monotonic()  # the first beat after an interval: a short wait sends none (issue 16)
-        obj, info, rv, last_beat = self._first_sight(input.node, deadline, last_beat, wait.ends)
+        first = self._first_sight(input.node, deadline, last_beat, wait.ends)
+        return self._watch_until(
+            input.node, deadline, first, step=wait.step, timed_out=lambda _i: wait.timed_out(), ends=wait.ends,
+            written=lambda i: wait.info or i,
+        )[0]
+
+    def _watch_until(
+        self,
+        node: str,
+        deadline: float,
+        first: tuple[dict[str, Any], NodeInfo, str | None, float],
+        *,
+        step: Callable[[dict[str, Any], NodeInfo], R | None],
+        timed_out: Callable[[NodeInfo], R],
+        ends: Callable[[dict[str, Any], NodeInfo], bool],
+        written: Callable[[NodeInfo], NodeInfo] | None = None,
+    ) -> tuple[R, dict[str, Any]]:
+        """The waits' loop: from ``first`` (obj, info, rv, last_beat: the node as first seen),
+        ``step(obj, info)`` on each sight of the node until it answers, or ``timed_out(info)``
+        once ``deadline`` (``time.monotonic()`` seconds) passes; between sights, WATCH windows
+        (:meth:`_watch_window`, ending early where ``ends`` holds) of at most
+        :data:`HEARTBEAT_INTERVAL_SECONDS`, heartbeating the node summary every interval and
+        honouring a cancel. ``written(info)``: the node as the step's own write left it, so the
+        watch goes on after that write. Returns the answer and the Node object as last seen.
+        Raises non-retryable ``NodeNotFound`` when the node is deleted."""
+        obj, info, rv, last_beat = first
         while True:
-            result = wait.step(obj, info)
+            result = step(obj, info)
             if result is not None:
-                return result
-            info = wait.info or info
-            rv = info.resource_version or rv  # watch on after our own writes
+                return result, obj
+            if written is not None:
+                info = written(info)
+                rv = info.resource_version or rv  # watch on after our own writes
             now = time.monotonic()
             if now >= deadline:
-                return wait.timed_out()
+                return timed_out(info), obj
             if now - last_beat >= HEARTBEAT_INTERVAL_SECONDS:
                 heartbeat(node_summary(info))
                 last_beat = now
             check_cancelled()
             window = max(1, min(int(HEARTBEAT_INTERVAL_SECONDS), int(deadline - now + 0.999)))
-            obj, info, rv, last_beat = self._watch_window(input.node, rv, window, obj, info, last_beat, wait.ends)
+            obj, info, rv, last_beat = self._watch_window(node, rv, window, obj, info, last_beat, ends)
 
     def _watch_window(
         self, node: str, rv: str | None, seconds: int, obj: dict[str, Any] | None, info: NodeInfo | None,

@@ -105,12 +105,8 @@ def report_controller_step(gateway: Any, node: str, step: ControllerStep, node_a
     for _ in range(ATTEMPTS):
         try:
             found = gateway.list_machine_config_nodes(node)
-        except (NotFound, Forbidden):
-            return False
         except KubeError as exc:
-            if log is not None:
-                log(f"MachineConfigNode {node}: not read ({exc}); {step} not reported")
-            return False
+            return _not_reported(exc, log, f"MachineConfigNode {node}: not read ({exc}); {step} not reported")
         if not found:
             return False
         mcn = found[0]
@@ -123,10 +119,14 @@ def report_controller_step(gateway: Any, node: str, step: ControllerStep, node_a
             return True
         except Conflict:
             continue
-        except (NotFound, Forbidden):
-            return False
         except KubeError as exc:
-            if log is not None:
-                log(f"MachineConfigNode {node}: {step} not reported ({exc})")
-            return False
+            return _not_reported(exc, log, f"MachineConfigNode {node}: {step} not reported ({exc})")
+    return False
+
+
+def _not_reported(exc: KubeError, log: Any, message: str) -> bool:
+    """False, the answer of a step not reported: ``message`` goes to ``log`` unless ``exc`` is
+    NotFound or Forbidden (no MachineConfigNode served, or not ours to write: nothing to say)."""
+    if log is not None and not isinstance(exc, (NotFound, Forbidden)):
+        log(message)
     return False

@@ -23,7 +23,6 @@ One module per agent (mcd, kubelet, scheduler, daemonset, replicaset, status, no
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +45,7 @@ from clustersim.agents.nodelifecycle import NodeLifecycleMixin
 from clustersim.agents.replicaset import ReplicaSetControllerMixin
 from clustersim.agents.scheduler import SchedulerMixin
 from clustersim.agents.status import StatusControllerMixin
+from clustersim.loops import KeyedTimers, cancel_and_wait, route_events
 from clustersim.mco.model import MACHINECONFIGURATION
 
 if TYPE_CHECKING:
@@ -106,8 +106,8 @@ class Agents(MachineConfigDaemonMixin, MachineConfigOperatorMixin, KubeletMixin,
         #: leaving retries (a scan of every pod per node change cost a 600-node rollout's
         #: simulator an eighth of its CPU, issue 16).
         self._unbound: set[tuple[str, str]] = set()
-        self._start_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
-        self._gc_timers: dict[str, asyncio.TimerHandle] = {}
+        self._start_timers = KeyedTimers("kubelet")
+        self._gc_timers = KeyedTimers("pod gc")
         self._sched_msgs: dict[str, str] = {}
         self._sub: Any = None
         self.running = False
@@ -138,7 +138,7 @@ class Agents(MachineConfigDaemonMixin, MachineConfigOperatorMixin, KubeletMixin,
         if self.store.serves(MACHINECONFIGURATION):
             for obj in self.store.list(MACHINECONFIGURATION):
                 self._sync_machine_configuration(obj)
-        self._tasks.append(asyncio.create_task(self._dispatch(), name="agents-dispatch"))
+        self._tasks.append(asyncio.create_task(route_events(self._sub, self._route, "agents"), name="agents-dispatch"))
         self._tasks.append(asyncio.create_task(self._reconcile_loop(), name="agents-controllers"))
         if self.net.enabled:
             self._tasks.append(asyncio.create_task(self._crashloop_loop(), name="agents-crashloop"))
@@ -147,20 +147,14 @@ class Agents(MachineConfigDaemonMixin, MachineConfigOperatorMixin, KubeletMixin,
         """Cancel every task and timer and close the subscription."""
         self.running = False
         tasks = self._tasks + list(self._daemons.values())
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
-        for h in self._start_timers.values():
-            h.cancel()
+        await cancel_and_wait(tasks)
+        self._start_timers.cancel_all()
         if self._pools_timer is not None:
             self._pools_timer.cancel()
             self._pools_timer = None
         self._stop_gc()
         self._tasks.clear()
         self._daemons.clear()
-        self._start_timers.clear()
         if self._sub is not None:
             self._sub.close()
             self._sub = None
@@ -188,15 +182,6 @@ class Agents(MachineConfigDaemonMixin, MachineConfigOperatorMixin, KubeletMixin,
 
     def _mark(self) -> None:
         self._dirty.set()
-
-    async def _dispatch(self) -> None:
-        assert self._sub is not None
-        while True:
-            ev = await self._sub.get()
-            try:
-                self._route(ev)
-            except Exception:  # never let one bad object stop the cluster
-                log.exception("agents: routing %s %s failed", ev.type, ev.resource)
 
     def _route(self, ev: Event) -> None:
         obj, res = ev.object, ev.resource
@@ -239,15 +224,13 @@ class Agents(MachineConfigDaemonMixin, MachineConfigOperatorMixin, KubeletMixin,
                     self._dirty_ds.add((ns, ref["name"]))
             if ev.type == "DELETED":
                 self._unscheduled.discard((ns, name))
-                h = self._start_timers.pop((ns, name), None)
-                if h:
-                    h.cancel()
+                self._start_timers.cancel((ns, name))
                 # A pod leaving frees room: retry the pending ones.
                 self._unscheduled.update(self._unbound)
             elif not obj["spec"].get("nodeName"):
                 if not logic.is_terminating(obj):
                     self._unscheduled.add((ns, name))
-            elif not (obj.get("status") or {}).get("containerStatuses") and (ns, name) not in self._start_timers:
+            elif not (obj.get("status") or {}).get("containerStatuses") and not self._start_timers.pending((ns, name)):
                 self._schedule_start(ns, name)
             self._mark()
         elif res in ("daemonsets.apps", "replicasets.apps", "deployments.apps"):

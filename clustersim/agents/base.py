@@ -10,6 +10,7 @@ from clustersim.agents.objects import rfc3339
 if TYPE_CHECKING:
     from clustersim.agents.podstatus import NetworkState
     from clustersim.clock import Clock
+    from clustersim.loops import KeyedTimers
     from clustersim.scenario import Scenario, ScenarioOptions
     from clustersim.store import Store
 
@@ -51,7 +52,7 @@ class AgentBase:
     _dirty_pdb_ns: set[str]
     _dirty_nodes: set[str]
     _unscheduled: set[tuple[str, str]]
-    _start_timers: dict[tuple[str, str], asyncio.TimerHandle]
+    _start_timers: KeyedTimers
     _sched_msgs: dict[str, str]
 
     def _now(self) -> str:

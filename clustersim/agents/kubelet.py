@@ -4,7 +4,7 @@ their node is NotReady, and crash-loop without the OVN files (R1).
 
 from __future__ import annotations
 
-import asyncio
+from functools import partial
 
 from clustersim.agents import logic
 from clustersim.agents.base import AgentBase
@@ -15,12 +15,10 @@ class KubeletMixin(AgentBase):
     """Mixed into ``clustersim.agents.Agents``; see the module docstring."""
 
     def _schedule_start(self, ns: str, name: str) -> None:
-        loop = asyncio.get_running_loop()
-        self._start_timers[(ns, name)] = loop.call_later(
-            self.clock.real(self.options.pod_start_seconds), self._start_pod, ns, name)
+        self._start_timers.after((ns, name), self.clock.real(self.options.pod_start_seconds),
+                                 partial(self._start_pod, ns, name))
 
     def _start_pod(self, ns: str, name: str) -> None:
-        self._start_timers.pop((ns, name), None)
         self._sync_pod(ns, name)
 
     def _sync_pod(self, ns: str, name: str) -> None:
@@ -37,7 +35,7 @@ class KubeletMixin(AgentBase):
     def _sync_node_pods(self, node: str) -> None:
         for pod in self.store.list_refs("pods", field_selector=f"spec.nodeName={node}"):
             key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
-            if key in self._start_timers or not (pod.get("status") or {}).get("containerStatuses"):
+            if self._start_timers.pending(key) or not (pod.get("status") or {}).get("containerStatuses"):
                 continue  # not started yet: the start timer will sync it
             self._sync_pod(*key)
 

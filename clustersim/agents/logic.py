@@ -11,6 +11,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from clustersim.selectors import matches_label_selector_object
+
 # machine-config-daemon annotation keys (MCO pkg/daemon/constants). Copied, not imported:
 # clustersim must never import lockkeeper's activities package.
 MCO_PREFIX = "machineconfiguration.openshift.io/"
@@ -60,6 +62,21 @@ _V1_11_REASONS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # ---------------------------------------------------------------- helpers
 
 
+def meta(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` or an empty dict."""
+    return obj.get("metadata") or {}
+
+
+def spec(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """``spec`` or an empty dict."""
+    return obj.get("spec") or {}
+
+
+def status(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """``status`` or an empty dict."""
+    return obj.get("status") or {}
+
+
 def annotations(obj: Mapping[str, Any]) -> dict[str, str]:
     """``metadata.annotations`` or an empty dict."""
     return obj.get("metadata", {}).get("annotations") or {}
@@ -87,27 +104,6 @@ def set_condition(status: dict[str, Any], cond: dict[str, Any], now: str) -> Non
             conds[i] = {**cond, "lastTransitionTime": ltt or now}
             return
     conds.append({**cond, "lastTransitionTime": now})
-
-
-def match_label_selector(selector: Mapping[str, Any] | None, lbls: Mapping[str, str]) -> bool:
-    """metav1.LabelSelector semantics: matchLabels AND matchExpressions (In, NotIn, Exists,
-    DoesNotExist). A None selector matches nothing; an empty one ({}) matches everything."""
-    if selector is None:
-        return False
-    for k, v in (selector.get("matchLabels") or {}).items():
-        if lbls.get(k) != v:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr["key"], expr["operator"], expr.get("values") or []
-        if op == "In" and lbls.get(key) not in values:
-            return False
-        if op == "NotIn" and key in lbls and lbls[key] in values:
-            return False
-        if op == "Exists" and key not in lbls:
-            return False
-        if op == "DoesNotExist" and key in lbls:
-            return False
-    return True
 
 
 def match_node_selector(node_selector: Mapping[str, str] | None, lbls: Mapping[str, str]) -> bool:
@@ -262,7 +258,7 @@ def compute_pdb_status(
     """
     spec = pdb.get("spec") or {}
     selector = spec.get("selector")
-    matching = [p for p in pods if match_label_selector(selector, labels(p))]
+    matching = [p for p in pods if matches_label_selector_object(selector, labels(p))]
     expected = len(matching)
     old = pdb.get("status") or {}
     live = {p["metadata"]["name"] for p in matching if not is_terminating(p)}
@@ -330,7 +326,7 @@ def _node_affinity_ok(pod_spec: Mapping[str, Any], node: Mapping[str, Any]) -> b
         return True
     # nodeSelectorTerms are ORed; matchExpressions within a term are ANDed.
     for term in req.get("nodeSelectorTerms") or []:
-        if match_label_selector({"matchExpressions": term.get("matchExpressions") or []}, lbls):
+        if matches_label_selector_object({"matchExpressions": term.get("matchExpressions") or []}, lbls):
             return True
     return False
 
@@ -344,7 +340,7 @@ def _anti_affinity_ok(pod_spec: Mapping[str, Any], node_pods: Sequence[Mapping[s
         if term.get("topologyKey") != "kubernetes.io/hostname":
             continue
         for other in node_pods:
-            if not is_terminating(other) and match_label_selector(term.get("labelSelector"), labels(other)):
+            if not is_terminating(other) and matches_label_selector_object(term.get("labelSelector"), labels(other)):
                 return False
     return True
 

@@ -147,19 +147,13 @@ class MachineConfigDaemonMixin(MachineConfigOperatorMixin, AgentBase):
                 act = False  # failed on exactly this; retry only on a change or clear_node_fault
             if fault is not None and fault.kind == "stuck_reboot" and state == STATE_REBOOTING:
                 act = False
-            if act and self._on_disk.get(node) == des:
-                # Booted into the desired config: finish it (checkStateOnFirstRun -> completeUpdate).
-                try:
-                    await self._complete(node, des)
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("machine-config-daemon %s failed", node)
-                    await asyncio.sleep(0.05)
-                continue
             if act:
                 try:
-                    await self._apply(node, cur, des)
+                    if self._on_disk.get(node) == des:
+                        # Booted into the desired config: finish it (checkStateOnFirstRun -> completeUpdate).
+                        await self._complete(node, des)
+                    else:
+                        await self._apply(node, cur, des)
                 except asyncio.CancelledError:
                     raise
                 except Exception:

@@ -11,12 +11,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from clustersim.agents.base import AgentBase
 from clustersim.agents.objects import rfc3339
+
+if TYPE_CHECKING:
+    from clustersim.loops import KeyedTimers
 
 LEASE = "leases.coordination.k8s.io"
 LEASE_NAMESPACE = "kube-node-lease"
@@ -29,7 +32,7 @@ log = logging.getLogger("clustersim.agents")
 class NodeLifecycleMixin(AgentBase):
     """Mixed into ``clustersim.agents.Agents``; see the module docstring."""
 
-    _gc_timers: dict[str, asyncio.TimerHandle]
+    _gc_timers: KeyedTimers
 
     def _ensure_lease(self, node: dict[str, Any]) -> None:
         meta = node["metadata"]
@@ -55,9 +58,7 @@ class NodeLifecycleMixin(AgentBase):
         })
 
     def _node_added(self, name: str) -> None:
-        timer = self._gc_timers.pop(name, None)
-        if timer is not None:
-            timer.cancel()
+        self._gc_timers.cancel(name)
         node = self.store.try_get("nodes", name)
         if node is not None:
             self._ensure_lease(node)
@@ -66,14 +67,9 @@ class NodeLifecycleMixin(AgentBase):
         lease = self.store.try_get(LEASE, name, LEASE_NAMESPACE)
         if lease is not None and any(o.get("uid") == uid for o in lease["metadata"].get("ownerReferences") or []):
             self.store.delete(LEASE, name, LEASE_NAMESPACE)
-        old = self._gc_timers.pop(name, None)
-        if old is not None:
-            old.cancel()
-        loop = asyncio.get_running_loop()
-        self._gc_timers[name] = loop.call_later(self.clock.real(self.options.pod_gc_seconds), self._gc_orphans, name)
+        self._gc_timers.after(name, self.clock.real(self.options.pod_gc_seconds), partial(self._gc_orphans, name))
 
     def _gc_orphans(self, name: str) -> None:
-        self._gc_timers.pop(name, None)
         if self.store.try_get("nodes", name) is not None:
             return  # registered again: its pods are not orphans
         now = rfc3339(self.clock.now())
@@ -88,9 +84,7 @@ class NodeLifecycleMixin(AgentBase):
                 log.debug("pod gc: %s/%s already gone", m.get("namespace"), m.get("name"))
 
     def _stop_gc(self) -> None:
-        for timer in self._gc_timers.values():
-            timer.cancel()
-        self._gc_timers.clear()
+        self._gc_timers.cancel_all()
 
 
 def _mark_orphaned(pod: dict[str, Any], now: str) -> None:

@@ -7,6 +7,7 @@ import asyncio
 
 from clustersim.agents import logic
 from clustersim.agents.base import MCP, PDB, AgentBase
+from clustersim.selectors import matches_label_selector_object
 
 
 #: Shortest real time between two MachineConfigPool status syncs, seconds. The MCO's node
@@ -44,7 +45,7 @@ class StatusControllerMixin(AgentBase):
         nodes = self.store.list_refs("nodes")
         for pool in self.store.list_refs(MCP):
             sel = pool["spec"].get("nodeSelector")
-            members = [n for n in nodes if logic.match_label_selector(sel, logic.labels(n))]
+            members = [n for n in nodes if matches_label_selector_object(sel, logic.labels(n))]
             st = logic.compute_pool_status(pool, members, now)
             self.store.mutate(MCP, pool["metadata"]["name"], None, lambda o, st=st: o.__setitem__("status", st),
                               subresource="status")

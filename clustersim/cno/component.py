@@ -23,18 +23,19 @@ Admin routes: ``GET /_sim/cno`` (switches, fault), ``POST /_sim/cno/faults`` wit
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import logging
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from clustersim.agents.logic import labels, match_label_selector
+from clustersim.agents.logic import labels
 from clustersim.agents.objects import make_machineconfig, rfc3339
 from clustersim.cno.model import OVN, SDN, CnoSection, ovn_machineconfig, rendered_name, wanted_sources
+from clustersim.loops import Background, reconcile_on_change
 from clustersim.scenario_builders import build_daemonset
 from clustersim.scenario_specs import DaemonSetSpec
+from clustersim.selectors import matches_label_selector_object
 
 if TYPE_CHECKING:
     from clustersim.components import Handler
@@ -75,8 +76,7 @@ class CnoComponent:
         self._sdn_template: dict[str, Any] | None = None
         #: (pool, sorted sources) -> rendered config name, so going back reuses the old config.
         self._memo: dict[tuple[str, tuple[str, ...]], str] = {}
-        self._task: asyncio.Task[None] | None = None
-        self._sub: Any = None
+        self._bg = Background("cno")
         self._dirty = asyncio.Event()
 
     # --- life cycle --------------------------------------------------------------------------------
@@ -92,41 +92,13 @@ class CnoComponent:
         if op is not None and ((op.get("spec") or {}).get("defaultNetwork") or {}).get("type") == SDN:
             store.mutate(NET_OP, "cluster", None, lambda o: o["spec"]["defaultNetwork"].setdefault(
                 "openshiftSDNConfig", {"mode": "NetworkPolicy", "mtu": 1450, "vxlanPort": 4789}))
-        self._sub = store.subscribe([NET_CFG, NET_OP, MCP])
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="cno")
+        self._bg.sub = store.subscribe([NET_CFG, NET_OP, MCP])
+        self._bg.spawn(reconcile_on_change(self._bg.sub, self._dirty, self.reconcile, "cno"), "cno")
         self._dirty.set()
 
     async def stop(self) -> None:
         """Stop reacting (idempotent)."""
-        if self._sub is not None:
-            self._sub.close()
-            self._sub = None
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
-
-    async def _run(self) -> None:
-        feeder = asyncio.get_running_loop().create_task(self._feed(), name="cno-feed")
-        try:
-            while True:
-                await self._dirty.wait()
-                self._dirty.clear()
-                await asyncio.sleep(0)
-                try:
-                    self.reconcile()
-                except Exception:  # one bad object must not stop the operator
-                    log.exception("cno: reconcile failed")
-        finally:
-            feeder.cancel()
-
-    async def _feed(self) -> None:
-        sub = self._sub
-        if sub is None:
-            return
-        async for _ev in sub:
-            self._dirty.set()
+        await self._bg.stop()
 
     # --- reconcile ---------------------------------------------------------------------------------
 
@@ -295,7 +267,7 @@ class CnoComponent:
     def pool_members(self, pool: dict[str, Any]) -> list[dict[str, Any]]:
         """The nodes ``pool`` selects."""
         sel = (pool.get("spec") or {}).get("nodeSelector")
-        return [n for n in self.sim.store.list_refs("nodes") if match_label_selector(sel, labels(n))]
+        return [n for n in self.sim.store.list_refs("nodes") if matches_label_selector_object(sel, labels(n))]
 
     def state(self) -> dict[str, Any]:
         """What ``GET /_sim/cno`` returns."""

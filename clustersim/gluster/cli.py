@@ -48,6 +48,12 @@ CONNECTION_FAILED = "Connection failed. Please check if gluster daemon is operat
 Result = tuple[str, str, int]
 
 
+def _failed(msg: str, xml: bool) -> Result:
+    """A command that failed with ``msg``: the CLI prints it on stderr and exits 1; with
+    ``--xml`` it prints the ``cliOutput`` error document on stdout instead."""
+    return (error_xml(msg), "", 1) if xml else ("", msg + "\n", 1)
+
+
 def _tx_message(volume: str | None) -> str:
     if volume:
         return f"Another transaction is in progress for {volume}. Please try again after some time."
@@ -113,10 +119,10 @@ def _volume_status(state: GlusterState, local: Peer, words: list[str], xml: bool
         vol = state.volumes.get(target)
         if vol is None:
             msg = f"Volume {target} does not exist"
-            return (error_xml(msg), "", 1) if xml else ("", msg + "\n", 1)
+            return _failed(msg, xml)
         if not vol.started:
             msg = f"Volume {target} is not started"
-            return (error_xml(msg), "", 1) if xml else ("", msg + "\n", 1)
+            return _failed(msg, xml)
         vols = [vol]
     if xml:
         return volume_status_xml([XmlVolumeStatus(v.name, [x for _, x in status_rows(state, local, v)])
@@ -136,7 +142,7 @@ def _volume_info(state: GlusterState, words: list[str], xml: bool) -> Result:
         vol = state.volumes.get(target)
         if vol is None:
             msg = f"Volume {target} does not exist"
-            return (error_xml(msg), "", 1) if xml else ("", msg + "\n", 1)
+            return _failed(msg, xml)
         vols = [vol]
     if xml:
         return volume_info_xml([XmlVolumeInfo(v.name, v.id, v.started, v.dist_count, v.replica, v.arbiter, v.type_id,
@@ -205,7 +211,7 @@ def run_gluster(state: GlusterState, local: Peer, argv: list[str], now: float) -
         volname = words[2]
     if state.take_transaction_fault():
         msg = _tx_message(volname)
-        return (error_xml(msg), "", 1) if xml else ("", msg + "\n", 1)
+        return _failed(msg, xml)
     head = words[:2]
     if head == ["volume", "list"]:
         names = sorted(state.volumes)

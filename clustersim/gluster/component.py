@@ -19,25 +19,25 @@ Admin endpoints: ``GET /_sim/gluster`` (``GlusterState.snapshot``), ``POST /_sim
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from pydantic import ValidationError
 
+from clustersim.components import ComponentBase
 from clustersim.gluster.cli import CONNECTION_FAILED, run_gluster
 from clustersim.gluster.config import FaultCfg, parse_section
 from clustersim.gluster.df import run_df
 from clustersim.gluster.model import GlusterError, GlusterState
+from clustersim.loops import Background
 
 if TYPE_CHECKING:
     from clustersim.components import Handler
     from clustersim.execsim import ExecRequest, ExecResult
     from clustersim.sim import ClusterSim
+    from clustersim.storeevents import Event
 
-log = logging.getLogger(__name__)
 
 #: Host events that stop a host's containers, and those after which they may run again.
 STOP_EVENTS = frozenset({"runtime_stopped", "reboot_started"})
@@ -54,7 +54,7 @@ def _pod_ok(pod: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in st.get("conditions") or [])
 
 
-class GlusterComponent:
+class GlusterComponent(ComponentBase):
     """The ``gluster`` component. ``section``: the scenario's ``gluster:`` dict; ``sim``: the
     ClusterSim. Raises pydantic's ValidationError (a ValueError) for an invalid section.
 
@@ -66,18 +66,8 @@ class GlusterComponent:
         self.cfg = parse_section(section)
         self.sim = sim
         self.state = GlusterState(self.cfg, 0.0)
-        self._t0: float | None = None
-        self._sub: Any = None
-        self._task: asyncio.Task[None] | None = None
+        self._bg = Background("gluster")
         self._selector = ",".join(f"{k}={v}" for k, v in sorted(self.cfg.pod_selector.items()))
-
-    # ------------------------------------------------------------------ time
-
-    def now(self) -> float:
-        """Simulated seconds since the component started (0 before ``start``)."""
-        if self._t0 is None:
-            return 0.0
-        return (self.sim.clock.monotonic() - self._t0) / self.sim.clock.time_scale
 
     # ------------------------------------------------------------------ life cycle
 
@@ -85,12 +75,12 @@ class GlusterComponent:
         """Register the exec route, sync with the store's pods, watch pods and host events,
         then apply the initial faults."""
         self.sim = sim
-        self._t0 = sim.clock.monotonic()
+        self.mark_started()
         sim.exec_router.register("gluster", self._matches, self._exec)
-        self._sub = sim.store.subscribe(["pods"])
+        sub = sim.store.subscribe(["pods"])
         for peer in self.state.peers:
             self._sync_node(peer.node)
-        self._task = asyncio.create_task(self._watch(), name="gluster-pods")
+        self._bg.follow(sub, self._on_pod_event, "gluster-pods")
         hosts = sim.components.get("hosts")
         if hosts is not None and hasattr(hosts, "subscribe"):
             hosts.subscribe(self._on_host_event)
@@ -105,14 +95,7 @@ class GlusterComponent:
 
     async def stop(self) -> None:
         """Stop watching and unregister the exec route (idempotent)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
-        if self._sub is not None:
-            self._sub.close()
-            self._sub = None
+        await self._bg.stop()
         with contextlib.suppress(Exception):
             self.sim.exec_router.unregister("gluster")
 
@@ -160,17 +143,11 @@ class GlusterComponent:
         uid = ready[0]["metadata"].get("uid") if ready else None
         self.state.set_pod(node, bool(ready), uid, self.now())
 
-    async def _watch(self) -> None:
-        assert self._sub is not None
-        while True:
-            ev = await self._sub.get()
-            try:
-                nodes = {((o or {}).get("spec") or {}).get("nodeName") for o in (ev.object, ev.old)
-                         if o is not None and self._is_gluster_pod(o)}
-                for node in nodes - {None, ""}:
-                    self._sync_node(node)
-            except Exception:  # one odd object must not stop the GlusterFS model
-                log.exception("gluster: handling %s %s failed", ev.type, ev.resource)
+    def _on_pod_event(self, ev: Event) -> None:
+        nodes = {((o or {}).get("spec") or {}).get("nodeName") for o in (ev.object, ev.old)
+                 if o is not None and self._is_gluster_pod(o)}
+        for node in nodes - {None, ""}:
+            self._sync_node(node)
 
     def _on_host_event(self, event: Any) -> None:
         kind, node = getattr(event, "kind", ""), getattr(event, "host", "")

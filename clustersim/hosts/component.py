@@ -20,6 +20,7 @@ import inspect
 import logging
 import tempfile
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,7 @@ from clustersim.hosts.model import (
 from clustersim.hosts.netcmd import load_saved_at_boot, render_saved
 from clustersim.hosts.sockets import Listener
 from clustersim.hosts.sshd import HostSSHServer, KeyMaterial
+from clustersim.loops import KeyedTimers, cancel_and_wait
 
 if TYPE_CHECKING:
     from clustersim.components import Handler
@@ -79,7 +81,7 @@ class HostsComponent:
         self.interpreter.traps = getattr(sim, "traps", None)
         self._subscribers: list[Callable[[HostEvent], Any]] = []
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._grace: dict[str, asyncio.TimerHandle] = {}
+        self._grace = KeyedTimers("hosts")
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.keys: KeyMaterial | None = None
         self.ssh_map: dict[str, str] = {}
@@ -137,12 +139,10 @@ class HostsComponent:
             name = ev.object.get("metadata", {}).get("name", "")
             host = self.hosts.get(name)
             if ev.type == "DELETED" and host is not None and host.kubelet_up():
-                loop = asyncio.get_running_loop()
-                self._grace[f"register:{name}"] = loop.call_later(
-                    self.sim.clock.real(REGISTER_RETRY_SECONDS), self._reregister, name)
+                self._grace.after(f"register:{name}", self.sim.clock.real(REGISTER_RETRY_SECONDS),
+                                  partial(self._reregister, name))
 
     def _reregister(self, name: str) -> None:
-        self._grace.pop(f"register:{name}", None)
         host = self.hosts[name]
         if not host.kubelet_up() or self.sim.store.try_get("nodes", name) is not None:
             return
@@ -170,14 +170,8 @@ class HostsComponent:
         if self._node_sub is not None:
             self._node_sub.close()
             self._node_sub = None
-        for h in self._grace.values():
-            h.cancel()
-        self._grace.clear()
-        for t in list(self._tasks):
-            t.cancel()
-        for t in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        self._grace.cancel_all()
+        await cancel_and_wait(list(self._tasks))
         for server in self.servers.values():
             await server.stop()
         if self._tmp is not None:
@@ -337,19 +331,15 @@ class HostsComponent:
 
     def sync_node(self, host: HostState) -> None:
         """Write what the kubelet (or, after the grace, the node controller) reports for ``host``."""
-        timer = self._grace.pop(host.name, None)
-        if timer is not None:
-            timer.cancel()
+        self._grace.cancel(host.name)
         want = nodesync.desired_ready(host)
         if want is None:
-            loop = asyncio.get_running_loop()
-            self._grace[host.name] = loop.call_later(
-                self.sim.clock.real(self.options.node_monitor_grace_seconds), self._mark_unknown, host.name)
+            self._grace.after(host.name, self.sim.clock.real(self.options.node_monitor_grace_seconds),
+                              partial(self._mark_unknown, host.name))
             return
         self.write_ready(host, want)
 
     def _mark_unknown(self, name: str) -> None:
-        self._grace.pop(name, None)
         host = self.hosts[name]
         if nodesync.desired_ready(host) is None:
             self.write_ready(host, nodesync.UNKNOWN)

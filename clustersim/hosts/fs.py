@@ -300,21 +300,10 @@ def bre_to_python(pattern: str) -> str:
 
 
 def cmd_grep(host: HostState, args: list[str], stdin: bytes) -> Result:
-    """``grep [-q] [-c] [-F] [-E] [-v] [--] PATTERN [FILE...]``."""
-    flags: set[str] = set()
-    rest: list[str] = []
-    it = iter(args)
-    for a in it:
-        if a == "--":
-            rest.extend(it)
-            break
-        if a.startswith("-") and len(a) > 1 and not rest:
-            for ch in a[1:]:
-                if ch not in "qcFEvi":
-                    return "", f"grep: invalid option -- '{ch}'\n", 2
-                flags.add(ch)
-        else:
-            rest.append(a)
+    """``grep [-q] [-c] [-F] [-E] [-v] [-i] [--] PATTERN [FILE...]``."""
+    flags, rest, bad = _split_opts(args, "qcFEvi")
+    if bad is not None:
+        return "", f"grep: invalid option -- '{bad}'\n", 2
     if not rest:
         return "", "Usage: grep [OPTION]... PATTERN [FILE]...\n", 2
     pattern, files = rest[0], rest[1:]

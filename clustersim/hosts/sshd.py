@@ -28,6 +28,7 @@ import asyncssh
 
 from clustersim.hosts.ctx import SessionDropped
 from clustersim.hosts.interp import unwrap
+from clustersim.loops import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -221,11 +222,7 @@ class HostSSHServer:
         """Close the listener, abort sessions and wait for running command tasks."""
         await self.close()
         self.abort_sessions()
-        for t in list(self._tasks):
-            t.cancel()
-        for t in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_and_wait(list(self._tasks))
 
     async def _handle(self, process: asyncssh.SSHServerProcess) -> None:
         # asyncssh runs this coroutine in a task of its own: track it so stop() can end

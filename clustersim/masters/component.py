@@ -31,7 +31,6 @@ Admin routes: ``GET /_sim/api/availability``, ``GET /_sim/masters``,
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -40,6 +39,8 @@ import yaml
 from aiohttp import web
 
 from clustersim.agents.objects import new_uid, rfc3339
+from clustersim.components import ComponentBase
+from clustersim.loops import cancel_and_wait
 from clustersim.masters.admin import admin_routes, host_command
 from clustersim.masters.model import API_MANIFEST, Interval, MastersSection, MasterState, cluster_network_from, manifest_kube_version
 from clustersim.masters.pods import ensure_static_pods, mirror_pod
@@ -56,7 +57,7 @@ LEADER_ANN = "control-plane.alpha.kubernetes.io/leader"
 BLOCKED_RECHECK_SECONDS = 1.0
 
 
-class MastersComponent:
+class MastersComponent(ComponentBase):
     """The ``masters`` component (see module docstring). Built as ``MastersComponent(section, sim)``."""
 
     name = "masters"
@@ -73,29 +74,12 @@ class MastersComponent:
         self.controllers: OpenShiftControllers | None = None
         self._runners: dict[str, web.AppRunner] = {}
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
-        self._t0 = 0.0
         self._main_site: web.TCPSite | None = None
         self._started = False
         self._watcher: asyncio.Task[None] | None = None
         self._host_down: set[str] = set()
 
-    # ------------------------------------------------------------------ time and helpers
-    def now(self) -> float:
-        """Simulated seconds since the component started."""
-        return (self.sim.clock.monotonic() - self._t0) / self.sim.clock.time_scale
-
-    def _hosts(self) -> Any:
-        return self.sim.components.get("hosts")
-
-    def _host(self, name: str) -> Any:
-        hosts = self._hosts()
-        if hosts is None:
-            return None
-        try:
-            return hosts.host(name)
-        except (KeyError, ValueError):
-            return None
-
+    # ------------------------------------------------------------------ helpers
     def read_network_config(self, master: str) -> dict[str, Any]:
         """master-config ``networkConfig`` of ``master``: from its host file when present, else the
         section's. Raises ValueError when the host's file is not valid YAML."""
@@ -129,7 +113,7 @@ class MastersComponent:
         from clustersim import openshift
 
         self.sim = sim
-        self._t0 = sim.clock.monotonic()
+        self.mark_started()
         if self.section.kube_version is not None:
             sim.server.version_provider = self.server_version
         for st in self.masters.values():
@@ -158,13 +142,9 @@ class MastersComponent:
         """Cancel restarts, close the listeners, release the controllers (idempotent)."""
         from clustersim import openshift
 
-        tasks = list(self._tasks.values()) + ([self._watcher] if self._watcher is not None else [])
+        tasks = [*self._tasks.values(), self._watcher]
         self._watcher = None
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_and_wait(tasks)
         self._tasks.clear()
         for name in list(self._runners):
             await self._close(name)

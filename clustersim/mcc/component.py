@@ -27,7 +27,6 @@ drained, work in flight stops where it is. :meth:`revive` brings it back. The fa
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -40,11 +39,12 @@ from clustersim.agents.logic import (
     annotations,
     is_terminating,
     labels,
-    match_label_selector,
 )
 from clustersim.apierrors import ApiError
+from clustersim.loops import cancel_and_wait, reconcile_on_change
 from clustersim.mcc.model import MccSection, pick_candidates
 from clustersim.mco.mcn import Condition, report, set_spec_desired
+from clustersim.selectors import matches_label_selector_object
 
 if TYPE_CHECKING:
     from clustersim.components import Handler
@@ -93,7 +93,8 @@ class MccComponent:
         self.running = True
         self.killed_at = None
         self._sub = self.sim.store.subscribe(["nodes", MCP])
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="mcc")
+        self._task = asyncio.get_running_loop().create_task(
+            reconcile_on_change(self._sub, self._dirty, self._reconcile, "mcc", lambda: self.running), name="mcc")
         self._dirty.set()
 
     def kill(self) -> None:
@@ -113,34 +114,11 @@ class MccComponent:
         log.info("machine-config-controller killed")
 
     async def _halt(self) -> None:
-        tasks = [t for t in [self._task, *self._drain_tasks.values()] if t is not None]
+        tasks = [self._task, *self._drain_tasks.values()]
         self.kill()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_and_wait(tasks)
 
     # --- loops -------------------------------------------------------------------------------------
-
-    async def _run(self) -> None:
-        feeder = asyncio.get_running_loop().create_task(self._feed(), name="mcc-feed")
-        try:
-            while self.running:
-                await self._dirty.wait()
-                self._dirty.clear()
-                await asyncio.sleep(0)  # let a burst of events accumulate
-                try:
-                    self._reconcile()
-                except Exception:  # one bad object must not stop the controller
-                    log.exception("mcc: reconcile failed")
-        finally:
-            feeder.cancel()
-
-    async def _feed(self) -> None:
-        sub = self._sub
-        if sub is None:
-            return
-        async for _ev in sub:
-            self._dirty.set()
 
     def _reconcile(self) -> None:
         store = self.sim.store
@@ -149,7 +127,7 @@ class MccComponent:
             if not self.running:
                 return
             sel = (pool.get("spec") or {}).get("nodeSelector")
-            members = [n for n in nodes if match_label_selector(sel, labels(n))]
+            members = [n for n in nodes if matches_label_selector_object(sel, labels(n))]
             target = ((pool.get("spec") or {}).get("configuration") or {}).get("name", "")
             for name in pick_candidates(pool, members):
                 store.mutate("nodes", name, None,

@@ -144,10 +144,11 @@ def primary_pool(node: Mapping[str, Any], pools: Iterable[Mapping[str, Any]]) ->
     """The MachineConfigPool ``node`` belongs to (``helpers.GetPrimaryPoolNameForMCN``): the pool
     whose nodeSelector selects it, a custom pool before ``worker`` when several do (MCO
     ``GetPrimaryPoolForNode``); "" when none does."""
-    from clustersim.agents.logic import labels, match_label_selector
+    from clustersim.agents.logic import labels
+    from clustersim.selectors import matches_label_selector_object
 
     matching = sorted(p["metadata"]["name"] for p in pools
-                      if match_label_selector((p.get("spec") or {}).get("nodeSelector"), labels(node)))
+                      if matches_label_selector_object((p.get("spec") or {}).get("nodeSelector"), labels(node)))
     custom = [n for n in matching if n != "worker"]
     return (custom or matching or [""])[0]
 

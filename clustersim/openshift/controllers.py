@@ -25,7 +25,6 @@ resyncs everything.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import re
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from clustersim.agents.logic import is_terminating, pod_ready
 from clustersim.agents.objects import make_pod, new_uid, random_suffix, rfc3339
+from clustersim.loops import Background
 from clustersim.openshift import dc as dclogic
 from clustersim.openshift.kinds import (
     ANN_DEPLOYMENT_PHASE,
@@ -90,35 +90,22 @@ class OpenShiftControllers:
         self._dirty = asyncio.Event()
         self._dirty_rc: set[tuple[str, str]] = set()
         self._dirty_dc: set[tuple[str, str]] = set()
-        self._timers: dict[tuple[str, str, str], asyncio.TimerHandle] = {}
+        self._bg = Background("openshift controllers")
         self._rollout_t0: dict[str, float] = {}
-        self._tasks: list[asyncio.Task[Any]] = []
-        self._sub: Any = None
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         """Subscribe to the store, resync every RC/DC/trigger and start the reconcile loop."""
-        if self._sub is not None:
+        if self._bg.sub is not None:
             return
-        self._sub = self.store.subscribe([DC, RC, "pods", *TRIGGER_KINDS])
+        sub = self.store.subscribe([DC, RC, "pods", *TRIGGER_KINDS])
         self._resync_all()
-        self._tasks.append(asyncio.create_task(self._dispatch(), name="openshift-dispatch"))
-        self._tasks.append(asyncio.create_task(self._loop(), name="openshift-controllers"))
+        self._bg.follow(sub, self._route, "openshift-dispatch")
+        self._bg.spawn(self._loop(), "openshift-controllers")
 
     async def stop(self) -> None:
         """Cancel tasks and timers, close the subscription (idempotent)."""
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
-        self._tasks.clear()
-        for h in self._timers.values():
-            h.cancel()
-        self._timers.clear()
-        if self._sub is not None:
-            self._sub.close()
-            self._sub = None
+        await self._bg.stop()
 
     @property
     def active(self) -> bool:
@@ -140,15 +127,6 @@ class OpenShiftControllers:
         self._dirty.set()
 
     # ------------------------------------------------------------------ events
-    async def _dispatch(self) -> None:
-        assert self._sub is not None
-        while True:
-            ev = await self._sub.get()
-            try:
-                self._route(ev)
-            except Exception:  # one bad object must not stop the controllers
-                log.exception("openshift controllers: routing %s %s failed", ev.type, ev.resource)
-
     def _route(self, ev: Event) -> None:
         meta = ev.object.get("metadata") or {}
         ns, name = meta.get("namespace", ""), meta.get("name", "")
@@ -183,15 +161,7 @@ class OpenShiftControllers:
                     log.exception("openshift controllers: %s failed", step.__name__)
 
     def _after(self, key: tuple[str, str, str], sim_seconds: float, fn: Any) -> None:
-        old = self._timers.pop(key, None)
-        if old is not None:
-            old.cancel()
-
-        def fire() -> None:
-            self._timers.pop(key, None)
-            fn()
-
-        self._timers[key] = asyncio.get_running_loop().call_later(self.clock.real(sim_seconds), fire)
+        self._bg.timers.after(key, self.clock.real(sim_seconds), fn)
 
     def _now(self) -> str:
         return rfc3339(self.clock.now())
@@ -346,7 +316,7 @@ class OpenShiftControllers:
         if obj is None or not self._stale_images(obj):
             return
         key = ("trigger", f"{res}/{ns}", name)
-        if key not in self._timers:
+        if not self._bg.timers.pending(key):
             self._after(key, self.trigger_seconds, lambda: self._apply_triggers(res, ns, name))
 
     def _stale_images(self, obj: dict[str, Any]) -> list[tuple[str, str, str]]:

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from clustersim.agents.logic import is_terminating, pod_ready
 from clustersim.agents.objects import new_uid, random_suffix, rfc3339
+from clustersim.components import ComponentBase
+from clustersim.loops import Background
 from clustersim.openshift.kinds import CLUSTERNETWORK
 from clustersim.sdn.model import NodeNet, SdnSection, UnderlayBlock
 from clustersim.sdn.ovs import ovs_vsctl
@@ -45,12 +46,11 @@ if TYPE_CHECKING:
     from clustersim.sim import ClusterSim
     from clustersim.store import Event
 
-log = logging.getLogger(__name__)
 HEALTHCHECK_MESSAGE = "SDN healthcheck detected unhealthy OVS server, restarting: plugin is not setup"
 DEFAULT_VXLAN_PORT = 4789
 
 
-class SdnComponent:
+class SdnComponent(ComponentBase):
     """The ``sdn`` component (see module docstring). Built as ``SdnComponent(section, sim)``."""
 
     name = "sdn"
@@ -61,29 +61,10 @@ class SdnComponent:
         self.nodes: dict[str, NodeNet] = {}
         self.blocks: list[UnderlayBlock] = list(self.section.underlay_blocks)
         self.mesh = ProbeMesh(blocked=self._blocked)
-        self._t0 = 0.0
-        self._sub: Any = None
-        self._tasks: list[asyncio.Task[Any]] = []
-        self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        self._bg = Background("sdn")
         self._controllers = False
 
     # ------------------------------------------------------------------ helpers
-    def now(self) -> float:
-        """Simulated seconds since the component started."""
-        return (self.sim.clock.monotonic() - self._t0) / self.sim.clock.time_scale
-
-    def _hosts(self) -> Any:
-        return self.sim.components.get("hosts")
-
-    def _host(self, name: str) -> Any:
-        hosts = self._hosts()
-        if hosts is None:
-            return None
-        try:
-            return hosts.host(name)
-        except (KeyError, ValueError):
-            return None
-
     def cluster_port(self) -> int | None:
         """ClusterNetwork ``default`` vxlanPort (4789 when unset), None when the object is missing."""
         cn = self.sim.store.try_get(CLUSTERNETWORK, "default")
@@ -92,18 +73,7 @@ class SdnComponent:
         return int(cn.get("vxlanPort") or DEFAULT_VXLAN_PORT)
 
     def _after(self, key: tuple[str, str], sim_seconds: float, fn: Any) -> None:
-        old = self._timers.pop(key, None)
-        if old is not None:
-            old.cancel()
-
-        def fire() -> None:
-            self._timers.pop(key, None)
-            try:
-                fn()
-            except Exception:
-                log.exception("sdn: timer %s failed", key)
-
-        self._timers[key] = asyncio.get_running_loop().call_later(self.sim.clock.real(max(0.0, sim_seconds)), fire)
+        self._bg.timers.after(key, self.sim.clock.real(sim_seconds), fn)
 
     def _blocked(self, port: int, a: str, b: str) -> bool:
         t = self.now()
@@ -131,12 +101,12 @@ class SdnComponent:
         from clustersim import openshift
 
         self.sim = sim
-        self._t0 = sim.clock.monotonic()
+        self.mark_started()
         for key in sim.store.iter_keys("nodes"):
             self._add_node(key[1])
         await openshift.acquire(sim)
         self._controllers = True
-        self._sub = sim.store.subscribe(["pods", "nodes", CLUSTERNETWORK])
+        sub = sim.store.subscribe(["pods", "nodes", CLUSTERNETWORK])
         for pod in sim.store.list_refs("pods", self.section.namespace):
             self._on_pod("ADDED", pod)
         self.mesh.update_all(self.now())
@@ -146,25 +116,14 @@ class SdnComponent:
             hosts.register_command("ovs-vsctl", self._host_command)
         for blk in self.blocks:
             self._arm_block(blk)
-        self._tasks.append(asyncio.create_task(self._dispatch(), name="sdn-dispatch"))
-        self._tasks.append(asyncio.create_task(self._poll_inputs(), name="sdn-inputs"))
+        self._bg.follow(sub, self._route, "sdn-dispatch")
+        self._bg.spawn(self._poll_inputs(), "sdn-inputs")
 
     async def stop(self) -> None:
         """Cancel tasks and timers, unhook, release the controllers (idempotent)."""
         from clustersim import openshift
 
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
-        self._tasks.clear()
-        for h in self._timers.values():
-            h.cancel()
-        self._timers.clear()
-        if self._sub is not None:
-            self._sub.close()
-            self._sub = None
+        await self._bg.stop()
         with contextlib.suppress(Exception):
             self.sim.exec_router.unregister("sdn-ovs-vsctl")
         if self._controllers:
@@ -179,15 +138,6 @@ class SdnComponent:
         self.mesh.nodes[name] = Endpoint(up=True, port=port, allows=self._allows(node))
 
     # ------------------------------------------------------------------ events
-    async def _dispatch(self) -> None:
-        assert self._sub is not None
-        while True:
-            ev = await self._sub.get()
-            try:
-                self._route(ev)
-            except Exception:  # one bad object must not stop the model
-                log.exception("sdn: routing %s %s failed", ev.type, ev.resource)
-
     def _route(self, ev: Event) -> None:
         meta = ev.object.get("metadata") or {}
         if ev.resource == "nodes":

@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from activities.alerts.activities import answer_from, ask_prometheus, classify
-from activities.alerts.models import ActiveAlert, AlertsAnswer, CheckAlertsInput, alerts_line
+from activities.alerts.models import ActiveAlert, AlertQuery, AlertsAnswer, CheckAlertsInput, alerts_line
 from workflows.kit.alerts import AlertGatePolicy
 
 URL = "http://prometheus.example:9090"
@@ -142,6 +142,19 @@ def test_the_policy_gives_the_activity_its_input() -> None:
         url=URL, filter="^Watchdog$", firing_only=False, severities=["critical"], match_labels={"cluster": "prod"},
         bearer_token_file="/var/run/secrets/token", ca_file="/etc/pki/ca.pem", timeout_seconds=3)
     assert (p.fail_open, p.poll_seconds, p.override) == (False, 30.0, True)
+
+
+def test_an_alert_query_with_a_timeout_is_the_activity_input_with_every_field() -> None:
+    q = AlertQuery(url=URL + "/", filter="^Watchdog$", firing_only=False, severities=["critical"],
+                   match_labels={"cluster": "prod"}, bearer_token_file="/t", ca_file="/ca.pem")
+    assert q.with_timeout(3) == CheckAlertsInput(
+        url=URL, filter="^Watchdog$", firing_only=False, severities=["critical"], match_labels={"cluster": "prod"},
+        bearer_token_file="/t", ca_file="/ca.pem", timeout_seconds=3)
+    assert isinstance(CheckAlertsInput(url=URL), AlertQuery)
+    with pytest.raises(ValidationError, match="greater than 0"):
+        q.with_timeout(0)
+    with pytest.raises(ValidationError, match="Extra inputs"):
+        AlertQuery(url=URL, timeout_seconds=3)  # type: ignore[call-arg]
 
 
 def test_a_line_names_at_most_five_alerts() -> None:

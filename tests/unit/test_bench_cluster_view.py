@@ -91,3 +91,17 @@ def test_step_gaps_time_each_step_of_the_handshake_once() -> None:
     assert [round(v[0], 3) for v in gaps.values()] == [0.01, 0.02, 0.22, 2.11, 0.04, 0.05, 0.05]
     lines = cluster_view.describe_steps(clock)
     assert "cordoned -> drain handed off 220/220" in lines[3]
+
+
+def test_a_drain_ask_is_noted_once_at_its_first_sight() -> None:
+    from activities.cluster.models import ANN_DESIRED_DRAIN
+
+    asks: dict[tuple[str, str], float] = {}
+    cluster_view.note_drain_ask(asks, "w1", {ANN_DESIRED_DRAIN: "drain-rendered-b"}, None, 1.0)
+    cluster_view.note_drain_ask(asks, "w1", {ANN_DESIRED_DRAIN: "drain-rendered-b"}, {ANN_DESIRED_DRAIN: ""}, 2.0)
+    cluster_view.note_drain_ask(asks, "w1", {ANN_DESIRED_DRAIN: "drain-rendered-b"},
+                                {ANN_DESIRED_DRAIN: "drain-rendered-b"}, 3.0)  # unchanged: no ask
+    cluster_view.note_drain_ask(asks, "w1", {ANN_DESIRED_DRAIN: "uncordon-rendered-b"},
+                                {ANN_DESIRED_DRAIN: "drain-rendered-b"}, 4.0)
+    cluster_view.note_drain_ask(asks, "w2", {}, None, 5.0)
+    assert asks == {("w1", "drain"): 1.0, ("w1", "uncordon"): 4.0}

@@ -54,3 +54,40 @@ def test_cordoned_then_drained_then_uncordoned_and_idempotent() -> None:
         "True", "Uncordoned", "True")
     assert [x["type"] for x in st["conditions"]][:3] == ["UpdatePrepared", "UpdateExecuted", "Cordoned"]
     assert controller_status({**obj, "status": st}, "uncordoned", ANN, T) is None
+
+
+class Gateway:
+    """A gateway answering list and patch from scripted outcomes (an exception is raised)."""
+
+    def __init__(self, listed: object, patched: list[object]) -> None:
+        self.listed, self.patched, self.patches = listed, list(patched), 0
+
+    def list_machine_config_nodes(self, node: str) -> list[dict]:
+        if isinstance(self.listed, Exception):
+            raise self.listed
+        return [mcn()]
+
+    def patch(self, kind: str, name: str, patch: dict, subresource: str) -> None:
+        self.patches += 1
+        outcome = self.patched.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+
+
+def test_a_refused_read_or_write_is_not_reported_and_only_unexpected_errors_are_logged() -> None:
+    from activities.kube.errors import Conflict, Forbidden, KubeError, NotFound
+    from activities.machineconfig.mcnstatus import ATTEMPTS, report_controller_step
+
+    said: list[str] = []
+    for quiet in (NotFound("gone"), Forbidden("no")):
+        assert not report_controller_step(Gateway(quiet, []), "w1", "cordoned", ANN, log=said.append)
+        assert not report_controller_step(Gateway(None, [quiet]), "w1", "cordoned", ANN, log=said.append)
+    assert said == []
+    assert not report_controller_step(Gateway(KubeError("down"), []), "w1", "cordoned", ANN, log=said.append)
+    assert not report_controller_step(Gateway(None, [KubeError("boom")]), "w1", "cordoned", ANN, log=said.append)
+    assert said == ["MachineConfigNode w1: not read (down); cordoned not reported",
+                    "MachineConfigNode w1: cordoned not reported (boom)"]
+    gw = Gateway(None, [Conflict("c"), None])
+    assert report_controller_step(gw, "w1", "cordoned", ANN) and gw.patches == 2
+    gw = Gateway(None, [Conflict("c")] * ATTEMPTS)
+    assert not report_controller_step(gw, "w1", "cordoned", ANN) and gw.patches == ATTEMPTS
