@@ -31,9 +31,9 @@ import math
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-from activities.alerts.models import CheckAlertsInput, check_filter, check_url
+from activities.alerts.models import AlertQuery, CheckAlertsInput
 
 from workflows.kit.windows import check_specs
 from workflows.kit.models import ApprovalRules, DrainDecision, GateTimeoutOutcome, check_timeout_decision
@@ -147,7 +147,7 @@ NodeOrder = Literal["zone-oldest", "oldest-first", "newest-first"] | list[str]
 MaintenanceWindows = Annotated[list[str], AfterValidator(check_specs)]
 
 
-class AlertGatePolicy(Strict):
+class AlertGatePolicy(AlertQuery, Strict):
     """How a procedure's alert gate asks and waits (the CLI's ``--alert-gate URL`` and friends).
 
     - ``url``: Prometheus' base URL (http or https);
@@ -166,35 +166,14 @@ class AlertGatePolicy(Strict):
     Raises pydantic's ValidationError for a URL that is not http(s), a filter that does not
     compile, an unknown field, or a non-positive duration."""
 
-    url: str
-    filter: str | None = None
-    firing_only: bool = True
-    severities: list[str] = Field(default_factory=list)
-    match_labels: dict[str, str] = Field(default_factory=dict)
-    bearer_token_file: str | None = None
-    ca_file: str | None = None
     fail_open: bool = False
     poll_seconds: float = Field(30.0, gt=0)
     timeout_seconds: float = Field(10.0, gt=0)
     override: bool = True
 
-    @field_validator("url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        return check_url(v)
-
-    @field_validator("filter")
-    @classmethod
-    def _filter(cls, v: str | None) -> str | None:
-        return check_filter(v)
-
     def check_input(self) -> CheckAlertsInput:
         """The ``check_alerts`` input of this policy."""
-        return CheckAlertsInput(
-            url=self.url, filter=self.filter, firing_only=self.firing_only, severities=list(self.severities),
-            match_labels=dict(self.match_labels), bearer_token_file=self.bearer_token_file, ca_file=self.ca_file,
-            timeout_seconds=self.timeout_seconds,
-        )
+        return self.with_timeout(self.timeout_seconds)
 
 
 class ProcedureInput(Strict):
