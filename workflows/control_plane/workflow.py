@@ -32,7 +32,6 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.etcd.models import ClusterStatus, ClusterStatusInput
-    from activities.gluster.models import GlusterTarget
     from activities.preflight.models import HostExecutable, NamesExist, Precondition, WorkerExecutable
     from workflows.control_plane.models import (
         PROCEDURE_CONTROL_PLANE_UPGRADE,
@@ -46,7 +45,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.control_plane.steps import MasterSteps, StepAborted
     from workflows.etcd.backup import require_etcd_backup
     from workflows.shared.glusterfs.health import GlusterHealth
-    from workflows.shared.glusterfs.models import GlusterHealthParams
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted
     from workflows.kit.host import HostSteps
@@ -80,12 +78,8 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
         )
         self.host = HostSteps(self.gates, board=self._status.host_steps, on_change=self.touch, timeouts=self._timeouts,
                               gate_timeout_seconds=input.gate_timeout_seconds)
-        self.gluster = GlusterHealth(
-            target=GlusterTarget(namespace=input.gluster_namespace),
-            params=GlusterHealthParams(timeout_s=input.gluster_timeout_seconds, interval_s=5.0),
-            gates=self.gates, control=self.control, board=self._status.health, progress={}, on_change=self.touch,
-            short_call_s=input.activity_timeout_seconds * 3,
-        )
+        self.gluster = GlusterHealth.of_procedure(self, namespace=input.gluster_namespace, timeout_s=input.gluster_timeout_seconds,
+                                                  short_call_s=input.activity_timeout_seconds * 3)
         self.kit_reporter = Reporter(input.report_to)  # the kit's touch reports to the parent (workflows.kit.report)
 
     @workflow.query

@@ -22,10 +22,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.gluster.models import GlusterTarget
     from activities.node_upgrade.models import READ_UPGRADE_NODES, ReadUpgradeNodesInput, UpgradeNodes
     from workflows.shared.glusterfs.health import GlusterHealth
-    from workflows.shared.glusterfs.models import GlusterHealthParams
     from workflows.kit import calls as acts
     from workflows.kit.batches import Group, NodeBatches, pass_planned_gate
     from workflows.kit.board import NodeBoard
@@ -101,12 +99,8 @@ class NodeUpgradeWorkflow(NodeProcedureWorkflow):
             gate_timeout_outcome=GateTimeoutOutcome.REJECT, alerts=self.alerts,
         )
         self.kit_windows(input.windows)  # no node starts outside a maintenance window (workflows.kit.windows)
-        self.gluster = GlusterHealth(
-            target=GlusterTarget(namespace=input.gluster_namespace),
-            params=GlusterHealthParams(timeout_s=input.gluster_timeout_seconds, interval_s=5.0),
-            gates=self.gates, control=self.control, board=self._status.health, progress={}, on_change=self.touch,
-            short_call_s=input.activity_timeout_seconds * 3,
-        )
+        self.gluster = GlusterHealth.of_procedure(self, namespace=input.gluster_namespace, timeout_s=input.gluster_timeout_seconds,
+                                                  short_call_s=input.activity_timeout_seconds * 3)
         self.kit_reporter = Reporter(input.report_to)  # the kit's touch reports to the parent (workflows.kit.report)
 
     # --- the kit's hooks ------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from temporalio import workflow
 
@@ -114,6 +114,15 @@ class GlusterHealth:
     command_timeout_s: float = 120.0
     last: Assessment | None = None
     _gates_opened: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of_procedure(cls, proc: Any, *, namespace: str, timeout_s: float, short_call_s: float) -> GlusterHealth:
+        """The gate of a procedure ``proc`` (a :class:`workflows.kit.procedure.ProcedureWorkflow`:
+        its gates, control, status ``health`` board and ``touch``) on the GlusterFS pods of
+        ``namespace``, read every 5 s until ``timeout_s`` seconds; ``short_call_s`` bounds one read."""
+        return cls(target=GlusterTarget(namespace=namespace), params=GlusterHealthParams(timeout_s=timeout_s, interval_s=5.0),
+                   gates=proc.gates, control=proc.control, board=proc.kit_status.health, progress={}, on_change=proc.touch,
+                   short_call_s=short_call_s)
 
     async def read(self, volumes: list[str] | None) -> Assessment:
         """One read (with heal info on ``volumes``) and its assessment."""
