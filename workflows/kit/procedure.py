@@ -288,7 +288,7 @@ class ProcedureWorkflow:
             self.kit_status.error = message
             self.kit_status.left_changed = left
             self.touch()
-            await self.leases.release()
+            await self.kit_release()
             await self.kit_reporter.settle()
             if left:
                 app = err if isinstance(err, ApplicationError) else err.cause if isinstance(err.cause, ApplicationError) else None
@@ -298,10 +298,16 @@ class ProcedureWorkflow:
             raise
         self.control.base_phase = self.kit_outcome_phase(result.outcome)
         self.touch()
-        await self.leases.release()
+        await self.kit_release()
         await workflow.wait_condition(workflow.all_handlers_finished)
         await self.kit_reporter.settle()
         return result
+
+    async def kit_release(self) -> None:
+        """Hook: release this run's leases as it ends (:meth:`kit_run`, every ending). Default
+        :meth:`Leases.release`, one signal after another; a procedure holding several scopes
+        may release them concurrently (one workflow task) and say so in its status."""
+        await self.leases.release()
 
     def kit_outcome_phase(self, outcome: str) -> str:
         """Hook: the base phase a run that ended with ``outcome`` keeps (its ``status`` phase and
