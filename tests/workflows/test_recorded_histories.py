@@ -193,18 +193,21 @@ async def test_record_etcd_restore_gate_timeout(time_skipping_env, wf_task_queue
 async def test_drain_whose_reboot_program_is_missing_is_refused_before_the_cordon(temporal_client, task_queue):
     """Issue 39 case 1 for the drain: the reboot command's program is not on the host, so the run
     ends ``refused`` with the problem line, and nothing is written (no cordon, no eviction, no
-    command); a dry run of the same input says so too, takes no lease and writes nothing."""
+    command) and its status phase is ``aborted``; a dry run of the same input says so too, takes no lease and writes nothing."""
     fake = RebootFake({"worker": 1})
     fake.failing_checks["host-executable"] = "not found on the host's PATH (command -v exited 1)"
     inp = NodeDrainInput(node="worker-0", cluster="c1", requested_by="alice", reboot_command=["ansible-playbook", "x.yml"])
     async with Worker(temporal_client, task_queue=task_queue, workflows=WORKFLOWS, activities=fake.activities()):
         result = await temporal_client.execute_workflow(NodeDrainWorkflow.run, inp, id=f"{DRAIN_ID}-refused",
                                                         task_queue=task_queue, result_type=NodeDrainResult)
+        refused_status = await temporal_client.get_workflow_handle(f"{DRAIN_ID}-refused").query("status", result_type=dict)
         dry = await temporal_client.execute_workflow(
             NodeDrainWorkflow.run, inp.model_copy(update={"dry_run": True, "node": "nosuch"}), id=f"{DRAIN_ID}-dry",
             task_queue=task_queue, result_type=NodeDrainResult)
     assert result.outcome == "refused", result.message
     assert result.problems and "ansible-playbook on worker-0" in result.problems[0]
+    # A refusal ends the drain aborted (kit_outcome_phase), not failed: nothing was written.
+    assert refused_status["phase"] == "aborted" and refused_status["preflight"] == "refused", refused_status["phase"]
     assert [r.state for r in result.preconditions] == ["failed"]
     assert not fake.called("cordon_node") and not fake.called("drain_node") and fake.rebooted == 0
     assert not fake.nodes["worker-0"].unschedulable
