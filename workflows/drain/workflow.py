@@ -62,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.host import HostStep, HostStepFailed, HostSteps
     from workflows.kit.models import (
         ApprovalRules,
+        ChangedItem,
         DecideInput,
         DecideResult,
         DrainDecisionSignal,
@@ -98,6 +99,7 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
         self._node = NodeStatus(name=input.node, pool="-", phase=NodePhase.RUNNING, step="cordon", since=workflow.now())
         self._status = DrainStatus(reboot_command=input.reboot_command, uncordon_after=input.uncordon_after)
         self._rebooted: str | None = None
+        self._uncordon_done = False
         self.kit_init(
             procedure=PROCEDURE_DRAIN, noun="drain", cluster=input.cluster,
             rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
@@ -303,6 +305,16 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
     def kit_outcome_phase(self, outcome: str) -> str:
         return ProcedurePhase.ABORTED if outcome == "refused" else super().kit_outcome_phase(outcome)
 
+    def kit_left_changed(self) -> list[ChangedItem]:
+        """What a failed drain leaves changed: the node, when this run cordoned it and has not
+        uncordoned it (a reboot command that failed, a node that did not come back)."""
+        items = super().kit_left_changed()
+        if self._node.cordoned_by_us and not self._uncordon_done:
+            node = self._in.node
+            items.append(ChangedItem(target=f"Node {node}", what="cordoned by this run (spec.unschedulable)",
+                                     undo=f"kubectl uncordon {node}"))
+        return items
+
     async def _run(self, input: NodeDrainInput) -> NodeDrainResult:
         if input.dry_run:  # no lease: a dry run may look while another run drains the node
             return self._checked_end(input, await self.kit_preflight(self._preconditions(input), refuse=False))
@@ -362,6 +374,7 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
         if not drained or input.uncordon_after:
             self._set(NodePhase.RUNNING, "uncordon")
             unc: UncordonResult = await acts.call(acts.UNCORDON_NODE, UncordonInput(node=input.node, owner=self._id), UncordonResult, timeouts=timeouts)
+            self._uncordon_done = True  # uncordoned, or cordoned now by somebody else (held_by)
             uncordoned, held_by = unc.uncordoned, unc.left_cordoned_reason
         if drained:
             message = f"node {input.node} drained" + (f", {self._rebooted}" if self._rebooted else "") + (
