@@ -267,7 +267,8 @@ class TemplateProbeInput(ProcedureInput):
     """The run template's probe: ``problems`` refuse before anything (PreconditionFailed);
     else change ``record`` to ``record_values``, declare the point of no return when ``pnr``,
     pass gate ``go`` (with ``choices`` when given), then fail with ``fail`` (an ApplicationError
-    of type StepFailed) or complete naming the choice."""
+    of type StepFailed), or run activity ``kit_target_step`` on ``step_target`` (which the fake
+    may fail: an ActivityError the body does not handle), or complete naming the choice."""
 
     problems: list[str] = Field(default_factory=list)
     record: ObjectRef | None = None
@@ -275,6 +276,7 @@ class TemplateProbeInput(ProcedureInput):
     pnr: bool = False
     choices: list[str] = Field(default_factory=list)
     fail: str | None = None
+    step_target: str | None = None
 
 
 @workflow.defn
@@ -300,6 +302,9 @@ class TemplateProbeWorkflow(ProcedureWorkflow):
         await self.control.safe_point()
         if input.fail:
             raise ApplicationError(input.fail, type="StepFailed", non_retryable=True)
+        if input.step_target is not None:
+            await workflow.execute_activity("kit_target_step", input.step_target, result_type=str,
+                                            start_to_close_timeout=timedelta(seconds=30))
         return self.kit_end(ProbeResult, "completed", f"choice {answer.choice}", passed=True)
 
 

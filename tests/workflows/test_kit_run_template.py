@@ -172,6 +172,26 @@ async def test_a_failure_names_what_it_leaves_changed(time_skipping_env, wf_task
     assert st["phase"] == "failed" and st["left_changed"][0]["target"] == "DaemonSet openshift-sdn/sdn"
 
 
+async def test_a_failed_activity_the_body_does_not_handle_ends_failed_naming_what_stays_changed(time_skipping_env, wf_task_queue):
+    """An ActivityError escaping the body fails the run as an ApplicationError does: status phase
+    failed with the activity's own message as ``error``, and the failure (of the activity's error
+    type) names what stays changed."""
+    env, fake = time_skipping_env, _fake()
+    fake.target_fail["master-0"] = "port 4789 still open"
+    async with kit_worker(env, fake, wf_task_queue):
+        h = await _start(env, wf_task_queue, _input(step_target="master-0"))
+        await poll(h, gate_waiting("go"))
+        await h.execute_update(ProcedureWorkflow.approve, ApproveInput(identity="bob"))
+        with pytest.raises(WorkflowFailureError) as info:
+            await h.result()
+        st = await h.query("status", result_type=dict)
+    cause = info.value.cause
+    assert "port 4789 still open; left changed: DaemonSet openshift-sdn/sdn" in str(cause), str(cause)
+    assert getattr(cause, "type", None) == "StepFailed"
+    assert st["phase"] == "failed" and st["error"] == "port 4789 still open"
+    assert st["left_changed"][0]["target"] == "DaemonSet openshift-sdn/sdn"
+
+
 async def test_a_rejected_required_gate_ends_as_an_abort_and_restores(time_skipping_env, wf_task_queue):
     env, fake = time_skipping_env, _fake()
     async with kit_worker(env, fake, wf_task_queue):

@@ -14,6 +14,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from etcd_fakes import FakeEtcd, etcd_members
 from replay import record
 from temporalio import activity
@@ -62,6 +63,7 @@ class RebootFake(DecisionFake):
         super().__init__(*a, **kw)
         self.not_ready_reads = not_ready_reads
         self.session_lost = session_lost  # the command's session goes down with the host: no exit status
+        self.exit_code = 0  # the command's exit status when its session stays up
         self.rebooted = 0
         self.failing_checks: dict[str, str] = {}  # precondition kind or subject -> why it fails
 
@@ -72,7 +74,7 @@ class RebootFake(DecisionFake):
         async def run_node_command(inp: RunCommandInput) -> CommandResult:
             fake.calls.append(("run_node_command", inp))
             fake.rebooted += 1
-            return CommandResult(argv=inp.argv, exit_code=None if fake.session_lost else 0, stdout="rebooting")
+            return CommandResult(argv=inp.argv, exit_code=None if fake.session_lost else fake.exit_code, stdout="rebooting")
 
         @activity.defn(name="read_node")
         async def read_node(inp: ReadNodeInput) -> NodeInfo:
@@ -190,21 +192,50 @@ async def test_record_etcd_restore_gate_timeout(time_skipping_env, wf_task_queue
     assert not fake.called("etcd_stop_member")
 
 
+async def test_a_drain_whose_reboot_command_fails_names_the_node_it_leaves_cordoned(temporal_client, task_queue):
+    """The reboot command exits 1 after the drain: the run fails (RebootCommandFailed) and the
+    run template names what stays changed, the node this run cordoned, with its undo command,
+    in the failure and in ``status``; the lease is released."""
+    from temporalio.client import WorkflowFailureError
+
+    fake = RebootFake({"worker": 1})
+    fake.exit_code = 1
+    async with Worker(temporal_client, task_queue=task_queue, workflows=WORKFLOWS, activities=fake.activities()):
+        handle = await temporal_client.start_workflow(
+            NodeDrainWorkflow.run,
+            NodeDrainInput(node="worker-0", cluster="c1", requested_by="alice", uncordon_after=True,
+                           reboot_command=["systemctl", "reboot"], drain_wait_seconds=0.5),
+            id=f"{DRAIN_ID}-fails", task_queue=task_queue, result_type=NodeDrainResult,
+        )
+        with pytest.raises(WorkflowFailureError) as info:
+            await handle.result()
+        st = await handle.query("status", result_type=dict)
+    cause = info.value.cause
+    assert getattr(cause, "type", None) == "RebootCommandFailed", cause
+    assert "node left cordoned; left changed: Node worker-0: cordoned by this run" in str(cause), str(cause)
+    assert "kubectl uncordon worker-0" in str(cause)
+    assert st["phase"] == "failed" and [i["target"] for i in st["left_changed"]] == ["Node worker-0"]
+    assert st["node"]["phase"] == "failed" and not fake.called("uncordon_node")
+
+
 async def test_drain_whose_reboot_program_is_missing_is_refused_before_the_cordon(temporal_client, task_queue):
     """Issue 39 case 1 for the drain: the reboot command's program is not on the host, so the run
     ends ``refused`` with the problem line, and nothing is written (no cordon, no eviction, no
-    command); a dry run of the same input says so too, takes no lease and writes nothing."""
+    command) and its status phase is ``aborted``; a dry run of the same input says so too, takes no lease and writes nothing."""
     fake = RebootFake({"worker": 1})
     fake.failing_checks["host-executable"] = "not found on the host's PATH (command -v exited 1)"
     inp = NodeDrainInput(node="worker-0", cluster="c1", requested_by="alice", reboot_command=["ansible-playbook", "x.yml"])
     async with Worker(temporal_client, task_queue=task_queue, workflows=WORKFLOWS, activities=fake.activities()):
         result = await temporal_client.execute_workflow(NodeDrainWorkflow.run, inp, id=f"{DRAIN_ID}-refused",
                                                         task_queue=task_queue, result_type=NodeDrainResult)
+        refused_status = await temporal_client.get_workflow_handle(f"{DRAIN_ID}-refused").query("status", result_type=dict)
         dry = await temporal_client.execute_workflow(
             NodeDrainWorkflow.run, inp.model_copy(update={"dry_run": True, "node": "nosuch"}), id=f"{DRAIN_ID}-dry",
             task_queue=task_queue, result_type=NodeDrainResult)
     assert result.outcome == "refused", result.message
     assert result.problems and "ansible-playbook on worker-0" in result.problems[0]
+    # A refusal ends the drain aborted (kit_outcome_phase), not failed: nothing was written.
+    assert refused_status["phase"] == "aborted" and refused_status["preflight"] == "refused", refused_status["phase"]
     assert [r.state for r in result.preconditions] == ["failed"]
     assert not fake.called("cordon_node") and not fake.called("drain_node") and fake.rebooted == 0
     assert not fake.nodes["worker-0"].unschedulable

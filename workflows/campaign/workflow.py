@@ -48,7 +48,6 @@ with workflow.unsafe.imports_passed_through():
         GateKind,
         GateState,
         GateTimeoutOutcome,
-        ProcedurePhase,
         failure_message,
     )
     from workflows.kit.procedure import ProcedureWorkflow
@@ -135,8 +134,12 @@ class CampaignWorkflow(ProcedureWorkflow):
 
     @workflow.run
     async def run(self, input: CampaignInput) -> CampaignResult:
-        self.kit_status_attributes()
-        self.touch()
+        return await self.kit_run(lambda: self._run(input), CampaignResult)
+
+    async def _run(self, input: CampaignInput) -> CampaignResult:
+        """The waves (module doc); ends ``completed``, ``failed`` (the budget spent) or
+        ``aborted`` once every child has ended. The run template maps the outcome to the phase
+        and waits for the handlers."""
         relay = asyncio.ensure_future(self._relay())
         for wave in range(1, self._status.waves + 1):
             if self.control.abort:
@@ -162,14 +165,9 @@ class CampaignWorkflow(ProcedureWorkflow):
             outcome = "completed"
             message = f"{self._counts().get('done', 0)} cluster(s) done" + (
                 f"; failed within the budget of {self._status.failure_budget}: {', '.join(failed)}" if failed else "")
-        self.control.base_phase = {"aborted": ProcedurePhase.ABORTED, "failed": ProcedurePhase.FAILED}.get(outcome, ProcedurePhase.DONE)
         self._status.current_wave = 0
-        self.touch()
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        return CampaignResult(procedure=PROCEDURE_CAMPAIGN, workflow_id=self._id, outcome=outcome, message=message,
-                              gate_history=list(self._status.gate_history), started_at=self._status.started_at,
-                              finished_at=workflow.now(), clusters=[r.model_copy() for r in self._status.clusters],
-                              failed=failed, counts=self._counts())
+        return self.kit_end(CampaignResult, outcome, message, clusters=[r.model_copy() for r in self._status.clusters],
+                            failed=failed, counts=self._counts())
 
     async def _relay(self) -> None:
         """Send the campaign's pause, resume and abort to every running child, once per change."""

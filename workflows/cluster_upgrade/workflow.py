@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.control_plane.workflow import ControlPlaneUpgradeWorkflow
     from workflows.etcd.backup import EtcdBackupWorkflow
     from workflows.gluster.workflow import GlusterRecoveryWorkflow
-    from workflows.kit.models import ApprovalRules, ControlInput, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase, failure_message
+    from workflows.kit.models import ApprovalRules, ControlInput, GateKind, GateState, GateTimeoutOutcome, failure_message
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.node_selectors.workflow import NodeSelectorMigrationWorkflow
     from workflows.node_upgrade.plan import plan_lines
@@ -126,8 +126,14 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
 
     @workflow.run
     async def run(self, input: ClusterUpgradeInput) -> ClusterUpgradeResult:
-        self.kit_status_attributes()
-        self.touch()
+        return await self.kit_run(lambda: self._run(input), ClusterUpgradeResult)
+
+    def kit_result_fields(self) -> dict[str, Any]:
+        return {"phases": [p.model_copy() for p in self._status.phases]}
+
+    async def _run(self, input: ClusterUpgradeInput) -> ClusterUpgradeResult:
+        """The phases in order (module doc); ends ``completed``, ``dry-run`` or, after an abort
+        (or a phase not retried), ``aborted`` with the abort's reason."""
         for ph in self._status.phases:
             if ph.state == "skipped" or self.control.abort:
                 continue
@@ -144,13 +150,8 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
             await self._phase(ph)
         self._status.current_phase = None
         outcome = "dry-run" if input.dry_run else ("aborted" if self.control.abort else "completed")
-        self.control.base_phase = {"aborted": ProcedurePhase.ABORTED}.get(outcome, ProcedurePhase.DONE)
-        self.touch()
-        await workflow.wait_condition(workflow.all_handlers_finished)
         lines = [f"{p.name}: {p.state}" + (f" ({p.child_id})" if p.child_id else "") for p in self._status.phases]
-        return ClusterUpgradeResult(workflow_id=self._id, outcome=outcome, phases=[p.model_copy() for p in self._status.phases],
-                                    message=self.control.abort_reason if outcome == "aborted" else "; ".join(lines),
-                                    started_at=self._status.started_at, finished_at=workflow.now())
+        return self.kit_end(ClusterUpgradeResult, outcome, self.control.abort_reason if outcome == "aborted" else "; ".join(lines))
 
     async def _run_child(self, ph: PhaseStatus) -> Any:
         ph.attempts += 1

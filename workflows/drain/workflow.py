@@ -31,7 +31,8 @@ check's result.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -61,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.host import HostStep, HostStepFailed, HostSteps
     from workflows.kit.models import (
         ApprovalRules,
+        ChangedItem,
         DecideInput,
         DecideResult,
         DrainDecisionSignal,
@@ -97,6 +99,7 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
         self._node = NodeStatus(name=input.node, pool="-", phase=NodePhase.RUNNING, step="cordon", since=workflow.now())
         self._status = DrainStatus(reboot_command=input.reboot_command, uncordon_after=input.uncordon_after)
         self._rebooted: str | None = None
+        self._uncordon_done = False
         self.kit_init(
             procedure=PROCEDURE_DRAIN, noun="drain", cluster=input.cluster,
             rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
@@ -158,9 +161,7 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
         self.touch()
 
     def _fail(self, step: str, reason: str, kind: str) -> ApplicationError:
-        self._set(NodePhase.FAILED, step, reason=reason)
-        self.control.base_phase = ProcedurePhase.FAILED
-        self.touch()
+        self._set(NodePhase.FAILED, step, reason=reason)  # the run template ends the procedure failed
         return ApplicationError(reason, type=kind, non_retryable=True)
 
     async def _safe_point(self) -> None:
@@ -237,40 +238,37 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
         """Read the node before anything is written, with the planning retry policy: an API
         that cannot be used (refused, DNS, 401, 403; 5xx after a bounded number of attempts)
         fails the drain at once with the ``Api*`` failure type and the API's message, and a
-        missing node with ``NodeNotFound``; the lease is released first. An abort while the read
-        runs or waits for its next attempt raises Aborted (:func:`workflows.kit.planning.planning_call`)."""
+        missing node with ``NodeNotFound`` (the run template releases the lease). An abort while
+        the read runs or waits for its next attempt raises Aborted
+        (:func:`workflows.kit.planning.planning_call`)."""
         try:
             await planning_call(self.control, acts.READ_NODE, ReadNodeInput(node=input.node), NodeInfo, seconds=0, timeouts=timeouts)
         except ActivityError as err:
             api = acts.planning_api_failure(err, f"the drain of {input.node}")
-            await self.leases.release()
             if api is not None:
                 raise api from err
             raise
 
-    async def _close(self, phase: NodePhase, base_phase: ProcedurePhase, message: str) -> tuple[datetime, datetime]:
-        """The drain's last steps: the node row and the procedure phase final, the lease released,
-        the handlers finished. Returns (started_at, now) for the result."""
+    def _end(self, outcome: str, phase: NodePhase, message: str, **fields: Any) -> NodeDrainResult:
+        """The drain's result (:meth:`kit_end`): the node row final (``phase``, step
+        ``finished``), then ``outcome`` and ``message``; the run template sets the procedure
+        phase, releases the lease and waits for the handlers."""
         self._set(phase, "finished", reason=message)
-        self.control.base_phase = base_phase
-        self.touch()
-        await self.leases.release()
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        now = workflow.now()
-        return self._status.started_at or now, now
+        return self.kit_end(NodeDrainResult, outcome, message, **fields)
 
-    async def _aborted_in_planning(self, input: NodeDrainInput, stop: Aborted) -> NodeDrainResult:
-        """End as ``aborted`` after an abort during the node read: nothing was written (no
-        cordon); the lease is released."""
-        message = planning_abort_message(self.control, stop)
-        started, now = await self._close(NodePhase.ABORTED, ProcedurePhase.ABORTED, message)
-        return NodeDrainResult(
-            outcome="aborted", workflow_id=self._id, node=input.node, drained=False, uncordoned=False, message=message,
-            started_at=started, finished_at=now,
-            node_result=NodeResult(name=input.node, pool="-", phase=NodePhase.ABORTED, attempts=1,
-                                   duration_seconds=(now - started).total_seconds(), reason=message),
-            gate_history=list(self._status.gate_history),
-        )
+    def kit_result_fields(self) -> dict[str, Any]:
+        """The drain's own result fields: the node, its reboot command's result, the node's
+        final row (once it has one) and the gate history with the drain decisions merged in."""
+        n, now = self._node, workflow.now()
+        started = self._status.started_at or now
+        fields: dict[str, Any] = {
+            "node": self._in.node, "command": self._status.command,
+            "gate_history": sorted([*self._status.gate_history, *self._gate.records], key=lambda r: r.at),
+        }
+        if n.phase in (NodePhase.DONE, NodePhase.SKIPPED, NodePhase.ABORTED, NodePhase.FAILED) and n.step == "finished":
+            fields["node_result"] = NodeResult(name=n.name, pool="-", phase=n.phase, attempts=1,
+                                               duration_seconds=(now - started).total_seconds(), reason=n.reason)
+        return fields
 
     def _preconditions(self, input: NodeDrainInput) -> list[Precondition]:
         """What the drain needs (issue 39): the node (checked as a precondition in a dry run; a
@@ -285,7 +283,7 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
                                       why=f"--reboot-command runs it there after the drain ({access.describe()})"))
         return pre
 
-    async def _checked_end(self, input: NodeDrainInput, outcome: PreflightOutcome) -> NodeDrainResult:
+    def _checked_end(self, input: NodeDrainInput, outcome: PreflightOutcome) -> NodeDrainResult:
         """End a dry run (``dry-run``, every check's result) or a refused run (``refused``, one
         problem per line): nothing was written, the lease (if any) is released."""
         if input.dry_run:
@@ -296,18 +294,30 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
         else:
             word, message = "refused", "refused before any change: " + "; ".join(outcome.problems)
         phase = NodePhase.ABORTED if outcome.failed else NodePhase.PENDING
-        started, now = await self._close(phase, ProcedurePhase.DONE if input.dry_run else ProcedurePhase.ABORTED, message)
-        return NodeDrainResult(
-            outcome=word, workflow_id=self._id, node=input.node, message=message, started_at=started, finished_at=now,
-            problems=outcome.problems, preconditions=list(outcome.results), gate_history=list(self._status.gate_history),
-        )
+        self._set(phase, "finished", reason=message)
+        return self.kit_end(NodeDrainResult, word, message, problems=outcome.problems, node_result=None)
 
     @workflow.run
     async def run(self, input: NodeDrainInput) -> NodeDrainResult:
         self.kit_identity_attributes()
-        self.kit_status_attributes()
+        return await self.kit_run(lambda: self._run(input), NodeDrainResult)
+
+    def kit_outcome_phase(self, outcome: str) -> str:
+        return ProcedurePhase.ABORTED if outcome == "refused" else super().kit_outcome_phase(outcome)
+
+    def kit_left_changed(self) -> list[ChangedItem]:
+        """What a failed drain leaves changed: the node, when this run cordoned it and has not
+        uncordoned it (a reboot command that failed, a node that did not come back)."""
+        items = super().kit_left_changed()
+        if self._node.cordoned_by_us and not self._uncordon_done:
+            node = self._in.node
+            items.append(ChangedItem(target=f"Node {node}", what="cordoned by this run (spec.unschedulable)",
+                                     undo=f"kubectl uncordon {node}"))
+        return items
+
+    async def _run(self, input: NodeDrainInput) -> NodeDrainResult:
         if input.dry_run:  # no lease: a dry run may look while another run drains the node
-            return await self._checked_end(input, await self.kit_preflight(self._preconditions(input), refuse=False))
+            return self._checked_end(input, await self.kit_preflight(self._preconditions(input), refuse=False))
         await self.leases.acquire([node_scope(input.cluster, input.node)])
         self._status.leases = list(self.leases.held)
         self.touch()
@@ -319,7 +329,7 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
                 self._set(NodePhase.RUNNING, "preflight", "the reboot command's program on the node")
                 checked = await self.kit_preflight(pre, refuse=False)
                 if not checked.ok:
-                    return await self._checked_end(input, checked)
+                    return self._checked_end(input, checked)
                 self._set(NodePhase.RUNNING, "cordon")
             if self.alerts is not None:
                 # Prometheus before the first write: no cordon while a blocking alert fires (or,
@@ -328,8 +338,8 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
                 await self.alerts.wait_clear(f"node/{input.node}")
                 await self._safe_point()
                 self._set(NodePhase.RUNNING, "cordon")
-        except Aborted as stop:
-            return await self._aborted_in_planning(input, stop)
+        except Aborted as stop:  # nothing was written (no cordon)
+            return self._end("aborted", NodePhase.ABORTED, planning_abort_message(self.control, stop))
         cordon: CordonResult = await acts.call(acts.CORDON_NODE, CordonInput(node=input.node, owner=self._id), CordonResult, timeouts=timeouts)
         self._node.cordoned_by_us = cordon.cordoned_by_us
 
@@ -364,20 +374,13 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
         if not drained or input.uncordon_after:
             self._set(NodePhase.RUNNING, "uncordon")
             unc: UncordonResult = await acts.call(acts.UNCORDON_NODE, UncordonInput(node=input.node, owner=self._id), UncordonResult, timeouts=timeouts)
+            self._uncordon_done = True  # uncordoned, or cordoned now by somebody else (held_by)
             uncordoned, held_by = unc.uncordoned, unc.left_cordoned_reason
         if drained:
-            phase, message = NodePhase.DONE, f"node {input.node} drained" + (f", {self._rebooted}" if self._rebooted else "") + (
+            message = f"node {input.node} drained" + (f", {self._rebooted}" if self._rebooted else "") + (
                 " and uncordoned" if uncordoned else "; left cordoned for maintenance")
-        else:
-            by = self.control.abort_by or (self._gate.gate.decided_by if self._gate.gate else "unknown")
-            phase = NodePhase.SKIPPED if outcome == "skip" else NodePhase.ABORTED
-            left = "the node is schedulable again" if uncordoned else f"the node stays cordoned: {held_by or 'not by this run'}"
-            message = f"{outcome if outcome != 'stopped' else 'abort'} by {by}; {left}"
-        started, now = await self._close(phase, ProcedurePhase.DONE if drained else ProcedurePhase.ABORTED, message)
-        return NodeDrainResult(
-            outcome="completed" if drained else "aborted", workflow_id=self._id, node=input.node, drained=drained,
-            uncordoned=uncordoned, message=message, started_at=started, finished_at=now, command=self._status.command,
-            node_result=NodeResult(name=input.node, pool="-", phase=phase, attempts=1,
-                                   duration_seconds=(now - started).total_seconds(), reason=message),
-            gate_history=sorted([*self._status.gate_history, *self._gate.records], key=lambda r: r.at),
-        )
+            return self._end("completed", NodePhase.DONE, message, drained=True, uncordoned=uncordoned)
+        by = self.control.abort_by or (self._gate.gate.decided_by if self._gate.gate else "unknown")
+        left = "the node is schedulable again" if uncordoned else f"the node stays cordoned: {held_by or 'not by this run'}"
+        return self._end("aborted", NodePhase.SKIPPED if outcome == "skip" else NodePhase.ABORTED,
+                         f"{outcome if outcome != 'stopped' else 'abort'} by {by}; {left}", uncordoned=uncordoned)

@@ -22,12 +22,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.etcd.models import PROCEDURE_ETCD_BACKUP, EtcdBackupInput, EtcdBackupResult, EtcdBackupStatus
     from workflows.kit.barrier import Barrier
     from workflows.kit.control import Aborted
-    from workflows.kit.models import ApprovalRules, ProcedurePhase
+    from workflows.kit.models import ApprovalRules
     from workflows.kit.procedure import ProcedureWorkflow
 
 SNAPSHOT_SAVE = "etcd_snapshot_save"
-#: workflow.patched ID of the backup's kit changes (LockkeeperStatus upserts).
-PATCH_KIT = "etcd-backup-kit"
 
 
 def snapshot_path(member: EtcdMember, stamp: str) -> str:
@@ -51,9 +49,10 @@ class EtcdBackupWorkflow(ProcedureWorkflow):
 
     @workflow.run
     async def run(self, input: EtcdBackupInput) -> EtcdBackupResult:
-        self.kit_status_attributes()
-        started = workflow.now()
-        stamp = started.strftime("%Y%m%dT%H%M%SZ")
+        return await self.kit_run(lambda: self._run(input), EtcdBackupResult)
+
+    async def _run(self, input: EtcdBackupInput) -> EtcdBackupResult:
+        stamp = workflow.now().strftime("%Y%m%dT%H%M%SZ")
         retry = RetryPolicy(
             initial_interval=timedelta(seconds=1),
             maximum_interval=timedelta(seconds=5),
@@ -76,38 +75,25 @@ class EtcdBackupWorkflow(ProcedureWorkflow):
                 retry_policy=retry,
             )
 
-        self.touch()
         barrier = Barrier("backup", input.members, snapshot, key=lambda m: m.name,
                           board=self.kit_status.barriers, on_change=self.touch)
         try:
             await self.control.safe_point()
         except Aborted as ab:
-            return await self._finish(EtcdBackupResult(ok=False, outcome="aborted", message=f"aborted before any snapshot: {ab.reason}",
-                                                       started_at=started), ProcedurePhase.ABORTED)
+            return self.kit_end(EtcdBackupResult, "aborted", f"aborted before any snapshot: {ab.reason}", ok=False)
         outcome = await barrier.run()
-        snapshots = list(outcome.done.values())
         failed = outcome.failed
         if failed:
             message = f"backup failed on {len(failed)} of {len(input.members)} member(s): {', '.join(failed)}"
             workflow.logger.warning(message)
         else:
             message = "all members backed up"
-        result = EtcdBackupResult(
-            ok=not failed, outcome="incomplete" if failed else "completed", message=message, snapshots=snapshots,
-            failed=failed, started_at=started,
-        )
+        # outcome "incomplete" ends the run with status phase failed (kit_outcome_phase)
+        result = self.kit_end(EtcdBackupResult, "incomplete" if failed else "completed", message, ok=not failed,
+                              snapshots=list(outcome.done.values()), failed=failed)
         if failed and input.fail_on_incomplete:
-            self.control.base_phase = ProcedurePhase.FAILED
-            self.touch()
+            # The run template fails the workflow with this error; its details carry the result.
             raise ApplicationError(message, result.model_dump(mode="json"), type="EtcdBackupIncomplete", non_retryable=True)
-        return await self._finish(result, ProcedurePhase.DONE if not failed else ProcedurePhase.FAILED)
-
-    async def _finish(self, result: EtcdBackupResult, phase: str) -> EtcdBackupResult:
-        self.control.base_phase = phase
-        self.touch()
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        result.workflow_id = self.kit_status.workflow_id
-        result.finished_at = workflow.now()
         return result
 
 

@@ -58,7 +58,6 @@ with workflow.unsafe.imports_passed_through():
         EtcdRestoreInput,
         EtcdRestoreResult,
         MemberRestoreState,
-        RestorePhase,
         RestoreStatus,
         RestoreStep,
         RestoreStrategy,
@@ -166,28 +165,27 @@ class EtcdQuorumRestoreWorkflow(ProcedureWorkflow):
 
     @workflow.run
     async def run(self, input: EtcdRestoreInput) -> EtcdRestoreResult:
-        kit = workflow.patched(PATCH_KIT)
-        self.kit_status_attributes()
+        return await self.kit_run(lambda: self._body(input), EtcdRestoreResult)
+
+    async def _body(self, input: EtcdRestoreInput) -> EtcdRestoreResult:
+        """The lease, then the restore; a rejected gate or an abort ends it with what had been
+        done (nothing is undone); a failed step fails it naming the step and member."""
         try:
-            if kit:
+            if workflow.patched(PATCH_KIT):
                 await self.leases.acquire([subsystem_scope("etcd", input.cluster)])
                 self._status.leases = list(self.leases.held)
             return await self._run(input)
         except _Rejected as rej:
             g = rej.gate
-            return await self._stop(
-                RestorePhase.REJECTED, "rejected",
+            return self._result(
+                "rejected",
                 f"gate {g.id} {'timed out' if g.state == GateState.TIMED_OUT else f'rejected by {g.decided_by}'}; "
                 f"stopped before it (last steps: {self._done()})",
             )
         except Aborted as ab:
-            return await self._stop(RestorePhase.ABORTED, "aborted", f"aborted before {self._status.step}: {ab.reason} (last steps: {self._done()})")
-        except (ActivityError, ApplicationError) as err:
-            self.control.base_phase = RestorePhase.FAILED
-            self._status.error = failure_message(err)
-            self.touch()
-            await self.leases.release()
-            if isinstance(err, ActivityError) and isinstance(err.cause, ApplicationError):
+            return self._result("aborted", f"aborted before {self._status.step}: {ab.reason} (last steps: {self._done()})")
+        except ActivityError as err:
+            if isinstance(err.cause, ApplicationError):
                 raise ApplicationError(
                     f"{self._status.step} ({self._status.member or 'all'}): {failure_message(err)}",
                     type=err.cause.type, non_retryable=True,
@@ -197,25 +195,20 @@ class EtcdQuorumRestoreWorkflow(ProcedureWorkflow):
     def _done(self) -> str:
         return "; ".join(self._status.log[-3:]) or "nothing changed yet"
 
-    async def _stop(self, phase: RestorePhase, outcome: str, message: str, verification: VerifyResult | None = None) -> EtcdRestoreResult:
-        """End the run: base phase, release the lease, let handlers finish, the result."""
-        self.control.base_phase = phase
-        self.touch()
-        await self.leases.release()
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        return self._result(outcome, message, verification)
+    def kit_result_fields(self) -> dict[str, Any]:
+        """The restore's own result fields: strategy, survivor, each member's state, the log and
+        the duration (seconds)."""
+        now = workflow.now()
+        return {
+            "strategy": self._in.strategy, "survivor": self._in.survivor_name,
+            "members": {k: v.model_copy() for k, v in self._status.members.items()}, "log": list(self._status.log),
+            "duration_seconds": (now - (self._status.started_at or now)).total_seconds(),
+        }
 
     def _result(self, outcome: str, message: str, verification: VerifyResult | None = None) -> EtcdRestoreResult:
-        now = workflow.now()
-        started = self._status.started_at or now
-        return EtcdRestoreResult(
-            outcome=outcome,  # type: ignore[arg-type]
-            workflow_id=self._status.workflow_id,
-            message=message, strategy=self._in.strategy, survivor=self._in.survivor_name,
-            members={k: v.model_copy() for k, v in self._status.members.items()},
-            verification=verification, gate_history=list(self._status.gate_history), log=list(self._status.log),
-            started_at=started, finished_at=now, duration_seconds=(now - started).total_seconds(),
-        )
+        """The result (:meth:`kit_end`); the run template sets the phase from ``outcome``
+        (``unverified`` ends failed), releases the lease and waits for the handlers."""
+        return self.kit_end(EtcdRestoreResult, outcome, message, verification=verification)
 
     async def _run(self, input: EtcdRestoreInput) -> EtcdRestoreResult:
         members = input.members
@@ -259,8 +252,8 @@ class EtcdQuorumRestoreWorkflow(ProcedureWorkflow):
         await self._step(RestoreStep.DONE, None, "nothing", safe_point=False)
         if verification.ok:
             self._log(f"verified: {len(members)} members healthy at raft index {verification.raft_index}")
-            return await self._stop(RestorePhase.DONE, "completed", f"quorum restored: {len(members)}/{len(members)} members healthy", verification)
-        return await self._stop(RestorePhase.FAILED, "unverified",
+            return self._result("completed", f"quorum restored: {len(members)}/{len(members)} members healthy", verification)
+        return self._result("unverified",
                                 "restore finished but verification failed: " + "; ".join(verification.problems), verification)
 
     async def _fix_peer_url(self, survivor: EtcdMember) -> None:

@@ -59,7 +59,6 @@ with workflow.unsafe.imports_passed_through():
         GateKind,
         GateState,
         GateTimeoutOutcome,
-        ProcedurePhase,
         ProcedureStatus,
         failure_message,
     )
@@ -145,9 +144,7 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
             api = acts.planning_api_failure(err, "the first GlusterFS read") if planning else None
             if api is None:
                 raise
-            self.control.base_phase = ProcedurePhase.FAILED
-            self.touch()
-            raise api from err
+            raise api from err  # the run template ends the run failed
         a = assess(report, i.quorum_rule)
         self._status.assessment = a
         self.touch()
@@ -277,50 +274,53 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
 
     @workflow.run
     async def run(self, input: GlusterRecoveryInput) -> GlusterRecoveryResult:
-        self.touch()
-        outcome, message, fatal = "completed", "", []
-        end: Assessment | None = None
+        return await self.kit_run(lambda: self._run(input), GlusterRecoveryResult)
+
+    async def _run(self, input: GlusterRecoveryInput) -> GlusterRecoveryResult:
+        """Check or recover; a Stop, an abort or a failed read ends the run with that outcome
+        (``stopped``, ``aborted``, ``failed``) and what stays changed. The run template maps
+        the outcome to the phase (``completed`` done, ``aborted`` aborted, the others failed),
+        releases the lease and waits for the handlers."""
         try:
             self._step("read")
             a = self._start = await self._read(heal=True, planning=True)
             if input.mode == "check":
-                end = a
-                healthy = a.healthy
-                outcome = "completed" if healthy else "unhealthy"
-                fatal = self._stop_reasons(a)
-                message = "GlusterFS healthy" if healthy else "GlusterFS not healthy: " + "; ".join(unhealthy_reasons(a, None))
-            else:
-                await self.leases.acquire([subsystem_scope("gluster", input.cluster)])
-                self._status.leases = list(self.leases.held)
-                end = await self._recover(a)
-                message = "GlusterFS healthy" + (f" after restarting {', '.join(h.host for h in self._status.hosts)}" if self._status.hosts else "")
+                message = "GlusterFS healthy" if a.healthy else "GlusterFS not healthy: " + "; ".join(unhealthy_reasons(a, None))
+                return self._end("completed" if a.healthy else "unhealthy", message, self._stop_reasons(a), a)
+            await self.leases.acquire([subsystem_scope("gluster", input.cluster)])
+            self._status.leases = list(self.leases.held)
+            end = await self._recover(a)
+            hosts = ", ".join(h.host for h in self._status.hosts)
+            return self._end("completed", "GlusterFS healthy" + (f" after restarting {hosts}" if hosts else ""), [], end)
         except Stop as s:
-            outcome, message = "stopped", s.reason
-            fatal = [s.reason]
+            return self._end("stopped", s.reason, [s.reason])
         except Aborted as ab:  # from a gate, a wait, or the first read (workflows.kit.planning)
-            outcome, message = "aborted", (ab.reason or "aborted") if self._start is not None else planning_abort_message(self.control, ab)
+            return self._end("aborted", (ab.reason or "aborted") if self._start is not None else planning_abort_message(self.control, ab))
         except ActivityError as err:
-            outcome, message = "failed", failure_message(err)
+            return self._end("failed", failure_message(err))
+
+    def _end(self, outcome: str, message: str, fatal: list[str] | None = None, end: Assessment | None = None) -> GlusterRecoveryResult:
+        """The result (:meth:`kit_end`): hosts not done marked aborted or failed with
+        ``message``; unless completed, what stays changed appended to the message."""
         for h in self._status.hosts:
             if h.step not in ("done",):
                 h.step = "aborted" if outcome == "aborted" else "failed"  # type: ignore[assignment]
                 h.reason = message
         healthy = end is not None and end.healthy and outcome in ("completed",)
-        left = self._left_changed() if outcome != "completed" else []
+        left = self.kit_left_changed() if outcome != "completed" else []
         if left:
             self._status.left_changed = left
             message += "; left changed: " + "; ".join(i.line() for i in left)
-        self.control.base_phase = {"completed": ProcedurePhase.DONE, "aborted": ProcedurePhase.ABORTED}.get(outcome, ProcedurePhase.FAILED)
         self._step("finished")
-        await self.leases.release()
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        return GlusterRecoveryResult(
-            workflow_id=workflow.info().workflow_id, outcome=outcome, message=message, mode=input.mode, healthy=healthy,
-            ok=healthy and outcome == "completed", fatal=fatal, hosts=[h.model_copy() for h in self._status.hosts],
+        return self.kit_end(
+            GlusterRecoveryResult, outcome, message, mode=self._in.mode, healthy=healthy, ok=healthy and outcome == "completed",
+            fatal=fatal or [], hosts=[h.model_copy() for h in self._status.hosts],
             volumes=self._volume_results(self._start, end or self._status.assessment), assessment_start=self._start,
-            assessment_end=end or self._status.assessment, gate_history=list(self._status.gate_history), left_changed=left,
-            started_at=self._status.started_at, finished_at=workflow.now(),
+            assessment_end=end or self._status.assessment, left_changed=left,
         )
+
+    def kit_left_changed(self) -> list[ChangedItem]:
+        return super().kit_left_changed() + self._left_changed()
 
     def _left_changed(self) -> list[ChangedItem]:
         """What a recovery that did not complete leaves changed (issue 39): per host whose

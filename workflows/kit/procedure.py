@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from workflows.kit import metrics as lk_metrics
@@ -80,6 +80,7 @@ with workflow.unsafe.imports_passed_through():
         ReleaseInput,
         RevertAnswer,
         RevertInput,
+        failure_message,
     )
 
 SA_KEY_CLUSTER = SearchAttributeKey.for_keyword(SA_CLUSTER)
@@ -96,6 +97,10 @@ R = TypeVar("R", bound=ProcedureResult)
 REFUSAL_TYPES = frozenset({"PreconditionFailed", "InvalidPlan", "InvalidInput", "PlanBlocked"})
 #: What a refusal's headline adds for its type (``refused before any change (WHY): ...``).
 REFUSAL_WHY = {"PlanBlocked": "the plan is blocked"}
+
+#: What :meth:`ProcedureWorkflow.kit_run` ends as a failed run: an ApplicationError the body
+#: raised, or an activity or child workflow that failed and the body did not handle.
+FAILURES = (ApplicationError, ActivityError, ChildWorkflowError)
 
 #: Base phase of each outcome a run ends with.
 OUTCOME_PHASE = {
@@ -250,9 +255,15 @@ class ProcedureWorkflow:
         - a refusal (an ApplicationError whose type is in :data:`REFUSAL_TYPES`, e.g. a failed
           precondition): end ``refused`` with one line per problem; nothing was written;
         - :class:`GateNotPassed` (a required gate rejected or timed out): as an abort;
-        - any other ApplicationError: status phase ``failed``, its ``error`` and ``left_changed``
-          set, the parent told, then the workflow fails with the error (its message names what
-          stays changed).
+        - any other ApplicationError, or a failed activity or child workflow (ActivityError,
+          ChildWorkflowError, see :data:`FAILURES`): status phase ``failed``, its ``error`` (the
+          innermost failure's message, :func:`failure_message`) and ``left_changed`` set, the
+          parent told, then the workflow fails with the error (when something stays changed, an
+          ApplicationError of the cause's type whose message names it).
+
+        A body whose outcomes go beyond the kit's (``stopped``, ``unhealthy``, ``incomplete``)
+        returns them from :meth:`kit_end` and maps each to its phase in
+        :meth:`kit_outcome_phase`.
 
         In every case the leases are released, the parent gets the last report, and the run
         returns only once every update handler finished. Returns what ``body`` returned or
@@ -265,29 +276,44 @@ class ProcedureWorkflow:
             except (Aborted, GateNotPassed, RevertRequested) as stop:
                 await self.kit_settle()
                 result = await self.kit_stopped(stop, result_type)
-            except ApplicationError as err:
+            except FAILURES as err:
                 await self.kit_settle()
-                if err.type not in REFUSAL_TYPES:
+                if not isinstance(err, ApplicationError) or err.type not in REFUSAL_TYPES:
                     raise
                 result = self.kit_refused(err, result_type)
-        except ApplicationError as err:
+        except FAILURES as err:
             self.control.base_phase = ProcedurePhase.FAILED
             left = self.kit_left_changed()
-            self.kit_status.error = err.message or str(err)
+            message = err.message if isinstance(err, ApplicationError) and err.message else failure_message(err)
+            self.kit_status.error = message
             self.kit_status.left_changed = left
             self.touch()
-            await self.leases.release()
+            await self.kit_release()
             await self.kit_reporter.settle()
             if left:
-                raise ApplicationError(f"{err.message}; left changed: " + "; ".join(i.line() for i in left), *err.details,
-                                       type=err.type, non_retryable=err.non_retryable) from err
+                app = err if isinstance(err, ApplicationError) else err.cause if isinstance(err.cause, ApplicationError) else None
+                raise ApplicationError(f"{message}; left changed: " + "; ".join(i.line() for i in left),
+                                       *(app.details if app is not None else ()), type=app.type if app is not None else None,
+                                       non_retryable=app.non_retryable if app is not None else True) from err
             raise
-        self.control.base_phase = OUTCOME_PHASE.get(result.outcome, ProcedurePhase.FAILED)
+        self.control.base_phase = self.kit_outcome_phase(result.outcome)
         self.touch()
-        await self.leases.release()
+        await self.kit_release()
         await workflow.wait_condition(workflow.all_handlers_finished)
         await self.kit_reporter.settle()
         return result
+
+    async def kit_release(self) -> None:
+        """Hook: release this run's leases as it ends (:meth:`kit_run`, every ending). Default
+        :meth:`Leases.release`, one signal after another; a procedure holding several scopes
+        may release them concurrently (one workflow task) and say so in its status."""
+        await self.leases.release()
+
+    def kit_outcome_phase(self, outcome: str) -> str:
+        """Hook: the base phase a run that ended with ``outcome`` keeps (its ``status`` phase and
+        LockkeeperStatus). Default :data:`OUTCOME_PHASE`, ``failed`` for an outcome it lacks; a
+        procedure with outcomes of its own (e.g. ``stopped``) maps them here."""
+        return OUTCOME_PHASE.get(outcome, ProcedurePhase.FAILED)
 
     async def kit_stopped(self, stop: Exception, result_type: type[R]) -> R:
         """End after an abort, a refused gate or a revert request (see :meth:`kit_run`)."""

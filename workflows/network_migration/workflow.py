@@ -57,11 +57,10 @@ with workflow.unsafe.imports_passed_through():
         GateKind,
         GateState,
         GateTimeoutOutcome,
-        ProcedurePhase,
         ProcedureStatus,
     )
     from workflows.kit.planning import planning_abort_message
-    from workflows.kit.procedure import REFUSAL_TYPES, ProcedureWorkflow
+    from workflows.kit.procedure import ProcedureWorkflow
     from workflows.kit.records import REMOVE, RecordRefused, Records
     from workflows.kit.scopes import cluster_scope, node_scope, pool_scope, scope_workflow_id, subsystem_scope
     from workflows.network_migration.guard import GuardRefused, PoolsGuard
@@ -222,34 +221,31 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
 
     @workflow.run
     async def run(self, input: NetworkMigrationInput) -> NetworkMigrationResult:
-        self.kit_status_attributes()
+        return await self.kit_run(lambda: self._body(input), NetworkMigrationResult)
+
+    async def _body(self, input: NetworkMigrationInput) -> NetworkMigrationResult:
+        """The migration; its own refusals (a lease held, a record somebody else changed, the
+        pools guard after the pause) end it ``refused``. Aborts, the kit's refusals and failures
+        end through the run template (:meth:`kit_run`)."""
         try:
-            result = await self._run(input)
+            return await self._run(input)
         except Refused as err:
             self._lease_holder = err.holder
-            result = self._result("refused", str(err))
+            return self._result("refused", str(err))
         except RecordRefused as err:
-            result = self._result("refused", f"{err} (somebody else changed it; nothing of theirs was overwritten)")
+            return self._result("refused", f"{err} (somebody else changed it; nothing of theirs was overwritten)")
         except GuardRefused as err:
             # Refused after pausing: the pools go back to what was recorded before refusing.
             for name in [n for n in self.records.records if n.startswith("pool-paused/")]:
                 await self.records.revert(name)
-            result = self._result("refused", f"{err.message}; the network type was not switched")
-        except Aborted as err:  # before the switch: restored and read back; after it: what stays changed
-            await self.kit_settle()
-            result = await self.kit_stopped(err, NetworkMigrationResult)
-        except ApplicationError as err:
-            if err.type not in REFUSAL_TYPES:  # a failed precondition: nothing was written
-                raise
-            result = self.kit_refused(err, NetworkMigrationResult)
-        self.control.base_phase = ProcedurePhase.DONE if result.outcome in ("completed", "reverted", "dry-run") else (
-            ProcedurePhase.ABORTED if result.outcome == "aborted" else ProcedurePhase.FAILED)
-        self.touch()
+            return self._result("refused", f"{err.message}; the network type was not switched")
+
+    async def kit_release(self) -> None:
+        """Every lease in one workflow task; ``status`` then shows none."""
         if self.leases.held:
             await self.leases.release(concurrent=True)
             self._st.leases = []
             self.touch()
-        return result
 
     # --- the kit's ending hooks ------------------------------------------------------------------
 
@@ -412,20 +408,18 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
                          "or remove it to roll the pools back)", ours)
 
     def _result(self, outcome: str, message: str, status_type: str = "") -> NetworkMigrationResult:
+        """The result (:meth:`kit_end`, with :meth:`kit_result_fields`); the step ``done`` once
+        completed or reverted."""
         self._st.step = "done" if outcome in ("completed", "reverted") else self._st.step
         self.touch()
-        return NetworkMigrationResult(procedure=PROCEDURE_NETWORK_MIGRATION, workflow_id=workflow.info().workflow_id, outcome=outcome,
-                                      message=message, gate_history=list(self._st.gate_history), started_at=self._st.started_at,
-                                      finished_at=workflow.now(), plan=self._st.plan, reboots=self._st.reboots,
-                                      cleaned_up=self._cleanup_started and outcome == "completed", status_type=status_type,
-                                      lease_holder=self._lease_holder, preconditions=list(self._st.preconditions))
+        return self.kit_end(NetworkMigrationResult, outcome, message, status_type=status_type,
+                            cleaned_up=self._cleanup_started and outcome == "completed")
 
     async def _run(self, i: NetworkMigrationInput) -> NetworkMigrationResult:
         self._step("preflight")
         try:
             state = await self._read(planning=True)
         except Aborted as stop:  # an abort during the preflight read: nothing was written, no lease taken
-            self.control.base_phase = ProcedurePhase.ABORTED
             return self._result("aborted", planning_abort_message(self.control, stop))
         batches = reboot_batches(state.nodes, i.max_unavailable)
         problems = preflight_problems(state, i.to) + kubelet_ca_problems(
