@@ -27,18 +27,18 @@ its next safe point. Leases: ``node/<cluster>/<node>`` for every migrated node.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.host.models import CommandResult, RunCommandInput
+    from activities.host.models import CommandResult
     from activities.runtime_migration.models import ListNodesInput, NodeLabels, NodeObject, NodeObjectInput, PodsOnNode, PodsOnNodeInput, WhichInput, WhichResult
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted, check_in_time
     from workflows.kit.drain import check_decision
+    from workflows.kit.host import HostSteps
     from workflows.kit.models import (
         ChangedItem,
         DecideInput,
@@ -70,10 +70,9 @@ with workflow.unsafe.imports_passed_through():
         UnknownOutcomeInput,
         is_older,
     )
-    from workflows.runtime_migration.node import BEFORE_DESTRUCTIVE, RuntimeMigrationNodeWorkflow
+    from workflows.runtime_migration.node import BEFORE_DESTRUCTIVE, REPEATABLE, RuntimeMigrationNodeWorkflow
     from workflows.runtime_migration.nodecontrol import NodeControl
     from workflows.runtime_migration.postcheck import post_check, summary
-    from workflows.runtime_migration.runner import REPEATABLE
 
 MASTER_LABEL = "node-role.kubernetes.io/master"
 
@@ -111,6 +110,8 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         self._drain: dict[str, NodeProgress] = {}
         self._pending: list[asyncio.Future[None]] = []
         self.node_control_init()
+        t = input.timing
+        self.host = HostSteps(self.gates, timeouts=acts.Timeouts(t.activity, t.heartbeat), heartbeat_seconds=t.heartbeat)
         self.node_control_windows(input.windows)
 
     # --- status ----------------------------------------------------------------------------------
@@ -231,14 +232,10 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
     # --- helpers -----------------------------------------------------------------------------------
 
     async def _host(self, node: str, argv: list[str]) -> CommandResult | None:
-        """An idempotent command on a node or peer; None when the host stays unreachable."""
+        """An idempotent command on a node or peer (the kit's host steps); None when the host
+        stays unreachable."""
         try:
-            cmd = RunCommandInput(access=self._in.host_access[node], argv=list(argv), timeout_seconds=120)
-            return await workflow.execute_activity(
-                acts.RUN_NODE_COMMAND, cmd,
-                result_type=CommandResult, start_to_close_timeout=timedelta(seconds=cmd.bound_seconds() + 30),
-                heartbeat_timeout=timedelta(seconds=self._in.timing.heartbeat), retry_policy=REPEATABLE,
-            )
+            return await self.host.command(argv, self._in.host_access[node], timeout_seconds=120, retry=REPEATABLE)
         except ActivityError as err:
             workflow.logger.warning("%s on %s: %s", argv[0], node, failure_message(err))
             return None
