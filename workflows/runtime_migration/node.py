@@ -3,11 +3,12 @@
 
 Every step checks the host before it acts (the command's outcome says whether it is already
 done), records its last command (argv, exit code, output tail) in the node's row, and reports the
-row to the parent (signal ``migration_progress``). The reboot and the external commands run at
+row to the parent (the kit's ``child_report``). The reboot and the external commands run at
 most once; host commands, the reboot and the health waits run on the kit's
 :class:`workflows.kit.host.HostSteps`, :func:`workflows.kit.host.reboot` and
-:func:`workflows.kit.health.wait_until`. Gates are this workflow's own; the parent
-mirrors them so ``lockkeeper approve/reject <parent>`` reach them (signal ``gate_decision``).
+:func:`workflows.kit.health.wait_until`. Gates are this workflow's own and decided here
+(:class:`workflows.kit.noderun.GatedNodeRunWorkflow`): the parent shows them, and ``lockkeeper
+approve/reject/decide <parent> GATE`` answers them on this run.
 
 A step that cannot go on stops the node (:class:`StepStopped`): the node is left as it is and the
 row says so (``node_deleted`` when the Node object is gone and not registered again), never
@@ -17,7 +18,6 @@ is wiped (DNS would break after the reboot otherwise, seed 003).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
@@ -37,24 +37,25 @@ with workflow.unsafe.imports_passed_through():
         SaveRecordResult,
     )
     from workflows.kit import calls as acts
-    from workflows.kit.control import Aborted, Control, RevertRequested
+    from workflows.kit.control import Aborted, Control, RevertRequested, check_in_time
     from workflows.kit.drain import DrainGateState
     from workflows.kit.gates import Gates
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.kit.host import HostSteps, RebootFailed, reboot
     from workflows.kit.inputs import GatePolicy
-    from workflows.kit.models import DrainDecision, GateKind, GateRecord, GateState, HealthStatus, NodeControlInput, failure_message
-    from workflows.kit.noderun import NodeRun, NodeRunWorkflow, Stopped
+    from workflows.kit.models import DrainDecision, Gate, GateKind, GateRecord, GateState, HealthStatus, NodeControlInput, failure_message
+    from workflows.kit.noderun import GatedNodeRunWorkflow, NodeRun, StopKind, Stopped
+    from workflows.kit.report import ChildReport, Reporter
     from workflows.runtime_migration import plan
     from workflows.runtime_migration.gluster import read_assessment
     from workflows.runtime_migration.models import (
         PROCEDURE_RUNTIME_MIGRATION,
-        GateDecision,
         NodeMigrationInput,
         NodeMigrationResult,
         NodeMigrationStatus,
         LastCommand,
         NodeRecordView,
+        UnknownOutcomeInput,
     )
     from workflows.runtime_migration.rejoin import RejoinSteps
     from workflows.runtime_migration.plan import StepStopped
@@ -71,7 +72,7 @@ BEFORE_DESTRUCTIVE = ("start", "safety", "approve-migration", "drain", "record")
 
 
 @workflow.defn
-class RuntimeMigrationNodeWorkflow(NodeRunWorkflow, RejoinSteps):
+class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
     """Input :class:`NodeMigrationInput`, result :class:`NodeMigrationResult` (see the module doc)."""
 
     @workflow.init
@@ -103,56 +104,58 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow, RejoinSteps):
         self.host = HostSteps(self.gates, on_change=self._push, timeouts=acts.Timeouts(t.activity, t.heartbeat),
                               heartbeat_seconds=t.heartbeat, gate_timeout_seconds=run.gates.timeout_seconds)
         self.record = prev.record.model_copy(deep=True) if prev is not None and prev.record is not None else NodeRecordView()
-        self._signals: list[asyncio.Future[None]] = []
-        self._sent = 0  # rows sent to the parent (NodeMigrationStatus.seq)
+        self.reporter = Reporter(input.parent_id)
 
     # --- parent link ------------------------------------------------------------------------------
 
     def _push(self) -> None:
-        """Send the row (with the gates and a record without the full Node) to the parent."""
-        self._sent += 1
-        st = self.st.model_copy(deep=True, update={"seq": self._sent})
+        """Report the row to the parent on the kit's channel (:mod:`workflows.kit.report`): the
+        waiting gates (owned here: decisions come to this run), the row with its gates and the
+        record without the full Node as ``detail``."""
+        st = self.st.model_copy(deep=True)
         st.gates = sorted((g.model_copy() for g in self.gates.gates.values()), key=lambda g: g.state != GateState.WAITING)
         st.record = self.record.model_copy(update={"node_object": None})
-        parent = workflow.get_external_workflow_handle(self.inp.parent_id)
-        self._signals.append(asyncio.ensure_future(self._send(parent, st)))
+        wid = workflow.info().workflow_id
+        self.reporter.send(ChildReport(workflow_id=wid, procedure=PROCEDURE_RUNTIME_MIGRATION, phase=st.phase, waiting_for=st.waiting_for,
+                                       since=st.since, deadline=st.deadline, detail=st.model_dump(mode="json"),
+                                       gates=[g.model_copy(update={"workflow_id": wid}) for g in st.waiting_gates()]))
 
-    async def _send(self, parent: workflow.ExternalWorkflowHandle, st: NodeMigrationStatus) -> None:
-        try:
-            await parent.signal("migration_progress", st)
-        except Exception as err:  # noqa: BLE001 - progress is advisory; the node's own state is the truth
-            workflow.logger.warning("progress to %s failed: %s", self.inp.parent_id, err)
+    def on_stop(self, kind: StopKind, identity: str, comment: str) -> None:
+        """abort: stop at the next safe point (a waiting gate is cancelled). skip-node: honoured
+        while no destructive step has begun (the node is uncordoned if we cordoned it and ends
+        ``skipped``); later it is ignored and the row says so (the parent's validator refuses it
+        then, this covers a row that was stale)."""
+        if kind == "skip":
+            if self.destructive:
+                self.st.findings.append(f"skip requested by {identity} ignored: the destructive steps had begun at {self.st.step}")
+                self._push()
+                return
+            self.skip_by = NodeControlInput(node=self.node, identity=identity, comment=comment)
+        self.control.request_abort(f"{'skipped' if kind == 'skip' else 'aborted'} by {identity}", identity)
+        self.node_run.request_stop(kind, identity)
 
-    @workflow.signal
-    def gate_decision(self, d: GateDecision) -> None:
-        """A decision the parent validated (approve/reject/resolve_unknown) on one of our gates."""
-        gate = self.gates.gates.get(d.gate_id)
-        if gate is None or gate.state != GateState.WAITING:
-            workflow.logger.info("decision on %s ignored: no such gate waiting", d.gate_id)
-            return
-        if d.state == GateState.DECIDED and d.choice in gate.choices:
-            self.gates.choose(gate, d.choice, d.identity, d.comment)
+    @workflow.update
+    def resolve_unknown(self, input: UnknownOutcomeInput) -> Gate:
+        """Answer an unknown-outcome gate with one of its choices (``rerun``, ``mark-done``:
+        comment required, what was checked) or ``abort`` (= reject)."""
+        gate = self.gates.find_waiting(input.gate_id)
+        if input.choice == "abort":
+            self.gates.decide(gate, GateState.REJECTED, input.identity, input.comment or "abort")
         else:
-            self.gates.decide(gate, d.state, d.identity, d.comment)
+            self.gates.choose(gate, input.choice, input.identity, input.comment or input.choice)
+        return gate
 
-    @workflow.signal
-    def abort_migration(self, identity: str) -> None:
-        """Stop at the next safe point (a waiting gate is cancelled)."""
-        self.control.request_abort(f"aborted by {identity}", identity)
-        self.node_run.request_stop("abort", identity)
-
-    @workflow.signal
-    def skip_migration(self, req: NodeControlInput) -> None:
-        """skip-node: honoured while no destructive step has begun (the node is uncordoned if we
-        cordoned it and ends ``skipped``); later it is ignored and the row says so (the parent's
-        validator refuses it then, this covers a row that was stale)."""
-        if self.destructive:
-            self.st.findings.append(f"skip requested by {req.identity} ignored: the destructive steps had begun at {self.st.step}")
-            self._push()
-            return
-        self.skip_by = req
-        self.control.request_abort(f"skipped by {req.identity}", req.identity)
-        self.node_run.request_stop("skip", req.identity)
+    @resolve_unknown.validator
+    def _validate_resolve_unknown(self, input: UnknownOutcomeInput) -> None:
+        check_in_time(input, "resolve_unknown")
+        gate = self.gates.find_waiting(input.gate_id)
+        if not gate.choices:
+            raise ValueError(f"gate {gate.id} is not an unknown-outcome gate; use approve/reject")
+        if input.choice != "abort" and input.choice not in gate.choices:
+            raise ValueError(f"gate {gate.id}: {input.choice!r} is not one of its choices ({', '.join(gate.choices)}) or abort")
+        self.gates.check_approver(input.identity, approving=input.choice != "abort")
+        if input.choice == "mark-done" and not input.comment.strip():
+            raise ValueError("mark-done needs a comment saying what was checked")
 
     @workflow.query
     def row(self) -> NodeMigrationStatus:
@@ -576,8 +579,7 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow, RejoinSteps):
                     reason += await self._abort_uncordon()
             self.st.reason = reason
             self._at(err.step, None, phase=outcome)
-        if self._signals:
-            await asyncio.gather(*self._signals)
+        await self.reporter.settle()
         await self.node_run.settle()
         rec = self.record.model_copy()
         final = self.st.model_copy(deep=True)
