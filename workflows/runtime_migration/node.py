@@ -57,8 +57,7 @@ with workflow.unsafe.imports_passed_through():
         NodeRecordView,
         UnknownOutcomeInput,
     )
-    from workflows.runtime_migration.rejoin import RejoinSteps
-    from workflows.runtime_migration.plan import StepStopped
+    from workflows.runtime_migration.rejoin import RejoinSteps, StepStopped
 
 RUN_EXTERNAL_COMMAND = "run_external_command"
 #: Idempotent host commands: retried while the host is unreachable, but not forever.

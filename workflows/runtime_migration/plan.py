@@ -20,17 +20,6 @@ from workflows.kit.plan import order_name, order_nodes
 from workflows.shared.glusterfs.models import Assessment
 from workflows.runtime_migration.models import NodeRecordView, PackageFinding
 
-class StepStopped(Exception):
-    """The node's migration stops here: ``step`` and why (a rejected gate, a failed check, an
-    abort). The node is left as it is and reported (e.g. deleted and not yet registered)."""
-
-    def __init__(self, step: str, reason: str, *, aborted: bool = False) -> None:
-        super().__init__(f"{step}: {reason}")
-        self.step = step
-        self.reason = reason
-        self.aborted = aborted
-
-
 #: The comment 3.x's NetworkManager dispatcher (o-a 99-origin-dns.sh) writes into /etc/resolv.conf.
 ORIGIN_DNS_MARK = "99-origin-dns.sh"
 UPSTREAM_RESOLV = "/etc/origin/node/resolv.conf"

@@ -23,7 +23,18 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.runtime_migration import plan
     from workflows.runtime_migration.gluster import read_assessment
-    from workflows.runtime_migration.plan import StepStopped
+
+
+class StepStopped(Exception):
+    """The node's migration stops here: ``step`` and why (a rejected gate, a failed check, an
+    abort). The node is left as it is and reported (e.g. deleted and not yet registered)."""
+
+    def __init__(self, step: str, reason: str, *, aborted: bool = False) -> None:
+        super().__init__(f"{step}: {reason}")
+        self.step = step
+        self.reason = reason
+        self.aborted = aborted
+
 
 LIST_PODS_ON_NODE = "list_pods_on_node"
 SET_NODE_LABELS = "set_node_labels"
