@@ -109,15 +109,14 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
 
     def _push(self) -> None:
         """Report the row to the parent on the kit's channel (:mod:`workflows.kit.report`): the
-        waiting gates (owned here: decisions come to this run), the row with its gates and the
-        record without the full Node as ``detail``."""
-        st = self.st.model_copy(deep=True)
-        st.gates = sorted((g.model_copy() for g in self.gates.gates.values()), key=lambda g: g.state != GateState.WAITING)
+        waiting gates and the row (``detail``: its gates, each with this run as its owner, and the
+        record without the full Node). Decisions come to this run."""
+        st, wid = self.st.model_copy(deep=True), workflow.info().workflow_id
+        st.gates = sorted((g.model_copy(update={"workflow_id": wid}) for g in self.gates.gates.values()),
+                          key=lambda g: g.state != GateState.WAITING)
         st.record = self.record.model_copy(update={"node_object": None})
-        wid = workflow.info().workflow_id
         self.reporter.send(ChildReport(workflow_id=wid, procedure=PROCEDURE_RUNTIME_MIGRATION, phase=st.phase, waiting_for=st.waiting_for,
-                                       since=st.since, deadline=st.deadline, detail=st.model_dump(mode="json"),
-                                       gates=[g.model_copy(update={"workflow_id": wid}) for g in st.waiting_gates()]))
+                                       since=st.since, deadline=st.deadline, detail=st.model_dump(mode="json"), gates=st.waiting_gates()))
 
     def on_stop(self, kind: StopKind, identity: str, comment: str) -> None:
         """abort: stop at the next safe point (a waiting gate is cancelled). skip-node: honoured

@@ -113,9 +113,12 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
     def procedure_status(self) -> ProcedureStatus:
         st = super().procedure_status()
         assert isinstance(st, RuntimeMigrationStatus)
+        # A node's gates are shown as this run's, as the README has them (`approve ID GATE`):
+        # the CLI finds their owner in the node's row and answers them there.
         owner = next((g.workflow_id for g in st.gates if g.state == GateState.WAITING), None)
         if owner and st.waiting_for:
             st.waiting_for = st.waiting_for.replace(f" on {owner}", "", 1)
+        st.gates = [g.model_copy(update={"workflow_id": None}) for g in st.gates]
         for node, prog in self._drain.items():
             row = st.nodes.get(node)
             if row is not None and prog.phase == NodePhase.BLOCKED and row.step == "drain":
