@@ -252,8 +252,8 @@ class NodeMigrationStatus(BaseModel):
 
 
 class NodeMigrationInput(BaseModel):
-    """The child's input: the parent's input, the node, the parent workflow ID (progress and
-    gate mirror), and the node's index."""
+    """The child's input: the parent's input, the node, the parent workflow ID (the target of its
+    reports), and the node's index."""
 
     run: RuntimeMigrationInput
     node: str
