@@ -163,9 +163,14 @@ async def read_status(handle: WorkflowHandle[Any, Any]) -> ProcedureStatus | Non
 async def answer_gate(client: Client, handle: WorkflowHandle[Any, Any], gate: Gate, comment: str) -> bool:
     """Approve ``gate`` as a person would (on the workflow that shows it, or the child it names):
     a gate with choices gets its first choice through ``decide``, others ``approve``. Returns
-    False when the answer was refused (raced with another decision; the next poll sees it)."""
-    target = client.get_workflow_handle(gate.workflow_id) if gate.workflow_id else handle
+    False when the answer was refused (raced with another decision; the next poll sees it).
+    A gate shown without its owner is routed as the CLI routes it (``owner_of``: a runtime
+    migration node's row names its node run)."""
+    from lockkeeper.cli.operate import owner_of
+
     try:
+        owner = gate.workflow_id or owner_of(await handle.query("status", result_type=dict), gate.id)
+        target = client.get_workflow_handle(owner) if owner else handle
         if gate.choices:
             await target.execute_update("decide", DecideInput(node=gate.node or gate.id, gate_id=gate.id, decision=gate.choices[0],
                                                               identity=IDENTITY, comment=comment))

@@ -60,10 +60,18 @@ async def gate_owner(settings: Any, wid: str, gate: str) -> str:
             "status", result_type=dict, rpc_timeout=timedelta(seconds=3)), 3.5)
     except Exception:  # noqa: BLE001 - a closed run or no worker: the update itself reports it
         return wid
-    for g in status.get("gates") or []:
-        if g.get("id") == gate and g.get("workflow_id"):
+    return owner_of(status, gate) or wid
+
+
+def owner_of(status: dict[str, Any], gate: str) -> str | None:
+    """The workflow that owns ``gate`` as a ``status`` (the query's JSON) shows it
+    (``Gate.workflow_id``, set for a child's gate, in ``gates`` or in a node's row: the runtime
+    migration's rows carry their node run's gates), None for the workflow's own or an unknown gate."""
+    rows = status.get("nodes") if isinstance(status.get("nodes"), dict) else {}
+    for g in [*(status.get("gates") or []), *(g for r in rows.values() if isinstance(r, dict) for g in r.get("gates") or [])]:
+        if isinstance(g, dict) and g.get("id") == gate and g.get("workflow_id"):
             return str(g["workflow_id"])
-    return wid
+    return None
 
 
 async def abort_if_never_ran(settings: Any, wid: str, who: str, reason: str | None, output: str) -> bool:

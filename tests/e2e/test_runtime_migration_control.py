@@ -22,6 +22,7 @@ from tests.e2e.test_runtime_migration_e2e import (
     approve_destructive,
     commands,
     drive,
+    gate_handle,
     hosts_env,
     migration_input,
     reboots,
@@ -54,7 +55,7 @@ async def test_retry_node_after_a_failed_scaleup_repeats_only_the_scaleup(
     st = await drive(handle, decide=forgetful)
     gate = next(g for g in st.gates if g.state == "waiting")
     assert gate.id == f"{NODE}/failed/scale-up" and "Detected no new_nodes in inventory" in gate.comment, gate
-    await handle.execute_update("reject", RejectInput(gate_id=gate.id, identity=APPROVER, comment="fix the inventory first"))
+    await gate_handle(handle, gate, st).execute_update("reject", RejectInput(gate_id=gate.id, identity=APPROVER, comment="fix the inventory first"))
     hold = f"{NODE}/stopped/1"
     st = await drive(handle, decide=lambda g: None, until=lambda s: any(g.id == hold and g.state == "waiting" for g in s.gates))
     assert st.nodes[NODE].node_deleted

@@ -24,7 +24,7 @@ from temporalio.service import RPCError
 from activities.host.models import HostAccess
 from clustersim import ClusterSim
 from clustersim.external import shipped_files
-from workflows.kit.models import ApprovalRules, ApproveInput, GateState
+from workflows.kit.models import ApprovalRules, ApproveInput, Gate, GateState
 from workflows.runtime_migration import RuntimeMigrationWorkflow
 from workflows.runtime_migration.models import (
     ExternalStep,
@@ -88,6 +88,14 @@ async def start_migration(client: Client, inp: RuntimeMigrationInput, task_queue
                                        result_type=RuntimeMigrationResult)
 
 
+def gate_handle(handle: WorkflowHandle[Any, Any], gate: Gate, st: RuntimeMigrationStatus) -> WorkflowHandle[Any, Any]:
+    """Where a decision on ``gate`` goes: the workflow that owns it (a node's gates live in its
+    child run: its row in ``st`` names it), as ``lockkeeper approve`` routes it
+    (``lockkeeper.cli.operate.owner_of``)."""
+    owner = next((g.workflow_id for r in st.nodes.values() for g in r.gates if g.id == gate.id and g.workflow_id), None)
+    return handle._client.get_workflow_handle(owner) if owner else handle  # noqa: SLF001 - the handle's client
+
+
 async def status_of(handle: WorkflowHandle[Any, Any]) -> RuntimeMigrationStatus:
     """The ``status`` query, asked again when it times out (a loaded machine: the worker answers
     queries between workflow tasks, and a crash test may ask while no worker runs)."""
@@ -127,7 +135,7 @@ async def drive(handle: WorkflowHandle[Any, Any], *, decide: Callable[[str], str
                 comment = decide(g.id)
                 if comment is None:
                     return st
-                await handle.execute_update("approve", ApproveInput(gate_id=g.id, identity=APPROVER, comment=comment))
+                await gate_handle(handle, g, st).execute_update("approve", ApproveInput(gate_id=g.id, identity=APPROVER, comment=comment))
         await asyncio.sleep(0.5)
     st = await status_of(handle)
     rows = {n: (r.phase, r.step, r.waiting_for, r.reason, r.last_command) for n, r in st.nodes.items()}

@@ -24,6 +24,7 @@ from tests.e2e.test_runtime_migration_e2e import (
     SCALE,
     approve_destructive,
     drive,
+    gate_handle,
     hosts_env,
     migration_input,
     sim_get,
@@ -61,7 +62,7 @@ async def test_heal_stall_opens_the_health_gate(dev_server: Any, temporal_client
     assert st.nodes["gluster2.demo"].phase == "pending"  # the next node waits for a clean heal
     pending = {v["name"]: v["pending_heal"] for v in (await sim_get(sim, "gluster"))["volumes"]}
     assert sum(pending.values()) > 0, pending  # the simulator agrees: entries are still pending
-    await handle.execute_update("reject", RejectInput(gate_id=gate.id, identity=APPROVER, comment="heal by hand"))
+    await gate_handle(handle, gate, st).execute_update("reject", RejectInput(gate_id=gate.id, identity=APPROVER, comment="heal by hand"))
     st = await drive(handle, decide=lambda g: None, until=lambda s: any(g.id == f"{NODE}/stopped/1" and g.state == "waiting" for g in s.gates))
     await handle.execute_update("reject", RejectInput(gate_id=f"{NODE}/stopped/1", identity=APPROVER, comment="stop"))
     result = await handle.result()

@@ -29,6 +29,7 @@ from tests.e2e.test_runtime_migration_e2e import (
     approve_destructive,
     commands,
     drive,
+    gate_handle,
     hosts_env,
     migration_input,
     sim_get,
@@ -98,7 +99,7 @@ async def test_scaleup_without_inventory_change_fails_and_node_stays_reported(r4
     assert "Detected no new_nodes in inventory" in row.last_command.tail
     with pytest.raises(ApiError):
         sim.store.get("nodes", NODE)  # still deleted: the scale-up never registered it
-    await handle.execute_update("reject", RejectInput(gate_id=gate.id, identity=APPROVER, comment="fix the inventory by hand"))
+    await gate_handle(handle, gate, st).execute_update("reject", RejectInput(gate_id=gate.id, identity=APPROVER, comment="fix the inventory by hand"))
     st = await drive(handle, decide=lambda g: None, until=lambda s: any(g.id == f"{NODE}/stopped/1" and g.state == "waiting" for g in s.gates))
     hold = next(g for g in st.gates if g.id == f"{NODE}/stopped/1")
     assert "DELETED" in hold.comment and "retry-node" in hold.comment, hold.comment

@@ -1,14 +1,13 @@
 """Node reports are signalled without waiting for each other, so two can arrive out of order
 (each is its own transfer task on the server). The parents keep the latest by sequence number:
-the kit's NodeBoard (``NodeProgress.seq``) and the runtime migration's rows
-(``NodeMigrationStatus.seq``). Seen in a run of R4: the node row showed step ``safety`` while the
-node waited at its gate ``approve-migration``, whose row had arrived first."""
+the kit's NodeBoard (``NodeProgress.seq``) and its report inbox (``ChildReport.seq``, which the
+runtime migration's rows travel in). Seen in a run of R4: the node row showed step ``safety`` while
+the node waited at its gate ``approve-migration``, whose row had arrived first."""
 
 from __future__ import annotations
 
 from workflows.kit.board import NodeBoard
 from workflows.kit.models import NodePhase, NodeProgress, NodeStatus
-from workflows.runtime_migration.models import NodeMigrationStatus, is_older
 
 
 def board() -> tuple[NodeBoard, list[int]]:
@@ -43,12 +42,3 @@ def test_a_new_attempt_starts_its_numbers_again() -> None:
     assert b.nodes["w1"].step == "drain"
     b.on_progress(report("late", 8, attempt=1))  # the old attempt's: not this attempt's at all
     assert b.nodes["w1"].step == "drain"
-
-
-def test_a_migration_row_is_older_by_attempt_then_number() -> None:
-    def row(seq: int | None, attempt: int = 1) -> NodeMigrationStatus:
-        return NodeMigrationStatus(node="g1", seq=seq, attempt=attempt)
-
-    assert is_older(row(1), row(2)) and not is_older(row(2), row(1)) and not is_older(row(2), row(2))
-    assert not is_older(row(1, attempt=2), row(9, attempt=1)) and is_older(row(9), row(1, attempt=2))
-    assert not is_older(row(None), row(2)) and not is_older(row(1), row(None)) and not is_older(row(1), None)

@@ -17,7 +17,7 @@ from datetime import timedelta
 import pytest
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 
-from tests.workflows.test_runtime_migration_wf import World, _approve, _input, _run, _status, _waiting
+from tests.workflows.test_runtime_migration_wf import World, _approve, _input, _run, _status, _update, _waiting
 from workflows.kit.models import NodeControlInput, RejectInput
 
 pytestmark = pytest.mark.timeout(180)
@@ -45,7 +45,7 @@ async def test_retry_node_repeats_only_the_stopped_step(time_skipping_env) -> No
         await _approve(env, h, "g1/destructive/approve-delete")
         await _status(env, h, _waiting("g1/failed/scale-up"))
         await _refused(h, "retry_node", NodeControlInput(node="g1", identity="bob"), "only a node that stopped")
-        await h.execute_update("reject", RejectInput(gate_id="g1/failed/scale-up", identity="bob", comment="repo down"))
+        await _update(env, h, "reject", RejectInput(gate_id="g1/failed/scale-up", identity="bob", comment="repo down"))
         st = await _status(env, h, _waiting("g1/stopped/1"))
         assert st.nodes["g1"].node_deleted and "retry-node" in next(g.comment for g in st.gates if g.id == "g1/stopped/1")
         await h.execute_update("retry_node", NodeControlInput(node="g1", identity="bob", comment="repo fixed"))
@@ -92,7 +92,7 @@ async def test_skip_node_after_the_destructive_steps_leaves_it_cordoned_with_its
         await _approve(env, h, "g1/destructive/approve-migration")
         await _status(env, h, _waiting("g1/destructive/approve-delete"))
         await _refused(h, "skip_node", NodeControlInput(node="g1", identity="bob"), "past the destructive steps")
-        await h.execute_update("reject", RejectInput(gate_id="g1/destructive/approve-delete", identity="bob", comment="not now"))
+        await _update(env, h, "reject", RejectInput(gate_id="g1/destructive/approve-delete", identity="bob", comment="not now"))
         await _status(env, h, _waiting("g1/stopped/1"))
         await h.execute_update("skip_node", NodeControlInput(node="g1", identity="bob", comment="finish by hand"))
 
@@ -111,9 +111,9 @@ async def test_rejecting_the_hold_gate_ends_the_run_failed(time_skipping_env) ->
 
     async def body(h: WorkflowHandle) -> None:
         await _status(env, h, _waiting("g1/destructive/approve-migration"))
-        await h.execute_update("reject", RejectInput(gate_id="g1/destructive/approve-migration", identity="bob", comment="no"))
+        await _update(env, h, "reject", RejectInput(gate_id="g1/destructive/approve-migration", identity="bob", comment="no"))
         await _status(env, h, _waiting("g1/stopped/1"))
-        await h.execute_update("reject", RejectInput(gate_id="g1/stopped/1", identity="bob", comment="stop here"))
+        await _update(env, h, "reject", RejectInput(gate_id="g1/stopped/1", identity="bob", comment="stop here"))
 
     result = await _run(env, world, body)
     assert result.outcome == "failed" and "approve-migration" in (result.nodes[0].reason or "")

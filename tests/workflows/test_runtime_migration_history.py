@@ -16,7 +16,7 @@ import pytest
 from replay import recording, store
 from temporalio.client import WorkflowHandle
 from temporalio.worker import Worker
-from test_runtime_migration_wf import World, _approve, _input, _status, _waiting
+from test_runtime_migration_wf import World, _approve, _input, _status, _update, _waiting
 
 from workflows import WORKFLOWS
 from workflows.kit.models import NodeControlInput, RejectInput
@@ -39,7 +39,7 @@ async def test_migration_with_a_retried_node_records_its_histories(time_skipping
         await _approve(env, h, "g1/destructive/approve-migration")
         await _approve(env, h, "g1/destructive/approve-delete")
         await _status(env, h, _waiting("g1/failed/scale-up"))
-        await h.execute_update("reject", RejectInput(gate_id="g1/failed/scale-up", identity="bob", comment="repo down"))
+        await _update(env, h, "reject", RejectInput(gate_id="g1/failed/scale-up", identity="bob", comment="repo down"))
         await _status(env, h, _waiting("g1/stopped/1"))
         first = await env.client.get_workflow_handle(f"{HISTORY_ID}/node/g1").fetch_history()  # the failed attempt, closed
         await h.execute_update("retry_node", NodeControlInput(node="g1", identity="bob", comment="repo fixed"))

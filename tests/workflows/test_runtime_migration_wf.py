@@ -62,6 +62,7 @@ from activities.runtime_migration.models import (
     WhichInput,
     WhichResult,
 )
+from lockkeeper.cli.operate import owner_of
 from workflows import WORKFLOWS
 from workflows.kit.models import ApprovalRules, ApproveInput, DecideInput, GateState, RejectInput
 from workflows.runtime_migration import RuntimeMigrationWorkflow
@@ -319,9 +320,17 @@ def _waiting(gate_id: str) -> Callable[[RuntimeMigrationStatus], bool]:
     return lambda st: any(g.id == gate_id and g.state == GateState.WAITING for g in st.gates)
 
 
+async def _update(env: Any, handle: WorkflowHandle, update: str, arg: Any) -> Any:
+    """Send a gate's ``update`` where the gate lives, as the CLI routes it
+    (:func:`lockkeeper.cli.operate.owner_of`): a node's gates in its child, the run's own here."""
+    status = await handle.query("status", result_type=dict)
+    gate = getattr(arg, "gate_id", None) or getattr(arg, "node", None)
+    return await env.client.get_workflow_handle(owner_of(status, gate) or handle.id).execute_update(update, arg)
+
+
 async def _approve(env: Any, handle: WorkflowHandle, gate_id: str) -> None:
     await _status(env, handle, _waiting(gate_id))
-    await handle.execute_update("approve", ApproveInput(gate_id=gate_id, identity="bob", comment="ok"))
+    await _update(env, handle, "approve", ApproveInput(gate_id=gate_id, identity="bob", comment="ok"))
 
 
 async def _run(env: Any, world: World, body: Callable[[WorkflowHandle], Any], inp: RuntimeMigrationInput | None = None) -> RuntimeMigrationResult:
@@ -386,8 +395,8 @@ async def test_lost_reboot_without_new_boot_id_asks_and_mark_done_needs_a_commen
         st = await _status(env, h, _waiting("reboot/g1/1"))  # the kit's reboot gate
         assert next(g for g in st.gates if g.id == "reboot/g1/1").choices == ["wait", "rerun", "mark-done"]
         with pytest.raises(WorkflowUpdateFailedError):
-            await h.execute_update("resolve_unknown", UnknownOutcomeInput(gate_id="reboot/g1/1", choice="mark-done", identity="bob"))
-        await h.execute_update("reject", RejectInput(gate_id="reboot/g1/1", identity="bob", comment="host never went down"))
+            await _update(env, h, "resolve_unknown", UnknownOutcomeInput(gate_id="reboot/g1/1", choice="mark-done", identity="bob"))
+        await _update(env, h, "reject", RejectInput(gate_id="reboot/g1/1", identity="bob", comment="host never went down"))
 
     result = await _run(env, world, body)
     assert result.outcome == "aborted" and world.reboots == 1
@@ -405,13 +414,13 @@ async def test_unknown_gate_reruns_only_on_the_explicit_choice_never_on_a_commen
         st = await _status(env, h, _waiting("g1/unknown/scale-up"))
         assert next(g for g in st.gates if g.id == "g1/unknown/scale-up").choices == ["mark-done", "rerun"]
         with pytest.raises(WorkflowUpdateFailedError):  # not one of its choices
-            await h.execute_update("resolve_unknown", UnknownOutcomeInput(gate_id="g1/destructive/approve-delete", choice="rerun", identity="bob"))
+            await _update(env, h, "resolve_unknown", UnknownOutcomeInput(gate_id="g1/destructive/approve-delete", choice="rerun", identity="bob"))
         # `lockkeeper decide ID GATE rerun` (the kit's decide on the gate's choices)
-        await h.execute_update("decide", DecideInput(node="g1/unknown/scale-up", decision="rerun", identity="bob"))
+        await _update(env, h, "decide", DecideInput(node="g1/unknown/scale-up", decision="rerun", identity="bob"))
         # the second run is lost too: this time an approval whose comment starts with "rerun" marks it done
         await _status(env, h, lambda st: sum(1 for a in world.externals if a[-1] == "scaleup.yml") == 2
                       and _waiting("g1/unknown/scale-up")(st))
-        await h.execute_update("approve", ApproveInput(gate_id="g1/unknown/scale-up", identity="bob", comment="rerun? no: checked, it ran"))
+        await _update(env, h, "approve", ApproveInput(gate_id="g1/unknown/scale-up", identity="bob", comment="rerun? no: checked, it ran"))
         await _approve(env, h, "post-check/install")
 
     result = await _run(env, world, body)
@@ -427,7 +436,7 @@ async def test_lost_scaleup_opens_unknown_gate_and_abort_reports_the_deleted_nod
         await _approve(env, h, "g1/destructive/approve-delete")
         st = await _status(env, h, _waiting("g1/unknown/scale-up"))
         assert st.nodes["g1"].node_deleted
-        await h.execute_update("resolve_unknown", UnknownOutcomeInput(gate_id="g1/unknown/scale-up", choice="abort", identity="bob"))
+        await _update(env, h, "resolve_unknown", UnknownOutcomeInput(gate_id="g1/unknown/scale-up", choice="abort", identity="bob"))
 
     result = await _run(env, world, body)
     assert result.outcome == "aborted"

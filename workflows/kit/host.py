@@ -100,7 +100,7 @@ class HostSteps:
         #: node -> the boot ID read before this run rebooted it (:func:`reboot`).
         self.boots: dict[str, str] = {}
 
-    async def _exec(self, argv: list[str], access: HostAccess, timeout: float, *, once: bool) -> CommandResult:
+    async def _exec(self, argv: list[str], access: HostAccess, timeout: float, *, once: bool, retry: RetryPolicy | None = None) -> CommandResult:
         cmd = RunCommandInput(access=access, argv=list(argv), timeout_seconds=timeout)
         return await workflow.execute_activity(
             acts.RUN_NODE_COMMAND,
@@ -109,8 +109,17 @@ class HostSteps:
             start_to_close_timeout=timedelta(seconds=cmd.bound_seconds()) + self.timeouts.short_call,
             heartbeat_timeout=max(self.heartbeat, self.timeouts.heartbeat),
             task_queue=self.task_queue,
-            retry_policy=RetryPolicy(maximum_attempts=1) if once else acts.DEFAULT_RETRY,
+            retry_policy=RetryPolicy(maximum_attempts=1) if once else retry or acts.DEFAULT_RETRY,
         )
+
+    async def command(self, argv: list[str], access: HostAccess, *, timeout_seconds: float = 60.0, once: bool = False,
+                      retry: RetryPolicy | None = None) -> CommandResult:
+        """Run ``argv`` on ``access`` and return its :class:`CommandResult` whatever its exit
+        code: a read or a check whose outcome the caller judges (a step with its own check and
+        gates). ``once``: ``maximum_attempts=1`` (the caller handles a lost outcome), else
+        ``retry`` (default: the kit's policy) while the host is unreachable. Raises ActivityError
+        when the activity fails for good."""
+        return await self._exec(argv, access, timeout_seconds, once=once, retry=retry)
 
     async def _checked(self, step: HostStep, access: HostAccess, st: HostStepStatus) -> bool:
         if not step.check:

@@ -11,6 +11,8 @@ it does to the node:
 - :class:`NodeRunWorkflow`, the base class of node-run workflows: the ``skip``, ``abort`` and
   ``drain_decision`` signals that the parent's node window (:mod:`workflows.kit.batches`) sends,
   and the ``progress`` query. Inherited handlers keep those names the same for every procedure.
+  :class:`GatedNodeRunWorkflow` adds ``approve`` / ``reject`` / ``decide`` for a run with gates
+  of its own.
 
 A node run never raises for a node that ended badly: it returns a result whose ``outcome`` says so
 (``degraded``, ``skipped``, ``aborted``); only an activity failure that retries cannot fix fails it.
@@ -32,7 +34,20 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.drain import DrainGateState, DrainLoop, blocked_waiting_for, cordon_and_drain
     from workflows.kit.lease import Leases, answer_contender
-    from workflows.kit.models import DrainDecisionSignal, GateRecord, LeaseInfo, NodePhase, NodeProgress
+    from workflows.kit.gates import Gates
+    from workflows.kit.models import (
+        ApproveInput,
+        DecideInput,
+        DecideResult,
+        DrainDecisionSignal,
+        GateDecisionResult,
+        GateRecord,
+        GateState,
+        LeaseInfo,
+        NodePhase,
+        NodeProgress,
+        RejectInput,
+    )
     from workflows.kit.report import CHILD_REPORT_SIGNAL, ChildReport
 
 
@@ -452,14 +467,20 @@ class NodeRunWorkflow:
             self.run_leases.denied(info)
 
     @workflow.signal
-    def skip(self, identity: str = "") -> None:
-        """Skip this node at the next safe point (the procedure decides what that undoes)."""
-        self.node_run.request_stop("skip", identity)
+    def skip(self, identity: str = "", comment: str = "") -> None:
+        """Skip this node at the next safe point (the procedure decides what that undoes);
+        ``comment`` the operator's, when the parent passes it."""
+        self.on_stop("skip", identity, comment)
 
     @workflow.signal
     def abort(self, identity: str = "") -> None:
         """Abort at the next safe point."""
-        self.node_run.request_stop("abort", identity)
+        self.on_stop("abort", identity, "")
+
+    def on_stop(self, kind: StopKind, identity: str, comment: str) -> None:
+        """Hook: a skip/abort request from the parent. Default: the node run's safe points
+        honour it (:meth:`NodeRun.request_stop`)."""
+        self.node_run.request_stop(kind, identity)
 
     @workflow.signal
     def drain_decision(self, decision: DrainDecisionSignal) -> None:
@@ -471,3 +492,47 @@ class NodeRunWorkflow:
     def progress(self) -> NodeProgress:
         """The node's current phase/step/waiting_for/since/deadline."""
         return self.node_run.progress
+
+
+class GatedNodeRunWorkflow(NodeRunWorkflow):
+    """A node run with gates of its own (``self.gates``, a :class:`workflows.kit.gates.Gates`):
+    the ``approve``, ``reject`` and ``decide`` updates of :class:`workflows.kit.procedure.
+    ProcedureWorkflow`, with the same inputs, validators and results. Its parent shows the waiting
+    gates with ``Gate.workflow_id`` set to this run (:mod:`workflows.kit.report`), and the CLI
+    answers a gate there (``lockkeeper.cli.operate.gate_owner``), so a decision is recorded once,
+    in the run whose gate it is."""
+
+    gates: Gates
+
+    @workflow.update
+    def approve(self, input: ApproveInput) -> GateDecisionResult:
+        """Approve a waiting gate of this node run."""
+        gate = self.gates.find_waiting(input.gate_id)
+        self.gates.decide(gate, GateState.APPROVED, input.identity, input.comment, input.connection_identity)
+        return GateDecisionResult(gate_id=gate.id, state=gate.state, message=f"gate {gate.id} approved by {input.identity}")
+
+    @approve.validator
+    def _validate_approve(self, input: ApproveInput) -> None:
+        self.gates.check_decision(input, approving=True)
+
+    @workflow.update
+    def reject(self, input: RejectInput) -> GateDecisionResult:
+        """Reject a waiting gate of this node run (the procedure says what follows)."""
+        gate = self.gates.find_waiting(input.gate_id)
+        self.gates.decide(gate, GateState.REJECTED, input.identity, input.comment, input.connection_identity)
+        return GateDecisionResult(gate_id=gate.id, state=gate.state, message=f"gate {gate.id} rejected by {input.identity}")
+
+    @reject.validator
+    def _validate_reject(self, input: RejectInput) -> None:
+        self.gates.check_decision(input, approving=False)
+
+    @workflow.update
+    def decide(self, input: DecideInput) -> DecideResult:
+        """Make one of a waiting gate's declared choices (``decide ID GATE CHOICE``)."""
+        gate = self.gates.find_waiting(input.gate_id or input.node)
+        self.gates.choose(gate, input.decision, input.identity, input.comment, input.connection_identity)
+        return DecideResult(gate_id=gate.id, decision=input.decision, message=f"{input.decision} decided on gate {gate.id} by {input.identity}")
+
+    @decide.validator
+    def _validate_decide(self, input: DecideInput) -> None:
+        self.gates.check_choice(input.model_copy(update={"gate_id": input.gate_id or input.node}), input.decision)

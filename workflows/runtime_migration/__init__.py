@@ -1,8 +1,8 @@
 """The container-runtime migration of GlusterFS nodes (``lockkeeper start runtime-migration``, R4).
 
 :mod:`.workflow` (``RuntimeMigrationWorkflow``: preflight, one child per node, post-check),
-:mod:`.node` (``RuntimeMigrationNodeWorkflow``: the 22 steps of one node), :mod:`.runner` (host
-commands, gates, run-once steps), :mod:`.plan` (pure decisions), :mod:`.gluster` (the GlusterFS
+:mod:`.node` (``RuntimeMigrationNodeWorkflow``: the 22 steps of one node, its host commands, gates
+and run-once steps on the kit's host steps), :mod:`.plan` (pure decisions), :mod:`.gluster` (the GlusterFS
 read) and :mod:`.models`. ``SPEC`` is the procedure as the worker registry and the CLI see it.
 """
 

@@ -16,7 +16,6 @@ from activities.cluster.models import DrainReport
 from activities.host.models import CommandResult, HostAccess
 from workflows.kit.inputs import MaintenanceWindows, NodeOrder, ProcedureInput
 from workflows.kit.models import Gate, GateRecord, GateState, OperatorInput, ProcedureResult, ProcedureStatus
-from workflows.kit.order import overtaken
 
 #: Procedure name (spec name, LockkeeperProcedure, CLI ``start runtime-migration``).
 PROCEDURE_RUNTIME_MIGRATION = "runtime-migration"
@@ -237,10 +236,6 @@ class NodeMigrationStatus(BaseModel):
     removed: list[str] = Field(default_factory=list)
     attempt: int = 1
     record_configmap: str = ""
-    #: The child's count of rows sent in this attempt, 1, 2, ... (None from children before it
-    #: existed): rows are signalled without waiting for each other, so they may arrive out of
-    #: order, and the parent keeps the latest (:func:`is_older`).
-    seq: int | None = None
     #: The fields the kit's node views read from every procedure's node rows (the live details
     #: of the Temporal UI): a pool column, the blocked-drain report.
     pool: str = "-"
@@ -257,8 +252,8 @@ class NodeMigrationStatus(BaseModel):
 
 
 class NodeMigrationInput(BaseModel):
-    """The child's input: the parent's input, the node, the parent workflow ID (progress and
-    gate mirror), and the node's index."""
+    """The child's input: the parent's input, the node, the parent workflow ID (the target of its
+    reports), and the node's index."""
 
     run: RuntimeMigrationInput
     node: str
@@ -267,16 +262,6 @@ class NodeMigrationInput(BaseModel):
     #: ``retry-node``: the row the previous attempt ended with (its record, done steps, whether
     #: the Node was deleted); the retry skips the done steps and repeats the one that stopped.
     previous: NodeMigrationStatus | None = None
-
-
-class GateDecision(BaseModel):
-    """A decision on one of the node's gates, forwarded by the parent's approve/reject."""
-
-    gate_id: str
-    state: GateState
-    identity: str
-    comment: str = ""
-    choice: Literal["rerun", "mark-done", "wait", "abort"] | None = None
 
 
 class UnknownOutcomeInput(OperatorInput):
@@ -349,9 +334,3 @@ class RuntimeMigrationResult(ProcedureResult):
     preflight: list[str] = Field(default_factory=list)
     #: node → packages the migration removed from it.
     removed: dict[str, list[str]] = Field(default_factory=dict)
-
-
-def is_older(row: NodeMigrationStatus, than: NodeMigrationStatus | None) -> bool:
-    """Whether ``row`` was sent before ``than`` by the same node's children: by attempt, then by
-    ``seq``. False when either has no ``seq`` (rows from before it existed are taken as they come)."""
-    return than is not None and overtaken((row.attempt, row.seq), (than.attempt, than.seq))

@@ -3,9 +3,12 @@
 
 Every step checks the host before it acts (the command's outcome says whether it is already
 done), records its last command (argv, exit code, output tail) in the node's row, and reports the
-row to the parent (signal ``migration_progress``). The reboot and the external commands run at
-most once (:mod:`workflows.runtime_migration.runner`). Gates are this workflow's own; the parent
-mirrors them so ``lockkeeper approve/reject <parent>`` reach them (signal ``gate_decision``).
+row to the parent (the kit's ``child_report``). The reboot and the external commands run at
+most once; host commands, the reboot and the health waits run on the kit's
+:class:`workflows.kit.host.HostSteps`, :func:`workflows.kit.host.reboot` and
+:func:`workflows.kit.health.wait_until`. Gates are this workflow's own and decided here
+(:class:`workflows.kit.noderun.GatedNodeRunWorkflow`): the parent shows them, and ``lockkeeper
+approve/reject/decide <parent> GATE`` answers them on this run.
 
 A step that cannot go on stops the node (:class:`StepStopped`): the node is left as it is and the
 row says so (``node_deleted`` when the Node object is gone and not registered again), never
@@ -15,13 +18,18 @@ is wiped (DNS would break after the reboot otherwise, seed 003).
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.host.models import CommandResult
     from activities.runtime_migration.models import (
         DeleteRecordedNodeInput,
+        ExternalCommandInput,
         DeleteRecordedNodeResult,
         NodeObject,
         NodeObjectInput,
@@ -29,25 +37,32 @@ with workflow.unsafe.imports_passed_through():
         SaveRecordResult,
     )
     from workflows.kit import calls as acts
-    from workflows.kit.control import Control
+    from workflows.kit.control import Aborted, Control, RevertRequested, check_in_time
     from workflows.kit.drain import DrainGateState
     from workflows.kit.gates import Gates
-    from workflows.kit.health import Check
-    from workflows.kit.models import DrainDecision, GateRecord, GateState, HealthStatus, NodeControlInput
-    from workflows.kit.noderun import NodeRun, NodeRunWorkflow, Stopped
+    from workflows.kit.health import Backoff, Check, wait_until
+    from workflows.kit.host import HostSteps, RebootFailed, reboot
+    from workflows.kit.inputs import GatePolicy
+    from workflows.kit.models import DrainDecision, Gate, GateKind, GateRecord, GateState, HealthStatus, NodeControlInput, failure_message
+    from workflows.kit.noderun import GatedNodeRunWorkflow, NodeRun, StopKind, Stopped
+    from workflows.kit.report import ChildReport, Reporter
     from workflows.runtime_migration import plan
     from workflows.runtime_migration.gluster import read_assessment
     from workflows.runtime_migration.models import (
         PROCEDURE_RUNTIME_MIGRATION,
-        GateDecision,
         NodeMigrationInput,
         NodeMigrationResult,
         NodeMigrationStatus,
+        LastCommand,
         NodeRecordView,
+        UnknownOutcomeInput,
     )
-    from workflows.runtime_migration.rejoin import RejoinSteps
-    from workflows.runtime_migration.runner import NodeSteps, StepStopped
+    from workflows.runtime_migration.rejoin import RejoinSteps, StepStopped
 
+RUN_EXTERNAL_COMMAND = "run_external_command"
+#: Idempotent host commands: retried while the host is unreachable, but not forever.
+REPEATABLE = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=30),
+                         maximum_attempts=20)
 READ_NODE_OBJECT = "read_node_object"
 DELETE_RECORDED_NODE = "delete_recorded_node"
 SAVE_NODE_RECORD = "save_node_record"
@@ -56,7 +71,7 @@ BEFORE_DESTRUCTIVE = ("start", "safety", "approve-migration", "drain", "record")
 
 
 @workflow.defn
-class RuntimeMigrationNodeWorkflow(NodeRunWorkflow, RejoinSteps):
+class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
     """Input :class:`NodeMigrationInput`, result :class:`NodeMigrationResult` (see the module doc)."""
 
     @workflow.init
@@ -83,63 +98,188 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow, RejoinSteps):
             timeouts=acts.Timeouts(t.activity, 10.0), drain=DrainGateState(input.node, t.decide_after, run.gates.timeout_seconds, DrainDecision.WAIT),
             deadline_consequence="the migration of {node} stays at the drain",
         )
-        self.steps = NodeSteps(input.node, run.host_access[input.node], t, self.st, self.gates, self._push, run.gates.timeout_seconds)
+        #: The kit's host steps: this node's commands (over SSH) and its reboot (by boot ID).
+        self.access = run.host_access[input.node]
+        self.host = HostSteps(self.gates, on_change=self._push, timeouts=acts.Timeouts(t.activity, t.heartbeat),
+                              heartbeat_seconds=t.heartbeat, gate_timeout_seconds=run.gates.timeout_seconds)
         self.record = prev.record.model_copy(deep=True) if prev is not None and prev.record is not None else NodeRecordView()
-        self._signals: list[asyncio.Future[None]] = []
-        self._sent = 0  # rows sent to the parent (NodeMigrationStatus.seq)
+        self.reporter = Reporter(input.parent_id)
 
     # --- parent link ------------------------------------------------------------------------------
 
     def _push(self) -> None:
-        """Send the row (with the gates and a record without the full Node) to the parent."""
-        self._sent += 1
-        st = self.st.model_copy(deep=True, update={"seq": self._sent})
-        st.gates = sorted((g.model_copy() for g in self.gates.gates.values()), key=lambda g: g.state != GateState.WAITING)
+        """Report the row to the parent on the kit's channel (:mod:`workflows.kit.report`): the
+        waiting gates and the row (``detail``: its gates, each with this run as its owner, and the
+        record without the full Node). Decisions come to this run."""
+        st, wid = self.st.model_copy(deep=True), workflow.info().workflow_id
+        st.gates = sorted((g.model_copy(update={"workflow_id": wid}) for g in self.gates.gates.values()),
+                          key=lambda g: g.state != GateState.WAITING)
         st.record = self.record.model_copy(update={"node_object": None})
-        parent = workflow.get_external_workflow_handle(self.inp.parent_id)
-        self._signals.append(asyncio.ensure_future(self._send(parent, st)))
+        self.reporter.send(ChildReport(workflow_id=wid, procedure=PROCEDURE_RUNTIME_MIGRATION, phase=st.phase, waiting_for=st.waiting_for,
+                                       since=st.since, deadline=st.deadline, detail=st.model_dump(mode="json"), gates=st.waiting_gates()))
 
-    async def _send(self, parent: workflow.ExternalWorkflowHandle, st: NodeMigrationStatus) -> None:
-        try:
-            await parent.signal("migration_progress", st)
-        except Exception as err:  # noqa: BLE001 - progress is advisory; the node's own state is the truth
-            workflow.logger.warning("progress to %s failed: %s", self.inp.parent_id, err)
+    def on_stop(self, kind: StopKind, identity: str, comment: str) -> None:
+        """abort: stop at the next safe point (a waiting gate is cancelled). skip-node: honoured
+        while no destructive step has begun (the node is uncordoned if we cordoned it and ends
+        ``skipped``); later it is ignored and the row says so (the parent's validator refuses it
+        then, this covers a row that was stale)."""
+        if kind == "skip":
+            if self.destructive:
+                self.st.findings.append(f"skip requested by {identity} ignored: the destructive steps had begun at {self.st.step}")
+                self._push()
+                return
+            self.skip_by = NodeControlInput(node=self.node, identity=identity, comment=comment)
+        self.control.request_abort(f"{'skipped' if kind == 'skip' else 'aborted'} by {identity}", identity)
+        self.node_run.request_stop(kind, identity)
 
-    @workflow.signal
-    def gate_decision(self, d: GateDecision) -> None:
-        """A decision the parent validated (approve/reject/resolve_unknown) on one of our gates."""
-        gate = self.gates.gates.get(d.gate_id)
-        if gate is None or gate.state != GateState.WAITING:
-            workflow.logger.info("decision on %s ignored: no such gate waiting", d.gate_id)
-            return
-        if d.state == GateState.DECIDED and d.choice in gate.choices:
-            self.gates.choose(gate, d.choice, d.identity, d.comment)
+    @workflow.update
+    def resolve_unknown(self, input: UnknownOutcomeInput) -> Gate:
+        """Answer an unknown-outcome gate with one of its choices (``rerun``, ``mark-done``:
+        comment required, what was checked) or ``abort`` (= reject)."""
+        gate = self.gates.find_waiting(input.gate_id)
+        if input.choice == "abort":
+            self.gates.decide(gate, GateState.REJECTED, input.identity, input.comment or "abort")
         else:
-            self.gates.decide(gate, d.state, d.identity, d.comment)
+            self.gates.choose(gate, input.choice, input.identity, input.comment or input.choice)
+        return gate
 
-    @workflow.signal
-    def abort_migration(self, identity: str) -> None:
-        """Stop at the next safe point (a waiting gate is cancelled)."""
-        self.control.request_abort(f"aborted by {identity}", identity)
-        self.node_run.request_stop("abort", identity)
-
-    @workflow.signal
-    def skip_migration(self, req: NodeControlInput) -> None:
-        """skip-node: honoured while no destructive step has begun (the node is uncordoned if we
-        cordoned it and ends ``skipped``); later it is ignored and the row says so (the parent's
-        validator refuses it then, this covers a row that was stale)."""
-        if self.destructive:
-            self.st.findings.append(f"skip requested by {req.identity} ignored: the destructive steps had begun at {self.st.step}")
-            self._push()
-            return
-        self.skip_by = req
-        self.control.request_abort(f"skipped by {req.identity}", req.identity)
-        self.node_run.request_stop("skip", req.identity)
+    @resolve_unknown.validator
+    def _validate_resolve_unknown(self, input: UnknownOutcomeInput) -> None:
+        check_in_time(input, "resolve_unknown")
+        gate = self.gates.find_waiting(input.gate_id)
+        if not gate.choices:
+            raise ValueError(f"gate {gate.id} is not an unknown-outcome gate; use approve/reject")
+        if input.choice != "abort" and input.choice not in gate.choices:
+            raise ValueError(f"gate {gate.id}: {input.choice!r} is not one of its choices ({', '.join(gate.choices)}) or abort")
+        self.gates.check_approver(input.identity, approving=input.choice != "abort")
+        if input.choice == "mark-done" and not input.comment.strip():
+            raise ValueError("mark-done needs a comment saying what was checked")
 
     @workflow.query
     def row(self) -> NodeMigrationStatus:
         """The node's row as it is now."""
         return self.st
+
+    # --- the row, host commands and gates (on the kit's HostSteps and Gates) --------------------
+
+    def _at(self, step: str, waiting_for: str | None = None, phase: str = "running", deadline: datetime | None = None) -> None:
+        """Move the row to ``step`` (``since`` restarts when the step or phase changes), waiting
+        for ``waiting_for`` until ``deadline`` (None: no bound of its own)."""
+        if (self.st.step, self.st.phase) != (step, phase):
+            self.st.since = workflow.now()
+        self.st.step, self.st.phase, self.st.waiting_for = step, phase, waiting_for  # type: ignore[assignment]
+        self.st.deadline = deadline
+        self._push()
+
+    def _done(self, step: str) -> None:
+        if step not in self.st.done_steps:
+            self.st.done_steps.append(step)
+        self._push()
+
+    def _ran(self, step: str, argv: list[str], where: str, result: CommandResult | None) -> None:
+        """Record ``argv`` as the row's last command (``result`` None: it is running)."""
+        self.st.last_command = (LastCommand.of(step, where, result, workflow.now()) if result is not None else
+                                LastCommand(step=step, argv=list(argv), where=where, at=workflow.now(), tail="(running)"))
+        self._push()
+
+    async def _cmd(self, step: str, argv: list[str], *, timeout: float | None = None) -> CommandResult:
+        """Run ``argv`` on the node (the kit's :meth:`HostSteps.command`, retried while the host
+        is unreachable) and record it as the row's last command; the caller judges the exit code.
+        Raises ActivityError when the host stays unreachable."""
+        t = timeout or self.inp.run.timing.host_command_timeout
+        own, self.st.deadline = self.st.deadline, self.st.deadline or workflow.now() + timedelta(seconds=t + 30)
+        self._ran(step, argv, self.access.describe(), None)
+        result = await self.host.command(argv, self.access, timeout_seconds=t, retry=REPEATABLE)
+        self.st.deadline = own
+        self._ran(step, argv, self.access.describe(), result)
+        return result
+
+    async def _gate(self, kind: str, step: str, what: str, choices: tuple[str, ...] = ()) -> bool:
+        """Gate ``<node>/<kind>/<step>`` showing ``what`` (with ``choices`` besides reject)
+        through the kit's ``Gates.step``; True when approved or a choice was made, False on a
+        rejection, a timeout or an abort. Each call is a new question."""
+        gate_id, timeout = f"{self.node}/{kind}/{step}", self.inp.run.gates.timeout_seconds
+        self._at(step, f"approval of gate {gate_id}: {what}", phase="waiting",
+                 deadline=workflow.now() + timedelta(seconds=timeout) if timeout else None)
+        answer = await self.gates.step(gate_id, f"[{kind}] {what}", GatePolicy(timeout_seconds=timeout),
+                                       kind=GateKind.NODE if kind != "destructive" else GateKind.STEP, node=self.node,
+                                       choices=choices, again=True)
+        self._at(step)
+        return answer.passed
+
+    async def _require(self, kind: str, step: str, what: str) -> None:
+        """:meth:`_gate`, raising :class:`StepStopped` unless approved."""
+        if not await self._gate(kind, step, what):
+            raise StepStopped(step, f"gate {self.node}/{kind}/{step} not approved", aborted=self.gates.control.abort)
+
+    async def _external(self, step: str, argv: list[str], timeout: float, env: dict[str, str]) -> CommandResult | None:
+        """Run an external command on the worker at most once per decision. Exit 0: the result.
+        A command that ran and failed: gate ``failed`` with the output tail (approve = run again
+        after fixing the cause, reject = stop). A lost outcome: the unknown-outcome gate
+        ``<node>/unknown/<step>`` with the explicit choices ``mark-done`` (returns None; what
+        approve takes) and ``rerun`` (the ``resolve_unknown`` update); reject = abort. Raises
+        :class:`StepStopped`."""
+        while True:
+            self._at(step, f"{' '.join(argv)} (on the worker, runs once)", deadline=workflow.now() + timedelta(seconds=timeout))
+            self._ran(step, argv, "worker", None)
+            try:
+                result: CommandResult = await workflow.execute_activity(
+                    RUN_EXTERNAL_COMMAND, ExternalCommandInput(argv=list(argv), timeout_seconds=timeout, env=env),
+                    result_type=CommandResult, start_to_close_timeout=timedelta(seconds=timeout + 60),
+                    heartbeat_timeout=timedelta(seconds=self.inp.run.timing.heartbeat), retry_policy=RetryPolicy(maximum_attempts=1),
+                )
+            except ActivityError as err:
+                self.st.last_command.tail = f"outcome unknown: {failure_message(err)}"  # type: ignore[union-attr]
+                self._push()
+                text = (f"{' '.join(argv)} lost its worker ({failure_message(err)}); it may have run. Outcome unknown: check by hand, "
+                        "then mark-done (say what you checked), rerun, or reject (= abort)")
+                if not await self._gate("unknown", step, text, choices=("mark-done", "rerun")):
+                    raise StepStopped(step, "aborted at the unknown-outcome gate", aborted=True) from err
+                if self.gates.gates[f"{self.node}/unknown/{step}"].decision != "rerun":
+                    return None
+                continue
+            self._ran(step, argv, "worker", result)
+            if result.ok:
+                return result
+            tail = self.st.last_command.tail if self.st.last_command else ""
+            if not await self._gate("failed", step, f"{' '.join(argv)} exited {result.exit_code}: {tail[-400:]}; "
+                                    f"approve runs it again (fix the cause first), reject stops"):
+                raise StepStopped(step, f"{argv[0]} exited {result.exit_code}: {tail[-200:]}")
+
+    async def _reboot(self, old_boot_id: str, argv: list[str], board: dict[str, HealthStatus]) -> str:
+        """Reboot once through the kit (:func:`workflows.kit.host.reboot`, boot ID read on the
+        host): confirmed by a boot ID other than ``old_boot_id`` within ``reboot_timeout``, else
+        its gate ``reboot/<node>/<n>`` offers ``wait`` / ``rerun`` / ``mark-done``. Returns the
+        new boot_id ("" when marked done by a person). Raises :class:`StepStopped`."""
+        t = self.inp.run.timing
+        self.host.boots.setdefault(self.node, old_boot_id)
+        self._at("reboot", f"{' '.join(argv)} (runs once), then a new boot_id")
+        try:
+            done = await reboot(self.host, self.node, self.access, list(argv), via="host", timeout_seconds=t.reboot_timeout,
+                                poll_seconds=t.reboot_poll, board=board,
+                                on_wait=lambda _, deadline: self._at("reboot", "a new boot_id (the host answering again)", deadline=deadline))
+        except RebootFailed as err:
+            rejected = any(r.gate_id.startswith(f"reboot/{self.node}/") and r.action == "rejected" for r in self.gates.history)
+            raise StepStopped("reboot", err.reason, aborted=rejected or self.gates.control.abort) from err
+        except (Aborted, RevertRequested) as err:
+            raise StepStopped("reboot", "aborted", aborted=True) from err
+        return done.after or ""
+
+    async def _wait_ok(self, step: str, what: str, check: Callable[[], Awaitable[Check]], timeout: float,
+                       board: dict[str, HealthStatus], *, initial: float | None = None) -> None:
+        """The kit's health wait for ``check`` up to ``timeout`` s; on timeout gate ``health``
+        (approve = wait again, reject = stop). Raises :class:`StepStopped`."""
+        t = self.inp.run.timing
+        while True:
+            deadline = workflow.now() + timedelta(seconds=timeout)
+            self._at(step, what, deadline=deadline)
+            hs = await wait_until(check, name=f"{self.node}/{step}", backoff=Backoff(initial or t.poll, t.poll_max),
+                                  deadline=deadline, board=board, stop=lambda: self.gates.control.abort, on_poll=lambda _: self._push())
+            if hs.state == "ok":
+                return
+            if hs.state == "stopped":
+                raise StepStopped(step, "aborted", aborted=True)
+            await self._require("health", step, f"{what}: not reached within {timeout:.0f}s ({hs.last}); approve waits again, reject stops")
 
     # --- steps -------------------------------------------------------------------------------------
 
@@ -162,147 +302,144 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow, RejoinSteps):
             self.st.findings = reasons
             return Check(not reasons, "; ".join(reasons) or "safe")
 
-        await self.steps.wait_ok("safety", "every replica set keeps all but at most one brick", check, run.timing.bricks_timeout, self.health)
+        await self._wait_ok("safety", "every replica set keeps all but at most one brick", check, run.timing.bricks_timeout, self.health)
         self.st.findings = []
 
     async def _record(self) -> None:
         """Step 4: the full Node, the bootstrap config, boot_id and packages."""
-        s = self.steps
-        s.set("record", "the Node object, bootstrap config, boot_id and packages")
+        self._at("record", "the Node object, bootstrap config, boot_id and packages")
         if not self.record.uid:
             obj = await self._node_object()
             if not obj.exists:
                 raise StepStopped("record", f"node {self.node} has no Node object to record")
             self.record.uid, self.record.labels, self.record.runtime, self.record.node_object = obj.uid, obj.labels, obj.runtime, obj.raw
             self.record.addresses = obj.addresses
-        grep = await s.cmd("record", plan.BOOTSTRAP_GREP)
+        grep = await self._cmd("record", plan.BOOTSTRAP_GREP)
         self.record.bootstrap_config = plan.bootstrap_group(grep.stdout)
-        bid = await s.cmd("record", plan.BOOT_ID)
+        bid = await self._cmd("record", plan.BOOT_ID)
         self.record.boot_id = bid.stdout.strip()
-        pk = await s.cmd("record", plan.RPM_QA)
+        pk = await self._cmd("record", plan.RPM_QA)
         self.record.packages = plan.parse_rpm_qa(pk.stdout)
         if not self.record.boot_id or not self.record.packages:
             raise StepStopped("record", f"could not read boot_id/packages: {bid.summary()} / {pk.summary()}")
 
     async def _units_off(self, step: str, units: list[str]) -> None:
         """Steps 5 and 7: stop and disable ``units``, checked first and verified after."""
-        s = self.steps
 
         async def left() -> list[str]:
-            act = await s.cmd(step, ["systemctl", "is-active", *units])
-            ena = await s.cmd(step, ["systemctl", "is-enabled", *units])
+            act = await self._cmd(step, ["systemctl", "is-active", *units])
+            ena = await self._cmd(step, ["systemctl", "is-enabled", *units])
             return plan.units_down(act.stdout, ena.stdout, units)
 
-        s.set(step, f"stop and disable {', '.join(units)}")
+        self._at(step, f"stop and disable {', '.join(units)}")
         if not await left():
-            s.done(step)
+            self._done(step)
             return
         for u in units:
-            r = await s.cmd(step, ["systemctl", "stop", u])
+            r = await self._cmd(step, ["systemctl", "stop", u])
             if r.exit_code not in (0, 5):  # 5: unit not loaded (missing units are fine)
                 raise StepStopped(step, f"systemctl stop {u}: {r.summary()}")
-            r = await s.cmd(step, ["systemctl", "disable", u])
+            r = await self._cmd(step, ["systemctl", "disable", u])
             if r.exit_code not in (0, 1) or (r.exit_code == 1 and "No such file" not in r.stderr):
                 raise StepStopped(step, f"systemctl disable {u}: {r.summary()}")
         rest = await left()
         if rest:
             raise StepStopped(step, f"still active or enabled after stop/disable: {', '.join(rest)}")
-        s.done(step)
+        self._done(step)
 
     async def _resolv_conf(self) -> None:
         """Step 6: keep DNS once dnsmasq goes: the upstream resolv.conf over /etc/resolv.conf.
         Stops when the upstream file is gone and resolv.conf still points at dnsmasq."""
-        s = self.steps
-        s.set("resolv-conf", f"cp -f {plan.UPSTREAM_RESOLV} /etc/resolv.conf")
+        self._at("resolv-conf", f"cp -f {plan.UPSTREAM_RESOLV} /etc/resolv.conf")
 
         async def problem() -> str | None:
-            cur = await s.cmd("resolv-conf", ["cat", "/etc/resolv.conf"])
+            cur = await self._cmd("resolv-conf", ["cat", "/etc/resolv.conf"])
             return plan.resolv_conf_problem(cur.stdout, self.record.addresses)
 
         why = await problem()
         if why is None:
-            s.done("resolv-conf")
+            self._done("resolv-conf")
             return
-        up = await s.cmd("resolv-conf", ["test", "-e", plan.UPSTREAM_RESOLV])
+        up = await self._cmd("resolv-conf", ["test", "-e", plan.UPSTREAM_RESOLV])
         if up.exit_code != 0:
             raise StepStopped("resolv-conf", f"{why}, and {plan.UPSTREAM_RESOLV} is gone: removing dnsmasq now would break DNS; "
                                              "restore /etc/resolv.conf with the upstream nameservers by hand")
-        r = await s.cmd("resolv-conf", ["cp", "-f", plan.UPSTREAM_RESOLV, "/etc/resolv.conf"])
+        r = await self._cmd("resolv-conf", ["cp", "-f", plan.UPSTREAM_RESOLV, "/etc/resolv.conf"])
         if not r.ok:
             raise StepStopped("resolv-conf", f"cp failed: {r.summary()}")
         why = await problem()
         if why is not None:
             raise StepStopped("resolv-conf", f"after the copy: {why}")
-        s.done("resolv-conf")
+        self._done("resolv-conf")
 
     async def _remove_packages(self) -> None:
         """Step 8: ``yum -y remove``; check: ``rpm -q`` says not installed for every one."""
-        s, pkgs = self.steps, self.inp.run.packages_to_remove
-        s.set("remove-packages", f"yum -y remove {' '.join(pkgs)}")
-        left = plan.packages_installed((await s.cmd("remove-packages", ["rpm", "-q", *pkgs])).stdout, pkgs)
+        pkgs = self.inp.run.packages_to_remove
+        self._at("remove-packages", f"yum -y remove {' '.join(pkgs)}")
+        left = plan.packages_installed((await self._cmd("remove-packages", ["rpm", "-q", *pkgs])).stdout, pkgs)
         if left:
             asked = left
-            r = await s.cmd("remove-packages", ["yum", "-y", "remove", *left], timeout=max(600.0, self.inp.run.timing.host_command_timeout))
-            left = plan.packages_installed((await s.cmd("remove-packages", ["rpm", "-q", *pkgs])).stdout, pkgs)
+            r = await self._cmd("remove-packages", ["yum", "-y", "remove", *left], timeout=max(600.0, self.inp.run.timing.host_command_timeout))
+            left = plan.packages_installed((await self._cmd("remove-packages", ["rpm", "-q", *pkgs])).stdout, pkgs)
             self.st.removed = [p for p in pkgs if p in set(self.st.removed) | (set(asked) - set(left))]
             if left:
                 raise StepStopped("remove-packages", f"still installed: {', '.join(left)} ({r.summary()})")
-        s.done("remove-packages")
+        self._done("remove-packages")
 
     async def _wipe(self) -> None:
         """Step 9: rm -rf of the paths and the directories' contents, without a shell glob."""
-        s, run = self.steps, self.inp.run
-        s.set("wipe", "remove " + ", ".join(run.wipe_paths + [d + "/ (contents)" for d in run.wipe_dir_contents]))
+        run = self.inp.run
+        self._at("wipe", "remove " + ", ".join(run.wipe_paths + [d + "/ (contents)" for d in run.wipe_dir_contents]))
 
         async def wiped() -> bool:
             for p in run.wipe_paths:
-                if (await s.cmd("wipe", ["test", "-e", p])).exit_code == 0:
+                if (await self._cmd("wipe", ["test", "-e", p])).exit_code == 0:
                     return False
             for d in run.wipe_dir_contents:
-                r = await s.cmd("wipe", ["find", d, "-mindepth", "1", "-maxdepth", "1"])
+                r = await self._cmd("wipe", ["find", d, "-mindepth", "1", "-maxdepth", "1"])
                 if r.ok and r.stdout.strip():
                     return False
             return True
 
         if not await wiped():
             for argv in plan.wipe_commands(run.wipe_paths, run.wipe_dir_contents):
-                r = await s.cmd("wipe", argv)
+                r = await self._cmd("wipe", argv)
                 if not r.ok:
                     raise StepStopped("wipe", r.summary())
             if not await wiped():
                 raise StepStopped("wipe", "paths still present after the wipe")
-        s.done("wipe")
+        self._done("wipe")
 
     async def _post_reboot(self) -> None:
         """Step 11: DNS names resolve, no runtime installed or active, no runtime socket; a
         failure opens a gate (approve checks again, reject stops)."""
-        s, run = self.steps, self.inp.run
+        run = self.inp.run
         while True:
-            s.set("post-reboot-checks", "DNS resolves, runtimes gone")
+            self._at("post-reboot-checks", "DNS resolves, runtimes gone")
             problems: list[str] = []
             for name in run.dns_probe_names:
-                if (await s.cmd("post-reboot-checks", ["getent", "hosts", name])).exit_code != 0:
+                if (await self._cmd("post-reboot-checks", ["getent", "hosts", name])).exit_code != 0:
                     problems.append(f"{name} does not resolve")
-            inst = plan.packages_installed((await s.cmd("post-reboot-checks", ["rpm", "-q", *plan.RUNTIME_PACKAGES])).stdout, plan.RUNTIME_PACKAGES)
+            inst = plan.packages_installed((await self._cmd("post-reboot-checks", ["rpm", "-q", *plan.RUNTIME_PACKAGES])).stdout, plan.RUNTIME_PACKAGES)
             problems += [f"{p} still installed" for p in inst]
-            act = await s.cmd("post-reboot-checks", ["systemctl", "is-active", *plan.RUNTIME_UNITS])
+            act = await self._cmd("post-reboot-checks", ["systemctl", "is-active", *plan.RUNTIME_UNITS])
             problems += [f"{u} active" for u, a in zip(plan.RUNTIME_UNITS, act.stdout.split(), strict=False) if a == "active"]
             for sock in plan.RUNTIME_SOCKETS:
-                if (await s.cmd("post-reboot-checks", ["test", "-S", sock])).exit_code == 0:
+                if (await self._cmd("post-reboot-checks", ["test", "-S", sock])).exit_code == 0:
                     problems.append(f"socket {sock} present")
             if not problems:
-                s.done("post-reboot-checks")
+                self._done("post-reboot-checks")
                 return
             self.st.findings = problems
-            await s.require("health", "post-reboot-checks", "; ".join(problems) + ": fix by hand, approve checks again, reject stops")
+            await self._require("health", "post-reboot-checks", "; ".join(problems) + ": fix by hand, approve checks again, reject stops")
 
     async def _inventory(self, step: str, ext, text: str) -> None:
         """Steps 14 and 21: the configured command (once) or a human_action gate with the exact change."""
         if ext is not None:
-            await self.steps.external(step, self._argv(ext.argv), ext.timeout_seconds, ext.env)
+            await self._external(step, self._argv(ext.argv), ext.timeout_seconds, ext.env)
         else:
-            await self.steps.require("human", step, text)
-        self.steps.done(step)
+            await self._require("human", step, text)
+        self._done(step)
 
     def _argv(self, argv: list[str]) -> list[str]:
         return plan.expand_argv(argv, self.node, self.record.bootstrap_config)
@@ -325,17 +462,17 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow, RejoinSteps):
         self._push()
 
     async def _migrate(self) -> None:
-        run, s, node = self.inp.run, self.steps, self.node
+        run, node = self.inp.run, self.node
         if not self.destructive:  # a retry after the destructive steps began: the node's own bricks are down, by design
             await self._safety()
-            s.done("safety")
+            self._done("safety")
         await self._safe()
         if self._todo("approve-migration"):
-            await s.require("destructive", "approve-migration", f"migrate {node} to {run.target_runtime}: drain, stop the runtime, "
+            await self._require("destructive", "approve-migration", f"migrate {node} to {run.target_runtime}: drain, stop the runtime, "
                             "remove packages, wipe /etc/origin, reboot, delete the Node, scale-up")
-            s.done("approve-migration")
+            self._done("approve-migration")
         if self._todo("drain"):
-            s.set("drain", "cordon and drain (--ignore-daemonsets --delete-local-data)")
+            self._at("drain", "cordon and drain (--ignore-daemonsets --delete-local-data)")
             t = run.timing
             try:
                 await self.node_run.cordon_and_drain(wait_seconds=t.drain_wait, backoff_initial=t.drain_backoff_initial,
@@ -343,12 +480,12 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow, RejoinSteps):
             except Stopped as err:
                 raise StepStopped("drain", f"drain stopped ({self.node_run.stop} by {self.node_run.stop_by})",
                                   aborted=self.node_run.stop in ("abort", "skip")) from err
-            s.done("drain")
+            self._done("drain")
         await self._safe()
         if self._todo("record"):
             await self._record()
             await self._save_record(f"recorded before the destructive steps (attempt {self.st.attempt})")
-            s.done("record")
+            self._done("record")
         await self._safe()
         self.destructive = True  # from here on a skip is refused: the host is being changed
         # A retry never repeats a finished host step: after the scale-up they would undo it
@@ -365,38 +502,38 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow, RejoinSteps):
             await self._wipe()
         await self._safe()
         if self._todo("reboot"):
-            self.st.new_boot_id = await s.reboot(self.record.boot_id, ["systemctl", "reboot"], self.health)
-            s.done("reboot")
+            self.st.new_boot_id = await self._reboot(self.record.boot_id, ["systemctl", "reboot"], self.health)
+            self._done("reboot")
         if self._todo("post-reboot-checks"):
             await self._post_reboot()
         await self._safe()
         if self._todo("delete-node"):
-            await s.require("destructive", "approve-delete", f"delete node {node} (uid {self.record.uid}) from the API; it registers "
+            await self._require("destructive", "approve-delete", f"delete node {node} (uid {self.record.uid}) from the API; it registers "
                             "again only through the scale-up")
-            s.set("delete-node", f"DELETE node {node} uid {self.record.uid}")
+            self._at("delete-node", f"DELETE node {node} uid {self.record.uid}")
             res: DeleteRecordedNodeResult = await acts.call(DELETE_RECORDED_NODE, DeleteRecordedNodeInput(node=node, uid=self.record.uid),
                                                             DeleteRecordedNodeResult, timeouts=self.node_run.timeouts)
             self.st.node_deleted = True
             self.st.reason = res.detail
-            s.done("delete-node")
+            self._done("delete-node")
         group = self.record.bootstrap_config
         if self._todo("inventory"):
             await self._inventory("inventory", run.inventory_step, plan.inventory_change(node, group))
         if run.node_group_step is not None and self._todo("node-group"):
-            await s.external("node-group", self._argv(run.node_group_step.argv), run.node_group_step.timeout_seconds, run.node_group_step.env)
-            s.done("node-group")
+            await self._external("node-group", self._argv(run.node_group_step.argv), run.node_group_step.timeout_seconds, run.node_group_step.env)
+            self._done("node-group")
         if self._todo("scale-up"):
-            await s.external("scale-up", self._argv(run.scaleup_step.argv), run.scaleup_step.timeout_seconds, run.scaleup_step.env)
-            s.done("scale-up")
+            await self._external("scale-up", self._argv(run.scaleup_step.argv), run.scaleup_step.timeout_seconds, run.scaleup_step.env)
+            self._done("scale-up")
         obj = await self._registered()
-        s.done("wait-registered")
+        self._done("wait-registered")
         await self._gluster_back()
         if self._todo("inventory-restore"):
             await self._inventory("inventory-restore", run.inventory_restore_step, plan.inventory_restore(node, group))
-        s.set("uncordon")
+        self._at("uncordon")
         if obj.unschedulable:
             self.st.findings.append(f"node {node} came back unschedulable: uncordon it by hand (`oc adm uncordon {node}`)")
-        s.done("uncordon")
+        self._done("uncordon")
 
     async def _skipped(self, req: NodeControlInput) -> str:
         """Undo a skip honoured before the destructive steps: uncordon if we cordoned; the record
@@ -428,7 +565,7 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow, RejoinSteps):
         outcome, reason = "done", None
         try:
             await self._migrate()
-            self.steps.set("finished", phase="done")
+            self._at("finished", phase="done")
         except StepStopped as err:
             if self.skip_by is not None and not self.destructive:
                 outcome, reason = "skipped", await self._skipped(self.skip_by)
@@ -439,9 +576,8 @@ class RuntimeMigrationNodeWorkflow(NodeRunWorkflow, RejoinSteps):
                 if outcome == "aborted" and not self.destructive:
                     reason += await self._abort_uncordon()
             self.st.reason = reason
-            self.steps.set(err.step, None, phase=outcome)
-        if self._signals:
-            await asyncio.gather(*self._signals)
+            self._at(err.step, None, phase=outcome)
+        await self.reporter.settle()
         await self.node_run.settle()
         rec = self.record.model_copy()
         final = self.st.model_copy(deep=True)

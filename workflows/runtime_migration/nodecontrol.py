@@ -137,7 +137,7 @@ class NodeControl:
             self.gates.decide(self.held[node], GateState.APPROVED, input.identity, f"skip-node: {input.comment}".rstrip(": "))
             return ControlResult(message=f"node {node} will be skipped as it is (requested by {input.identity})")
         if node == self._status.current:
-            self._signal_child(node, "skip_migration", input)
+            self._signal_child(node, "skip", [input.identity, input.comment])
             return ControlResult(message=f"node {node} will be skipped at its next safe point before the destructive steps "
                                          f"(requested by {input.identity})")
         self.skip_pending[node] = input

@@ -4,8 +4,9 @@ Ready on it, its bricks online and heal clean on every volume (falling entries a
 stall opens a gate, split-brain stops the node).
 
 A mixin of :class:`workflows.runtime_migration.node.RuntimeMigrationNodeWorkflow`: it uses the
-workflow's ``inp``, ``node``, ``st``, ``steps``, ``record``, ``health``, ``control``,
-``node_run`` and ``_node_object``/``_push``.
+workflow's ``inp``, ``node``, ``st``, ``record``, ``health``, ``control``,
+``node_run``, ``_node_object``/``_push`` and its row and gate steps (``_at``, ``_done``,
+``_gate``, ``_require``, ``_wait_ok``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,18 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.runtime_migration import plan
     from workflows.runtime_migration.gluster import read_assessment
-    from workflows.runtime_migration.runner import StepStopped
+
+
+class StepStopped(Exception):
+    """The node's migration stops here: ``step`` and why (a rejected gate, a failed check, an
+    abort). The node is left as it is and reported (e.g. deleted and not yet registered)."""
+
+    def __init__(self, step: str, reason: str, *, aborted: bool = False) -> None:
+        super().__init__(f"{step}: {reason}")
+        self.step = step
+        self.reason = reason
+        self.aborted = aborted
+
 
 LIST_PODS_ON_NODE = "list_pods_on_node"
 SET_NODE_LABELS = "set_node_labels"
@@ -34,7 +46,11 @@ class RejoinSteps:
     inp: Any
     node: str
     st: Any
-    steps: Any
+    _at: Any
+    _done: Any
+    _gate: Any
+    _require: Any
+    _wait_ok: Any
     record: Any
     health: Any
     control: Any
@@ -45,7 +61,7 @@ class RejoinSteps:
     async def _registered(self) -> NodeObject:
         """Step 17: the Node again, new uid, Ready, docker:// runtime; labels checked (a missing
         GlusterFS label opens a gate: the GlusterFS pod would never schedule)."""
-        s, run = self.steps, self.inp.run
+        run = self.inp.run
         seen: dict[str, NodeObject] = {}
 
         async def check() -> Check:
@@ -62,7 +78,7 @@ class RejoinSteps:
                 return Check(False, f"runtime {obj.runtime or 'unknown'}, expected {run.target_runtime}://")
             return Check(True, f"uid {obj.uid}, Ready, {obj.runtime}")
 
-        await s.wait_ok("wait-registered", "the Node registered again (new uid, Ready, docker://)", check, run.timing.register_timeout, self.health)
+        await self._wait_ok("wait-registered", "the Node registered again (new uid, Ready, docker://)", check, run.timing.register_timeout, self.health)
         expected = plan.expected_labels(self.record.labels, run.expected_labels)
         key, value = run.gluster.label_pair()
         expected.setdefault(key, value)
@@ -79,7 +95,7 @@ class RejoinSteps:
             text = (f"{'; '.join(problems)} (recorded before the migration): {why}. Approve sets "
                     f"{', '.join(f'{k}={v}' for k, v in sorted(missing.items()))} on the Node; reject "
                     + ("stops" if gluster_missing else "goes on without them"))
-            if await s.gate("human", "labels", text):
+            if await self._gate("human", "labels", text):
                 await acts.call(SET_NODE_LABELS, SetNodeLabelsInput(node=self.node, labels=dict(missing)), NodeInfo,
                                 timeouts=self.node_run.timeouts)
                 continue
@@ -90,7 +106,7 @@ class RejoinSteps:
     async def _gluster_back(self) -> None:
         """Steps 18-20: the GlusterFS pod Ready on the node, its bricks online, heal clean on
         every volume (falling entries are progress; a stall opens a gate; split-brain stops)."""
-        s, run, t = self.steps, self.inp.run, self.inp.run.timing
+        run, t = self.inp.run, self.inp.run.timing
 
         async def pod() -> Check:
             got: PodsOnNode = await acts.call(LIST_PODS_ON_NODE, PodsOnNodeInput(namespace=run.gluster.namespace,
@@ -98,8 +114,8 @@ class RejoinSteps:
             ok = [p for p in got.pods if p.healthy]
             return Check(bool(ok), ok[0].name + " Ready" if ok else ", ".join(f"{p.name} {p.phase}" for p in got.pods) or "no GlusterFS pod yet")
 
-        await s.wait_ok("gluster-pod", "the GlusterFS pod Running and Ready on the node", pod, t.gluster_pod_timeout, self.health)
-        s.done("gluster-pod")
+        await self._wait_ok("gluster-pod", "the GlusterFS pod Running and Ready on the node", pod, t.gluster_pod_timeout, self.health)
+        self._done("gluster-pod")
 
         async def bricks() -> Check:
             a = await read_assessment(run.gluster, exclude_node=None, heal=False)
@@ -110,13 +126,13 @@ class RejoinSteps:
                 problems.append(f"no brick maps to {self.node}")
             return Check(not problems, "; ".join(problems) or f"{len(mine)} bricks online")
 
-        await s.wait_ok("bricks-online", "every brick of the node online, all peers connected", bricks, t.bricks_timeout, self.health)
-        s.done("bricks-online")
+        await self._wait_ok("bricks-online", "every brick of the node online, all peers connected", bricks, t.bricks_timeout, self.health)
+        self._done("bricks-online")
         await self._heal()
-        s.done("heal-clean")
+        self._done("heal-clean")
 
     async def _heal(self) -> None:
-        s, run, t = self.steps, self.inp.run, self.inp.run.timing
+        run, t = self.inp.run, self.inp.run.timing
         while True:
             best: dict[str, object] = {"total": None, "at": workflow.now()}
 
@@ -138,7 +154,7 @@ class RejoinSteps:
                 problems = [p for v in a.volumes for p in v.heal_problems][:5]
                 return Check(False, f"{total} entries pending: " + "; ".join(problems))
 
-            self.steps.set("heal-clean", "heal info clean on every volume (entries falling)")
+            self._at("heal-clean", "heal info clean on every volume (entries falling)")
             hs = await wait_until(heal, name=f"{self.node}/heal-clean", backoff=Backoff(t.poll, t.poll_max),
                                   deadline=workflow.now() + timedelta(seconds=t.heal_timeout), board=self.health,
                                   stop=lambda: self.control.abort or bool(best.get("stalled")), on_poll=lambda _: self._push())
@@ -146,4 +162,4 @@ class RejoinSteps:
                 return
             if self.control.abort:
                 raise StepStopped("heal-clean", "aborted", aborted=True)
-            await s.require("health", "heal-clean", f"{hs.last}; approve waits again, reject stops")
+            await self._require("health", "heal-clean", f"{hs.last}; approve waits again, reject stops")

@@ -18,33 +18,32 @@ procedures-spec §6.3).
    runtime), then a gated ``yum -y install`` of the missing ones; the outcome message says what
    was removed and what is installed again or still missing.
 
-The children's gates are mirrored here, so ``approve``/``reject`` on this workflow reach them
-(forwarded as the child's ``gate_decision`` signal); ``resolve_unknown`` answers an unknown-outcome
-gate with rerun / mark-done / abort; ``decide`` answers a blocked drain; ``abort`` stops the node at
-its next safe point. Leases: ``node/<cluster>/<node>`` for every migrated node.
+A node's gates live in its child and are decided there (the kit's child report shows them here
+with the child as their owner, and ``lockkeeper approve/reject/decide`` answers them on the child;
+the child's ``resolve_unknown`` answers an unknown-outcome gate with rerun / mark-done / abort);
+``decide`` on a node answers a blocked drain; ``abort`` stops the node at its next safe point. Leases: ``node/<cluster>/<node>`` for every migrated node.
 """
 
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.host.models import CommandResult, RunCommandInput
+    from activities.host.models import CommandResult
     from activities.runtime_migration.models import ListNodesInput, NodeLabels, NodeObject, NodeObjectInput, PodsOnNode, PodsOnNodeInput, WhichInput, WhichResult
     from workflows.kit import calls as acts
-    from workflows.kit.control import Aborted, check_in_time
+    from workflows.kit.control import Aborted
     from workflows.kit.drain import check_decision
+    from workflows.kit.host import HostSteps
     from workflows.kit.models import (
         ChangedItem,
         DecideInput,
         DecideResult,
         DrainDecisionSignal,
-        Gate,
         GateState,
         NodePhase,
         NodeProgress,
@@ -55,25 +54,22 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.order import overtaken
     from workflows.kit.planning import abortable, planning_abort_message, planning_call
     from workflows.kit.procedure import NodeProcedureWorkflow
+    from workflows.kit.report import ChildReport
     from workflows.kit.scopes import node_scope
     from workflows.runtime_migration import plan
     from workflows.runtime_migration.gluster import read_assessment
     from workflows.runtime_migration.models import (
         PROCEDURE_RUNTIME_MIGRATION,
-        GateDecision,
         NodeMigrationInput,
         NodeMigrationResult,
         NodeMigrationStatus,
         RuntimeMigrationInput,
         RuntimeMigrationResult,
         RuntimeMigrationStatus,
-        UnknownOutcomeInput,
-        is_older,
     )
-    from workflows.runtime_migration.node import BEFORE_DESTRUCTIVE, RuntimeMigrationNodeWorkflow
+    from workflows.runtime_migration.node import BEFORE_DESTRUCTIVE, REPEATABLE, RuntimeMigrationNodeWorkflow
     from workflows.runtime_migration.nodecontrol import NodeControl
     from workflows.runtime_migration.postcheck import post_check, summary
-    from workflows.runtime_migration.runner import REPEATABLE
 
 MASTER_LABEL = "node-role.kubernetes.io/master"
 
@@ -105,12 +101,11 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
             status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
             reject_note="the node's migration stops there", alerts=input.alerts,
         )
-        self.gates.on_change = self._gates_changed
-        self._mirror: dict[str, str] = {}  # gate id → node (a child's gate shown here)
-        self._forwarded: set[tuple[str, str]] = set()
         self._drain: dict[str, NodeProgress] = {}
         self._pending: list[asyncio.Future[None]] = []
         self.node_control_init()
+        t = input.timing
+        self.host = HostSteps(self.gates, timeouts=acts.Timeouts(t.activity, t.heartbeat), heartbeat_seconds=t.heartbeat)
         self.node_control_windows(input.windows)
 
     # --- status ----------------------------------------------------------------------------------
@@ -118,6 +113,12 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
     def procedure_status(self) -> ProcedureStatus:
         st = super().procedure_status()
         assert isinstance(st, RuntimeMigrationStatus)
+        # A node's gates are shown as this run's, as the README has them (`approve ID GATE`):
+        # the CLI finds their owner in the node's row and answers them there.
+        owner = next((g.workflow_id for g in st.gates if g.state == GateState.WAITING), None)
+        if owner and st.waiting_for:
+            st.waiting_for = st.waiting_for.replace(f" on {owner}", "", 1)
+        st.gates = [g.model_copy(update={"workflow_id": None}) for g in st.gates]
         for node, prog in self._drain.items():
             row = st.nodes.get(node)
             if row is not None and prog.phase == NodePhase.BLOCKED and row.step == "drain":
@@ -133,38 +134,12 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
 
     # --- child links -------------------------------------------------------------------------------
 
-    @workflow.signal
-    def migration_progress(self, row: NodeMigrationStatus) -> None:
-        """A node's row from its child; its gates are mirrored so approve/reject reach them. A row
-        older than the one shown (:func:`is_older`: rows may overtake each other) is dropped; the
-        newer one already carried every gate."""
-        if is_older(row, self._status.nodes.get(row.node)):
-            return
-        self._status.nodes[row.node] = row
-        for g in row.gates:
-            mine = self.gates.gates.get(g.id)
-            if g.state == GateState.WAITING:
-                if mine is None or mine.opened_at != g.opened_at:
-                    self.gates.gates[g.id] = g.model_copy()
-                    self._mirror[g.id] = row.node
-            elif mine is not None and mine.state == GateState.WAITING and mine.opened_at == g.opened_at:
-                mine.state, mine.decided_by, mine.decided_at = g.state, g.decided_by, g.decided_at
-        self.touch()
-
-    def _gates_changed(self) -> None:
-        """After a decision here: forward decisions on mirrored gates to their child."""
-        self.touch()
-        for gate_id, node in self._mirror.items():
-            g = self.gates.gates.get(gate_id)
-            if g is None or g.state not in (GateState.APPROVED, GateState.REJECTED, GateState.DECIDED):
-                continue
-            key = (gate_id, str(g.opened_at))
-            if key in self._forwarded:
-                continue
-            self._forwarded.add(key)
-            d = GateDecision(gate_id=gate_id, state=g.state, identity=g.decided_by or "", comment=g.comment,
-                             choice=g.decision if g.state == GateState.DECIDED else None)  # type: ignore[arg-type]
-            self._signal_child(node, "gate_decision", d)
+    def on_child_report(self, report: ChildReport) -> None:
+        """A node's row from its child (kept newest-first by the kit's inbox); the child's
+        waiting gates are shown from the inbox, owned by the child."""
+        if report.detail is not None:
+            row = NodeMigrationStatus.model_validate(report.detail)
+            self._status.nodes[row.node] = row
 
     def on_node_progress(self, progress: NodeProgress) -> None:
         last = self._drain.get(progress.node)
@@ -191,54 +166,27 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
     def on_abort(self, identity: str) -> None:
         cur = self._status.current
         if cur:
-            self._signal_child(cur, "abort_migration", identity)
+            self._signal_child(cur, "abort", [identity])
 
-    def _signal_child(self, node: str, name: str, arg: object) -> None:
-        """Signal a node's child without awaiting it here (handlers may be sync); :meth:`_settle`
-        waits for every such signal before the run ends."""
+    def _signal_child(self, node: str, name: str, args: list[object]) -> None:
+        """Signal a node's child (the kit's ``skip`` / ``abort``) without awaiting it here
+        (handlers may be sync); :meth:`_settle` waits for every such signal before the run ends."""
         handle = workflow.get_external_workflow_handle(child_id(self._id, node))
-        self._pending.append(asyncio.ensure_future(self._send(handle, name, arg)))
+        self._pending.append(asyncio.ensure_future(self._send(handle, name, args)))
 
-    async def _send(self, handle: workflow.ExternalWorkflowHandle, name: str, arg: object) -> None:
+    async def _send(self, handle: workflow.ExternalWorkflowHandle, name: str, args: list[object]) -> None:
         try:
-            await handle.signal(name, arg)
+            await handle.signal(name, args=args)
         except Exception as err:  # noqa: BLE001 - a finished child needs no decision
             workflow.logger.warning("signal %s to %s failed: %s", name, handle.id, err)
-
-    @workflow.update
-    def resolve_unknown(self, input: UnknownOutcomeInput) -> Gate:
-        """Answer an unknown-outcome gate with one of its choices (``rerun``, ``mark-done``:
-        comment required, what was checked) or ``abort`` (= reject)."""
-        gate = self.gates.find_waiting(input.gate_id)
-        if input.choice == "abort":
-            self.gates.decide(gate, GateState.REJECTED, input.identity, input.comment or "abort")
-        else:
-            self.gates.choose(gate, input.choice, input.identity, input.comment or input.choice)
-        return gate
-
-    @resolve_unknown.validator
-    def _validate_resolve_unknown(self, input: UnknownOutcomeInput) -> None:
-        check_in_time(input, "resolve_unknown")
-        gate = self.gates.find_waiting(input.gate_id)
-        if not gate.choices:
-            raise ValueError(f"gate {gate.id} is not an unknown-outcome gate; use approve/reject")
-        if input.choice != "abort" and input.choice not in gate.choices:
-            raise ValueError(f"gate {gate.id}: {input.choice!r} is not one of its choices ({', '.join(gate.choices)}) or abort")
-        self.gates.check_approver(input.identity, approving=input.choice != "abort")
-        if input.choice == "mark-done" and not input.comment.strip():
-            raise ValueError("mark-done needs a comment saying what was checked")
 
     # --- helpers -----------------------------------------------------------------------------------
 
     async def _host(self, node: str, argv: list[str]) -> CommandResult | None:
-        """An idempotent command on a node or peer; None when the host stays unreachable."""
+        """An idempotent command on a node or peer (the kit's host steps); None when the host
+        stays unreachable."""
         try:
-            cmd = RunCommandInput(access=self._in.host_access[node], argv=list(argv), timeout_seconds=120)
-            return await workflow.execute_activity(
-                acts.RUN_NODE_COMMAND, cmd,
-                result_type=CommandResult, start_to_close_timeout=timedelta(seconds=cmd.bound_seconds() + 30),
-                heartbeat_timeout=timedelta(seconds=self._in.timing.heartbeat), retry_policy=REPEATABLE,
-            )
+            return await self.host.command(argv, self._in.host_access[node], timeout_seconds=120, retry=REPEATABLE)
         except ActivityError as err:
             workflow.logger.warning("%s on %s: %s", argv[0], node, failure_message(err))
             return None
@@ -481,6 +429,7 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
                 id=child_id(self._id, node),  # a retry reuses the ID (the previous run closed): signals still reach it
                 result_type=NodeMigrationResult, static_summary=f"node {node} · runtime migration to {input.target_runtime}",
             )
+            self.inbox.latest.pop(child_id(self._id, node), None)  # its gates ended with it; a retry counts afresh
             self._status.nodes[node] = res.status
             if res.outcome != "failed" or self.control.abort:
                 return res
