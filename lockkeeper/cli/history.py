@@ -29,7 +29,7 @@ from lockkeeper.cli.common import EXIT_OK, OutputOpt, check_output, cli_settings
 
 
 #: Signals that only carry progress (children's reports, a lease's answer): left out of the trail.
-PROGRESS_SIGNALS = frozenset({"child_report", "lease_denied", "migration_progress"})
+PROGRESS_SIGNALS = frozenset({"child_report", "lease_denied"})
 
 
 def _payload(payloads: Any) -> Any:
