@@ -32,7 +32,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.inputs import GatePolicy
     from workflows.kit.models import (
         ApprovalRules,
+        DecideInput,
+        DecideResult,
         Gate,
+        GateDecisionResult,
         GateKind,
         GateRecord,
         GateState,
@@ -218,6 +221,28 @@ class Gates:
         if state == GateState.REJECTED and self.pause_on_reject:
             self.control.pause(f"gate {gate.id} rejected by {identity}" + (f": {comment}" if comment else ""))
         self.on_change()
+
+    def approve_update(self, input: Any) -> GateDecisionResult:
+        """The ``approve`` update of a workflow with these gates (``input`` an ApproveInput,
+        validated by :meth:`check_decision`): the waiting gate approved, the answer to send back."""
+        gate = self.find_waiting(input.gate_id)
+        self.decide(gate, GateState.APPROVED, input.identity, input.comment, input.connection_identity)
+        return GateDecisionResult(gate_id=gate.id, state=gate.state, message=f"gate {gate.id} approved by {input.identity}")
+
+    def reject_update(self, input: Any, note: str = "") -> GateDecisionResult:
+        """The ``reject`` update (``input`` a RejectInput): the waiting gate rejected; ``note``
+        (what follows, the procedure's rule) ends the answer's message."""
+        gate = self.find_waiting(input.gate_id)
+        self.decide(gate, GateState.REJECTED, input.identity, input.comment, input.connection_identity)
+        return GateDecisionResult(gate_id=gate.id, state=gate.state,
+                                  message=f"gate {gate.id} rejected by {input.identity}" + (f"; {note}" if note else ""))
+
+    def decide_update(self, input: DecideInput) -> DecideResult:
+        """The ``decide`` update on a gate with choices (validated by :meth:`check_choice`)."""
+        gate = self.find_waiting(input.gate_id or input.node)
+        self.choose(gate, input.decision, input.identity, input.comment, input.connection_identity)
+        return DecideResult(gate_id=gate.id, decision=input.decision,
+                            message=f"{input.decision} decided on gate {gate.id} by {input.identity}")
 
     def check_choice(self, input: Any, choice: str) -> Gate:
         """Validator of ``decide`` on a gate with choices: :meth:`check_decision` (an approval:

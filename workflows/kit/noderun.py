@@ -42,7 +42,6 @@ with workflow.unsafe.imports_passed_through():
         DrainDecisionSignal,
         GateDecisionResult,
         GateRecord,
-        GateState,
         LeaseInfo,
         NodePhase,
         NodeProgress,
@@ -507,9 +506,7 @@ class GatedNodeRunWorkflow(NodeRunWorkflow):
     @workflow.update
     def approve(self, input: ApproveInput) -> GateDecisionResult:
         """Approve a waiting gate of this node run."""
-        gate = self.gates.find_waiting(input.gate_id)
-        self.gates.decide(gate, GateState.APPROVED, input.identity, input.comment, input.connection_identity)
-        return GateDecisionResult(gate_id=gate.id, state=gate.state, message=f"gate {gate.id} approved by {input.identity}")
+        return self.gates.approve_update(input)
 
     @approve.validator
     def _validate_approve(self, input: ApproveInput) -> None:
@@ -518,9 +515,7 @@ class GatedNodeRunWorkflow(NodeRunWorkflow):
     @workflow.update
     def reject(self, input: RejectInput) -> GateDecisionResult:
         """Reject a waiting gate of this node run (the procedure says what follows)."""
-        gate = self.gates.find_waiting(input.gate_id)
-        self.gates.decide(gate, GateState.REJECTED, input.identity, input.comment, input.connection_identity)
-        return GateDecisionResult(gate_id=gate.id, state=gate.state, message=f"gate {gate.id} rejected by {input.identity}")
+        return self.gates.reject_update(input)
 
     @reject.validator
     def _validate_reject(self, input: RejectInput) -> None:
@@ -529,9 +524,7 @@ class GatedNodeRunWorkflow(NodeRunWorkflow):
     @workflow.update
     def decide(self, input: DecideInput) -> DecideResult:
         """Make one of a waiting gate's declared choices (``decide ID GATE CHOICE``)."""
-        gate = self.gates.find_waiting(input.gate_id or input.node)
-        self.gates.choose(gate, input.decision, input.identity, input.comment, input.connection_identity)
-        return DecideResult(gate_id=gate.id, decision=input.decision, message=f"{input.decision} decided on gate {gate.id} by {input.identity}")
+        return self.gates.decide_update(input)
 
     @decide.validator
     def _validate_decide(self, input: DecideInput) -> None:

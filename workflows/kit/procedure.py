@@ -566,9 +566,7 @@ class ProcedureWorkflow:
     @workflow.update
     def approve(self, input: ApproveInput) -> GateDecisionResult:
         """Approve a waiting gate (``gate_id`` None = the only waiting gate)."""
-        gate = self.gates.find_waiting(input.gate_id)
-        self.gates.decide(gate, GateState.APPROVED, input.identity, input.comment, input.connection_identity)
-        return GateDecisionResult(gate_id=gate.id, state=gate.state, message=f"gate {gate.id} approved by {input.identity}")
+        return self.gates.approve_update(input)
 
     @approve.validator
     def _validate_approve(self, input: ApproveInput) -> None:
@@ -577,11 +575,7 @@ class ProcedureWorkflow:
     @workflow.update
     def reject(self, input: RejectInput) -> GateDecisionResult:
         """Reject a waiting gate; what follows is the procedure's rule (``reject_note``)."""
-        gate = self.gates.find_waiting(input.gate_id)
-        self.gates.decide(gate, GateState.REJECTED, input.identity, input.comment, input.connection_identity)
-        return GateDecisionResult(
-            gate_id=gate.id, state=gate.state, message=f"gate {gate.id} rejected by {input.identity}; {self.kit_reject_note}"
-        )
+        return self.gates.reject_update(input, self.kit_reject_note)
 
     @reject.validator
     def _validate_reject(self, input: RejectInput) -> None:
@@ -598,11 +592,8 @@ class ProcedureWorkflow:
     async def decide(self, input: DecideInput) -> DecideResult:
         """Make a choice: on a gate that declares choices (``decide ID GATE CHOICE``), or on a
         node's blocked drain (``decide ID NODE wait|skip|delete-pod|abort``, node procedures)."""
-        gate = self._choice_gate(input)
-        if gate is not None:
-            self.gates.choose(gate, input.decision, input.identity, input.comment, input.connection_identity)
-            return DecideResult(gate_id=gate.id, decision=input.decision,
-                                message=f"{input.decision} decided on gate {gate.id} by {input.identity}")
+        if self._choice_gate(input) is not None:
+            return self.gates.decide_update(input)
         return await self.on_decide(input)
 
     @decide.validator
