@@ -327,7 +327,7 @@ class RuntimeMigrationResult(ProcedureResult):
     """``outcome`` completed / failed / aborted; per-node results; the post-check findings."""
 
     procedure: str = PROCEDURE_RUNTIME_MIGRATION
-    outcome: Literal["completed", "failed", "aborted"] = "completed"
+    outcome: Literal["completed", "failed", "aborted", "refused"] = "completed"
     nodes: list[NodeMigrationResult] = Field(default_factory=list)
     findings: list[PackageFinding] = Field(default_factory=list)
     installed: dict[str, list[str]] = Field(default_factory=dict)

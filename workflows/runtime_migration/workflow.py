@@ -52,7 +52,7 @@ with workflow.unsafe.imports_passed_through():
         failure_message,
     )
     from workflows.kit.order import overtaken
-    from workflows.kit.planning import abortable, planning_abort_message, planning_call
+    from workflows.kit.planning import abortable, planning_call
     from workflows.kit.procedure import NodeProcedureWorkflow
     from workflows.kit.report import ChildReport
     from workflows.kit.scopes import node_scope
@@ -286,6 +286,19 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         if self._pending:
             await asyncio.gather(*self._pending)
 
+    async def kit_settle(self) -> None:
+        """An ending the run template builds (an abort during the preflight, a refusal): the
+        signals in flight settle, and the stage says the run is over."""
+        await self._settle()
+        self._status.waiting_for = self._status.since = None
+        self._status.stage = "failed"  # type: ignore[assignment]
+
+    def kit_result_fields(self) -> dict[str, Any]:
+        """Every ending's own fields: the post-check findings, the packages installed and the
+        preflight's findings."""
+        return {"findings": list(self._status.findings), "installed": dict(self._status.installed),
+                "preflight": list(self._status.preflight)}
+
     def _gluster_left(self, node: str) -> list[ChangedItem]:
         """What the destructive steps take down with the node's runtime until its bricks are
         back: its GlusterFS pod (its DaemonSet, ``<namespace>/<pod name without the suffix>``,
@@ -331,39 +344,31 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         return items
 
     def _result(self, outcome: str, message: str, nodes: list[NodeMigrationResult]) -> RuntimeMigrationResult:
-        # Hold records only when the run held a node: results of runs without holds stay as they were.
-        held = {"hold_history": list(self._status.hold_history)} if self._status.hold_history else {}
         left = self._left_changed(nodes) if outcome != "completed" else []
         if left:
             self._status.left_changed = left
             message += "; left changed: " + "; ".join(i.line() for i in left)
-        return RuntimeMigrationResult(
-            **held, left_changed=left, next_commands=list(dict.fromkeys(i.undo for i in left if i.undo)),
-            workflow_id=self._id, outcome=outcome, message=message, nodes=nodes,  # type: ignore[arg-type]
-            findings=list(self._status.findings), installed=dict(self._status.installed), preflight=list(self._status.preflight),
-            removed={n.node: list(n.status.removed) for n in nodes if n.status.removed},
+        return self.kit_end(
+            RuntimeMigrationResult, outcome, message, left_changed=left, next_commands=list(dict.fromkeys(i.undo for i in left if i.undo)),
+            nodes=nodes, removed={n.node: list(n.status.removed) for n in nodes if n.status.removed},
             gate_history=sorted([*self._status.gate_history, *(r for n in nodes for r in n.gate_history)], key=lambda r: r.at),
-            started_at=self._status.started_at, finished_at=workflow.now(),
         )
 
     @workflow.run
     async def run(self, input: RuntimeMigrationInput) -> RuntimeMigrationResult:
         self.kit_status_attributes()
+        return await self.kit_run(lambda: self._run(input), RuntimeMigrationResult)
+
+    async def _run(self, input: RuntimeMigrationInput) -> RuntimeMigrationResult:
+        """The migration; an abort during the read-only preflight, a failure or a refusal ends
+        through the kit's run template (:meth:`kit_run`)."""
         await self.leases.acquire([node_scope(input.cluster, n) for n in input.nodes])
         self._status.leases = list(self.leases.held)
         self._phase(ProcedurePhase.RUNNING, "preflight")
-        try:
-            findings, baseline = await self._preflight()
-        except Aborted as stop:  # an abort during the read-only preflight: nothing was changed
-            self._status.waiting_for = self._status.since = None
-            self._phase(ProcedurePhase.ABORTED, "failed")
-            await self.leases.release()
-            await workflow.wait_condition(workflow.all_handlers_finished)
-            return self._result("aborted", planning_abort_message(self.control, stop), [])
+        findings, baseline = await self._preflight()
         self._status.preflight = findings
         if findings:
             self._phase(ProcedurePhase.FAILED, "failed")
-            await self.leases.release()
             return self._result("failed", "preflight: " + "; ".join(findings) + " (nothing was changed)", [])
         name, order = plan.migration_order(input.nodes, input.node_order, self._read)
         self._status.node_order, self._status.order = name, order
@@ -407,7 +412,6 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
             aborted = self.control.abort or (last is not None and last.outcome == "aborted")
             self._phase(ProcedurePhase.ABORTED if aborted else ProcedurePhase.FAILED, "failed")
             await self._settle()
-            await self.leases.release()
             return self._result("aborted" if aborted else "failed",
                                 (last.reason if last else "aborted before the first node") or "stopped", results)
         migrated = [r.node for r in results if r.outcome == "done"]
@@ -416,8 +420,6 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
             await post_check(self, baseline, migrated)
         self._phase(ProcedurePhase.DONE, "done")
         await self._settle()
-        await self.leases.release()
-        await workflow.wait_condition(workflow.all_handlers_finished)
         return self._result("completed", self._message(input, results), results)
 
     async def _node(self, input: RuntimeMigrationInput, node: str, index: int) -> NodeMigrationResult:
