@@ -91,7 +91,9 @@ async def test_healthy_migration_switches_only_after_every_pool_updated(sim_fact
     sim = await sim_factory("r1-sdn-to-ovn", time_scale=SCALE)
     watch = PoolsWatch(sim)
     await worker_for(sim)
-    handle = await start(temporal_client, task_queue, fast(max_unavailable=2))
+    # The controller is healthy here: a stall window far above its pace, so that a loaded machine
+    # (CI timed this test out once) never opens the takeover gate this test does not approve.
+    handle = await start(temporal_client, task_queue, fast(max_unavailable=2, stall_seconds=90.0))
     result = await drive(handle, {"cleanup", "delete-broken-pods"})
     watch.stop()
     assert result.outcome == "completed", result.message
