@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.inputs import GatePolicy
     from workflows.kit.models import (
         ApprovalRules,
+        ApproveInput,
         DecideInput,
         DecideResult,
         Gate,
@@ -40,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         GateRecord,
         GateState,
         GateTimeoutOutcome,
+        RejectInput,
     )
 
 
@@ -440,3 +442,32 @@ class Gates:
                 raise RevertRequested(self.control.revert_reason)
             raise GateNotPassed(answer)
         return answer
+
+
+class GateUpdates:
+    """The ``approve`` and ``reject`` updates (with their validators) of a workflow whose gates are
+    ``self.gates``: every procedure (:class:`workflows.kit.procedure.ProcedureWorkflow`) and every
+    node run with gates of its own (:class:`workflows.kit.noderun.GatedNodeRunWorkflow`), so a
+    decision is taken the same way wherever its gate lives. ``kit_reject_note`` (what follows a
+    rejection, in the answer) is the workflow's; none by default."""
+
+    gates: Gates
+    kit_reject_note: str = ""
+
+    @workflow.update
+    def approve(self, input: ApproveInput) -> GateDecisionResult:
+        """Approve a waiting gate (``gate_id`` None = the only waiting gate)."""
+        return self.gates.approve_update(input)
+
+    @approve.validator
+    def _validate_approve(self, input: ApproveInput) -> None:
+        self.gates.check_decision(input, approving=True)
+
+    @workflow.update
+    def reject(self, input: RejectInput) -> GateDecisionResult:
+        """Reject a waiting gate; what follows is the workflow's rule (``kit_reject_note``)."""
+        return self.gates.reject_update(input, self.kit_reject_note)
+
+    @reject.validator
+    def _validate_reject(self, input: RejectInput) -> None:
+        self.gates.check_decision(input, approving=False)

@@ -34,18 +34,15 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.drain import DrainGateState, DrainLoop, blocked_waiting_for, cordon_and_drain
     from workflows.kit.lease import Leases, answer_contender
-    from workflows.kit.gates import Gates
+    from workflows.kit.gates import GateUpdates, Gates
     from workflows.kit.models import (
-        ApproveInput,
         DecideInput,
         DecideResult,
         DrainDecisionSignal,
-        GateDecisionResult,
         GateRecord,
         LeaseInfo,
         NodePhase,
         NodeProgress,
-        RejectInput,
     )
     from workflows.kit.report import CHILD_REPORT_SIGNAL, ChildReport
 
@@ -493,33 +490,15 @@ class NodeRunWorkflow:
         return self.node_run.progress
 
 
-class GatedNodeRunWorkflow(NodeRunWorkflow):
+class GatedNodeRunWorkflow(GateUpdates, NodeRunWorkflow):
     """A node run with gates of its own (``self.gates``, a :class:`workflows.kit.gates.Gates`):
-    the ``approve``, ``reject`` and ``decide`` updates of :class:`workflows.kit.procedure.
-    ProcedureWorkflow`, with the same inputs, validators and results. Its parent shows the waiting
+    the ``approve`` and ``reject`` updates of every procedure (:class:`workflows.kit.gates.GateUpdates`)
+    and a ``decide`` on its gates' choices, with the same inputs, validators and results. Its parent shows the waiting
     gates with ``Gate.workflow_id`` set to this run (:mod:`workflows.kit.report`), and the CLI
     answers a gate there (``lockkeeper.cli.operate.gate_owner``), so a decision is recorded once,
     in the run whose gate it is."""
 
     gates: Gates
-
-    @workflow.update
-    def approve(self, input: ApproveInput) -> GateDecisionResult:
-        """Approve a waiting gate of this node run."""
-        return self.gates.approve_update(input)
-
-    @approve.validator
-    def _validate_approve(self, input: ApproveInput) -> None:
-        self.gates.check_decision(input, approving=True)
-
-    @workflow.update
-    def reject(self, input: RejectInput) -> GateDecisionResult:
-        """Reject a waiting gate of this node run (the procedure says what follows)."""
-        return self.gates.reject_update(input)
-
-    @reject.validator
-    def _validate_reject(self, input: RejectInput) -> None:
-        self.gates.check_decision(input, approving=False)
 
     @workflow.update
     def decide(self, input: DecideInput) -> DecideResult:

@@ -45,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.control import Aborted, Control, RevertRequested, check_in_time
     from workflows.kit.decisions import WITHDRAW_SIGNAL, WithdrawInput, Withdrawals
     from workflows.kit.details import DetailsPublisher
-    from workflows.kit.gates import Gates, GateNotPassed
+    from workflows.kit.gates import GateUpdates, Gates, GateNotPassed
     from workflows.kit.holds import NOT_SUPPORTED as HOLDS_NOT_SUPPORTED
     from workflows.kit.inputs import AlertGatePolicy, GatePolicy, ProcedureInput
     from workflows.kit.lease import Leases
@@ -61,13 +61,11 @@ with workflow.unsafe.imports_passed_through():
         SA_PROCEDURE,
         SA_STATUS,
         ApprovalRules,
-        ApproveInput,
         ChangedItem,
         ControlInput,
         ControlResult,
         DecideInput,
         DecideResult,
-        GateDecisionResult,
         GateState,
         HoldInput,
         LeaseInfo,
@@ -76,7 +74,6 @@ with workflow.unsafe.imports_passed_through():
         ProcedurePhase,
         ProcedureResult,
         ProcedureStatus,
-        RejectInput,
         ReleaseInput,
         RevertAnswer,
         RevertInput,
@@ -114,7 +111,7 @@ def refusal_lines(err: ApplicationError) -> list[str]:
     return [ln for ln in (err.message or str(err)).splitlines() if ln.strip()]
 
 
-class ProcedureWorkflow:
+class ProcedureWorkflow(GateUpdates):
     """Base of every procedure workflow (see the module doc). Not a workflow by itself."""
 
     #: The procedure records what it changes before it writes (:mod:`workflows.kit.records`), so
@@ -561,27 +558,7 @@ class ProcedureWorkflow:
     def on_child_report(self, report: ChildReport) -> None:
         """Hook: a child procedure's new report (kept in :attr:`inbox` already)."""
 
-    # --- updates: gates ----------------------------------------------------------------------------------
-
-    @workflow.update
-    def approve(self, input: ApproveInput) -> GateDecisionResult:
-        """Approve a waiting gate (``gate_id`` None = the only waiting gate)."""
-        return self.gates.approve_update(input)
-
-    @approve.validator
-    def _validate_approve(self, input: ApproveInput) -> None:
-        self.gates.check_decision(input, approving=True)
-
-    @workflow.update
-    def reject(self, input: RejectInput) -> GateDecisionResult:
-        """Reject a waiting gate; what follows is the procedure's rule (``reject_note``)."""
-        return self.gates.reject_update(input, self.kit_reject_note)
-
-    @reject.validator
-    def _validate_reject(self, input: RejectInput) -> None:
-        self.gates.check_decision(input, approving=False)
-
-    # --- updates: choices and revert ---------------------------------------------------------------------
+    # --- updates: approve and reject are GateUpdates'; choices and revert ---------------------------------------------------------------------
 
     def _choice_gate(self, input: DecideInput) -> Any:
         gid = input.gate_id or input.node
