@@ -15,7 +15,7 @@ from workflows.control_plane.models import ControlPlaneUpgradeInput
 from workflows.etcd.models import EtcdBackupInput
 from workflows.gluster.models import GlusterRecoveryInput
 from workflows.kit.inputs import AlertGatePolicy
-from workflows.kit.models import ProcedureResult, ProcedureStatus
+from workflows.kit.models import ChangedItem, ProcedureResult, ProcedureStatus
 from workflows.node_selectors.models import NodeSelectorMigrationInput
 from workflows.node_upgrade.models import NodeUpgradeInput
 from workflows.kit.report import ChildReport
@@ -105,6 +105,9 @@ class PhaseStatus(BaseModel):
     #: The child's own status as it last reported it (procedures that report: node upgrades,
     #: control plane, nodeSelector migration; the GlusterFS and etcd children show their ID only).
     child_status: ChildReport | None = None
+    #: What the phase's children changed and left so (each attempt's ``changed``, or a failed
+    #: child's last reported ``left_changed``), summed into the upgrade's ``left_changed``.
+    changed: list[ChangedItem] = Field(default_factory=list)
 
 
 class ClusterUpgradeStatus(ProcedureStatus):

@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.control_plane.workflow import ControlPlaneUpgradeWorkflow
     from workflows.etcd.backup import EtcdBackupWorkflow
     from workflows.gluster.workflow import GlusterRecoveryWorkflow
-    from workflows.kit.models import ApprovalRules, ControlInput, GateKind, GateState, GateTimeoutOutcome, failure_message
+    from workflows.kit.models import ApprovalRules, ChangedItem, ControlInput, GateKind, GateState, GateTimeoutOutcome, failure_message
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.node_selectors.workflow import NodeSelectorMigrationWorkflow
     from workflows.node_upgrade.plan import plan_lines
@@ -131,6 +131,23 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
     def kit_result_fields(self) -> dict[str, Any]:
         return {"phases": [p.model_copy() for p in self._status.phases]}
 
+    def kit_left_changed(self) -> list[ChangedItem]:
+        """What stays changed: the kit's own (nothing: the upgrade writes through its phases
+        only), then what each phase's children changed and left so, in phase order (a finished
+        phase stays finished: an abort does not undo it), each item once."""
+        items = super().kit_left_changed()
+        seen = {(i.target, i.what) for i in items}
+        for ph in self._status.phases:
+            for i in ph.changed:
+                if (i.target, i.what) not in seen:
+                    seen.add((i.target, i.what))
+                    items.append(i)
+        return items
+
+    def _note_changed(self, ph: PhaseStatus, items: list[ChangedItem]) -> None:
+        known = {(i.target, i.what) for i in ph.changed}
+        ph.changed.extend(i for i in items if (i.target, i.what) not in known)
+
     async def _run(self, input: ClusterUpgradeInput) -> ClusterUpgradeResult:
         """The phases in order (module doc); ends ``completed``, ``dry-run`` or, after an abort
         (or a phase not retried), ``aborted`` with the abort's reason."""
@@ -151,7 +168,12 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
         self._status.current_phase = None
         outcome = "dry-run" if input.dry_run else ("aborted" if self.control.abort else "completed")
         lines = [f"{p.name}: {p.state}" + (f" ({p.child_id})" if p.child_id else "") for p in self._status.phases]
-        return self.kit_end(ClusterUpgradeResult, outcome, self.control.abort_reason if outcome == "aborted" else "; ".join(lines))
+        if outcome != "aborted":
+            return self.kit_end(ClusterUpgradeResult, outcome, "; ".join(lines))
+        left = self.kit_left_changed()
+        tail = f"; left changed: {'; '.join(i.line() for i in left)}" if left else "; nothing was changed"
+        return self.kit_end(ClusterUpgradeResult, outcome, f"aborted: {self.control.abort_reason}{tail}", left_changed=left,
+                            next_commands=self.kit_next_commands(left))
 
     async def _run_child(self, ph: PhaseStatus) -> Any:
         ph.attempts += 1
@@ -181,9 +203,12 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
                 result = await self._run_child(ph)
                 ok, message = _succeeded(result)
                 ph.outcome = getattr(result, "outcome", None)
+                self._note_changed(ph, list(getattr(result, "changed", None) or getattr(result, "left_changed", None) or []))
             except ChildWorkflowError as err:
                 ok, message = False, failure_message(err)
                 ph.outcome = "failed"
+                if ph.child_status is not None and ph.child_status.workflow_id == ph.child_id:
+                    self._note_changed(ph, list(ph.child_status.left_changed))
             ph.message = message
             if ok:
                 ph.state = "done"

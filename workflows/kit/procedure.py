@@ -381,7 +381,9 @@ class ProcedureWorkflow(GateUpdates):
     def kit_end(self, result_type: type[R], outcome: str, message: str, **fields: Any) -> R:
         """A result of ``result_type``: the procedure's own fields (:meth:`kit_result_fields`,
         then ``fields``) and the kit's: procedure, workflow ID, outcome, message, gate history,
-        start and end times, and the records still holding changes."""
+        start and end times, the records still holding changes, and ``changed`` (what the run
+        changed and left so: ``left_changed`` when given, else :meth:`kit_left_changed`; nothing
+        for a refusal or a dry run, which write nothing)."""
         st = self.kit_status
         data = {
             "procedure": self.kit_procedure, "workflow_id": workflow.info().workflow_id, "outcome": outcome, "message": message,
@@ -394,6 +396,9 @@ class ProcedureWorkflow(GateUpdates):
             data["preconditions"] = [r.model_copy() for r in st.preconditions]
         data.update(self.kit_result_fields())
         data.update(fields)
+        if "changed" not in data:
+            data["changed"] = list(data["left_changed"]) if data.get("left_changed") else (
+                self.kit_left_changed() if outcome not in ("refused", "dry-run") else [])
         return result_type(**data)
 
     # --- state ---------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.kit.models import Gate, GateRecord, GateState, NodeProgress, ProcedureStatus
+    from workflows.kit.models import ChangedItem, Gate, GateRecord, GateState, NodeProgress, ProcedureStatus
 
 CHILD_REPORT_SIGNAL = "child_report"
 #: The signal a parent procedure sends its running child when the parent is aborted
@@ -62,6 +62,8 @@ class ChildReport(BaseModel):
     error: str | None = None
     node: NodeProgress | None = None
     detail: dict[str, Any] | None = None
+    #: What the child says stays changed (its status's ``left_changed``, set as it fails or stops).
+    left_changed: list[ChangedItem] = Field(default_factory=list)
 
     def same_as(self, other: ChildReport | None) -> bool:
         """Equal but for ``seq``."""
@@ -75,7 +77,7 @@ def summary(status: ProcedureStatus, *, detail: dict[str, Any] | None = None) ->
     gates = [g.model_copy(update={"workflow_id": g.workflow_id or wid}) for g in status.gates if g.state == GateState.WAITING]
     return ChildReport(workflow_id=wid, procedure=status.procedure, phase=str(status.phase), waiting_for=status.waiting_for,
                        since=status.since, deadline=status.deadline, gates=gates, gate_history=list(status.gate_history),
-                       error=status.error, detail=detail)
+                       error=status.error, detail=detail, left_changed=list(status.left_changed))
 
 
 class Reporter:
