@@ -98,18 +98,23 @@ class Records:
             {"op": "remove", "path": p} if v is REMOVE else {"op": "add", "path": p, "value": v}
             for p, v in values.items()
         ]
+        await self._guarded(name, st, PATCH_OBJECT, PatchObjectInput(ref=ref, ops=ops, record=record), PatchObjectResult)
+        self.written[name] = {p: v for p, v in values.items() if v is not REMOVE}
+        st.state, st.detail = "changed", f"wrote {', '.join(paths)}"
+        self.on_change()
+        return record
+
+    async def _guarded(self, name: str, st: RecordStatus, activity: str, arg: Any, result_type: type[Any]) -> Any:
+        """Call ``activity``, which refuses with ``RecordChanged`` when somebody changed the
+        record's object since: then state ``refused`` and :class:`RecordRefused`."""
         try:
-            await acts.call(PATCH_OBJECT, PatchObjectInput(ref=ref, ops=ops, record=record), PatchObjectResult, timeouts=self.timeouts)
+            return await acts.call(activity, arg, result_type, timeouts=self.timeouts)
         except ActivityError as err:
             if isinstance(err.cause, ApplicationError) and err.cause.type == "RecordChanged":
                 st.state, st.detail = "refused", failure_message(err)
                 self.on_change()
                 raise RecordRefused(name, st.detail) from err
             raise
-        self.written[name] = {p: v for p, v in values.items() if v is not REMOVE}
-        st.state, st.detail = "changed", f"wrote {', '.join(paths)}"
-        self.on_change()
-        return record
 
     def changed(self) -> list[str]:
         """Names of the records whose change was written and not reverted, in the order they
@@ -156,17 +161,8 @@ class Records:
         somebody changed a field since, KeyError for an unknown name."""
         record = self.records[name]
         st = self._status(name, record.ref, [f.path for f in record.fields])
-        try:
-            result: RestoreFieldsResult = await acts.call(
-                RESTORE_FIELDS, RestoreFieldsInput(record=record, expected=self.written.get(name, {})),
-                RestoreFieldsResult, timeouts=self.timeouts,
-            )
-        except ActivityError as err:
-            if isinstance(err.cause, ApplicationError) and err.cause.type == "RecordChanged":
-                st.state, st.detail = "refused", failure_message(err)
-                self.on_change()
-                raise RecordRefused(name, st.detail) from err
-            raise
+        result = await self._guarded(name, st, RESTORE_FIELDS, RestoreFieldsInput(record=record, expected=self.written.get(name, {})),
+                                     RestoreFieldsResult)
         if result.differences:
             st.state = "differs"
             st.detail = f"read back after the restore: {'; '.join(result.differences)}"
