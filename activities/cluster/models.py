@@ -312,6 +312,54 @@ class PodsReadyResult(BaseModel):
     nodes_missing: list[str] = Field(default_factory=list)
 
 
+#: Activity: a cluster's health as a campaign's soak reads it (:class:`ClusterHealthInput`).
+CHECK_CLUSTER_HEALTH = "check_cluster_health"
+
+
+class ClusterHealthInput(BaseModel):
+    """What a healthy cluster means for a soak between two waves of a campaign (issue 38).
+
+    - ``nodes_ready``: every Node's ``Ready`` condition is ``True``;
+    - ``pools_not_degraded``: no MachineConfigPool has ``Degraded`` (or ``NodeDegraded``)
+      ``True``; a cluster that serves no MachineConfigPool (OpenShift 3, plain Kubernetes)
+      passes this check and says so;
+    - ``pod_namespaces``: every pod in each of these namespaces is Ready (finished pods not
+      counted; see ``check_pods_ready``); empty: pods are not checked."""
+
+    nodes_ready: bool = True
+    pools_not_degraded: bool = True
+    pod_namespaces: list[str] = Field(default_factory=list)
+
+
+class ClusterHealthResult(BaseModel):
+    """What ``check_cluster_health`` saw: ``ok`` when nothing below is listed; ``nodes`` and
+    ``pools`` how many it read (``pools`` None: the cluster serves no MachineConfigPool);
+    ``not_ready_nodes`` (names), ``degraded_pools`` (``NAME: REASON``), ``not_ready_pods``
+    (``namespace/name``)."""
+
+    ok: bool
+    nodes: int = 0
+    pools: int | None = None
+    not_ready_nodes: list[str] = Field(default_factory=list)
+    degraded_pools: list[str] = Field(default_factory=list)
+    not_ready_pods: list[str] = Field(default_factory=list)
+
+    def problems(self) -> list[str]:
+        """One short line per kind of problem, e.g. ``nodes not Ready: n1, n2``."""
+        out = []
+        for what, items in (("nodes not Ready", self.not_ready_nodes), ("pools degraded", self.degraded_pools),
+                            ("pods not Ready", self.not_ready_pods)):
+            if items:
+                out.append(f"{what}: {', '.join(items[:5])}" + (f" (+{len(items) - 5} more)" if len(items) > 5 else ""))
+        return out
+
+    def line(self) -> str:
+        """``healthy (N nodes Ready[, M pools])`` or the problems joined by ``; ``."""
+        if self.ok:
+            return f"healthy ({self.nodes} nodes" + (f", {self.pools} pools" if self.pools is not None else "") + ")"
+        return "; ".join(self.problems())
+
+
 class PodRef(BaseModel):
     """One pod by identity: ``namespace``/``name`` and the ``uid`` it had when it was listed (a
     pod recreated under the same name has another uid, and a delete with this uid as its

@@ -11,6 +11,9 @@ from temporalio import activity
 
 from activities.cluster.base import GatewayActivities
 from activities.cluster.models import (
+    CHECK_CLUSTER_HEALTH,
+    ClusterHealthInput,
+    ClusterHealthResult,
     DeleteAllPodsInput,
     DeleteAllPodsResult,
     ListPodsToDeleteInput,
@@ -31,7 +34,7 @@ DELETE_TRIES = 8
 class WorkloadActivities(GatewayActivities):
     """Pod activities, bound to one cluster (see :class:`GatewayActivities`)."""
 
-    ACTIVITIES = ("check_pods_ready", "list_pods_to_delete", "delete_all_pods")
+    ACTIVITIES = ("check_pods_ready", "list_pods_to_delete", "delete_all_pods", "check_cluster_health")
 
     @activity.defn(name="check_pods_ready", no_thread_cancel_exception=True)
     def check_pods_ready(self, input: PodsReadyInput) -> PodsReadyResult:
@@ -43,6 +46,22 @@ class WorkloadActivities(GatewayActivities):
         """
         pods = self.gateway.list_pods(input.namespace, label_selector=input.label_selector)
         return pods_ready(pods, self.gateway.list_nodes() if input.expect_per_node else None)
+
+    @activity.defn(name=CHECK_CLUSTER_HEALTH, no_thread_cancel_exception=True)
+    def check_cluster_health(self, input: ClusterHealthInput) -> ClusterHealthResult:
+        """The cluster's health for a campaign's soak (:class:`ClusterHealthInput`): one list of
+        Nodes, one of MachineConfigPools (a 404 for the resource: none served) and one of pods
+        per namespace. Read-only. Raises the gateway's KubeError for any other API failure (the
+        caller's retry policy decides)."""
+        nodes = self.gateway.list_nodes() if input.nodes_ready else []
+        pools: list[dict[str, Any]] | None = None
+        if input.pools_not_degraded:
+            try:
+                pools = self.gateway.list("MachineConfigPool")
+            except NotFound:
+                pools = None
+        pods = [p for ns in input.pod_namespaces for p in self.gateway.list_pods(ns)]
+        return cluster_health(nodes, pools, pods if input.pod_namespaces else None)
 
     @activity.defn(name="list_pods_to_delete", no_thread_cancel_exception=True)
     def list_pods_to_delete(self, input: ListPodsToDeleteInput) -> ListPodsToDeleteResult:
@@ -126,3 +145,23 @@ def pods_ready(pods: list[dict[str, Any]], nodes: list[dict[str, Any]] | None) -
             if objects.condition(n, "Ready") == "True" and objects.meta(n).get("name") not in ready_on
         )
     return PodsReadyResult(ready=not not_ready and not missing, total=len(considered), not_ready=not_ready, nodes_missing=missing)
+
+
+def cluster_health(nodes: list[dict[str, Any]], pools: list[dict[str, Any]] | None,
+                   pods: list[dict[str, Any]] | None) -> ClusterHealthResult:
+    """Pure core of ``check_cluster_health``: ``pools`` None = none served, ``pods`` None = not
+    checked. A pool is degraded when its ``Degraded`` or ``NodeDegraded`` condition is True
+    (MachineConfigPool status as the machine-config-operator writes it)."""
+    not_ready = sorted(objects.meta(n).get("name", "") for n in nodes if objects.condition(n, "Ready") != "True")
+    degraded = []
+    for p in pools or []:
+        for cond in ("Degraded", "NodeDegraded"):
+            if objects.condition(p, cond) == "True":
+                reason = next((c.get("reason") or c.get("message") or "" for c in (p.get("status") or {}).get("conditions") or []
+                               if c.get("type") == cond), "")
+                degraded.append(f"{objects.meta(p).get('name', '')}: {cond}" + (f" ({reason})" if reason else ""))
+                break
+    not_ready_pods = pods_ready(pods, None).not_ready if pods is not None else []
+    return ClusterHealthResult(ok=not (not_ready or degraded or not_ready_pods), nodes=len(nodes),
+                               pools=len(pools) if pools is not None else None, not_ready_nodes=not_ready,
+                               degraded_pools=sorted(degraded), not_ready_pods=not_ready_pods)

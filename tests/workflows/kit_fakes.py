@@ -28,6 +28,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from activities.cluster.models import (
+    CHECK_CLUSTER_HEALTH,
+    ClusterHealthInput,
+    ClusterHealthResult,
     FieldRecord,
     FieldValue,
     PatchObjectInput,
@@ -61,6 +64,8 @@ class KitFake:
         self.boot_ids: list[str | None] = []
         #: object key -> {path: value} a "controller" puts back after every write (read-back tests)
         self.sticky: dict[str, dict[str, Any]] = {}
+        #: answers of ``check_cluster_health`` in order, the last one kept: a list of not-Ready node names
+        self.cluster_health: list[list[str]] = []
 
     def called(self, name: str) -> list[Any]:
         return [a for n, a in self.calls if n == name]
@@ -144,7 +149,14 @@ class KitFake:
                 return CommandResult(argv=inp.argv, exit_code=None)
             return CommandResult(argv=inp.argv, exit_code=int(answer), stdout="ok" if answer == 0 else "", stderr="" if answer == 0 else "boom")
 
-        return [kit_step, kit_health, kit_target_step, snapshot_fields, patch_object, restore_fields, run_node_command]
+        @activity.defn(name=CHECK_CLUSTER_HEALTH)
+        async def check_cluster_health(inp: ClusterHealthInput) -> ClusterHealthResult:
+            fake.calls.append(("check_cluster_health", activity.info().task_queue))
+            bad = (fake.cluster_health.pop(0) if len(fake.cluster_health) > 1 else fake.cluster_health[0]) if fake.cluster_health else []
+            return ClusterHealthResult(ok=not bad, nodes=3, not_ready_nodes=list(bad))
+
+        return [kit_step, kit_health, kit_target_step, snapshot_fields, patch_object, restore_fields, run_node_command,
+                check_cluster_health]
 
 
 @asynccontextmanager

@@ -12,7 +12,7 @@ from replay import record
 
 from workflows.campaign.models import CampaignInput, CampaignResult
 from workflows.campaign.workflow import CampaignWorkflow
-from workflows.kit.models import ControlInput
+from workflows.kit.models import ControlInput, RejectInput
 from workflows.kit.procedure import ProcedureWorkflow
 
 
@@ -100,8 +100,8 @@ async def test_no_more_clusters_in_flight_than_the_cap(time_skipping_env, wf_tas
 async def test_the_next_wave_waits_for_the_soak(time_skipping_env, wf_task_queue):
     env, fake = time_skipping_env, KitFake()
     inp = CampaignInput(procedure="probe", workflow_type=StepsProbeWorkflow.__name__, input={"steps": 1},
-                        clusters=[{"name": "a"}, {"name": "b"}], waves="1,rest", soak_seconds=3600, approve_each="none",
-                        search_attributes=False)
+                        clusters=[{"name": "a"}, {"name": "b"}], waves="1,rest", soak_seconds=3600, soak_checks=None,
+                        approve_each="none", search_attributes=False)
     async with kit_worker(env, fake, wf_task_queue):
         h = await env.client.start_workflow(CampaignWorkflow.run, inp, id=f"campaign-{uuid.uuid4().hex[:8]}",
                                             task_queue=wf_task_queue, result_type=CampaignResult)
@@ -113,6 +113,55 @@ async def test_the_next_wave_waits_for_the_soak(time_skipping_env, wf_task_queue
     timers = [e.timer_started_event_attributes.start_to_fire_timeout.seconds for e in events
               if e.WhichOneof("attributes") == "timer_started_event_attributes"]
     assert timers == [3600]
+
+
+async def test_the_soak_restarts_while_a_completed_cluster_is_unhealthy(time_skipping_env, wf_task_queue):
+    """The soak's checks run on the completed clusters (issue 38): a node NotReady in cluster a
+    after its wave keeps wave 2 waiting and restarts the soak; once a is healthy again, wave 2
+    starts a full soak later. The check ran on the cluster's own queue."""
+    env, fake = time_skipping_env, KitFake()
+    fake.cluster_health = [[], ["a-node-2"], ["a-node-2"], []]  # green, red, red, then green for good
+    inp = CampaignInput(procedure="probe", workflow_type=StepsProbeWorkflow.__name__, input={"steps": 1},
+                        clusters=[{"name": "a"}, {"name": "b"}], waves="1,rest", soak_seconds=600,
+                        soak_checks={"poll_seconds": 60, "red_timeout_seconds": 3600}, approve_each="none",
+                        search_attributes=False)
+    async with kit_worker(env, fake, wf_task_queue):
+        h = await env.client.start_workflow(CampaignWorkflow.run, inp, id=f"campaign-{uuid.uuid4().hex[:8]}",
+                                            task_queue=wf_task_queue, result_type=CampaignResult)
+        res = await h.result()
+    assert res.outcome == "completed" and [c.state for c in res.clusters] == ["done", "done"]
+    checks = fake.called("check_cluster_health")
+    assert checks and set(checks) == {wf_task_queue}, checks  # cluster a's queue (the test's own here)
+    a, b = res.clusters
+    # green at 0, red at 60 and 120 (the soak starts again), green from 180: wave 2 at 180 + 600
+    waited = (b.started_at - a.ended_at).total_seconds()
+    assert 780 <= waited < 900, waited
+    assert len(checks) >= 4 + 600 // 60 - 1, len(checks)
+    assert a.health is not None and a.health.startswith("healthy"), a.health
+
+
+async def test_a_soak_red_too_long_asks_a_person(time_skipping_env, wf_task_queue):
+    """Red beyond ``red_timeout_seconds``: gate ``soak/2/1`` names the cluster and what is
+    wrong; rejecting it aborts the campaign before wave 2."""
+    env, fake = time_skipping_env, KitFake()
+    fake.cluster_health = [["a-node-2"]]
+    inp = CampaignInput(procedure="probe", workflow_type=StepsProbeWorkflow.__name__, input={"steps": 1},
+                        clusters=[{"name": "a"}, {"name": "b"}], waves="1,rest", soak_seconds=600,
+                        soak_checks={"poll_seconds": 60, "red_timeout_seconds": 300}, approve_each="none",
+                        search_attributes=False)
+    async with kit_worker(env, fake, wf_task_queue):
+        h = await env.client.start_workflow(CampaignWorkflow.run, inp, id=f"campaign-{uuid.uuid4().hex[:8]}",
+                                            task_queue=wf_task_queue, result_type=CampaignResult)
+        await poll(h, lambda s: s["clusters"][0]["health"] is not None)
+        await env.sleep(400)  # the test server skips past the red timeout
+        st = await poll(h, lambda s: any(g["id"] == "soak/2/1" and g["state"] == "waiting" for g in s["gates"]))
+        gate = next(g for g in st["gates"] if g["id"] == "soak/2/1")
+        assert "a: nodes not Ready: a-node-2" in gate["comment"], gate
+        assert [c["state"] for c in st["clusters"]] == ["done", "pending"]
+        await h.execute_update(ProcedureWorkflow.reject, RejectInput(gate_id="soak/2/1", identity="bob", comment="node broken"))
+        res = await h.result()
+    assert res.outcome == "aborted" and "soak/2/1" in res.message
+    assert [c.state for c in res.clusters] == ["done", "not-started"]
 
 
 async def test_no_cluster_starts_outside_the_campaign_window(time_skipping_env, wf_task_queue):

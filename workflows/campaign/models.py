@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from workflows.kit.inputs import AlertGatePolicy
 from workflows.kit.models import ProcedureResult, ProcedureStatus
 from workflows.kit.report import ChildReport
 from workflows.kit.windows import check_specs
@@ -105,6 +106,32 @@ def merged(shared: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+class SoakChecks(BaseModel):
+    """What must hold, throughout the soak between two waves, on every cluster that has completed
+    so far (issue 38: "a soak time passed with the cluster health gates and the alert gate
+    green"). Each check runs on the cluster's own queue (its worker has its credentials):
+
+    - ``nodes_ready``, ``pools_not_degraded``, ``pod_namespaces``: the cluster's health
+      (:class:`activities.cluster.models.ClusterHealthInput`);
+    - ``alerts``: no alert blocks in the cluster's Prometheus (the kit's alert query,
+      :class:`workflows.kit.inputs.AlertGatePolicy`); a cluster whose procedure input carries
+      its own ``alerts`` policy (shared input or the cluster's overrides) is asked with that one,
+      so each cluster's own Prometheus answers; None: no alert check;
+    - ``poll_seconds``: between two rounds of checks (seconds);
+    - ``red_timeout_seconds``: how long the checks may stay red before the gate ``soak/<wave>/<n>``
+      opens (approve: start the next wave anyway; reject: abort the campaign); None: wait.
+
+    The soak passes once every check has been green for ``soak_seconds`` in a row: a red round
+    starts the soak again from the next green one."""
+
+    nodes_ready: bool = True
+    pools_not_degraded: bool = True
+    pod_namespaces: list[str] = Field(default_factory=list)
+    alerts: AlertGatePolicy | None = None
+    poll_seconds: float = Field(30.0, gt=0)
+    red_timeout_seconds: float | None = Field(3600.0, gt=0)
+
+
 class CampaignInput(BaseModel):
     """The campaign (see the module doc).
 
@@ -119,7 +146,8 @@ class CampaignInput(BaseModel):
     - ``failure_budget``: how many clusters may fail before the campaign stops starting new ones
       and opens the decision gate ``budget/<n>`` (approve: go on, the budget grows to the failures
       so far; reject: abort). Default 0.
-    - ``soak_seconds``: after a wave ended, how long to wait before the next one (seconds).
+    - ``soak_seconds``: after a wave ended, how long to wait before the next one (seconds),
+      with ``soak_checks`` (:class:`SoakChecks`; None: a plain timer) green all along.
     - ``approve_each``: ``wave``: gate ``wave/<n>`` before each wave after the first;
       ``none``: waves follow each other after the soak.
     - ``windows``: maintenance windows of the campaign (``DAYS HH:MM-HH:MM ZONE``,
@@ -140,6 +168,7 @@ class CampaignInput(BaseModel):
     max_clusters_in_flight: int | None = Field(None, ge=1)
     failure_budget: int = Field(0, ge=0)
     soak_seconds: float = Field(0.0, ge=0)
+    soak_checks: SoakChecks | None = Field(default_factory=SoakChecks)
     approve_each: Literal["wave", "none"] = "wave"
     windows: list[str] = Field(default_factory=list)
     requested_by: str = "unknown"
@@ -210,6 +239,9 @@ class ClusterRun(BaseModel):
     started_at: datetime | None = None
     ended_at: datetime | None = None
     child_status: ChildReport | None = None
+    #: The soak's last look at this cluster (``healthy (...)`` or its problems) and when.
+    health: str | None = None
+    health_at: datetime | None = None
 
 
 class CampaignStatus(ProcedureStatus):

@@ -28,10 +28,12 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.alerts.models import CHECK_ALERTS, AlertsAnswer
+    from activities.cluster.models import CHECK_CLUSTER_HEALTH, ClusterHealthInput, ClusterHealthResult
     from workflows.campaign.models import (
         PROCEDURE_CAMPAIGN,
         CampaignCluster,
@@ -39,7 +41,9 @@ with workflow.unsafe.imports_passed_through():
         CampaignResult,
         CampaignStatus,
         ClusterRun,
+        SoakChecks,
     )
+    from workflows.kit.inputs import AlertGatePolicy
     from workflows.kit.models import (
         SA_CLUSTER,
         SA_PROCEDURE,
@@ -53,6 +57,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.kit.report import PARENT_ABORT_SIGNAL, PARENT_PAUSE_SIGNAL, PARENT_RESUME_SIGNAL, ChildReport
     from workflows.kit.windows import describe, is_open, next_opening, parse_windows
+
+
+#: A soak check's retries: a few quick ones within one round (the next round tries again).
+SOAK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=5), maximum_attempts=3)
 
 
 def child_outcome(result: Any) -> tuple[str, str]:
@@ -207,13 +215,15 @@ class CampaignWorkflow(ProcedureWorkflow):
             return False
         prev = [r.name for r in self._status.clusters if r.wave == wave - 1]
         nxt = [r.name for r in self._status.clusters if r.wave == wave]
-        if self._in.soak_seconds > 0:
+        if self._in.soak_seconds > 0 and self._in.soak_checks is None:
             until = workflow.now() + timedelta(seconds=self._in.soak_seconds)
             self.kit_step("soak", f"soak after wave {wave - 1} ({', '.join(prev)}) before wave {wave}", until=until)
             try:
                 await workflow.wait_condition(lambda: self.control.abort, timeout=self._in.soak_seconds)
             except asyncio.TimeoutError:
                 pass
+        elif self._in.soak_seconds > 0 and not await self._soak(wave, prev):
+            return False
         await workflow.wait_condition(lambda: self.control.abort or not self.control.paused)
         if self.control.abort:
             return False
@@ -231,6 +241,109 @@ class CampaignWorkflow(ProcedureWorkflow):
                 return False
         self.kit_step("wave", f"wave {wave}")
         return True
+
+    async def _soak(self, wave: int, prev: list[str]) -> bool:
+        """The soak with its checks (:class:`workflows.campaign.models.SoakChecks`): a round of
+        checks on every completed cluster, then a durable timer, until every check has been green
+        for ``soak_seconds`` in a row. Red for ``red_timeout_seconds``: gate ``soak/<wave>/<n>``.
+        False when the campaign stops (abort, the gate rejected or timed out)."""
+        checks = self._in.soak_checks
+        assert checks is not None
+        soak = timedelta(seconds=self._in.soak_seconds)
+        green_since = red_since = None
+        gates = 0
+        while not self.control.abort:
+            red = await self._check_round(checks)
+            now = workflow.now()
+            if red:
+                green_since, red_since = None, red_since or now
+                self.kit_step("soak", f"soak after wave {wave - 1} before wave {wave}: waiting for "
+                              + "; ".join(f"{n}: {why}" for n, why in red) + f" (red since {red_since.isoformat(timespec='seconds')})")
+                limit = checks.red_timeout_seconds
+                if limit is not None and (now - red_since).total_seconds() >= limit:
+                    gates += 1
+                    gate_id = f"soak/{wave}/{gates}"
+                    comment = (f"the soak before wave {wave} stayed red for {limit:g} s: "
+                               + "; ".join(f"{n}: {why}" for n, why in red)
+                               + ". Approve to start the wave anyway, reject to abort the campaign")
+                    gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=self._in.gate_timeout_seconds,
+                                           comment=comment, opened_by="lockkeeper", record_comment=comment)
+                    self.touch()
+                    await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT,
+                                          timeout_seconds=self._in.gate_timeout_seconds)
+                    if gate.state == GateState.APPROVED:
+                        return True
+                    if not self.control.abort:
+                        self.control.request_abort(f"wave {wave} not started: gate {gate_id} {gate.state}", gate.decided_by or "timeout")
+                    return False
+                pause = checks.poll_seconds
+            else:
+                green_since, red_since = green_since or now, None
+                if now - green_since >= soak:
+                    return True
+                until = green_since + soak
+                self.kit_step("soak", f"soak after wave {wave - 1} ({', '.join(prev)}) before wave {wave}: every check green "
+                              f"since {green_since.isoformat(timespec='seconds')}", until=until)
+                pause = min(checks.poll_seconds, (until - now).total_seconds())
+            try:
+                await workflow.wait_condition(lambda: self.control.abort, timeout=max(pause, 1.0),
+                                              timeout_summary=f"soak before wave {wave}")
+            except asyncio.TimeoutError:
+                pass
+        return False
+
+    async def _check_round(self, checks: SoakChecks) -> list[tuple[str, str]]:
+        """One round of the soak's checks on every completed cluster, concurrently, each on the
+        cluster's own queue. Returns ``(cluster, why)`` for each red one; a check that could not
+        run (no worker on the cluster's queue, an API error) is red and says why."""
+        done = [r for r in self._status.clusters if r.state == "done"]
+
+        async def one(r: ClusterRun) -> tuple[str, str] | None:
+            lines: list[str] = []
+            health_in = ClusterHealthInput(nodes_ready=checks.nodes_ready, pools_not_degraded=checks.pools_not_degraded,
+                                           pod_namespaces=checks.pod_namespaces)
+            calls: list[Any] = []
+            if checks.nodes_ready or checks.pools_not_degraded or checks.pod_namespaces:
+                calls.append(workflow.execute_activity(
+                    CHECK_CLUSTER_HEALTH, health_in, result_type=ClusterHealthResult, task_queue=r.task_queue,
+                    schedule_to_close_timeout=timedelta(seconds=max(checks.poll_seconds, 60.0)),
+                    start_to_close_timeout=timedelta(seconds=30), retry_policy=SOAK_RETRY,
+                    summary=f"{CHECK_CLUSTER_HEALTH} · {r.name}"))
+            policy = self._alert_policy(r.name, checks)
+            if policy is not None:
+                calls.append(workflow.execute_activity(
+                    CHECK_ALERTS, policy.check_input(), result_type=AlertsAnswer, task_queue=r.task_queue,
+                    schedule_to_close_timeout=timedelta(seconds=max(checks.poll_seconds, 60.0)),
+                    start_to_close_timeout=timedelta(seconds=policy.timeout_seconds + 10), retry_policy=SOAK_RETRY,
+                    summary=f"{CHECK_ALERTS} · {r.name}"))
+            answers = await asyncio.gather(*calls, return_exceptions=True)
+            red = False
+            for a in answers:
+                if isinstance(a, BaseException):
+                    red = True
+                    lines.append(f"no answer: {failure_message(a) if isinstance(a, Exception) else a}")
+                elif isinstance(a, ClusterHealthResult):
+                    red = red or not a.ok
+                    lines.append(a.line())
+                else:
+                    passes = a.ok or (a.error is not None and policy is not None and policy.fail_open)
+                    red = red or not passes
+                    lines.append("no alert blocks" if a.ok else (f"Prometheus: {a.error}" if a.error else
+                                 "alerts: " + ", ".join(x.name for x in a.blocking[:5])))
+            r.health, r.health_at = "; ".join(lines) or "no check", workflow.now()
+            return (r.name, r.health) if red else None
+
+        found = await asyncio.gather(*(one(r) for r in done))
+        self.touch()
+        return [x for x in found if x is not None]
+
+    def _alert_policy(self, cluster: str, checks: SoakChecks) -> AlertGatePolicy | None:
+        """The cluster's own procedure alert policy (shared input or its overrides), else the
+        soak's; None: no alert check."""
+        own = self._in.child_input(self._clusters[cluster], self._id).get("alerts")
+        if isinstance(own, dict) and own.get("url"):
+            return AlertGatePolicy.model_validate(own)
+        return checks.alerts
 
     async def _budget_gate(self) -> None:
         """The failures exceed the budget: no new cluster starts until a person decides."""

@@ -58,6 +58,30 @@ def read_clusters(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+def _soak_checks(checks: list[str], alert_url: str | None, poll: float, red_timeout: float | None) -> dict[str, Any] | None:
+    """The campaign's ``soak_checks`` from ``--soak-check`` (nodes, pools, pods=NS, none; default
+    nodes and pools) and ``--soak-alert-gate``; None when nothing is checked (the soak is a timer).
+    Raises typer.BadParameter for an unknown check."""
+    chosen = checks or ["nodes", "pools"]
+    out: dict[str, Any] = {"nodes_ready": False, "pools_not_degraded": False, "pod_namespaces": [], "poll_seconds": poll,
+                           "red_timeout_seconds": red_timeout}
+    for c in chosen:
+        name, _, value = c.partition("=")
+        if name == "nodes" and not value:
+            out["nodes_ready"] = True
+        elif name == "pools" and not value:
+            out["pools_not_degraded"] = True
+        elif name == "pods" and value:
+            out["pod_namespaces"].append(value)
+        elif name != "none" or value:
+            raise typer.BadParameter(f"{c!r}: one of nodes, pools, pods=NAMESPACE, none", param_hint="'--soak-check'")
+    if alert_url:
+        out["alerts"] = {"url": alert_url}
+    if not (out["nodes_ready"] or out["pools_not_degraded"] or out["pod_namespaces"] or alert_url):
+        return None
+    return out
+
+
 def start_campaign(
     procedure: str = typer.Option(..., "--procedure", help="The procedure every cluster runs (e.g. drain)."),
     clusters_file: Path = typer.Option(..., "--clusters", metavar="FILE", dir_okay=False,
@@ -67,6 +91,16 @@ def start_campaign(
     failure_budget: int = typer.Option(0, "--failure-budget", min=0,
                                        help="Clusters that may fail before no new one starts and a decision gate opens."),
     soak: str = typer.Option("0", "--soak", metavar="DURATION", help="Wait after each wave before the next (e.g. 10m, 30s, 0)."),
+    soak_check: list[str] = typer.Option(
+        [], "--soak-check", metavar="CHECK",
+        help="What must stay green on every completed cluster during the soak (repeatable): nodes (every Node Ready), "
+             "pools (no MachineConfigPool degraded), pods=NAMESPACE (every pod there Ready), none. Default: nodes and pools."),
+    soak_alert_gate: str | None = typer.Option(None, "--soak-alert-gate", metavar="URL",
+                                               help="Also no blocking alert in this Prometheus during the soak (a cluster "
+                                                    "whose input has its own alert gate is asked there)."),
+    soak_poll: str = typer.Option("30s", "--soak-poll", metavar="DURATION", help="Between two rounds of soak checks."),
+    soak_red_timeout: str = typer.Option("1h", "--soak-red-timeout", metavar="DURATION",
+                                         help="Red this long: gate soak/<wave>/<n> asks a person (0: wait)."),
     approve_each: str = typer.Option("wave", "--approve-each", help="wave: a gate before each wave after the first; none."),
     gate_timeout: float | None = typer.Option(None, "--gate-timeout", help="Seconds a gate waits (default forever)."),
     approvals: Approvals = approval_options("the campaign's gates", verb="decide"),
@@ -86,6 +120,8 @@ def start_campaign(
     if approve_each not in ("wave", "none"):
         raise typer.BadParameter("must be wave or none", param_hint="'--approve-each'")
     soak_seconds = 0.0 if soak.strip() in ("0", "0s") else parse_duration(soak)
+    soak_checks = _soak_checks(soak_check, soak_alert_gate, parse_duration(soak_poll),
+                               None if soak_red_timeout.strip() in ("0", "0s") else parse_duration(soak_red_timeout))
     try:
         target = spec_named(procedure)
     except KeyError as exc:
@@ -116,6 +152,7 @@ def start_campaign(
             procedure=target.name, workflow_type=target.workflow_type, reports="report_to" in fields, input=shared,
             clusters=[{**c, "task_queue": procedure_queue(settings, target, c["name"])} for c in fleet],
             waves=waves, max_clusters_in_flight=max_in_flight, failure_budget=failure_budget, soak_seconds=soak_seconds,
+            soak_checks=soak_checks,
             approve_each=approve_each, windows=window, **approvals.fields(who), gate_timeout_seconds=gate_timeout,
         )
     except ValidationError as exc:
