@@ -137,7 +137,7 @@ class NodeUpgradeNodeWorkflow(NodeRunWorkflow):
             pods = ", ".join(f"{p.namespace}/{p.name}" for p in (left.blocked_pods if left else [])) or "pods not yet gone"
             drain_outcome = "timed-out-proceeded"
             drain_note = (f"drain not finished after {d.timeout_seconds:.0f}s; proceeded with {pods} still on the node "
-                          "(drain_on_timeout=proceed)")
+                          "(drain.on_timeout=proceed)")
             workflow.logger.warning("node %s: %s", input.node, drain_note)
             await run.report(NodePhase.RUNNING, STEP_ACTION, reason=drain_note)
         except Stopped:
