@@ -138,6 +138,16 @@ async def start(env: Any, world: World, i: NodeSelectorMigrationInput) -> tuple[
     return worker, handle
 
 
+async def gate_waiting(handle: WorkflowHandle, gate_id: str) -> NodeSelectorMigrationStatus:
+    """The status once gate ``gate_id`` waits (AssertionError after about 20 s)."""
+    for _ in range(400):
+        st: NodeSelectorMigrationStatus = await handle.query(NodeSelectorMigrationWorkflow.status)
+        if any(g.id == gate_id and g.state == GateState.WAITING for g in st.gates):
+            return st
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"gate {gate_id} never waited: {st.gates}")
+
+
 async def test_failed_rollout_gate_reject_reverts_that_object_and_keeps_labels(time_skipping_env: Any) -> None:
     world = World(rollout_fails=True)
     worker, handle = await start(time_skipping_env, world, inp(revert_window_seconds=0))
@@ -232,11 +242,7 @@ async def test_an_abort_restores_the_selectors_it_moved_and_reads_them_back(time
     i = inp(revert_window_seconds=3600).model_copy(update={"approve_label_removal": True})
     worker, handle = await start(time_skipping_env, world, i)
     async with worker:
-        for _ in range(400):
-            st: NodeSelectorMigrationStatus = await handle.query(NodeSelectorMigrationWorkflow.status)
-            if any(g.id == "remove-labels" and g.state == GateState.WAITING for g in st.gates):
-                break
-            await asyncio.sleep(0.05)
+        await gate_waiting(handle, "remove-labels")
         assert world.obj(REF)["spec"]["template"]["spec"]["nodeSelector"] == {"node-role.kubernetes.io/infra": "true"}
         await handle.execute_update(NodeSelectorMigrationWorkflow.abort, ControlInput(identity="ops", reason="change window over"))
         result: NodeSelectorMigrationResult = await handle.result()
@@ -279,20 +285,12 @@ async def test_a_revert_during_the_run_stops_it_and_restores_what_the_records_ho
     i = inp(revert_window_seconds=3600).model_copy(update={"approve_plan": True, "approve_label_removal": True})
     worker, handle = await start(time_skipping_env, world, i)
     async with worker:
-        for _ in range(400):
-            st: NodeSelectorMigrationStatus = await handle.query(NodeSelectorMigrationWorkflow.status)
-            if any(g.id == "plan" and g.state == GateState.WAITING for g in st.gates):
-                break
-            await asyncio.sleep(0.05)
+        await gate_waiting(handle, "plan")
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await handle.execute_update(NodeSelectorMigrationWorkflow.revert, RevertInput(identity="ops", reason="too early"))
         assert "nothing has been changed yet" in str(refused.value.cause), refused.value.cause
         await handle.execute_update(NodeSelectorMigrationWorkflow.approve, ApproveInput(gate_id="plan", identity="ops"))
-        for _ in range(400):
-            st = await handle.query(NodeSelectorMigrationWorkflow.status)
-            if any(g.id == "remove-labels" and g.state == GateState.WAITING for g in st.gates):
-                break
-            await asyncio.sleep(0.05)
+        await gate_waiting(handle, "remove-labels")
         assert world.obj(REF)["spec"]["template"]["spec"]["nodeSelector"] == {"node-role.kubernetes.io/infra": "true"}
         answer = await handle.execute_update(NodeSelectorMigrationWorkflow.revert, RevertInput(identity="ops", reason="wrong map"))
         assert answer.mode == "in-run", answer
