@@ -72,11 +72,11 @@ CASES = [
     Case("drain", "NodeDrainWorkflow", lambda node, c: NodeDrainInput(node=node, cluster=c, requested_by="e2e"), "read_node",
          leases=lambda node, c: [node_scope(c, node)]),
     Case("node-upgrade", "NodeUpgradeWorkflow",
-         lambda node, c: NodeUpgradeInput(cluster=c, selection=NodeSelection(), action=NodeAction(argv=["true", "{node}"]), requested_by="e2e",
+         lambda node, c: NodeUpgradeInput(cluster=c, selection=NodeSelection(), action=NodeAction(argv=["true", "{node}"]), approvals=ApprovalRules(requested_by="e2e"),
                                           search_attributes=False), "read_upgrade_nodes"),
     Case("node-selectors", "NodeSelectorMigrationWorkflow",
          lambda node, c: NodeSelectorMigrationInput(cluster=c, mapping={"region=infra": {"node-role.kubernetes.io/infra": "true"}},
-                                                    requested_by="e2e", search_attributes=False), "scan_node_selectors"),
+                                                    approvals=ApprovalRules(requested_by="e2e"), search_attributes=False), "scan_node_selectors"),
     # The GlusterFS read of its preflight finds no GlusterFS pod (the API answers lists); the
     # read of the Node object (a GET) then hangs.
     Case("runtime-migration", "RuntimeMigrationWorkflow",

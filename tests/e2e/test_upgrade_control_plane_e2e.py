@@ -64,8 +64,8 @@ def cp_input(sim: ClusterSim) -> ControlPlaneUpgradeInput:
         masters=masters, action=MasterAction(kind="static-pods", manifests=[StaticPodManifest(path=MANIFEST, content=CONTENT)]),
         etcd_backup_skip_reason="the simulator's masters run no etcd members",
         etcd_health_skip_reason="the simulator's masters run no etcd members", approve_first=False, search_attributes=False,
-        requested_by="e2e", api_ready_timeout_seconds=20, api_poll_seconds=0.5, pods_ready_timeout_seconds=60,
-        gluster_timeout_seconds=120, activity_timeout_seconds=15,
+        approvals={"requested_by": "e2e"}, api_ready_timeout_seconds=20, api_poll_seconds=0.5, pods_ready_timeout_seconds=60,
+        gluster_timeout_seconds=120, calls={"short_call_seconds": 15},
     )
 
 

@@ -26,7 +26,7 @@ NEW = {"node-role.kubernetes.io/infra": "true"}
 def migration_input(**kw: Any) -> NodeSelectorMigrationInput:
     return NodeSelectorMigrationInput(
         mapping={"region=infra": dict(NEW), "region=primary": {"node-role.kubernetes.io/compute": "true"}},
-        search_attributes=False, requested_by="e2e", approve_plan=False, approve_label_removal=False, poll_seconds=0.5,
+        search_attributes=False, approvals={"requested_by": "e2e"}, approve_plan=False, approve_label_removal=False, poll_seconds=0.5,
         rollout_timeout_seconds=120, pods_timeout_seconds=60, **kw,
     )
 

@@ -2,7 +2,7 @@
 ``r3-okd310-upgrade`` with the ansible-playbook stand-in): a PodDisruptionBudget that never
 allows the router's eviction blocks node01's drain.
 
-- ``drain_on_timeout="proceed"`` (openshift-ansible's ``openshift_upgrade_nodes_drain_timeout``
+- ``drain.on_timeout="proceed"`` (openshift-ansible's ``openshift_upgrade_nodes_drain_timeout``
   > 0): after the timeout the node is upgraded with the router pod still on it, no decision gate
   opens, and the node's result says so;
 - ``"gate"`` with the same timeout: the decision gate ``drain/node01`` opens and the node action
@@ -56,7 +56,8 @@ async def blocked_world(sim_factory: Any, worker_process_factory: Any, dev_serve
 def node_input(tmp: Path, mode: str) -> Any:
     inp = upgrade_input(tmp, "region=infra", BatchPolicy(serial=1))
     inp.selection.label_selector, inp.selection.nodes = None, [NODE]
-    return inp.model_copy(update={"drain_timeout_seconds": 6.0, "drain_on_timeout": mode, "decide_after_seconds": 600.0})
+    return inp.model_copy(update={"drain": inp.drain.model_copy(update={"timeout_seconds": 6.0, "on_timeout": mode,
+                                                                         "decide_after_seconds": 600.0})})
 
 
 async def test_proceed_after_drain_timeout_upgrades_with_pods_left(dev_server: Any, temporal_client: Client, sim_factory: Any,
@@ -70,7 +71,7 @@ async def test_proceed_after_drain_timeout_upgrades_with_pods_left(dev_server: A
     assert kubelet(sim, NODE) == NEW and not sim.store.get("nodes", NODE)["spec"].get("unschedulable")
     assert routers_on(sim, NODE) == router  # never evicted: the budget refused, the upgrade went on
     reason = result.nodes[NODE].reason or ""
-    assert "drain not finished after 6s; proceeded with default/" in reason and "drain_on_timeout=proceed" in reason, reason
+    assert "drain not finished after 6s; proceeded with default/" in reason and "drain.on_timeout=proceed" in reason, reason
     st = await handle.query("status")
     assert not [g for g in st["gates"] if str(g["id"]).startswith("drain/")], st["gates"]
     assert len(await external_runs(sim)) == 1
@@ -85,7 +86,7 @@ async def test_gate_mode_opens_the_decision_gate_at_the_timeout(dev_server: Any,
                         and s.nodes[NODE].decision_gate.state == GateState.WAITING, timeout=120)
     gate = st.nodes[NODE].decision_gate
     assert gate is not None and gate.id == f"drain/{NODE}"
-    # it opened at the drain timeout (6 s after the first refusal), not at decide_after_seconds (600 s)
+    # it opened at the drain timeout (6 s after the first refusal), not at drain.decide_after_seconds (600 s)
     blocked = st.nodes[NODE].blocked_since
     assert blocked is not None and (gate.opened_at - blocked).total_seconds() < 60
     assert await external_runs(sim) == [] and kubelet(sim, NODE) != NEW

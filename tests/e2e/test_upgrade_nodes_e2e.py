@@ -63,9 +63,9 @@ def upgrade_action(tmp: Path) -> NodeAction:
 def upgrade_input(tmp: Path, selector: str, policy: BatchPolicy) -> NodeUpgradeInput:
     return NodeUpgradeInput(
         selection=NodeSelection(label_selector=selector, masters=MASTERS), policy=policy, target_version=NEW,
-        action=upgrade_action(tmp), search_attributes=False, requested_by="e2e", ready_timeout_seconds=120,
-        ready_poll_seconds=0.5, drain_wait_seconds=5, drain_backoff_initial_seconds=0.5, drain_backoff_max_seconds=2,
-        activity_timeout_seconds=15, activity_heartbeat_timeout_seconds=5,
+        action=upgrade_action(tmp), search_attributes=False, approvals={"requested_by": "e2e"}, ready_timeout_seconds=120,
+        ready_poll_seconds=0.5, drain={"wait_seconds": 5, "backoff_initial_seconds": 0.5, "backoff_max_seconds": 2},
+        calls={"short_call_seconds": 15, "heartbeat_seconds": 5},
     )
 
 

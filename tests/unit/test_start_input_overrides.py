@@ -18,7 +18,7 @@ def lockkeeper(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("args", [
     ["drain", "--node", "n1", "--set", "timeout_seconds=5"],
     ["machineconfig-rollout", "--pool", "worker", "--set", "max_unavailable=2"],
-    ["node-upgrade", "--selector", "a=b", "--action-command", "true {node}", "--set", "serial=1"],
+    ["runtime-migration", "--node", "g1", "--to", "docker", "--scaleup-command", "s {node}", "--set", "nodes=[g2]"],
 ])
 def test_a_command_that_does_not_apply_set_refuses_it(args: list[str]) -> None:
     p = lockkeeper("start", *args)

@@ -14,12 +14,12 @@ CP = {"masters": [{"name": "m1", "api_url": "https://m1:8443", "access": {"backe
       "action": {"kind": "external", "argv": ["ansible-playbook", "-l", "{master}"]}}
 
 
-@pytest.mark.parametrize(("raw", "value"), [("50%", "50%"), ("2", 2), (" 1 ", 1), ("33.3%", "33.3%")])
+@pytest.mark.parametrize(("raw", "value"), [("50%", "50%"), ("2", 2), (" 1 ", 1), ("33.3%", "33.3%"), (" 25 % ", "25%")])
 def test_parse_serial(raw: str, value: int | str) -> None:
     assert parse_serial(raw) == value
 
 
-@pytest.mark.parametrize("raw", ["x", "-1", "%", "1.5"])
+@pytest.mark.parametrize("raw", ["x", "-1", "%", "1.5", "0", "0%", "101%"])
 def test_bad_serial(raw: str) -> None:
     with pytest.raises(typer.BadParameter):
         parse_serial(raw)
@@ -46,7 +46,7 @@ def test_plan_file_validated_and_etcd_phase_feeds_the_control_plane() -> None:
         ({"control_plane": {**CP, "masters": []}}, "masters"),
         ({"control_plane": CP}, "etcd backup barrier is required"),
         ({"infra_nodes": {"selection": {"label_selector": "region=infra"}, "action": {"argv": ["x"]}, "policy": {"serial": "half"}}},
-         "invalid serial"),
+         "invalid maxUnavailable 'half'"),
         ({"node_selectors": {"mapping": {"region": {"a": "b"}}}}, "must be KEY=VALUE"),
     ],
 )

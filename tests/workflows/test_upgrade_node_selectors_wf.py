@@ -29,7 +29,7 @@ from activities.cluster.models import (
     SnapshotFieldsInput,
 )
 from activities.node_selectors.models import PodState, PodStates, RolloutInput, RolloutState, ScanInput, ScanResult, SelectorNode, Workload
-from workflows.kit.models import GateState, RejectInput
+from workflows.kit.models import ApproveInput, GateState, RejectInput
 from workflows.node_selectors import NodeSelectorMigrationWorkflow
 from workflows.node_selectors.models import NodeSelectorMigrationInput, NodeSelectorMigrationResult, NodeSelectorMigrationStatus
 
@@ -138,6 +138,16 @@ async def start(env: Any, world: World, i: NodeSelectorMigrationInput) -> tuple[
     return worker, handle
 
 
+async def gate_waiting(handle: WorkflowHandle, gate_id: str) -> NodeSelectorMigrationStatus:
+    """The status once gate ``gate_id`` waits (AssertionError after about 20 s)."""
+    for _ in range(400):
+        st: NodeSelectorMigrationStatus = await handle.query(NodeSelectorMigrationWorkflow.status)
+        if any(g.id == gate_id and g.state == GateState.WAITING for g in st.gates):
+            return st
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"gate {gate_id} never waited: {st.gates}")
+
+
 async def test_failed_rollout_gate_reject_reverts_that_object_and_keeps_labels(time_skipping_env: Any) -> None:
     world = World(rollout_fails=True)
     worker, handle = await start(time_skipping_env, world, inp(revert_window_seconds=0))
@@ -180,6 +190,10 @@ async def test_revert_restores_and_refuses_a_changed_node(time_skipping_env: Any
     assert world.objects["Node/n1"]["metadata"]["labels"]["region"] == "infra"
     assert world.objects["Node/n2"]["metadata"]["labels"]["region"] == "edge"  # refused, not overwritten
     assert len(result.revert_refused) == 1 and result.revert_refused[0].startswith("labels/n2")
+    # the kit's revert (issue 39): restored only what reads back at its originals, the refused one named
+    assert result.message.startswith("reverted, NOT fully restored: test (by ops)") and "labels/n2" in result.message, result.message
+    assert result.reverted == ["labels/n1", "selector/DeploymentConfig default/docker-registry"], result.reverted
+    assert len(result.restored) == 2 and [e.name for e in result.open_records] == ["labels/n2"], result
     assert world.obj(REF)["spec"]["template"]["spec"]["nodeSelector"] == {"region": "infra"}
     # Both reads list the whole cluster and beat while they do: a dead worker is seen in 10 s,
     # not at their 70 s bound.
@@ -228,11 +242,7 @@ async def test_an_abort_restores_the_selectors_it_moved_and_reads_them_back(time
     i = inp(revert_window_seconds=3600).model_copy(update={"approve_label_removal": True})
     worker, handle = await start(time_skipping_env, world, i)
     async with worker:
-        for _ in range(400):
-            st: NodeSelectorMigrationStatus = await handle.query(NodeSelectorMigrationWorkflow.status)
-            if any(g.id == "remove-labels" and g.state == GateState.WAITING for g in st.gates):
-                break
-            await asyncio.sleep(0.05)
+        await gate_waiting(handle, "remove-labels")
         assert world.obj(REF)["spec"]["template"]["spec"]["nodeSelector"] == {"node-role.kubernetes.io/infra": "true"}
         await handle.execute_update(NodeSelectorMigrationWorkflow.abort, ControlInput(identity="ops", reason="change window over"))
         result: NodeSelectorMigrationResult = await handle.result()
@@ -261,3 +271,33 @@ async def test_a_label_still_selected_refuses_the_run_before_any_patch(time_skip
                                                                "the end; a selector left on it can no longer schedule)"], result
     assert world.obj(REF)["spec"]["template"]["spec"]["nodeSelector"] == {"region": "infra"}, "nothing patched"
     assert world.objects["Node/n1"]["metadata"]["labels"]["region"] == "infra"
+
+
+async def test_a_revert_during_the_run_stops_it_and_restores_what_the_records_hold(time_skipping_env: Any) -> None:
+    """The kit's ``revert`` (not one of the migration's own): refused while nothing is changed
+    (at the plan gate), accepted once a selector moved; the run stops at the label-removal gate,
+    restores the selector from its record, reads it back and ends ``reverted``, no label removed."""
+    from temporalio.client import WorkflowUpdateFailedError
+
+    from workflows.kit.models import RevertInput
+
+    world = World()
+    i = inp(revert_window_seconds=3600).model_copy(update={"approve_plan": True, "approve_label_removal": True})
+    worker, handle = await start(time_skipping_env, world, i)
+    async with worker:
+        await gate_waiting(handle, "plan")
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(NodeSelectorMigrationWorkflow.revert, RevertInput(identity="ops", reason="too early"))
+        assert "nothing has been changed yet" in str(refused.value.cause), refused.value.cause
+        await handle.execute_update(NodeSelectorMigrationWorkflow.approve, ApproveInput(gate_id="plan", identity="ops"))
+        await gate_waiting(handle, "remove-labels")
+        assert world.obj(REF)["spec"]["template"]["spec"]["nodeSelector"] == {"node-role.kubernetes.io/infra": "true"}
+        answer = await handle.execute_update(NodeSelectorMigrationWorkflow.revert, RevertInput(identity="ops", reason="wrong map"))
+        assert answer.mode == "in-run", answer
+        result: NodeSelectorMigrationResult = await handle.result()
+    assert result.outcome == "reverted" and result.message.startswith("reverted, restored and read back: wrong map (by ops)"), result
+    assert world.obj(REF)["spec"]["template"]["spec"]["nodeSelector"] == {"region": "infra"}
+    assert world.objects["Node/n1"]["metadata"]["labels"]["region"] == "infra" and result.labels_removed == []
+    assert result.reverted == ["selector/DeploymentConfig default/docker-registry"] and result.open_records == []
+    gate = next(g for g in result.gate_history if g.gate_id == "remove-labels" and g.action == "cancelled")
+    assert "revert requested by ops" in (gate.comment or ""), result.gate_history

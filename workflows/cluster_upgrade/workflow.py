@@ -112,7 +112,9 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
         inp = self._in.plan.phase_input(phase)
         assert inp is not None
         update: dict[str, Any] = {}
-        if hasattr(inp, "requested_by"):
+        if isinstance(getattr(inp, "approvals", None), ApprovalRules):  # a ProcedureInput: the nested rules
+            update["approvals"] = inp.approvals.model_copy(update={"requested_by": self._in.requested_by})  # type: ignore[attr-defined]
+        elif hasattr(inp, "requested_by"):
             update["requested_by"] = self._in.requested_by
         if hasattr(inp, "search_attributes"):
             update["search_attributes"] = False  # the child's ID carries the parent's; keep one set of attributes

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field, model_validator
 from activities.etcd.models import ClusterStatus, EtcdMember
 from activities.host.models import HostAccess
 from workflows.etcd.models import EtcdBackupInput
-from workflows.kit.inputs import AlertGatePolicy
+from workflows.kit.inputs import ProcedureInput
 from workflows.kit.models import ProcedureResult, ProcedureStatus
 
 PROCEDURE_CONTROL_PLANE_UPGRADE = "control-plane-upgrade"
@@ -67,8 +67,16 @@ class MasterAction(BaseModel):
         return self
 
 
-class ControlPlaneUpgradeInput(BaseModel):
+class ControlPlaneUpgradeInput(ProcedureInput):
     """Input of :class:`workflows.control_plane.workflow.ControlPlaneUpgradeWorkflow`.
+
+    The kit's :class:`~workflows.kit.inputs.ProcedureInput` gives ``cluster``, ``approvals``
+    (requester, four-eyes, approvers), ``gates`` (every gate's timeout and its declared outcome),
+    ``calls`` (activity timeouts), ``search_attributes``, ``dry_run``, ``report_to`` (the parent
+    procedure this one reports to, set by the cluster upgrade; :mod:`workflows.kit.report`) and
+    ``alerts`` (the Prometheus alert gate: before each master, board entry
+    ``alerts/master/<name>``, no master starts while a blocking alert fires; None: no gate, no
+    command of the run changes).
 
     ``etcd_backup``: the backup barrier's input (required) unless ``etcd_backup_skip_reason``
     says why not (recorded in status; e.g. a test world without etcd). ``expected_image``: the
@@ -82,14 +90,6 @@ class ControlPlaneUpgradeInput(BaseModel):
     :func:`etcd_health_problems`.
     """
 
-    cluster: str = "default"
-    requested_by: str = "unknown"
-    four_eyes: bool = False
-    allowed_approvers: list[str] = Field(default_factory=list)
-    search_attributes: bool = True
-    dry_run: bool = False
-    #: The parent procedure this one reports to (set by the cluster upgrade; workflows.kit.report).
-    report_to: str | None = None
     masters: list[MasterSpec] = Field(min_length=1)
     action: MasterAction
     expected_image: str | None = None
@@ -109,12 +109,6 @@ class ControlPlaneUpgradeInput(BaseModel):
     pods_ready_timeout_seconds: float = Field(120.0, gt=0)
     logs_tail: int = Field(50, ge=1)
     host_command_timeout_seconds: float = Field(120.0, gt=0)
-    gate_timeout_seconds: float | None = Field(None, gt=0)
-    activity_timeout_seconds: float = Field(10.0, gt=0)
-    #: The Prometheus alert gate (:class:`workflows.kit.inputs.AlertGatePolicy`): before each
-    #: master (board entry ``alerts/master/<name>``) no master starts while a blocking alert
-    #: fires. None: no gate (no command of the run changes).
-    alerts: AlertGatePolicy | None = None
 
     @model_validator(mode="after")
     def _checked(self) -> ControlPlaneUpgradeInput:

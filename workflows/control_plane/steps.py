@@ -44,8 +44,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.gates import Gates
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.kit.host import HostStep, HostStepFailed, HostSteps
-    from workflows.kit.inputs import GatePolicy
-    from workflows.kit.models import GateTimeoutOutcome
 
 MASTER_RESTART = "/usr/local/bin/master-restart"
 MASTER_LOGS = "/usr/local/bin/master-logs"
@@ -67,7 +65,7 @@ class MasterSteps:
         self.host = host
         self.status = status
         self.touch = touch
-        self.timeouts = acts.Timeouts(input.activity_timeout_seconds, 10.0)
+        self.timeouts = acts.Timeouts(input.calls.short_call_seconds, input.calls.heartbeat_seconds)
         self._gate_n: dict[str, int] = {}
 
     def set(self, row: MasterRow, step: str, detail: str | None = None) -> None:
@@ -170,9 +168,7 @@ class MasterSteps:
                 f"{RESTART_AGAIN} to run master-restart api again; reject to abort. The next master does not start.")
         row.state = "waiting-gate"
         self.touch()
-        answer = await self.gates.step(gate_id, text, GatePolicy(timeout_seconds=self.inp.gate_timeout_seconds,
-                                                                 timeout_outcome=GateTimeoutOutcome.REJECT),
-                                       choices=("wait", RESTART_AGAIN), again=True)
+        answer = await self.gates.step(gate_id, text, self.inp.gates, choices=("wait", RESTART_AGAIN), again=True)
         row.state = "running"
         self.touch()
         if not answer.passed:

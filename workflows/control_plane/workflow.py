@@ -48,9 +48,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted
     from workflows.kit.host import HostSteps
-    from workflows.kit.models import ApprovalRules, ChangedItem, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase
+    from workflows.kit.models import ChangedItem, GateKind, GateState, ProcedurePhase
     from workflows.kit.planning import abortable, planning_abort_message
-    from workflows.kit.report import Reporter
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.kit.scopes import node_scope
 
@@ -69,18 +68,15 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
         self._in = input
         self._id = workflow.info().workflow_id
         self._status = ControlPlaneStatus(masters=[MasterRow(name=m.name) for m in input.masters])
-        self._timeouts = acts.Timeouts(input.activity_timeout_seconds, 10.0)
         self.kit_init(
-            procedure=PROCEDURE_CONTROL_PLANE_UPGRADE, noun="control-plane upgrade", cluster=input.cluster,
-            rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
-            status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
-            reject_note="control-plane upgrade stops", base_phase=ProcedurePhase.PLANNING, alerts=input.alerts, preflight=True,
+            procedure=PROCEDURE_CONTROL_PLANE_UPGRADE, noun="control-plane upgrade", input=input, status=self._status,
+            pause_on_reject=False, reject_note="control-plane upgrade stops", base_phase=ProcedurePhase.PLANNING, preflight=True,
         )
+        self._timeouts = self.timeouts  # the input's calls (workflows.kit.inputs.CallTimeouts)
         self.host = HostSteps(self.gates, board=self._status.host_steps, on_change=self.touch, timeouts=self._timeouts,
-                              gate_timeout_seconds=input.gate_timeout_seconds)
+                              gate_timeout_seconds=input.gates.timeout_seconds)
         self.gluster = GlusterHealth.of_procedure(self, namespace=input.gluster_namespace, timeout_s=input.gluster_timeout_seconds,
-                                                  short_call_s=input.activity_timeout_seconds * 3)
-        self.kit_reporter = Reporter(input.report_to)  # the kit's touch reports to the parent (workflows.kit.report)
+                                                  short_call_s=input.calls.short_call_seconds * 3)
 
     @workflow.query
     def status(self) -> ControlPlaneStatus:
@@ -201,9 +197,10 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
         return self._result("completed", f"{len(input.masters)} master(s) upgraded one at a time")
 
     async def _approve(self, gate_id: str, comment: str) -> bool:
-        gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=self._in.gate_timeout_seconds, comment=comment)
+        policy = self._in.gates
+        gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=policy.timeout_seconds, comment=comment)
         self.touch()
-        await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=self._in.gate_timeout_seconds)
+        await self.gates.wait(gate, timeout_outcome=policy.timeout_outcome, timeout_seconds=policy.timeout_seconds)
         self.touch()
         if gate.state != GateState.APPROVED and not self.control.abort:
             self.control.request_abort(f"gate {gate_id} {gate.state}", gate.decided_by or "timeout")

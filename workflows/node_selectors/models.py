@@ -11,8 +11,8 @@ from pydantic import BaseModel, Field, field_validator
 
 from activities.cluster.models import ObjectRef
 from activities.host.models import HostAccess
-from workflows.kit.inputs import AlertGatePolicy
-from workflows.kit.models import OperatorInput, ProcedureResult, ProcedureStatus
+from workflows.kit.inputs import CallTimeouts, ProcedureInput
+from workflows.kit.models import ProcedureResult, ProcedureStatus
 
 PROCEDURE_NODE_SELECTOR_MIGRATION = "node-selector-migration"
 #: Where openshift-ansible 3.x writes the master configuration (``openshift.common.config_base``).
@@ -27,8 +27,13 @@ class MasterConfigHost(BaseModel):
     access: HostAccess
 
 
-class NodeSelectorMigrationInput(BaseModel):
-    """``mapping``: ``{"region=infra": {"node-role.kubernetes.io/infra": "true"}}``; ``drop_keys``:
+class NodeSelectorMigrationInput(ProcedureInput):
+    """The kit's :class:`~workflows.kit.inputs.ProcedureInput` (``cluster``, ``approvals``,
+    ``gates``: every gate's timeout and declared outcome, ``calls``: activity timeouts, 15 s per
+    short call by default, ``search_attributes``, ``dry_run``, ``report_to``: the parent procedure
+    this one reports to, set by the cluster upgrade, ``alerts``) plus:
+
+    ``mapping``: ``{"region=infra": {"node-role.kubernetes.io/infra": "true"}}``; ``drop_keys``:
     keys removed from selectors without replacement (``zone=default``); ``remove_labels``: node
     labels removed at the end (after the gate); ``revert_window_seconds``: how long the finished
     migration stays open for ``lockkeeper revert`` (0: it closes at once and cannot be reverted
@@ -51,14 +56,7 @@ class NodeSelectorMigrationInput(BaseModel):
     pod deletion on a node starts while a blocking alert fires; None: no gate.
     """
 
-    cluster: str = "default"
-    requested_by: str = "unknown"
-    four_eyes: bool = False
-    allowed_approvers: list[str] = Field(default_factory=list)
-    search_attributes: bool = True
-    dry_run: bool = False
-    #: The parent procedure this one reports to (set by the cluster upgrade; workflows.kit.report).
-    report_to: str | None = None
+    calls: CallTimeouts = Field(default_factory=lambda: CallTimeouts(short_call_seconds=15.0))
     mapping: dict[str, dict[str, str]] = Field(min_length=1)
     drop_keys: list[str] = Field(default_factory=lambda: ["zone"])
     remove_labels: list[str] = Field(default_factory=lambda: ["region", "zone"])
@@ -68,12 +66,9 @@ class NodeSelectorMigrationInput(BaseModel):
     pods_timeout_seconds: float = Field(300.0, gt=0)
     poll_seconds: float = Field(2.0, gt=0)
     revert_window_seconds: float = Field(86400.0, ge=0)
-    gate_timeout_seconds: float | None = Field(None, gt=0)
-    activity_timeout_seconds: float = Field(15.0, gt=0)
     masters: list[MasterConfigHost] = Field(default_factory=list)
     master_config_path: str = MASTER_CONFIG_PATH
     ondelete_daemonsets: Literal["report", "delete"] = "report"
-    alerts: AlertGatePolicy | None = None
 
     @field_validator("mapping")
     @classmethod
@@ -154,17 +149,3 @@ class NodeSelectorMigrationResult(ProcedureResult):
     old_template_pods: dict[str, list[str]] = Field(default_factory=dict)
     message: str = ""
 
-
-class RevertRequest(OperatorInput):
-    """The generic ``lockkeeper revert`` body: who and why, with the decision's ``sent_at`` /
-    ``deadline`` / ``connection_identity`` (:class:`~workflows.kit.models.OperatorInput`)."""
-
-    identity: str
-    reason: str = ""
-
-
-class RevertAnswer(BaseModel):
-    """What the revert update answers: accepted, and the words."""
-
-    accepted: bool
-    message: str

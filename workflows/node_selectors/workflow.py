@@ -24,8 +24,14 @@ zone-``).
 5. the re-scan must find nothing still selecting a label to remove (else ``RescanFound``);
 6. gate ``remove-labels``, then per node a record and the label removal;
 7. the post-check (step 4 again), then the run stays open ``revert_window_seconds`` for
-   ``lockkeeper revert ID``: labels back first, then selectors, each refused (and reported) when
-   somebody changed the object since.
+   ``lockkeeper revert ID``.
+
+``revert`` is the kit's update (:meth:`workflows.kit.procedure.ProcedureWorkflow.revert`):
+accepted once a record holds a change, during the run (it stops at the next safe point or gate)
+and in the revert window; the kit's run template then restores through :meth:`kit_undo`: labels
+back first, then selectors, each last-first, each read back; a record somebody changed since is
+refused (never overwritten) and named, and ``reverted`` lists only the records read back at their
+originals (issue 39). An abort before the end restores the same way.
 """
 
 from __future__ import annotations
@@ -51,13 +57,12 @@ with workflow.unsafe.imports_passed_through():
         ScanResult,
     )
     from workflows.kit import calls as acts
-    from workflows.kit.control import Aborted, check_in_time
+    from workflows.kit.control import Aborted, RevertRequested
     from workflows.kit.health import Backoff, Check, wait_until
-    from workflows.kit.models import ApprovalRules, Gate, GateKind, GateState, GateTimeoutOutcome, ProcedurePhase
+    from workflows.kit.models import Gate, GateKind, GateState, ProcedurePhase, RevertInput
     from workflows.kit.planning import planning_abort_message, planning_call
-    from workflows.kit.report import Reporter
     from workflows.kit.procedure import ProcedureWorkflow
-    from workflows.kit.records import REMOVE, RecordRefused, Records
+    from workflows.kit.records import REMOVE, RecordRefused
     from workflows.node_selectors.models import (
         PROCEDURE_NODE_SELECTOR_MIGRATION,
         MigrationItem,
@@ -65,8 +70,6 @@ with workflow.unsafe.imports_passed_through():
         NodeSelectorMigrationInput,
         NodeSelectorMigrationResult,
         NodeSelectorMigrationStatus,
-        RevertAnswer,
-        RevertRequest,
     )
     from activities.cluster.models import DeleteBlockingPodsInput, DeleteBlockingPodsResult
     from workflows.node_selectors.masterconfig import read_master_selectors
@@ -86,48 +89,63 @@ class _Stop(Exception):
 @workflow.defn
 class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
     """Input :class:`NodeSelectorMigrationInput`, result :class:`NodeSelectorMigrationResult`,
-    status :class:`NodeSelectorMigrationStatus`; ``revert`` update (the generic ``lockkeeper
-    revert``). A blocked plan (capacity check, a defaultNodeSelector on an old label) ends ``refused``
+    status :class:`NodeSelectorMigrationStatus`; the kit's ``revert`` update (``lockkeeper
+    revert``; see the module doc). A blocked plan (capacity check, a defaultNodeSelector on an old label) ends ``refused``
     before any write, one problem per object; fails with ``NothingToDo`` when nothing selects the labels."""
+
+    #: The selectors and labels it patches are the kit's records: the kit's ``revert`` restores them.
+    kit_keeps_records = True
 
     @workflow.init
     def __init__(self, input: NodeSelectorMigrationInput) -> None:
         self._in = input
         self._id = workflow.info().workflow_id
         self._status = NodeSelectorMigrationStatus()
-        self._timeouts = acts.Timeouts(input.activity_timeout_seconds, 10.0)
         self.kit_init(
-            procedure=PROCEDURE_NODE_SELECTOR_MIGRATION, noun="nodeSelector migration", cluster=input.cluster,
-            rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
-            status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
-            reject_note="migration stops", base_phase=ProcedurePhase.PLANNING, alerts=input.alerts,
+            procedure=PROCEDURE_NODE_SELECTOR_MIGRATION, noun="nodeSelector migration", input=input, status=self._status,
+            pause_on_reject=False, reject_note="migration stops", base_phase=ProcedurePhase.PLANNING,
         )
-        self.records = Records(board=self._status.records, on_change=self.touch, timeouts=self._timeouts)
-        self._order: list[str] = []  # record names in the order they were changed
-        self._revert: RevertRequest | None = None
+        self._timeouts = self.timeouts  # the input's calls (workflows.kit.inputs.CallTimeouts)
+        self._window_open = False  # the run ended its steps and waits for a revert (revert_window_seconds)
         self._n = 0
-        self.kit_reporter = Reporter(input.report_to)  # the kit's touch reports to the parent (workflows.kit.report)
 
     @workflow.query
     def status(self) -> NodeSelectorMigrationStatus:
         """The plan, the step, regressions, re-scan findings, records and gates."""
         return self.procedure_status()  # type: ignore[return-value]
 
-    @workflow.update
-    async def revert(self, input: RevertRequest) -> RevertAnswer:
-        """Revert from the records (labels first, then selectors); the run reverts and closes."""
-        self._revert = input
-        return RevertAnswer(accepted=True, message=f"revert of {len(self._order)} record(s) requested by {input.identity}")
+    def check_revert(self, input: RevertInput) -> None:
+        """The kit's checks during the run; in the revert window (the run's steps ended, its base
+        phase is final) only: not twice, and only while a record still holds a change. Raises
+        ValueError (the operator's message)."""
+        if not self._window_open:
+            super().check_revert(input)
+            return
+        if self.control.revert:
+            raise ValueError(f"a revert was already requested by {self.control.revert_by}")
+        if not self.records.changed():
+            raise ValueError("nothing has been changed yet: abort the run instead")
 
-    @revert.validator
-    def _validate_revert(self, input: RevertRequest) -> None:
-        check_in_time(input, "revert")
-        if not input.identity:
-            raise ValueError("revert needs an identity")
-        if self._revert is not None:
-            raise ValueError("a revert was already requested")
-        if not self._order:
-            raise ValueError("nothing to revert: no change was made")
+    async def kit_undo(self, why: str) -> tuple[list[str], list[str]]:
+        """Restore what the records hold: labels first, then selectors, each last-first, each read
+        back (:meth:`workflows.kit.records.Records.revert`). ``reverted`` gets each record read
+        back at its originals; ``revert_refused`` each one somebody changed since (left as it is)
+        or that reads back different, with why. Returns ``(restored, problems)`` as the kit's."""
+        self._step("revert")
+        changed = self.records.changed()
+        labels = [n for n in reversed(changed) if n.startswith("labels/")]
+        selectors = [n for n in reversed(changed) if not n.startswith("labels/")]
+        restored: list[str] = []
+        problems: list[str] = []
+        for name in labels + selectors:
+            await self._revert_one(name)
+            st = self.records.board[name]
+            if st.state == "reverted":
+                restored.append(f"{st.object}: {st.detail}")
+            else:
+                problems.append(f"{name}: {st.detail}")
+        self._step("reverted")
+        return restored, problems
 
     def _step(self, step: str) -> None:
         self._status.step = step
@@ -143,18 +161,23 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
         self._stop_if_aborted()
 
     def _stop_if_aborted(self) -> None:
-        """A safe point: an abort stops the migration here (raises :class:`_Stop`); what the
-        records hold is then restored (module doc)."""
+        """A safe point: an abort stops the migration here (raises :class:`_Stop`), a revert
+        request too (raises the kit's :class:`RevertRequested`); what the records hold is then
+        restored (module doc)."""
         if self.control.abort:
             raise _Stop(self.control.abort_reason or "aborted")
+        if self.control.revert:
+            raise RevertRequested(self.control.revert_reason)
 
     async def _gate(self, gate_id: str, comment: str) -> Gate:
-        gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=self._in.gate_timeout_seconds, comment=comment,
+        policy = self._in.gates
+        gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=policy.timeout_seconds, comment=comment,
                                opened_by="lockkeeper", record_comment=comment)
         self.touch()
-        await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=self._in.gate_timeout_seconds)
+        await self.gates.wait(gate, timeout_outcome=policy.timeout_outcome, timeout_seconds=policy.timeout_seconds)
         self.touch()
         if gate.state != GateState.APPROVED:
+            self._stop_if_aborted()  # an abort or a revert ended the wait
             raise _Stop(f"gate {gate_id} {gate.state} by {gate.decided_by or 'timeout'}")
         return gate
 
@@ -286,10 +309,7 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
         if self.control.abort:
             # Before any point of no return: put back what the records hold (labels first, then
             # selectors), each read back; the run then ends with nothing to revert.
-            changed = set(self.records.changed())
-            restored, problems = await self.records.revert_all([n for n in self._order if n in changed])
-            self._status.reverted += [n for n in self._order if n in changed and self.records.board[n].state == "reverted"]
-            self._order = [n for n in self._order if n in set(self.records.changed())]
+            restored, problems = await self.kit_undo(self.control.abort_reason or "aborted")
             reason = self.control.abort_reason or "aborted"
             if problems:
                 message = f"aborted, NOT fully restored: {reason}; " + "; ".join(problems)
@@ -298,25 +318,21 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
             else:
                 message = f"aborted: {reason}; nothing was changed"
         self.control.base_phase = ProcedurePhase.ABORTED if self.control.abort else ProcedurePhase.DONE
-        if self._order and input.revert_window_seconds > 0:
+        if self.records.changed() and input.revert_window_seconds > 0:
             wid = workflow.info().workflow_id
             self.kit_step("revert-window", f"the revert window: `lockkeeper revert {wid} -m REASON` restores the labels and "
                                            "selectors from their records (read back)",
                           until=workflow.now() + timedelta(seconds=input.revert_window_seconds))
-        else:
-            self._step("finished")
-        if self._order and input.revert_window_seconds > 0:
+            self._window_open = True
             try:
-                await workflow.wait_condition(lambda: self._revert is not None, timeout=timedelta(seconds=input.revert_window_seconds))
+                await workflow.wait_condition(lambda: self.control.revert, timeout=timedelta(seconds=input.revert_window_seconds))
             except TimeoutError:
                 pass
-        if self._revert is not None:
-            await self._revert_all()
-            outcome = "reverted"
-            message = f"reverted {len(self._status.reverted)} record(s)" + (
-                f"; refused (changed since): {', '.join(self._status.revert_refused)}" if self._status.revert_refused else "")
-            self._step("reverted")
-        await workflow.wait_condition(workflow.all_handlers_finished)
+            self._window_open = False
+            if self.control.revert:  # the kit's template restores (kit_undo) and ends ``reverted``
+                raise RevertRequested(self.control.revert_reason)
+        else:
+            self._step("finished")
         return self._result(outcome, message)
 
     async def _apply(self, item: MigrationItem) -> None:
@@ -331,7 +347,6 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
         except RecordRefused as err:
             item.state, item.detail = "failed", err.message
             raise ApplicationError(f"{item.ref.describe()} changed under us: {err.message}", type="RecordChanged", non_retryable=True) from err
-        self._order.append(name)
         item.state = "patched"
         self.touch()
         if before is None:
@@ -355,7 +370,7 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
                 return Check(st.done, st.detail)
 
             hs = await wait_until(check, name=f"rollout/{ref.describe()}", deadline=deadline,
-                                  stop=lambda: bool(failed) or self.control.abort,
+                                  stop=lambda: bool(failed) or self.control.stopping(),
                                   backoff=Backoff(initial=self._in.poll_seconds, maximum=self._in.poll_seconds * 4),
                                   board=self._status.health, on_poll=lambda _: self.touch())
             if hs.state == "ok":
@@ -417,7 +432,7 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
                                  + (f", still old: {', '.join(old_here)}" if old_here else ""))
 
             hs = await wait_until(check, name=f"ondelete/{item.ref.describe()}/{node}", deadline=deadline,
-                                  stop=lambda: self.control.abort, backoff=Backoff(initial=self._in.poll_seconds, maximum=self._in.poll_seconds * 4),
+                                  stop=lambda: self.control.stopping(), backoff=Backoff(initial=self._in.poll_seconds, maximum=self._in.poll_seconds * 4),
                                   board=self._status.health, on_poll=lambda _: self.touch())
             if hs.state == "ok":
                 return
@@ -436,7 +451,7 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
                 self._status.regressions = pod_regressions(baseline.pods, now.pods)
                 return Check(not self._status.regressions, "; ".join(self._status.regressions) or "every pod runs")
 
-            hs = await wait_until(check, name=f"pods/{what}", deadline=deadline, stop=lambda: self.control.abort,
+            hs = await wait_until(check, name=f"pods/{what}", deadline=deadline, stop=lambda: self.control.stopping(),
                                   backoff=Backoff(initial=self._in.poll_seconds, maximum=self._in.poll_seconds * 4),
                                   board=self._status.health, on_poll=lambda _: self.touch())
             if hs.state == "ok":
@@ -452,22 +467,20 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
             name = f"labels/{node}"
             await self.records.change(name, ObjectRef(kind="Node", name=node),
                                       {_label_path(k): REMOVE for k in plan.node_labels.get(node, plan.remove_labels)})
-            self._order.append(name)
             self._status.labels_removed.append(node)
             self.touch()
 
     async def _revert_one(self, name: str) -> None:
+        """Restore record ``name`` and read it back: ``reverted`` only when it reads back at its
+        originals, ``revert_refused`` (with why) when somebody changed it since or it differs."""
         try:
             await self.records.revert(name)
-            self._status.reverted.append(name)
         except RecordRefused as err:
             self._status.revert_refused.append(f"{name}: {err.message}")
+        else:
+            st = self.records.board[name]
+            if st.state == "reverted":
+                self._status.reverted.append(name)
+            else:
+                self._status.revert_refused.append(f"{name}: {st.detail}")
         self.touch()
-
-    async def _revert_all(self) -> None:
-        """Labels first (reverse order), then selectors (reverse order)."""
-        self._step("revert")
-        labels = [n for n in reversed(self._order) if n.startswith("labels/")]
-        selectors = [n for n in reversed(self._order) if not n.startswith("labels/")]
-        for name in labels + selectors:
-            await self._revert_one(name)

@@ -9,18 +9,15 @@ Names follow openshift-ansible (``openshift_upgrade_nodes_label``, ``..._serial`
 
 from __future__ import annotations
 
-import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from activities.host.models import HostAccess
 from activities.node_upgrade.models import NodeFacts  # noqa: F401 - re-exported: the plan's input model
-from workflows.kit.inputs import AlertGatePolicy, MaintenanceWindows, NodeOrder
+from workflows.kit.inputs import DrainPolicy, MaintenanceWindows, MaxUnavailable, NodeOrder, ProcedureInput
 from workflows.kit.models import NodeResult, NodeStatus, ProcedureResult, ProcedureStatus
 from workflows.kit.noderun import NodeRunResult
-
-_SERIAL = re.compile(r"^\s*\d+(\.\d+)?\s*%\s*$|^\s*\d+\s*$")
 
 #: Procedure name (CLI, search attribute, lease holder).
 PROCEDURE_NODE_UPGRADE = "node-upgrade"
@@ -42,10 +39,12 @@ class NodeSelection(BaseModel):
 
 
 class BatchPolicy(BaseModel):
-    """How (procedures-spec §1.2): ``serial`` N or "N%"; ``canary`` explicit nodes or the first k
-    still to do; ``gate_after_canary``; ``max_fail_percentage`` (o-a default 0); ``skip_done``."""
+    """How (procedures-spec §1.2): ``serial`` (openshift-ansible's name for maxUnavailable: the
+    kit's :data:`~workflows.kit.inputs.MaxUnavailable`, an int >= 1 or ``"N%"``, validated here
+    and by the CLI's ``--serial`` alike); ``canary`` explicit nodes or the first k still to do;
+    ``gate_after_canary``; ``max_fail_percentage`` (o-a default 0); ``skip_done``."""
 
-    serial: int | str = 1
+    serial: MaxUnavailable = 1
     canary: list[str] | int = 0
     gate_after_canary: bool = True
     max_fail_percentage: float = Field(0.0, ge=0, le=100)
@@ -95,40 +94,45 @@ class NodeAction(BaseModel):
         return [a.replace("{node}", node) for a in self.argv]
 
 
-class NodeUpgradeInput(BaseModel):
+def upgrade_drain_policy() -> DrainPolicy:
+    """The node upgrade's drain defaults: the kit's :class:`DrainPolicy` with 30 s per drain pass."""
+    return DrainPolicy(wait_seconds=30.0)
+
+
+class NodeUpgradeInput(ProcedureInput):
     """Input of :class:`workflows.node_upgrade.workflow.NodeUpgradeWorkflow`.
+
+    The kit's :class:`~workflows.kit.inputs.ProcedureInput` gives ``cluster``, ``approvals``
+    (requester, four-eyes, approvers), ``gates`` (every gate's timeout and its declared outcome),
+    ``calls`` (activity timeouts), ``search_attributes``, ``dry_run``, ``report_to`` (the parent
+    procedure that gets the child reports, set by the cluster upgrade) and ``alerts`` (the
+    Prometheus alert gate, the CLI's ``--alert-gate URL``: no node starts while a blocking alert
+    fires; None: no gate).
 
     ``target_version``: the kubelet version that means done; ``action``: what upgrades a node;
     ``host_access``: per node, for ``action.kind == "host"`` (and the node-config sha256);
-    the drain runs until the node is empty; blocked for ``decide_after_seconds`` it opens R2's
-    decision gate (wait, skip, delete-pod, abort; ``lockkeeper decide``); ``gluster_label``: nodes carrying it are
-    GlusterFS hosts and get the GlusterFS gate after uncordon.
+    ``gluster_label``: nodes carrying it are GlusterFS hosts and get the GlusterFS gate after
+    uncordon.
 
-    ``drain_timeout_seconds`` / ``drain_on_timeout`` (procedures-spec §4.2): ``"gate"``
-    (default) is the above (with a timeout given, the decision gate opens after it instead of
-    ``decide_after_seconds``); ``"proceed"`` is openshift-ansible's
-    ``openshift_upgrade_nodes_drain_timeout`` > 0: a drain not finished ``drain_timeout_seconds``
-    after it began is given up, no decision gate opens, and the node is upgraded with the pods
-    still on it (recorded in the node's result ``drain="timed-out-proceeded"`` and reason).
-    ``"proceed"`` needs ``drain_timeout_seconds``.
-
-    ``alerts``: the Prometheus alert gate (:class:`workflows.kit.inputs.AlertGatePolicy`, the
-    CLI's ``--alert-gate URL``): no node starts while a blocking alert fires; None: no gate.
+    ``drain``: the kit's :class:`DrainPolicy`, passed whole to every node run (30 s per pass by
+    default; a partial ``drain`` keeps these defaults for the rest). The drain runs until the
+    node is empty; blocked for ``drain.decide_after_seconds`` it opens R2's decision gate (wait,
+    skip, delete-pod, abort; ``lockkeeper decide``). ``drain.timeout_seconds`` /
+    ``drain.on_timeout`` (procedures-spec §4.2): ``"gate"`` (default) is the above (with a
+    timeout given, the decision gate opens after it instead of ``decide_after_seconds``);
+    ``"proceed"`` is openshift-ansible's ``openshift_upgrade_nodes_drain_timeout`` > 0: a drain
+    not finished ``timeout_seconds`` after it began is given up, no decision gate opens, and the
+    node is upgraded with the pods still on it (recorded in the node's result
+    ``drain="timed-out-proceeded"`` and reason). ``"proceed"`` needs ``timeout_seconds``.
 
     ``node_order`` (:data:`workflows.kit.inputs.NodeOrder`, the CLI's ``--order``): the order of
     the selected nodes, so of the canary count and the serial batches; ``zone-oldest`` by default
     (a plan read before the Nodes' zone and creationTimestamp were read orders by name, as before).
+
+    Raises pydantic's ValidationError for an unknown field, an action that does not name
+    ``{node}``, a bad ``serial``, or ``proceed`` without a drain timeout.
     """
 
-    cluster: str = "default"
-    requested_by: str = "unknown"
-    four_eyes: bool = False
-    allowed_approvers: list[str] = Field(default_factory=list)
-    search_attributes: bool = True
-    dry_run: bool = False
-    #: The parent procedure that gets ``child_status`` reports (set by the cluster upgrade).
-    report_to: str | None = None
-    alerts: AlertGatePolicy | None = None
     selection: NodeSelection
     node_order: NodeOrder = "zone-oldest"
     #: Maintenance windows (:data:`workflows.kit.inputs.MaintenanceWindows`, ``--window``): no node
@@ -138,21 +142,18 @@ class NodeUpgradeInput(BaseModel):
     target_version: str = OKD_310_KUBELET
     action: NodeAction
     host_access: dict[str, HostAccess] = Field(default_factory=dict)
-    drain_wait_seconds: float = Field(30.0, gt=0)
-    decide_after_seconds: float = Field(600.0, gt=0)
-    decision_timeout_seconds: float | None = Field(None, gt=0)
-    drain_backoff_initial_seconds: float = Field(2.0, gt=0)
-    drain_backoff_max_seconds: float = Field(30.0, gt=0)
-    drain_timeout_seconds: float | None = Field(None, gt=0)
-    drain_on_timeout: Literal["gate", "proceed"] = "gate"
+    drain: DrainPolicy = Field(default_factory=upgrade_drain_policy)
     ready_timeout_seconds: float = Field(180.0, gt=0)
     ready_poll_seconds: float = Field(2.0, gt=0)
     gluster_label: str = "glusterfs"
     gluster_namespace: str = "glusterfs"
     gluster_timeout_seconds: float = Field(600.0, gt=0)
-    gate_timeout_seconds: float | None = Field(None, gt=0)
-    activity_timeout_seconds: float = Field(10.0, gt=0)
-    activity_heartbeat_timeout_seconds: float = Field(10.0, gt=0)
+
+    @field_validator("drain", mode="before")
+    @classmethod
+    def _upgrade_drain(cls, value: Any) -> Any:
+        """A partial ``drain`` keeps the upgrade's defaults (:func:`upgrade_drain_policy`) for the rest."""
+        return {**upgrade_drain_policy().model_dump(), **value} if isinstance(value, dict) else value
 
     @field_validator("action")
     @classmethod
@@ -166,19 +167,9 @@ class NodeUpgradeInput(BaseModel):
 
     @model_validator(mode="after")
     def _drain_timeout(self) -> NodeUpgradeInput:
-        if self.drain_on_timeout == "proceed" and self.drain_timeout_seconds is None:
-            raise ValueError("drain_on_timeout 'proceed' needs drain_timeout_seconds (after how long the drain is given up)")
+        if self.drain.on_timeout == "proceed" and self.drain.timeout_seconds is None:
+            raise ValueError("drain.on_timeout 'proceed' needs drain.timeout_seconds (after how long the drain is given up)")
         return self
-
-    @field_validator("policy")
-    @classmethod
-    def _serial_ok(cls, v: BatchPolicy) -> BatchPolicy:
-        # The same forms plan.serial_size accepts (Ansible serial: N or N%), refused here already
-        # so a bad value fails before any workflow starts.
-        s = v.serial
-        if isinstance(s, bool) or (isinstance(s, int) and s < 0) or (isinstance(s, str) and not _SERIAL.match(s)):
-            raise ValueError(f"invalid serial {s!r}: expected N or N%")
-        return v
 
 
 class NodeUpgradeNodeInput(BaseModel):

@@ -2,7 +2,7 @@
 
 Steps, after openshift-ansible 3.10 ``upgrade_nodes.yml``: read → (already at the target kubelet
 and Ready: done, nothing touched) → cordon → drain (the kit's drain with R2's decision gate; with
-``drain_on_timeout="proceed"`` no gate: after ``drain_timeout_seconds`` the drain is given up and
+``drain.on_timeout="proceed"`` no gate: after ``drain.timeout_seconds`` the drain is given up and
 the node goes on with its pods, as openshift-ansible does with a drain timeout) →
 node-config.yaml sha256 (host access only) → the node action → wait Ready at the target kubelet
 version → uncordon (only our cordon) → done.
@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.drain import DrainGateState
     from workflows.kit.health import Backoff, Check, wait_until
-    from workflows.kit.models import DrainDecision, NodePhase, failure_message
+    from workflows.kit.models import NodePhase, failure_message
     from workflows.kit.noderun import DrainTimedOut, NodeRun, NodeRunWorkflow, Stopped
     from workflows.node_upgrade.models import NodeUpgradeNodeInput, NodeUpgradeNodeResult
     from workflows.node_upgrade.plan import is_done
@@ -39,6 +39,8 @@ STEP_WAIT_READY = "wait-ready"
 STEP_UNCORDON = "uncordon"
 STEP_FINISHED = "finished"
 NODE_CONFIG = "/etc/origin/node/node-config.yaml"
+#: Seconds a blocked drain counts for the deadline warning when the policy never asks (twice this).
+DEFAULT_DECIDE_AFTER = 600.0
 
 
 @workflow.defn
@@ -50,12 +52,13 @@ class NodeUpgradeNodeWorkflow(NodeRunWorkflow):
     def __init__(self, input: NodeUpgradeNodeInput) -> None:
         r = input.run
         self._in = input
-        self._timeouts = acts.Timeouts(r.activity_timeout_seconds, r.activity_heartbeat_timeout_seconds)
+        d = r.drain
+        self._timeouts = acts.Timeouts(r.calls.short_call_seconds, r.calls.heartbeat_seconds)
         self.node_run = NodeRun(
             node=input.node, attempt=input.attempt, parent_id=input.parent_id, owner=input.owner, warn_fraction=0.8,
             timeouts=self._timeouts,
-            drain=DrainGateState(input.node, None if r.drain_on_timeout == "proceed" else (r.drain_timeout_seconds or r.decide_after_seconds),
-                                 r.decision_timeout_seconds, DrainDecision.WAIT),
+            drain=DrainGateState(input.node, None if d.on_timeout == "proceed" else (d.timeout_seconds or d.decide_after_seconds),
+                                 d.decision_timeout_seconds, d.decision_timeout_outcome),
             deadline_consequence="node {node} stays cordoned at the drain",
         )
 
@@ -119,21 +122,22 @@ class NodeUpgradeNodeWorkflow(NodeRunWorkflow):
             await run.report(NodePhase.DONE, STEP_FINISHED, reason=reason)
             return run.result(NodeUpgradeNodeResult, "done", reason=reason, kubelet_version=facts.kubelet_version,
                               drain="skipped-already-done")
-        proceed = input.run.drain_on_timeout == "proceed"
+        d = input.run.drain
+        proceed = d.on_timeout == "proceed"
         drain_outcome = "drained"
         drain_note: str | None = None
         try:
             await run.cordon_and_drain(
-                wait_seconds=input.run.drain_wait_seconds, backoff_initial=input.run.drain_backoff_initial_seconds,
-                backoff_max=input.run.drain_backoff_max_seconds, deadline_seconds=input.run.decide_after_seconds * 2,
-                give_up_after=input.run.drain_timeout_seconds if proceed else None,
+                wait_seconds=d.wait_seconds, backoff_initial=d.backoff_initial_seconds, backoff_max=d.backoff_max_seconds,
+                deadline_seconds=(d.decide_after_seconds or DEFAULT_DECIDE_AFTER) * 2,
+                give_up_after=d.timeout_seconds if proceed else None,
             )
         except DrainTimedOut:
             left = run.drain.last_report
             pods = ", ".join(f"{p.namespace}/{p.name}" for p in (left.blocked_pods if left else [])) or "pods not yet gone"
             drain_outcome = "timed-out-proceeded"
-            drain_note = (f"drain not finished after {input.run.drain_timeout_seconds:.0f}s; proceeded with {pods} still on the node "
-                          "(drain_on_timeout=proceed)")
+            drain_note = (f"drain not finished after {d.timeout_seconds:.0f}s; proceeded with {pods} still on the node "
+                          "(drain.on_timeout=proceed)")
             workflow.logger.warning("node %s: %s", input.node, drain_note)
             await run.report(NodePhase.RUNNING, STEP_ACTION, reason=drain_note)
         except Stopped:

@@ -36,16 +36,13 @@ with workflow.unsafe.imports_passed_through():
         WorkerExecutable,
     )
     from workflows.kit.models import (
-        ApprovalRules,
         ChangedItem,
         GateKind,
-        GateTimeoutOutcome,
         NodePhase,
         ProcedurePhase,
     )
     from workflows.kit.plan import PlannedGate
     from workflows.kit.planning import planning_call
-    from workflows.kit.report import Reporter
     from workflows.kit.procedure import NodeProcedureWorkflow
     from workflows.kit.scopes import node_scope
     from workflows.node_upgrade.models import (
@@ -80,14 +77,12 @@ class NodeUpgradeWorkflow(NodeProcedureWorkflow):
         self._in = input
         self._id = workflow.info().workflow_id
         self._status = NodeUpgradeStatus()
-        self._timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds)
         self._gluster_hosts: set[str] = set()
         self.kit_init(
-            procedure=PROCEDURE_NODE_UPGRADE, noun="node upgrade", cluster=input.cluster,
-            rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
-            status=self._status, search_attributes=input.search_attributes, reject_note="node upgrade paused",
-            base_phase=ProcedurePhase.PLANNING, preflight=True, alerts=input.alerts,
+            procedure=PROCEDURE_NODE_UPGRADE, noun="node upgrade", input=input, status=self._status,
+            reject_note="node upgrade paused", base_phase=ProcedurePhase.PLANNING, preflight=True,
         )
+        self._timeouts = self.timeouts  # the input's calls (workflows.kit.inputs.CallTimeouts)
         self.board = NodeBoard(
             procedure=PROCEDURE_NODE_UPGRADE, cluster=input.cluster, nodes=self._status.nodes,
             gate_history=self._status.gate_history, warnings=self._status.warnings, on_change=self.touch, noun="node upgrade",
@@ -95,13 +90,12 @@ class NodeUpgradeWorkflow(NodeProcedureWorkflow):
         self.batches = NodeBatches(
             board=self.board, control=self.control, gates=self.gates, start_child=self._start_child,
             rollback=self._rollback, recheck_unavailable=self._recheck, result_type=NodeUpgradeNodeResult,
-            pause_on_degraded=False, gate_timeout_seconds=input.gate_timeout_seconds,
-            gate_timeout_outcome=GateTimeoutOutcome.REJECT, alerts=self.alerts,
+            pause_on_degraded=False, gate_timeout_seconds=input.gates.timeout_seconds,
+            gate_timeout_outcome=input.gates.timeout_outcome, alerts=self.alerts,
         )
         self.kit_windows(input.windows)  # no node starts outside a maintenance window (workflows.kit.windows)
         self.gluster = GlusterHealth.of_procedure(self, namespace=input.gluster_namespace, timeout_s=input.gluster_timeout_seconds,
-                                                  short_call_s=input.activity_timeout_seconds * 3)
-        self.kit_reporter = Reporter(input.report_to)  # the kit's touch reports to the parent (workflows.kit.report)
+                                                  short_call_s=input.calls.short_call_seconds * 3)
 
     # --- the kit's hooks ------------------------------------------------------------------------
 
@@ -262,8 +256,8 @@ class NodeUpgradeWorkflow(NodeProcedureWorkflow):
             return True
         planned = PlannedGate(id=CANARY_GATE, kind=GateKind.CANARY, after_node=plan.canary[-1])
         while not self.control.abort:
-            if await pass_planned_gate(self.gates, planned, timeout_seconds=self._in.gate_timeout_seconds,
-                                       timeout_outcome=GateTimeoutOutcome.REJECT, on_change=self.touch, noun="node upgrade"):
+            if await pass_planned_gate(self.gates, planned, timeout_seconds=self._in.gates.timeout_seconds,
+                                       timeout_outcome=self._in.gates.timeout_outcome, on_change=self.touch, noun="node upgrade"):
                 return True
             await workflow.wait_condition(lambda: not self.control.paused or self.control.abort)
         return False

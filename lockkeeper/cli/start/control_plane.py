@@ -1,9 +1,12 @@
 """``lockkeeper start control-plane-upgrade``: the masters one at a time (R3d, procedures-spec §4.1).
 
-Either ``--input upgrade-cp.yaml`` (a whole :class:`ControlPlaneUpgradeInput` as YAML or JSON:
-``masters`` with each master's own ``api_url`` and ``access``, ``action``, ``etcd_backup`` /
-``etcd_members``; the other flags are then ignored, only ``--dry-run``, ``--cluster`` and the
-identity apply) or flags: ``--master NAME`` (repeatable, in order) and SSH access (``--ssh-user``;
+The flags are aliases of the input's fields (:class:`ControlPlaneUpgradeInput`), built with
+:func:`lockkeeper.cli.start.shared.build_input`: ``-f upgrade-cp.yaml`` (or ``--input``, the same)
+gives a whole input as YAML or JSON (``masters`` with each master's own ``api_url`` and
+``access``, ``action``, ``etcd_backup`` / ``etcd_members``), the flags given override its fields
+(``--master`` with its SSH and API flags the whole ``masters`` list, ``--action-command`` or
+``--static-pod`` the whole ``action``), ``--set gates.timeout_seconds=600`` any field. Without a
+file: ``--master NAME`` (repeatable, in order) and SSH access (``--ssh-user``;
 ``--ssh-port``, or ``--ssh-map FILE``: each master's own ``host:port``, as ``lockkeeper sim serve``
 prints it in ``CLUSTERSIM_SSH_MAP``), and the action ``--action-command "ansible-playbook ... -l {master}"`` or
 ``--static-pod PATH=LOCALFILE`` (repeatable).
@@ -32,7 +35,7 @@ import typer
 from lockkeeper.cli.common import EXIT_USAGE, err
 from lockkeeper.cli.start.node_upgrade import parse_argv
 from lockkeeper.cli.start.options import MasterSsh, Start, completes, master_ssh_options, start_options
-from lockkeeper.cli.start.shared import read_yaml
+from lockkeeper.cli.start.shared import INPUT_FILE, build_input, read_yaml, spec_named
 from lockkeeper.cli.start.dryrun import workflow_dry_run
 
 
@@ -91,7 +94,8 @@ def _read_members(path: Path) -> list[Any]:
 
 
 def start_control_plane_upgrade(
-    input_file: Path | None = typer.Option(None, "--input", help="The whole input as YAML/JSON (flags below are ignored)."),
+    input_file: Path | None = typer.Option(None, "--input", help="The whole input as YAML/JSON (the same as -f; the flags "
+                                                                 "given override its fields)."),
     master: list[str] = typer.Option([], "--master", help="Master node name, in upgrade order (repeatable)."),
     api_url: list[str] = typer.Option([], "--api-url", help="Each master's own API: a template with {master} and {port} "
                                                            "(default https://{master}:{port}), or NAME=URL per master "
@@ -108,9 +112,10 @@ def start_control_plane_upgrade(
     gluster_host: bool = typer.Option(True, "--gluster-hosts/--no-gluster-hosts", help="The masters serve GlusterFS bricks."),
     approve_each: bool = typer.Option(False, "--approve-each", help="A gate before every master (default: the first)."),
     api_ca_file: str | None = typer.Option(None, "--api-ca-file", help="CA bundle for the /healthz/ready probe."),
-    api_ready_timeout: float = typer.Option(120.0, "--api-ready-timeout", min=1.0,
-                                            help="Seconds a restarted master's API may take to answer /healthz/ready "
-                                                 "before its gate opens with master-logs (openshift-ansible waits 120)."),
+    api_ready_timeout: float | None = typer.Option(None, "--api-ready-timeout", min=1.0,
+                                                   help="Seconds a restarted master's API may take to answer /healthz/ready "
+                                                        "before its gate opens with master-logs (openshift-ansible waits 120, "
+                                                        "the default)."),
     alerts: dict[str, Any] | None = None,  # the --alert-* flags (shared.with_alert_gate_options)
     start: Start = start_options(wait=completes("upgrade")),
 ) -> None:
@@ -119,17 +124,21 @@ def start_control_plane_upgrade(
 
     who = start.who
     if input_file is not None:
-        fields = read_yaml(input_file, "'--input'", mapping="expected a mapping")
-        fields.setdefault("requested_by", who)
-        fields.setdefault("cluster", start.cluster)
-        fields["dry_run"] = start.dry_run or fields.get("dry_run", False)
-        if alerts is not None:
-            fields["alerts"] = alerts
-    else:
-        if not master:
-            raise typer.BadParameter("give --master (repeatable) or --input", param_hint="'--master'")
-        if bool(action_command) == bool(static_pod):
-            raise typer.BadParameter("give --action-command or --static-pod, one of them", param_hint="'--action-command'")
+        if INPUT_FILE.get() is not None:
+            raise typer.BadParameter("give --input or -f, not both (they are the same)", param_hint="'--input'")
+        read_yaml(input_file, "'--input'", mapping="expected a mapping")  # exit 2 naming --input for a bad file
+        INPUT_FILE.set(input_file)
+    from_file = INPUT_FILE.get() is not None
+    if not master and not from_file:
+        raise typer.BadParameter("give --master (repeatable) or --input", param_hint="'--master'")
+    if action_command and static_pod:
+        raise typer.BadParameter("give --action-command or --static-pod, one of them", param_hint="'--action-command'")
+    if not action_command and not static_pod and not from_file:
+        raise typer.BadParameter("give --action-command or --static-pod, one of them", param_hint="'--action-command'")
+    action: dict[str, Any] | None = None
+    if action_command:
+        action = {"kind": "external", "argv": parse_argv(action_command, "'--action-command'")}
+    elif static_pod:
         manifests = []
         for item in static_pod:
             path, sep, local = item.partition("=")
@@ -139,18 +148,20 @@ def start_control_plane_upgrade(
                 manifests.append({"path": path, "content": Path(local).read_text()})
             except OSError as exc:
                 raise typer.BadParameter(str(exc), param_hint="'--static-pod'") from None
-        action: dict[str, Any] = ({"kind": "external", "argv": parse_argv(action_command, "'--action-command'")} if action_command
-                                  else {"kind": "static-pods", "manifests": manifests})
+        action = {"kind": "static-pods", "manifests": manifests}
+    masters: list[dict[str, Any]] | None = None
+    if master:
         urls = api_urls(master, api_url, api_port)
         access = ssh.access(master)
-        fields = dict(
-            cluster=start.cluster, requested_by=who, dry_run=start.dry_run, action=action, expected_image=expected_image,
-            etcd_backup_skip_reason=etcd_backup_skip_reason, approve_each=approve_each, api_ca_file=api_ca_file,
-            api_ready_timeout_seconds=api_ready_timeout, alerts=alerts,
-            etcd_members=_read_members(etcd_members) if etcd_members else [], etcd_health_skip_reason=etcd_health_skip_reason,
-            masters=[{"name": m, "api_url": urls[m], "gluster_host": gluster_host, "access": access[m]} for m in master],
-        )
-    inp = start.validated("control-plane-upgrade", "invalid control-plane upgrade:\n  ", **fields)
+        masters = [{"name": m, "api_url": urls[m], "gluster_host": gluster_host, "access": access[m]} for m in master]
+    inp = build_input(spec_named("control-plane-upgrade").input_model, {
+        "cluster": start.cluster_flag or (None if from_file else start.settings.cluster),
+        "approvals.requested_by": who, "dry_run": start.dry_run or None, "action": action, "expected_image": expected_image,
+        "etcd_backup_skip_reason": etcd_backup_skip_reason, "approve_each": approve_each or None, "api_ca_file": api_ca_file,
+        "api_ready_timeout_seconds": api_ready_timeout, "alerts": alerts,
+        "etcd_members": _read_members(etcd_members) if etcd_members else None, "etcd_health_skip_reason": etcd_health_skip_reason,
+        "masters": masters,
+    })
     if (problem := inp.etcd_health_problem()) is not None:
         err(f"error: invalid control-plane upgrade: {problem}")
         raise typer.Exit(EXIT_USAGE)
@@ -160,3 +171,6 @@ def start_control_plane_upgrade(
         scopes=[node_scope(inp.cluster, m.name) for m in inp.masters],
         summary=f"control-plane upgrade {order} on {inp.cluster} by {who}",
     ), dry_run=lambda req, settings: workflow_dry_run(req, settings, plan=lambda res: [f"outcome {res.outcome}: {res.message}"]))
+
+
+start_control_plane_upgrade.takes_input_overrides = True  # type: ignore[attr-defined]  # build_input applies -f/--set

@@ -11,6 +11,14 @@ batches; nothing is written. A blocked drain asks after ``--decide-after`` secon
 ``--drain-timeout S --drain-on-timeout proceed`` instead gives the drain up after S seconds and
 upgrades the node with the pods still on it (openshift-ansible's
 ``openshift_upgrade_nodes_drain_timeout``), recorded in the node's result.
+
+The flags are aliases of the input's fields (:class:`workflows.node_upgrade.models.NodeUpgradeInput`:
+``--selector`` ``selection.label_selector``, ``--serial`` ``policy.serial``, ``--decide-after``
+``drain.decide_after_seconds``, ``--drain-timeout`` / ``--drain-on-timeout`` ``drain.timeout_seconds`` /
+``drain.on_timeout``, ``--four-eyes`` ``approvals.four_eyes``, ...), built with
+:func:`lockkeeper.cli.start.shared.build_input`: ``-f input.yaml`` gives the input (e.g. per-node
+``host_access`` for ``--action-on host``), the flags given override it, ``--set policy.serial=2``
+any field; the model says what is missing. Each flag's default is the model's.
 """
 
 from __future__ import annotations
@@ -22,18 +30,20 @@ import typer
 
 from lockkeeper.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, err
 from lockkeeper.cli.start.options import Approvals, Start, approval_options, completes, ordering_options, start_options
-from lockkeeper.cli.start.shared import Launch, show_window_plan
+from lockkeeper.cli.start.shared import INPUT_FILE, Launch, build_input, show_window_plan, spec_named
 from lockkeeper.cli.start.dryrun import dry_run_result
 
 
 def parse_serial(value: str) -> int | str:
-    """``--serial``: ``N`` (an int) or ``N%`` (kept as the string); raises BadParameter."""
-    v = value.strip()
-    if v.endswith("%") and v[:-1].replace(".", "", 1).isdigit():
-        return v
-    if v.isdigit():
-        return int(v)
-    raise typer.BadParameter("expected N or N%", param_hint="'--serial'")
+    """``--serial``: the kit's :data:`~workflows.kit.inputs.MaxUnavailable`, as the input model
+    validates it: ``N`` >= 1 (an int) or ``N%`` with 0 < N <= 100 (kept as the string ``"N%"``);
+    raises BadParameter otherwise (:func:`workflows.kit.inputs.parse_max_unavailable`)."""
+    from workflows.kit.inputs import parse_max_unavailable
+
+    try:
+        return parse_max_unavailable(value)
+    except ValueError as exc:
+        raise typer.BadParameter(f"expected N or N%: {exc}", param_hint="'--serial'") from None
 
 
 def parse_argv(value: str, hint: str) -> list[str]:
@@ -48,23 +58,27 @@ def parse_argv(value: str, hint: str) -> list[str]:
 
 
 def start_node_upgrade(
-    selector: str = typer.Option(..., "--selector", help="Label selector of the nodes (openshift_upgrade_nodes_label)."),
-    serial: str = typer.Option("1", "--serial", help="Batch size: N or N% (openshift_upgrade_nodes_serial)."),
+    selector: str | None = typer.Option(None, "--selector", help="Label selector of the nodes (openshift_upgrade_nodes_label)."),
+    serial: str | None = typer.Option(None, "--serial", help="Batch size: N or N% (openshift_upgrade_nodes_serial; default 1)."),
     canary: list[str] = typer.Option([], "--canary", help="Canary node (repeatable); upgraded first, then a gate."),
-    canary_count: int = typer.Option(0, "--canary-count", help="Or: the first K nodes still to do are the canary."),
-    max_fail_percentage: float = typer.Option(0.0, "--max-fail-percentage", help="Stop after a batch above this failure %."),
-    action_command: str = typer.Option(..., "--action-command", help="What upgrades one node ({node} is replaced)."),
-    action_on: str = typer.Option("external", "--action-on", help="external (run by the worker) | host (on the node over SSH)."),
-    target_version: str = typer.Option("v1.10.0+b81c8f8", "--target-version", help="Kubelet version that means done."),
+    canary_count: int | None = typer.Option(None, "--canary-count", help="Or: the first K nodes still to do are the canary."),
+    max_fail_percentage: float | None = typer.Option(None, "--max-fail-percentage",
+                                                     help="Stop after a batch above this failure % (default 0)."),
+    action_command: str | None = typer.Option(None, "--action-command", help="What upgrades one node ({node} is replaced)."),
+    action_on: str | None = typer.Option(None, "--action-on", help="external (run by the worker; the default) | host (on the "
+                                                                   "node over SSH: host_access from -f)."),
+    target_version: str | None = typer.Option(None, "--target-version", help="Kubelet version that means done "
+                                                                             "(default v1.10.0+b81c8f8)."),
     master: list[str] = typer.Option([], "--master", help="Master node names, excluded by name (repeatable)."),
     ordering: dict[str, Any] = ordering_options(),
-    ready_timeout: float = typer.Option(180.0, "--ready-timeout", help="Seconds a node may take to be Ready at the target."),
-    decide_after: float = typer.Option(600.0, "--decide-after", help="Seconds a blocked drain waits before asking."),
+    ready_timeout: float | None = typer.Option(None, "--ready-timeout", help="Seconds a node may take to be Ready at the target "
+                                                                             "(default 180)."),
+    decide_after: float | None = typer.Option(None, "--decide-after", help="Seconds a blocked drain waits before asking (default 600)."),
     drain_timeout: float | None = typer.Option(None, "--drain-timeout", help="Seconds after which a drain that has not "
                                                                             "finished times out (see --drain-on-timeout)."),
-    drain_on_timeout: str = typer.Option("gate", "--drain-on-timeout", help="'gate': ask (wait/skip/delete-pod/abort); 'proceed': "
-                                                                           "upgrade the node with its pods still on it, as "
-                                                                           "openshift_upgrade_nodes_drain_timeout does."),
+    drain_on_timeout: str | None = typer.Option(None, "--drain-on-timeout", help="'gate' (default): ask (wait/skip/delete-pod/abort); "
+                                                                                "'proceed': upgrade the node with its pods still on "
+                                                                                "it, as openshift_upgrade_nodes_drain_timeout does."),
     approvals: Approvals = approval_options("gates"),
     alerts: dict[str, Any] | None = None,  # the --alert-* flags (shared.with_alert_gate_options)
     start: Start = start_options(wait=completes("upgrade")),
@@ -72,28 +86,36 @@ def start_node_upgrade(
     """Upgrade nodes by label in serial batches with a canary first (R3d)."""
     if canary and canary_count:
         raise typer.BadParameter("give --canary or --canary-count, not both", param_hint="'--canary'")
-    if action_on not in ("external", "host"):
+    if action_on not in (None, "external", "host"):
         raise typer.BadParameter("must be external or host", param_hint="'--action-on'")
-    if action_on == "host":
-        raise typer.BadParameter("host actions need per-node host access, which only an input file gives (not done yet)",
+    if action_on == "host" and INPUT_FILE.get() is None:
+        raise typer.BadParameter("host actions need per-node host access (host_access), which only an input file gives: -f FILE",
                                  param_hint="'--action-on'")
-    inp = start.validated(
-        "node-upgrade", "invalid node upgrade:\n  ",
-        cluster=start.cluster, **approvals.fields(start.who),
-        dry_run=start.dry_run, target_version=target_version, ready_timeout_seconds=ready_timeout, decide_after_seconds=decide_after,
-        drain_timeout_seconds=drain_timeout, drain_on_timeout=drain_on_timeout,
-        selection=dict(label_selector=selector, masters=master), **ordering,
-        policy=dict(serial=parse_serial(serial), canary=list(canary) or canary_count, max_fail_percentage=max_fail_percentage),
-        action=dict(kind=action_on, argv=parse_argv(action_command, "'--action-command'")),
-        alerts=alerts,
-    )
+    if drain_on_timeout not in (None, "gate", "proceed"):
+        raise typer.BadParameter("must be gate or proceed", param_hint="'--drain-on-timeout'")
+    inp = build_input(spec_named("node-upgrade").input_model, {
+        "cluster": start.cluster_flag or (None if INPUT_FILE.get() else start.settings.cluster),
+        "approvals.requested_by": start.who, "approvals.four_eyes": approvals.four_eyes or None,
+        "approvals.allowed_approvers": approvals.allowed_approvers or None, "dry_run": start.dry_run or None,
+        "target_version": target_version, "ready_timeout_seconds": ready_timeout,
+        "drain.decide_after_seconds": decide_after, "drain.timeout_seconds": drain_timeout, "drain.on_timeout": drain_on_timeout,
+        "selection.label_selector": selector, "selection.masters": list(master) or None, **ordering,
+        "policy.serial": parse_serial(serial) if serial is not None else None,
+        "policy.canary": list(canary) or canary_count, "policy.max_fail_percentage": max_fail_percentage,
+        "action.kind": action_on, "action.argv": parse_argv(action_command, "'--action-command'") if action_command else None,
+        "alerts": alerts,
+    })
     selected = inp.selection.label_selector
     start.go(start.request(
-        "node-upgrade", inp, cluster=inp.cluster, id_name=selected.replace("=", "-").replace("/", "-") if selected else None,
-        summary=f"node upgrade of {selected} on {inp.cluster} by {start.who}",
+        "node-upgrade", inp, cluster=inp.cluster, dry_run=inp.dry_run,
+        id_name=selected.replace("=", "-").replace("/", "-") if selected else None,
+        summary=f"node upgrade of {selected or ', '.join(inp.selection.nodes)} on {inp.cluster} by {start.who}",
         ready=_planned, show_ready=lambda st: "\n".join(st.plan_lines) if st.plan_lines else (st.error or "no plan"),
         ready_timeout=60.0, ready_required=False,
     ), dry_run=_dry_run)
+
+
+start_node_upgrade.takes_input_overrides = True  # type: ignore[attr-defined]  # build_input applies -f/--set
 
 
 def _planned(st: Any) -> bool:
