@@ -59,7 +59,7 @@ async def test_cluster_upgrade_fault_matrix(step: str, case: Case, sim_factory: 
 
     async def begin() -> Any:
         return await temporal_client.start_workflow(
-            ClusterUpgradeWorkflow.run, ClusterUpgradeInput(plan=plan, search_attributes=False, requested_by="e2e"),
+            ClusterUpgradeWorkflow.run, ClusterUpgradeInput(plan=plan, search_attributes=False, approvals={"requested_by": "e2e"}),
             id=f"cu-fm-{uuid.uuid4().hex[:8]}", task_queue=task_queue, result_type=ClusterUpgradeResult)
 
     cr = await run_case(world, begin, STEPS[step], case, ignore=DOCUMENTED)

@@ -84,7 +84,7 @@ async def test_whole_cluster_upgrade(dev_server: Any, temporal_client: Client, s
     stop = asyncio.Event()
     labeller = asyncio.create_task(node_groups(sim, stop))
     handle: WorkflowHandle[Any, Any] = await temporal_client.start_workflow(
-        ClusterUpgradeWorkflow.run, ClusterUpgradeInput(plan=plan(sim, tmp_path), search_attributes=False, requested_by="e2e"),
+        ClusterUpgradeWorkflow.run, ClusterUpgradeInput(plan=plan(sim, tmp_path), search_attributes=False, approvals={"requested_by": "e2e"}),
         id=f"cu-{uuid.uuid4().hex[:8]}", task_queue=task_queue, result_type=ClusterUpgradeResult)
     approved: set[str] = set()
     end = time.monotonic() + 900
@@ -152,7 +152,7 @@ async def test_failed_phase_is_fixed_and_retried(dev_server: Any, temporal_clien
     selector = "upgrade-wave=one"
     plan_ = ClusterUpgradePlan(compute_nodes=upgrade_input(tmp_path, selector, BatchPolicy(serial=1)))
     handle: WorkflowHandle[Any, Any] = await temporal_client.start_workflow(
-        ClusterUpgradeWorkflow.run, ClusterUpgradeInput(plan=plan_, search_attributes=False, requested_by="e2e"),
+        ClusterUpgradeWorkflow.run, ClusterUpgradeInput(plan=plan_, search_attributes=False, approvals={"requested_by": "e2e"}),
         id=f"cu-{uuid.uuid4().hex[:8]}", task_queue=task_queue, result_type=ClusterUpgradeResult)
     st = await wait_gate(handle, "phase/compute-nodes/1")
     assert st.current_phase == "compute-nodes"
@@ -177,7 +177,7 @@ async def test_dry_run_prints_every_phase_with_nodes_and_batches(dev_server: Any
     await worker.start()
     before = {n["metadata"]["name"]: (n["metadata"]["labels"], n["status"]["nodeInfo"]["kubeletVersion"]) for n in sim.store.list("nodes")}
     handle: WorkflowHandle[Any, Any] = await temporal_client.start_workflow(
-        ClusterUpgradeWorkflow.run, ClusterUpgradeInput(plan=plan(sim, tmp_path), search_attributes=False, requested_by="e2e", dry_run=True),
+        ClusterUpgradeWorkflow.run, ClusterUpgradeInput(plan=plan(sim, tmp_path), search_attributes=False, approvals={"requested_by": "e2e"}, dry_run=True),
         id=f"cu-{uuid.uuid4().hex[:8]}", task_queue=task_queue, result_type=ClusterUpgradeResult)
     result = await handle.result()
     assert result.outcome == "dry-run"
@@ -204,7 +204,7 @@ async def test_an_abort_reaches_the_running_phase(dev_server: Any, temporal_clie
     await worker_for(sim, env={"CLUSTERSIM_URL": sim.url})
     plan_ = ClusterUpgradePlan(infra_nodes=upgrade_input(tmp_path, "region=infra", BatchPolicy(serial="50%", canary=1)))
     handle: WorkflowHandle[Any, Any] = await temporal_client.start_workflow(
-        ClusterUpgradeWorkflow.run, ClusterUpgradeInput(plan=plan_, search_attributes=False, requested_by="e2e"),
+        ClusterUpgradeWorkflow.run, ClusterUpgradeInput(plan=plan_, search_attributes=False, approvals={"requested_by": "e2e"}),
         id=f"cu-{uuid.uuid4().hex[:8]}", task_queue=task_queue, result_type=ClusterUpgradeResult)
     st = await wait_gate(handle, "canary")
     child_id = next(p for p in st.phases if p.name == "infra-nodes").child_id

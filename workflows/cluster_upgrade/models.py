@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field, model_validator
 from workflows.control_plane.models import ControlPlaneUpgradeInput
 from workflows.etcd.models import EtcdBackupInput
 from workflows.gluster.models import GlusterRecoveryInput
-from workflows.kit.inputs import AlertGatePolicy
+from workflows.kit.inputs import ProcedureInput
 from workflows.kit.models import ChangedItem, ProcedureResult, ProcedureStatus
 from workflows.node_selectors.models import NodeSelectorMigrationInput
 from workflows.node_upgrade.models import NodeUpgradeInput
@@ -34,9 +34,9 @@ ALERT_GATED_PHASES = ("control-plane", "master-nodes", "infra-nodes", "compute-n
 class ClusterUpgradePlan(BaseModel):
     """One input per phase (None = skip). ``control_plane`` without its own etcd backup is told
     that the ``etcd-backup`` phase took it, and without its own ``etcd_members`` checks the health
-    of that phase's members."""
+    of that phase's members. The cluster is the upgrade's own (``ClusterUpgradeInput.cluster``),
+    given to every phase."""
 
-    cluster: str = "default"
     gluster: GlusterRecoveryInput | None = None
     etcd_backup: EtcdBackupInput | None = None
     control_plane: ControlPlaneUpgradeInput | None = None
@@ -72,8 +72,11 @@ class ClusterUpgradePlan(BaseModel):
         return getattr(self, name.replace("-", "_"))
 
 
-class ClusterUpgradeInput(BaseModel):
-    """The run's input: the validated plan plus who and how.
+class ClusterUpgradeInput(ProcedureInput):
+    """The run's input: the validated plan plus the kit's fields (:class:`workflows.kit.inputs.
+    ProcedureInput`): ``cluster`` (every phase's), ``approvals`` (the phase gates' rules; the
+    requester is passed to every phase), ``gates`` (the phase retry gates' timeout and its
+    outcome), ``dry_run`` (every phase runs dry).
 
     ``alerts``: the Prometheus alert gate (:class:`workflows.kit.inputs.AlertGatePolicy`, the
     CLI's ``--alert-gate URL``): no phase of :data:`ALERT_GATED_PHASES` starts while a blocking
@@ -81,13 +84,6 @@ class ClusterUpgradeInput(BaseModel):
     nodeSelector migration) gets this one, so it gates each node too; None: no gate."""
 
     plan: ClusterUpgradePlan
-    requested_by: str = "unknown"
-    four_eyes: bool = False
-    allowed_approvers: list[str] = Field(default_factory=list)
-    search_attributes: bool = True
-    dry_run: bool = False
-    gate_timeout_seconds: float | None = Field(None, gt=0)
-    alerts: AlertGatePolicy | None = None
 
 
 class PhaseStatus(BaseModel):

@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.control_plane.workflow import ControlPlaneUpgradeWorkflow
     from workflows.etcd.backup import EtcdBackupWorkflow
     from workflows.gluster.workflow import GlusterRecoveryWorkflow
-    from workflows.kit.models import ApprovalRules, ChangedItem, ControlInput, GateKind, GateState, GateTimeoutOutcome, failure_message
+    from workflows.kit.models import ApprovalRules, ChangedItem, ControlInput, failure_message
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.node_selectors.workflow import NodeSelectorMigrationWorkflow
     from workflows.node_upgrade.plan import plan_lines
@@ -78,10 +78,8 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
             PhaseStatus(name=p, child_type=CHILDREN[p].__name__, state="pending" if input.plan.phase_input(p) is not None else "skipped")
             for p in PHASES])
         self.kit_init(
-            procedure=PROCEDURE_CLUSTER_UPGRADE, noun="cluster upgrade", cluster=input.plan.cluster,
-            rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
-            status=self._status, search_attributes=input.search_attributes, pause_on_reject=False, reject_note="cluster upgrade stops",
-            alerts=input.alerts,
+            procedure=PROCEDURE_CLUSTER_UPGRADE, noun="cluster upgrade", input=input, status=self._status,
+            pause_on_reject=False, reject_note="cluster upgrade stops",
         )
 
     @workflow.query
@@ -112,10 +110,13 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
         inp = self._in.plan.phase_input(phase)
         assert inp is not None
         update: dict[str, Any] = {}
+        requester = self._in.approvals.requested_by
         if isinstance(getattr(inp, "approvals", None), ApprovalRules):  # a ProcedureInput: the nested rules
-            update["approvals"] = inp.approvals.model_copy(update={"requested_by": self._in.requested_by})  # type: ignore[attr-defined]
+            update["approvals"] = inp.approvals.model_copy(update={"requested_by": requester})  # type: ignore[attr-defined]
         elif hasattr(inp, "requested_by"):
-            update["requested_by"] = self._in.requested_by
+            update["requested_by"] = requester
+        if hasattr(inp, "cluster"):
+            update["cluster"] = self._in.cluster  # every phase works on the upgrade's cluster
         if hasattr(inp, "search_attributes"):
             update["search_attributes"] = False  # the child's ID carries the parent's; keep one set of attributes
         if hasattr(inp, "dry_run"):
@@ -223,11 +224,9 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
             ph.state = "waiting-retry"
             gate_id = f"phase/{ph.name}/{ph.attempts}"
             comment = f"phase {ph.name} did not complete ({ph.child_id}): {message}. Fix it, then approve to retry the phase, reject to abort."
-            gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=self._in.gate_timeout_seconds, comment=comment,
-                                   opened_by="lockkeeper", record_comment=comment)
-            self.touch()
-            await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=self._in.gate_timeout_seconds)
-            if gate.state != GateState.APPROVED:
+            answer = await self.gates.step(gate_id, comment, self.gate_policy)
+            gate = answer.gate
+            if not answer.passed:
                 ph.state = "aborted"
                 if not self.control.abort:
                     self.control.request_abort(f"phase {ph.name} not retried: gate {gate_id} {gate.state}", gate.decided_by or "timeout")

@@ -30,15 +30,15 @@ def start_cluster_upgrade(
 ) -> None:
     """Run the whole cluster upgrade of a plan file as durable child procedures (R3)."""
     data = read_yaml(plan, "'--plan'", mapping="expected a mapping of phases")
-    if start.cluster_flag:
-        data["cluster"] = start.cluster_flag
-    data.setdefault("cluster", start.settings.cluster)
-    inp = start.validated(PROCEDURE, "invalid upgrade plan:\n  ", plan=data, requested_by=start.who,
-                          four_eyes=approvals.four_eyes, dry_run=start.dry_run, alerts=alerts)
+    # The plan file may name its cluster (``cluster: NAME``); --cluster wins, then the settings'.
+    named = data.pop("cluster", None)
+    cluster = start.cluster_flag or named or start.settings.cluster
+    inp = start.validated(PROCEDURE, "invalid upgrade plan:\n  ", plan=data, cluster=cluster,
+                          approvals=approvals.nested(start.who), dry_run=start.dry_run, alerts=alerts)
     if inp.plan.control_plane is not None and (problem := inp.plan.control_plane.etcd_health_problem()) is not None:
         err(f"error: invalid upgrade plan: control_plane: {problem}")
         raise typer.Exit(EXIT_USAGE)
-    start.go(start.request(PROCEDURE, inp, cluster=inp.plan.cluster, summary=f"cluster upgrade of {inp.plan.cluster} by {start.who}"),
+    start.go(start.request(PROCEDURE, inp, cluster=inp.cluster, summary=f"cluster upgrade of {inp.cluster} by {start.who}"),
              dry_run=_dry_run)
 
 
