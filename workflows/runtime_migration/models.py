@@ -306,8 +306,8 @@ class NodeMigrationResult(BaseModel):
 
 class RuntimeMigrationStatus(ProcedureStatus):
     """``status`` of the migration: ``stage`` preflight/nodes/post-check/done; per node its row
-    (:class:`NodeMigrationStatus`); the preflight's findings; the post-check findings and the
-    install offer; ``current`` the node being migrated."""
+    (:class:`NodeMigrationStatus`); the post-check findings and the install offer; ``current``
+    the node being migrated (the preflight's findings are the result's)."""
 
     procedure: str = PROCEDURE_RUNTIME_MIGRATION
     stage: Literal["preflight", "nodes", "post-check", "done", "failed"] = "preflight"
@@ -317,17 +317,17 @@ class RuntimeMigrationStatus(ProcedureStatus):
     node_order: str = "as-listed"
     order: list[str] = Field(default_factory=list)
     current: str | None = None
-    preflight: list[str] = Field(default_factory=list)
     peers: list[str] = Field(default_factory=list)
     findings: list[PackageFinding] = Field(default_factory=list)
     installed: dict[str, list[str]] = Field(default_factory=dict)
 
 
 class RuntimeMigrationResult(ProcedureResult):
-    """``outcome`` completed / failed / aborted; per-node results; the post-check findings."""
+    """``outcome`` completed / failed / aborted / refused (a precondition failed) / dry-run;
+    per-node results; the post-check findings; ``preflight`` the preflight's findings."""
 
     procedure: str = PROCEDURE_RUNTIME_MIGRATION
-    outcome: Literal["completed", "failed", "aborted", "refused"] = "completed"
+    outcome: Literal["completed", "failed", "aborted", "refused", "dry-run"] = "completed"
     nodes: list[NodeMigrationResult] = Field(default_factory=list)
     findings: list[PackageFinding] = Field(default_factory=list)
     installed: dict[str, list[str]] = Field(default_factory=dict)
