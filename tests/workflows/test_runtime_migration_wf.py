@@ -72,7 +72,6 @@ from workflows.runtime_migration.models import (
     RuntimeMigrationResult,
     RuntimeMigrationStatus,
     Timing,
-    UnknownOutcomeInput,
 )
 
 pytestmark = pytest.mark.timeout(180)
@@ -391,8 +390,9 @@ async def test_lost_reboot_without_new_boot_id_asks_and_mark_done_needs_a_commen
         assert 300 <= (row.deadline - row.since).total_seconds() <= 400, (row.since, row.deadline)
         st = await _status(env, h, _waiting("reboot/g1/1"))  # the kit's reboot gate
         assert next(g for g in st.gates if g.id == "reboot/g1/1").choices == ["wait", "rerun", "mark-done"]
-        with pytest.raises(WorkflowUpdateFailedError):
-            await _update(env, h, "resolve_unknown", UnknownOutcomeInput(gate_id="reboot/g1/1", choice="mark-done", identity="bob"))
+        with pytest.raises(WorkflowUpdateFailedError) as refused:  # mark-done says what was checked
+            await _update(env, h, "decide", DecideInput(node="reboot/g1/1", decision="mark-done", identity="bob"))
+        assert "needs a comment" in str(refused.value.cause), refused.value.cause
         await _update(env, h, "reject", RejectInput(gate_id="reboot/g1/1", identity="bob", comment="host never went down"))
 
     result = await _run(env, world, body)
@@ -411,7 +411,7 @@ async def test_unknown_gate_reruns_only_on_the_explicit_choice_never_on_a_commen
         st = await _status(env, h, _waiting("g1/unknown/scale-up"))
         assert next(g for g in st.gates if g.id == "g1/unknown/scale-up").choices == ["mark-done", "rerun"]
         with pytest.raises(WorkflowUpdateFailedError):  # not one of its choices
-            await _update(env, h, "resolve_unknown", UnknownOutcomeInput(gate_id="g1/destructive/approve-delete", choice="rerun", identity="bob"))
+            await _update(env, h, "decide", DecideInput(node="g1/destructive/approve-delete", decision="rerun", identity="bob"))
         # `lockkeeper decide ID GATE rerun` (the kit's decide on the gate's choices)
         await _update(env, h, "decide", DecideInput(node="g1/unknown/scale-up", decision="rerun", identity="bob"))
         # the second run is lost too: this time an approval whose comment starts with "rerun" marks it done
@@ -433,7 +433,7 @@ async def test_lost_scaleup_opens_unknown_gate_and_abort_reports_the_deleted_nod
         await _approve(env, h, "g1/destructive/approve-delete")
         st = await _status(env, h, _waiting("g1/unknown/scale-up"))
         assert st.nodes["g1"].node_deleted
-        await _update(env, h, "resolve_unknown", UnknownOutcomeInput(gate_id="g1/unknown/scale-up", choice="abort", identity="bob"))
+        await _update(env, h, "reject", RejectInput(gate_id="g1/unknown/scale-up", identity="bob", comment="abort"))
 
     result = await _run(env, world, body)
     assert result.outcome == "aborted"

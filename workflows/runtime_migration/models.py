@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from activities.cluster.models import DrainReport
 from activities.host.models import CommandResult, HostAccess
 from workflows.kit.inputs import MaintenanceWindows, NodeOrder, ProcedureInput
-from workflows.kit.models import Gate, GateRecord, GateState, OperatorInput, ProcedureResult, ProcedureStatus
+from workflows.kit.models import Gate, GateRecord, GateState, ProcedureResult, ProcedureStatus
 
 #: Procedure name (spec name, LockkeeperProcedure, CLI ``start runtime-migration``).
 PROCEDURE_RUNTIME_MIGRATION = "runtime-migration"
@@ -262,18 +262,6 @@ class NodeMigrationInput(BaseModel):
     #: ``retry-node``: the row the previous attempt ended with (its record, done steps, whether
     #: the Node was deleted); the retry skips the done steps and repeats the one that stopped.
     previous: NodeMigrationStatus | None = None
-
-
-class UnknownOutcomeInput(OperatorInput):
-    """The ``resolve_unknown`` update: answer an unknown-outcome gate with one of its choices
-    (``rerun``, ``mark-done``: a comment saying what was checked is required; the reboot's gate
-    also ``wait``) or ``abort``; with the
-    decision's ``sent_at`` / ``deadline`` / ``connection_identity`` (:class:`~workflows.kit.models.OperatorInput`)."""
-
-    gate_id: str
-    choice: Literal["rerun", "mark-done", "wait", "abort"]
-    identity: str
-    comment: str = ""
 
 
 # --- post-check ---------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ procedures-spec §6.3).
 
 A node's gates live in its child and are decided there (the kit's child report shows them here
 with the child as their owner, and ``lockkeeper approve/reject/decide`` answers them on the child;
-the child's ``resolve_unknown`` answers an unknown-outcome gate with rerun / mark-done / abort);
+``decide GATE rerun|mark-done`` answers an unknown-outcome gate there, reject aborts);
 ``decide`` on a node answers a blocked drain; ``abort`` stops the node at its next safe point. Leases: ``node/<cluster>/<node>`` for every migrated node.
 """
 
