@@ -13,7 +13,6 @@ The Kubernetes ones are synchronous (the gateway's client blocks); the command o
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -40,8 +39,6 @@ from activities.runtime_migration.models import (
     PodsOnNodeInput,
     SaveRecordInput,
     SaveRecordResult,
-    WhichInput,
-    WhichResult,
 )
 
 #: Activity names, as workflows call them.
@@ -50,7 +47,6 @@ DELETE_RECORDED_NODE = "delete_recorded_node"
 LIST_PODS_ON_NODE = "list_pods_on_node"
 LIST_NODE_LABELS = "list_node_labels"
 RUN_EXTERNAL_COMMAND = "run_external_command"
-WHICH_PROGRAMS = "which_programs"
 SAVE_NODE_RECORD = "save_node_record"
 
 
@@ -156,7 +152,7 @@ class ExternalActivities:
 
     def activities(self) -> list[Callable[..., Any]]:
         """Every activity of this class, bound."""
-        return [self.run_external_command, self.which_programs]
+        return [self.run_external_command]
 
     @activity.defn(name=RUN_EXTERNAL_COMMAND, no_thread_cancel_exception=True)
     async def run_external_command(self, input: ExternalCommandInput) -> CommandResult:
@@ -164,18 +160,6 @@ class ExternalActivities:
         A program that does not exist is exit 127 with the OS error in stderr."""
         log().info(f"external command: {' '.join(input.argv)}")
         return await self.executor.run(list(input.argv), timeout=input.timeout_seconds, env=input.env)
-
-    @activity.defn(name=WHICH_PROGRAMS, no_thread_cancel_exception=True)
-    async def which_programs(self, input: WhichInput) -> WhichResult:
-        """Resolve each program on the worker's PATH (an absolute path must be executable)."""
-        out = WhichResult()
-        for prog in input.programs:
-            path = shutil.which(prog)
-            if path:
-                out.found[prog] = path
-            else:
-                out.missing.append(prog)
-        return out
 
 
 def gluster_read_adapter(gateway_factory: Callable[[], Any]) -> list[Callable[..., Any]]:

@@ -23,19 +23,6 @@ class ExternalCommandInput(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
 
 
-class WhichInput(BaseModel):
-    """Program names (``argv[0]`` of the external steps) to resolve on the worker's PATH."""
-
-    programs: list[str]
-
-
-class WhichResult(BaseModel):
-    """``found``: program → resolved path; ``missing``: programs not found."""
-
-    found: dict[str, str] = Field(default_factory=dict)
-    missing: list[str] = Field(default_factory=list)
-
-
 class NodeObjectInput(BaseModel):
     """Read Node ``node`` (absent is an answer, not an error)."""
 

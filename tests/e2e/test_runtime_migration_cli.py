@@ -49,6 +49,8 @@ async def test_start_status_reject_through_the_cli(dev_server: Any, temporal_cli
             "--identity", "alice"]
     code, out, err = await lk(dev_server.address, task_queue, *args, "--dry-run")
     assert code == 0, out + err
+    # the preconditions through the SSH executor the migration uses (issue 39)
+    assert f"host-executable    yum on {NODE}" in out and f"reboot-access" in out and "FAILED" not in out, out + err
     code, out, err = await lk(dev_server.address, task_queue, *args, "-o", "json")
     assert code == 0, out + err
     wf_id = json.loads(out)["workflow_id"] if out.strip().startswith("{") else out.split()[-1]
@@ -85,4 +87,27 @@ async def test_start_status_reject_through_the_cli(dev_server: Any, temporal_cli
     assert "approve-migration" in (result.nodes[0].reason or "") and "before the destructive steps" in (result.nodes[0].reason or "")
     cmds = commands(await sim_get(sim, f"hosts/{NODE}"))
     assert not any(c[:2] == ["systemctl", "stop"] for c in cmds), "nothing was done to the node"
+    assert not sim.store.get("nodes", NODE)["spec"].get("unschedulable")
+
+
+async def test_a_missing_program_is_refused_before_any_change(dev_server: Any, temporal_client: Client, sim_factory: Any,
+                                                             worker_process_factory: Any, task_queue: str) -> None:
+    """Issue 39: the scale-up's program is not on the worker. The dry run lists every check with
+    the failed one and exits 2; the real start is refused the same way (exit 2, one line per
+    problem) and nothing is done to the node."""
+    sim = await sim_factory("r4-crio-to-docker", time_scale=SCALE)
+    worker = worker_process_factory(address=dev_server.address, kubeconfig=sim.kubeconfig_path, task_queue=task_queue,
+                                    env=hosts_env(sim))
+    await worker.start()
+    args = ["start", "runtime-migration", "--node", NODE, "--to", "docker", "--ssh-map", hosts_env(sim)["CLUSTERSIM_SSH_MAP"],
+            "--ssh-user", "root", "--gluster-namespace", "app-storage", "--scaleup-command", "no-such-playbook-runner scaleup.yml",
+            "--identity", "alice"]
+    code, out, err = await lk(dev_server.address, task_queue, *args, "--dry-run")
+    assert code == 2, out + err
+    assert "FAILED   worker-executable  no-such-playbook-runner on the worker" in out and f"ok       names-exist" in out, out
+    code, out, err = await lk(dev_server.address, task_queue, *args)
+    assert code == 2, out + err
+    assert "refused before any change" in err and "no-such-playbook-runner on the worker" in err, err
+    cmds = commands(await sim_get(sim, f"hosts/{NODE}"))
+    assert cmds and all(c[0] in ("command", "true") for c in cmds), cmds  # only the checks ran there (command -v, true)
     assert not sim.store.get("nodes", NODE)["spec"].get("unschedulable")

@@ -31,7 +31,7 @@ from tests.e2e.test_runtime_migration_e2e import (
     start_migration,
     status_of,
 )
-from workflows.runtime_migration.models import UnknownOutcomeInput
+from workflows.kit.models import DecideInput
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -145,8 +145,8 @@ async def test_kill_during_scaleup_opens_unknown_gate_then_mark_done(r4_env: dic
     await wait_until(ended, timeout=60)
     runs = playbook_runs(await sim_get(sim, "external"), "openshift-node/scaleup.yml")
     assert runs[0]["exit"] == 0, runs
-    await gate_handle(handle, gate, st).execute_update("resolve_unknown", UnknownOutcomeInput(
-        gate_id=gate.id, choice="mark-done", identity=APPROVER, comment="scale-up ran to its end: exit 0 in the playbook log"))
+    await gate_handle(handle, gate, st).execute_update("decide", DecideInput(
+        node=gate.id, decision="mark-done", identity=APPROVER, comment="scale-up ran to its end: exit 0 in the playbook log"))
     await drive(handle)
     result = await handle.result()
     assert result.outcome == "completed", result.message

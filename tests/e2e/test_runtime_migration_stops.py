@@ -40,7 +40,7 @@ from workflows.kit.models import RejectInput
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 NODE = "gluster1.demo"
-READ_ONLY = {"hostname", "cat", "rpm", "grep", "systemctl is-active", "systemctl is-enabled", "test", "getent", "find"}
+READ_ONLY = {"hostname", "true", "command", "cat", "rpm", "grep", "systemctl is-active", "systemctl is-enabled", "test", "getent", "find"}
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from lockkeeper.cli.decisions import stamp_decision
 from workflows.kit.models import RevertInput as KitRevertInput
 from workflows.network_migration.models import RevertInput as NetworkRevertInput
-from workflows.runtime_migration.models import UnknownOutcomeInput
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -32,9 +31,3 @@ def test_the_cli_revert_decodes_stamped_as_each_procedures_model(model: type) ->
     (old,) = conv.from_payloads(conv.to_payloads([{"identity": "bob"}]), [model])
     assert old.deadline is None and old.sent_at is None
 
-
-def test_resolve_unknown_input_carries_the_deadline_fields() -> None:
-    inp = UnknownOutcomeInput(gate_id="g1/unknown/reboot", choice="rerun", identity="bob")
-    assert inp.deadline is None
-    stamped, deadline = stamp_decision(inp, 10.0, None)
-    assert stamped.deadline == deadline and stamped.sent_at is not None and stamped.connection_identity is None

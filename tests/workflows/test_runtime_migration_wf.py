@@ -59,10 +59,9 @@ from activities.runtime_migration.models import (
     PodsOnNodeInput,
     SaveRecordInput,
     SaveRecordResult,
-    WhichInput,
-    WhichResult,
 )
 from lockkeeper.cli.operate import owner_of
+from wf_fakes import preflight_activity
 from workflows import WORKFLOWS
 from workflows.kit.models import ApprovalRules, ApproveInput, DecideInput, GateState, RejectInput
 from workflows.runtime_migration import RuntimeMigrationWorkflow
@@ -73,7 +72,6 @@ from workflows.runtime_migration.models import (
     RuntimeMigrationResult,
     RuntimeMigrationStatus,
     Timing,
-    UnknownOutcomeInput,
 )
 
 pytestmark = pytest.mark.timeout(180)
@@ -90,7 +88,9 @@ class World:
     activity hangs past its timeout (outcome unknown); ``reboot_takes_effect``: a reboot really
     changes the boot_id."""
 
-    def __init__(self, lose: set[str] = frozenset(), reboot_takes_effect: bool = True) -> None:
+    def __init__(self, lose: set[str] = frozenset(), reboot_takes_effect: bool = True, failing: dict[str, str] | None = None) -> None:
+        #: The kit's precondition check (wf_fakes.preflight_activity): these kinds or subjects fail.
+        self.preflight = preflight_activity(failing)
         self.lose = set(lose)
         self.reboot_takes_effect = reboot_takes_effect
         self.units = {u: [True, True] for u in ("atomic-openshift-node", "crio", "dnsmasq")}  # enabled, active
@@ -231,10 +231,6 @@ class World:
         self.node["metadata"]["labels"].update({k: v for k, v in input.labels.items() if v is not None})
         return NodeInfo(name=input.node)
 
-    @activity.defn(name="which_programs")
-    async def which_programs(self, input: WhichInput) -> WhichResult:
-        return WhichResult(found={p: f"/usr/bin/{p}" for p in input.programs})
-
     @activity.defn(name="run_external_command")
     async def run_external_command(self, input: ExternalCommandInput) -> CommandResult:
         self.externals.append(list(input.argv))
@@ -291,7 +287,7 @@ class World:
 
     def activities(self) -> list[Callable[..., Any]]:
         return [self.run_node_command, self.read_node_object, self.delete_recorded_node, self.list_pods_on_node,
-                self.list_node_labels, self.set_node_labels, self.which_programs, self.run_external_command, self.cordon_node,
+                self.list_node_labels, self.set_node_labels, self.preflight, self.run_external_command, self.cordon_node,
                 self.drain_node, self.uncordon_node, self.record_node_event, self.read_gluster, self.save_node_record]
 
 
@@ -394,8 +390,9 @@ async def test_lost_reboot_without_new_boot_id_asks_and_mark_done_needs_a_commen
         assert 300 <= (row.deadline - row.since).total_seconds() <= 400, (row.since, row.deadline)
         st = await _status(env, h, _waiting("reboot/g1/1"))  # the kit's reboot gate
         assert next(g for g in st.gates if g.id == "reboot/g1/1").choices == ["wait", "rerun", "mark-done"]
-        with pytest.raises(WorkflowUpdateFailedError):
-            await _update(env, h, "resolve_unknown", UnknownOutcomeInput(gate_id="reboot/g1/1", choice="mark-done", identity="bob"))
+        with pytest.raises(WorkflowUpdateFailedError) as refused:  # mark-done says what was checked
+            await _update(env, h, "decide", DecideInput(node="reboot/g1/1", decision="mark-done", identity="bob"))
+        assert "needs a comment" in str(refused.value.cause), refused.value.cause
         await _update(env, h, "reject", RejectInput(gate_id="reboot/g1/1", identity="bob", comment="host never went down"))
 
     result = await _run(env, world, body)
@@ -414,7 +411,7 @@ async def test_unknown_gate_reruns_only_on_the_explicit_choice_never_on_a_commen
         st = await _status(env, h, _waiting("g1/unknown/scale-up"))
         assert next(g for g in st.gates if g.id == "g1/unknown/scale-up").choices == ["mark-done", "rerun"]
         with pytest.raises(WorkflowUpdateFailedError):  # not one of its choices
-            await _update(env, h, "resolve_unknown", UnknownOutcomeInput(gate_id="g1/destructive/approve-delete", choice="rerun", identity="bob"))
+            await _update(env, h, "decide", DecideInput(node="g1/destructive/approve-delete", decision="rerun", identity="bob"))
         # `lockkeeper decide ID GATE rerun` (the kit's decide on the gate's choices)
         await _update(env, h, "decide", DecideInput(node="g1/unknown/scale-up", decision="rerun", identity="bob"))
         # the second run is lost too: this time an approval whose comment starts with "rerun" marks it done
@@ -436,9 +433,37 @@ async def test_lost_scaleup_opens_unknown_gate_and_abort_reports_the_deleted_nod
         await _approve(env, h, "g1/destructive/approve-delete")
         st = await _status(env, h, _waiting("g1/unknown/scale-up"))
         assert st.nodes["g1"].node_deleted
-        await _update(env, h, "resolve_unknown", UnknownOutcomeInput(gate_id="g1/unknown/scale-up", choice="abort", identity="bob"))
+        await _update(env, h, "reject", RejectInput(gate_id="g1/unknown/scale-up", identity="bob", comment="abort"))
 
     result = await _run(env, world, body)
     assert result.outcome == "aborted"
     assert sum(1 for a in world.externals if a[-1] == "scaleup.yml") == 1
     assert "DELETED" in (result.nodes[0].reason or "")
+
+
+async def test_a_missing_host_program_refuses_the_start_before_any_write(time_skipping_env: Any) -> None:
+    """Issue 39: the preconditions come first; ``yum`` missing on g1 (``command -v`` through its
+    SSH) refuses the run, one line per problem, before any lease, host command or Node write."""
+    env, world = time_skipping_env, World(failing={"yum on g1": "not found (command -v yum printed nothing)"})
+
+    async def body(h: WorkflowHandle) -> None:
+        return None
+
+    result = await _run(env, world, body)
+    assert result.outcome == "refused", result.message
+    assert result.problems == ["yum on g1: not found (command -v yum printed nothing) (needed: a host step of its migration runs it)"], result.problems
+    assert world.log == [] and world.externals == [] and world.units["crio"] == [True, True] and world.node["spec"] == {}
+    checked = world.preflight.calls[0].preconditions
+    assert {p.subject() for p in checked} >= {"hook on the worker", "ansible-playbook on the worker", "systemctl on g1", "node g1"}
+
+
+async def test_the_dry_run_checks_every_precondition_and_writes_nothing(time_skipping_env: Any) -> None:
+    env, world = time_skipping_env, World(failing={"ansible-playbook on the worker": "not found on PATH"})
+
+    async def body(h: WorkflowHandle) -> None:
+        return None
+
+    result = await _run(env, world, body, _input().model_copy(update={"dry_run": True}))
+    assert result.outcome == "dry-run" and result.problems == ["ansible-playbook on the worker: not found on PATH (needed: an external "
+                                                               "command of each node's migration runs it)"], result
+    assert len(result.preconditions) == len(world.preflight.calls[0].preconditions) and world.log == [] and world.externals == []

@@ -499,6 +499,9 @@ class GatedNodeRunWorkflow(GateUpdates, NodeRunWorkflow):
     in the run whose gate it is."""
 
     gates: Gates
+    #: Choices a person must explain: ``decide`` of one of these without a comment is refused
+    #: (e.g. ``mark-done``, which vouches for a step whose outcome was lost). Empty: none.
+    choices_needing_comment: frozenset[str] = frozenset()
 
     @workflow.update
     def decide(self, input: DecideInput) -> DecideResult:
@@ -507,4 +510,6 @@ class GatedNodeRunWorkflow(GateUpdates, NodeRunWorkflow):
 
     @decide.validator
     def _validate_decide(self, input: DecideInput) -> None:
-        self.gates.check_choice(input.model_copy(update={"gate_id": input.gate_id or input.node}), input.decision)
+        gate = self.gates.check_choice(input.model_copy(update={"gate_id": input.gate_id or input.node}), input.decision)
+        if input.decision in self.choices_needing_comment and not input.comment.strip():
+            raise ValueError(f"gate {gate.id}: {input.decision} needs a comment saying what was checked")

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from activities.cluster.models import DrainReport
 from activities.host.models import CommandResult, HostAccess
 from workflows.kit.inputs import MaintenanceWindows, NodeOrder, ProcedureInput
-from workflows.kit.models import Gate, GateRecord, GateState, OperatorInput, ProcedureResult, ProcedureStatus
+from workflows.kit.models import Gate, GateRecord, GateState, ProcedureResult, ProcedureStatus
 
 #: Procedure name (spec name, LockkeeperProcedure, CLI ``start runtime-migration``).
 PROCEDURE_RUNTIME_MIGRATION = "runtime-migration"
@@ -264,18 +264,6 @@ class NodeMigrationInput(BaseModel):
     previous: NodeMigrationStatus | None = None
 
 
-class UnknownOutcomeInput(OperatorInput):
-    """The ``resolve_unknown`` update: answer an unknown-outcome gate with one of its choices
-    (``rerun``, ``mark-done``: a comment saying what was checked is required; the reboot's gate
-    also ``wait``) or ``abort``; with the
-    decision's ``sent_at`` / ``deadline`` / ``connection_identity`` (:class:`~workflows.kit.models.OperatorInput`)."""
-
-    gate_id: str
-    choice: Literal["rerun", "mark-done", "wait", "abort"]
-    identity: str
-    comment: str = ""
-
-
 # --- post-check ---------------------------------------------------------------------------------
 
 
@@ -306,8 +294,8 @@ class NodeMigrationResult(BaseModel):
 
 class RuntimeMigrationStatus(ProcedureStatus):
     """``status`` of the migration: ``stage`` preflight/nodes/post-check/done; per node its row
-    (:class:`NodeMigrationStatus`); the preflight's findings; the post-check findings and the
-    install offer; ``current`` the node being migrated."""
+    (:class:`NodeMigrationStatus`); the post-check findings and the install offer; ``current``
+    the node being migrated (the preflight's findings are the result's)."""
 
     procedure: str = PROCEDURE_RUNTIME_MIGRATION
     stage: Literal["preflight", "nodes", "post-check", "done", "failed"] = "preflight"
@@ -317,17 +305,17 @@ class RuntimeMigrationStatus(ProcedureStatus):
     node_order: str = "as-listed"
     order: list[str] = Field(default_factory=list)
     current: str | None = None
-    preflight: list[str] = Field(default_factory=list)
     peers: list[str] = Field(default_factory=list)
     findings: list[PackageFinding] = Field(default_factory=list)
     installed: dict[str, list[str]] = Field(default_factory=dict)
 
 
 class RuntimeMigrationResult(ProcedureResult):
-    """``outcome`` completed / failed / aborted; per-node results; the post-check findings."""
+    """``outcome`` completed / failed / aborted / refused (a precondition failed) / dry-run;
+    per-node results; the post-check findings; ``preflight`` the preflight's findings."""
 
     procedure: str = PROCEDURE_RUNTIME_MIGRATION
-    outcome: Literal["completed", "failed", "aborted", "refused"] = "completed"
+    outcome: Literal["completed", "failed", "aborted", "refused", "dry-run"] = "completed"
     nodes: list[NodeMigrationResult] = Field(default_factory=list)
     findings: list[PackageFinding] = Field(default_factory=list)
     installed: dict[str, list[str]] = Field(default_factory=dict)

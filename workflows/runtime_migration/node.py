@@ -37,13 +37,13 @@ with workflow.unsafe.imports_passed_through():
         SaveRecordResult,
     )
     from workflows.kit import calls as acts
-    from workflows.kit.control import Aborted, Control, RevertRequested, check_in_time
+    from workflows.kit.control import Aborted, Control, RevertRequested
     from workflows.kit.drain import DrainGateState
     from workflows.kit.gates import Gates
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.kit.host import HostSteps, RebootFailed, reboot
     from workflows.kit.inputs import GatePolicy
-    from workflows.kit.models import DrainDecision, Gate, GateKind, GateRecord, GateState, HealthStatus, NodeControlInput, failure_message
+    from workflows.kit.models import DrainDecision, GateKind, GateRecord, GateState, HealthStatus, NodeControlInput, failure_message
     from workflows.kit.noderun import GatedNodeRunWorkflow, NodeRun, StopKind, Stopped
     from workflows.kit.report import ChildReport, Reporter
     from workflows.runtime_migration import plan
@@ -55,7 +55,6 @@ with workflow.unsafe.imports_passed_through():
         NodeMigrationStatus,
         LastCommand,
         NodeRecordView,
-        UnknownOutcomeInput,
     )
     from workflows.runtime_migration.rejoin import RejoinSteps, StepStopped
 
@@ -73,6 +72,8 @@ BEFORE_DESTRUCTIVE = ("start", "safety", "approve-migration", "drain", "record")
 @workflow.defn
 class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
     """Input :class:`NodeMigrationInput`, result :class:`NodeMigrationResult` (see the module doc)."""
+
+    choices_needing_comment = frozenset({"mark-done"})  # ``decide GATE mark-done`` says what was checked
 
     @workflow.init
     def __init__(self, input: NodeMigrationInput) -> None:
@@ -131,29 +132,6 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
             self.skip_by = NodeControlInput(node=self.node, identity=identity, comment=comment)
         self.control.request_abort(f"{'skipped' if kind == 'skip' else 'aborted'} by {identity}", identity)
         self.node_run.request_stop(kind, identity)
-
-    @workflow.update
-    def resolve_unknown(self, input: UnknownOutcomeInput) -> Gate:
-        """Answer an unknown-outcome gate with one of its choices (``rerun``, ``mark-done``:
-        comment required, what was checked) or ``abort`` (= reject)."""
-        gate = self.gates.find_waiting(input.gate_id)
-        if input.choice == "abort":
-            self.gates.decide(gate, GateState.REJECTED, input.identity, input.comment or "abort")
-        else:
-            self.gates.choose(gate, input.choice, input.identity, input.comment or input.choice)
-        return gate
-
-    @resolve_unknown.validator
-    def _validate_resolve_unknown(self, input: UnknownOutcomeInput) -> None:
-        check_in_time(input, "resolve_unknown")
-        gate = self.gates.find_waiting(input.gate_id)
-        if not gate.choices:
-            raise ValueError(f"gate {gate.id} is not an unknown-outcome gate; use approve/reject")
-        if input.choice != "abort" and input.choice not in gate.choices:
-            raise ValueError(f"gate {gate.id}: {input.choice!r} is not one of its choices ({', '.join(gate.choices)}) or abort")
-        self.gates.check_approver(input.identity, approving=input.choice != "abort")
-        if input.choice == "mark-done" and not input.comment.strip():
-            raise ValueError("mark-done needs a comment saying what was checked")
 
     @workflow.query
     def row(self) -> NodeMigrationStatus:
@@ -217,7 +195,7 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
         A command that ran and failed: gate ``failed`` with the output tail (approve = run again
         after fixing the cause, reject = stop). A lost outcome: the unknown-outcome gate
         ``<node>/unknown/<step>`` with the explicit choices ``mark-done`` (returns None; what
-        approve takes) and ``rerun`` (the ``resolve_unknown`` update); reject = abort. Raises
+        approve takes; a comment is required) and ``rerun`` (the kit's ``decide``); reject = abort. Raises
         :class:`StepStopped`."""
         while True:
             self._at(step, f"{' '.join(argv)} (on the worker, runs once)", deadline=workflow.now() + timedelta(seconds=timeout))

@@ -1,10 +1,13 @@
 """RuntimeMigrationWorkflow: CRI-O → Docker on GlusterFS nodes, one node at a time (R4,
 procedures-spec §6.3).
 
-1. Preflight, changing nothing: the external commands resolve on the worker; every GlusterFS brick
-   online and heal clean; each node exists, carries the GlusterFS label and runs a Ready GlusterFS
-   pod; SSH reaches every node and peer; package baselines (name and version) from nodes and peers.
-   Any finding ends the run ``failed`` with the findings, before a single write.
+1. Preconditions as data (:meth:`RuntimeMigrationWorkflow._preconditions`, checked by the kit):
+   the external commands' programs on the worker, the nodes exist with the GlusterFS label, SSH
+   to each node and its host programs; a failed one refuses the start (outcome ``refused``, the
+   CLI exits 2) before any lease or write; ``dry_run`` ends here (outcome ``dry-run``). Then the
+   preflight, changing nothing: every GlusterFS brick online and heal clean; each node runs a
+   Ready GlusterFS pod; SSH reaches every peer; package baselines (name and version) from nodes
+   and peers. Any finding ends the run ``failed`` with the findings, before a single write.
 2. Per node, in the given order, a child :class:`RuntimeMigrationNodeWorkflow` (steps 1-22); the
    next node starts only after the previous one ended ``done`` (or ``skipped``). A node the
    operator holds (``lockkeeper hold``) is passed over until its hold ends (:mod:`.nodecontrol`). A node that
@@ -20,7 +23,7 @@ procedures-spec §6.3).
 
 A node's gates live in its child and are decided there (the kit's child report shows them here
 with the child as their owner, and ``lockkeeper approve/reject/decide`` answers them on the child;
-the child's ``resolve_unknown`` answers an unknown-outcome gate with rerun / mark-done / abort);
+``decide GATE rerun|mark-done`` answers an unknown-outcome gate there, reject aborts);
 ``decide`` on a node answers a blocked drain; ``abort`` stops the node at its next safe point. Leases: ``node/<cluster>/<node>`` for every migrated node.
 """
 
@@ -34,7 +37,8 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.host.models import CommandResult
-    from activities.runtime_migration.models import ListNodesInput, NodeLabels, NodeObject, NodeObjectInput, PodsOnNode, PodsOnNodeInput, WhichInput, WhichResult
+    from activities.preflight.models import HostExecutable, NamesExist, Precondition, RebootAccess, WorkerExecutable
+    from activities.runtime_migration.models import ListNodesInput, NodeLabels, NodeObject, NodeObjectInput, PodsOnNode, PodsOnNodeInput
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted
     from workflows.kit.drain import check_decision
@@ -72,6 +76,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.runtime_migration.postcheck import post_check, summary
 
 MASTER_LABEL = "node-role.kubernetes.io/master"
+#: The programs the node's host steps run besides coreutils (``command -v`` on each node first).
+HOST_PROGRAMS = ("systemctl", "rpm", "yum", "getent")
 
 
 def child_id(parent: str, node: str) -> str:
@@ -95,11 +101,13 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         #: each node's GlusterFS pods; rebuilt on replay from the same reads, no command of its own.
         self._brick_hosts: dict[str, set[str]] = {}
         self._gluster_pods: dict[str, list[str]] = {}
+        #: The preflight's findings (the result's ``preflight``).
+        self._findings: list[str] = []
         self.kit_init(
             procedure=PROCEDURE_RUNTIME_MIGRATION, noun="runtime migration", cluster=input.cluster,
             rules=input.approvals,
             status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
-            reject_note="the node's migration stops there", alerts=input.alerts,
+            reject_note="the node's migration stops there", alerts=input.alerts, preflight=True,
         )
         self._drain: dict[str, NodeProgress] = {}
         self._pending: list[asyncio.Future[None]] = []
@@ -215,10 +223,6 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         abort while a read of the cluster or a host check runs (:mod:`workflows.kit.planning`)."""
         inp, t = self._in, acts.Timeouts(self._in.timing.activity, 10.0)
         found: list[str] = []
-        self._preflight_step("external commands resolvable on the worker")
-        programs = sorted({s.argv[0] for s in (inp.inventory_step, inp.node_group_step, inp.scaleup_step, inp.inventory_restore_step) if s})
-        which: WhichResult = await acts.call("which_programs", WhichInput(programs=programs), WhichResult, timeouts=t)
-        found += [f"external command {p} not found on the worker" for p in which.missing]
         self._preflight_step("GlusterFS: every brick online, heal clean")
         try:
             a = await abortable(self.control, read_assessment(inp.gluster, exclude_node=None, heal=True))
@@ -234,11 +238,9 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         for n in inp.nodes:
             obj = await self._planning_read("read_node_object", NodeObjectInput(node=n), NodeObject, t)
             self._read[n] = obj
-            if not obj.exists:
-                found.append(f"node {n} does not exist")
+            if not obj.exists or obj.labels.get(key) != value:  # the preconditions saw it; it changed since
+                found.append(f"node {n} does not exist or lacks the GlusterFS label {key}={value}")
                 continue
-            if obj.labels.get(key) != value:
-                found.append(f"node {n} lacks the GlusterFS label {key}={value}")
             pods: PodsOnNode = await abortable(self.control, acts.call("list_pods_on_node", PodsOnNodeInput(
                 namespace=inp.gluster.namespace, label_selector=inp.gluster.pod_selector(), node=n), PodsOnNode, timeouts=t))
             self._gluster_pods[n] = [p.name for p in pods.pods]
@@ -249,8 +251,8 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
             labels: NodeLabels = await abortable(self.control, acts.call("list_node_labels", ListNodesInput(), NodeLabels, timeouts=t))
             peers = sorted(n for n in inp.host_access if n not in inp.nodes and n in labels.nodes and MASTER_LABEL not in labels.nodes[n])
         self._status.peers = list(peers)
-        self._preflight_step("SSH to every node and peer")
-        for n in [*inp.nodes, *peers]:
+        self._preflight_step("SSH to every peer")
+        for n in peers:
             r = await abortable(self.control, self._host(n, ["hostname"]))
             if r is None or not r.ok:
                 found.append(f"SSH to {n} ({inp.host_access[n].describe()}) failed")
@@ -297,7 +299,7 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         """Every ending's own fields: the post-check findings, the packages installed and the
         preflight's findings."""
         return {"findings": list(self._status.findings), "installed": dict(self._status.installed),
-                "preflight": list(self._status.preflight)}
+                "preflight": list(self._findings)}
 
     def _gluster_left(self, node: str) -> list[ChangedItem]:
         """What the destructive steps take down with the node's runtime until its bricks are
@@ -359,14 +361,35 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         self.kit_status_attributes()
         return await self.kit_run(lambda: self._run(input), RuntimeMigrationResult)
 
+    def _preconditions(self, inp: RuntimeMigrationInput) -> list[Precondition]:
+        """What the migration needs before it writes (issue 39), checked by the kit
+        (:meth:`kit_preflight`): each external command's program on the worker, the ``--node``
+        names as Nodes with the GlusterFS label, and per node SSH access (its host steps and its
+        reboot) and the host programs of :data:`HOST_PROGRAMS` (``command -v`` over that SSH)."""
+        steps = (inp.inventory_step, inp.node_group_step, inp.scaleup_step, inp.inventory_restore_step)
+        pre: list[Precondition] = [WorkerExecutable(program=p, why="an external command of each node's migration runs it")
+                                   for p in sorted({s.argv[0] for s in steps if s})]
+        pre.append(NamesExist(names=list(inp.nodes), label=inp.gluster.node_label, why="--node: the GlusterFS nodes to migrate"))
+        for n in inp.nodes:
+            pre.append(RebootAccess(node=n, access=inp.host_access[n], why="its host steps and its reboot run over SSH"))
+            pre += [HostExecutable(program=p, node=n, access=inp.host_access[n], why="a host step of its migration runs it")
+                    for p in HOST_PROGRAMS]
+        return pre
+
     async def _run(self, input: RuntimeMigrationInput) -> RuntimeMigrationResult:
         """The migration; an abort during the read-only preflight, a failure or a refusal ends
-        through the kit's run template (:meth:`kit_run`)."""
+        through the kit's run template (:meth:`kit_run`). The preconditions come first (a failed
+        one refuses the start before any lease or write; a dry run ends here with every result)."""
+        checked = await self.kit_preflight(self._preconditions(input), refuse=not input.dry_run)
+        if input.dry_run:
+            self._phase(ProcedurePhase.DONE, "done")
+            return self.kit_end(RuntimeMigrationResult, "dry-run", "; ".join(f"precondition {line}" for line in checked.lines()),
+                                problems=checked.problems)
         await self.leases.acquire([node_scope(input.cluster, n) for n in input.nodes])
         self._status.leases = list(self.leases.held)
         self._phase(ProcedurePhase.RUNNING, "preflight")
         findings, baseline = await self._preflight()
-        self._status.preflight = findings
+        self._findings = findings
         if findings:
             self._phase(ProcedurePhase.FAILED, "failed")
             return self._result("failed", "preflight: " + "; ".join(findings) + " (nothing was changed)", [])

@@ -20,7 +20,7 @@ import typer
 from lockkeeper.cli.common import err
 from lockkeeper.cli.start.options import Approvals, Start, approval_options, completes, ordering_options, start_options
 from lockkeeper.cli.start.shared import Launch
-from lockkeeper.cli.start.dryrun import dry_run_report
+from lockkeeper.cli.start.dryrun import workflow_dry_run
 from lockkeeper.cli.start.shared import read_ssh_map as shared_ssh_map
 
 
@@ -145,7 +145,7 @@ def start_runtime_migration(
         inventory_restore_step=_argv(inventory_restore_command, "--inventory-restore-command"),
         node_group_step=_argv(node_group_command, "--node-group-command"), peers=peer or None,
         record_namespace=record_namespace, gates={"timeout_seconds": gate_timeout}, **approvals.nested(start.who),
-        alerts=alerts,
+        alerts=alerts, dry_run=start.dry_run,
     )
     inp = start.validated(PROCEDURE, "invalid runtime-migration input: ", **fields)
     start.go(start.request(
@@ -167,7 +167,8 @@ def order_line(inp: Any) -> str:
 
 
 async def _dry_run(req: Launch, settings: Any) -> int:
-    """The input, its node order (a table) and the leases that would refuse it; nothing starts."""
+    """The node order (a table), then the run's own dry run: every precondition with its result
+    (:func:`lockkeeper.cli.start.dryrun.workflow_dry_run`); exit 2 when a real start would be refused."""
     if req.output == "table":
         err(order_line(req.input))
-    return await dry_run_report(req, settings)
+    return await workflow_dry_run(req, settings)
