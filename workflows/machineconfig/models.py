@@ -20,12 +20,7 @@ from pydantic import BaseModel, Field, computed_field, field_validator, model_va
 from activities.cluster.models import DrainReport
 from activities.machineconfig.models import HealthCheckFact
 from workflows.kit.inputs import CallTimeouts, DrainPolicy, MaintenanceWindows, NodeOrder, ProcedureInput, Strict
-from workflows.kit.models import (
-    NodeResult,
-    NodeStatus,
-    ProcedureResult,
-    ProcedureStatus,
-)
+from workflows.kit.models import NodeResult, NodeStatus, ProcedurePhase, ProcedureResult, ProcedureStatus
 from workflows.kit.noderun import NodeRunResult
 from workflows.kit.plan import ApprovalPolicy, MaxUnavailable, PlannedGate
 
@@ -33,17 +28,8 @@ from workflows.kit.plan import ApprovalPolicy, MaxUnavailable, PlannedGate
 PROCEDURE_MACHINECONFIG_ROLLOUT = "machineconfig-rollout"
 
 
-class RolloutPhase(StrEnum):
-    """Phase of the whole rollout (also the ``LockkeeperStatus`` search attribute value)."""
-
-    PLANNING = "planning"
-    RUNNING = "running"
-    PAUSED = "paused"
-    WAITING_APPROVAL = "waiting-approval"
-    COMPLETING = "completing"
-    DONE = "done"
-    ABORTED = "aborted"
-    FAILED = "failed"
+#: Phase of the whole rollout (also the ``LockkeeperStatus`` value): the kit's phases.
+RolloutPhase = ProcedurePhase
 
 
 class NodeStep(StrEnum):
@@ -111,24 +97,6 @@ def rollout_drain_policy() -> DrainPolicy:
     return DrainPolicy(wait_seconds=30.0, backoff_initial_seconds=5.0, backoff_max_seconds=60.0)
 
 
-#: The input's flat spellings of before issue 36 (still accepted, as the CLI's flags are) -> the
-#: nested field they set.
-FLAT_NAMES = {
-    "requested_by": ("approvals", "requested_by"), "four_eyes": ("approvals", "four_eyes"),
-    "allowed_approvers": ("approvals", "allowed_approvers"),
-    "gate_timeout_seconds": ("gates", "timeout_seconds"), "gate_timeout_outcome": ("gates", "timeout_outcome"),
-    "activity_timeout_seconds": ("calls", "short_call_seconds"), "activity_heartbeat_timeout_seconds": ("calls", "heartbeat_seconds"),
-    "drain_wait_seconds": ("drain", "wait_seconds"), "drain_backoff_initial_seconds": ("drain", "backoff_initial_seconds"),
-    "drain_backoff_max_seconds": ("drain", "backoff_max_seconds"), "decide_after_seconds": ("drain", "decide_after_seconds"),
-    "decision_timeout_seconds": ("drain", "decision_timeout_seconds"),
-    "decision_timeout_outcome": ("drain", "decision_timeout_outcome"),
-    "daemon_drain_deadline_seconds": ("daemon", "drain_deadline_seconds"),
-    "daemon_uncordon_deadline_seconds": ("daemon", "uncordon_deadline_seconds"),
-    "deadline_warn_fraction": ("daemon", "warn_fraction"), "drain_escalate_after_seconds": ("daemon", "escalate_after_seconds"),
-    "wait_activity_timeout_seconds": ("daemon", "wait_activity_timeout_seconds"),
-}
-
-
 class MachineConfigRolloutInput(ProcedureInput):
     """Start a MachineConfig rollout (lockkeeper standing in for the machine-config-controller).
 
@@ -166,8 +134,9 @@ class MachineConfigRolloutInput(ProcedureInput):
       1,000 keeps each result near 0.5 MB; one result of every node passes Temporal's 2 MB
       payload limit at about 4,400 nodes.
 
-    The flat names of :data:`FLAT_NAMES` are still accepted and set their nested field. Raises
-    pydantic's ValidationError for an unknown field or a value its model refuses.
+    One name per concept (the kit's nested ``approvals``, ``gates``, ``calls``, ``drain``): raises
+    pydantic's ValidationError for an unknown field (a flat spelling such as ``requested_by``
+    included) or a value its model refuses.
     """
 
     pools: list[str] = Field(default_factory=list)
@@ -190,20 +159,6 @@ class MachineConfigRolloutInput(ProcedureInput):
     window_node_leases_above: int = Field(50, ge=0)
     preflight_page_size: int = Field(1000, ge=1)
     carried: str | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _flat_names(cls, data: Any) -> Any:
-        """Move the flat spellings (:data:`FLAT_NAMES`) into their nested fields."""
-        if not isinstance(data, dict) or not FLAT_NAMES.keys() & data.keys():
-            return data
-        data = dict(data)
-        for flat in FLAT_NAMES.keys() & data.keys():
-            part, name = FLAT_NAMES[flat]
-            nested = data.get(part)
-            nested = nested.model_dump() if isinstance(nested, BaseModel) else dict(nested or {})
-            data[part] = {**nested, name: data.pop(flat)}
-        return data
 
     @field_validator("drain", mode="before")
     @classmethod
@@ -376,10 +331,11 @@ class RolloutStatus(ProcedureStatus):
 
 
 class MachineConfigRolloutResult(ProcedureResult):
-    """``outcome`` completed / aborted / failed / dry-run; ``summary`` counts per node phase."""
+    """``outcome`` completed / aborted / failed / dry-run / refused (a precondition failed: nothing
+    written, ``problems`` one line each); ``summary`` counts per node phase."""
 
     procedure: str = PROCEDURE_MACHINECONFIG_ROLLOUT
-    outcome: Literal["completed", "aborted", "failed", "dry-run"]
+    outcome: Literal["completed", "aborted", "failed", "dry-run", "refused"]
     plan: RolloutPlan | None = None
     nodes: dict[str, NodeResult] = Field(default_factory=dict)
     summary: RolloutTotals = Field(default_factory=RolloutTotals)
