@@ -55,8 +55,7 @@ class NodeStep(StrEnum):
 class PoolOrder(StrEnum):
     """How the pools of a rollout follow each other.
 
-    ``sequential``: one pool after the other in plan order (lockkeeper's order so far, kept as
-    the default: the field reports' runs and the demo roll that way); ``parallel``: every pool
+    ``sequential`` (the default): one pool after the other in plan order; ``parallel``: every pool
     at once, each in its own maxUnavailable window, as the machine-config-controller does
     (``pkg/controller/node/node_controller.go`` syncs each MachineConfigPool on its own);
     ``masters-first``: the master pool alone first, then every other pool in parallel.
@@ -74,12 +73,10 @@ class DaemonPolicy(Strict):
     - ``drain_deadline_seconds`` / ``uncordon_deadline_seconds``: the daemon waits 1 h for
       lastAppliedDrain=drain-X and 10 min for uncordon-X; a warning is raised at ``warn_fraction``
       of each;
-    - ``escalate_after_seconds`` (deadline guard, issue 41): a drain the daemon asked for that has
-      not finished this long after the request opens its decision gate ``drain/{node}`` then at
-      the latest, whatever the drain's ``decide_after_seconds`` says: 2,700 s (45 min), 15 min
-      before the daemon's drain deadline; None: no escalation. Measured from the request as the
-      run first saw it (a retry that finds the request pending counts from its own start). The
-      CLI's ``--drain-escalate-after``;
+    - ``escalate_after_seconds`` (deadline guard, issue 41; ``--drain-escalate-after``): a drain
+      the daemon asked for that has not finished this long after the request (as the run first
+      saw it) opens its decision gate ``drain/{node}`` then at the latest, whatever the drain's
+      ``decide_after_seconds`` says: 2,700 s, 15 min before the daemon's drain deadline; None: never;
     - ``wait_activity_timeout_seconds``: one watch of the daemon's next move (drain request,
       reboot, Done) before it is asked again.
     """
@@ -114,25 +111,19 @@ class MachineConfigRolloutInput(ProcedureInput):
     - ``pool_order``: :class:`PoolOrder` (sequential, parallel, masters-first).
     - ``repair_network`` (R1): after all pools wait for ovnkube-node Ready on every node, then a
       gate "delete-all-pods", delete all pods, then wait for all pods Ready.
-    - ``drain``: the kit's :class:`DrainPolicy`, the rollout's defaults for what it leaves out (its timeout fields unused: the daemon's deadlines
-      and ``daemon.escalate_after_seconds`` bound a drain), ``daemon``: :class:`DaemonPolicy`;
-      both passed whole to every node run.
+    - ``drain``: the kit's :class:`DrainPolicy` (the rollout's defaults for what it leaves out;
+      its timeout fields unused: the daemon's deadlines bound a drain), ``daemon``:
+      :class:`DaemonPolicy`; both passed whole to every node run.
     - ``continue_as_new_after_events``: once the run's history reaches this many events, the
-      window starts nothing more, lets its nodes finish and continues as new (0: never); Temporal
-      caps a history at 51,200 events and slows down well before. ``carried``: set by the
-      rollout itself on continue-as-new (:meth:`workflows.kit.batches.NodeBatches.hand_over`),
-      never by a caller.
-    - ``window_node_leases_above``: a plan of more nodes (50 by default) leases each node only
-      while it is in the window (its pools for the whole run); smaller plans lease every node up
-      front, so no other procedure can take one of their nodes mid-run. Temporal caps a
-      workflow's pending children (2,000 by default), and every lease is a child; leasing up
-      front also costs the rollout 5 history events per node and, at 100 nodes, about 2 s to
-      take and release them (issue 16: 14.2 parent events per node and 30.7 s, against 9.4 and
-      29.1 s in the window).
-    - ``preflight_page_size``: the preflight returns at most this many nodes per pool and the
-      rollout reads the rest in pages of as many (``list_pool_nodes``). About 470 bytes a node, so
-      1,000 keeps each result near 0.5 MB; one result of every node passes Temporal's 2 MB
-      payload limit at about 4,400 nodes.
+      window starts nothing more, lets its nodes finish and continues as new (0: never; Temporal
+      caps a history at 51,200 events). ``carried``: set by the rollout itself on continue-as-new
+      (:meth:`workflows.kit.batches.NodeBatches.hand_over`), never by a caller.
+    - ``window_node_leases_above``: a plan of more nodes leases each node only while it is in the
+      window (its pools for the whole run); smaller plans lease every node up front. Every lease
+      is a child, and Temporal caps a workflow's pending children (2,000 by default); up front
+      costs 5 parent history events per node (issue 16).
+    - ``preflight_page_size``: nodes per pool in the preflight's result, the rest read in pages
+      of as many (``list_pool_nodes``; about 470 bytes a node, under Temporal's 2 MB payload limit).
 
     One name per concept (the kit's nested ``approvals``, ``gates``, ``calls``, ``drain``): raises
     pydantic's ValidationError for an unknown field (a flat spelling such as ``requested_by``
@@ -302,9 +293,7 @@ class RolloutStatus(ProcedureStatus):
     @classmethod
     def _drop_computed(cls, data: Any) -> Any:
         """``mcn_phases`` is computed, never loaded (the kit's status keeps unknown fields)."""
-        if isinstance(data, dict) and "mcn_phases" in data:
-            data = {k: v for k, v in data.items() if k != "mcn_phases"}
-        return data
+        return {k: v for k, v in data.items() if k != "mcn_phases"} if isinstance(data, dict) else data
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -319,12 +308,8 @@ class RolloutStatus(ProcedureStatus):
         from workflows.machineconfig.mcnphase import mcn_phase
 
         no_reboot = {n for p in self.plan.pools for d in p.disruption if not d.reboot for n in d.nodes}
-        out: dict[str, str] = {}
-        for name, ns in self.nodes.items():
-            got = mcn_phase(ns.phase, ns.step, reboot=name not in no_reboot)
-            if got is not None:
-                out[name] = got
-        return out
+        return {name: got for name, ns in self.nodes.items()
+                if (got := mcn_phase(ns.phase, ns.step, reboot=name not in no_reboot)) is not None}
 
 
 # --- result --------------------------------------------------------------------------------------
@@ -349,9 +334,7 @@ class NodeRolloutInput(BaseModel):
     """One node's handshake. ``owner`` is ``{parent_id}/node/{node}`` (no attempt suffix) so a
     retry attempt recognises the cordon of an earlier attempt as ours. ``drain``, ``daemon`` and
     ``calls`` are the rollout's, whole. ``lease_scope``: the node scope this run IS the lease of
-    (large plans: its workflow ID is the scope's lease ID, and it answers ``contend`` / ``holder``
-    as a lease does: :class:`workflows.kit.noderun.NodeRunWorkflow` ``lease_info``), None when the
-    rollout holds the node's lease."""
+    (:meth:`workflows.kit.noderun.NodeRunWorkflow.be_lease`), None when the rollout holds it."""
 
     node: str
     pool: str

@@ -24,12 +24,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.cluster.models import (
-        ANN_DESIRED_CONFIG,
-        NodeInfo,
-        ReadNodeInput,
-        SetNodeAnnotationsInput,
-        UncordonInput,
-        UncordonResult,
+        ANN_DESIRED_CONFIG, NodeInfo, ReadNodeInput, SetNodeAnnotationsInput, UncordonInput, UncordonResult,
     )
     from activities.machineconfig.models import PoolNodesInput, PoolNodesPage, PreflightInput, PreflightResult
     from activities.preflight.models import InputCheck, NamesExist, Precondition, PreconditionState
@@ -41,18 +36,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.planning import planning_call
     from workflows.kit.procedure import SA_KEY_POOLS, NodeProcedureWorkflow
     from workflows.machineconfig.models import (
-        PROCEDURE_MACHINECONFIG_ROLLOUT,
-        MachineConfigRolloutInput,
-        MachineConfigRolloutResult,
-        NetworkRepairStatus,
-        NodeRolloutInput,
-        NodeRolloutResult,
-        PoolPlan,
-        RolloutPhase,
-        RolloutPlan,
-        RolloutStatus,
-        RolloutTotals,
-        node_owner,
+        PROCEDURE_MACHINECONFIG_ROLLOUT, MachineConfigRolloutInput, MachineConfigRolloutResult, NetworkRepairStatus,
+        NodeRolloutInput, NodeRolloutResult, PoolPlan, RolloutPhase, RolloutPlan, RolloutStatus, RolloutTotals, node_owner,
         node_workflow_id,
     )
     from workflows.kit.windowleases import WindowLeases
@@ -141,10 +126,8 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
         s = self._status.model_copy(deep=True)
         s.phase = RolloutPhase(self.phase())
         s.paused_reason, s.abort_requested = self.control.paused_reason, self.control.abort
-        s.current_pool, s.current_pools = self.batches.current, list(self.batches.running)
-        s.gates = [g.model_copy() for g in self.gates.gates.values()]
-        s.in_flight = self.batches.in_flight()
-        s.totals = RolloutTotals(**self.batches.totals())
+        s.current_pool, s.current_pools, s.in_flight = self.batches.current, list(self.batches.running), self.batches.in_flight()
+        s.gates, s.totals = [g.model_copy() for g in self.gates.gates.values()], RolloutTotals(**self.batches.totals())
         waiting = self.gates.waiting()
         deciding = self.board.deciding(s.workflow_id)
         in_flight = self.board.in_flight_summary(s.in_flight, s.updated_at)
@@ -277,11 +260,10 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
                                    gates=pp.gates, skipped=pp.skipped)
 
     async def _preflight(self, input: MachineConfigRolloutInput) -> tuple[PreflightResult | None, str | None]:
-        """Preflight, its node list in pages of ``input.preflight_page_size`` (one result of
-        every node passes Temporal's 2 MB payload limit at about 4,400 nodes). Returns the
-        result, or None and the refusal's words when it refused the operator's input
-        (:data:`INPUT_REFUSALS`). Raises the API failure's ApplicationError when the cluster's
-        API could not be used, any other failure as it came."""
+        """Preflight, its node list in pages of ``input.preflight_page_size``. Returns the result, or
+        None and the refusal's words when it refused the operator's input (:data:`INPUT_REFUSALS`).
+        Raises the API failure's ApplicationError when the cluster's API could not be used, any
+        other failure as it came."""
         def call(name: str, arg: Any, result_type: type) -> Any:
             return planning_call(self.control, name, arg, result_type, seconds=60, timeouts=self.timeouts,
                                  heartbeat=self.timeouts.heartbeat)  # it beats while it lists
@@ -307,10 +289,9 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
     # --- hooks of the node window -------------------------------------------------------------------
 
     async def _start_child(self, node: str, group: Group, attempt: int) -> workflow.ChildWorkflowHandle:
-        """Start the node's NodeRolloutWorkflow attempt (ID ``{rollout}/node/{node}/{attempt}``, or
-        the node's lease ID when the run is its node's lease), after taking the node's lease
-        (in-window leases, :class:`workflows.kit.windowleases.WindowLeases`; raises LeaseHeld when another
-        procedure holds the node, which the window records as a failed node)."""
+        """Start the node's NodeRolloutWorkflow attempt (ID ``{rollout}/node/{node}/{attempt}``, or the
+        node's lease ID), after taking the node's lease (:class:`workflows.kit.windowleases.WindowLeases`;
+        raises LeaseHeld when another procedure holds the node: the window records a failed node)."""
         i, pp = self._in, self._pool_plans[group.name]
         child_input = NodeRolloutInput(
             node=node, pool=group.name, target=pp.target_config, parent_id=self._id, owner=node_owner(self._id, node),
