@@ -19,7 +19,6 @@ import time
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowFailureError
 
 from clustersim.scenario import generate_scenario
 from tests.e2e.harness import start_rollout, status
@@ -173,12 +172,11 @@ async def test_refused_input_sends_failed(
     sim = await sim_factory(generate_scenario(nodes=2, pods=0, pools={"worker": 2}, name="notify-bad"), time_scale=SCALE)
     await worker_for(sim, env={"LOCKKEEPER_NOTIFY_URL": receiver.url})
     handle = await start_rollout(temporal_client, task_queue, cluster="notify-bad", pools=["nope"])
-    with pytest.raises(WorkflowFailureError) as info:
-        await handle.result()
-    assert "nope" in str(info.value.cause)
+    result = await handle.result()  # refused before any change (issue 39): a failed precondition, not a failed run
+    assert result.outcome == "refused" and "nope" in result.problems[0], result
     failed = await event(receiver, "failed", timeout=10)
     check_common(failed, handle, "notify-bad")
-    assert failed["outcome"] == "failed" and "nope" in failed["text"] and "failed" in failed["text"]
+    assert failed["outcome"] == "refused" and "refused" in failed["text"]
     assert [b["event"] for _, b in receiver.events] == ["failed"]  # nothing else happened
 
 

@@ -6,7 +6,6 @@ import asyncio
 import time
 
 import pytest
-from temporalio.client import WorkflowFailureError
 
 from clustersim.scenario import generate_scenario
 from workers.client import connect
@@ -110,7 +109,6 @@ async def test_bad_input_changes_nothing(sim_factory, worker_for, temporal_clien
     await worker_for(sim)
     sim.requests.clear()
     handle = await start_rollout(temporal_client, task_queue, cluster="bad", **fields)
-    with pytest.raises(WorkflowFailureError) as info:
-        await handle.result()
-    assert error in str(info.value.cause)
+    result = await handle.result()  # refused before any change (issue 39): a failed precondition, not a failed run
+    assert result.outcome == "refused" and len(result.problems) == 1 and error in result.problems[0], result
     assert write_requests(sim.requests) == [], "preflight must not write to the cluster"
