@@ -71,9 +71,9 @@ async def main(args: argparse.Namespace) -> None:
                     await w.start()
                 client = await connect(Settings(temporal_address=server.address))
                 shared = MachineConfigRolloutInput(
-                    pools=["worker"], max_unavailable=args.max_unavailable, requested_by="benchmark",
-                    drain_backoff_initial_seconds=1, drain_wait_seconds=30,
-                    daemon_drain_deadline_seconds=3600 * scale, daemon_uncordon_deadline_seconds=600 * scale,
+                    pools=["worker"], max_unavailable=args.max_unavailable, approvals={"requested_by": "benchmark"},
+                    drain={"backoff_initial_seconds": 1, "wait_seconds": 30},
+                    daemon={"drain_deadline_seconds": 3600 * scale, "uncordon_deadline_seconds": 600 * scale},
                 ).model_dump(mode="json", exclude={"cluster"})
                 inp = CampaignInput(
                     procedure="machineconfig-rollout", workflow_type="MachineConfigRolloutWorkflow", input=shared,

@@ -116,9 +116,9 @@ async def main(args: argparse.Namespace) -> None:
                 rollout = await client.start_workflow(
                     rollout_spec.workflow_type,
                     MachineConfigRolloutInput(
-                        cluster="bench", pools=["worker"], max_unavailable=args.max_unavailable, requested_by="benchmark",
-                        drain_backoff_initial_seconds=1, drain_wait_seconds=30,
-                        daemon_drain_deadline_seconds=3600 * scale, daemon_uncordon_deadline_seconds=600 * scale,
+                        cluster="bench", pools=["worker"], max_unavailable=args.max_unavailable, approvals={"requested_by": "benchmark"},
+                        drain={"backoff_initial_seconds": 1, "wait_seconds": 30},
+                        daemon={"drain_deadline_seconds": 3600 * scale, "uncordon_deadline_seconds": 600 * scale},
                     ),
                     id=f"fair-rollout-{uuid.uuid4().hex[:6]}", task_queue=queue, priority=prio(rollout_spec, "bench"),
                 )

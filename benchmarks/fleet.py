@@ -94,9 +94,9 @@ async def fleet(server: DevServer, tmp: Path, args: argparse.Namespace, workers:
             client.start_workflow(
                 "MachineConfigRolloutWorkflow",
                 MachineConfigRolloutInput(
-                    cluster="fleet", pools=[pool], max_unavailable=args.max_unavailable, requested_by="benchmark",
-                    drain_backoff_initial_seconds=1, drain_wait_seconds=30,
-                    daemon_drain_deadline_seconds=3600 * scale, daemon_uncordon_deadline_seconds=600 * scale,
+                    cluster="fleet", pools=[pool], max_unavailable=args.max_unavailable, approvals={"requested_by": "benchmark"},
+                    drain={"backoff_initial_seconds": 1, "wait_seconds": 30},
+                    daemon={"drain_deadline_seconds": 3600 * scale, "uncordon_deadline_seconds": 600 * scale},
                     **({} if args.local_calls_above is None else {"local_calls_above": args.local_calls_above}),
                 ),
                 id=f"fleet-{queue}-{pool}", task_queue=queue, result_type=MachineConfigRolloutResult,

@@ -44,9 +44,9 @@ async def roll(server: DevServer, tmp: Path, scale: float, pools: list[str], ord
             handle = await client.start_workflow(
                 "MachineConfigRolloutWorkflow",
                 MachineConfigRolloutInput(
-                    cluster=f"r1-{queue}", pools=pools, max_unavailable=1, pool_order=order, requested_by="benchmark",
-                    drain_backoff_initial_seconds=1, drain_backoff_max_seconds=5, drain_wait_seconds=10,
-                    daemon_drain_deadline_seconds=3600 * scale, daemon_uncordon_deadline_seconds=600 * scale,
+                    cluster=f"r1-{queue}", pools=pools, max_unavailable=1, pool_order=order, approvals={"requested_by": "benchmark"},
+                    drain={"backoff_initial_seconds": 1, "backoff_max_seconds": 5, "wait_seconds": 10},
+                    daemon={"drain_deadline_seconds": 3600 * scale, "uncordon_deadline_seconds": 600 * scale},
                 ),
                 id=f"mp-{queue}", task_queue=queue, result_type=MachineConfigRolloutResult,
             )

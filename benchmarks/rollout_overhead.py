@@ -315,8 +315,8 @@ async def main(args: argparse.Namespace) -> None:
                     "MachineConfigRolloutWorkflow",
                     MachineConfigRolloutInput(
                         cluster="bench", pools=["worker"], max_unavailable=args.max_unavailable,
-                        requested_by="benchmark", drain_backoff_initial_seconds=1, drain_wait_seconds=30,
-                        daemon_drain_deadline_seconds=3600 * scale, daemon_uncordon_deadline_seconds=600 * scale,
+                        approvals={"requested_by": "benchmark"}, drain={"backoff_initial_seconds": 1, "wait_seconds": 30},
+                        daemon={"drain_deadline_seconds": 3600 * scale, "uncordon_deadline_seconds": 600 * scale},
                         **({} if args.local_calls_above is None else {"local_calls_above": args.local_calls_above}),
                         **rollout_fields(args),
                     ),

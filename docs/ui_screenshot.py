@@ -81,7 +81,7 @@ async def main() -> None:
                 client = await Client.connect(server.address, data_converter=pydantic_data_converter)
                 handle = await client.start_workflow(
                     "MachineConfigRolloutWorkflow",
-                    MachineConfigRolloutInput(cluster="r2", approval="pool", requested_by="alice"),
+                    MachineConfigRolloutInput(cluster="r2", approval="pool", approvals={"requested_by": "alice"}),
                     id="rollout-r2-demo", task_queue="lockkeeper",
                     static_summary="machineconfig-rollout on cluster r2 · pools worker · requested by alice",
                 )

@@ -111,16 +111,16 @@ async def _demo_in(
                     pools=["master", "infra", "app"] if scenario == "r1-ovn-interrupted" else [],
                     approval=ApprovalPolicy.CANARY,
                     repair_network=True,
-                    requested_by=getpass.getuser(),
+                    approvals={"requested_by": getpass.getuser()},
                     # The simulator runs its clock time_scale times faster; the daemon's
                     # deadlines shrink with it, and lockkeeper's own polling follows.
-                    daemon_drain_deadline_seconds=3600 * time_scale,
-                    daemon_uncordon_deadline_seconds=max(600 * time_scale, 5.0),
-                    drain_escalate_after_seconds=2700 * time_scale,  # the deadline guard, 45 of the 60 min
-                    drain_backoff_initial_seconds=0.5,
-                    drain_backoff_max_seconds=5.0,
-                    drain_wait_seconds=10.0,
-                    wait_activity_timeout_seconds=20.0,
+                    daemon={
+                        "drain_deadline_seconds": 3600 * time_scale,
+                        "uncordon_deadline_seconds": max(600 * time_scale, 5.0),
+                        "escalate_after_seconds": 2700 * time_scale,  # the deadline guard, 45 of the 60 min
+                        "wait_activity_timeout_seconds": 20.0,
+                    },
+                    drain={"backoff_initial_seconds": 0.5, "backoff_max_seconds": 5.0, "wait_seconds": 10.0},
                     network_poll_initial_seconds=0.5,
                     network_poll_max_seconds=3.0,
                 )

@@ -101,7 +101,7 @@ def plainly_waiting(node: NodeInfo, input: DrainWhenAskedInput) -> bool:
     (an earlier attempt's cordon), not Degraded/Unreconcilable, and with neither a request nor
     an answer of the daemon for the target (``desiredDrain``/``lastAppliedDrain`` other than
     ``drain-``/``uncordon-<target>``). Any other node goes back to the workflow, which decides
-    from what it sees (:func:`workflows.machineconfig.follow.follow_daemon`)."""
+    from what it sees (:func:`workflows.machineconfig.node.handshake`)."""
     ours = (drain_value(input.target), uncordon_value(input.target))
     at_target = node.current_config == input.target and node.state == DaemonState.DONE
     return (

@@ -30,13 +30,10 @@ pytestmark = pytest.mark.e2e
 CLUSTERROLE = DEPLOY / "k8s" / "base" / "clusterrole.yaml"
 SCALE = 0.02
 FAST = dict(
-    drain_backoff_initial_seconds=1,
-    drain_backoff_max_seconds=3,
-    drain_wait_seconds=3,
     network_poll_initial_seconds=1,
     network_poll_max_seconds=3,
-    daemon_drain_deadline_seconds=3600 * SCALE,
-    daemon_uncordon_deadline_seconds=600 * SCALE,
+    drain={"backoff_initial_seconds": 1, "backoff_max_seconds": 3, "wait_seconds": 3},
+    daemon={"drain_deadline_seconds": 3600 * SCALE, "uncordon_deadline_seconds": 600 * SCALE},
 )
 
 

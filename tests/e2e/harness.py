@@ -111,18 +111,25 @@ def fast_timings(scale: float) -> dict[str, float]:
     """Rollout input fields for tests on clustersim at ``scale``: short drain back-off and wait
     (seconds), and the machine-config-daemon's drain (1 h) and uncordon (10 min) deadlines
     compressed by ``scale`` like the simulator's own clock."""
-    return dict(
-        drain_backoff_initial_seconds=1,
-        drain_backoff_max_seconds=5,
-        drain_wait_seconds=10,
-        daemon_drain_deadline_seconds=3600 * scale,
-        daemon_uncordon_deadline_seconds=600 * scale,
-    )
+    return dict(drain={"backoff_initial_seconds": 1, "backoff_max_seconds": 5, "wait_seconds": 10},
+                daemon={"drain_deadline_seconds": 3600 * scale, "uncordon_deadline_seconds": 600 * scale})
+
+
+def merged(*parts: dict[str, Any], **more: Any) -> dict[str, Any]:
+    """Rollout input fields: ``parts`` then ``more``, later ones winning; a nested group
+    (``drain``, ``daemon``, ``approvals``, ``gates``, ``calls``) given twice is merged key by key."""
+    out: dict[str, Any] = {}
+    for part in (*parts, more):
+        for key, value in part.items():
+            both = isinstance(value, dict) and isinstance(out.get(key), dict)
+            out[key] = {**out[key], **value} if both else value
+    return out
 
 
 async def start_rollout(client: Client, task_queue: str, **fields: Any) -> WorkflowHandle[Any, Any]:
-    """Start a MachineConfigRolloutWorkflow with a fresh ID; ``fields`` go into its input."""
-    fields.setdefault("requested_by", "e2e-requester")
+    """Start a MachineConfigRolloutWorkflow with a fresh ID; ``fields`` go into its input (the
+    requester ``e2e-requester`` unless ``approvals`` names one)."""
+    fields = merged({"approvals": {"requested_by": "e2e-requester"}}, fields)
     wf_id = f"mcrollout-e2e-{uuid.uuid4().hex[:8]}"
     return await client.start_workflow(
         "MachineConfigRolloutWorkflow",

@@ -106,11 +106,11 @@ async def test_worker_killed_at_every_handshake_step(sim_factory, worker_for, te
     watcher = asyncio.get_running_loop().create_task(watch_points())
     handle = await start_rollout(
         temporal_client, task_queue, cluster="crash", pools=["worker"], max_unavailable=2,
-        drain_backoff_initial_seconds=1, drain_backoff_max_seconds=3, drain_wait_seconds=5,
-        daemon_drain_deadline_seconds=3600 * SCALE, daemon_uncordon_deadline_seconds=600 * SCALE,
+        drain={"backoff_initial_seconds": 1, "backoff_max_seconds": 3, "wait_seconds": 5},
+        daemon={"drain_deadline_seconds": 3600 * SCALE, "uncordon_deadline_seconds": 600 * SCALE},
         # A killed worker's activities are retried after these timeouts: short ones keep the
         # ten kills within the suite's time budget (the calls themselves take milliseconds).
-        activity_timeout_seconds=6, activity_heartbeat_timeout_seconds=5,
+        calls={"short_call_seconds": 6, "heartbeat_seconds": 5},
     )
     try:
         result = await drive(handle, timeout=500, on_status=watch_evictions)

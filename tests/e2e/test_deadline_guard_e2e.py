@@ -1,7 +1,7 @@
 """Issue 41 on R2 (the router's PodDisruptionBudget blocks the only worker's drain), controller
 down, the simulator's clock scaled: the status view's health insight names the pod, the budget
 and the daemon's drain deadline; and the deadline guard: with no ``decide_after`` at all, a
-drain that stays blocked opens its decision gate at ``drain_escalate_after_seconds`` (its
+drain that stays blocked opens its decision gate at ``daemon.escalate_after_seconds`` (its
 default, 45 of the daemon's 60 minutes, scaled), before the machine-config-daemon's drain
 deadline, and the node never goes Degraded. Facts come from clustersim's store."""
 
@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from lockkeeper.upgrade_status import upgrade_view
-from tests.e2e.harness import APPROVER, node_annotations, start_rollout, status
+from tests.e2e.harness import APPROVER, merged, node_annotations, start_rollout, status
 from tests.e2e.test_r2_blocked_drain import BLOCKING, NODE, gate_open, until
 from workflows.kit.models import DecideInput, NodePhase
 from workflows.machineconfig.models import DaemonPolicy
@@ -24,8 +24,8 @@ pytestmark = pytest.mark.e2e
 SCALE = 0.01  # the daemon's hour is 36 s
 MCO = "machineconfiguration.openshift.io/"
 FAST = dict(
-    pools=["worker"], drain_backoff_initial_seconds=0.5, drain_backoff_max_seconds=1, drain_wait_seconds=2,
-    daemon_drain_deadline_seconds=3600 * SCALE, daemon_uncordon_deadline_seconds=600 * SCALE,
+    pools=["worker"], drain={"backoff_initial_seconds": 0.5, "backoff_max_seconds": 1, "wait_seconds": 2},
+    daemon={"drain_deadline_seconds": 3600 * SCALE, "uncordon_deadline_seconds": 600 * SCALE},
 )
 DEFAULT_ESCALATION = DaemonPolicy.model_fields["escalate_after_seconds"].default
 
@@ -33,8 +33,8 @@ DEFAULT_ESCALATION = DaemonPolicy.model_fields["escalate_after_seconds"].default
 async def test_the_insight_names_pod_budget_and_deadline(sim_factory, worker_for, temporal_client, task_queue) -> None:
     sim = await sim_factory("r2-pdb-blocked", time_scale=0.02)
     await worker_for(sim)
-    handle = await start_rollout(temporal_client, task_queue, cluster="r2-view", decide_after_seconds=3,
-                                 **{**FAST, "daemon_drain_deadline_seconds": 72.0, "daemon_uncordon_deadline_seconds": 12.0})
+    handle = await start_rollout(temporal_client, task_queue, **merged(FAST, cluster="r2-view", drain={"decide_after_seconds": 3},
+                                                                         daemon={"drain_deadline_seconds": 72.0, "uncordon_deadline_seconds": 12.0}))
     st = await until(handle, lambda s: s.nodes.get(NODE) and s.nodes[NODE].phase == NodePhase.BLOCKED
                      and s.nodes[NODE].drain_report is not None and s.nodes[NODE].drain_report.blocked_pods)
     view = upgrade_view(st, datetime.now(UTC))
@@ -67,8 +67,8 @@ async def test_blocked_drain_escalates_before_the_daemon_deadline(sim_factory, w
             await asyncio.sleep(0.1)
 
     sampler = asyncio.create_task(sample())
-    handle = await start_rollout(temporal_client, task_queue, cluster="r2-guard", decide_after_seconds=None,
-                                 drain_escalate_after_seconds=DEFAULT_ESCALATION * SCALE, **FAST)
+    handle = await start_rollout(temporal_client, task_queue, **merged(
+        FAST, cluster="r2-guard", drain={"decide_after_seconds": None}, daemon={"escalate_after_seconds": DEFAULT_ESCALATION * SCALE}))
     try:
         st = await until(handle, lambda s: s.nodes.get(NODE) and s.nodes[NODE].phase == NodePhase.BLOCKED)
         started = time.monotonic()
@@ -99,8 +99,8 @@ async def test_without_the_guard_the_daemon_degrades_the_node(sim_factory, worke
     deadline degrades the node: what the guard prevents."""
     sim = await sim_factory("r2-pdb-blocked", time_scale=SCALE)
     await worker_for(sim)
-    handle = await start_rollout(temporal_client, task_queue, cluster="r2-noguard", decide_after_seconds=None,
-                                 drain_escalate_after_seconds=None, **FAST)
+    handle = await start_rollout(temporal_client, task_queue, **merged(
+        FAST, cluster="r2-noguard", drain={"decide_after_seconds": None}, daemon={"escalate_after_seconds": None}))
     end = time.monotonic() + 90
     while time.monotonic() < end and node_annotations(sim.store, NODE).get(MCO + "state") != "Degraded":
         await asyncio.sleep(0.2)

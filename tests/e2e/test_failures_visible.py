@@ -32,8 +32,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 SCALE = 0.05
 FAST = dict(
-    drain_backoff_initial_seconds=1, drain_backoff_max_seconds=3, drain_wait_seconds=5,
-    daemon_drain_deadline_seconds=3600 * SCALE, daemon_uncordon_deadline_seconds=600 * SCALE,
+    drain={"backoff_initial_seconds": 1, "backoff_max_seconds": 3, "wait_seconds": 5},
+    daemon={"drain_deadline_seconds": 3600 * SCALE, "uncordon_deadline_seconds": 600 * SCALE},
 )
 
 

@@ -22,8 +22,8 @@ pytestmark = pytest.mark.e2e
 SCALE = 0.1
 UNCORDON_DEADLINE = 600 * SCALE  # real seconds
 FAST = dict(
-    drain_backoff_initial_seconds=1, drain_backoff_max_seconds=3, drain_wait_seconds=5,
-    daemon_drain_deadline_seconds=3600 * SCALE, daemon_uncordon_deadline_seconds=UNCORDON_DEADLINE,
+    drain={"backoff_initial_seconds": 1, "backoff_max_seconds": 3, "wait_seconds": 5},
+    daemon={"drain_deadline_seconds": 3600 * SCALE, "uncordon_deadline_seconds": UNCORDON_DEADLINE},
 )
 
 

@@ -146,7 +146,7 @@ async def test_certificate_cn_is_the_identity_and_a_different_identity_is_refuse
         sim = await sim_factory("r1-ovn-interrupted", time_scale=SCALE)
         await worker_for(sim)  # the worker talks to the dev server directly
         handle = await start_rollout(temporal_client, task_queue, pools=["infra"], approval="pool", cluster="mtls",
-                                     requested_by="bob", four_eyes=True, **FAST)
+                                     approvals={"requested_by": "bob", "four_eyes": True}, **FAST)
         gate = await wait_gate(handle)
         address = f"127.0.0.1:{proxy.port}"
         env = cli_env(

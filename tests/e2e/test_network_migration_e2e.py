@@ -134,7 +134,7 @@ async def test_rollout_refused_while_the_migration_holds_the_cluster(sim_factory
         before = len([e for e in sim.requests.entries() if e.verb in MUTATING])
         rollout = await temporal_client.start_workflow(
             "MachineConfigRolloutWorkflow", MachineConfigRolloutInput(cluster="r1", pools=["worker"], target_configs={"worker": old},
-                                                                      requested_by="e2e", search_attributes=False),
+                                                                      approvals={"requested_by": "e2e"}, search_attributes=False),
             id=f"rollout-r1-{uuid.uuid4().hex[:6]}", task_queue=task_queue)
         try:
             await rollout.result()

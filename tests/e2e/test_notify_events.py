@@ -19,7 +19,6 @@ import time
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowFailureError
 
 from clustersim.scenario import generate_scenario
 from tests.e2e.harness import start_rollout, status
@@ -69,10 +68,10 @@ async def test_r2_drain_blocked_with_report_decision_gate_then_timeout(
     sim = await sim_factory("r2-pdb-blocked", time_scale=R2_SCALE)
     await worker_for(sim, env={"LOCKKEEPER_NOTIFY_URL": receiver.url})
     handle = await start_rollout(
-        temporal_client, task_queue, cluster="notify-r2", pools=["worker"], drain_backoff_initial_seconds=0.5,
-        drain_backoff_max_seconds=1, drain_wait_seconds=2, daemon_drain_deadline_seconds=3600 * R2_SCALE,
-        daemon_uncordon_deadline_seconds=600 * R2_SCALE, decide_after_seconds=3, decision_timeout_seconds=4,
-        decision_timeout_outcome="abort",
+        temporal_client, task_queue, cluster="notify-r2", pools=["worker"],
+        drain={"backoff_initial_seconds": 0.5, "backoff_max_seconds": 1, "wait_seconds": 2, "decide_after_seconds": 3,
+               "decision_timeout_seconds": 4, "decision_timeout_outcome": "abort"},
+        daemon={"drain_deadline_seconds": 3600 * R2_SCALE, "uncordon_deadline_seconds": 600 * R2_SCALE},
     )
 
     blocked = await event(receiver, "drain-blocked")
@@ -105,10 +104,10 @@ async def test_r2_drain_blocked_with_report_decision_gate_then_timeout(
 
 
 SCALE = 0.05
-FAST = {
-    "drain_backoff_initial_seconds": 1, "drain_backoff_max_seconds": 3, "drain_wait_seconds": 5,
-    "daemon_drain_deadline_seconds": 3600 * SCALE, "daemon_uncordon_deadline_seconds": 600 * SCALE,
-}
+FAST = dict(
+    drain={"backoff_initial_seconds": 1, "backoff_max_seconds": 3, "wait_seconds": 5},
+    daemon={"drain_deadline_seconds": 3600 * SCALE, "uncordon_deadline_seconds": 600 * SCALE},
+)
 
 
 async def test_degraded_node_and_pause(
@@ -146,7 +145,7 @@ async def test_approval_gate_timed_out_pauses(
     sim = await sim_factory("r1-ovn-interrupted", time_scale=SCALE)
     await worker_for(sim, env={"LOCKKEEPER_NOTIFY_URL": receiver.url})
     handle = await start_rollout(temporal_client, task_queue, pools=["infra"], approval="pool", cluster="notify-timeout",
-                                 gate_timeout_seconds=3, gate_timeout_outcome="reject", **FAST)
+                                 gates={"timeout_seconds": 3, "timeout_outcome": "reject"}, **FAST)
     opened = await event(receiver, "gate-opened")
     gate = opened["gate"]
     assert opened["command"] == f"lockkeeper approve {handle.id} {gate} -m REASON"
@@ -173,12 +172,11 @@ async def test_refused_input_sends_failed(
     sim = await sim_factory(generate_scenario(nodes=2, pods=0, pools={"worker": 2}, name="notify-bad"), time_scale=SCALE)
     await worker_for(sim, env={"LOCKKEEPER_NOTIFY_URL": receiver.url})
     handle = await start_rollout(temporal_client, task_queue, cluster="notify-bad", pools=["nope"])
-    with pytest.raises(WorkflowFailureError) as info:
-        await handle.result()
-    assert "nope" in str(info.value.cause)
+    result = await handle.result()  # refused before any change (issue 39): a failed precondition, not a failed run
+    assert result.outcome == "refused" and "nope" in result.problems[0], result
     failed = await event(receiver, "failed", timeout=10)
     check_common(failed, handle, "notify-bad")
-    assert failed["outcome"] == "failed" and "nope" in failed["text"] and "failed" in failed["text"]
+    assert failed["outcome"] == "refused" and "refused" in failed["text"]
     assert [b["event"] for _, b in receiver.events] == ["failed"]  # nothing else happened
 
 

@@ -24,8 +24,8 @@ BLOCKING = "openshift-ingress/router-default-796df5847b-9hxzx"
 REPLACEMENT = "router-default-796df5847b-h8bm4"
 MCO = "machineconfiguration.openshift.io/"
 FAST = dict(
-    pools=["worker"], drain_backoff_initial_seconds=0.5, drain_backoff_max_seconds=1, drain_wait_seconds=2,
-    daemon_drain_deadline_seconds=3600 * SCALE, daemon_uncordon_deadline_seconds=600 * SCALE, decide_after_seconds=3,
+    pools=["worker"], drain={"backoff_initial_seconds": 0.5, "backoff_max_seconds": 1, "wait_seconds": 2, "decide_after_seconds": 3},
+    daemon={"drain_deadline_seconds": 3600 * SCALE, "uncordon_deadline_seconds": 600 * SCALE},
 )
 
 
@@ -67,7 +67,7 @@ def pod_deletes(sim: Any) -> list[Any]:
 async def test_r2_report_worker_kill_same_gate_then_delete_pod(sim_factory, worker_for, temporal_client, task_queue) -> None:
     sim = await sim_factory("r2-pdb-blocked", time_scale=SCALE)
     worker = await worker_for(sim)
-    handle = await start_rollout(temporal_client, task_queue, cluster="r2", four_eyes=True, **FAST)
+    handle = await start_rollout(temporal_client, task_queue, cluster="r2", approvals={"four_eyes": True}, **FAST)
 
     st = await until(handle, lambda s: s.nodes.get(NODE) and s.nodes[NODE].phase == NodePhase.BLOCKED and any(
         "were unschedulable" in (p.message or "") for p in s.nodes[NODE].drain_report.pending_replacements))

@@ -52,7 +52,7 @@ async def test_rollout_fault_matrix(step: str, case: Case, sim_factory: Any, wor
         return await temporal_client.start_workflow(
             "MachineConfigRolloutWorkflow",
             MachineConfigRolloutInput(cluster=f"fm-{uuid.uuid4().hex[:6]}", pools=["worker"], max_unavailable=1,
-                                      requested_by="fault-matrix", **fast_timings(SCALE)),
+                                      approvals={"requested_by": "fault-matrix"}, **fast_timings(SCALE)),
             id=f"rollout-fm-{uuid.uuid4().hex[:8]}", task_queue=task_queue, result_type=MachineConfigRolloutResult,
         )
 

@@ -43,7 +43,9 @@ async def test_newest_first_rolls_the_newest_node_first(dev_server: Any, sim_fac
 
     code, out, err = await lk(dev_server, task_queue, *base, "--dry-run", "-o", "json")
     assert code == 0, (out, err)
-    plan = json.loads(out)["plan"]
+    doc = json.loads(out)
+    plan = doc["result"]["plan"]
+    assert [c["state"] for c in doc["result"]["preconditions"]] == ["ok"], doc["result"]["preconditions"]  # the pools' check
     assert plan["node_order"] == "newest-first" and plan["pools"][0]["nodes"] == NEWEST_FIRST, plan
 
     sim.requests.clear()

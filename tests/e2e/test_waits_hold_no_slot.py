@@ -65,7 +65,7 @@ async def test_reboot_waits_hold_no_activity_slot(dev_server: Any, sim_factory: 
     handle = await temporal_client.start_workflow(
         "MachineConfigRolloutWorkflow",
         MachineConfigRolloutInput(cluster=f"slots-{uuid.uuid4().hex[:6]}", pools=["worker"], max_unavailable=NODES,
-                                  requested_by="test", **fast_timings(SCALE)),
+                                  approvals={"requested_by": "test"}, **fast_timings(SCALE)),
         id=f"slots-{uuid.uuid4().hex[:8]}", task_queue=task_queue, result_type=MachineConfigRolloutResult,
     )
     samples: list[tuple[int, float]] = []

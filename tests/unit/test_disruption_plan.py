@@ -179,7 +179,7 @@ def test_an_unpaused_machine_health_check_over_rebooting_nodes_warns_and_gates()
 
 
 def test_the_waits_say_what_the_plan_expects_of_the_daemon() -> None:
-    from workflows.machineconfig.follow import after_drain_text, first_request_text
+    from workflows.machineconfig.node import after_drain_text, first_request_text
     from workflows.machineconfig.models import DisruptionAction, NodeDisruption, NodeRolloutInput
 
     inp = NodeRolloutInput(node="w1", pool="worker", target="rendered-worker-b", parent_id="p", owner="o")

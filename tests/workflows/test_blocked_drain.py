@@ -53,7 +53,7 @@ async def until_gate(env, handle, node: str = "worker-0", skip: float = 130) -> 
 
 async def blocked_rollout(env, tq, fake, **kw):
     fake.drain_blocked["worker-0"] = r2_block_report("worker-0")
-    kw.setdefault("decide_after_seconds", 120)
+    kw["drain"] = {"decide_after_seconds": 120, **kw.get("drain", {})}
     return await start(env, tq, rollout_input(pools=["worker"], **kw))
 
 
@@ -123,7 +123,7 @@ async def test_delete_pod_needs_another_allowed_person_then_completes(time_skipp
     fake = DecisionFake({"worker": 1})
     async with Worker(time_skipping_env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=fake.activities()):
         handle = await blocked_rollout(
-            time_skipping_env, wf_task_queue, fake, four_eyes=True, allowed_approvers=["alice", "dave"]
+            time_skipping_env, wf_task_queue, fake, approvals={"four_eyes": True, "allowed_approvers": ["alice", "dave"]}
         )
         await until_gate(time_skipping_env, handle)
         upd = MachineConfigRolloutWorkflow.decide
@@ -150,7 +150,7 @@ async def test_decision_timeout_applies_declared_default_recorded_as_timeout(tim
     fake = DecisionFake({"worker": 1})
     async with Worker(time_skipping_env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=fake.activities()):
         handle = await blocked_rollout(
-            time_skipping_env, wf_task_queue, fake, decision_timeout_seconds=300, decision_timeout_outcome=outcome
+            time_skipping_env, wf_task_queue, fake, drain={"decision_timeout_seconds": 300, "decision_timeout_outcome": outcome}
         )
         result = await handle.result()
     assert result.outcome == rollout and result.nodes["worker-0"].phase == phase
@@ -163,7 +163,7 @@ async def test_decision_timeout_applies_declared_default_recorded_as_timeout(tim
 async def test_default_timeout_outcome_is_wait_and_asks_again(time_skipping_env, wf_task_queue):
     fake = DecisionFake({"worker": 1})
     async with Worker(time_skipping_env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=fake.activities()):
-        handle = await blocked_rollout(time_skipping_env, wf_task_queue, fake, decision_timeout_seconds=60)
+        handle = await blocked_rollout(time_skipping_env, wf_task_queue, fake, drain={"decision_timeout_seconds": 60})
         await until_gate(time_skipping_env, handle)
         await time_skipping_env.sleep(70)
         await wait_status(handle, lambda s: any(r.action == "timeout" for r in s.gate_history))
@@ -182,13 +182,13 @@ async def test_default_timeout_outcome_is_wait_and_asks_again(time_skipping_env,
 
 def test_timeout_outcome_delete_pod_is_refused():
     with pytest.raises(ValueError, match="delete-pod needs a person"):
-        rollout_input(decision_timeout_outcome="delete-pod")
+        rollout_input(drain={"decision_timeout_outcome": "delete-pod"})
 
 
 async def test_decide_refused_when_no_gate_is_open(time_skipping_env, wf_task_queue):
     fake = DecisionFake({"worker": 1})
     async with Worker(time_skipping_env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=fake.activities()):
-        handle = await blocked_rollout(time_skipping_env, wf_task_queue, fake, decide_after_seconds=10_000)
+        handle = await blocked_rollout(time_skipping_env, wf_task_queue, fake, drain={"decide_after_seconds": 10_000})
         await wait_status(handle, lambda s: "worker-0" in s.nodes and s.nodes["worker-0"].phase == NodePhase.BLOCKED)
         msg = await update_error(handle.execute_update(MachineConfigRolloutWorkflow.decide, decide("worker-0", "delete-pod", "bob")))
         assert "no drain decision waiting" in msg

@@ -53,7 +53,7 @@ async def test_a_blocked_first_pass_goes_on_in_the_drain_loop(time_skipping_env,
     fake.slow_drain_request = True
     fake.drain_blocked["worker-0"] = r2_block_report("worker-0")
     async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
-        inp = rollout_input(max_unavailable=1, drain_backoff_initial_seconds=1, drain_backoff_max_seconds=1)
+        inp = rollout_input(max_unavailable=1, drain={"backoff_initial_seconds": 1, "backoff_max_seconds": 1})
         handle = await start(time_skipping_env, wf_task_queue, inp)
         for _ in range(400):
             if len(fake.called("drain_node")) >= 3:

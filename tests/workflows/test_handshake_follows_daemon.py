@@ -70,7 +70,7 @@ async def test_blocked_repeated_drain_opens_the_gate_and_skip_leaves_it_cordoned
     fake.redrain.add("worker-0")
     fake.block_redrain.add("worker-0")
     # No --decide-after: the repeated drain asks at the deadline warning point (0.5 * 20 s).
-    inp = rollout_input(daemon_drain_deadline_seconds=20, deadline_warn_fraction=0.5)
+    inp = rollout_input(daemon={"drain_deadline_seconds": 20, "warn_fraction": 0.5})
     async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
         handle = await start(time_skipping_env, wf_task_queue, inp)
         await wait_status(handle, lambda s: phase_of(s, "worker-0") == NodePhase.BLOCKED)
@@ -97,7 +97,7 @@ async def test_retry_redrives_a_node_degraded_with_a_drain_request_pending(time_
     again (desiredDrain=drain-X, lastAppliedDrain=uncordon-X); retry-node drains and completes."""
     fake = RedrainCluster({"worker": 1})
     fake.degrade_after_uncordon["worker-0"] = "failed to drain node: worker-0 after 1 hour"
-    inp = rollout_input(daemon_uncordon_deadline_seconds=20)  # grace 3 s after our hand-off
+    inp = rollout_input(daemon={"uncordon_deadline_seconds": 20})  # grace 3 s after our hand-off
     async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
         handle = await start(time_skipping_env, wf_task_queue, inp)
         s = await wait_status(handle, lambda s: phase_of(s, "worker-0") == NodePhase.DEGRADED)

@@ -16,12 +16,13 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from replay import record
-from wf_fakes import FakeCluster, new_config, old_config, r2_block_report, rollout_worker
+from temporalio.worker import Worker
+from wf_fakes import FakeCluster, new_config, old_config, preflight_activity, r2_block_report, rollout_worker
 
 from activities.cluster.models import ANN_DESIRED_CONFIG
 from activities.machineconfig.models import uncordon_value
 from lockkeeper.live import client_of, merge_live_progress
-from workflows import MachineConfigRolloutWorkflow
+from workflows import WORKFLOWS, MachineConfigRolloutWorkflow
 from workflows.kit.models import (
     ApproveInput,
     ControlInput,
@@ -46,9 +47,9 @@ def rollout_input(**kw) -> MachineConfigRolloutInput:
     and a cluster name of its own so no lease of another test's rollout gets in the way."""
     kw.setdefault("cluster", f"c-{uuid.uuid4().hex[:8]}")
     kw.setdefault("search_attributes", False)
-    kw.setdefault("requested_by", "alice")
-    kw.setdefault("wait_activity_timeout_seconds", 5)
-    kw.setdefault("drain_wait_seconds", 1)
+    kw["approvals"] = {"requested_by": "alice", **kw.get("approvals", {})}
+    kw["daemon"] = {"wait_activity_timeout_seconds": 5, **kw.get("daemon", {})}
+    kw["drain"] = {"wait_seconds": 1, **kw.get("drain", {})}
     return MachineConfigRolloutInput(**kw)
 
 
@@ -187,16 +188,50 @@ async def test_dry_run_returns_plan_without_mutations(time_skipping_env, wf_task
     assert plan == result.plan
 
 
-async def test_preflight_refusal_fails_with_its_type(time_skipping_env, wf_task_queue):
+async def test_preflight_refusal_is_a_failed_precondition(time_skipping_env, wf_task_queue):
+    """Issue 39: a pool the cluster does not have is the operator's input, refused before any
+    write with the preflight's words (outcome ``refused``, one problem line), not a failed run."""
     fake = FakeCluster({"worker": 1})
     async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
         handle = await start(time_skipping_env, wf_task_queue, rollout_input(pools=["nope"]))
-        with pytest.raises(WorkflowFailureError) as info:
-            await handle.result()
-    assert isinstance(info.value.cause, ApplicationError)
-    assert info.value.cause.type == "UnknownPool"
-    assert "nope" in info.value.cause.message
+        result = await handle.result()
+        status = await handle.query(MachineConfigRolloutWorkflow.status)
+    assert result.outcome == "refused", result.message
+    assert len(result.problems) == 1 and "UnknownPool" in result.problems[0] and "nope" in result.problems[0]
+    assert [(r.precondition.kind, r.state) for r in result.preconditions] == [("input", "failed")]
+    assert status.preflight == "refused" and status.plan is None
     assert fake.mutating_calls() == []
+
+
+async def test_dry_run_lists_preconditions_and_an_unknown_canary_is_refused(time_skipping_env, wf_task_queue):
+    """Issue 39: the nodes ``node_order`` names (with ``approval`` canary the first of the pool is
+    its canary) are a ``names-exist`` precondition: a dry run lists every check with its result
+    (the pools' check included) and ends ``dry-run`` with the problem; a real start is refused
+    before any write (no lease, no annotation), the same check named."""
+    fake = FakeCluster({"worker": 2})
+    checks = preflight_activity({"names-exist": "no Node named nosuch-node"})
+    async with Worker(time_skipping_env.client, task_queue=wf_task_queue, workflows=WORKFLOWS,
+                      activities=[*fake.activities(), checks]):
+        order = ["nosuch-node", "worker-1"]
+        dry = await (await start(time_skipping_env, wf_task_queue, rollout_input(
+            dry_run=True, approval=ApprovalPolicy.CANARY, node_order=order))).result()
+        real = await (await start(time_skipping_env, wf_task_queue, rollout_input(
+            approval=ApprovalPolicy.CANARY, node_order=order))).result()
+    assert dry.outcome == "dry-run" and "1 precondition(s) failed" in dry.message
+    assert [(r.precondition.kind, r.state) for r in dry.preconditions] == [("input", "ok"), ("names-exist", "failed")]
+    assert "worker → " in dry.preconditions[0].detail and "canary" in dry.preconditions[1].precondition.why
+    assert dry.problems == [dry.preconditions[1].problem()] and "nosuch-node" in dry.problems[0]
+    assert real.outcome == "refused" and real.problems == dry.problems
+    assert [[p.names for p in c.preconditions] for c in checks.calls] == [[order], [order]]  # the input check is judged in the workflow
+    assert fake.mutating_calls() == []
+
+
+def test_flat_input_names_are_refused():
+    """One name per concept (issue 36): the flat spellings of before are unknown fields."""
+    for flat in ("requested_by", "gate_timeout_seconds", "drain_wait_seconds", "daemon_drain_deadline_seconds"):
+        with pytest.raises(ValueError, match="Extra inputs are not permitted"):
+            MachineConfigRolloutInput(**{flat: 1})
+    assert MachineConfigRolloutInput(approvals={"requested_by": "alice"}, drain={"wait_seconds": 2}).drain.backoff_max_seconds == 60.0
 
 
 # --- approvals ------------------------------------------------------------------------------------
@@ -204,7 +239,7 @@ async def test_preflight_refusal_fails_with_its_type(time_skipping_env, wf_task_
 
 async def test_approval_flow_validators_reject_resume_approve(time_skipping_env, wf_task_queue):
     fake = FakeCluster({"worker": 2, "master": 1})
-    inp = rollout_input(approval=ApprovalPolicy.POOL, four_eyes=True, allowed_approvers=["bob", "carol"])
+    inp = rollout_input(approval=ApprovalPolicy.POOL, approvals={"four_eyes": True, "allowed_approvers": ["bob", "carol"]})
     async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
         handle = await start(time_skipping_env, wf_task_queue, inp)
         s = await wait_status(handle, lambda s: waiting_gate(s, "pool/master"))
@@ -267,7 +302,7 @@ async def test_canary_gate_after_first_node(time_skipping_env, wf_task_queue):
 )
 async def test_gate_timeout_recorded_as_timeout_with_declared_outcome(time_skipping_env, wf_task_queue, outcome, expected):
     fake = FakeCluster({"worker": 2})
-    inp = rollout_input(approval=ApprovalPolicy.POOL, gate_timeout_seconds=3600, gate_timeout_outcome=outcome)
+    inp = rollout_input(approval=ApprovalPolicy.POOL, gates={"timeout_seconds": 3600, "timeout_outcome": outcome})
     async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
         handle = await start(time_skipping_env, wf_task_queue, inp)
         result = await handle.result()  # the test server skips the hour
@@ -282,7 +317,7 @@ async def test_gate_timeout_recorded_as_timeout_with_declared_outcome(time_skipp
 
 async def test_gate_timeout_reject_pauses_and_resume_reopens(time_skipping_env, wf_task_queue):
     fake = FakeCluster({"worker": 1})
-    inp = rollout_input(approval=ApprovalPolicy.NODE, gate_timeout_seconds=600)
+    inp = rollout_input(approval=ApprovalPolicy.NODE, gates={"timeout_seconds": 600})
     async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
         handle = await start(time_skipping_env, wf_task_queue, inp)
         s = await wait_status(handle, lambda s: waiting_gate(s, "node/worker-0"))
@@ -356,7 +391,7 @@ async def test_blocked_drain_status_warning_then_abort_rolls_back(time_skipping_
     Event is recorded once, a deadline warning appears, and abort rolls the node back."""
     fake = FakeCluster({"worker": 2})
     fake.drain_blocked["worker-0"] = r2_block_report("worker-0")
-    inp = rollout_input(daemon_drain_deadline_seconds=40, deadline_warn_fraction=0.5)
+    inp = rollout_input(daemon={"drain_deadline_seconds": 40, "warn_fraction": 0.5})
     async with rollout_worker(time_skipping_env.client, fake, wf_task_queue):
         handle = await start(time_skipping_env, wf_task_queue, inp)
         s = await wait_status(handle, lambda s: phase_of(s, "worker-0") == NodePhase.BLOCKED)

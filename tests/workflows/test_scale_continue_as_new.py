@@ -66,7 +66,7 @@ class FakeNodeRollout:
 
 
 def _input(cluster: str, **kw) -> MachineConfigRolloutInput:
-    return MachineConfigRolloutInput(cluster=cluster, search_attributes=False, requested_by="alice", **kw)
+    return MachineConfigRolloutInput(cluster=cluster, search_attributes=False, approvals={"requested_by": "alice"}, **kw)
 
 
 async def _status(handle: WorkflowHandle) -> RolloutStatus:

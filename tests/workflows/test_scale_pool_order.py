@@ -45,8 +45,8 @@ class PoolTrackingCluster(FakeCluster):
 
 def _input(**kw) -> MachineConfigRolloutInput:
     return MachineConfigRolloutInput(
-        cluster=f"c-{uuid.uuid4().hex[:8]}", search_attributes=False, requested_by="alice",
-        wait_activity_timeout_seconds=5, drain_wait_seconds=1, **kw,
+        cluster=f"c-{uuid.uuid4().hex[:8]}", search_attributes=False, approvals={"requested_by": "alice"},
+        daemon={"wait_activity_timeout_seconds": 5}, drain={"wait_seconds": 1}, **kw,
     )
 
 

@@ -24,7 +24,8 @@ from workflows.machineconfig.node import NodeRolloutWorkflow
 def _input(**kw) -> MachineConfigRolloutInput:
     kw.setdefault("cluster", f"c-{uuid.uuid4().hex[:8]}")
     return MachineConfigRolloutInput(
-        search_attributes=False, requested_by="alice", wait_activity_timeout_seconds=5, drain_wait_seconds=1, **kw
+        search_attributes=False, approvals={"requested_by": "alice"}, daemon={"wait_activity_timeout_seconds": 5},
+        drain={"wait_seconds": 1}, **kw
     )
 
 

@@ -678,6 +678,20 @@ class NodeBatches:
         self.on_change()
         return passed
 
+    async def pass_gate(self, planned: PlannedGate) -> bool:
+        """A planned gate outside the groups (one after every group, e.g. the rollout's
+        ``delete-all-pods``), under the window's gate policy: opened until it passes (a
+        rejection or a timeout pauses the procedure and ``resume`` opens it again). Returns True
+        once passed, False once the procedure aborts."""
+        while not await pass_planned_gate(self.gates, planned, timeout_seconds=self.gate_timeout_seconds,
+                                          timeout_outcome=self.gate_timeout_outcome, on_change=self.on_change, noun=self.board.noun):
+            self.on_change()
+            await workflow.wait_condition(lambda: not self.control.paused or self.control.abort)
+            if self.control.abort:
+                return False
+        self.on_change()
+        return True
+
     async def _refresh_unavailable(self, group: Group) -> None:
         """Re-read the nodes that blocked capacity: one may have come back since planning."""
         taken = [n for n in group.unavailable if n in group.started]

@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         NodeProgress,
     )
     from workflows.kit.report import CHILD_REPORT_SIGNAL, ChildReport
+    from workflows.kit.scopes import LeaseScope
 
 
 
@@ -438,6 +439,21 @@ class NodeRunWorkflow:
     run_leases: Leases | None = None
     #: Set when this run is its node's lease (its workflow ID is the scope's lease ID).
     lease_info: LeaseInfo | None = None
+
+    def be_lease(self, scope: str, *, holder: str, procedure: str) -> None:
+        """This run is the lease of node ``scope`` (its workflow ID is the scope's lease ID), held
+        by ``holder`` (the procedure's workflow ID) for ``procedure`` since the run started: it
+        answers ``contend`` and ``holder`` from now on (nothing is taken)."""
+        self.lease_info = LeaseInfo(cluster=LeaseScope.parse(scope).cluster, scope=scope, holder=holder, procedure=procedure,
+                                    acquired_at=workflow.info().start_time)
+
+    async def settled(self, result: R) -> R:
+        """Return ``result`` once the run's reports went out and, when the run is a lease
+        (:meth:`be_lease`), a contender's answer too (every handler finished)."""
+        await self.node_run.settle()
+        if self.lease_info is not None:
+            await workflow.wait_condition(workflow.all_handlers_finished)
+        return result
 
     @workflow.signal
     async def contend(self, requester_workflow_id: str) -> None:

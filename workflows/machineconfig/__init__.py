@@ -12,10 +12,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from workflows.kit.spec import PRIORITY_BULK, ProcedureSpec
     from workflows.machineconfig.models import (
-        PROCEDURE_MACHINECONFIG_ROLLOUT,
-        MachineConfigRolloutInput,
-        MachineConfigRolloutResult,
-        RolloutStatus,
+        PROCEDURE_MACHINECONFIG_ROLLOUT, MachineConfigRolloutInput, MachineConfigRolloutResult, RolloutStatus,
     )
 from workflows.machineconfig.node import NodeRolloutWorkflow
 from workflows.machineconfig.workflow import MachineConfigRolloutWorkflow

@@ -20,12 +20,7 @@ from pydantic import BaseModel, Field, computed_field, field_validator, model_va
 from activities.cluster.models import DrainReport
 from activities.machineconfig.models import HealthCheckFact
 from workflows.kit.inputs import CallTimeouts, DrainPolicy, MaintenanceWindows, NodeOrder, ProcedureInput, Strict
-from workflows.kit.models import (
-    NodeResult,
-    NodeStatus,
-    ProcedureResult,
-    ProcedureStatus,
-)
+from workflows.kit.models import NodeResult, NodeStatus, ProcedurePhase, ProcedureResult, ProcedureStatus
 from workflows.kit.noderun import NodeRunResult
 from workflows.kit.plan import ApprovalPolicy, MaxUnavailable, PlannedGate
 
@@ -33,17 +28,8 @@ from workflows.kit.plan import ApprovalPolicy, MaxUnavailable, PlannedGate
 PROCEDURE_MACHINECONFIG_ROLLOUT = "machineconfig-rollout"
 
 
-class RolloutPhase(StrEnum):
-    """Phase of the whole rollout (also the ``LockkeeperStatus`` search attribute value)."""
-
-    PLANNING = "planning"
-    RUNNING = "running"
-    PAUSED = "paused"
-    WAITING_APPROVAL = "waiting-approval"
-    COMPLETING = "completing"
-    DONE = "done"
-    ABORTED = "aborted"
-    FAILED = "failed"
+#: Phase of the whole rollout (also the ``LockkeeperStatus`` value): the kit's phases.
+RolloutPhase = ProcedurePhase
 
 
 class NodeStep(StrEnum):
@@ -69,8 +55,7 @@ class NodeStep(StrEnum):
 class PoolOrder(StrEnum):
     """How the pools of a rollout follow each other.
 
-    ``sequential``: one pool after the other in plan order (lockkeeper's order so far, kept as
-    the default: the field reports' runs and the demo roll that way); ``parallel``: every pool
+    ``sequential`` (the default): one pool after the other in plan order; ``parallel``: every pool
     at once, each in its own maxUnavailable window, as the machine-config-controller does
     (``pkg/controller/node/node_controller.go`` syncs each MachineConfigPool on its own);
     ``masters-first``: the master pool alone first, then every other pool in parallel.
@@ -88,12 +73,10 @@ class DaemonPolicy(Strict):
     - ``drain_deadline_seconds`` / ``uncordon_deadline_seconds``: the daemon waits 1 h for
       lastAppliedDrain=drain-X and 10 min for uncordon-X; a warning is raised at ``warn_fraction``
       of each;
-    - ``escalate_after_seconds`` (deadline guard, issue 41): a drain the daemon asked for that has
-      not finished this long after the request opens its decision gate ``drain/{node}`` then at
-      the latest, whatever the drain's ``decide_after_seconds`` says: 2,700 s (45 min), 15 min
-      before the daemon's drain deadline; None: no escalation. Measured from the request as the
-      run first saw it (a retry that finds the request pending counts from its own start). The
-      CLI's ``--drain-escalate-after``;
+    - ``escalate_after_seconds`` (deadline guard, issue 41; ``--drain-escalate-after``): a drain
+      the daemon asked for that has not finished this long after the request (as the run first
+      saw it) opens its decision gate ``drain/{node}`` then at the latest, whatever the drain's
+      ``decide_after_seconds`` says: 2,700 s, 15 min before the daemon's drain deadline; None: never;
     - ``wait_activity_timeout_seconds``: one watch of the daemon's next move (drain request,
       reboot, Done) before it is asked again.
     """
@@ -109,24 +92,6 @@ def rollout_drain_policy() -> DrainPolicy:
     """The rollout's drain defaults: 30 s a pass, back-off 5 s doubling to 60 s (the daemon's own
     drain waits longer than a one-off drain's)."""
     return DrainPolicy(wait_seconds=30.0, backoff_initial_seconds=5.0, backoff_max_seconds=60.0)
-
-
-#: The input's flat spellings of before issue 36 (still accepted, as the CLI's flags are) -> the
-#: nested field they set.
-FLAT_NAMES = {
-    "requested_by": ("approvals", "requested_by"), "four_eyes": ("approvals", "four_eyes"),
-    "allowed_approvers": ("approvals", "allowed_approvers"),
-    "gate_timeout_seconds": ("gates", "timeout_seconds"), "gate_timeout_outcome": ("gates", "timeout_outcome"),
-    "activity_timeout_seconds": ("calls", "short_call_seconds"), "activity_heartbeat_timeout_seconds": ("calls", "heartbeat_seconds"),
-    "drain_wait_seconds": ("drain", "wait_seconds"), "drain_backoff_initial_seconds": ("drain", "backoff_initial_seconds"),
-    "drain_backoff_max_seconds": ("drain", "backoff_max_seconds"), "decide_after_seconds": ("drain", "decide_after_seconds"),
-    "decision_timeout_seconds": ("drain", "decision_timeout_seconds"),
-    "decision_timeout_outcome": ("drain", "decision_timeout_outcome"),
-    "daemon_drain_deadline_seconds": ("daemon", "drain_deadline_seconds"),
-    "daemon_uncordon_deadline_seconds": ("daemon", "uncordon_deadline_seconds"),
-    "deadline_warn_fraction": ("daemon", "warn_fraction"), "drain_escalate_after_seconds": ("daemon", "escalate_after_seconds"),
-    "wait_activity_timeout_seconds": ("daemon", "wait_activity_timeout_seconds"),
-}
 
 
 class MachineConfigRolloutInput(ProcedureInput):
@@ -146,28 +111,23 @@ class MachineConfigRolloutInput(ProcedureInput):
     - ``pool_order``: :class:`PoolOrder` (sequential, parallel, masters-first).
     - ``repair_network`` (R1): after all pools wait for ovnkube-node Ready on every node, then a
       gate "delete-all-pods", delete all pods, then wait for all pods Ready.
-    - ``drain``: the kit's :class:`DrainPolicy`, the rollout's defaults for what it leaves out (its timeout fields unused: the daemon's deadlines
-      and ``daemon.escalate_after_seconds`` bound a drain), ``daemon``: :class:`DaemonPolicy`;
-      both passed whole to every node run.
+    - ``drain``: the kit's :class:`DrainPolicy` (the rollout's defaults for what it leaves out;
+      its timeout fields unused: the daemon's deadlines bound a drain), ``daemon``:
+      :class:`DaemonPolicy`; both passed whole to every node run.
     - ``continue_as_new_after_events``: once the run's history reaches this many events, the
-      window starts nothing more, lets its nodes finish and continues as new (0: never); Temporal
-      caps a history at 51,200 events and slows down well before. ``carried``: set by the
-      rollout itself on continue-as-new (:meth:`workflows.kit.batches.NodeBatches.hand_over`),
-      never by a caller.
-    - ``window_node_leases_above``: a plan of more nodes (50 by default) leases each node only
-      while it is in the window (its pools for the whole run); smaller plans lease every node up
-      front, so no other procedure can take one of their nodes mid-run. Temporal caps a
-      workflow's pending children (2,000 by default), and every lease is a child; leasing up
-      front also costs the rollout 5 history events per node and, at 100 nodes, about 2 s to
-      take and release them (issue 16: 14.2 parent events per node and 30.7 s, against 9.4 and
-      29.1 s in the window).
-    - ``preflight_page_size``: the preflight returns at most this many nodes per pool and the
-      rollout reads the rest in pages of as many (``list_pool_nodes``). About 470 bytes a node, so
-      1,000 keeps each result near 0.5 MB; one result of every node passes Temporal's 2 MB
-      payload limit at about 4,400 nodes.
+      window starts nothing more, lets its nodes finish and continues as new (0: never; Temporal
+      caps a history at 51,200 events). ``carried``: set by the rollout itself on continue-as-new
+      (:meth:`workflows.kit.batches.NodeBatches.hand_over`), never by a caller.
+    - ``window_node_leases_above``: a plan of more nodes leases each node only while it is in the
+      window (its pools for the whole run); smaller plans lease every node up front. Every lease
+      is a child, and Temporal caps a workflow's pending children (2,000 by default); up front
+      costs 5 parent history events per node (issue 16).
+    - ``preflight_page_size``: nodes per pool in the preflight's result, the rest read in pages
+      of as many (``list_pool_nodes``; about 470 bytes a node, under Temporal's 2 MB payload limit).
 
-    The flat names of :data:`FLAT_NAMES` are still accepted and set their nested field. Raises
-    pydantic's ValidationError for an unknown field or a value its model refuses.
+    One name per concept (the kit's nested ``approvals``, ``gates``, ``calls``, ``drain``): raises
+    pydantic's ValidationError for an unknown field (a flat spelling such as ``requested_by``
+    included) or a value its model refuses.
     """
 
     pools: list[str] = Field(default_factory=list)
@@ -190,20 +150,6 @@ class MachineConfigRolloutInput(ProcedureInput):
     window_node_leases_above: int = Field(50, ge=0)
     preflight_page_size: int = Field(1000, ge=1)
     carried: str | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _flat_names(cls, data: Any) -> Any:
-        """Move the flat spellings (:data:`FLAT_NAMES`) into their nested fields."""
-        if not isinstance(data, dict) or not FLAT_NAMES.keys() & data.keys():
-            return data
-        data = dict(data)
-        for flat in FLAT_NAMES.keys() & data.keys():
-            part, name = FLAT_NAMES[flat]
-            nested = data.get(part)
-            nested = nested.model_dump() if isinstance(nested, BaseModel) else dict(nested or {})
-            data[part] = {**nested, name: data.pop(flat)}
-        return data
 
     @field_validator("drain", mode="before")
     @classmethod
@@ -347,9 +293,7 @@ class RolloutStatus(ProcedureStatus):
     @classmethod
     def _drop_computed(cls, data: Any) -> Any:
         """``mcn_phases`` is computed, never loaded (the kit's status keeps unknown fields)."""
-        if isinstance(data, dict) and "mcn_phases" in data:
-            data = {k: v for k, v in data.items() if k != "mcn_phases"}
-        return data
+        return {k: v for k, v in data.items() if k != "mcn_phases"} if isinstance(data, dict) else data
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -364,22 +308,19 @@ class RolloutStatus(ProcedureStatus):
         from workflows.machineconfig.mcnphase import mcn_phase
 
         no_reboot = {n for p in self.plan.pools for d in p.disruption if not d.reboot for n in d.nodes}
-        out: dict[str, str] = {}
-        for name, ns in self.nodes.items():
-            got = mcn_phase(ns.phase, ns.step, reboot=name not in no_reboot)
-            if got is not None:
-                out[name] = got
-        return out
+        return {name: got for name, ns in self.nodes.items()
+                if (got := mcn_phase(ns.phase, ns.step, reboot=name not in no_reboot)) is not None}
 
 
 # --- result --------------------------------------------------------------------------------------
 
 
 class MachineConfigRolloutResult(ProcedureResult):
-    """``outcome`` completed / aborted / failed / dry-run; ``summary`` counts per node phase."""
+    """``outcome`` completed / aborted / failed / dry-run / refused (a precondition failed: nothing
+    written, ``problems`` one line each); ``summary`` counts per node phase."""
 
     procedure: str = PROCEDURE_MACHINECONFIG_ROLLOUT
-    outcome: Literal["completed", "aborted", "failed", "dry-run"]
+    outcome: Literal["completed", "aborted", "failed", "dry-run", "refused"]
     plan: RolloutPlan | None = None
     nodes: dict[str, NodeResult] = Field(default_factory=dict)
     summary: RolloutTotals = Field(default_factory=RolloutTotals)
@@ -393,9 +334,7 @@ class NodeRolloutInput(BaseModel):
     """One node's handshake. ``owner`` is ``{parent_id}/node/{node}`` (no attempt suffix) so a
     retry attempt recognises the cordon of an earlier attempt as ours. ``drain``, ``daemon`` and
     ``calls`` are the rollout's, whole. ``lease_scope``: the node scope this run IS the lease of
-    (large plans: its workflow ID is the scope's lease ID, and it answers ``contend`` / ``holder``
-    as a lease does: :class:`workflows.kit.noderun.NodeRunWorkflow` ``lease_info``), None when the
-    rollout holds the node's lease."""
+    (:meth:`workflows.kit.noderun.NodeRunWorkflow.be_lease`), None when the rollout holds it."""
 
     node: str
     pool: str

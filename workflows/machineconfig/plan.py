@@ -15,17 +15,8 @@ from activities.cluster.models import DaemonState, NodeInfo
 from activities.machineconfig.models import HealthCheckFact, PoolInfo
 from workflows.kit.models import GateKind
 from workflows.kit.plan import (
-    ZONE_OLDEST,
-    ApprovalPolicy,
-    MaxUnavailable,
-    PlannedGate,
-    batches,
-    check_node_order,
-    is_unavailable,
-    order_name,
-    order_nodes,
-    plan_gates,
-    resolve_max_unavailable,
+    ZONE_OLDEST, ApprovalPolicy, MaxUnavailable, PlannedGate, batches, check_node_order, is_unavailable, order_name,
+    order_nodes, plan_gates, resolve_max_unavailable,
 )
 from workflows.machineconfig.disruption import plan_pool_disruption
 from workflows.machineconfig.models import PoolOrder, PoolPlan, RolloutPlan
@@ -116,20 +107,11 @@ def plan_pool(
     reboots = None if pool.disruption is None else {n for d in disruption if d.reboot for n in d.nodes}
     risky = risky_health_checks(pool, todo, reboots)
     return PoolPlan(
-        name=pool.name,
-        target_config=pool.target_config,
-        size=size,
-        max_unavailable=resolved,
-        capacity=capacity,
-        nodes=todo,
-        skipped=skipped,
-        unavailable=unavailable,
-        batches=batches(todo, capacity),
+        name=pool.name, target_config=pool.target_config, size=size, max_unavailable=resolved, capacity=capacity, nodes=todo,
+        skipped=skipped, unavailable=unavailable, batches=batches(todo, capacity), disruption=disruption, health_checks=risky,
         gates=plan_gates(pool.name, todo, approval) + health_check_gates(pool.name, todo, risky, approval)
         + irreconcilable_gates(pool.name, todo, pool.irreconcilable),
-        disruption=disruption,
         irreconcilable={n: list(pool.irreconcilable[n]) for n in todo if n in pool.irreconcilable},
-        health_checks=risky,
     )
 
 
@@ -158,20 +140,12 @@ def plan_rollout(
     is in no pool (and for what :func:`plan_pool` refuses).
     """
     by_name = {p.name: p for p in pools}
-    names = order_pools(
-        [p for p in requested_pools if p in by_name] + [p for p in by_name if p not in requested_pools],
-        explicit=bool(requested_pools),
-    )
+    names = order_pools([p for p in requested_pools if p in by_name] + [p for p in by_name if p not in requested_pools],
+                        explicit=bool(requested_pools))
     check_node_order(node_order, (n.name for p in pools for n in p.nodes))
     plan = RolloutPlan(
-        pools=[
-            plan_pool(by_name[n], max_unavailable=max_unavailable, node_order=node_order, approval=approval)
-            for n in names
-        ],
-        network_type=network_type,
-        pool_order=pool_order,
-        node_order=order_name(node_order),
-        machine_config_nodes=machine_config_nodes,
+        pools=[plan_pool(by_name[n], max_unavailable=max_unavailable, node_order=node_order, approval=approval) for n in names],
+        network_type=network_type, pool_order=pool_order, node_order=order_name(node_order), machine_config_nodes=machine_config_nodes,
     )
     if repair_network:
         plan.final_gates.append(PlannedGate(id=DELETE_ALL_PODS_GATE, kind=GateKind.STEP))

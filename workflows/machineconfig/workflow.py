@@ -1,10 +1,12 @@
 """MachineConfigRolloutWorkflow: lockkeeper standing in for the machine-config-controller (R1, R2).
 
-Flow: search attributes → preflight (read-only) → plan (:mod:`workflows.machineconfig.plan`) →
-dry run stops here → leases (the pools, and the nodes of the plan) → pools in stages (``pool_order``:
-one after another, all at once, or masters first then the rest at once), each through
-the kit's node window (:class:`workflows.kit.batches.NodeBatches`) of NodeRolloutWorkflow children,
-never exceeding maxUnavailable (minus nodes already unavailable), gated per the approval policy →
+Flow: search attributes → preflight (read-only) → the preconditions, checked as data before the
+first write (:meth:`ProcedureWorkflow.kit_preflight`: a failed one refuses the run, one line per
+problem; a dry run lists every check) → plan (:mod:`workflows.machineconfig.plan`) → dry run
+stops here → leases (the pools, and the nodes of the plan) → pools in stages (``pool_order``:
+one after another, all at once, or masters first then the rest at once), each through the kit's
+node window (:class:`workflows.kit.batches.NodeBatches`) of NodeRolloutWorkflow children, never
+exceeding maxUnavailable (minus nodes already unavailable), gated per the approval policy →
 optional R1 network repair (:mod:`workflows.machineconfig.network_repair`) → result.
 
 The operator surface (status, approve, reject, pause, resume, abort, skip_node, retry_node,
@@ -22,46 +24,31 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.cluster.models import (
-        ANN_DESIRED_CONFIG,
-        NodeInfo,
-        ReadNodeInput,
-        SetNodeAnnotationsInput,
-        UncordonInput,
-        UncordonResult,
+        ANN_DESIRED_CONFIG, NodeInfo, ReadNodeInput, SetNodeAnnotationsInput, UncordonInput, UncordonResult,
     )
     from activities.machineconfig.models import PoolNodesInput, PoolNodesPage, PreflightInput, PreflightResult
+    from activities.preflight.models import InputCheck, NamesExist, Precondition, PreconditionState
     from workflows.kit import calls as acts
     from workflows.kit.batches import Group, NodeBatches, WindowCarry, unpack
     from workflows.kit.board import NodeBoard
-    from workflows.kit.health import Backoff
-    from workflows.kit.models import (
-        ChangedItem,
-        DecideInput,
-        NodePhase,
-    )
-    from workflows.kit.plan import PlanError, is_unavailable
+    from workflows.kit.models import ChangedItem, DecideInput, NodePhase
+    from workflows.kit.plan import ApprovalPolicy, PlanError, is_unavailable
     from workflows.kit.planning import planning_call
     from workflows.kit.procedure import SA_KEY_POOLS, NodeProcedureWorkflow
     from workflows.machineconfig.models import (
-        PROCEDURE_MACHINECONFIG_ROLLOUT,
-        MachineConfigRolloutInput,
-        MachineConfigRolloutResult,
-        NetworkRepairStatus,
-        NodeRolloutInput,
-        NodeRolloutResult,
-        PoolPlan,
-        RolloutPhase,
-        RolloutPlan,
-        RolloutStatus,
-        RolloutTotals,
-        node_owner,
+        PROCEDURE_MACHINECONFIG_ROLLOUT, MachineConfigRolloutInput, MachineConfigRolloutResult, NetworkRepairStatus,
+        NodeRolloutInput, NodeRolloutResult, PoolPlan, RolloutPhase, RolloutPlan, RolloutStatus, RolloutTotals, node_owner,
         node_workflow_id,
     )
     from workflows.kit.windowleases import WindowLeases
     from workflows.kit.scopes import pool_scope
     from workflows.machineconfig.node import NodeRolloutWorkflow
-    from workflows.machineconfig.network_repair import RepairContext, repair_network
+    from workflows.machineconfig.network_repair import repair_network
     from workflows.machineconfig.plan import plan_rollout, pool_stages
+
+#: The preflight activity's refusals of the operator's input (a pool or target config named
+#: wrong): a failed precondition, never a failed run.
+INPUT_REFUSALS = frozenset({"UnknownPool", "MissingConfig", "ConfigOfOtherPool", "ConfigTooOld", "NoNodes"})
 
 
 class RolloutCarry(WindowCarry):
@@ -76,10 +63,11 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
     """Roll rendered MachineConfigs onto the nodes of one or more pools (see module docstring).
 
     Input :class:`MachineConfigRolloutInput`, result :class:`MachineConfigRolloutResult`, status
-    :class:`RolloutStatus`. Fails (non-retryable ApplicationError) when preflight refuses (types
-    UnknownPool, MissingConfig, ConfigOfOtherPool, ConfigTooOld, NoNodes), when the plan is
-    invalid (InvalidPlan) or when another procedure holds a pool's or node's lease (LeaseHeld,
-    naming its ID).
+    :class:`RolloutStatus`. Ends ``refused`` (nothing written) when a precondition fails (a pool
+    or target config the preflight refuses: UnknownPool, MissingConfig, ConfigOfOtherPool,
+    ConfigTooOld, NoNodes; a node of ``node_order`` that is no Node) or the plan is invalid
+    (InvalidPlan); fails (non-retryable ApplicationError) when another procedure holds a pool's
+    or node's lease (LeaseHeld, naming its ID).
     """
 
     @workflow.init
@@ -87,40 +75,21 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
         self._in = input
         self._id = workflow.info().workflow_id
         self._status = RolloutStatus(workflow_id=self._id, cluster=input.cluster, started_at=workflow.now())
-        self._timeouts = acts.Timeouts(input.calls.short_call_seconds, input.calls.heartbeat_seconds)
         self._pool_plans: dict[str, PoolPlan] = {}
-        self.kit_init(
-            procedure=PROCEDURE_MACHINECONFIG_ROLLOUT,
-            noun="rollout",
-            cluster=input.cluster,
-            rules=input.approvals,
-            status=self._status,
-            search_attributes=input.search_attributes,
-            reject_note="rollout paused",
-            base_phase=RolloutPhase.PLANNING,
-            alerts=input.alerts,
-        )
-        self.board = NodeBoard(
-            procedure=PROCEDURE_MACHINECONFIG_ROLLOUT, cluster=input.cluster, nodes=self._status.nodes,
-            gate_history=self._status.gate_history, warnings=self._status.warnings, on_change=self.touch, noun="rollout",
-        )
+        self.kit_init(procedure=PROCEDURE_MACHINECONFIG_ROLLOUT, noun="rollout", status=self._status, input=input,
+                      reject_note="rollout paused", base_phase=RolloutPhase.PLANNING, preflight=not input.carried)
+        self.board = NodeBoard(procedure=PROCEDURE_MACHINECONFIG_ROLLOUT, cluster=input.cluster, nodes=self._status.nodes,
+                               gate_history=self._status.gate_history, warnings=self._status.warnings, on_change=self.touch,
+                               noun="rollout")
         self.batches = NodeBatches(
-            board=self.board,
-            control=self.control,
-            gates=self.gates,
-            start_child=self._start_child,
-            rollback=self._cleanup_node,
-            recheck_unavailable=self._recheck_unavailable,
-            result_type=NodeRolloutResult,
-            pause_on_degraded=input.pause_on_degraded,
-            gate_timeout_seconds=input.gates.timeout_seconds,
-            gate_timeout_outcome=input.gates.timeout_outcome,
-            on_node_finished=lambda node: self.node_leases.node_finished(node),
-            alerts=self.alerts,
+            board=self.board, control=self.control, gates=self.gates, start_child=self._start_child, rollback=self._cleanup_node,
+            recheck_unavailable=self._recheck_unavailable, result_type=NodeRolloutResult, pause_on_degraded=input.pause_on_degraded,
+            gate_timeout_seconds=input.gates.timeout_seconds, gate_timeout_outcome=input.gates.timeout_outcome,
+            on_node_finished=lambda node: self.node_leases.node_finished(node), alerts=self.alerts,
         )
         # Its pools for the whole run; its nodes up front, or each while in the window (a large plan).
-        self.node_leases = WindowLeases(self.leases, self.batches, cluster=input.cluster, timeouts=self._timeouts,
-                                         window_above=input.window_node_leases_above, touch=self.touch)
+        self.node_leases = WindowLeases(self.leases, self.batches, cluster=input.cluster, timeouts=self.timeouts,
+                                        window_above=input.window_node_leases_above, touch=self.touch)
         # The window starts every free place in one workflow task (NodeBatches.next_starts).
         self.batches.start_together = True
         self.kit_windows(input.windows)  # no node starts outside a maintenance window (workflows.kit.windows)
@@ -157,11 +126,8 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
         s = self._status.model_copy(deep=True)
         s.phase = RolloutPhase(self.phase())
         s.paused_reason, s.abort_requested = self.control.paused_reason, self.control.abort
-        s.current_pool = self.batches.current
-        s.current_pools = list(self.batches.running)
-        s.gates = [g.model_copy() for g in self.gates.gates.values()]
-        s.in_flight = self.batches.in_flight()
-        s.totals = RolloutTotals(**self.batches.totals())
+        s.current_pool, s.current_pools, s.in_flight = self.batches.current, list(self.batches.running), self.batches.in_flight()
+        s.gates, s.totals = [g.model_copy() for g in self.gates.gates.values()], RolloutTotals(**self.batches.totals())
         waiting = self.gates.waiting()
         deciding = self.board.deciding(s.workflow_id)
         in_flight = self.board.in_flight_summary(s.in_flight, s.updated_at)
@@ -180,57 +146,41 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
             s.waiting_for, s.since, s.deadline = in_flight
         return s
 
-    # --- main flow ----------------------------------------------------------------------------
-
-    @workflow.run
-    async def run(self, input: MachineConfigRolloutInput) -> MachineConfigRolloutResult:
-        self.kit_status_attributes()  # the rollout upserted its status from the start
-        self.kit_identity_attributes()
-        return await self.kit_run(lambda: self._run(input), MachineConfigRolloutResult)
-
-    def _left_changed(self, plan: RolloutPlan) -> tuple[list[ChangedItem], list[str]]:
-        """What an ended-early rollout leaves changed (issue 39): each node the daemon already
-        took to its pool's target (a node before its hand-off was rolled back), each node still
-        cordoned by this run; and the commands that roll the pools' updated nodes back."""
-        targets = {p.name: p.target_config for p in plan.pools}
-        items: list[ChangedItem] = []
-        pools: dict[str, None] = {}
-        for name, r in sorted(self.batches.node_results().items()):
-            if r.phase == NodePhase.DONE:
-                pools[r.pool] = None
-                items.append(ChangedItem(
-                    target=f"Node {name}",
-                    what=f"on rendered config {targets.get(r.pool, '?')} (the daemon applied it and rebooted the node; "
-                         "machineconfiguration.openshift.io/currentConfig and desiredConfig)",
-                    undo=f"lockkeeper start machineconfig-rollout --pool {r.pool} --target {r.pool}=<its previous rendered config>",
-                ))
-        items += self.kit_left_changed()
-        commands = [f"lockkeeper start machineconfig-rollout --pool {p} --target {p}=<its previous rendered config>  "
-                    f"# or roll on: lockkeeper start machineconfig-rollout --pool {p}" for p in pools]
-        return items, commands
-
     def kit_result_fields(self) -> dict[str, Any]:
         """Every ending's rollout fields: the plan (empty before one exists), the nodes, the
         totals and the network repair."""
         return {"plan": self._status.plan or RolloutPlan(), "nodes": self.batches.node_results(),
                 "summary": RolloutTotals(**self.batches.totals()), "network_repair": self._status.network_repair}
 
-    def _result(self, outcome: str, plan: RolloutPlan, message: str) -> MachineConfigRolloutResult:
-        """The kit's ending (:meth:`kit_end`) with the rollout's fields and, after an abort, what
-        stays changed as the simulator's diff names it."""
-        left, commands = self._left_changed(plan) if outcome == "aborted" else ([], [])
-        return self.kit_end(MachineConfigRolloutResult, outcome, message, plan=plan,
-                            **({"left_changed": left, "next_commands": commands} if left else {}))
+    def _left_changed(self, plan: RolloutPlan) -> tuple[list[ChangedItem], list[str]]:
+        """What an aborted rollout leaves changed (issue 39): each node the daemon already took to
+        its pool's target (a node before its hand-off was rolled back), each node still cordoned
+        by this run; and the commands that roll the pools' updated nodes back (or on)."""
+        targets = {p.name: p.target_config for p in plan.pools}
+        back = "lockkeeper start machineconfig-rollout --pool {0} --target {0}=<its previous rendered config>"
+        done = [(name, r.pool) for name, r in sorted(self.batches.node_results().items()) if r.phase == NodePhase.DONE]
+        items = [ChangedItem(target=f"Node {name}", undo=back.format(pool),
+                             what=f"on rendered config {targets.get(pool, '?')} (the daemon applied it and rebooted the node; "
+                                  "machineconfiguration.openshift.io/currentConfig and desiredConfig)") for name, pool in done]
+        pools = dict.fromkeys(pool for _, pool in done)
+        return items + self.kit_left_changed(), [
+            f"{back.format(p)}  # or roll on: lockkeeper start machineconfig-rollout --pool {p}" for p in pools]
+
+    # --- main flow ----------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, input: MachineConfigRolloutInput) -> MachineConfigRolloutResult:
+        self.kit_identity_attributes()
+        return await self.kit_run(lambda: self._run(input), MachineConfigRolloutResult)
 
     async def _run(self, input: MachineConfigRolloutInput) -> MachineConfigRolloutResult:
-        if self._carry is not None:
-            plan = self._carry.plan
-            await self._take_leases(plan, self._carry)
-        else:
-            plan = await self._make_plan(input)  # an abort here (workflows.kit.planning) ends in kit_run: nothing was written
-            if input.dry_run:
-                return self._result("dry-run", plan, f"{plan.node_count} node(s) in {len(plan.pools)} pool(s) would be rolled")
-            await self._take_leases(plan)
+        plan = self._carry.plan if self._carry is not None else await self._make_plan(input)
+        if input.dry_run:  # every check's result; the failed ones are what a real start would refuse
+            failed = [r.problem() for r in self._status.preconditions if r.state == PreconditionState.FAILED]
+            message = (f"{plan.node_count} node(s) in {len(plan.pools)} pool(s) would be rolled"
+                       + (f"; refused today: {len(failed)} precondition(s) failed" if failed else ""))
+            return self.kit_end(MachineConfigRolloutResult, "dry-run", message, plan=plan, problems=failed)
+        await self._take_leases(plan, self._carry)
         self.batches.continue_after(input.continue_as_new_after_events)
         self.control.base_phase = RolloutPhase.RUNNING
         self.touch()
@@ -244,47 +194,30 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
             if self.batches.holding():
                 await self.batches.hand_over(input, self._status, self.leases, RolloutCarry, plan=plan)
         if input.repair_network and not self.control.abort:
-            net = self._status.network_repair = NetworkRepairStatus()
-            await repair_network(
-                RepairContext(
-                    control=self.control, gates=self.gates, touch=self.touch, health=self._status.health, timeouts=self._timeouts,
-                    backoff=Backoff(initial=input.network_poll_initial_seconds, maximum=input.network_poll_max_seconds),
-                    policy=input.gates,
-                ),
-                net,
-                plan,
-            )
+            self._status.network_repair = net = NetworkRepairStatus()
+            await repair_network(self, input, net, plan)
         # A skip/abort signal task may still be in flight; let it settle before closing.
         await self.batches.settle()
         await self.leases.release(concurrent=True, wait_closed=True)
-        if self.control.abort:
-            self.board.abort_pending()
-        totals = self.batches.totals()
-        message = self.control.abort_reason if self.control.abort else f"{totals['done']} node(s) updated"
-        return self._result("aborted" if self.control.abort else "completed", plan, message)
+        if not self.control.abort:
+            return self.kit_end(MachineConfigRolloutResult, "completed", f"{self.batches.totals()['done']} node(s) updated", plan=plan)
+        self.board.abort_pending()
+        left, commands = self._left_changed(plan)
+        return self.kit_end(MachineConfigRolloutResult, "aborted", self.control.abort_reason or "aborted", plan=plan,
+                            **({"left_changed": left, "next_commands": commands} if left else {}))
 
     async def _make_plan(self, input: MachineConfigRolloutInput) -> RolloutPlan:
-        try:
-            pre = await self._preflight(input)
-        except ActivityError as err:
-            api = acts.planning_api_failure(err, "preflight")
-            if api is not None:
-                raise api from err
-            cause = err.cause
-            kind = cause.type if isinstance(cause, ApplicationError) else None
-            message = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
-            raise ApplicationError(f"preflight refused the rollout: {message}", type=kind or "PreflightFailed", non_retryable=True) from err
+        """Preflight, the preconditions (:meth:`_preconditions`: a failed one refuses the run, or
+        in a dry run is listed and leaves the plan empty), then the plan."""
+        pre, refusal = await self._preflight(input)
+        outcome = await self.kit_preflight(self._preconditions(input, pre, refusal), refuse=not input.dry_run)
+        if pre is None or not outcome.ok:
+            return RolloutPlan()
         try:
             plan = plan_rollout(
-                pre.pools,
-                requested_pools=input.pools,
-                max_unavailable=input.max_unavailable,
-                node_order=input.node_order,
-                approval=input.approval,
-                repair_network=input.repair_network,
-                network_type=pre.network_type,
-                pool_order=input.pool_order,
-                machine_config_nodes=pre.machine_config_nodes,
+                pre.pools, requested_pools=input.pools, max_unavailable=input.max_unavailable, node_order=input.node_order,
+                approval=input.approval, repair_network=input.repair_network, network_type=pre.network_type,
+                pool_order=input.pool_order, machine_config_nodes=pre.machine_config_nodes,
             )
         except PlanError as err:
             raise ApplicationError(str(err), type="InvalidPlan", non_retryable=True) from err
@@ -294,6 +227,24 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
             workflow.upsert_search_attributes([SA_KEY_POOLS.value_set([p.name for p in plan.pools])])
         self.touch()
         return plan
+
+    def _preconditions(self, input: MachineConfigRolloutInput, pre: PreflightResult | None, refusal: str | None) -> list[Precondition]:
+        """What the rollout needs before its first write (issue 39), as data: the pools and target
+        rendered configs the operator named, as the read-only preflight judged them (each pool
+        exists and has nodes, each target is the pool's own and not older than ``not_before``;
+        ``refusal`` its words otherwise), and every node an explicit ``node_order`` names (a
+        Node: the first of each pool goes first and, with ``approval`` canary, is its canary).
+        The rollout runs no program and reboots no node itself (the machine-config-daemon does)
+        and sets no kubelet version, so it declares no executable, reboot access or version skew."""
+        named = ", ".join(input.pools) or "every pool behind its newest rendered config"
+        found = "; ".join(f"{p.name} → {p.target_config} ({len(p.nodes)} node(s))" for p in pre.pools) if pre else ""
+        checks: list[Precondition] = [InputCheck(
+            about=f"MachineConfigPools ({named})", ok=refusal is None, detail=refusal or found or "no pool to roll",
+            why="--pool and --target: the pools to roll and the rendered config each goes to")]
+        if not isinstance(input.node_order, str) and input.node_order:
+            canary = ", the first of each pool is its canary" if input.approval == ApprovalPolicy.CANARY else ""
+            checks.append(NamesExist(names=list(input.node_order), why=f"--node-order puts them first{canary}"))
+        return checks
 
     async def _take_leases(self, plan: RolloutPlan, carry: RolloutCarry | None = None) -> None:
         """The pools' leases (``LeaseInput.scope`` ``pool/<pool>``) and the planned nodes'
@@ -305,82 +256,65 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
         """One window group per pool of ``plan``, in plan order."""
         for pp in plan.pools:
             self._pool_plans[pp.name] = pp
-            self.batches.add_group(
-                pp.name, max_unavailable=pp.max_unavailable, nodes=pp.nodes, unavailable=pp.unavailable, gates=pp.gates,
-                skipped=pp.skipped,
-            )
+            self.batches.add_group(pp.name, max_unavailable=pp.max_unavailable, nodes=pp.nodes, unavailable=pp.unavailable,
+                                   gates=pp.gates, skipped=pp.skipped)
 
-    async def _preflight(self, input: MachineConfigRolloutInput) -> PreflightResult:
-        """Preflight, its node list in pages of ``input.preflight_page_size`` (one result of
-        every node passes Temporal's 2 MB payload limit at about 4,400 nodes). Replay-safe
-        without a patch: the page calls follow ``more_after`` of the recorded preflight result,
-        which a preflight scheduled by older code (no ``page_size``) never sets."""
-        pre: PreflightResult = await planning_call(
-            self.control,
-            acts.PREFLIGHT,
-            PreflightInput(
+    async def _preflight(self, input: MachineConfigRolloutInput) -> tuple[PreflightResult | None, str | None]:
+        """Preflight, its node list in pages of ``input.preflight_page_size``. Returns the result, or
+        None and the refusal's words when it refused the operator's input (:data:`INPUT_REFUSALS`).
+        Raises the API failure's ApplicationError when the cluster's API could not be used, any
+        other failure as it came."""
+        def call(name: str, arg: Any, result_type: type) -> Any:
+            return planning_call(self.control, name, arg, result_type, seconds=60, timeouts=self.timeouts,
+                                 heartbeat=self.timeouts.heartbeat)  # it beats while it lists
+        try:
+            pre: PreflightResult = await call(acts.PREFLIGHT, PreflightInput(
                 pools=input.pools, target_configs=input.target_configs, not_before=input.not_before, page_size=input.preflight_page_size,
-            ),
-            PreflightResult,
-            seconds=60,
-            timeouts=self._timeouts,
-            heartbeat=self._timeouts.heartbeat,  # it beats while it lists
-        )
+            ), PreflightResult)
+        except ActivityError as err:
+            if (api := acts.planning_api_failure(err, "preflight")) is not None:
+                raise api from err
+            if isinstance(err.cause, ApplicationError) and err.cause.type in INPUT_REFUSALS:
+                return None, f"{err.cause.type}: {err.cause.message}"
+            raise
         for pool in pre.pools:
             after = pool.more_after
             while after is not None:
-                page: PoolNodesPage = await planning_call(
-                    self.control, acts.LIST_POOL_NODES, PoolNodesInput(pool=pool.name, after=after, limit=input.preflight_page_size),
-                    PoolNodesPage, seconds=60, timeouts=self._timeouts, heartbeat=self._timeouts.heartbeat,
-                )
+                page: PoolNodesPage = await call(acts.LIST_POOL_NODES, PoolNodesInput(pool=pool.name, after=after,
+                                                                                      limit=input.preflight_page_size), PoolNodesPage)
                 pool.nodes.extend(page.nodes)
                 after = page.more_after
-        return pre
+        return pre, None
 
     # --- hooks of the node window -------------------------------------------------------------------
 
     async def _start_child(self, node: str, group: Group, attempt: int) -> workflow.ChildWorkflowHandle:
-        """Start the node's NodeRolloutWorkflow attempt (ID ``{rollout}/node/{node}/{attempt}``, or
-        the node's lease ID when the run is its node's lease), after taking the node's lease
-        (in-window leases, :class:`workflows.kit.windowleases.WindowLeases`; raises LeaseHeld when another
-        procedure holds the node, which the window records as a failed node)."""
-        i = self._in
+        """Start the node's NodeRolloutWorkflow attempt (ID ``{rollout}/node/{node}/{attempt}``, or the
+        node's lease ID), after taking the node's lease (:class:`workflows.kit.windowleases.WindowLeases`;
+        raises LeaseHeld when another procedure holds the node: the window records a failed node)."""
+        i, pp = self._in, self._pool_plans[group.name]
         child_input = NodeRolloutInput(
-            node=node,
-            pool=group.name,
-            target=self._pool_plans[group.name].target_config,
-            parent_id=self._id,
-            owner=node_owner(self._id, node),
-            attempt=attempt,
-            drain=i.drain,
-            daemon=i.daemon,
-            calls=i.calls,
-            lease_scope=self.node_leases.scope_for_run(node),
-            disruption=next((d for d in self._pool_plans[group.name].disruption if node in d.nodes), None),
+            node=node, pool=group.name, target=pp.target_config, parent_id=self._id, owner=node_owner(self._id, node),
+            attempt=attempt, drain=i.drain, daemon=i.daemon, calls=i.calls, lease_scope=self.node_leases.scope_for_run(node),
+            disruption=next((d for d in pp.disruption if node in d.nodes), None),
             machine_config_nodes=self._status.plan is not None and self._status.plan.machine_config_nodes,
         )
         return await self.node_leases.start_run(
             NodeRolloutWorkflow.run, child_input, node_workflow_id(self._id, node, attempt), f"node {node} · MachineConfig handshake (attempt {attempt})"
         )
 
+    async def _read(self, node: str) -> NodeInfo:
+        return await acts.call(acts.READ_NODE, ReadNodeInput(node=node), NodeInfo, timeouts=self.timeouts)
+
     async def _cleanup_node(self, node: str) -> None:
         """Child-free rollback of a degraded/failed node: desiredConfig back to currentConfig,
         uncordon only if we cordoned it."""
-        info: NodeInfo = await acts.call(acts.READ_NODE, ReadNodeInput(node=node), NodeInfo, timeouts=self._timeouts)
+        info = await self._read(node)
         if info.current_config and info.desired_config != info.current_config:
-            await acts.call(
-                acts.SET_NODE_ANNOTATIONS,
-                SetNodeAnnotationsInput(node=node, annotations={ANN_DESIRED_CONFIG: info.current_config}),
-                NodeInfo,
-                timeouts=self._timeouts,
-            )
-        await acts.call(acts.UNCORDON_NODE, UncordonInput(node=node, owner=node_owner(self._id, node)), UncordonResult, timeouts=self._timeouts)
+            await acts.call(acts.SET_NODE_ANNOTATIONS, SetNodeAnnotationsInput(node=node, annotations={ANN_DESIRED_CONFIG: info.current_config}),
+                            NodeInfo, timeouts=self.timeouts)
+        await acts.call(acts.UNCORDON_NODE, UncordonInput(node=node, owner=node_owner(self._id, node)), UncordonResult, timeouts=self.timeouts)
 
     async def _recheck_unavailable(self, nodes: list[str]) -> list[str]:
         """Re-read the nodes that blocked capacity (one at a time); those still unavailable."""
-        still: list[str] = []
-        for name in nodes:
-            info: NodeInfo = await acts.call(acts.READ_NODE, ReadNodeInput(node=name), NodeInfo, timeouts=self._timeouts)
-            if is_unavailable(info):
-                still.append(name)
-        return still
+        return [name for name in nodes if is_unavailable(await self._read(name))]

@@ -553,8 +553,9 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         # Started by type name with a plain input: the procedure packages stay independent.
         result = await workflow.execute_child_workflow(
             "MachineConfigRolloutWorkflow",
-            {"cluster": i.cluster, "pools": pools, "max_unavailable": i.max_unavailable, "requested_by": f"{i.requested_by} (takeover)",
-             "search_attributes": i.search_attributes, "drain_backoff_initial_seconds": 1.0, "drain_wait_seconds": 10.0,
+            {"cluster": i.cluster, "pools": pools, "max_unavailable": i.max_unavailable,
+             "approvals": {"requested_by": f"{i.requested_by} (takeover)"}, "search_attributes": i.search_attributes,
+             "drain": {"backoff_initial_seconds": 1.0, "wait_seconds": 10.0},
              **({"alerts": i.alerts.model_dump(mode="json")} if i.alerts is not None else {})},
             id=child_id, result_type=dict,
             static_summary=f"takeover: MachineConfig rollout of pools {', '.join(pools)}",

@@ -1,8 +1,10 @@
 """``lockkeeper start machineconfig-rollout``: flags → ``MachineConfigRolloutInput`` → start.
 
 The rollout plans inside the workflow (preflight), so ``--dry-run`` starts it with
-``dry_run=True``: it reads the cluster, returns its plan and writes nothing. Otherwise the
-command waits for the plan and prints it below the workflow ID.
+``dry_run=True``: it reads the cluster, checks its preconditions, returns its plan and writes
+nothing; the command prints the plan and every check with its result (exit 2 when a real start
+would be refused). Otherwise the command waits past the preconditions (a failed one: exit 2, one
+line per problem, nothing written) and for the plan, and prints it below the workflow ID.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 import typer
 
-from lockkeeper.cli.common import EXIT_OK, EXIT_FAILED, err
+from lockkeeper.cli.common import err
 from lockkeeper.cli.start.options import (
     GATE_OUTCOMES,
     Approvals,
@@ -27,7 +29,7 @@ from lockkeeper.cli.start.options import (
     start_options,
 )
 from lockkeeper.cli.start.shared import Launch, show_window_plan
-from lockkeeper.cli.start.dryrun import dry_run_result
+from lockkeeper.cli.start.dryrun import workflow_dry_run
 
 
 APPROVALS = ("none", "pool", "node", "canary")
@@ -151,17 +153,17 @@ def _request(start: Start, inp: Any) -> Launch:
 
 
 async def _dry_run(req: Launch, settings: Any) -> int:
-    """The workflow's own dry run: preflight and plan, nothing written; prints the plan."""
+    """The workflow's own dry run (:func:`workflow_dry_run`): preflight, every precondition with
+    its result, and the plan (a table, above the checks), nothing written. Exit 0, or 2 when a
+    real start would be refused (one line per problem), 1 when it could not plan."""
     from lockkeeper import output as out
 
-    handle, res = await dry_run_result(req, settings, stop_if_queued=True)
-    if res is None:  # --queue and no worker: it plans when one comes
-        return EXIT_OK
-    if res.plan is None:
-        err("no plan")
-    elif req.output == "table":
-        out.console().print(out.plan_table(res.plan))
-    else:
-        print(out.dump({"workflow_id": handle.id, "plan": out.to_data(res.plan)}, req.output))
-    show_window_plan(req)
-    return EXIT_OK if res.outcome == "dry-run" else EXIT_FAILED
+    def plan(res: Any) -> list[str]:
+        if res.plan is not None and res.plan.pools:
+            out.console().print(out.plan_table(res.plan))
+        else:
+            err("no plan")
+        show_window_plan(req)
+        return []
+
+    return await workflow_dry_run(req, settings, plan=plan)
