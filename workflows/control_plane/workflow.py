@@ -48,7 +48,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted
     from workflows.kit.host import HostSteps
-    from workflows.kit.models import ChangedItem, GateKind, GateState, ProcedurePhase
+    from workflows.kit.models import ChangedItem, ProcedurePhase
     from workflows.kit.planning import abortable, planning_abort_message
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.kit.scopes import node_scope
@@ -197,14 +197,12 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
         return self._result("completed", f"{len(input.masters)} master(s) upgraded one at a time")
 
     async def _approve(self, gate_id: str, comment: str) -> bool:
-        policy = self._in.gates
-        gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=policy.timeout_seconds, comment=comment)
-        self.touch()
-        await self.gates.wait(gate, timeout_outcome=policy.timeout_outcome, timeout_seconds=policy.timeout_seconds)
-        self.touch()
-        if gate.state != GateState.APPROVED and not self.control.abort:
+        """The kit's gate step with the input's policy; not passed: the upgrade aborts."""
+        answer = await self.gates.step(gate_id, comment, self._in.gates)
+        gate = answer.gate
+        if not answer.passed and not self.control.abort:
             self.control.request_abort(f"gate {gate_id} {gate.state}", gate.decided_by or "timeout")
-        return gate.state == GateState.APPROVED
+        return answer.passed
 
     async def _preflight(self, input: ControlPlaneUpgradeInput) -> None:
         pf = self._status.checks

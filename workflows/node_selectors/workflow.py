@@ -59,7 +59,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted, RevertRequested
     from workflows.kit.health import Backoff, Check, wait_until
-    from workflows.kit.models import Gate, GateKind, GateState, ProcedurePhase, RevertInput
+    from workflows.kit.models import Gate, ProcedurePhase, RevertInput
     from workflows.kit.planning import planning_abort_message, planning_call
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.kit.records import REMOVE, RecordRefused
@@ -170,13 +170,11 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
             raise RevertRequested(self.control.revert_reason)
 
     async def _gate(self, gate_id: str, comment: str) -> Gate:
-        policy = self._in.gates
-        gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=policy.timeout_seconds, comment=comment,
-                               opened_by="lockkeeper", record_comment=comment)
-        self.touch()
-        await self.gates.wait(gate, timeout_outcome=policy.timeout_outcome, timeout_seconds=policy.timeout_seconds)
-        self.touch()
-        if gate.state != GateState.APPROVED:
+        """The kit's gate step with the input's policy; not passed: stop (an abort or a revert
+        stops as such)."""
+        answer = await self.gates.step(gate_id, comment, self._in.gates)
+        gate = answer.gate
+        if not answer.passed:
             self._stop_if_aborted()  # an abort or a revert ended the wait
             raise _Stop(f"gate {gate_id} {gate.state} by {gate.decided_by or 'timeout'}")
         return gate
