@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from clustersim import traps
+from tests.e2e.test_control_plane_fault_matrix import DOCUMENTED as CONTROL_PLANE_DOCUMENTED
 from tests.e2e.test_upgrade_control_plane_e2e import CA, cp_input, r3_without_brick_fault
 from tests.e2e.test_upgrade_nodes_e2e import hosts_env, upgrade_input
 from tests.faultmatrix import Case, Step, World, judge, matrix_params, run_case
@@ -32,10 +33,7 @@ from workflows.node_upgrade.models import BatchPolicy
 pytestmark = pytest.mark.e2e
 
 SCALE = 0.02
-DOCUMENTED: list[str] = [
-    "master/leader",
-    "ConfigMap/kube-system/openshift-master-controllers#/metadata/annotations/control-plane.alpha.kubernetes.io~1leader",
-]
+DOCUMENTED: list[str] = list(CONTROL_PLANE_DOCUMENTED)  # the leader lease, as in the control plane's own matrix
 
 STEPS = {
     "infra-canary-cordon": Step("infra-canary-cordon", traps.api("patch", "nodes", name="node01.example.com")),
