@@ -151,7 +151,7 @@ async def test_gate_timing_out_while_the_worker_is_down_wins_over_a_waiting_appr
     dev_server: Any, sim_factory: Any, worker_for: Any, temporal_client: Any, task_queue: str
 ) -> None:
     sim, worker, handle, gate = await gate_with_worker_down(sim_factory, worker_for, temporal_client, task_queue, "deadline-b",
-                                                            gate_timeout_seconds=8, gate_timeout_outcome="abort")
+                                                            gates={"timeout_seconds": 8, "timeout_outcome": "abort"})
     assert gate.timeout_at is not None
 
     # The approve waits (its deadline ~40 s away); the gate times out meanwhile; then a worker.

@@ -87,7 +87,7 @@ async def _dry_run(dev_server: Any, task_queue: str, *base: str) -> tuple[dict[s
     assert code == 0, (out, err)
     code, text, err = await lk(dev_server, task_queue, *base, "--dry-run")
     assert code == 0, (text, err)
-    return json.loads(out)["plan"], " ".join(text.split())  # the console wraps long lines
+    return json.loads(out)["result"]["plan"], " ".join(text.split())  # the console wraps long lines
 
 
 def _boot_ids(sim: Any) -> dict[str, str]:
