@@ -48,7 +48,7 @@ from temporalio import activity
 
 from activities.cluster.base import GatewayActivities
 from activities.context import HEARTBEAT_SECONDS
-from activities.host.executors import NodeCommandError
+from activities.host.executors import NodeCommandError, find_etcd_binary
 from activities.host.factory import ExecutorFactory
 from activities.host.models import CommandResult, ExecBackend, HostAccess
 from activities.kube import objects
@@ -207,6 +207,12 @@ class _Check:
         """``command -v PROGRAM`` on the host; a ``local`` access's host is this worker, looked up
         like a worker executable (no ``/usr/bin/command`` needed on it)."""
         if p.access.backend == ExecBackend.LOCAL:
+            if p.local_lookup == "etcd" and os.sep not in p.program:
+                try:
+                    path = await asyncio.to_thread(find_etcd_binary, p.program)
+                except NodeCommandError as exc:
+                    return failed(p, f"not found (local): {error_text(exc)}")
+                return ok(p, f"found at {path} (local, etcd's lookup)", resolved=path)
             path = await asyncio.to_thread(self.owner.which, p.program)
             return ok(p, f"found at {path} (local)", resolved=path) if path else failed(p, "not found on the local PATH")
         res = await self.run(p.access, ["command", "-v", p.program])
@@ -235,13 +241,23 @@ class _Check:
         if p.access is None:
             return not_run(p, "no host access given: the host's sockets were not listed",
                            detail=known.rstrip("; ") or "not a well-known port")
-        res = await self.run(p.access, ports.ss_argv(p.protocol))
+        res = await self.run(p.access, ports.ss_argv(p.protocol, processes=p.owner is not None))
         if not res.ok:
             return failed(p, f"ss could not list the sockets: {res.summary(200)}")
         sockets = ports.parse_ss(res.stdout)
-        busy = ports.listeners_on(sockets, p.port, p.protocol)
+        listening = ports.listeners_on(sockets, p.port, p.protocol)
+        own = [s for s in listening if p.owner is not None and ports.processes_of(s) and
+               all(name == p.owner for name in ports.processes_of(s))]
+        busy = [s for s in listening if s not in own]
         if busy:
-            return failed(p, f"in use on the host: {', '.join(s.local() for s in busy)}", findings=[s.line for s in busy])
+            def shown(s: ports.Socket) -> str:
+                names = ports.processes_of(s)
+                by = f" by {', '.join(names)}" if names else (" by a process ss does not name" if p.owner else "")
+                return s.local() + by
+            return failed(p, f"in use on the host: {', '.join(shown(s) for s in busy)}", findings=[s.line for s in busy])
+        if own:
+            return ok(p, f"{known}held by {p.owner} itself ({', '.join(s.local() for s in own)}), which is stopped before "
+                         "the port is taken again; nothing else listens", findings=[s.line for s in own])
         return ok(p, f"{known}free ({len(sockets)} {p.protocol} sockets listen, none on {p.port})")
 
     async def label_unreferenced(self, p: LabelUnreferenced) -> PreconditionResult:
