@@ -28,6 +28,8 @@ What each kind does (the models' docstrings say what it means):
   Node list with the label selector;
 - ``version-skew``: the API server's ``/version`` (read once per call) unless the precondition
   names the control plane's version (:mod:`activities.preflight.versions`);
+- ``queue-polled``: ``DescribeTaskQueue`` with the worker's own Temporal client
+  (``activity.client()``): a workflow poller seen recently;
 - ``input``: reports what the procedure computed.
 
 Host commands go through :class:`activities.host.factory.ExecutorFactory`, as host steps do: the
@@ -64,6 +66,7 @@ from activities.preflight.models import (
     NamesExist,
     PortFree,
     Precondition,
+    QueuePolled,
     PreconditionResult,
     PreconditionState,
     RebootAccess,
@@ -187,7 +190,7 @@ class _Check:
             WorkerExecutable: self.worker_executable, HostExecutable: self.host_executable,
             RebootAccess: self.reboot_access, PortFree: self.port_free, LabelUnreferenced: self.label_unreferenced,
             NamesExist: self.names_exist, SelectorMatches: self.selector_matches, VersionSkew: self.version_skew,
-            InputCheck: self.input_check,
+            InputCheck: self.input_check, QueuePolled: self.queue_polled,
         }
         return checks[type(p)](p)
 
@@ -362,6 +365,24 @@ class _Check:
             return failed(p, f"newer than the control plane's {cp} ({source}): a kubelet must not be newer than "
                              "kube-apiserver (Kubernetes version-skew policy)")
         return ok(p, f"not newer than the control plane's {cp} ({source})")
+
+    async def queue_polled(self, p: QueuePolled) -> PreconditionResult:
+        """``DescribeTaskQueue`` (workflow tasks) with this worker's client: a poller seen within
+        ``fresh_seconds``."""
+        from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
+        from temporalio.api.taskqueue.v1 import TaskQueue
+        from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+        client = activity.client()
+        resp = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+            namespace=client.namespace, task_queue=TaskQueue(name=p.task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW))
+        now = datetime.now(UTC)
+        live = [q.identity for q in resp.pollers
+                if not q.HasField("last_access_time") or (now - q.last_access_time.ToDatetime(UTC)).total_seconds() <= p.fresh_seconds]
+        if live:
+            return ok(p, f"{len(live)} worker(s) poll it: {', '.join(sorted(live)[:3])}", findings=sorted(live))
+        return failed(p, f"no worker polled it within {p.fresh_seconds:g} s (namespace {client.namespace})")
 
     async def input_check(self, p: InputCheck) -> PreconditionResult:
         """What the procedure computed."""

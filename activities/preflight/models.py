@@ -229,10 +229,27 @@ class InputCheck(_Kind):
         return self.about
 
 
+class QueuePolled(_Kind):
+    """A worker polls ``task_queue`` for workflow tasks now (Temporal ``DescribeTaskQueue``: a
+    poller seen within ``fresh_seconds``; an idle worker renews its long poll at least every
+    minute, the server's long-poll expiry), so a workflow started there runs. ``name`` says whose
+    queue it is in messages (``cluster east``). Checked with the Temporal client of the worker
+    that runs the check (``activity.client()``), in the namespace it serves."""
+
+    kind: Literal["queue-polled"] = "queue-polled"
+    task_queue: str = Field(min_length=1)
+    name: str = ""
+    fresh_seconds: float = Field(120.0, gt=0)
+
+    def subject(self) -> str:
+        """``a worker on lockkeeper-east (cluster east)``."""
+        return f"a worker on {self.task_queue}" + (f" ({self.name})" if self.name else "")
+
+
 #: One precondition, discriminated by ``kind``.
 Precondition = Annotated[
     WorkerExecutable | HostExecutable | RebootAccess | PortFree | LabelUnreferenced | NamesExist
-    | SelectorMatches | VersionSkew | InputCheck,
+    | SelectorMatches | VersionSkew | InputCheck | QueuePolled,
     Field(discriminator="kind"),
 ]
 
