@@ -27,8 +27,9 @@ Steps (each visible in ``status``; every change recorded first, so ``revert`` re
 7. **unpause** (the records reverted), **verify** (status type, ovnkube-node, pools Updated),
    gate ``delete-broken-pods`` for pods still on the old network.
 8. gate ``cleanup``: remove the migration field and ``openshiftSDNConfig``, delete ``openshift-sdn``.
-   Before it, ``revert`` (update) runs the documented rollback: pause, migration field and type
-   back, multus, reboots, unpause, migration field removed.
+   Before it, the kit's ``revert`` update (rules: :meth:`NetworkMigrationWorkflow.check_revert`)
+   runs the documented rollback: pause, migration field and type back, multus, reboots, unpause,
+   migration field removed; a pending revert ends every wait (health, reboots, a pause, a gate).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
         MigrationState,
     )
     from workflows.kit import calls as acts
-    from workflows.kit.control import Aborted, check_in_time
+    from workflows.kit.control import Aborted
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.kit.models import (
         ApprovalRules,
@@ -58,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
         GateState,
         GateTimeoutOutcome,
         ProcedureStatus,
+        RevertInput,
     )
     from workflows.kit.planning import planning_abort_message
     from workflows.kit.procedure import ProcedureWorkflow
@@ -70,8 +72,6 @@ with workflow.unsafe.imports_passed_through():
         NetworkMigrationResult,
         NetworkMigrationStatus,
         NodeReboot,
-        RevertInput,
-        RevertResult,
     )
     from workflows.network_migration.plan import (
         kubelet_ca_problems,
@@ -129,7 +129,6 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         self._t = acts.Timeouts(short_call=input.activity_timeout_seconds)
         self.records = Records(board=self._st.records, on_change=self.touch, timeouts=self._t)
         self.guard = PoolsGuard(board=self._st.health, on_change=self.touch, timeouts=self._t, stop=lambda: self.control.abort)
-        self._revert_by: str | None = None
         self._cleanup_started = False
         self._lease_holder = ""
         self._from_type = ""
@@ -141,28 +140,24 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         if self.alerts is not None:
             self.alerts.stop = self._revert_pending  # a revert ends an alert wait, as an abort does
 
-    # --- operator surface ------------------------------------------------------------------------
+    # --- operator surface: the kit's ``revert`` update, with the migration's rules -------------
 
-    @workflow.update
-    def revert(self, input: RevertInput) -> RevertResult:
-        """Roll the migration back (before the cleanup): the recorded configs go back in the
-        documented rollback order."""
-        self._revert_by = input.identity
-        self._st.reverting = True
-        self.touch()
-        return RevertResult(message=f"revert requested by {input.identity}; the rollback starts at the next step")
-
-    @revert.validator
-    def _validate_revert(self, input: RevertInput) -> None:
-        check_in_time(input, "revert")
+    def check_revert(self, input: RevertInput) -> None:
+        """The kit's ``revert`` (:meth:`ProcedureWorkflow.revert`) runs the documented rollback
+        (:meth:`_revert`), before or after the switch, until the cleanup: refused once the run
+        ended, once the cleanup started, twice, or before anything was changed."""
+        c = self.control
+        if c.finished():
+            raise ValueError(f"{self.kit_noun} already {c.base_phase}")
         if self._cleanup_started:
             raise ValueError("the cleanup has started: the migration can no longer be reverted")
-        if self._revert_by is not None:
-            raise ValueError(f"a revert was already requested by {self._revert_by}")
+        if c.revert:
+            raise ValueError(f"a revert was already requested by {c.revert_by}")
         if "network-type" not in self.records.records and "migration-field" not in self.records.records:
             raise ValueError("nothing has been changed yet: abort the run instead")
 
     def procedure_status(self) -> ProcedureStatus:
+        self._st.reverting = self.control.revert
         st = super().procedure_status()
         if not st.waiting_for:
             st.waiting_for = f"step {self._st.step}"
@@ -188,9 +183,9 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
                                opened_by="lockkeeper", record_comment=comment)
         self.touch()
         await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=self._in.gate_timeout_seconds,
-                              interrupt=lambda: self._revert_by is not None)
-        if gate.state == GateState.WAITING and self._revert_by is not None:
-            self.gates.cancel(gate, self._revert_by, "revert requested")
+                              interrupt=lambda: self.control.revert)
+        if gate.state == GateState.WAITING and self.control.revert:
+            self.gates.cancel(gate, self.control.revert_by or "workflow", "revert requested")
         self.touch()
         if self.control.abort:
             raise Aborted(self.control.abort_reason)
@@ -206,7 +201,7 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
 
     def _revert_pending(self) -> bool:
         """A revert was requested and the rollback has not started: every wait ends for it."""
-        return self._revert_by is not None and not self._rolling_back
+        return self.control.revert and not self._rolling_back
 
     async def _sleep(self, seconds: float) -> None:
         try:
@@ -454,7 +449,7 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         self._step("migration-field")
         await self.records.change("migration-field", NET_OP, {"/spec/migration": {"networkType": i.to}})
         await self._wait_pools(i)
-        if self._revert_by:
+        if self.control.revert:
             return await self._revert(i, pools)
         await self._hold()
         await self._take_cluster(i, pools)
@@ -470,21 +465,21 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         self._st.switched = True
         self.control.passed_point_of_no_return(f"network.config/cluster spec.networkType switched to {i.to}")
         await self._after_switch(i, pools, i.to)
-        if self._revert_by:
+        if self.control.revert:
             return await self._revert(i, pools)
         self._step("verify")
         state = await self._verify(i)
-        if self._revert_by:
+        if self.control.revert:
             return await self._revert(i, pools)
         if await self._gate("cleanup", "remove spec.migration and openshiftSDNConfig from network.operator/cluster and delete "
                                        "namespace openshift-sdn (after this the migration cannot be reverted)"):
-            if self._revert_by:
+            if self.control.revert:
                 return await self._revert(i, pools)
             self._cleanup_started = True
             self._step("cleanup")
             await self.records.change("cleanup", NET_OP, {"/spec/migration": REMOVE, "/spec/defaultNetwork/openshiftSDNConfig": REMOVE})
             await acts.call(DELETE_NAMESPACE, DeleteNamespaceInput(name="openshift-sdn"), DeleteNamespaceResult, timeouts=self._t)
-        elif self._revert_by:
+        elif self.control.revert:
             return await self._revert(i, pools)
         return self._result("completed", f"migrated to {i.to}" + ("" if self._cleanup_started else "; cleanup not approved"),
                             state.status_type)
@@ -525,7 +520,7 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         self._step("wait-pools")
         last_sig: tuple[object, ...] | None = None
         since = workflow.now()
-        while not self._revert_by:
+        while not self.control.revert:
             state = await self._read()
             verdict = self.guard.evaluate(state, self._st.baseline)
             self._st.guard_behind = verdict.behind
@@ -692,4 +687,4 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         state = await self._wait("reverted", lambda s: s.status_type == old and self.guard.evaluate(s, {}).ok,
                                  lambda s: f"status.networkType {s.status_type}; " + "; ".join(self.guard.evaluate(s, {}).behind[:3]),
                                  i.pools_timeout_seconds)
-        return self._result("reverted", f"reverted to {old} (requested by {self._revert_by})", state.status_type)
+        return self._result("reverted", f"reverted to {old} (requested by {self.control.revert_by})", state.status_type)
