@@ -34,6 +34,7 @@ procedures-spec §3.2; field report seed 002).
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -68,16 +69,17 @@ with workflow.unsafe.imports_passed_through():
         ProcedureStatus,
         failure_message,
     )
-    from workflows.kit.procedure import ProcedureWorkflow
+    from workflows.kit.procedure import ProcedureStopped, ProcedureWorkflow
     from workflows.kit.scopes import subsystem_scope
 
 
-class Stop(Exception):
-    """The run stops (outcome ``stopped``) with ``reason``; nothing more is changed."""
+class Stop(ProcedureStopped):
+    """The run stops (outcome ``stopped``) with ``reason``; nothing more is changed. The kit's
+    run template ends it (:meth:`ProcedureWorkflow.kit_rule_stopped`: what stays changed
+    appended), with ``fatal`` the reason."""
 
     def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+        super().__init__(reason, outcome="stopped", fatal=[reason])
 
 
 @workflow.defn
@@ -339,8 +341,6 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
             end = await self._recover(a)
             hosts = ", ".join(h.host for h in self._status.hosts)
             return self._end("completed", "GlusterFS healthy" + (f" after restarting {hosts}" if hosts else ""), [], end)
-        except Stop as s:
-            return self._end("stopped", s.reason, [s.reason])
         except Aborted as ab:  # from a gate, a wait, or the first read (workflows.kit.planning)
             return self._end("aborted", (ab.reason or "aborted") if self._start is not None else planning_abort_message(self.control, ab))
         except ActivityError as err:
@@ -349,10 +349,7 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
     def _end(self, outcome: str, message: str, fatal: list[str] | None = None, end: Assessment | None = None) -> GlusterRecoveryResult:
         """The result (:meth:`kit_end`): hosts not done marked aborted or failed with
         ``message``; unless completed, what stays changed appended to the message."""
-        for h in self._status.hosts:
-            if h.step not in ("done",):
-                h.step = "aborted" if outcome == "aborted" else "failed"  # type: ignore[assignment]
-                h.reason = message
+        self._mark_hosts(outcome, message)
         healthy = end is not None and end.healthy and outcome in ("completed",)
         left = self.kit_left_changed() if outcome not in ("completed", "dry-run") else []
         if left:
@@ -367,10 +364,24 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
         )
 
     def kit_result_fields(self) -> dict[str, object]:
-        """The recovery's own fields of an ending the kit builds (a refusal): the mode, the
-        host runs and the first assessment."""
-        return {"mode": self._in.mode, "hosts": [h.model_copy() for h in self._status.hosts], "assessment_start": self._start,
+        """The recovery's own fields of an ending the kit builds (a refusal, a :class:`Stop`):
+        the mode, the host runs, the volumes and the assessments (not healthy, not ok)."""
+        return {"mode": self._in.mode, "healthy": False, "ok": False, "hosts": [h.model_copy() for h in self._status.hosts],
+                "volumes": self._volume_results(self._start, self._status.assessment), "assessment_start": self._start,
                 "assessment_end": self._status.assessment}
+
+    async def kit_rule_stopped(self, stop: ProcedureStopped, result_type: type[Any]) -> Any:
+        """A :class:`Stop`: the hosts not done are marked failed with its reason, then the kit
+        ends the run (what stays changed appended)."""
+        self._mark_hosts("stopped", stop.reason)
+        self._step("finished")
+        return await super().kit_rule_stopped(stop, result_type)
+
+    def _mark_hosts(self, outcome: str, message: str) -> None:
+        for h in self._status.hosts:
+            if h.step not in ("done",):
+                h.step = "aborted" if outcome == "aborted" else "failed"  # type: ignore[assignment]
+                h.reason = message
 
     def kit_left_changed(self) -> list[ChangedItem]:
         return super().kit_left_changed() + self._left_changed()

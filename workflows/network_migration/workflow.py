@@ -62,7 +62,7 @@ with workflow.unsafe.imports_passed_through():
         RevertInput,
     )
     from workflows.kit.planning import planning_abort_message
-    from workflows.kit.procedure import ProcedureWorkflow
+    from workflows.kit.procedure import ProcedureStopped, ProcedureWorkflow
     from workflows.kit.records import REMOVE, RecordRefused, Records
     from workflows.kit.scopes import cluster_scope, node_scope, pool_scope, scope_workflow_id, subsystem_scope
     from workflows.network_migration.guard import GuardRefused, PoolsGuard
@@ -103,12 +103,13 @@ TYPE_OBJECTS = ("Network cluster", "Network.operator.openshift.io cluster")
 TYPE_FIELDS = ("/spec/networkType", "/spec/migration")
 
 
-class Refused(Exception):
+class Refused(ProcedureStopped):
     """The run stops before (or instead of) a change: ``reason``; ``holder`` the workflow ID
-    holding a lease we were refused."""
+    holding a lease we were refused (the result's ``lease_holder``). The kit's run template ends
+    it ``refused`` with what stays changed (:meth:`ProcedureWorkflow.kit_rule_stopped`)."""
 
     def __init__(self, reason: str, holder: str = "") -> None:
-        super().__init__(reason)
+        super().__init__(reason, outcome="refused", lease_holder=holder)
         self.holder = holder
 
 
@@ -220,20 +221,21 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
 
     async def _body(self, input: NetworkMigrationInput) -> NetworkMigrationResult:
         """The migration; its own refusals (a lease held, a record somebody else changed, the
-        pools guard after the pause) end it ``refused``. Aborts, the kit's refusals and failures
-        end through the run template (:meth:`kit_run`)."""
+        pools guard after the pause) raise :class:`Refused`, which the run template
+        (:meth:`kit_run`) ends ``refused`` with what stays changed, as it ends aborts, the kit's
+        refusals and failures."""
         try:
             return await self._run(input)
         except Refused as err:
             self._lease_holder = err.holder
-            return self._result("refused", str(err))
+            raise
         except RecordRefused as err:
-            return self._result("refused", f"{err} (somebody else changed it; nothing of theirs was overwritten)")
+            raise Refused(f"{err} (somebody else changed it; nothing of theirs was overwritten)") from err
         except GuardRefused as err:
             # Refused after pausing: the pools go back to what was recorded before refusing.
             for name in [n for n in self.records.records if n.startswith("pool-paused/")]:
                 await self.records.revert(name)
-            return self._result("refused", f"{err.message}; the network type was not switched")
+            raise Refused(f"{err.message}; the network type was not switched") from err
 
     async def kit_release(self) -> None:
         """Every lease in one workflow task; ``status`` then shows none."""
