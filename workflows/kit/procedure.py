@@ -629,8 +629,12 @@ class ProcedureWorkflow(GateUpdates):
         """Restore what this run changed: every wait stops, the records are written back in
         reverse order and read back (:meth:`kit_restore`), and the run ends ``reverted``."""
         self.control.request_revert(input.reason or input.comment or f"revert requested by {input.identity}", input.identity)
-        return RevertAnswer(mode="in-run", message=f"revert requested by {input.identity}: {self.kit_noun} stops at its next "
-                                                   "safe point and restores what its records hold, read back")
+        return RevertAnswer(mode="in-run", message=f"revert requested by {input.identity}: {self.kit_revert_means()}")
+
+    def kit_revert_means(self) -> str:
+        """Hook: what a revert requested now does, in the operator's answer (default: the
+        records restored at the next safe point)."""
+        return f"{self.kit_noun} stops at its next safe point and restores what its records hold, read back"
 
     @revert.validator
     def _validate_revert(self, input: RevertInput) -> None:

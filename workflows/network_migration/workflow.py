@@ -157,6 +157,10 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         if "network-type" not in self.records.records and "migration-field" not in self.records.records:
             raise ValueError("nothing has been changed yet: abort the run instead")
 
+    def kit_revert_means(self) -> str:
+        return ("every wait ends and the documented rollback starts at the next step (pause the pools, the migration "
+                "field and network type back, reboot every node, unpause)")
+
     def procedure_status(self) -> ProcedureStatus:
         self._st.reverting = self.control.revert
         st = super().procedure_status()
