@@ -25,7 +25,7 @@ from lockkeeper.cli.start.options import (
     positive_seconds,
     start_options,
 )
-from lockkeeper.cli.start.dryrun import workflow_dry_run
+from lockkeeper.cli.start.dryrun import leased_workflow_dry_run
 from lockkeeper.cli.start.shared import spec_named
 
 
@@ -81,7 +81,7 @@ def _start(start: Start, name: str, members: str, fields: dict[str, Any]) -> Non
     # when a real start would be refused.
     start.go(start.request(name, inp, cluster=where, scopes=[subsystem_scope("etcd", where)],
                            summary=f"{name} on {where} by {who}"),
-             dry_run=lambda req, settings: workflow_dry_run(req, settings, plan=lambda res: [res.message]))
+             dry_run=lambda req, settings: leased_workflow_dry_run(req, settings, plan=lambda res: [res.message]))
 
 
 def start_etcd_backup(

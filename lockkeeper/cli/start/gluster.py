@@ -18,7 +18,7 @@ import typer
 from lockkeeper.cli.common import EXIT_FAILED, EXIT_OK, err, run
 from lockkeeper.cli.start.options import Approvals, Start, approval_options, start_options
 from lockkeeper.cli.start.shared import Launch
-from lockkeeper.cli.start.dryrun import dry_run_result, workflow_dry_run
+from lockkeeper.cli.start.dryrun import dry_run_result, leased_workflow_dry_run
 
 PROCEDURE = "gluster-recovery"
 
@@ -60,7 +60,7 @@ def start_gluster_recovery(
     else:
         # --dry-run: the workflow reads, checks every precondition and ends dry-run with the
         # plan; each check is printed with its result (exit 2 when a start would be refused).
-        start.go(req, dry_run=lambda r, settings: workflow_dry_run(r, settings, plan=lambda res: [res.message]))
+        start.go(req, dry_run=lambda r, settings: leased_workflow_dry_run(r, settings, plan=lambda res: [res.message]))
 
 
 async def _check_only(req: Launch, settings: Any) -> int:
