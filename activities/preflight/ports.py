@@ -31,6 +31,7 @@ older releases (RHEL 7's iproute 4.11) print IPv6 without brackets (``:::22``) a
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -159,6 +160,17 @@ def listeners_on(sockets: list[Socket], port: int, protocol: str | None = None) 
     return [s for s in sockets if s.port == port and (protocol is None or s.netid in (None, protocol))]
 
 
-def ss_argv(protocol: str) -> list[str]:
-    """``ss -Huln`` (UDP) or ``ss -Htln`` (TCP): listening sockets, numeric, no header."""
-    return ["ss", "-Huln" if protocol == "udp" else "-Htln"]
+def ss_argv(protocol: str, processes: bool = False) -> list[str]:
+    """``ss -Huln`` (UDP) or ``ss -Htln`` (TCP): listening sockets, numeric, no header; with
+    ``processes`` also ``-p`` (the owning processes, :func:`processes_of`)."""
+    return ["ss", ("-Huln" if protocol == "udp" else "-Htln") + ("p" if processes else "")]
+
+
+_USER = re.compile(r'\("([^"]+)",pid=(\d+)')
+
+
+def processes_of(socket: Socket) -> list[str]:
+    """The process names ``ss -p`` printed for ``socket`` (its ``users:(("etcd",pid=812,fd=7),
+    ...)`` column, iproute2 ``misc/ss.c`` ``user_ent_hash_build``); empty when ss named none
+    (another user's socket seen without root)."""
+    return [m.group(1) for m in _USER.finditer(socket.line)]

@@ -96,6 +96,14 @@ async def test_canary_wave_gate_then_the_rest_with_one_failure_within_the_budget
     clusters, inp = _files(tmp_path, node, failing="north")
     args = ["start", "campaign", "--procedure", "drain", "--clusters", str(clusters), "-f", str(inp), "--waves", "1,rest",
             "--failure-budget", "1", "--approve-each", "wave", "--identity", "alice"]
+    # The dry run (issue 39): every check with its result: no worker on north's queue, and each
+    # other cluster's own drain dry run (north's is not run: nothing would take it). Exit 2.
+    code, out, err = await lk(dev_server.address, task_queue, *args, "--dry-run", env=PER_CLUSTER)
+    assert code == 2, out + err
+    assert f"FAILED   queue-polled       a worker on {task_queue}-north (cluster north)" in out, out
+    assert "ok       input              drain dry run on cluster east" in out and "drain dry run on cluster west" in out, out
+    assert "drain dry run on cluster north" not in out and "wave 1: east | wave 2: west, north" in out, out
+    assert _evictions(sims["east"]) == 0 and _evictions(sims["west"]) == 0
     # No worker polls north's queue yet: refused, naming the cluster, nothing started.
     code, out, err = await lk(dev_server.address, task_queue, *args, env=PER_CLUSTER)
     assert code == 3, out + err

@@ -182,3 +182,23 @@ async def test_transaction_in_progress_on_first_calls_is_retried(r3: ClusterSim,
     assert code == 1 and res["outcome"] == "unhealthy", err  # the seed's brick is still down: a report, not a failure
     assert res["assessment_end"]["hosts"][0]["host"] == "10.0.0.12"
     assert _writes(r3) == [] and _gluster(r3).snapshot()["faults"]["transaction_in_progress"] == 0
+
+
+async def test_dry_run_lists_the_preconditions_and_an_unknown_excluded_node_is_refused(r3: ClusterSim, worker_for, task_queue,
+                                                                                          dev_server) -> None:
+    """Issue 39: ``--dry-run`` prints every precondition with its result and the plan (exit 0);
+    an ``--exclude-node`` that is no Node fails its check (exit 2, the problem named); a real
+    start with it is refused before the lease and any write."""
+    await worker_for(r3)
+    code, out, err = await _cli(r3, dev_server, task_queue, "start", "gluster-recovery", "--dry-run",
+                                "--exclude-node", "master01.example.com")
+    assert code == 0, (out, err)
+    assert "preconditions (" in out and "0 failed" in out and "names-exist" in out and "gluster CLI in namespace" in out, out
+    assert f"GlusterFS pod of brick host 10.0.0.12: pod {SEED_POD}" in out and "would restart" in out, out
+    code, out, err = await _cli(r3, dev_server, task_queue, "start", "gluster-recovery", "--dry-run", "--exclude-node", "nosuch-node")
+    assert code == 2 and "FAILED" in out and "no Node named nosuch-node" in out, (out, err)
+    code, out, err = await _cli(r3, dev_server, task_queue, "start", "gluster-recovery", "--wait", "-o", "json",
+                                "--exclude-node", "nosuch-node")
+    res = json.loads(out)["result"]
+    assert res["outcome"] == "refused" and any("nosuch-node" in p for p in res["problems"]), res
+    assert _writes(r3) == []

@@ -134,12 +134,13 @@ async def test_missing_backup_on_host_refused_before_stopping(temporal_client: A
     before = pids(etcd_cluster)
     inp = EtcdRestoreInput(members=etcd_cluster.members, strategy=RestoreStrategy.SNAPSHOT_RESTORE, survivor="m2",
                            snapshot=str(etcd_cluster.root / "no-such-snapshot.db"), auto_approve=True, timeouts=FAST)
-    with pytest.raises(WorkflowFailureError) as err:
-        await temporal_client.execute_workflow(
-            "EtcdQuorumRestoreWorkflow", inp, id=f"rs-{uuid.uuid4().hex[:8]}", task_queue=task_queue,
-            result_type=EtcdRestoreResult,
-        )
-    assert "no-such-snapshot.db" in str(err.value.cause) and err.value.cause.type == "InvalidRestoreInput"
+    res: EtcdRestoreResult = await temporal_client.execute_workflow(
+        "EtcdQuorumRestoreWorkflow", inp, id=f"rs-{uuid.uuid4().hex[:8]}", task_queue=task_queue,
+        result_type=EtcdRestoreResult,
+    )
+    # refused through the kit's preflight (issue 39): one line per problem, nothing stopped
+    assert res.outcome == "refused" and any("no-such-snapshot.db" in p for p in res.problems), res
+    assert [r.precondition.kind for r in res.preconditions if r.state == "failed"] == ["input"]
     assert pids(etcd_cluster) == before and data_dirs(etcd_cluster) == ["m1", "m2", "m3"]
 
 

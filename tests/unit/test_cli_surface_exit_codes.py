@@ -32,7 +32,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from lockkeeper.devserver import free_port
 from tests.workflows.etcd_fakes import FakeEtcd, etcd_members
-from tests.workflows.wf_fakes import FakeCluster
+from tests.workflows.wf_fakes import FakeCluster, preflight_activity
 
 #: The keys of ``status -o json``, the same for a running and an ended run (lockkeeper/cli/status_doc.py).
 STATUS_KEYS = {"workflow_id", "run_id", "procedure", "workflow_type", "state", "status", "result", "failure",
@@ -131,7 +131,7 @@ async def outage_worker(temporal_client: Any, task_queue: str) -> AsyncIterator[
         raise ApplicationError(OUTAGE, type="Unavailable")
 
     fakes = [a for a in FakeCluster({"worker": 2}).activities() if getattr(a, "__temporal_activity_definition").name != "cordon_node"]
-    acts = FakeEtcd(etcd_members()).activities() + fakes + [cordon_node]
+    acts = FakeEtcd(etcd_members()).activities() + fakes + [cordon_node, preflight_activity()]
     with ThreadPoolExecutor(4) as pool:
         w = Worker(temporal_client, task_queue=task_queue, workflows=WORKFLOWS, activities=acts,
                    activity_executor=pool, workflow_runner=UnsandboxedWorkflowRunner())

@@ -115,6 +115,22 @@ def test_ss_of_older_iproute2() -> None:
     assert ports.ss_argv("udp") == ["ss", "-Huln"] and ports.ss_argv("tcp") == ["ss", "-Htln"]
 
 
+#: ``ss -Htlnp`` as iproute2 6.x prints it: the process column names each socket's users; a
+#: socket of another user seen without root has none.
+SS_TCP_PROCESSES = """\
+LISTEN 0      4096       127.0.0.1:2379       0.0.0.0:*    users:(("etcd",pid=812,fd=7))
+LISTEN 0      1          127.0.0.1:2380       0.0.0.0:*    users:(("python3",pid=900,fd=3),("python3",pid=901,fd=3))
+LISTEN 0      128          0.0.0.0:22         0.0.0.0:*
+"""
+
+
+def test_ss_processes_name_who_holds_a_port() -> None:
+    socks = ports.parse_ss(SS_TCP_PROCESSES)
+    assert [s.port for s in socks] == [2379, 2380, 22]
+    assert [ports.processes_of(s) for s in socks] == [["etcd"], ["python3", "python3"], []]
+    assert ports.ss_argv("tcp", processes=True) == ["ss", "-Htlnp"]
+
+
 # --- references ----------------------------------------------------------------------------------
 
 MASTER_CONFIG = """\

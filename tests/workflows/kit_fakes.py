@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -160,9 +160,11 @@ class KitFake:
 
 
 @asynccontextmanager
-async def kit_worker(env: Any, fake: KitFake, task_queue: str) -> AsyncIterator[Worker]:
-    """A worker for the probes, every lockkeeper workflow (leases) and ``fake``'s activities."""
-    async with Worker(env.client, task_queue=task_queue, workflows=[*PROBES, *WORKFLOWS], activities=fake.activities()) as w:
+async def kit_worker(env: Any, fake: KitFake, task_queue: str, extra: Sequence[Callable] = ()) -> AsyncIterator[Worker]:
+    """A worker for the probes, every lockkeeper workflow (leases), ``fake``'s activities and
+    ``extra`` ones (e.g. a ``check_preconditions`` stand-in)."""
+    async with Worker(env.client, task_queue=task_queue, workflows=[*PROBES, *WORKFLOWS],
+                      activities=[*fake.activities(), *extra]) as w:
         yield w
 
 

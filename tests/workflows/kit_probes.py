@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
         ProcedureStatus,
     )
     from workflows.kit.inputs import ProcedureInput
-    from workflows.kit.procedure import ProcedureWorkflow
+    from workflows.kit.procedure import ProcedureStopped, ProcedureWorkflow
     from workflows.kit.records import RecordRefused, Records
 
 
@@ -277,6 +277,8 @@ class TemplateProbeInput(ProcedureInput):
     choices: list[str] = Field(default_factory=list)
     fail: str | None = None
     step_target: str | None = None
+    #: After the change: stop by the probe's own rule (the kit's ProcedureStopped) with this reason.
+    stop: str | None = None
 
 
 @workflow.defn
@@ -298,6 +300,8 @@ class TemplateProbeWorkflow(ProcedureWorkflow):
             await self.records.change("obj", input.record, input.record_values)
         if input.pnr:
             self.control.passed_point_of_no_return("the probe's change went out")
+        if input.stop:
+            raise ProcedureStopped(input.stop, outcome="stopped", detail="by the probe's rule")
         answer = await self.gates.step("go", "go on?", self.gate_policy, choices=input.choices, required=True)
         await self.control.safe_point()
         if input.fail:

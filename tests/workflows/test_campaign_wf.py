@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 
-from kit_fakes import KitFake, kit_worker, poll, status_of
+from kit_fakes import KitFake, kit_worker, poll, preflight_activity, status_of
 from kit_probes import StepsProbeWorkflow
 from replay import record
 
@@ -32,7 +32,7 @@ async def _started(env, task_queue: str, steps: int):
 async def test_pause_and_resume_of_the_campaign_reach_every_running_child(time_skipping_env, wf_task_queue):
     env, fake = time_skipping_env, KitFake()
     fake.step_release.clear()
-    async with kit_worker(env, fake, wf_task_queue):
+    async with kit_worker(env, fake, wf_task_queue, [preflight_activity()]):
         h, children = await _started(env, wf_task_queue, steps=2)
         await poll(h, lambda s: len(fake.called("kit_step")) == 2)  # each child is in its first step
         await h.execute_update(ProcedureWorkflow.pause, ControlInput(identity="bob", reason="change freeze"))
@@ -54,7 +54,7 @@ async def test_pause_and_resume_of_the_campaign_reach_every_running_child(time_s
 async def test_abort_of_the_campaign_aborts_every_running_child(time_skipping_env, wf_task_queue):
     env, fake = time_skipping_env, KitFake()
     fake.step_release.clear()
-    async with kit_worker(env, fake, wf_task_queue):
+    async with kit_worker(env, fake, wf_task_queue, [preflight_activity()]):
         h, children = await _started(env, wf_task_queue, steps=3)
         await poll(h, lambda s: len(fake.called("kit_step")) == 2)
         await h.execute_update(ProcedureWorkflow.abort, ControlInput(identity="bob", reason="wrong fleet"))
@@ -77,7 +77,7 @@ async def test_no_more_clusters_in_flight_than_the_cap(time_skipping_env, wf_tas
     inp = CampaignInput(procedure="probe", workflow_type=StepsProbeWorkflow.__name__, input={"steps": 1},
                         clusters=[{"name": n} for n in "abcd"], waves="4", max_clusters_in_flight=2, approve_each="none",
                         search_attributes=False)
-    async with kit_worker(env, fake, wf_task_queue):
+    async with kit_worker(env, fake, wf_task_queue, [preflight_activity()]):
         h = await env.client.start_workflow(CampaignWorkflow.run, inp, id=f"campaign-{uuid.uuid4().hex[:8]}",
                                             task_queue=wf_task_queue, result_type=CampaignResult)
         st = await poll(h, lambda s: len(fake.called("kit_step")) == 2)
@@ -102,7 +102,7 @@ async def test_the_next_wave_waits_for_the_soak(time_skipping_env, wf_task_queue
     inp = CampaignInput(procedure="probe", workflow_type=StepsProbeWorkflow.__name__, input={"steps": 1},
                         clusters=[{"name": "a"}, {"name": "b"}], waves="1,rest", soak_seconds=3600, soak_checks=None,
                         approve_each="none", search_attributes=False)
-    async with kit_worker(env, fake, wf_task_queue):
+    async with kit_worker(env, fake, wf_task_queue, [preflight_activity()]):
         h = await env.client.start_workflow(CampaignWorkflow.run, inp, id=f"campaign-{uuid.uuid4().hex[:8]}",
                                             task_queue=wf_task_queue, result_type=CampaignResult)
         res = await h.result()  # the test server skips the hour
@@ -125,7 +125,7 @@ async def test_the_soak_restarts_while_a_completed_cluster_is_unhealthy(time_ski
                         clusters=[{"name": "a"}, {"name": "b"}], waves="1,rest", soak_seconds=600,
                         soak_checks={"poll_seconds": 60, "red_timeout_seconds": 3600}, approve_each="none",
                         search_attributes=False)
-    async with kit_worker(env, fake, wf_task_queue):
+    async with kit_worker(env, fake, wf_task_queue, [preflight_activity()]):
         h = await env.client.start_workflow(CampaignWorkflow.run, inp, id=f"campaign-{uuid.uuid4().hex[:8]}",
                                             task_queue=wf_task_queue, result_type=CampaignResult)
         res = await h.result()
@@ -149,7 +149,7 @@ async def test_a_soak_red_too_long_asks_a_person(time_skipping_env, wf_task_queu
                         clusters=[{"name": "a"}, {"name": "b"}], waves="1,rest", soak_seconds=600,
                         soak_checks={"poll_seconds": 60, "red_timeout_seconds": 300}, approve_each="none",
                         search_attributes=False)
-    async with kit_worker(env, fake, wf_task_queue):
+    async with kit_worker(env, fake, wf_task_queue, [preflight_activity()]):
         h = await env.client.start_workflow(CampaignWorkflow.run, inp, id=f"campaign-{uuid.uuid4().hex[:8]}",
                                             task_queue=wf_task_queue, result_type=CampaignResult)
         await poll(h, lambda s: s["clusters"][0]["health"] is not None)
@@ -177,7 +177,7 @@ async def test_no_cluster_starts_outside_the_campaign_window(time_skipping_env, 
     closes = opens + timedelta(hours=1)
     spec = f"daily {opens:%H:%M}-{closes:%H:%M} UTC"
     inp = _campaign(1).model_copy(update={"waves": "1,rest", "windows": [spec], "approve_each": "wave"})
-    async with kit_worker(env, fake, wf_task_queue):
+    async with kit_worker(env, fake, wf_task_queue, [preflight_activity()]):
         h = await env.client.start_workflow(CampaignWorkflow.run, inp, id=f"campaign-{uuid.uuid4().hex[:8]}",
                                             task_queue=wf_task_queue, result_type=CampaignResult)
         st = await poll(h, lambda s: "maintenance window from" in (s["waiting_for"] or ""))
@@ -198,3 +198,38 @@ async def test_no_cluster_starts_outside_the_campaign_window(time_skipping_env, 
     for c in res.clusters:  # every start inside the window
         assert c.started_at is not None and inside(c.started_at), (c.name, c.started_at, spec)
     assert res.clusters[1].started_at - res.clusters[0].started_at >= timedelta(hours=20), res.clusters
+
+
+async def test_a_cluster_queue_without_a_worker_refuses_the_campaign_before_any_child(time_skipping_env, wf_task_queue):
+    """Issue 39: the kit checks the campaign's preconditions before its first child; a queue no
+    worker polls refuses it (one line per problem) and no cluster's procedure starts."""
+    env, fake = time_skipping_env, KitFake()
+    checks = preflight_activity({f"a worker on {wf_task_queue} (cluster b)": "no worker polled it within 120 s"})
+    async with kit_worker(env, fake, wf_task_queue, [checks]):
+        res = await env.client.execute_workflow(CampaignWorkflow.run, _campaign(1), id=f"campaign-{uuid.uuid4().hex[:8]}",
+                                                task_queue=wf_task_queue, result_type=CampaignResult)
+    assert res.outcome == "refused", res.message
+    assert res.problems == [f"a worker on {wf_task_queue} (cluster b): no worker polled it within 120 s "
+                            "(needed: probe on b runs on its own worker)"], res.problems
+    assert [p.kind for c in checks.calls for p in c.preconditions] == ["queue-polled", "queue-polled"]
+    assert not fake.called("kit_step") and all(c.state == "pending" and not c.child_id for c in res.clusters)
+
+
+async def test_the_dry_run_runs_each_cluster_procedures_own_dry_run_and_nothing_else(time_skipping_env, wf_task_queue):
+    """The campaign's dry run: the workers' queues and, for a procedure with a dry run (drain),
+    that dry run on every cluster, listed with its result; no cluster's procedure runs."""
+    env, fake = time_skipping_env, KitFake()
+    checks = preflight_activity({"node no-such-node": "no Node named no-such-node"})
+    inp = CampaignInput(procedure="drain", workflow_type="NodeDrainWorkflow", input={"node": "worker-0", "search_attributes": False},
+                        clusters=[{"name": "a"}, {"name": "b", "overrides": {"node": "no-such-node"}}], waves="1,rest",
+                        search_attributes=False, dry_run=True, procedure_has_dry_run=True)
+    async with kit_worker(env, fake, wf_task_queue, [checks]):
+        cid = f"campaign-{uuid.uuid4().hex[:8]}"
+        res = await env.client.execute_workflow(CampaignWorkflow.run, inp, id=cid, task_queue=wf_task_queue, result_type=CampaignResult)
+    assert res.outcome == "dry-run" and "wave 1: a | wave 2: b" in res.message and "1 precondition(s) failed" in res.message
+    lines = {r.precondition.subject(): (r.state, r.detail) for r in res.preconditions}
+    assert lines["drain dry run on cluster a"][0] == "ok"
+    assert lines["drain dry run on cluster b"][0] == "failed"
+    assert lines["drain dry run on cluster b"][1].startswith("node no-such-node: no Node named no-such-node")
+    assert [k for c in checks.calls for k in (p.kind for p in c.preconditions)].count("queue-polled") == 4  # refused-first, then listed
+    assert not fake.calls and all(c.state == "pending" for c in res.clusters)

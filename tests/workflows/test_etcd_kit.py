@@ -13,7 +13,7 @@ from kit_probes import PROBES, AlphaLeaseProbeWorkflow, ProbeInput
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
-from wf_fakes import FakeCluster, r2_block_report
+from wf_fakes import FakeCluster, preflight_activity, r2_block_report
 
 from workflows import WORKFLOWS
 from workflows.drain import NodeDrainWorkflow
@@ -35,7 +35,7 @@ async def start_restore(env, tq, inp: EtcdRestoreInput):
 
 
 def worker(env, tq, *activities):
-    return Worker(env.client, task_queue=tq, workflows=[*WORKFLOWS, *PROBES], activities=[a for acts in activities for a in acts])
+    return Worker(env.client, task_queue=tq, workflows=[*WORKFLOWS, *PROBES], activities=[a for acts in activities for a in acts] + [preflight_activity()])
 
 
 async def test_pause_then_resume_a_restore_between_steps(time_skipping_env, wf_task_queue):

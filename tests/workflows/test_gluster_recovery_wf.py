@@ -33,6 +33,7 @@ from activities.gluster.models import (
     VolumeStatus,
 )
 from replay import recording, store
+from wf_fakes import preflight_activity
 from workflows import WORKFLOWS
 from workflows.gluster import GlusterRecoveryWorkflow
 from workflows.gluster.models import GlusterHealthParams, GlusterRecoveryInput, GlusterRecoveryResult, GlusterRecoveryStatus
@@ -242,3 +243,41 @@ async def test_heal_stall_opens_a_gate(time_skipping_env, wf_task_queue) -> None
 
     res = await _run(time_skipping_env, wf_task_queue, world, _input(), steer)
     assert res.outcome == "stopped" and "heal made no progress" in res.message
+
+
+class UnmappedWorld(World):
+    """As World, but node master03 and its pod are not in the read: brick host 10.0.0.12 maps
+    to no node or pod."""
+
+    @activity.defn(name="read_gluster")
+    async def read_gluster(self, input: GlusterReadInput) -> GlusterReport:
+        report = await World.read_gluster(self, input)
+        report.pods = [p for p in report.pods if p.node != "master03"]
+        report.nodes = [n for n in report.nodes if n.name != "master03"]
+        return report
+
+
+async def test_unmapped_brick_host_is_refused_before_the_lease_and_any_delete(time_skipping_env, wf_task_queue) -> None:
+    """Issue 39: a brick host that maps to no node or pod is a failed precondition, checked by
+    the kit before the first write: the run ends refused, one line per problem, nothing deleted."""
+    world = UnmappedWorld(["reg"], down={"reg": ["10.0.0.12"]})
+    res = await _run(time_skipping_env, wf_task_queue, world, _input())
+    assert res.outcome == "refused" and not res.ok and world.deletes == [], res.message
+    assert len(res.problems) == 1 and "brick hosts" in res.problems[0] and "10.0.0.12" in res.problems[0], res.problems
+    assert [r.state for r in res.preconditions if r.precondition.kind == "input"][:2] == ["ok", "failed"]
+    assert sum(e.event_type == 10 for e in world.history.events) == 1  # ACTIVITY_TASK_SCHEDULED: the read alone
+    assert [r for r in res.gate_history] == []
+
+
+async def test_dry_run_lists_every_check_and_the_plan_and_deletes_nothing(time_skipping_env, wf_task_queue) -> None:
+    world = World(["reg"], down={"reg": ["10.0.0.12"]})
+    checks = preflight_activity()
+    async with Worker(time_skipping_env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=[*world.activities(), checks]):
+        res = await time_skipping_env.client.execute_workflow(
+            GlusterRecoveryWorkflow.run, _input(dry_run=True, exclude_node="master01"), id=f"gluster-{uuid.uuid4().hex[:8]}",
+            task_queue=wf_task_queue, result_type=GlusterRecoveryResult)
+    assert res.outcome == "dry-run" and world.deletes == [], res.message
+    assert "would restart the GlusterFS pod of 1 host(s)" in res.message and "10.0.0.12" in res.message
+    assert [(r.precondition.kind, r.state) for r in res.preconditions] == [
+        ("names-exist", "ok"), ("input", "ok"), ("input", "ok"), ("input", "ok")]
+    assert [p.kind for c in checks.calls for p in c.preconditions] == ["names-exist"]  # the one the API answers

@@ -250,3 +250,20 @@ async def test_a_reverse_run_refuses_to_overwrite_what_somebody_changed_since(ti
     assert result.outcome == "stopped" and not result.restored and "changed since" in result.message
     assert _image(fake) == "someone/else:2"  # nothing of theirs overwritten
     assert [i.target for i in result.left_changed] == ["DaemonSet openshift-sdn/sdn"]
+
+
+async def test_a_procedures_own_stop_ends_through_the_template_naming_what_stays_changed(time_skipping_env, wf_task_queue):
+    """A body that stops by its own rule raises the kit's ProcedureStopped (GlusterFS recovery's
+    Stop, the network migration's refusals): the template ends it with that outcome, the reason
+    with what stays changed appended and listed, the commands to go on and the body's fields."""
+    env, fake = time_skipping_env, _fake()
+    async with kit_worker(env, fake, wf_task_queue):
+        h = await _start(env, wf_task_queue, _input(stop="volume vol1 is down"))
+        result = await h.result()
+        st = await h.query("status", result_type=dict)
+    assert result.outcome == "stopped" and result.detail == "by the probe's rule"
+    assert result.message.startswith("volume vol1 is down; left changed: DaemonSet openshift-sdn/sdn"), result.message
+    (item,) = result.left_changed
+    assert item.target == "DaemonSet openshift-sdn/sdn" and result.next_commands == [f"lockkeeper revert {h.id} --full"]
+    assert [i["target"] for i in st["left_changed"]] == ["DaemonSet openshift-sdn/sdn"] and st["phase"] == "failed"
+    assert _image(fake) == "registry.example/custom-node:1" and not result.gate_history  # stopped before the gate

@@ -370,7 +370,10 @@ async def test_a_revert_ends_a_pause_and_rolls_back_at_once(time_skipping_env: A
     migration field set, the run gets a revert: it does not wait for a resume, it rolls back
     (the migration field removed, pools unpaused) and ends ``reverted``."""
     from workflows.kit.models import ControlInput
-    from workflows.network_migration.models import RevertInput as MigrationRevertInput
+    from temporalio.client import WorkflowUpdateFailedError
+
+    from workflows.kit.models import RevertAnswer
+    from workflows.kit.models import RevertInput as MigrationRevertInput
 
     env = time_skipping_env
     c = Cluster(roll_all=True)
@@ -385,7 +388,15 @@ async def test_a_revert_ends_a_pause_and_rolls_back_at_once(time_skipping_env: A
         await env.sleep(30)
         st = await h.query(NetworkMigrationWorkflow.status, result_type=NetworkMigrationStatus)
         assert st.phase == "paused" and c.migration == "OVNKubernetes", (st.phase, st.step)
-        await h.execute_update("revert", MigrationRevertInput(identity="op", reason="not today"))
+        # The kit's revert update (issue 36): its validator (an identity is required), its answer.
+        with pytest.raises(WorkflowUpdateFailedError) as no_identity:
+            await h.execute_update("revert", MigrationRevertInput(identity=" ", reason="not today"))
+        assert "an identity is required to revert" in str(no_identity.value.cause)
+        answer = await h.execute_update("revert", MigrationRevertInput(identity="op", reason="not today"), result_type=RevertAnswer)
+        assert answer.mode == "in-run" and "revert requested by op" in answer.message
+        with pytest.raises(WorkflowUpdateFailedError) as twice:
+            await h.execute_update("revert", MigrationRevertInput(identity="op2"))
+        assert "a revert was already requested by op" in str(twice.value.cause)
         result = await h.result()
     assert result.outcome == "reverted", result.message
     assert c.migration is None and c.config_type == "OpenShiftSDN" and c.switch_when_settled == [] and not any(c.paused.values())

@@ -139,7 +139,7 @@ async def test_record_etcd_backup_names_failed_member(time_skipping_env, wf_task
     env, members = time_skipping_env, etcd_members(3)
     fake = FakeEtcd(members)
     fake.backup_fails.add("etcd-2")
-    async with Worker(env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=fake.activities()):
+    async with Worker(env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=[*fake.activities(), preflight_activity()]):
         handle = await env.client.start_workflow(
             EtcdBackupWorkflow.run, EtcdBackupInput(members=members, attempts=2, search_attributes=False), id=BACKUP_ID,
             task_queue=wf_task_queue, result_type=EtcdBackupResult,
@@ -156,7 +156,7 @@ async def test_record_etcd_restore_force_new_cluster_approved(time_skipping_env,
     approved by bob under four-eyes (alice asked); verified."""
     env, members = time_skipping_env, etcd_members(3)
     fake = FakeEtcd(members)
-    async with Worker(env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=fake.activities()):
+    async with Worker(env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=[*fake.activities(), preflight_activity()]):
         handle = await env.client.start_workflow(
             EtcdQuorumRestoreWorkflow.run,
             EtcdRestoreInput(members=members, requested_by="alice", four_eyes=True, search_attributes=False),
@@ -179,7 +179,7 @@ async def test_record_etcd_restore_gate_timeout(time_skipping_env, wf_task_queue
     anything (today's behaviour: a timeout rejects), recorded as a timeout."""
     env, members = time_skipping_env, etcd_members(3)
     fake = FakeEtcd(members)
-    async with Worker(env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=fake.activities()):
+    async with Worker(env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=[*fake.activities(), preflight_activity()]):
         handle = await env.client.start_workflow(
             EtcdQuorumRestoreWorkflow.run,
             EtcdRestoreInput(members=members, requested_by="alice", gate_timeout_seconds=300, search_attributes=False),

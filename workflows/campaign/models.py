@@ -176,6 +176,19 @@ class CampaignInput(BaseModel):
     allowed_approvers: list[str] = Field(default_factory=list)
     gate_timeout_seconds: float | None = Field(None, gt=0)
     search_attributes: bool = True
+    #: Check the preconditions (below) and end ``dry-run`` with the waves; no cluster's
+    #: procedure runs (only their own dry runs, with ``child_dry_run``).
+    dry_run: bool = False
+    #: Check that a worker polls every cluster's queue before the first child starts (False: a
+    #: start with ``--queue``, whose children wait for their workers).
+    check_workers: bool = True
+    #: The procedure's input takes ``dry_run``: the campaign's own dry run runs the procedure's
+    #: dry run on each cluster whose queue has a worker (child ``<campaign>/<cluster>/dry-run``,
+    #: bounded by ``child_dry_run_timeout_seconds``) and lists its result. A real start does not:
+    #: each child checks its own preconditions through the kit before its first write, and a
+    #: refused child counts against ``failure_budget`` like any failed cluster.
+    procedure_has_dry_run: bool = False
+    child_dry_run_timeout_seconds: float = Field(300.0, gt=0)
 
     @field_validator("waves")
     @classmethod
@@ -217,6 +230,14 @@ class CampaignInput(BaseModel):
         data.setdefault("requested_by", self.requested_by)
         if self.reports:
             data["report_to"] = campaign_id
+        return data
+
+    def dry_run_input(self, cluster: CampaignCluster) -> dict[str, Any]:
+        """The input of ``cluster``'s own dry run: its child's input with ``dry_run`` and no
+        ``report_to`` (a dry run reports nothing to the campaign)."""
+        data = self.child_input(cluster, "")
+        data.pop("report_to", None)
+        data["dry_run"] = True
         return data
 
 
@@ -263,7 +284,8 @@ class CampaignStatus(ProcedureStatus):
 
 class CampaignResult(ProcedureResult):
     """``outcome`` completed (every cluster ran; ``failed`` names those that failed within the
-    budget) or aborted; every cluster's :class:`ClusterRun`."""
+    budget), aborted, refused (a precondition failed before any cluster started: ``problems``)
+    or dry-run (``preconditions`` lists every check); every cluster's :class:`ClusterRun`."""
 
     clusters: list[ClusterRun] = Field(default_factory=list)
     failed: list[str] = Field(default_factory=list)

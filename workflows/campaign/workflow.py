@@ -13,6 +13,12 @@ aborts). When the failures exceed the budget no new cluster starts and the decis
 ``budget/<failures>`` opens: approve to go on (the budget becomes the failures so far), reject to
 abort. A failed cluster stops nothing else until then.
 
+Before the first child the kit checks the campaign's preconditions
+(:meth:`CampaignWorkflow._preconditions`: a worker on every cluster's queue, each cluster's
+input; a dry run adds each cluster's own dry run when the procedure has one); a failed one
+refuses the campaign before any cluster starts, and ``dry_run`` ends there with every check's
+result and the waves.
+
 Pause, resume and abort of the campaign reach every running child through the kit's parent
 signals (``parent_pause``, ``parent_resume``, ``parent_abort``, :mod:`workflows.kit.report`); an
 aborted child ends as its own procedure's abort does and the campaign ends once every child has.
@@ -34,6 +40,7 @@ from temporalio.exceptions import ChildWorkflowError
 with workflow.unsafe.imports_passed_through():
     from activities.alerts.models import CHECK_ALERTS, AlertsAnswer
     from activities.cluster.models import CHECK_CLUSTER_HEALTH, ClusterHealthInput, ClusterHealthResult
+    from activities.preflight.models import InputCheck, Precondition, QueuePolled
     from workflows.campaign.models import (
         PROCEDURE_CAMPAIGN,
         CampaignCluster,
@@ -54,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
         GateTimeoutOutcome,
         failure_message,
     )
+    from workflows.kit.preflight import Preflight
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.kit.report import PARENT_ABORT_SIGNAL, PARENT_PAUSE_SIGNAL, PARENT_RESUME_SIGNAL, ChildReport
     from workflows.kit.windows import describe, is_open, next_opening, parse_windows
@@ -148,6 +156,14 @@ class CampaignWorkflow(ProcedureWorkflow):
         """The waves (module doc); ends ``completed``, ``failed`` (the budget spent) or
         ``aborted`` once every child has ended. The run template maps the outcome to the phase
         and waits for the handlers."""
+        # Before the first child: every precondition through the kit (a failed one refuses the
+        # campaign, one line per problem, no cluster started); a dry run lists them and ends.
+        checked = await self.kit_preflight(await self._preconditions(), refuse=not input.dry_run)
+        if input.dry_run:
+            plan = " | ".join(f"wave {n}: {', '.join(w)}" for n, w in enumerate(input.wave_plan(), 1))
+            return self.kit_end(CampaignResult, "dry-run", f"dry run: {input.procedure} on {len(input.clusters)} cluster(s); {plan}"
+                                + (f"; refused today: {len(checked.failed)} precondition(s) failed" if checked.failed else ""),
+                                clusters=[r.model_copy() for r in self._status.clusters], counts=self._counts())
         relay = asyncio.ensure_future(self._relay())
         for wave in range(1, self._status.waves + 1):
             if self.control.abort:
@@ -176,6 +192,63 @@ class CampaignWorkflow(ProcedureWorkflow):
         self._status.current_wave = 0
         return self.kit_end(CampaignResult, outcome, message, clusters=[r.model_copy() for r in self._status.clusters],
                             failed=failed, counts=self._counts())
+
+    async def _preconditions(self) -> list[Precondition]:
+        """What the campaign needs before its first child (issue 39): a worker polling every
+        cluster's queue (unless started with ``--queue``: ``check_workers``) and each cluster's
+        input valid for the procedure. The CLI validated every cluster's input against the
+        procedure's model before the start (the workflow does not import the registry).
+
+        The campaign's dry run adds, when the procedure has a dry run of its own
+        (``procedure_has_dry_run``), that dry run on every cluster whose queue has a worker: it
+        runs on the cluster's own worker (its reads and its preconditions, decoding the input
+        where it runs), in parallel, each bounded by ``child_dry_run_timeout_seconds``. A real
+        start does not run them: each child checks its own preconditions through the kit before
+        its first write, and a refused child counts against the failure budget (failing clusters
+        are the budget's business, not a reason to refuse the fleet)."""
+        i = self._in
+        queues: list[Precondition] = [
+            QueuePolled(task_queue=r.task_queue, name=f"cluster {r.name}", why=f"{i.procedure} on {r.name} runs on its own worker")
+            for r in self._status.clusters] if i.check_workers else []
+        pre: list[Precondition] = list(queues)
+        if not (i.dry_run and i.procedure_has_dry_run):
+            why_none = ("each child checks its own preconditions before its first write" if i.procedure_has_dry_run
+                        else f"{i.procedure} has no dry run of its own")
+            pre.append(InputCheck(about=f"{i.procedure} input of every cluster", ok=True,
+                                  detail=f"validated against {i.procedure}'s input model at the start; no dry run per "
+                                         f"cluster here ({why_none})",
+                                  why="each cluster's procedure starts with it"))
+            return pre
+        polled = {r.name for r in self._status.clusters}
+        if queues:  # only where a worker polls: a dry run elsewhere would wait for one
+            first = await Preflight(timeouts=self.timeouts).check(queues)
+            polled = {r.name for r, res in zip(self._status.clusters, first.results) if res.ok}
+        names = [r.name for r in self._status.clusters if r.name in polled]
+        answers = await asyncio.gather(*(self._child_dry_run(n) for n in names))
+        pre += [InputCheck(about=f"{i.procedure} dry run on cluster {n}", ok=ok, detail=detail,
+                           why=f"{i.procedure}'s own checks on {n}, with the input its child gets")
+                for n, (ok, detail) in zip(names, answers)]
+        return pre
+
+    async def _child_dry_run(self, name: str) -> tuple[bool, str]:
+        """``name``'s procedure's own dry run on its queue: ``(ok, detail)``; ok when it ended
+        ``dry-run`` with no failed check."""
+        c, r = self._clusters[name], self._run_of(name)
+        try:
+            res = await workflow.execute_child_workflow(
+                self._in.workflow_type, self._in.dry_run_input(c), id=f"{self._id}/{name}/dry-run", task_queue=r.task_queue,
+                result_type=dict, execution_timeout=timedelta(seconds=self._in.child_dry_run_timeout_seconds),
+                parent_close_policy=workflow.ParentClosePolicy.TERMINATE,
+                static_summary=f"dry run of {self._in.procedure} on cluster {name} (campaign preflight)")
+        except ChildWorkflowError as err:
+            return False, f"its dry run failed: {failure_message(err)}"
+        res = res or {}
+        failed = [p for p in res.get("preconditions") or [] if p.get("state") == "failed"]
+        problems = list(res.get("problems") or []) or [
+            f"{p.get('precondition', {}).get('kind', '?')}: {p.get('detail', '')}" for p in failed]
+        if res.get("outcome") == "dry-run" and not failed and not problems:
+            return True, f"{len(res.get('preconditions') or [])} check(s) passed: {res.get('message', '')}"
+        return False, "; ".join(problems) or f"ended {res.get('outcome')}: {res.get('message', '')}"
 
     async def _relay(self) -> None:
         """Send the campaign's pause, resume and abort to every running child, once per change."""

@@ -5,7 +5,10 @@ Every member is snapshotted concurrently (``etcd_snapshot_save``: ``etcdctl snap
 ``etcdutl snapshot status``), each with ``attempts`` tries, through :class:`workflows.kit.barrier.Barrier`.
 The result is ``ok`` only when all succeeded; otherwise it names the members that failed. Other
 procedures use it as a gate with :func:`require_etcd_backup` (a child workflow that fails the
-parent's step when incomplete). The kit's operator surface applies: ``status`` shows the barrier;
+parent's step when incomplete). Before the first snapshot the kit checks its preconditions
+(:func:`workflows.etcd.preconditions.backup_preconditions`: ``etcdctl`` and ``etcdutl`` on every
+member's host); a failed one ends the run ``refused`` with one line per problem, and ``dry_run``
+ends ``dry-run`` with every check's result. The kit's operator surface applies: ``status`` shows the barrier;
 ``pause`` before the snapshots start holds them; ``abort`` then ends the run as aborted.
 """
 
@@ -20,6 +23,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.etcd.models import EtcdMember, SnapshotInfo, SnapshotSaveInput
     from workflows.etcd.models import PROCEDURE_ETCD_BACKUP, EtcdBackupInput, EtcdBackupResult, EtcdBackupStatus
+    from workflows.etcd.preconditions import backup_preconditions
     from workflows.kit.barrier import Barrier
     from workflows.kit.control import Aborted
     from workflows.kit.models import ApprovalRules
@@ -81,6 +85,14 @@ class EtcdBackupWorkflow(ProcedureWorkflow):
             await self.control.safe_point()
         except Aborted as ab:
             return self.kit_end(EtcdBackupResult, "aborted", f"aborted before any snapshot: {ab.reason}", ok=False)
+        # Before the first snapshot file: the binaries on every host (a failed check refuses the
+        # run through the kit, outcome refused, nothing written; a dry run lists every check).
+        checked = await self.kit_preflight(backup_preconditions(input.members), refuse=not input.dry_run)
+        if input.dry_run:
+            return self.kit_end(EtcdBackupResult, "dry-run",
+                                f"dry run: would snapshot {len(input.members)} member(s) ({', '.join(m.name for m in input.members)})"
+                                + (f"; refused today: {len(checked.failed)} precondition(s) failed" if checked.failed else ""),
+                                ok=checked.ok)
         outcome = await barrier.run()
         failed = outcome.failed
         if failed:

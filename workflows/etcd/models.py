@@ -72,6 +72,8 @@ class EtcdBackupInput(_MembersMixin):
     search_attributes: bool = True
     attempts: int = Field(2, ge=1)
     fail_on_incomplete: bool = False
+    #: Check the preconditions and end ``dry-run`` listing them; no snapshot is taken.
+    dry_run: bool = False
     timeouts: EtcdctlTimeouts = Field(default_factory=EtcdctlTimeouts)
     snapshot_timeout_seconds: float = 120.0
     heartbeat_timeout_seconds: float = 10.0
@@ -79,12 +81,13 @@ class EtcdBackupInput(_MembersMixin):
 
 class EtcdBackupResult(ProcedureResult):
     """The barrier's answer: ``ok`` only when every member has a checked snapshot;
-    ``outcome`` completed / incomplete / aborted; ``message`` is "all members backed up" or
+    ``outcome`` completed / incomplete / aborted / refused (a precondition failed: nothing was
+    written, ``problems`` one line each) / dry-run (``ok``: nothing failed); ``message`` is "all members backed up" or
     names the failed members; ``snapshots`` says where each lives; ``failed`` member → why."""
 
     procedure: str = PROCEDURE_ETCD_BACKUP
-    ok: bool
-    outcome: Literal["completed", "incomplete", "aborted"] = "completed"
+    ok: bool = False
+    outcome: Literal["completed", "incomplete", "aborted", "refused", "dry-run"] = "completed"
     message: str
     snapshots: list[SnapshotInfo] = Field(default_factory=list)
     failed: dict[str, str] = Field(default_factory=dict)
@@ -175,6 +178,8 @@ class EtcdRestoreInput(_MembersMixin):
     verify_timeout_seconds: float = 60.0
     heartbeat_timeout_seconds: float = 10.0
     stop_timeout_seconds: float = 60.0
+    #: Check the preconditions and end ``dry-run`` listing them; no member is stopped.
+    dry_run: bool = False
 
     @model_validator(mode="after")
     def _choices(self) -> EtcdRestoreInput:
@@ -227,10 +232,12 @@ class RestoreStatus(ProcedureStatus):
 class EtcdRestoreResult(ProcedureResult):
     """``outcome`` completed (verified), rejected (a gate was rejected or timed out with outcome
     reject; ``message`` says what had been done), aborted (``abort``, or a gate timed out with
-    outcome abort) or unverified (the final check found ``verification.problems``)."""
+    outcome abort), unverified (the final check found ``verification.problems``), refused (a
+    precondition failed before any member was stopped: ``problems``, one line each) or dry-run
+    (every check listed in ``preconditions``; nothing stopped)."""
 
     procedure: str = PROCEDURE_ETCD_RESTORE
-    outcome: Literal["completed", "rejected", "aborted", "unverified"]
+    outcome: Literal["completed", "rejected", "aborted", "unverified", "refused", "dry-run"]
     message: str
     strategy: RestoreStrategy
     survivor: str

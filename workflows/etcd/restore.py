@@ -2,8 +2,12 @@
 
 Order (R3, and the etcd v3.5 disaster-recovery guide):
 
-1. preflight (read-only): binaries, the survivor's data or the snapshot, stop/start methods;
-   problems fail the workflow (InvalidRestoreInput) before anything is stopped;
+1. preflight (read-only): ``etcd_preflight_restore`` (the survivor's data or the snapshot,
+   stop/start methods), then every precondition through the kit
+   (:func:`workflows.etcd.preconditions.restore_preconditions`: binaries on each host, each
+   member's peer and client port free of anything but etcd, the host problems): a failed one
+   ends the run ``refused`` before anything is stopped; ``dry_run`` ends ``dry-run`` there,
+   listing every check (no lease taken);
 2. gate ``stop-members``, then stop every member;
 3. survivor: ``force-new-cluster`` — start it on its own data with ``--force-new-cluster``,
    wait healthy, fix its peer URL (``member update``), restart it without the flag; or
@@ -62,6 +66,7 @@ with workflow.unsafe.imports_passed_through():
         RestoreStep,
         RestoreStrategy,
     )
+    from workflows.etcd.preconditions import restore_preconditions
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted
     from workflows.kit.models import ApprovalRules, Gate, GateState, failure_message
@@ -83,8 +88,8 @@ class _Rejected(Exception):
 @workflow.defn
 class EtcdQuorumRestoreWorkflow(ProcedureWorkflow):
     """Restore quorum (see module docstring). Input :class:`EtcdRestoreInput`, result
-    :class:`EtcdRestoreResult`, status :class:`RestoreStatus`. Fails (non-retryable) with
-    InvalidRestoreInput when preflight finds problems, LeaseHeld when another procedure holds
+    :class:`EtcdRestoreResult`, status :class:`RestoreStatus`. Ends ``refused`` when a
+    precondition fails; fails (non-retryable) with LeaseHeld when another procedure holds
     ``etcd/<cluster>`` (or the whole cluster), or with the type of a non-retryable activity error."""
 
     @workflow.init
@@ -171,7 +176,7 @@ class EtcdQuorumRestoreWorkflow(ProcedureWorkflow):
         """The lease, then the restore; a rejected gate or an abort ends it with what had been
         done (nothing is undone); a failed step fails it naming the step and member."""
         try:
-            if workflow.patched(PATCH_KIT):
+            if not input.dry_run and workflow.patched(PATCH_KIT):  # a dry run writes nothing and takes no lease
                 await self.leases.acquire([subsystem_scope("etcd", input.cluster)])
                 self._status.leases = list(self.leases.held)
             return await self._run(input)
@@ -221,8 +226,17 @@ class EtcdQuorumRestoreWorkflow(ProcedureWorkflow):
             PreflightRestoreInput(members=members, survivor=survivor.name, strategy=str(input.strategy), snapshot=input.snapshot),
             PreflightRestoreResult, seconds=60,
         )
-        if pre.problems:
-            raise ApplicationError("preflight refused: " + "; ".join(pre.problems), type="InvalidRestoreInput", non_retryable=True)
+        # Every precondition through the kit before the first stop: a failed one ends the run
+        # refused (one line per problem, nothing stopped); a dry run lists every check and ends.
+        checked = await self.kit_preflight(
+            restore_preconditions(members, survivor.name, input.strategy == RestoreStrategy.SNAPSHOT_RESTORE, pre.problems),
+            refuse=not input.dry_run)
+        if input.dry_run:
+            plan = ("start it with --force-new-cluster" if input.strategy == RestoreStrategy.FORCE_NEW_CLUSTER
+                    else f"restore {input.snapshot} into its data dir")
+            return self._result("dry-run", f"dry run: would stop {len(members)} member(s), {plan} on survivor {survivor.name}, "
+                                           f"then re-add {', '.join(m.name for m in others) or 'no other member'}"
+                                + (f"; refused today: {len(checked.failed)} precondition(s) failed" if checked.failed else ""))
         self._log(f"preflight ok; member list before: {[m.name for m in pre.status.members or []] if pre.status else '?'}")
 
         await self._gate("stop-members", f"stop all {len(members)} etcd members ({', '.join(m.name for m in members)})")

@@ -63,6 +63,9 @@ class GlusterRecoveryInput(BaseModel):
     command_timeout_s: float = Field(120.0, gt=0)
     activity_timeout_seconds: float = 30.0
     search_attributes: bool = True
+    #: Read, check every precondition and end ``dry-run`` with the plan; nothing is written,
+    #: no lease taken (either mode).
+    dry_run: bool = False
 
     def target(self) -> GlusterTarget:
         """Where the GlusterFS pods are (namespace, clusters, excluded node)."""
@@ -137,8 +140,9 @@ class VolumeResult(BaseModel):
 
 class GlusterRecoveryResult(ProcedureResult):
     """``outcome`` completed (healthy at the end), unhealthy (check mode found a problem),
-    stopped (a volume is down, a host unsafe or unmapped: nothing was deleted after that),
-    aborted, or failed; ``healthy`` the final check; ``fatal`` why it stopped."""
+    stopped (a volume is down or a host unsafe: nothing was deleted after that), refused (a
+    precondition failed, e.g. a brick host maps to no node or pod: nothing was written,
+    ``problems`` one line each), dry-run (``preconditions`` lists every check), aborted, or failed; ``healthy`` the final check; ``fatal`` why it stopped."""
 
     procedure: str = PROCEDURE_GLUSTER_RECOVERY
     mode: str = "recover"

@@ -4,6 +4,11 @@ procedures-spec §3.2; field report seed 002).
 1. **Read and assess**: ``read_gluster`` (inventory, volume info/status, peers, heal info) and
    the pure :func:`workflows.shared.glusterfs.assess.assess`. ``mode=check`` stops here and reports
    (healthy = every brick online and heal info clean; nothing is written, no lease taken).
+   **Preflight** (recover mode, or ``dry_run``): the kit checks the preconditions
+   (:meth:`GlusterRecoveryWorkflow._preconditions`: the excluded node, the gluster CLI in a
+   GlusterFS pod, every brick host mapped to a node and pod, the pods it would delete); a failed
+   one ends the run ``refused`` before the lease and any delete; ``dry_run`` ends ``dry-run``
+   there with every check's result and the plan.
 2. **Stop** when a volume is down (more bricks offline than the quorum rule allows), a brick is
    in split-brain, or a brick host maps to no node or pod: every brick is named, nothing is
    deleted (seed 002: "In such a case don't continue").
@@ -29,12 +34,14 @@ procedures-spec §3.2; field report seed 002).
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.gluster.models import GlusterReadInput, PodRef, ReplacementInput, ReplacementState, VolumeStartInput
+    from activities.preflight.models import InputCheck, NamesExist, Precondition
     from workflows.shared.glusterfs import calls
     from workflows.shared.glusterfs.health import GlusterHealth, unhealthy_reasons
     from workflows.gluster.models import (
@@ -62,16 +69,17 @@ with workflow.unsafe.imports_passed_through():
         ProcedureStatus,
         failure_message,
     )
-    from workflows.kit.procedure import ProcedureWorkflow
+    from workflows.kit.procedure import ProcedureStopped, ProcedureWorkflow
     from workflows.kit.scopes import subsystem_scope
 
 
-class Stop(Exception):
-    """The run stops (outcome ``stopped``) with ``reason``; nothing more is changed."""
+class Stop(ProcedureStopped):
+    """The run stops (outcome ``stopped``) with ``reason``; nothing more is changed. The kit's
+    run template ends it (:meth:`ProcedureWorkflow.kit_rule_stopped`: what stays changed
+    appended), with ``fatal`` the reason."""
 
     def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+        super().__init__(reason, outcome="stopped", fatal=[reason])
 
 
 @workflow.defn
@@ -276,6 +284,33 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
     async def run(self, input: GlusterRecoveryInput) -> GlusterRecoveryResult:
         return await self.kit_run(lambda: self._run(input), GlusterRecoveryResult)
 
+    def _preconditions(self, a: Assessment) -> list[Precondition]:
+        """What the recovery needs before its first write (issue 39), from the input and the
+        first read: the ``--exclude-node`` node exists (checked by the kit against the API),
+        the gluster CLI runs in a GlusterFS pod of the ``--gluster-cluster`` clusters through
+        pod exec (every read and ``gluster volume start VOL force`` run it there: the first
+        read proved it, or found no pod), every brick host maps to a node and its GlusterFS
+        pod (the pod it would delete), and the pods it would delete are named."""
+        i = self._in
+        selectors = ", ".join(i.target().selectors())
+        pre: list[Precondition] = []
+        if i.exclude_node:
+            pre.append(NamesExist(names=[i.exclude_node], role="excluded node",
+                                  why="--exclude-node: its pod never runs the CLI and is never counted on"))
+        pre.append(InputCheck(about=f"gluster CLI in namespace {i.namespace} ({selectors})", ok=bool(a.exec_pod),
+                              detail=(f"ran in pod {a.exec_pod}; {len(a.pods)} GlusterFS pod(s) found" if a.exec_pod
+                                      else "no GlusterFS pod ran it"),
+                              why="every read and 'gluster volume start VOL force' run it there (pod exec)"))
+        pre.append(InputCheck(about="brick hosts", ok=not a.unmapped,
+                              detail="; ".join(a.unmapped) if a.unmapped else "every brick host maps to a node and its GlusterFS pod",
+                              why="a brick is recovered by deleting the GlusterFS pod on its host's node"))
+        for plan in [h for h in a.hosts if h.pod]:  # an unmapped host is the check above
+            pre.append(InputCheck(about=f"GlusterFS pod of brick host {plan.host}", ok=bool(plan.pod and plan.node),
+                                  detail=f"pod {plan.pod} (uid {plan.pod_uid}) on node {plan.node}" if plan.pod else "no pod",
+                                  why="the recovery deletes it (uid-guarded) to restart the offline brick(s) "
+                                      + ", ".join(plan.offline_bricks)))
+        return pre
+
     async def _run(self, input: GlusterRecoveryInput) -> GlusterRecoveryResult:
         """Check or recover; a Stop, an abort or a failed read ends the run with that outcome
         (``stopped``, ``aborted``, ``failed``) and what stays changed. The run template maps
@@ -284,16 +319,28 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
         try:
             self._step("read")
             a = self._start = await self._read(heal=True, planning=True)
-            if input.mode == "check":
+            if input.mode == "check" and not input.dry_run:
                 message = "GlusterFS healthy" if a.healthy else "GlusterFS not healthy: " + "; ".join(unhealthy_reasons(a, None))
                 return self._end("completed" if a.healthy else "unhealthy", message, self._stop_reasons(a), a)
+            # Every precondition through the kit before the lease and the first delete: a failed
+            # one ends the run refused (one line per problem); a dry run lists them and ends.
+            self._step("preflight")
+            checked = await self.kit_preflight(self._preconditions(a), refuse=not input.dry_run)
+            if input.dry_run:
+                plan = ", ".join(f"{h.host} (pod {h.pod} on {h.node})" for h in a.hosts)
+                message = (f"dry run: would restart the GlusterFS pod of {len(a.hosts)} host(s) one at a time: {plan}" if a.hosts
+                           else "dry run: no brick offline, nothing to restart")
+                stop = self._stop_reasons(a)
+                if stop:
+                    message += "; would stop before any delete: " + "; ".join(stop)
+                if checked.failed:
+                    message += f"; refused today: {len(checked.failed)} precondition(s) failed"
+                return self._end("dry-run", message, stop, a)
             await self.leases.acquire([subsystem_scope("gluster", input.cluster)])
             self._status.leases = list(self.leases.held)
             end = await self._recover(a)
             hosts = ", ".join(h.host for h in self._status.hosts)
             return self._end("completed", "GlusterFS healthy" + (f" after restarting {hosts}" if hosts else ""), [], end)
-        except Stop as s:
-            return self._end("stopped", s.reason, [s.reason])
         except Aborted as ab:  # from a gate, a wait, or the first read (workflows.kit.planning)
             return self._end("aborted", (ab.reason or "aborted") if self._start is not None else planning_abort_message(self.control, ab))
         except ActivityError as err:
@@ -302,12 +349,9 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
     def _end(self, outcome: str, message: str, fatal: list[str] | None = None, end: Assessment | None = None) -> GlusterRecoveryResult:
         """The result (:meth:`kit_end`): hosts not done marked aborted or failed with
         ``message``; unless completed, what stays changed appended to the message."""
-        for h in self._status.hosts:
-            if h.step not in ("done",):
-                h.step = "aborted" if outcome == "aborted" else "failed"  # type: ignore[assignment]
-                h.reason = message
+        self._mark_hosts(outcome, message)
         healthy = end is not None and end.healthy and outcome in ("completed",)
-        left = self.kit_left_changed() if outcome != "completed" else []
+        left = self.kit_left_changed() if outcome not in ("completed", "dry-run") else []
         if left:
             self._status.left_changed = left
             message += "; left changed: " + "; ".join(i.line() for i in left)
@@ -318,6 +362,26 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
             volumes=self._volume_results(self._start, end or self._status.assessment), assessment_start=self._start,
             assessment_end=end or self._status.assessment, left_changed=left,
         )
+
+    def kit_result_fields(self) -> dict[str, object]:
+        """The recovery's own fields of an ending the kit builds (a refusal, a :class:`Stop`):
+        the mode, the host runs, the volumes and the assessments (not healthy, not ok)."""
+        return {"mode": self._in.mode, "healthy": False, "ok": False, "hosts": [h.model_copy() for h in self._status.hosts],
+                "volumes": self._volume_results(self._start, self._status.assessment), "assessment_start": self._start,
+                "assessment_end": self._status.assessment}
+
+    async def kit_rule_stopped(self, stop: ProcedureStopped, result_type: type[Any]) -> Any:
+        """A :class:`Stop`: the hosts not done are marked failed with its reason, then the kit
+        ends the run (what stays changed appended)."""
+        self._mark_hosts("stopped", stop.reason)
+        self._step("finished")
+        return await super().kit_rule_stopped(stop, result_type)
+
+    def _mark_hosts(self, outcome: str, message: str) -> None:
+        for h in self._status.hosts:
+            if h.step not in ("done",):
+                h.step = "aborted" if outcome == "aborted" else "failed"  # type: ignore[assignment]
+                h.reason = message
 
     def kit_left_changed(self) -> list[ChangedItem]:
         return super().kit_left_changed() + self._left_changed()

@@ -106,6 +106,21 @@ OUTCOME_PHASE = {
 }
 
 
+class ProcedureStopped(Exception):
+    """Raised by a procedure's body that stops by a rule of its own (a GlusterFS volume down, a
+    guard that does not hold, a lease held after a first write): not an abort, not a failure.
+    :meth:`ProcedureWorkflow.kit_run` ends the run with ``outcome`` (``stopped``, ``refused``),
+    ``reason`` as the message and what stays changed (:meth:`ProcedureWorkflow.kit_left_changed`)
+    appended and in ``left_changed``, the commands to go on, and ``fields`` on the result (e.g. the
+    holder of a lease); :meth:`ProcedureWorkflow.kit_rule_stopped` builds that ending."""
+
+    def __init__(self, reason: str, *, outcome: str = "stopped", **fields: Any) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.outcome = outcome
+        self.fields = fields
+
+
 def refusal_lines(err: ApplicationError) -> list[str]:
     """A refusal's problems: the non-empty lines of its message."""
     return [ln for ln in (err.message or str(err)).splitlines() if ln.strip()]
@@ -252,6 +267,8 @@ class ProcedureWorkflow(GateUpdates):
         - a refusal (an ApplicationError whose type is in :data:`REFUSAL_TYPES`, e.g. a failed
           precondition): end ``refused`` with one line per problem; nothing was written;
         - :class:`GateNotPassed` (a required gate rejected or timed out): as an abort;
+        - :class:`ProcedureStopped` (the procedure's own rule stopped it): its outcome, with what
+          stays changed (:meth:`kit_rule_stopped`);
         - any other ApplicationError, or a failed activity or child workflow (ActivityError,
           ChildWorkflowError, see :data:`FAILURES`): status phase ``failed``, its ``error`` (the
           innermost failure's message, :func:`failure_message`) and ``left_changed`` set, the
@@ -273,6 +290,9 @@ class ProcedureWorkflow(GateUpdates):
             except (Aborted, GateNotPassed, RevertRequested) as stop:
                 await self.kit_settle()
                 result = await self.kit_stopped(stop, result_type)
+            except ProcedureStopped as rule:
+                await self.kit_settle()
+                result = await self.kit_rule_stopped(rule, result_type)
             except FAILURES as err:
                 await self.kit_settle()
                 if not isinstance(err, ApplicationError) or err.type not in REFUSAL_TYPES:
@@ -336,6 +356,17 @@ class ProcedureWorkflow(GateUpdates):
             tail = f" (past the point of no return: {c.point_of_no_return})" + tail
         return self.kit_end(result_type, "aborted", f"aborted: {reason}{tail}", left_changed=left,
                             next_commands=self.kit_next_commands(left))
+
+    async def kit_rule_stopped(self, stop: ProcedureStopped, result_type: type[R]) -> R:
+        """The ending of a :class:`ProcedureStopped`: ``stop.outcome``, its reason with what
+        stays changed appended (``; left changed: ...``, also in ``status.left_changed`` and the
+        result's ``left_changed``), the commands to go on, and ``stop.fields``. A procedure that
+        marks its own state first (hosts not done) overrides this and calls it."""
+        left = self.kit_left_changed()
+        self.kit_status.left_changed = left
+        message = stop.reason + ("; left changed: " + "; ".join(i.line() for i in left) if left else "")
+        return self.kit_end(result_type, stop.outcome, message, left_changed=left, next_commands=self.kit_next_commands(left),
+                            **stop.fields)
 
     def kit_refused(self, err: ApplicationError, result_type: type[R], why: str = "") -> R:
         """The ending of a refusal before any write (``err`` of a :data:`REFUSAL_TYPES` type,
@@ -603,8 +634,12 @@ class ProcedureWorkflow(GateUpdates):
         """Restore what this run changed: every wait stops, the records are written back in
         reverse order and read back (:meth:`kit_restore`), and the run ends ``reverted``."""
         self.control.request_revert(input.reason or input.comment or f"revert requested by {input.identity}", input.identity)
-        return RevertAnswer(mode="in-run", message=f"revert requested by {input.identity}: {self.kit_noun} stops at its next "
-                                                   "safe point and restores what its records hold, read back")
+        return RevertAnswer(mode="in-run", message=f"revert requested by {input.identity}: {self.kit_revert_means()}")
+
+    def kit_revert_means(self) -> str:
+        """Hook: what a revert requested now does, in the operator's answer (default: the
+        records restored at the next safe point)."""
+        return f"{self.kit_noun} stops at its next safe point and restores what its records hold, read back"
 
     @revert.validator
     def _validate_revert(self, input: RevertInput) -> None:

@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from workflows.kit.inputs import AlertGatePolicy
-from workflows.kit.models import OperatorInput, ProcedureResult, ProcedureStatus
+from workflows.kit.models import ProcedureResult, ProcedureStatus
 
 PROCEDURE_NETWORK_MIGRATION = "network-migration"
 NETWORK_TYPES = ("OVNKubernetes", "OpenShiftSDN")
@@ -122,17 +122,3 @@ class NetworkMigrationResult(ProcedureResult):
     status_type: str = ""
     #: Refused for a lease: the workflow ID holding it.
     lease_holder: str = ""
-
-
-class RevertInput(OperatorInput):
-    """``lockkeeper revert ID``: who asks and why, with the decision's ``sent_at`` / ``deadline`` /
-    ``connection_identity`` (:class:`~workflows.kit.models.OperatorInput`)."""
-
-    identity: str
-    reason: str = ""
-
-
-class RevertResult(BaseModel):
-    """The update's answer."""
-
-    message: str

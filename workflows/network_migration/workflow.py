@@ -27,8 +27,9 @@ Steps (each visible in ``status``; every change recorded first, so ``revert`` re
 7. **unpause** (the records reverted), **verify** (status type, ovnkube-node, pools Updated),
    gate ``delete-broken-pods`` for pods still on the old network.
 8. gate ``cleanup``: remove the migration field and ``openshiftSDNConfig``, delete ``openshift-sdn``.
-   Before it, ``revert`` (update) runs the documented rollback: pause, migration field and type
-   back, multus, reboots, unpause, migration field removed.
+   Before it, the kit's ``revert`` update (rules: :meth:`NetworkMigrationWorkflow.check_revert`)
+   runs the documented rollback: pause, migration field and type back, multus, reboots, unpause,
+   migration field removed; a pending revert ends every wait (health, reboots, a pause, a gate).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
         MigrationState,
     )
     from workflows.kit import calls as acts
-    from workflows.kit.control import Aborted, check_in_time
+    from workflows.kit.control import Aborted
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.kit.models import (
         ApprovalRules,
@@ -58,9 +59,10 @@ with workflow.unsafe.imports_passed_through():
         GateState,
         GateTimeoutOutcome,
         ProcedureStatus,
+        RevertInput,
     )
     from workflows.kit.planning import planning_abort_message
-    from workflows.kit.procedure import ProcedureWorkflow
+    from workflows.kit.procedure import ProcedureStopped, ProcedureWorkflow
     from workflows.kit.records import REMOVE, RecordRefused, Records
     from workflows.kit.scopes import cluster_scope, node_scope, pool_scope, scope_workflow_id, subsystem_scope
     from workflows.network_migration.guard import GuardRefused, PoolsGuard
@@ -70,8 +72,6 @@ with workflow.unsafe.imports_passed_through():
         NetworkMigrationResult,
         NetworkMigrationStatus,
         NodeReboot,
-        RevertInput,
-        RevertResult,
     )
     from workflows.network_migration.plan import (
         kubelet_ca_problems,
@@ -103,12 +103,13 @@ TYPE_OBJECTS = ("Network cluster", "Network.operator.openshift.io cluster")
 TYPE_FIELDS = ("/spec/networkType", "/spec/migration")
 
 
-class Refused(Exception):
+class Refused(ProcedureStopped):
     """The run stops before (or instead of) a change: ``reason``; ``holder`` the workflow ID
-    holding a lease we were refused."""
+    holding a lease we were refused (the result's ``lease_holder``). The kit's run template ends
+    it ``refused`` with what stays changed (:meth:`ProcedureWorkflow.kit_rule_stopped`)."""
 
     def __init__(self, reason: str, holder: str = "") -> None:
-        super().__init__(reason)
+        super().__init__(reason, outcome="refused", lease_holder=holder)
         self.holder = holder
 
 
@@ -129,7 +130,6 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         self._t = acts.Timeouts(short_call=input.activity_timeout_seconds)
         self.records = Records(board=self._st.records, on_change=self.touch, timeouts=self._t)
         self.guard = PoolsGuard(board=self._st.health, on_change=self.touch, timeouts=self._t, stop=lambda: self.control.abort)
-        self._revert_by: str | None = None
         self._cleanup_started = False
         self._lease_holder = ""
         self._from_type = ""
@@ -141,28 +141,28 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         if self.alerts is not None:
             self.alerts.stop = self._revert_pending  # a revert ends an alert wait, as an abort does
 
-    # --- operator surface ------------------------------------------------------------------------
+    # --- operator surface: the kit's ``revert`` update, with the migration's rules -------------
 
-    @workflow.update
-    def revert(self, input: RevertInput) -> RevertResult:
-        """Roll the migration back (before the cleanup): the recorded configs go back in the
-        documented rollback order."""
-        self._revert_by = input.identity
-        self._st.reverting = True
-        self.touch()
-        return RevertResult(message=f"revert requested by {input.identity}; the rollback starts at the next step")
-
-    @revert.validator
-    def _validate_revert(self, input: RevertInput) -> None:
-        check_in_time(input, "revert")
+    def check_revert(self, input: RevertInput) -> None:
+        """The kit's ``revert`` (:meth:`ProcedureWorkflow.revert`) runs the documented rollback
+        (:meth:`_revert`), before or after the switch, until the cleanup: refused once the run
+        ended, once the cleanup started, twice, or before anything was changed."""
+        c = self.control
+        if c.finished():
+            raise ValueError(f"{self.kit_noun} already {c.base_phase}")
         if self._cleanup_started:
             raise ValueError("the cleanup has started: the migration can no longer be reverted")
-        if self._revert_by is not None:
-            raise ValueError(f"a revert was already requested by {self._revert_by}")
+        if c.revert:
+            raise ValueError(f"a revert was already requested by {c.revert_by}")
         if "network-type" not in self.records.records and "migration-field" not in self.records.records:
             raise ValueError("nothing has been changed yet: abort the run instead")
 
+    def kit_revert_means(self) -> str:
+        return ("every wait ends and the documented rollback starts at the next step (pause the pools, the migration "
+                "field and network type back, reboot every node, unpause)")
+
     def procedure_status(self) -> ProcedureStatus:
+        self._st.reverting = self.control.revert
         st = super().procedure_status()
         if not st.waiting_for:
             st.waiting_for = f"step {self._st.step}"
@@ -188,9 +188,9 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
                                opened_by="lockkeeper", record_comment=comment)
         self.touch()
         await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=self._in.gate_timeout_seconds,
-                              interrupt=lambda: self._revert_by is not None)
-        if gate.state == GateState.WAITING and self._revert_by is not None:
-            self.gates.cancel(gate, self._revert_by, "revert requested")
+                              interrupt=lambda: self.control.revert)
+        if gate.state == GateState.WAITING and self.control.revert:
+            self.gates.cancel(gate, self.control.revert_by or "workflow", "revert requested")
         self.touch()
         if self.control.abort:
             raise Aborted(self.control.abort_reason)
@@ -206,7 +206,7 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
 
     def _revert_pending(self) -> bool:
         """A revert was requested and the rollback has not started: every wait ends for it."""
-        return self._revert_by is not None and not self._rolling_back
+        return self.control.revert and not self._rolling_back
 
     async def _sleep(self, seconds: float) -> None:
         try:
@@ -225,20 +225,21 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
 
     async def _body(self, input: NetworkMigrationInput) -> NetworkMigrationResult:
         """The migration; its own refusals (a lease held, a record somebody else changed, the
-        pools guard after the pause) end it ``refused``. Aborts, the kit's refusals and failures
-        end through the run template (:meth:`kit_run`)."""
+        pools guard after the pause) raise :class:`Refused`, which the run template
+        (:meth:`kit_run`) ends ``refused`` with what stays changed, as it ends aborts, the kit's
+        refusals and failures."""
         try:
             return await self._run(input)
         except Refused as err:
             self._lease_holder = err.holder
-            return self._result("refused", str(err))
+            raise
         except RecordRefused as err:
-            return self._result("refused", f"{err} (somebody else changed it; nothing of theirs was overwritten)")
+            raise Refused(f"{err} (somebody else changed it; nothing of theirs was overwritten)") from err
         except GuardRefused as err:
             # Refused after pausing: the pools go back to what was recorded before refusing.
             for name in [n for n in self.records.records if n.startswith("pool-paused/")]:
                 await self.records.revert(name)
-            return self._result("refused", f"{err.message}; the network type was not switched")
+            raise Refused(f"{err.message}; the network type was not switched") from err
 
     async def kit_release(self) -> None:
         """Every lease in one workflow task; ``status`` then shows none."""
@@ -454,7 +455,7 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         self._step("migration-field")
         await self.records.change("migration-field", NET_OP, {"/spec/migration": {"networkType": i.to}})
         await self._wait_pools(i)
-        if self._revert_by:
+        if self.control.revert:
             return await self._revert(i, pools)
         await self._hold()
         await self._take_cluster(i, pools)
@@ -470,21 +471,21 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         self._st.switched = True
         self.control.passed_point_of_no_return(f"network.config/cluster spec.networkType switched to {i.to}")
         await self._after_switch(i, pools, i.to)
-        if self._revert_by:
+        if self.control.revert:
             return await self._revert(i, pools)
         self._step("verify")
         state = await self._verify(i)
-        if self._revert_by:
+        if self.control.revert:
             return await self._revert(i, pools)
         if await self._gate("cleanup", "remove spec.migration and openshiftSDNConfig from network.operator/cluster and delete "
                                        "namespace openshift-sdn (after this the migration cannot be reverted)"):
-            if self._revert_by:
+            if self.control.revert:
                 return await self._revert(i, pools)
             self._cleanup_started = True
             self._step("cleanup")
             await self.records.change("cleanup", NET_OP, {"/spec/migration": REMOVE, "/spec/defaultNetwork/openshiftSDNConfig": REMOVE})
             await acts.call(DELETE_NAMESPACE, DeleteNamespaceInput(name="openshift-sdn"), DeleteNamespaceResult, timeouts=self._t)
-        elif self._revert_by:
+        elif self.control.revert:
             return await self._revert(i, pools)
         return self._result("completed", f"migrated to {i.to}" + ("" if self._cleanup_started else "; cleanup not approved"),
                             state.status_type)
@@ -525,7 +526,7 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         self._step("wait-pools")
         last_sig: tuple[object, ...] | None = None
         since = workflow.now()
-        while not self._revert_by:
+        while not self.control.revert:
             state = await self._read()
             verdict = self.guard.evaluate(state, self._st.baseline)
             self._st.guard_behind = verdict.behind
@@ -693,4 +694,4 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         state = await self._wait("reverted", lambda s: s.status_type == old and self.guard.evaluate(s, {}).ok,
                                  lambda s: f"status.networkType {s.status_type}; " + "; ".join(self.guard.evaluate(s, {}).behind[:3]),
                                  i.pools_timeout_seconds)
-        return self._result("reverted", f"reverted to {old} (requested by {self._revert_by})", state.status_type)
+        return self._result("reverted", f"reverted to {old} (requested by {self.control.revert_by})", state.status_type)

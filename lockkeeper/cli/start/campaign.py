@@ -27,7 +27,7 @@ import typer
 from lockkeeper.cli.common import EXIT_USAGE, CliError, err, validation_lines
 from lockkeeper.cli.start.options import Approvals, Start, approval_options, completes, start_options, window_options
 from lockkeeper.cli.start.shared import Launch, input_data, launch, spec_named
-from lockkeeper.cli.start.dryrun import dry_run_report
+from lockkeeper.cli.start.dryrun import workflow_dry_run
 
 
 def read_clusters(path: Path) -> list[dict[str, Any]]:
@@ -154,6 +154,7 @@ def start_campaign(
             waves=waves, max_clusters_in_flight=max_in_flight, failure_budget=failure_budget, soak_seconds=soak_seconds,
             soak_checks=soak_checks,
             approve_each=approve_each, windows=window, **approvals.fields(who), gate_timeout_seconds=gate_timeout,
+            dry_run=start.dry_run, procedure_has_dry_run="dry_run" in fields,
         )
     except ValidationError as exc:
         err(f"error: invalid campaign: {validation_lines(exc)}")
@@ -178,9 +179,12 @@ start_campaign.takes_input_overrides = True  # type: ignore[attr-defined]  # -f 
 
 
 async def _dry_run(req: Launch, settings: Any) -> int:
-    """The waves (stderr), the input and the leases that would refuse it; nothing starts."""
+    """The campaign's own dry run (:func:`.dryrun.workflow_dry_run`): it checks a worker on every
+    cluster's queue and, for a procedure with a dry run, runs that dry run on every cluster; every
+    check is printed with its result, then the waves. No cluster's procedure runs; exit 2 when a
+    real start would be refused."""
     err("waves: " + " | ".join(", ".join(w) for w in req.extra["waves"]))
-    return await dry_run_report(req, settings)
+    return await workflow_dry_run(req, settings, plan=lambda res: [res.message])
 
 
 async def _launch(req: Launch, settings: Any) -> int:
@@ -189,7 +193,9 @@ async def _launch(req: Launch, settings: Any) -> int:
     from lockkeeper.cli.common import connect
     from lockkeeper.starter import QUEUE_WITHOUT_WORKER, NoWorker, new_run_gap
 
-    if not QUEUE_WITHOUT_WORKER.get():
+    if QUEUE_WITHOUT_WORKER.get():  # --queue: the children wait for their workers; the campaign does not check them
+        req.input = req.input.model_copy(update={"check_workers": False})
+    else:
         client = await connect(settings, identity=req.who)
         missing = []
         for c in req.input.clusters:

@@ -83,3 +83,15 @@ async def workflow_dry_run(req: Launch, settings: Any, *, plan: Callable[[Any], 
         err("a real start would be refused before any change: " + "; ".join(problems or [r.problem() for r in failed]))
         return EXIT_USAGE
     return EXIT_OK if getattr(res, "outcome", "") == "dry-run" else EXIT_FAILED
+
+
+async def leased_workflow_dry_run(req: Launch, settings: Any, *, plan: Callable[[Any], Sequence[str]] | None = None) -> int:
+    """The procedure's own dry run (:func:`workflow_dry_run`) unless a lease it would take is
+    held today: then the lease report of :func:`dry_run_report` (exit 1, each holder named), as
+    a real start would be refused by the lease before its preflight ran."""
+    from lockkeeper.starter import lease_holders
+
+    client = await connect(settings, identity=req.who)
+    if req.scopes and await lease_holders(client, req.scopes):
+        return await dry_run_report(req, settings)
+    return await workflow_dry_run(req, settings, plan=plan)

@@ -3,7 +3,9 @@
 Both read ``members.yaml`` (a list of members, or a mapping with ``members:`` and optionally the
 restore's ``survivor`` and ``snapshot``; the flags win) and validate it together with the flags
 as the procedure's input model before anything is contacted: a bad file is exit 2 with one line
-per problem. Both lease ``etcd/<cluster>``.
+per problem. Both lease ``etcd/<cluster>``. ``--dry-run`` runs the procedure's own dry run: it
+checks every precondition on the members' hosts (binaries, the restore's ports and host checks)
+and prints each with its result, changing nothing (:func:`.dryrun.workflow_dry_run`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from lockkeeper.cli.start.options import (
     positive_seconds,
     start_options,
 )
+from lockkeeper.cli.start.dryrun import leased_workflow_dry_run
 from lockkeeper.cli.start.shared import spec_named
 
 
@@ -69,12 +72,16 @@ def _start(start: Start, name: str, members: str, fields: dict[str, Any]) -> Non
     if "cluster" in spec.input_model.model_fields:
         fields = {**fields, "cluster": where}
     try:
-        inp = build_input(spec, members, **fields)
+        inp = build_input(spec, members, **fields, dry_run=start.dry_run)
     except CliError as exc:
         err(f"error: {exc}")
         raise typer.Exit(exc.code) from None
+    # --dry-run: the workflow reads, checks every precondition on the hosts and ends dry-run
+    # (no snapshot, nothing stopped, no lease); each check is printed with its result, exit 2
+    # when a real start would be refused.
     start.go(start.request(name, inp, cluster=where, scopes=[subsystem_scope("etcd", where)],
-                           summary=f"{name} on {where} by {who}"))
+                           summary=f"{name} on {where} by {who}"),
+             dry_run=lambda req, settings: leased_workflow_dry_run(req, settings, plan=lambda res: [res.message]))
 
 
 def start_etcd_backup(

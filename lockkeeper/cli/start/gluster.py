@@ -5,7 +5,8 @@ Without ``--check-only`` it starts ``GlusterRecoveryWorkflow`` in recover mode (
 heal gate; follow it with ``lockkeeper status ID`` and answer its gates with ``approve`` /
 ``reject``. With ``--check-only`` it runs the same workflow in check mode (nothing is written,
 no lease is taken), waits for it, prints the report and exits 0 when GlusterFS is healthy, 1 when
-not.
+not. ``--dry-run`` reads, checks every precondition (printed with its result) and prints the plan;
+nothing is written (exit 2 when a real start would be refused).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import typer
 from lockkeeper.cli.common import EXIT_FAILED, EXIT_OK, err, run
 from lockkeeper.cli.start.options import Approvals, Start, approval_options, start_options
 from lockkeeper.cli.start.shared import Launch
-from lockkeeper.cli.start.dryrun import dry_run_result
+from lockkeeper.cli.start.dryrun import dry_run_result, leased_workflow_dry_run
 
 PROCEDURE = "gluster-recovery"
 
@@ -46,7 +47,7 @@ def start_gluster_recovery(
         mode="check" if check_only else "recover", exclude_node=exclude_node, quorum_rule=quorum_rule,
         approve_pod_delete=approve_pod_delete, max_restarts_per_host=max_restarts, allow_volume_start_force=allow_start_force,
         heal={"timeout_s": heal_timeout, "stall_after_s": stall_after, "gate_timeout_s": gate_timeout},
-        gate_timeout_s=gate_timeout, **approvals.fields(start.who),
+        gate_timeout_s=gate_timeout, **approvals.fields(start.who), dry_run=start.dry_run,
     )
     check = inp.mode == "check"
     req = start.request(
@@ -57,7 +58,9 @@ def start_gluster_recovery(
     if check and not req.dry_run:
         run(_check_only(req, start.settings))
     else:
-        start.go(req)
+        # --dry-run: the workflow reads, checks every precondition and ends dry-run with the
+        # plan; each check is printed with its result (exit 2 when a start would be refused).
+        start.go(req, dry_run=lambda r, settings: leased_workflow_dry_run(r, settings, plan=lambda res: [res.message]))
 
 
 async def _check_only(req: Launch, settings: Any) -> int:
