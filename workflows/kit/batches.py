@@ -279,6 +279,8 @@ class NodeBatches:
         self.stop_gate = stop_gate
         self.stop_gates: dict[str, Gate] = {}
         self.stopped: str | None = None
+        #: The skip request whose ``rollback`` runs now (who asked, their comment).
+        self.skip_request: NodeControlInput | None = None
         #: The procedure's alert gate (:class:`workflows.kit.alerts.AlertGate`): no node starts
         #: while it blocks. None: no gate.
         self.alerts = alerts
@@ -860,6 +862,7 @@ class NodeBatches:
                     elif g.node == req.node:
                         self.gates.cancel(g, req.identity, f"node {req.node} skipped")
                 if ns.phase in (NodePhase.DEGRADED, NodePhase.FAILED) or req.node in group.started:
+                    self.skip_request = req
                     await self.rollback(req.node)
                 ns.phase, ns.reason = NodePhase.SKIPPED, f"skipped by {req.identity}" + (f": {req.comment}" if req.comment else "")
                 ns.finished_at = ns.since = workflow.now()
