@@ -111,9 +111,9 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         self.host = HostSteps(self.gates, timeouts=acts.Timeouts(t.activity, t.heartbeat), heartbeat_seconds=t.heartbeat)
         # The kit's window over the nodes: its board rows (phase, blocked drain, attempt) stay
         # out of the status, whose rows are the children's own (NodeMigrationStatus); the
-        # children's drain decisions are in their results' gate history, not the board's.
+        # children's drain decisions and warnings are in their results and rows, not the board's.
         self.board = NodeBoard(procedure=PROCEDURE_RUNTIME_MIGRATION, cluster=input.cluster, nodes={}, gate_history=[],
-                               warnings=self._status.warnings, on_change=self.touch, noun="runtime migration")
+                               warnings=[], on_change=self.touch, noun="runtime migration")
         self.batches = NodeBatches(
             board=self.board, control=self.control, gates=self.gates, start_child=self._start_child, rollback=self.skip_stopped,
             recheck_unavailable=self._recheck, result_type=NodeMigrationResult, gate_timeout_seconds=input.gates.timeout_seconds,
