@@ -124,6 +124,9 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         #: The nodes in the order they ended (the result's order).
         self._ended: list[str] = []
         self.kit_windows(input.windows)
+        # On the board from the start, so skip-node and hold reach a node during the preflight;
+        # the preflight's reads give the order (:meth:`_run`).
+        self.batches.add_group("node", max_unavailable=1, nodes=input.nodes)
 
     # --- status ----------------------------------------------------------------------------------
 
@@ -408,7 +411,8 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         self._status.node_order, self._status.order = name, order
         self._status.nodes = {n: self._status.nodes[n] for n in order}
         self._phase(ProcedurePhase.RUNNING, "nodes")
-        self.batches.add_group("node", max_unavailable=1, nodes=order)
+        group = self.batches.groups["node"]
+        group.nodes, group.queue = list(order), [n for n in order if n in group.queue]
         await self.batches.run_group("node")
         self._status.current = None
         self._reached(None)
