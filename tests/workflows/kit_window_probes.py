@@ -14,7 +14,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.alerts import AlertGate
-    from workflows.kit.batches import Group, LocalStop, NodeBatches, local_run
+    from workflows.kit.batches import Group, LocalStop, NodeBatches, StopGate, local_run
     from workflows.kit.inputs import AlertGatePolicy
     from workflows.kit.board import NodeBoard
     from workflows.kit.drain import DrainGateState
@@ -51,6 +51,10 @@ class WindowProbeInput(BaseModel):
     holds_keep_order: bool = False
     #: maintenance windows (workflows.kit.windows): no node starts outside them
     windows: list[str] = Field(default_factory=list)
+    #: a failed node opens its stop gate (NodeBatches' StopGate) instead of pausing; a retry of
+    #: ``refuse_retry`` nodes is refused
+    stop_gate: bool = False
+    refuse_retry: list[str] = Field(default_factory=list)
 
 
 class WindowProbeStatus(ProcedureStatus):
@@ -65,6 +69,7 @@ class WindowProbeResult(BaseModel):
     rolled_back: list[str]
     rechecks: int
     gate_actions: list[str]
+    stopped: str | None = None
 
 
 class ProbeNodeInput(BaseModel):
@@ -116,7 +121,10 @@ class WindowProbeWorkflow(NodeProcedureWorkflow):
         self.alerts = (AlertGate(input.alerts, self.gates, self.control, board=self._status.health, on_change=self.touch)
                        if input.alerts is not None else None)
         self.batches = NodeBatches(board=self.board, control=self.control, gates=self.gates, start_child=self._start,
-                                   rollback=self._rollback, recheck_unavailable=self._recheck, alerts=self.alerts)
+                                   rollback=self._rollback, recheck_unavailable=self._recheck, alerts=self.alerts,
+                                   stop_gate=StopGate(text=lambda n, r, why: f"{n} stopped: {r.reason}; {why or 'approve retries'}",
+                                                      refusal=lambda n, r: "told so" if n in input.refuse_retry else None)
+                                   if input.stop_gate else None)
         self.batches.holds_keep_order = input.holds_keep_order
         self.kit_windows(input.windows)
         self._max_in_flight = 0
@@ -178,4 +186,5 @@ class WindowProbeWorkflow(NodeProcedureWorkflow):
             rolled_back=self._rolled_back,
             rechecks=self._rechecks,
             gate_actions=[f"{r.gate_id}:{r.action}" for r in self._status.gate_history],
+            stopped=self.batches.stopped,
         )

@@ -18,7 +18,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.worker import Worker
 
 from workflows.kit.lease import LeaseWorkflow
-from workflows.kit.models import ApproveInput, GateState, NodeControlInput, NodePhase
+from workflows.kit.models import ApproveInput, GateState, NodeControlInput, NodePhase, RejectInput
 from workflows.kit.plan import ApprovalPolicy
 
 PROBES = [WindowProbeWorkflow, ProbeNodeWorkflow, LeaseWorkflow]
@@ -165,3 +165,47 @@ async def test_no_node_starts_while_an_alert_fires(time_skipping_env, wf_task_qu
     board = st.health["alerts/pool/n0"]
     assert board.state == "ok" and board.polls == 3, board
     assert [g.id for g in st.gates] == ["alerts/pool/n0/1"] and st.gates[0].state == GateState.CANCELLED
+
+
+async def test_stop_gate_approve_retries_skip_rolls_back_and_goes_on(time_skipping_env, wf_task_queue):
+    """With a StopGate a failed node holds the window at ``<node>/stopped/<attempt>`` (no pause,
+    the next node waits): approve runs it again, skip-node rolls it back and goes on."""
+    env = time_skipping_env
+    async with Worker(env.client, task_queue=wf_task_queue, workflows=PROBES):
+        handle = await start(env, wf_task_queue, WindowProbeInput(nodes=["n0", "n1", "n2"], fail_first=["n0", "n1"],
+                                                                  stop_gate=True, work_seconds=0.5))
+        s = await wait_status(handle, lambda s: waiting(s, "n0/stopped/1"))
+        assert s.phase != "paused" and s.nodes["n0"].phase == NodePhase.FAILED and s.nodes["n1"].phase == NodePhase.PENDING
+        assert "n0 stopped: told to fail; approve retries" in next(g.comment for g in s.gates if g.id == "n0/stopped/1")
+        await handle.execute_update(WindowProbeWorkflow.approve, ApproveInput(gate_id="n0/stopped/1", identity="bob"))
+        await wait_status(handle, lambda s: waiting(s, "n1/stopped/1"))
+        await handle.execute_update(WindowProbeWorkflow.skip_node, NodeControlInput(node="n1", identity="bob", comment="by hand"))
+        result = await handle.result()
+    assert result.phases == {"n0": NodePhase.DONE, "n1": NodePhase.SKIPPED, "n2": NodePhase.DONE}
+    assert result.attempts == {"n0": 2, "n1": 1, "n2": 1} and result.rolled_back == ["n1"] and result.stopped is None
+    assert result.gate_actions == ["n0/stopped/1:opened", "n0/stopped/1:approved", "n1/stopped/1:opened", "n1/stopped/1:approved"]
+
+
+async def test_stop_gate_reject_stops_the_window_and_a_refused_retry_is_refused(time_skipping_env, wf_task_queue):
+    """retry-node answers the stop gate (only while it waits, not when the procedure refuses the
+    retry); reject stops the window: the nodes after it never start."""
+    env = time_skipping_env
+    async with Worker(env.client, task_queue=wf_task_queue, workflows=PROBES):
+        handle = await start(env, wf_task_queue, WindowProbeInput(nodes=["n0", "n1", "n2"], fail_first=["n0", "n1"],
+                                                                  refuse_retry=["n1"], stop_gate=True, work_seconds=0.5))
+        await wait_status(handle, lambda s: waiting(s, "n0/stopped/1"))
+        await handle.execute_update(WindowProbeWorkflow.retry_node, NodeControlInput(node="n0", identity="bob", comment="fixed"))
+        s = await wait_status(handle, lambda s: waiting(s, "n1/stopped/1"))
+        assert "told so" in next(g.comment for g in s.gates if g.id == "n1/stopped/1")
+        for node, why in (("n1", "cannot be retried: told so"), ("n0", "n0 is done; only aborted, degraded, failed nodes")):
+            try:
+                await handle.execute_update(WindowProbeWorkflow.retry_node, NodeControlInput(node=node, identity="bob"))
+            except Exception as err:  # noqa: BLE001 - the update's rejection
+                assert why in str(err.__cause__ or err), err
+            else:
+                raise AssertionError(f"retry of {node} was accepted")
+        await handle.execute_update(WindowProbeWorkflow.reject, RejectInput(gate_id="n1/stopped/1", identity="bob", comment="no"))
+        result = await handle.result()
+    assert result.stopped == "n1" and result.attempts == {"n0": 2, "n1": 1}
+    assert result.phases == {"n0": NodePhase.DONE, "n1": NodePhase.FAILED, "n2": NodePhase.PENDING}
+    assert result.gate_actions == ["n0/stopped/1:opened", "n0/stopped/1:approved", "n1/stopped/1:opened", "n1/stopped/1:rejected"]

@@ -13,7 +13,13 @@ group (a pool) at a time as a sliding window of node-run children (:mod:`workflo
   waits): a pending node is skipped, a degraded/failed node is rolled back (``rollback``) then
   skipped, a node in flight is signalled ``skip``; a retry starts a new child attempt and resumes;
 - children end with a :class:`workflows.kit.noderun.NodeRunResult`; a degraded/failed node pauses
-  the procedure when ``pause_on_degraded`` (else it is marked failed and the window goes on).
+  the procedure when ``pause_on_degraded`` (else it is marked failed and the window goes on);
+- with a :class:`StopGate` (default none) a degraded/failed node opens the gate
+  ``<node>/stopped/<attempt>`` instead and the window starts nothing while it waits: approve (or
+  ``retry_node``) runs the node again, ``skip_node`` rolls it back (``rollback``), skips it and
+  goes on, reject or its timeout stops the window (:attr:`NodeBatches.stopped`), and a retry the
+  procedure refuses (``StopGate.refusal``) is refused by ``retry_node`` and ends the window on
+  approve.
 
 Where each node stands is the board's (:class:`workflows.kit.board.NodeBoard`). Hooks (the
 procedure's own code): ``start_child(node, group, attempt)`` starts the child and returns its
@@ -62,6 +68,7 @@ with workflow.unsafe.imports_passed_through():
         Gate,
         GateKind,
         GateRecord,
+        GateState,
         GateTimeoutOutcome,
         HoldInput,
         HoldRecord,
@@ -175,6 +182,18 @@ async def local_run(node: str, attempt: int, step: Callable[[LocalStop], Awaitab
     return LocalRun(node, attempt, result_type, step)
 
 
+@dataclass
+class StopGate:
+    """The window's answer to a node that ended degraded or failed (see the module doc), instead
+    of a pause: gate ``<node>/stopped/<attempt>`` (kind node, opened by "lockkeeper", timeout the
+    window's gate timeout with outcome reject). ``text(node, result, refusal)``: the gate's comment
+    for people (``refusal`` as below); ``refusal(node, result)``: why a retry of that node is not
+    safe (None: it is), e.g. a command with an unknown outcome."""
+
+    text: Callable[[str, NodeRunResult, str | None], str]
+    refusal: Callable[[str, NodeRunResult], str | None] = lambda node, result: None
+
+
 def _iso(t: Any) -> str:
     return t.isoformat(timespec="seconds") if t is not None else "-"
 
@@ -253,7 +272,15 @@ class NodeBatches:
         gate_timeout_outcome: GateTimeoutOutcome = GateTimeoutOutcome.REJECT,
         on_node_finished: Callable[[str], None] | None = None,
         alerts: Any = None,
+        stop_gate: StopGate | None = None,
     ) -> None:
+        #: On a degraded/failed node: its stop gate (:class:`StopGate`) instead of a pause; the
+        #: waiting stop gates per node; the node whose stop gate ended the window (None: none).
+        self.stop_gate = stop_gate
+        self.stop_gates: dict[str, Gate] = {}
+        self.stopped: str | None = None
+        #: The skip request whose ``rollback`` runs now (who asked, their comment).
+        self.skip_request: NodeControlInput | None = None
         #: The procedure's alert gate (:class:`workflows.kit.alerts.AlertGate`): no node starts
         #: while it blocks. None: no gate.
         self.alerts = alerts
@@ -416,12 +443,28 @@ class NodeBatches:
             raise ValueError(f"node {input.node} belongs to pool {ns.pool}, which has finished")
         if any(k == "skip" and r.node == input.node for k, r in self.requests):
             raise ValueError(f"a request for node {input.node} is already pending")
+        if self.stop_gate is not None and ns.phase in (NodePhase.DEGRADED, NodePhase.FAILED):
+            return self._check_stopped(input, kind, ns)
         if kind == "retry" and ns.phase not in RETRYABLE_PHASES:
             raise ValueError(
                 f"node {input.node} is {ns.phase}; only {', '.join(sorted(RETRYABLE_PHASES))} nodes can be retried"
             )
         if kind == "skip" and ns.phase in FINAL_NODE_PHASES:
             raise ValueError(f"node {input.node} is already {ns.phase}")
+        return ns
+
+    def _check_stopped(self, input: NodeControlInput, kind: RequestKind, ns: NodeStatus) -> NodeStatus:
+        """skip/retry of a stopped node under a :class:`StopGate`: only while its gate waits,
+        a retry only when the procedure does not refuse it, by an identity that may approve."""
+        gate = self.stop_gates.get(input.node)
+        if gate is None or gate.state != GateState.WAITING:
+            raise ValueError(f"node {input.node} is {ns.phase}; only a node that stopped and waits at its gate "
+                             f"{input.node}/stopped/<attempt> can be {'skipped' if kind == 'skip' else 'retried'}")
+        result = self.results.get(input.node)
+        why = self.stop_gate.refusal(input.node, result) if kind == "retry" and self.stop_gate and result else None
+        if why:
+            raise ValueError(f"node {input.node} cannot be retried: {why}")
+        self.gates.check_approver(input.identity, approving=True)
         return ns
 
     def check_hold(self, input: HoldInput, *, finished: bool) -> NodeStatus:
@@ -501,8 +544,10 @@ class NodeBatches:
         if self.requests:
             return ("requests", None)
         in_flight = self.in_flight(group)
-        if self.control.abort:
+        if self.control.abort or self.stopped:
             return None if in_flight else ("abort", None)
+        if self.stop_gates:
+            return None  # a stopped node waits at its gate: nothing starts meanwhile
         # any() stops at the first unfinished node: this runs on every wake-up of the window.
         if not any(self.nodes[n].phase not in FINAL_NODE_PHASES for n in group.nodes):
             return ("done", None)
@@ -750,14 +795,48 @@ class NodeBatches:
             ns.step = "finished"
         if result.outcome == "degraded" and not self.pause_on_degraded:
             ns.phase = NodePhase.FAILED
-        if result.outcome in ("degraded", "failed") and self.pause_on_degraded and not self.control.abort:
+        stop = self.stop_gate is not None and result.outcome in ("degraded", "failed") and not self.control.abort
+        if stop:
+            ns.phase = NodePhase.FAILED
+        elif result.outcome in ("degraded", "failed") and self.pause_on_degraded and not self.control.abort:
             self.control.pause(f"node {node} {result.outcome}: {result.reason}")
         lk_metrics.record_node_finished(procedure=self.board.procedure, cluster=self.board.cluster, pool=ns.pool, outcome=result.outcome)
         if ns.phase in FINAL_NODE_PHASES and node in self.holds.active:
             self.holds.end_if_held(node, f"node {ns.phase}")
         if self.on_node_finished is not None:
             self.on_node_finished(node)
+        if stop:
+            await self._stop_at_gate(node, result)
         self.on_change()
+
+    async def _stop_at_gate(self, node: str, result: NodeRunResult) -> None:
+        """Hold the window at ``node``'s stop gate (:class:`StopGate`) until it is decided: a
+        retry or a skip was applied by its request; approve retries (unless refused); reject, the
+        timeout or an approve of a refused retry stop the window."""
+        assert self.stop_gate is not None
+        refusal = self.stop_gate.refusal(node, result)
+        text = self.stop_gate.text(node, result, refusal)
+        gate = self.gates.open(f"{node}/stopped/{result.attempt}", GateKind.NODE, node=node, timeout_seconds=self.gate_timeout_seconds,
+                               comment=text, opened_by="lockkeeper", record_comment=text)
+        self.stop_gates[node] = gate
+        self.on_change()
+        await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=self.gate_timeout_seconds)
+        if self.stop_gates.pop(node, None) is None or gate.state == GateState.CANCELLED:
+            return  # a retry or skip request answered it (and is applied there), or the procedure aborted
+        if gate.state == GateState.APPROVED and refusal is None:
+            self._requeue(node, gate.decided_by or "?")
+        else:
+            self.stopped = node
+
+    def _requeue(self, node: str, identity: str) -> None:
+        """Put a retried node back in front of its group's queue (pending) and resume."""
+        ns = self.nodes[node]
+        ns.phase, ns.reason, ns.waiting_for = NodePhase.PENDING, f"retry requested by {identity}", None
+        ns.since = workflow.now()
+        self.groups[ns.pool].queue.insert(0, node)
+        if self.control.paused:
+            self.control.unpause_quietly()
+        workflow.logger.info("node %s retry requested by %s", node, identity)
 
     async def process_requests(self) -> None:
         """Apply the queued skip/retry requests in order (see the module docstring)."""
@@ -765,24 +844,25 @@ class NodeBatches:
             kind, req = self.requests.pop(0)
             ns = self.nodes[req.node]
             group = self.groups[ns.pool]
+            stop_gate = self.stop_gates.pop(req.node, None)  # a request answers it (see _stop_at_gate)
             if kind == "retry":
                 if ns.phase not in RETRYABLE_PHASES or req.node in self.children:
                     continue
-                ns.phase, ns.reason, ns.waiting_for = NodePhase.PENDING, f"retry requested by {req.identity}", None
-                ns.since = workflow.now()
-                group.queue.insert(0, req.node)
-                if self.control.paused:
-                    self.control.unpause_quietly()
-                workflow.logger.info("node %s retry requested by %s", req.node, req.identity)
+                if stop_gate is not None:
+                    self.gates.decide(stop_gate, GateState.APPROVED, req.identity, f"retry-node: {req.comment}".rstrip(": "))
+                self._requeue(req.node, req.identity)
             elif req.node in self.children:
                 await self._signal_child(req.node, self.children[req.node], "skip", req.identity)
-            elif ns.phase not in FINAL_NODE_PHASES:
+            elif ns.phase not in FINAL_NODE_PHASES or stop_gate is not None:
                 if req.node in group.queue:
                     group.queue.remove(req.node)
                 for g in self.gates.waiting():
-                    if g.node == req.node:
+                    if g is stop_gate:  # the skip is its decision
+                        self.gates.decide(g, GateState.APPROVED, req.identity, f"skip-node: {req.comment}".rstrip(": "))
+                    elif g.node == req.node:
                         self.gates.cancel(g, req.identity, f"node {req.node} skipped")
                 if ns.phase in (NodePhase.DEGRADED, NodePhase.FAILED) or req.node in group.started:
+                    self.skip_request = req
                     await self.rollback(req.node)
                 ns.phase, ns.reason = NodePhase.SKIPPED, f"skipped by {req.identity}" + (f": {req.comment}" if req.comment else "")
                 ns.finished_at = ns.since = workflow.now()

@@ -16,6 +16,7 @@ from activities.cluster.models import DrainReport
 from activities.host.models import CommandResult, HostAccess
 from workflows.kit.inputs import MaintenanceWindows, NodeOrder, ProcedureInput
 from workflows.kit.models import Gate, GateRecord, GateState, ProcedureResult, ProcedureStatus
+from workflows.kit.noderun import NodeRunResult
 
 #: Procedure name (spec name, LockkeeperProcedure, CLI ``start runtime-migration``).
 PROCEDURE_RUNTIME_MIGRATION = "runtime-migration"
@@ -282,12 +283,10 @@ class PackageFinding(BaseModel):
     resolved: str | None = None
 
 
-class NodeMigrationResult(BaseModel):
-    """What a node's child returns."""
+class NodeMigrationResult(NodeRunResult):
+    """What a node's child returns (a node run's result for the kit's window: ``outcome`` done,
+    failed, aborted or skipped, ``attempt`` the row's), with the node's final row."""
 
-    node: str
-    outcome: Literal["done", "failed", "aborted", "skipped"]
-    reason: str | None = None
     status: NodeMigrationStatus
     gate_history: list[GateRecord] = Field(default_factory=list)
 

@@ -95,7 +95,7 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
         self.health: dict[str, HealthStatus] = {}
         t = run.timing
         self.node_run = NodeRun(
-            node=input.node, attempt=1, parent_id=input.parent_id, owner=input.parent_id, warn_fraction=0.8,
+            node=input.node, attempt=self.st.attempt, parent_id=input.parent_id, owner=input.parent_id, warn_fraction=0.8,
             timeouts=acts.Timeouts(t.activity, 10.0), drain=DrainGateState(input.node, t.decide_after, run.gates.timeout_seconds, DrainDecision.WAIT),
             deadline_consequence="the migration of {node} stays at the drain",
         )
@@ -561,5 +561,5 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
         final = self.st.model_copy(deep=True)
         final.record = rec
         final.gates = [g.model_copy() for g in self.gates.gates.values()]
-        return NodeMigrationResult(node=self.node, outcome=outcome, reason=reason, status=final,
+        return NodeMigrationResult(node=self.node, outcome=outcome, reason=reason, status=final, attempt=final.attempt,
                                    gate_history=list(self.history) + list(self.node_run.drain.records))

@@ -8,14 +8,17 @@ procedures-spec §6.3).
    preflight, changing nothing: every GlusterFS brick online and heal clean; each node runs a
    Ready GlusterFS pod; SSH reaches every peer; package baselines (name and version) from nodes
    and peers. Any finding ends the run ``failed`` with the findings, before a single write.
-2. Per node, in the given order, a child :class:`RuntimeMigrationNodeWorkflow` (steps 1-22); the
-   next node starts only after the previous one ended ``done`` (or ``skipped``). A node the
-   operator holds (``lockkeeper hold``) is passed over until its hold ends (:mod:`.nodecontrol`). A node that
-   failed holds the run at gate ``<node>/stopped/<attempt>``: retry-node (or approve) runs it
-   again from the step that stopped, skip-node goes on, reject ends the run; an aborted node
-   ends it (:mod:`.nodecontrol`). With ``alerts``, the kit's alert gate (:mod:`workflows.kit.alerts`)
-   comes first: no node starts while Prometheus names a blocking alert (``alerts/node/<node>``). The node is reported as it was left, e.g. deleted and not
-   registered again, and its record is in ConfigMap ``<record_namespace>/lockkeeper-record-<id>``.
+2. Per node, in the given order, a child :class:`RuntimeMigrationNodeWorkflow` (steps 1-22)
+   through the kit's node window (:class:`workflows.kit.batches.NodeBatches`, one group ``node``,
+   one node at a time): the next node starts only after the previous one ended ``done`` (or
+   ``skipped``). A node the operator holds (``lockkeeper hold``) is passed over until its hold
+   ends; no node starts outside the maintenance windows. A node that failed holds the run at the
+   window's stop gate ``<node>/stopped/<attempt>``: retry-node (or approve) runs it again from the
+   step that stopped, skip-node goes on, reject ends the run; an aborted node ends it
+   (:mod:`.nodecontrol`). With ``alerts``, the kit's alert gate (:mod:`workflows.kit.alerts`)
+   comes first: no node starts while Prometheus names a blocking alert (``alerts/node/<node>``).
+   The node is reported as it was left, e.g. deleted and not registered again, and its record is
+   in ConfigMap ``<record_namespace>/lockkeeper-record-<id>``.
 3. Post-check (:mod:`.postcheck`) over the migrated nodes, per node group: packages present
    before (or on the group's peers) but missing now, version differences (packages, kubelet,
    runtime), then a gated ``yum -y install`` of the missing ones; the outcome message says what
@@ -24,12 +27,12 @@ procedures-spec §6.3).
 A node's gates live in its child and are decided there (the kit's child report shows them here
 with the child as their owner, and ``lockkeeper approve/reject/decide`` answers them on the child;
 ``decide GATE rerun|mark-done`` answers an unknown-outcome gate there, reject aborts);
-``decide`` on a node answers a blocked drain; ``abort`` stops the node at its next safe point. Leases: ``node/<cluster>/<node>`` for every migrated node.
+``decide`` on a node answers a blocked drain (the kit's board routes it to the child); ``abort``
+stops the node at its next safe point. Leases: ``node/<cluster>/<node>`` for every migrated node.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from temporalio import workflow
@@ -40,24 +43,19 @@ with workflow.unsafe.imports_passed_through():
     from activities.preflight.models import HostExecutable, NamesExist, Precondition, RebootAccess, WorkerExecutable
     from activities.runtime_migration.models import ListNodesInput, NodeLabels, NodeObject, NodeObjectInput, PodsOnNode, PodsOnNodeInput
     from workflows.kit import calls as acts
-    from workflows.kit.control import Aborted
-    from workflows.kit.drain import check_decision
+    from workflows.kit.batches import Group, NodeBatches, StopGate
+    from workflows.kit.board import NodeBoard
     from workflows.kit.host import HostSteps
     from workflows.kit.models import (
         ChangedItem,
-        DecideInput,
-        DecideResult,
-        DrainDecisionSignal,
         GateState,
         NodePhase,
-        NodeProgress,
         ProcedurePhase,
         ProcedureStatus,
         failure_message,
     )
-    from workflows.kit.order import overtaken
     from workflows.kit.planning import abortable, planning_call
-    from workflows.kit.procedure import NodeProcedureWorkflow
+    from workflows.kit.procedure import NodeProcedureWorkflow, ProcedureWorkflow
     from workflows.kit.report import ChildReport
     from workflows.kit.scopes import node_scope
     from workflows.runtime_migration import plan
@@ -72,7 +70,7 @@ with workflow.unsafe.imports_passed_through():
         RuntimeMigrationStatus,
     )
     from workflows.runtime_migration.node import BEFORE_DESTRUCTIVE, REPEATABLE, RuntimeMigrationNodeWorkflow
-    from workflows.runtime_migration.nodecontrol import NodeControl
+    from workflows.runtime_migration.nodecontrol import NodeControl, retry_refusal
     from workflows.runtime_migration.postcheck import post_check, summary
 
 MASTER_LABEL = "node-role.kubernetes.io/master"
@@ -109,12 +107,26 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
             status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
             reject_note="the node's migration stops there", alerts=input.alerts, preflight=True,
         )
-        self._drain: dict[str, NodeProgress] = {}
-        self._pending: list[asyncio.Future[None]] = []
-        self.node_control_init()
         t = input.timing
         self.host = HostSteps(self.gates, timeouts=acts.Timeouts(t.activity, t.heartbeat), heartbeat_seconds=t.heartbeat)
-        self.node_control_windows(input.windows)
+        # The kit's window over the nodes: its board rows (phase, blocked drain, attempt) stay
+        # out of the status, whose rows are the children's own (NodeMigrationStatus); the
+        # children's drain decisions and warnings are in their results and rows, not the board's.
+        self.board = NodeBoard(procedure=PROCEDURE_RUNTIME_MIGRATION, cluster=input.cluster, nodes={}, gate_history=[],
+                               warnings=[], on_change=self.touch, noun="runtime migration")
+        self.batches = NodeBatches(
+            board=self.board, control=self.control, gates=self.gates, start_child=self._start_child, rollback=self.skip_stopped,
+            recheck_unavailable=self._recheck, result_type=NodeMigrationResult, gate_timeout_seconds=input.gates.timeout_seconds,
+            on_node_finished=self._node_finished, alerts=self.alerts,
+            stop_gate=StopGate(text=self.stop_text, refusal=lambda node, res: retry_refusal(res.status)),  # type: ignore[attr-defined]
+        )
+        self.skipped_stopped: dict[str, NodeMigrationResult] = {}
+        #: The nodes in the order they ended (the result's order).
+        self._ended: list[str] = []
+        self.kit_windows(input.windows)
+        # On the board from the start, so skip-node and hold reach a node during the preflight;
+        # the preflight's reads give the order (:meth:`_run`).
+        self.batches.add_group("node", max_unavailable=1, nodes=input.nodes)
 
     # --- status ----------------------------------------------------------------------------------
 
@@ -127,12 +139,12 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         if owner and st.waiting_for:
             st.waiting_for = st.waiting_for.replace(f" on {owner}", "", 1)
         st.gates = [g.model_copy(update={"workflow_id": None}) for g in st.gates]
-        for node, prog in self._drain.items():
+        for node, ns in self.board.nodes.items():
             row = st.nodes.get(node)
-            if row is not None and prog.phase == NodePhase.BLOCKED and row.step == "drain":
-                row.waiting_for = (f"blocked drain ({prog.reason}); lockkeeper decide {self._id} {node} wait|skip|delete-pod|abort")
-                if prog.decision_gate is not None:
-                    st.gates.append(prog.decision_gate.model_copy())
+            if row is not None and ns.phase == NodePhase.BLOCKED and row.step == "drain":
+                row.waiting_for = (f"blocked drain ({ns.reason}); lockkeeper decide {self._id} {node} wait|skip|delete-pod|abort")
+                if ns.decision_gate is not None:
+                    st.gates.append(ns.decision_gate.model_copy())
         if st.stage == "preflight" and not st.waiting_for:
             st.waiting_for, st.since = self._status.waiting_for, self._status.since
         cur = st.nodes.get(st.current or "")
@@ -149,44 +161,50 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
             row = NodeMigrationStatus.model_validate(report.detail)
             self._status.nodes[row.node] = row
 
-    def on_node_progress(self, progress: NodeProgress) -> None:
-        last = self._drain.get(progress.node)
-        if last is not None and overtaken((progress.attempt, progress.seq), (last.attempt, last.seq)):
-            return  # a newer report of the same drain came first
-        self._drain[progress.node] = progress
+    def kit_left_changed(self) -> list[ChangedItem]:
+        """The records' changes only: the nodes this run left changed are :meth:`_left_changed`'s."""
+        return ProcedureWorkflow.kit_left_changed(self)
+
+    async def _start_child(self, node: str, group: Group, attempt: int) -> workflow.ChildWorkflowHandle:
+        """The window's hook: the node's child; a retry is given the previous row (its record and
+        done steps) and reuses the ID (the previous run closed: signals still reach it)."""
+        prev = self.batches.results.get(node)
+        self._reached(node)
+        self._status.current = node
         self.touch()
+        return await workflow.start_child_workflow(
+            RuntimeMigrationNodeWorkflow.run,
+            NodeMigrationInput(run=self._in, node=node, parent_id=self._id, index=self._status.order.index(node),
+                               previous=prev.status if isinstance(prev, NodeMigrationResult) else None),
+            id=child_id(self._id, node), result_type=NodeMigrationResult,
+            static_summary=f"node {node} · runtime migration to {self._in.target_runtime}",
+        )
 
-    def check_decide(self, input: DecideInput) -> None:
-        prog = self._drain.get(input.node)
-        if prog is None:
-            raise ValueError(f"node {input.node} has no drain running")
-        gate = prog.decision_gate if prog.decision_gate and prog.decision_gate.state == GateState.WAITING else None
-        rules = self._in.approvals
-        check_decision(input, gate, requested_by=rules.requested_by, four_eyes=rules.four_eyes, allowed_approvers=rules.allowed_approvers)
+    def _node_finished(self, node: str) -> None:
+        """The window's hook: a child ended. Its row is its final one; its gates ended with it (a
+        retry counts afresh); an aborted node ends the run."""
+        res = self.batches.results[node]
+        assert isinstance(res, NodeMigrationResult)
+        self.inbox.latest.pop(child_id(self._id, node), None)
+        self._status.nodes[node] = res.status
+        if node in self._ended:
+            self._ended.remove(node)
+        self._ended.append(node)
+        self._status.current = None
+        if res.outcome == "aborted" and not self.control.abort:
+            self.batches.stopped = node
 
-    async def on_decide(self, input: DecideInput) -> DecideResult:
-        sig = DrainDecisionSignal(decision=input.decision, identity=input.identity, comment=input.comment, at=workflow.now())
-        await workflow.get_external_workflow_handle(child_id(self._id, input.node)).signal("drain_decision", sig)
-        prog = self._drain[input.node]
-        return DecideResult(gate_id=prog.decision_gate.id if prog.decision_gate else "", decision=input.decision,
-                            message=f"{input.decision} decided for node {input.node} by {input.identity}")
+    def _reached(self, node: str | None) -> None:
+        """The nodes skipped before they started end where the order reaches them: before
+        ``node`` (None: at the end)."""
+        order = self._status.order
+        for n in order[: order.index(node) if node is not None else None]:
+            if n not in self._ended and n not in self.batches.results and self.board.nodes[n].phase == NodePhase.SKIPPED:
+                self._ended.append(n)
 
-    def on_abort(self, identity: str) -> None:
-        cur = self._status.current
-        if cur:
-            self._signal_child(cur, "abort", [identity])
-
-    def _signal_child(self, node: str, name: str, args: list[object]) -> None:
-        """Signal a node's child (the kit's ``skip`` / ``abort``) without awaiting it here
-        (handlers may be sync); :meth:`_settle` waits for every such signal before the run ends."""
-        handle = workflow.get_external_workflow_handle(child_id(self._id, node))
-        self._pending.append(asyncio.ensure_future(self._send(handle, name, args)))
-
-    async def _send(self, handle: workflow.ExternalWorkflowHandle, name: str, args: list[object]) -> None:
-        try:
-            await handle.signal(name, args=args)
-        except Exception as err:  # noqa: BLE001 - a finished child needs no decision
-            workflow.logger.warning("signal %s to %s failed: %s", name, handle.id, err)
+    async def _recheck(self, nodes: list[str]) -> list[str]:
+        """No node counts as unavailable in this window (one at a time, none given)."""
+        return []
 
     # --- helpers -----------------------------------------------------------------------------------
 
@@ -284,14 +302,10 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
 
     # --- run ---------------------------------------------------------------------------------------
 
-    async def _settle(self) -> None:
-        if self._pending:
-            await asyncio.gather(*self._pending)
-
     async def kit_settle(self) -> None:
         """An ending the run template builds (an abort during the preflight, a refusal): the
         signals in flight settle, and the stage says the run is over."""
-        await self._settle()
+        await self.batches.settle()
         self._status.waiting_for = self._status.since = None
         self._status.stage = "failed"  # type: ignore[assignment]
 
@@ -397,44 +411,18 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         self._status.node_order, self._status.order = name, order
         self._status.nodes = {n: self._status.nodes[n] for n in order}
         self._phase(ProcedurePhase.RUNNING, "nodes")
-        results: list[NodeMigrationResult] = []
-        remaining = list(order)  # in order; a held node waits there (nodecontrol, holds)
-        while remaining:
-            try:
-                await self.control.safe_point()
-            except Aborted:
-                break
-            node = self.first_unheld(remaining)
-            if node is None:
-                await self.wait_for_holds(remaining)
-                continue
-            if node not in self.skip_pending and await self.wait_for_window(node):
-                continue  # a window opened: decide again (a hold, a skip or an abort may have come)
-            if node not in self.skip_pending and self.alerts is not None:
-                # Prometheus before each node (no gate: no command): wait while an alert blocks,
-                # then decide again if an abort, a pause, a hold or a skip came meanwhile.
-                answer = await self.alerts.wait_clear(f"node/{node}")
-                if (answer.outcome == "stopped" or self.control.paused or self.first_unheld(remaining) != node
-                        or node in self.skip_pending):
-                    continue
-            remaining.remove(node)
-            i = order.index(node)
-            if node in self.skip_pending:
-                results.append(self.skipped_before_start(node))
-                continue
-            self._status.current = node
-            self.touch()
-            res = await self._node(input, node, i)
-            results.append(res)
-            if res.outcome not in ("done", "skipped"):
-                break
+        group = self.batches.groups["node"]
+        group.nodes, group.queue = list(order), [n for n in order if n in group.queue]
+        await self.batches.run_group("node")
         self._status.current = None
+        self._reached(None)
+        results = [r for r in map(self._final, self._ended) if r is not None]
         done = len(results) == len(input.nodes) and all(r.outcome in ("done", "skipped") for r in results)
         if not done:
-            last = results[-1] if results else None
+            last = self._final(self.batches.stopped) if self.batches.stopped else (results[-1] if results else None)
             aborted = self.control.abort or (last is not None and last.outcome == "aborted")
             self._phase(ProcedurePhase.ABORTED if aborted else ProcedurePhase.FAILED, "failed")
-            await self._settle()
+            await self.batches.settle()
             return self._result("aborted" if aborted else "failed",
                                 (last.reason if last else "aborted before the first node") or "stopped", results)
         migrated = [r.node for r in results if r.outcome == "done"]
@@ -442,29 +430,21 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         if migrated:
             await post_check(self, baseline, migrated)
         self._phase(ProcedurePhase.DONE, "done")
-        await self._settle()
+        await self.batches.settle()
         return self._result("completed", self._message(input, results), results)
 
-    async def _node(self, input: RuntimeMigrationInput, node: str, index: int) -> NodeMigrationResult:
-        """One node's child, again after a retry; a failed node holds at its gate (under the patch)."""
-        previous = None
-        while True:
-            res: NodeMigrationResult = await workflow.execute_child_workflow(
-                RuntimeMigrationNodeWorkflow.run, NodeMigrationInput(run=input, node=node, parent_id=self._id, index=index, previous=previous),
-                id=child_id(self._id, node),  # a retry reuses the ID (the previous run closed): signals still reach it
-                result_type=NodeMigrationResult, static_summary=f"node {node} · runtime migration to {input.target_runtime}",
-            )
-            self.inbox.latest.pop(child_id(self._id, node), None)  # its gates ended with it; a retry counts afresh
-            self._status.nodes[node] = res.status
-            if res.outcome != "failed" or self.control.abort:
-                return res
-            choice, req = await self.hold(res)
-            if choice == "retry":
-                previous = res.status
-                continue
-            if choice == "skip" and req is not None:
-                return await self.skip_stopped(res, req)
+    def _final(self, node: str) -> NodeMigrationResult | None:
+        """How ``node`` ended (None: it never started): skipped after it stopped, skipped before
+        it started, or its last child's result."""
+        if node in self.skipped_stopped:
+            return self.skipped_stopped[node]
+        res = self.batches.results.get(node)
+        if isinstance(res, NodeMigrationResult):
             return res
+        row = self._status.nodes[node]
+        if self.board.nodes[node].phase == NodePhase.SKIPPED:
+            return NodeMigrationResult(node=node, outcome="skipped", reason=row.reason, status=row.model_copy(deep=True))
+        return None
 
     def _message(self, input: RuntimeMigrationInput, results: list[NodeMigrationResult]) -> str:
         """The outcome in words, true to the end state: migrated and skipped nodes, what was
