@@ -98,3 +98,23 @@ def test_start_campaign_refuses_before_connecting(tmp_path, monkeypatch) -> None
     assert res.exit_code == 2 and "cluster west: node" in res.output and "cluster east" not in res.output, res.output
     res = CliRunner().invoke(cli.app, [*argv[:5], "campaign", *argv[6:]])
     assert res.exit_code == 2 and "cannot run" in res.output, res.output
+
+
+def test_a_procedure_input_child_gets_the_requester_nested_and_validates() -> None:
+    """A campaign of a procedure whose input is a ProcedureInput (the rollout, extra fields
+    forbidden): the requester goes to ``approvals.requested_by``, so every child's input
+    validates; a flat ``requested_by`` would be refused."""
+    from workflows.machineconfig.models import MachineConfigRolloutInput
+
+    inp = CampaignInput(procedure="machineconfig-rollout", workflow_type="MachineConfigRolloutWorkflow", nested_approvals=True,
+                        input={"pools": ["worker"]}, clusters=[{"name": "east"}, {"name": "west", "overrides": {
+                            "approvals": {"four_eyes": True}}}], requested_by="alice")
+    east, west = (inp.child_input(c, "campaign-1") for c in inp.clusters)
+    assert east["approvals"] == {"requested_by": "alice"} and "requested_by" not in east
+    assert west["approvals"] == {"requested_by": "alice", "four_eyes": True}
+    for data in (east, west):
+        assert MachineConfigRolloutInput.model_validate(data).approvals.requested_by == "alice"
+    flat = CampaignInput(procedure="machineconfig-rollout", workflow_type="MachineConfigRolloutWorkflow",
+                         input={"pools": ["worker"]}, clusters=[{"name": "east"}], requested_by="alice")
+    with pytest.raises(ValueError, match="requested_by"):
+        MachineConfigRolloutInput.model_validate(flat.child_input(flat.clusters[0], "campaign-1"))

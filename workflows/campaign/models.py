@@ -188,6 +188,9 @@ class CampaignInput(BaseModel):
     #: each child checks its own preconditions through the kit before its first write, and a
     #: refused child counts against ``failure_budget`` like any failed cluster.
     procedure_has_dry_run: bool = False
+    #: The procedure's input is a :class:`workflows.kit.inputs.ProcedureInput` (its requester is
+    #: ``approvals.requested_by``, never a flat ``requested_by``); the CLI sets it from the model.
+    nested_approvals: bool = False
     child_dry_run_timeout_seconds: float = Field(300.0, gt=0)
 
     @field_validator("waves")
@@ -223,11 +226,15 @@ class CampaignInput(BaseModel):
 
     def child_input(self, cluster: CampaignCluster, campaign_id: str) -> dict[str, Any]:
         """The input of ``cluster``'s child: the shared input, its overrides, its ``cluster``
-        name, ``requested_by`` when the shared input names nobody, and ``report_to`` the campaign
+        name, the campaign's requester when the shared input names nobody (``approvals.requested_by``
+        with ``nested_approvals``, else ``requested_by``), and ``report_to`` the campaign
         when the procedure reports."""
         data = merged(self.input, cluster.overrides)
         data["cluster"] = cluster.name
-        data.setdefault("requested_by", self.requested_by)
+        if self.nested_approvals:  # a ProcedureInput: the requester is approvals.requested_by
+            data["approvals"] = {"requested_by": self.requested_by, **(data.get("approvals") or {})}
+        else:
+            data.setdefault("requested_by", self.requested_by)
         if self.reports:
             data["report_to"] = campaign_id
         return data

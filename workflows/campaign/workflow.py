@@ -50,15 +50,12 @@ with workflow.unsafe.imports_passed_through():
         ClusterRun,
         SoakChecks,
     )
-    from workflows.kit.inputs import AlertGatePolicy
+    from workflows.kit.inputs import AlertGatePolicy, GatePolicy
     from workflows.kit.models import (
         SA_CLUSTER,
         SA_PROCEDURE,
         ApprovalRules,
         ControlInput,
-        GateKind,
-        GateState,
-        GateTimeoutOutcome,
         failure_message,
     )
     from workflows.kit.preflight import Preflight
@@ -304,11 +301,10 @@ class CampaignWorkflow(ProcedureWorkflow):
             gate_id = f"wave/{wave}"
             comment = (f"wave {wave - 1} ended ({', '.join(prev)}); approve to start wave {wave}: {', '.join(nxt)}; "
                        "reject to abort the campaign")
-            gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=self._in.gate_timeout_seconds, comment=comment,
-                                   opened_by="lockkeeper", record_comment=comment)
             self.kit_step("wave-gate", f"gate {gate_id} before wave {wave}")
-            await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=self._in.gate_timeout_seconds)
-            if gate.state != GateState.APPROVED:
+            answer = await self.gates.step(gate_id, comment, self._gate_policy())
+            gate = answer.gate
+            if not answer.passed:
                 if not self.control.abort:
                     self.control.request_abort(f"wave {wave} not started: gate {gate_id} {gate.state}", gate.decided_by or "timeout")
                 return False
@@ -339,12 +335,9 @@ class CampaignWorkflow(ProcedureWorkflow):
                     comment = (f"the soak before wave {wave} stayed red for {limit:g} s: "
                                + "; ".join(f"{n}: {why}" for n, why in red)
                                + ". Approve to start the wave anyway, reject to abort the campaign")
-                    gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=self._in.gate_timeout_seconds,
-                                           comment=comment, opened_by="lockkeeper", record_comment=comment)
-                    self.touch()
-                    await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT,
-                                          timeout_seconds=self._in.gate_timeout_seconds)
-                    if gate.state == GateState.APPROVED:
+                    answer = await self.gates.step(gate_id, comment, self._gate_policy())
+                    gate = answer.gate
+                    if answer.passed:
                         return True
                     if not self.control.abort:
                         self.control.request_abort(f"wave {wave} not started: gate {gate_id} {gate.state}", gate.decided_by or "timeout")
@@ -418,6 +411,10 @@ class CampaignWorkflow(ProcedureWorkflow):
             return AlertGatePolicy.model_validate(own)
         return checks.alerts
 
+    def _gate_policy(self) -> GatePolicy:
+        """Every campaign gate's policy: ``gate_timeout_seconds``, then rejected."""
+        return GatePolicy(timeout_seconds=self._in.gate_timeout_seconds)
+
     async def _budget_gate(self) -> None:
         """The failures exceed the budget: no new cluster starts until a person decides."""
         st = self._status
@@ -426,11 +423,9 @@ class CampaignWorkflow(ProcedureWorkflow):
         gate_id = f"budget/{st.failures}"
         comment = (f"{st.failures} cluster(s) failed ({', '.join(failed)}), failure budget {st.failure_budget}: no new cluster "
                    f"starts. Approve to go on (budget becomes {st.failures}), reject to abort the campaign")
-        gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=self._in.gate_timeout_seconds, comment=comment,
-                               opened_by="lockkeeper", record_comment=comment)
-        self.touch()
-        await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=self._in.gate_timeout_seconds)
-        if gate.state == GateState.APPROVED:
+        answer = await self.gates.step(gate_id, comment, self._gate_policy())
+        gate = answer.gate
+        if answer.passed:
             st.failure_budget = st.failures
             st.budget_spent = False
         elif not self.control.abort:

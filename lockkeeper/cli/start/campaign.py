@@ -149,7 +149,8 @@ def start_campaign(
 
     try:
         inp = CampaignInput(
-            procedure=target.name, workflow_type=target.workflow_type, reports="report_to" in fields, input=shared,
+            procedure=target.name, workflow_type=target.workflow_type, reports="report_to" in fields,
+            nested_approvals="approvals" in fields, input=shared,
             clusters=[{**c, "task_queue": procedure_queue(settings, target, c["name"])} for c in fleet],
             waves=waves, max_clusters_in_flight=max_in_flight, failure_budget=failure_budget, soak_seconds=soak_seconds,
             soak_checks=soak_checks,
