@@ -58,14 +58,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.shared.glusterfs.assess import assess
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted
+    from workflows.kit.inputs import GatePolicy
     from workflows.kit.planning import planning_abort_message
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.kit.models import (
         ApprovalRules,
         ChangedItem,
-        GateKind,
-        GateState,
-        GateTimeoutOutcome,
         ProcedureStatus,
         failure_message,
     )
@@ -159,14 +157,12 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
         return a
 
     async def _gate(self, gate_id: str, what: str) -> bool:
-        gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=self._in.gate_timeout_s, comment=what, opened_by="lockkeeper",
-                               record_comment=what)
-        self.touch()
-        await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=self._in.gate_timeout_s)
-        self.touch()
+        """The kit's gate step (asked each time it is reached), timeout ``gate_timeout_s`` then
+        rejected; an abort meanwhile raises :class:`Aborted`."""
+        answer = await self.gates.step(gate_id, what, GatePolicy(timeout_seconds=self._in.gate_timeout_s), again=True)
         if self.control.abort:
             raise Aborted(self.control.abort_reason)
-        return gate.state == GateState.APPROVED
+        return answer.passed
 
     @staticmethod
     def _stop_reasons(a: Assessment) -> list[str]:

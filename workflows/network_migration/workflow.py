@@ -51,13 +51,11 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted
+    from workflows.kit.inputs import GatePolicy
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.kit.models import (
         ApprovalRules,
         ChangedItem,
-        GateKind,
-        GateState,
-        GateTimeoutOutcome,
         ProcedureStatus,
         RevertInput,
     )
@@ -184,17 +182,14 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         return state
 
     async def _gate(self, gate_id: str, comment: str) -> bool:
-        gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=self._in.gate_timeout_seconds, comment=comment,
-                               opened_by="lockkeeper", record_comment=comment)
-        self.touch()
-        await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=self._in.gate_timeout_seconds,
-                              interrupt=lambda: self.control.revert)
-        if gate.state == GateState.WAITING and self.control.revert:
-            self.gates.cancel(gate, self.control.revert_by or "workflow", "revert requested")
-        self.touch()
+        """The kit's gate step (asked each time it is reached), timeout ``gate_timeout_seconds``
+        then rejected; a revert request cancels it ("revert requested"), an abort raises
+        :class:`Aborted`."""
+        answer = await self.gates.step(gate_id, comment, GatePolicy(timeout_seconds=self._in.gate_timeout_seconds), again=True,
+                                       interrupt=lambda: "revert requested" if self.control.revert else None)
         if self.control.abort:
             raise Aborted(self.control.abort_reason)
-        return gate.state == GateState.APPROVED
+        return answer.passed
 
     async def _hold(self) -> None:
         """Wait while the run is paused (an operator's pause holds before the switch); abort ends it."""

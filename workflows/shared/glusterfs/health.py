@@ -34,10 +34,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows.shared.glusterfs import calls
     from workflows.shared.glusterfs.models import Assessment, GlusterHealthParams, HealProgress, QuorumRule
     from workflows.shared.glusterfs.assess import assess
+    from workflows.kit.inputs import GatePolicy
     from workflows.kit.control import Control
     from workflows.kit.gates import Gates
     from workflows.kit.health import Backoff, Check, wait_until
-    from workflows.kit.models import GateKind, GateState, GateTimeoutOutcome, HealthStatus
+    from workflows.kit.models import HealthStatus
 
 Outcome = Literal["healthy", "timed-out", "stalled", "split-brain", "volume-down", "stopped"]
 
@@ -188,10 +189,7 @@ class GlusterHealth:
             n = self._gates_opened[name] = self._gates_opened.get(name, 0) + 1
             gate_id = f"gluster-health/{name}/{n}"
             what = f"GlusterFS not healthy ({result.outcome}): {result.detail}. Approve to wait again, reject to stop."
-            gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=gate_timeout_s, comment=what, opened_by="lockkeeper",
-                                   record_comment=what)
+            answer = await self.gates.step(gate_id, what, GatePolicy(timeout_seconds=gate_timeout_s), again=True)
             self.on_change()
-            await self.gates.wait(gate, timeout_outcome=GateTimeoutOutcome.REJECT, timeout_seconds=gate_timeout_s)
-            self.on_change()
-            if gate.state != GateState.APPROVED:
+            if not answer.passed:
                 return result
