@@ -3,7 +3,7 @@ phase, planning included"), with a real dev server, a real worker process and th
 real HTTP.
 
 For each procedure that plans from a read-only activity (the drain's node read, the node
-upgrade's node list, the nodeSelector scan, the runtime migration's node read, the network
+upgrade's node list, the nodeSelector scan, the runtime migration's preconditions, the network
 migration's state read, the VXLAN preflight, the first GlusterFS read), every API request hangs
 and then drops, so the planning read keeps failing and retrying. ``abort`` is sent while that read
 is pending: the procedure ends ``aborted`` (its result names who aborted and why, status phase
@@ -77,13 +77,13 @@ CASES = [
     Case("node-selectors", "NodeSelectorMigrationWorkflow",
          lambda node, c: NodeSelectorMigrationInput(cluster=c, mapping={"region=infra": {"node-role.kubernetes.io/infra": "true"}},
                                                     approvals=ApprovalRules(requested_by="e2e"), search_attributes=False), "scan_node_selectors"),
-    # The GlusterFS read of its preflight finds no GlusterFS pod (the API answers lists); the
-    # read of the Node object (a GET) then hangs.
+    # Its preconditions come first, before any lease: the Node list of the names-exist check
+    # hangs, so the abort lands while check_preconditions runs (the kit cancels it).
     Case("runtime-migration", "RuntimeMigrationWorkflow",
          lambda node, c: RuntimeMigrationInput(cluster=c, nodes=[node], host_access={node: NOWHERE}, gluster=GlusterTargetSpec(namespace="app-storage"),
                                                scaleup_step=ExternalStep(argv=[sys.executable, "-c", "pass"]), approvals=ApprovalRules(requested_by="e2e"),
                                                search_attributes=False),
-         "read_node_object", resources=["nodes"], verbs=["get"], leases=lambda node, c: [node_scope(c, node)]),
+         "check_preconditions", resources=["nodes"], verbs=["get", "list"]),
     Case("network-migration", "NetworkMigrationWorkflow",
          lambda node, c: NetworkMigrationInput(cluster=c, requested_by="e2e", search_attributes=False), "read_migration_state"),
     Case("vxlan-port", "VxlanPortChangeWorkflow",

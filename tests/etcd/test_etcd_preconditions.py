@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -60,7 +61,15 @@ def squatter(etcd_cluster: LocalEtcdCluster) -> Iterator[tuple[str, int]]:
     assert port is not None
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("127.0.0.1", port))
+    for attempt in range(100):  # the killed member's listener goes with its process, a moment later
+        try:
+            s.bind(("127.0.0.1", port))
+            break
+        except OSError:
+            if attempt == 99:
+                s.close()
+                raise
+            time.sleep(0.1)
     s.listen(1)
     try:
         yield "m2", port

@@ -39,7 +39,7 @@ from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from activities.alerts.models import CHECK_ALERTS, AlertsAnswer
-    from activities.cluster.models import CHECK_CLUSTER_HEALTH, ClusterHealthInput, ClusterHealthResult
+    from activities.cluster.models import ClusterHealthInput, ClusterHealthResult
     from activities.preflight.models import InputCheck, Precondition, QueuePolled
     from workflows.campaign.models import (
         PROCEDURE_CAMPAIGN,
@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         ClusterRun,
         SoakChecks,
     )
+    from workflows.kit import calls as acts
     from workflows.kit.inputs import AlertGatePolicy, GatePolicy
     from workflows.kit.models import (
         SA_CLUSTER,
@@ -371,10 +372,10 @@ class CampaignWorkflow(ProcedureWorkflow):
             calls: list[Any] = []
             if checks.nodes_ready or checks.pools_not_degraded or checks.pod_namespaces:
                 calls.append(workflow.execute_activity(
-                    CHECK_CLUSTER_HEALTH, health_in, result_type=ClusterHealthResult, task_queue=r.task_queue,
+                    acts.CHECK_CLUSTER_HEALTH, health_in, result_type=ClusterHealthResult, task_queue=r.task_queue,
                     schedule_to_close_timeout=timedelta(seconds=max(checks.poll_seconds, 60.0)),
                     start_to_close_timeout=timedelta(seconds=30), retry_policy=SOAK_RETRY,
-                    summary=f"{CHECK_CLUSTER_HEALTH} · {r.name}"))
+                    summary=f"{acts.CHECK_CLUSTER_HEALTH} · {r.name}"))
             policy = self._alert_policy(r.name, checks)
             if policy is not None:
                 calls.append(workflow.execute_activity(

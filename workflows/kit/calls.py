@@ -23,6 +23,8 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
+    # Re-exported: the activity names the workflows call are the upper-case names of this module.
+    from activities.cluster.models import CHECK_CLUSTER_HEALTH as CHECK_CLUSTER_HEALTH
     from activities.cluster.models import (
         API_FAIL_FAST_TYPES,
         API_FAILURE_TYPES,

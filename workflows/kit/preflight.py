@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         PreconditionState,
     )
     from workflows.kit import calls as acts
+    from workflows.kit.control import Aborted, Control
 
 #: The ApplicationError type a failed preflight raises (the CLI maps it to exit 2).
 PRECONDITION_FAILED = "PreconditionFailed"
@@ -113,8 +114,12 @@ class Preflight:
         concurrency: int = CHECK_CONCURRENCY,
         check_timeout_seconds: float = CHECK_TIMEOUT_SECONDS,
         command_timeout_seconds: float = COMMAND_TIMEOUT_SECONDS,
+        control: Control | None = None,
     ) -> None:
         self.board = board if board is not None else []
+        #: The procedure's control: an abort while the checks run cancels them and raises
+        #: :class:`workflows.kit.control.Aborted` (None: the checks run to their end).
+        self.control = control
         self.on_change = on_change
         self.timeouts = timeouts
         self.task_queue = task_queue
@@ -125,7 +130,9 @@ class Preflight:
     async def check(self, preconditions: Sequence[Precondition]) -> PreflightOutcome:
         """Check ``preconditions`` (``input`` ones here, the rest in one activity call) and
         return every result in their order. Raises ActivityError when the activity itself
-        cannot run (its retries exhausted); a failing check is a result, never an error."""
+        cannot run (its retries exhausted), :class:`workflows.kit.control.Aborted` when the
+        procedure is aborted while the checks run (they are cancelled); a failing check is a
+        result, never an error."""
         now = workflow.now()
         local: dict[int, PreconditionResult] = {}
         remote: list[Precondition] = []
@@ -142,12 +149,20 @@ class Preflight:
                 preconditions=remote, concurrency=self.concurrency, check_timeout_seconds=self.check_timeout_seconds,
                 command_timeout_seconds=self.command_timeout_seconds,
             )
-            answer: CheckPreconditionsResult = await workflow.execute_activity(
+            handle = workflow.start_activity(
                 CHECK_PRECONDITIONS, arg, result_type=CheckPreconditionsResult,
                 start_to_close_timeout=timedelta(seconds=arg.bound_seconds()) + self.timeouts.short_call,
                 heartbeat_timeout=self.timeouts.heartbeat, retry_policy=acts.PLANNING_RETRY, task_queue=self.task_queue,
                 summary=f"{CHECK_PRECONDITIONS} · {len(remote)} precondition(s)",
             )
+            control = self.control
+            await workflow.wait_condition(lambda: handle.done() or (control is not None and control.abort))
+            if not handle.done() and control is not None:
+                # Aborted while the checks run (a hung API, an unreachable host): nothing was
+                # written yet, so the run ends at once instead of after the checks' own bounds.
+                handle.cancel()
+                raise Aborted(control.abort_reason or "aborted")
+            answer: CheckPreconditionsResult = handle.result()
             checked = list(answer.results)
         it = iter(checked)
         results = [local[i] if i in local else next(it) for i in range(len(preconditions))]

@@ -244,7 +244,7 @@ class ProcedureWorkflow(GateUpdates):
         and shows every check's result instead. Returns the outcome (its ``lines()`` for the dry
         run and the plan gate)."""
         outcome = await Preflight(board=self.kit_status.preconditions, on_change=self.touch, timeouts=self.timeouts,
-                                  task_queue=task_queue).check(preconditions)
+                                  task_queue=task_queue, control=self.control).check(preconditions)
         self.kit_status.preflight = "passed" if outcome.ok else "refused"
         self.touch()
         if refuse:
