@@ -575,9 +575,10 @@ class ProcedureResult(BaseModel):
     restored: list[str] = Field(default_factory=list)
     #: What stays changed (an abort past the point of no return, a stop) and how to undo it.
     left_changed: list[ChangedItem] = Field(default_factory=list)
-    #: What this run changed and left so, on every ending (a completed run: what it did; any
-    #: other: ``left_changed``), named as ``left_changed`` names it: a composing procedure (the
-    #: cluster upgrade) sums its children's into its own ``left_changed``.
+    #: What this run changed and left so, named as ``left_changed`` names it: any ending other
+    #: than completed, its ``left_changed``; a completed run that reports to a parent, what it
+    #: did (a composing procedure, the cluster upgrade, sums its children's into its own
+    #: ``left_changed``); a completed run on its own lists nothing here (its result is small).
     changed: list[ChangedItem] = Field(default_factory=list)
     #: The exact commands to continue or to revert from here.
     next_commands: list[str] = Field(default_factory=list)

@@ -413,8 +413,8 @@ class ProcedureWorkflow(GateUpdates):
         """A result of ``result_type``: the procedure's own fields (:meth:`kit_result_fields`,
         then ``fields``) and the kit's: procedure, workflow ID, outcome, message, gate history,
         start and end times, the records still holding changes, and ``changed`` (what the run
-        changed and left so: ``left_changed`` when given, else :meth:`kit_left_changed`; nothing
-        for a refusal or a dry run, which write nothing)."""
+        changed and left so: ``left_changed`` when given, else, for a run that reports to a
+        parent, :meth:`kit_left_changed`; nothing for a refusal or a dry run)."""
         st = self.kit_status
         data = {
             "procedure": self.kit_procedure, "workflow_id": workflow.info().workflow_id, "outcome": outcome, "message": message,
@@ -428,8 +428,11 @@ class ProcedureWorkflow(GateUpdates):
         data.update(self.kit_result_fields())
         data.update(fields)
         if "changed" not in data:
+            # A completed run lists what it did only for a parent that sums it (a cluster
+            # upgrade's phase): a 2,000-node rollout's own result stays small.
+            summed = outcome not in ("refused", "dry-run") and getattr(getattr(self, "kit_reporter", None), "parent_id", None) is not None
             data["changed"] = list(data["left_changed"]) if data.get("left_changed") else (
-                self.kit_left_changed() if outcome not in ("refused", "dry-run") else [])
+                self.kit_left_changed() if summed else [])
         return result_type(**data)
 
     # --- state ---------------------------------------------------------------------------------------
