@@ -197,6 +197,9 @@ def status_view(st: RolloutStatus, now: datetime | None = None) -> RenderableTyp
         f"{tt.degraded} degraded, {tt.failed} failed, {tt.aborted} aborted"
     )
     parts: list[RenderableType] = [head]
+    pre = preconditions_view(st)
+    if pre is not None:
+        parts.append(pre)
     if st.plan is not None:
         parts.extend(disruption_lines(st.plan))
         parts.extend(upgrade_tables(st, now))
@@ -429,6 +432,32 @@ def holds_view(model: Any, now: datetime | None = None) -> Table | None:
         if r.action != "held":
             t.add_row(r.node, r.action, r.by or "-", r.reason or "-", when(r.at), "-")
     return t
+
+
+def preconditions_view(model: Any) -> RenderableType | None:
+    """The preconditions the kit's preflight checked (``model.preconditions``, a list of
+    :class:`activities.preflight.models.PreconditionResult`), or None when there are none.
+
+    Every check is listed, one line each with its result (``ok``/``FAILED``/``not run`` and why),
+    while a gate waits (the plan gate: the person deciding sees what was checked, issue 39), when a
+    check failed or was not run, and on a result; otherwise one summary line
+    (``preconditions: 5 ok``) keeps a long run's status short."""
+    results = getattr(model, "preconditions", None) or []
+    if not results:
+        return None
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[str(r.state)] = counts.get(str(r.state), 0) + 1
+    summary = ", ".join(f"{n} {state}" for state, n in counts.items())
+    waiting = any(str(getattr(g, "state", "")) == "waiting" for g in getattr(model, "gates", None) or [])
+    ended = getattr(model, "outcome", None) is not None
+    if not (waiting or ended or any(not r.ok for r in results)):
+        return Text(f"preconditions: {summary} (checked before the first write)", style="dim")
+    text = Text(f"Preconditions ({summary}), checked before the first write:")
+    for r in results:
+        text.append("\n  ")
+        text.append(r.line(), style="" if r.ok else "bold red" if str(r.state) == "failed" else "yellow")
+    return text
 
 
 def gate_history_table(history: list[Any]) -> Table:

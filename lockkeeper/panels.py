@@ -30,6 +30,7 @@ from lockkeeper.output import (
     fmt_time,
     gate_history_table,
     holds_view,
+    preconditions_view,
     result_view,
     status_view,
 )
@@ -40,7 +41,7 @@ _BASE = {
     "health", "barriers", "host_steps", "records", "leases", "warnings", "started_at", "updated_at",
     "waiting_for", "since", "deadline", "error", "outcome", "message", "finished_at",
     "point_of_no_return", "revert_requested_by", "left_changed", "next_commands", "problems", "open_records", "restored",
-    "holds", "hold_history",
+    "holds", "hold_history", "preconditions",
 }
 _OK_OUTCOMES = ("completed", "dry-run")
 
@@ -138,6 +139,9 @@ def procedure_view(model: BaseModel, now: datetime | None = None, skip: frozense
     ``skip``: fields a procedure's own panel shows itself."""
     now = now or datetime.now(UTC)
     parts: list[RenderableType] = [_headline(model, now)]
+    pre = preconditions_view(model)
+    if pre is not None:
+        parts.append(pre)
     gates = getattr(model, "gates", None) or []
     if gates:
         t = Table(title="Gates", title_justify="left")
