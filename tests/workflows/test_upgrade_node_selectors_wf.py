@@ -301,3 +301,33 @@ async def test_a_revert_during_the_run_stops_it_and_restores_what_the_records_ho
     assert result.reverted == ["selector/DeploymentConfig default/docker-registry"] and result.open_records == []
     gate = next(g for g in result.gate_history if g.gate_id == "remove-labels" and g.action == "cancelled")
     assert "revert requested by ops" in (gate.comment or ""), result.gate_history
+
+
+async def test_revert_full_of_a_completed_migration_restores_its_records_read_back(time_skipping_env: Any) -> None:
+    """A migration that completed after its revert window keeps its records in ``open_records``:
+    ``revert ID --full`` starts the kit's record restore over them (RevertRecordsWorkflow, what
+    lockkeeper/cli/revert_full.py starts), which puts the labels and the selector back and reads
+    each back; a label somebody set again since is refused, not overwritten (README note 19)."""
+    from workflows.kit.reverse import RevertRecordsInput, RevertRecordsResult, RevertRecordsWorkflow
+
+    env, world = time_skipping_env, World()
+    tq = f"ns-{uuid.uuid4().hex[:8]}"
+    async with Worker(env.client, task_queue=tq, workflows=[NodeSelectorMigrationWorkflow, RevertRecordsWorkflow],
+                      activities=world.activities()):
+        handle = await env.client.start_workflow(NodeSelectorMigrationWorkflow.run, inp(revert_window_seconds=0),
+                                                 id=f"ns-{uuid.uuid4().hex[:6]}", task_queue=tq)
+        ended: NodeSelectorMigrationResult = await handle.result()
+        assert ended.outcome == "completed" and ended.labels_removed == ["n1", "n2"], ended
+        assert sorted(e.name for e in ended.open_records) == [
+            "labels/n1", "labels/n2", "selector/DeploymentConfig default/docker-registry"], ended.open_records
+        world.objects["Node/n2"]["metadata"]["labels"]["region"] = "edge"  # somebody labelled n2 again since
+        rev = await env.client.start_workflow(
+            RevertRecordsWorkflow.run,
+            RevertRecordsInput(of_workflow=handle.id, records=ended.open_records, approve=False, search_attributes=False),
+            id=f"revert-{handle.id}", task_queue=tq, result_type=RevertRecordsResult)
+        result = await rev.result()
+    assert world.obj(REF)["spec"]["template"]["spec"]["nodeSelector"] == {"region": "infra"}
+    assert world.objects["Node/n1"]["metadata"]["labels"]["region"] == "infra"
+    assert world.objects["Node/n2"]["metadata"]["labels"]["region"] == "edge"  # refused, not overwritten
+    assert result.of_workflow == handle.id and len(result.restored) == 2, result
+    assert "labels/n2" in result.message and [i.target for i in result.left_changed] == ["Node n2"], result
