@@ -214,3 +214,39 @@ async def test_unlisted_file_rollout_reboots_every_node(
                        ("REBOOTEDNODE", "True"), ("UNCORDONEDNODE", "True"))
         assert order == sorted(order), (name, order)
         assert seen[-1]["UPDATED"] == "True" and seen[-1]["CURRENTCONFIG"] == UNLISTED_FILE
+
+
+@pytest.mark.timeout(150)
+async def test_a_node_whose_drain_request_waits_is_cordoned_in_the_kit_loop_and_reported(
+    dev_server: Any, sim_factory: Any, worker_for: Any, temporal_client: Any, task_queue: str
+) -> None:
+    """A node run that meets the daemon's drain request already outstanding (what a retried
+    attempt meets after an earlier attempt's cordon was undone, or a takeover from a controller
+    that went down mid-update) cordons in the kit's drain loop, not in ``drain_when_asked``; the
+    controller's ``Cordoned`` is written there too, before ``Drained``."""
+    sim = await sim_factory("r1-ocp421", time_scale=SCALE)
+    await worker_for(sim)
+    node = WORKERS[0]
+    mco = "machineconfiguration.openshift.io/"
+    sim.store.mutate("nodes", node, None, lambda o: o["metadata"]["annotations"].update({mco + "desiredConfig": UNLISTED_FILE}))
+    for _ in range(200):  # the daemon asks for the drain; nobody answers it yet
+        ann = sim.store.get("nodes", node)["metadata"]["annotations"]
+        if ann.get(mco + "desiredDrain") == f"drain-{UNLISTED_FILE}":
+            break
+        await asyncio.sleep(0.05)
+    assert ann.get(mco + "desiredDrain") == f"drain-{UNLISTED_FILE}", ann
+    assert not (sim.store.get("nodes", node).get("spec") or {}).get("unschedulable")
+    base = ("start", "machineconfig-rollout", "--pool", "worker", "--cluster", f"mcn-{uuid.uuid4().hex[:6]}",
+            "--target", f"worker={UNLISTED_FILE}", "--decide-after", "60")
+    async with MachineConfigNodeWatch(sim) as watch:
+        await asyncio.sleep(1.0)
+        code, out, err = await lk(dev_server, task_queue, *base)
+        assert code == 0, (out, err)
+        handle = temporal_client.get_workflow_handle(out.splitlines()[0].strip(), result_type=MachineConfigRolloutResult)
+        result = await drive(handle, timeout=90)
+        rows = await watch.rows()
+    assert result.outcome == "completed", result.message
+    seen = rows[node]
+    order = firsts(seen, ("CORDONEDNODE", "True"), ("DRAINEDNODE", "True"), ("UNCORDONEDNODE", "True"))
+    assert order == sorted(order), (node, order)
+    assert seen[-1]["UPDATED"] == "True" and seen[-1]["CURRENTCONFIG"] == UNLISTED_FILE
