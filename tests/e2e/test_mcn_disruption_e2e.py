@@ -8,6 +8,8 @@ disruption policies decide what a rollout does to each node, and MachineConfigNo
   machineconfignodes -w`` shows each node's phases moving in the daemon's order.
 - A rollout to the config with a file no policy lists is planned as Reboot, drains and reboots
   every worker, and ``lockkeeper status`` names the nodes' phases as MachineConfigNodes do.
+- A retried node that meets the daemon's drain request outstanding is cordoned in the kit's drain
+  loop, and its MachineConfigNode shows ``Cordoned`` before ``Drained`` there too.
 """
 
 from __future__ import annotations
@@ -216,36 +218,49 @@ async def test_unlisted_file_rollout_reboots_every_node(
         assert seen[-1]["UPDATED"] == "True" and seen[-1]["CURRENTCONFIG"] == UNLISTED_FILE
 
 
-@pytest.mark.timeout(150)
-async def test_a_node_whose_drain_request_waits_is_cordoned_in_the_kit_loop_and_reported(
+@pytest.mark.timeout(180)
+async def test_a_retried_node_is_cordoned_in_the_kit_loop_and_reported(
     dev_server: Any, sim_factory: Any, worker_for: Any, temporal_client: Any, task_queue: str
 ) -> None:
-    """A node run that meets the daemon's drain request already outstanding (what a retried
-    attempt meets after an earlier attempt's cordon was undone, or a takeover from a controller
-    that went down mid-update) cordons in the kit's drain loop, not in ``drain_when_asked``; the
-    controller's ``Cordoned`` is written there too, before ``Drained``."""
+    """``retry-node`` of a node whose daemon degraded before it asked for the drain: once the
+    fault is gone the daemon asks again, and the retried attempt meets that request outstanding,
+    so it cordons in the kit's drain loop (not in ``drain_when_asked``); the controller's
+    ``Cordoned`` is written there, before ``Drained``, as on a first attempt."""
+    from workflows import MachineConfigRolloutWorkflow
+    from workflows.kit.models import NodeControlInput, NodePhase
+
     sim = await sim_factory("r1-ocp421", time_scale=SCALE)
     await worker_for(sim)
     node = WORKERS[0]
     mco = "machineconfiguration.openshift.io/"
-    sim.store.mutate("nodes", node, None, lambda o: o["metadata"]["annotations"].update({mco + "desiredConfig": UNLISTED_FILE}))
-    for _ in range(200):  # the daemon asks for the drain; nobody answers it yet
-        ann = sim.store.get("nodes", node)["metadata"]["annotations"]
-        if ann.get(mco + "desiredDrain") == f"drain-{UNLISTED_FILE}":
-            break
-        await asyncio.sleep(0.05)
-    assert ann.get(mco + "desiredDrain") == f"drain-{UNLISTED_FILE}", ann
-    assert not (sim.store.get("nodes", node).get("spec") or {}).get("unschedulable")
+    sim.agents.inject_node_fault(node, "degrade", "unexpected on-disk state validating against rendered-worker: /etc/x")
     base = ("start", "machineconfig-rollout", "--pool", "worker", "--cluster", f"mcn-{uuid.uuid4().hex[:6]}",
             "--target", f"worker={UNLISTED_FILE}", "--decide-after", "60")
+    retried: list[int] = []
+
+    async def retry_when_degraded(st: RolloutStatus) -> None:
+        if retried or st.nodes.get(node) is None or st.nodes[node].phase != NodePhase.DEGRADED:
+            return
+        sim.agents.clear_node_fault(node)
+        for _ in range(200):  # the daemon asks for the drain again; nobody answers it yet
+            ann = sim.store.get("nodes", node)["metadata"]["annotations"]
+            if ann.get(mco + "desiredDrain") == f"drain-{UNLISTED_FILE}":
+                break
+            await asyncio.sleep(0.05)
+        assert ann.get(mco + "desiredDrain") == f"drain-{UNLISTED_FILE}", ann
+        assert not (sim.store.get("nodes", node).get("spec") or {}).get("unschedulable"), "attempt 1 never cordoned"
+        await handle.execute_update(MachineConfigRolloutWorkflow.retry_node, NodeControlInput(node=node, identity="e2e-approver"))
+        retried.append(1)
+
     async with MachineConfigNodeWatch(sim) as watch:
         await asyncio.sleep(1.0)
         code, out, err = await lk(dev_server, task_queue, *base)
         assert code == 0, (out, err)
         handle = temporal_client.get_workflow_handle(out.splitlines()[0].strip(), result_type=MachineConfigRolloutResult)
-        result = await drive(handle, timeout=90)
+        result = await drive(handle, timeout=120, on_status=retry_when_degraded)
         rows = await watch.rows()
-    assert result.outcome == "completed", result.message
+    assert retried and result.outcome == "completed", result.message
+    assert result.nodes[node].phase == NodePhase.DONE and result.nodes[node].attempts == 2
     seen = rows[node]
     order = firsts(seen, ("CORDONEDNODE", "True"), ("DRAINEDNODE", "True"), ("UNCORDONEDNODE", "True"))
     assert order == sorted(order), (node, order)
