@@ -74,6 +74,26 @@ class MachineConfigNodeWatch:
         return per
 
 
+async def watched_rollout(env: tuple[Any, str, Any], sim: Any, base: tuple[str, ...], timeout: float,
+                          on_status: Any = None) -> tuple[MachineConfigRolloutResult, dict[str, list[dict[str, str]]]]:
+    """Start the rollout ``base`` with the ``lockkeeper`` command (``env``: dev server, task queue,
+    Temporal client) while ``kubectl get machineconfignodes -w`` runs beside it, and drive it to
+    its end (``on_status(handle, status)`` on every poll); its result and the rows kubectl printed."""
+    dev_server, task_queue, client = env
+    async with MachineConfigNodeWatch(sim) as watch:
+        await asyncio.sleep(1.0)  # kubectl's first list is in before the rollout starts
+        code, out, err = await lk(dev_server, task_queue, *base)
+        assert code == 0, (out, err)
+        handle = client.get_workflow_handle(out.splitlines()[0].strip(), result_type=MachineConfigRolloutResult)
+
+        async def polled(st: RolloutStatus) -> None:
+            if on_status is not None:
+                await on_status(handle, st)
+
+        result = await drive(handle, timeout=timeout, on_status=polled)
+        return result, await watch.rows()
+
+
 def firsts(rows: list[dict[str, str]], *wanted: tuple[str, str]) -> list[int]:
     """Index of the first row where each (column, value) holds (fails when one never does)."""
     out = []
@@ -125,13 +145,7 @@ async def test_registries_d_rollout_drains_nothing_and_reboots_nothing(
 
     recorder = asyncio.create_task(record_cordons())
     sim.requests.clear()
-    async with MachineConfigNodeWatch(sim) as watch:
-        await asyncio.sleep(1.0)  # kubectl's first list is in before the rollout starts
-        code, out, err = await lk(dev_server, task_queue, *base)
-        assert code == 0, (out, err)
-        handle = temporal_client.get_workflow_handle(out.splitlines()[0].strip(), result_type=MachineConfigRolloutResult)
-        result = await drive(handle, timeout=60)
-        rows = await watch.rows()
+    result, rows = await watched_rollout((dev_server, task_queue, temporal_client), sim, base, 60)
     sub.close()
     recorder.cancel()
     assert result.outcome == "completed", result.message
@@ -184,18 +198,12 @@ async def test_unlisted_file_rollout_reboots_every_node(
 
     phases: dict[str, set[str]] = {}
 
-    async def on_status(st: RolloutStatus) -> None:
+    async def on_status(_: Any, st: RolloutStatus) -> None:
         for name, phase in st.mcn_phases.items():
             phases.setdefault(name, set()).add(phase)
 
     sim.requests.clear()
-    async with MachineConfigNodeWatch(sim) as watch:
-        await asyncio.sleep(1.0)
-        code, out, err = await lk(dev_server, task_queue, *base)
-        assert code == 0, (out, err)
-        handle = temporal_client.get_workflow_handle(out.splitlines()[0].strip(), result_type=MachineConfigRolloutResult)
-        result = await drive(handle, timeout=90, on_status=on_status)
-        rows = await watch.rows()
+    result, rows = await watched_rollout((dev_server, task_queue, temporal_client), sim, base, 90, on_status)
     assert result.outcome == "completed", result.message
     assert {r.gate_id for r in result.gate_history if r.action == "approved"} == {
         "machinehealthcheck/worker", "irreconcilable/qsu-worker-03"}
@@ -238,7 +246,7 @@ async def test_a_retried_node_is_cordoned_in_the_kit_loop_and_reported(
             "--target", f"worker={UNLISTED_FILE}", "--decide-after", "60")
     retried: list[int] = []
 
-    async def retry_when_degraded(st: RolloutStatus) -> None:
+    async def retry_when_degraded(handle: Any, st: RolloutStatus) -> None:
         if retried or st.nodes.get(node) is None or st.nodes[node].phase != NodePhase.DEGRADED:
             return
         sim.agents.clear_node_fault(node)
@@ -252,13 +260,7 @@ async def test_a_retried_node_is_cordoned_in_the_kit_loop_and_reported(
         await handle.execute_update(MachineConfigRolloutWorkflow.retry_node, NodeControlInput(node=node, identity="e2e-approver"))
         retried.append(1)
 
-    async with MachineConfigNodeWatch(sim) as watch:
-        await asyncio.sleep(1.0)
-        code, out, err = await lk(dev_server, task_queue, *base)
-        assert code == 0, (out, err)
-        handle = temporal_client.get_workflow_handle(out.splitlines()[0].strip(), result_type=MachineConfigRolloutResult)
-        result = await drive(handle, timeout=120, on_status=retry_when_degraded)
-        rows = await watch.rows()
+    result, rows = await watched_rollout((dev_server, task_queue, temporal_client), sim, base, 120, retry_when_degraded)
     assert retried and result.outcome == "completed", result.message
     assert result.nodes[node].phase == NodePhase.DONE and result.nodes[node].attempts == 2
     seen = rows[node]

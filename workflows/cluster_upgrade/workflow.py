@@ -12,7 +12,9 @@ run again. With ``alerts``, the kit's alert gate (:mod:`workflows.kit.alerts`) s
 phase that takes nodes down (``alerts/phase/<name>``; not before the GlusterFS recovery, which
 repairs, nor the etcd backup, which reads), and the node phases gate each node with it too.
 ``dry_run`` runs the planning children dry (node batches, the selector plan) and prints
-every phase.
+every phase. A plan with a control-plane phase first checks the update of the cluster's version
+(one minor version at most, never back) and its etcd backup (issue 41): a failed check refuses
+the run before the first phase.
 """
 
 from __future__ import annotations

@@ -1,8 +1,11 @@
 """ControlPlaneUpgradeWorkflow: the control plane master by master, strictly one at a time
 (R3d masters, procedures-spec §4.1; openshift-ansible 3.10 ``upgrade_control_plane.yml``).
 
-Preflight (once, read-only except the backup): the etcd backup barrier (the etcd procedure as a
-child; required unless the input says why not) → the GlusterFS health gate → every master's own
+Preflight (once, read-only except the backup): the declared preconditions (the masters, the
+update of the cluster's version one minor version at most and never back, the etcd backup or
+why none, the programs on the worker and the masters), then the etcd backup barrier (the etcd
+procedure as a child; required unless the input says why not; its backup must be newer than the
+run's start) → the GlusterFS health gate → every master's own
 ``/healthz/ready`` → etcd healthy (``etcd_cluster_status`` with etcdctl on the first member's host
 against ``etcd_members`` or the backup's; :func:`workflows.control_plane.models.etcd_health_problems`
 without members only when ``etcd_health_skip_reason`` says why).
@@ -139,8 +142,8 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
     def _preconditions(self, input: ControlPlaneUpgradeInput) -> list[Precondition]:
         """What the upgrade needs before the first master (issue 39): the masters the operator
         named are Nodes; the update goes one minor version at most from the cluster's version
-        (issue 41); an etcd backup taken by this run, or the reason given for none; the external action's program on the worker; ``master-restart`` (and
-        ``master-logs``, read at an API gate) on each master's host through its access, which
+        (issue 41); an etcd backup taken by this run, or the reason given for none; the external
+        action's program on the worker; ``master-restart`` (and ``master-logs``, read at an API gate) on each master's host through its access, which
         also proves that access works."""
         pre: list[Precondition] = [NamesExist(names=[m.name for m in input.masters], role="master", why="--master"),
                                    UpdateStep(target_version=input.update_target(),
