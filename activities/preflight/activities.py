@@ -28,6 +28,8 @@ What each kind does (the models' docstrings say what it means):
   Node list with the label selector;
 - ``version-skew``: the API server's ``/version`` (read once per call) unless the precondition
   names the control plane's version (:mod:`activities.preflight.versions`);
+- ``update-step``: the ClusterVersion ``version`` (OpenShift 4; NotFound: not served), else the
+  API server's ``/version`` as an OpenShift 3 release (:mod:`activities.preflight.versions`);
 - ``queue-polled``: ``DescribeTaskQueue`` with the worker's own Temporal client
   (``activity.client()``): a workflow poller seen recently;
 - ``input``: reports what the procedure computed.
@@ -71,6 +73,7 @@ from activities.preflight.models import (
     PreconditionState,
     RebootAccess,
     SelectorMatches,
+    UpdateStep,
     VersionSkew,
     WorkerExecutable,
 )
@@ -190,6 +193,7 @@ class _Check:
             WorkerExecutable: self.worker_executable, HostExecutable: self.host_executable,
             RebootAccess: self.reboot_access, PortFree: self.port_free, LabelUnreferenced: self.label_unreferenced,
             NamesExist: self.names_exist, SelectorMatches: self.selector_matches, VersionSkew: self.version_skew,
+            UpdateStep: self.update_step,
             InputCheck: self.input_check, QueuePolled: self.queue_polled,
         }
         return checks[type(p)](p)
@@ -365,6 +369,43 @@ class _Check:
             return failed(p, f"newer than the control plane's {cp} ({source}): a kubelet must not be newer than "
                              "kube-apiserver (Kubernetes version-skew policy)")
         return ok(p, f"not newer than the control plane's {cp} ({source})")
+
+    async def update_step(self, p: UpdateStep) -> PreconditionResult:
+        """The cluster's version now against ``p.target_version`` (one minor version at most, not
+        back): :class:`~activities.preflight.models.UpdateStep`."""
+        if not p.target_version:
+            return not_run(p, "the target version is not known: give it (--to-version, target_version)")
+        try:
+            target = versions.parse_cluster_version(p.target_version)
+        except ValueError as exc:
+            return failed(p, str(exc))
+        current, source = await self._cluster_version()
+        if current is None:
+            return not_run(p, source)
+        problem = versions.update_step_problem(current, target)
+        if problem is not None:
+            return failed(p, f"{problem} (now {source})")
+        step = "the same minor version" if current == target else "one minor version"
+        return ok(p, f"{current} -> {target}: {step} (now {source})")
+
+    async def _cluster_version(self) -> tuple[versions.ClusterVersion | None, str]:
+        """(the cluster's release version, where it was read), or (None, why it is not known)."""
+        try:
+            cv = await asyncio.to_thread(lambda: self.owner.gateway.get("ClusterVersion", "version"))
+        except NotFound:
+            cv = None
+        if cv is not None:
+            status = cv.get("status") or {}
+            done = [h.get("version") for h in status.get("history") or [] if h.get("state") == "Completed" and h.get("version")]
+            text = done[0] if done else (status.get("desired") or {}).get("version")
+            if not text:
+                return None, "ClusterVersion version reports no version yet"
+            return versions.parse_cluster_version(str(text)), f"{text}, ClusterVersion version"
+        git = await self.api_version()
+        release = versions.openshift_from_kube(git) if git else None
+        if release is None:
+            return None, f"no ClusterVersion served and /version {git or '(empty)'} is no OpenShift 3 release"
+        return release, f"{release}, the API server's /version {git}"
 
     async def queue_polled(self, p: QueuePolled) -> PreconditionResult:
         """``DescribeTaskQueue`` (workflow tasks) with this worker's client: a poller seen within

@@ -214,6 +214,25 @@ class VersionSkew(_Kind):
         return f"kubelet {self.target_version} on {self.node}"
 
 
+class UpdateStep(_Kind):
+    """An update of the cluster's version to ``target_version`` (an OpenShift release,
+    ``3.10`` or ``4.22.1``; None: the procedure could not tell, and the check is ``not-run``
+    saying so) goes one minor version at most from the version the cluster runs now, and not
+    back (:func:`activities.preflight.versions.update_step_problem`). The current version: the
+    ClusterVersion ``version``'s newest ``Completed`` history entry (what ``oc get
+    clusterversion`` shows as VERSION; ``status.desired.version`` when none completed), where
+    the API serves ClusterVersion (OpenShift 4); otherwise the API server's ``/version``
+    ``gitVersion`` as an OpenShift 3 release (Kubernetes 1.N is OpenShift 3.N). A cluster that
+    serves neither form answers ``not-run``."""
+
+    kind: Literal["update-step"] = "update-step"
+    target_version: str | None = None
+
+    def subject(self) -> str:
+        """``update of the cluster's version to 3.10``."""
+        return f"update of the cluster's version to {self.target_version or '(not given)'}"
+
+
 class InputCheck(_Kind):
     """A check of the operator's input that needs no cluster (an action command without
     ``{node}`` when the procedure runs it per node): the procedure computes ``ok`` and ``detail``,
@@ -249,7 +268,7 @@ class QueuePolled(_Kind):
 #: One precondition, discriminated by ``kind``.
 Precondition = Annotated[
     WorkerExecutable | HostExecutable | RebootAccess | PortFree | LabelUnreferenced | NamesExist
-    | SelectorMatches | VersionSkew | InputCheck | QueuePolled,
+    | SelectorMatches | VersionSkew | UpdateStep | InputCheck | QueuePolled,
     Field(discriminator="kind"),
 ]
 

@@ -82,3 +82,26 @@ async def test_the_network_migration_reads_the_pools_cert_expirys() -> None:
     assert signer.expiry is not None
     assert abs(signer.expiry - (datetime.now(UTC) + timedelta(hours=1764))) < timedelta(minutes=5)
     assert len(worker.cert_expirys) == 4
+
+
+async def test_update_step_reads_openshift_4_from_cluster_version() -> None:
+    """Issue 41 on OpenShift 4: the cluster's version is ClusterVersion version's newest Completed
+    history entry (4.21.3, what `oc get clusterversion` shows), not /version's Kubernetes."""
+    from activities.preflight.activities import PreflightActivities
+    from activities.preflight.models import CheckPreconditionsInput, UpdateStep
+
+    async with ClusterSim("r1-ocp421", time_scale=0.01, start_agents=False) as sim:
+        gw = KubeGateway.from_kubeconfig(sim.kubeconfig_path)
+        try:
+            acts = PreflightActivities(lambda: gw)
+            out = await ActivityEnvironment().run(acts.check_preconditions, CheckPreconditionsInput(preconditions=[
+                UpdateStep(target_version="4.21.5"), UpdateStep(target_version="4.22.1"), UpdateStep(target_version="4.23.0"),
+                UpdateStep(target_version="4.20.12")]))
+        finally:
+            gw.close()
+    patch, minor, two, back = out.results
+    assert [str(r.state) for r in out.results] == ["ok", "ok", "failed", "failed"]
+    assert patch.detail == "4.21 -> 4.21: the same minor version (now 4.21.3, ClusterVersion version)"
+    assert minor.detail == "4.21 -> 4.22: one minor version (now 4.21.3, ClusterVersion version)"
+    assert two.detail.startswith("4.21 -> 4.23 is 2 minor versions at once: one minor version at a time (upgrade to 4.22 first")
+    assert back.detail.startswith("4.21 -> 4.20 is a downgrade")

@@ -33,6 +33,7 @@ from activities.preflight.models import (
     PreconditionResult,
     RebootAccess,
     SelectorMatches,
+    UpdateStep,
     VersionSkew,
     WorkerExecutable,
 )
@@ -276,3 +277,21 @@ async def test_a_check_that_errors_or_hangs_fails_alone_and_the_activity_heartbe
     assert slow.detail == "the check did not finish within 1.5 s"
     assert w.beats and w.beats[0][0]["of"] == 5
     await asyncio.sleep(3)  # let the slow lookup's thread end with the test
+
+
+async def test_update_step_reads_openshift_3_from_version(world: World) -> None:
+    """Issue 41: an update of the cluster's version goes one minor version at a time and never
+    back. r3 serves no ClusterVersion (OKD 3.9): its /version v1.9.1 is OpenShift 3.9."""
+    w = world
+    nxt, same, skip, down, major, unknown, bad = await w.check(
+        UpdateStep(target_version="3.10"), UpdateStep(target_version="v3.9.0"), UpdateStep(target_version="3.11", why="--to-version"),
+        UpdateStep(target_version="3.8"), UpdateStep(target_version="4.1"), UpdateStep(), UpdateStep(target_version="latest"))
+    assert states([nxt, same, skip, down, major, unknown, bad]) == ["ok", "ok", "failed", "failed", "failed", "not-run", "failed"]
+    assert nxt.detail == "3.9 -> 3.10: one minor version (now 3.9, the API server's /version v1.9.1+a0ce1bc657)"
+    assert same.detail.startswith("3.9 -> 3.9: the same minor version")
+    assert skip.problem() == ("update of the cluster's version to 3.11: 3.9 -> 3.11 is 2 minor versions at once: one minor "
+                              "version at a time (upgrade to 3.10 first; skipped: 3.10) (now 3.9, the API server's /version "
+                              "v1.9.1+a0ce1bc657) (needed: --to-version)")
+    assert "is a downgrade" in down.detail and "changes the major version" in major.detail
+    assert unknown.why_not_run is not None and "--to-version" in unknown.why_not_run
+    assert "not a release version" in bad.detail

@@ -8,6 +8,8 @@ disruption policies decide what a rollout does to each node, and MachineConfigNo
   machineconfignodes -w`` shows each node's phases moving in the daemon's order.
 - A rollout to the config with a file no policy lists is planned as Reboot, drains and reboots
   every worker, and ``lockkeeper status`` names the nodes' phases as MachineConfigNodes do.
+- A retried node that meets the daemon's drain request outstanding is cordoned in the kit's drain
+  loop, and its MachineConfigNode shows ``Cordoned`` before ``Drained`` there too.
 """
 
 from __future__ import annotations
@@ -72,6 +74,26 @@ class MachineConfigNodeWatch:
         return per
 
 
+async def watched_rollout(env: tuple[Any, str, Any], sim: Any, base: tuple[str, ...], timeout: float,
+                          on_status: Any = None) -> tuple[MachineConfigRolloutResult, dict[str, list[dict[str, str]]]]:
+    """Start the rollout ``base`` with the ``lockkeeper`` command (``env``: dev server, task queue,
+    Temporal client) while ``kubectl get machineconfignodes -w`` runs beside it, and drive it to
+    its end (``on_status(handle, status)`` on every poll); its result and the rows kubectl printed."""
+    dev_server, task_queue, client = env
+    async with MachineConfigNodeWatch(sim) as watch:
+        await asyncio.sleep(1.0)  # kubectl's first list is in before the rollout starts
+        code, out, err = await lk(dev_server, task_queue, *base)
+        assert code == 0, (out, err)
+        handle = client.get_workflow_handle(out.splitlines()[0].strip(), result_type=MachineConfigRolloutResult)
+
+        async def polled(st: RolloutStatus) -> None:
+            if on_status is not None:
+                await on_status(handle, st)
+
+        result = await drive(handle, timeout=timeout, on_status=polled)
+        return result, await watch.rows()
+
+
 def firsts(rows: list[dict[str, str]], *wanted: tuple[str, str]) -> list[int]:
     """Index of the first row where each (column, value) holds (fails when one never does)."""
     out = []
@@ -123,13 +145,7 @@ async def test_registries_d_rollout_drains_nothing_and_reboots_nothing(
 
     recorder = asyncio.create_task(record_cordons())
     sim.requests.clear()
-    async with MachineConfigNodeWatch(sim) as watch:
-        await asyncio.sleep(1.0)  # kubectl's first list is in before the rollout starts
-        code, out, err = await lk(dev_server, task_queue, *base)
-        assert code == 0, (out, err)
-        handle = temporal_client.get_workflow_handle(out.splitlines()[0].strip(), result_type=MachineConfigRolloutResult)
-        result = await drive(handle, timeout=60)
-        rows = await watch.rows()
+    result, rows = await watched_rollout((dev_server, task_queue, temporal_client), sim, base, 60)
     sub.close()
     recorder.cancel()
     assert result.outcome == "completed", result.message
@@ -182,18 +198,12 @@ async def test_unlisted_file_rollout_reboots_every_node(
 
     phases: dict[str, set[str]] = {}
 
-    async def on_status(st: RolloutStatus) -> None:
+    async def on_status(_: Any, st: RolloutStatus) -> None:
         for name, phase in st.mcn_phases.items():
             phases.setdefault(name, set()).add(phase)
 
     sim.requests.clear()
-    async with MachineConfigNodeWatch(sim) as watch:
-        await asyncio.sleep(1.0)
-        code, out, err = await lk(dev_server, task_queue, *base)
-        assert code == 0, (out, err)
-        handle = temporal_client.get_workflow_handle(out.splitlines()[0].strip(), result_type=MachineConfigRolloutResult)
-        result = await drive(handle, timeout=90, on_status=on_status)
-        rows = await watch.rows()
+    result, rows = await watched_rollout((dev_server, task_queue, temporal_client), sim, base, 90, on_status)
     assert result.outcome == "completed", result.message
     assert {r.gate_id for r in result.gate_history if r.action == "approved"} == {
         "machinehealthcheck/worker", "irreconcilable/qsu-worker-03"}
@@ -214,3 +224,46 @@ async def test_unlisted_file_rollout_reboots_every_node(
                        ("REBOOTEDNODE", "True"), ("UNCORDONEDNODE", "True"))
         assert order == sorted(order), (name, order)
         assert seen[-1]["UPDATED"] == "True" and seen[-1]["CURRENTCONFIG"] == UNLISTED_FILE
+
+
+@pytest.mark.timeout(180)
+async def test_a_retried_node_is_cordoned_in_the_kit_loop_and_reported(
+    dev_server: Any, sim_factory: Any, worker_for: Any, temporal_client: Any, task_queue: str
+) -> None:
+    """``retry-node`` of a node whose daemon degraded before it asked for the drain: once the
+    fault is gone the daemon asks again, and the retried attempt meets that request outstanding,
+    so it cordons in the kit's drain loop (not in ``drain_when_asked``); the controller's
+    ``Cordoned`` is written there, before ``Drained``, as on a first attempt."""
+    from workflows import MachineConfigRolloutWorkflow
+    from workflows.kit.models import NodeControlInput, NodePhase
+
+    sim = await sim_factory("r1-ocp421", time_scale=SCALE)
+    await worker_for(sim)
+    node = WORKERS[0]
+    mco = "machineconfiguration.openshift.io/"
+    sim.agents.inject_node_fault(node, "degrade", "unexpected on-disk state validating against rendered-worker: /etc/x")
+    base = ("start", "machineconfig-rollout", "--pool", "worker", "--cluster", f"mcn-{uuid.uuid4().hex[:6]}",
+            "--target", f"worker={UNLISTED_FILE}", "--decide-after", "60")
+    retried: list[int] = []
+
+    async def retry_when_degraded(handle: Any, st: RolloutStatus) -> None:
+        if retried or st.nodes.get(node) is None or st.nodes[node].phase != NodePhase.DEGRADED:
+            return
+        sim.agents.clear_node_fault(node)
+        for _ in range(200):  # the daemon asks for the drain again; nobody answers it yet
+            ann = sim.store.get("nodes", node)["metadata"]["annotations"]
+            if ann.get(mco + "desiredDrain") == f"drain-{UNLISTED_FILE}":
+                break
+            await asyncio.sleep(0.05)
+        assert ann.get(mco + "desiredDrain") == f"drain-{UNLISTED_FILE}", ann
+        assert not (sim.store.get("nodes", node).get("spec") or {}).get("unschedulable"), "attempt 1 never cordoned"
+        await handle.execute_update(MachineConfigRolloutWorkflow.retry_node, NodeControlInput(node=node, identity="e2e-approver"))
+        retried.append(1)
+
+    result, rows = await watched_rollout((dev_server, task_queue, temporal_client), sim, base, 120, retry_when_degraded)
+    assert retried and result.outcome == "completed", result.message
+    assert result.nodes[node].phase == NodePhase.DONE and result.nodes[node].attempts == 2
+    seen = rows[node]
+    order = firsts(seen, ("CORDONEDNODE", "True"), ("DRAINEDNODE", "True"), ("UNCORDONEDNODE", "True"))
+    assert order == sorted(order), (node, order)
+    assert seen[-1]["UPDATED"] == "True" and seen[-1]["CURRENTCONFIG"] == UNLISTED_FILE

@@ -288,3 +288,26 @@ def test_the_activity_bound_counts_rounds_and_backend_start() -> None:
     label = LabelUnreferenced(label="region", masters=[NamedAccess(name="m", access=SSH)])
     assert CheckPreconditionsInput(check_timeout_seconds=5).check_seconds(label) == 5 + SSH.startup_seconds()
     assert CheckPreconditionsInput().bound_seconds() == 1.0
+
+
+@pytest.mark.parametrize(("current", "target", "problem"), [
+    ("3.9", "3.10", None), ("3.9", "3.9", None), ("4.21", "4.22", None),
+    ("3.9", "3.11", "3.9 -> 3.11 is 2 minor versions at once: one minor version at a time (upgrade to 3.10 first; skipped: 3.10)"),
+    ("4.19", "4.22", "4.19 -> 4.22 is 3 minor versions at once: one minor version at a time (upgrade to 4.20 first; "
+                     "skipped: 4.20, 4.21)"),
+    ("3.10", "3.9", "3.10 -> 3.9 is a downgrade: the cluster's version only goes forward"),
+    ("3.11", "4.1", "3.11 -> 4.1 changes the major version: upgrade to the last 3.x first"),
+])
+def test_an_update_goes_one_minor_version_at_most(current: str, target: str, problem: str | None) -> None:
+    """Issue 41: the cluster-version blockers, as pure rules on release versions."""
+    assert versions.update_step_problem(versions.parse_cluster_version(current), versions.parse_cluster_version(target)) == problem
+
+
+def test_release_versions_and_openshift_3_from_kubernetes() -> None:
+    assert versions.parse_cluster_version("v3.10.0") == (3, 10) and versions.parse_cluster_version("4.22.0-rc.1") == (4, 22)
+    assert str(versions.parse_cluster_version("4.21.3")) == "4.21"
+    with pytest.raises(ValueError, match="not a release version"):
+        versions.parse_cluster_version("latest")
+    assert versions.openshift_from_kube("v1.9.1+a0ce1bc657") == (3, 9)
+    assert versions.openshift_from_kube("v1.11.0+d4cacc0") == (3, 11)
+    assert versions.openshift_from_kube("v1.34.2") is None  # OpenShift 4 reports its release in ClusterVersion only

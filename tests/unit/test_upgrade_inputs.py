@@ -154,3 +154,15 @@ def test_node_selector_migration_from_a_file_and_flags(sent: list[Any], tmp_path
 def test_a_bad_serial_in_a_plan_file_is_refused_by_the_model() -> None:
     with pytest.raises(ValidationError, match="invalid maxUnavailable"):
         NodeUpgradeInput(selection={"label_selector": "a=b"}, action={"argv": ["x", "{node}"]}, policy={"serial": 0})
+
+
+def test_control_plane_update_target_is_given_or_the_static_pod_image_tag() -> None:
+    """Issue 41: the release a control-plane upgrade goes to, for the one-minor-version check."""
+    base: dict[str, Any] = {"masters": [{"name": "m1", "api_url": "https://m1:8443", "access": {"backend": "local"}}],
+                            "etcd_backup_skip_reason": "test"}
+    pod = "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: api\n    image: registry:5000/openshift/origin-control-plane:v3.10.0\n"
+    static = {"kind": "static-pods", "manifests": [{"path": "/etc/origin/node/pods/apiserver.yaml", "content": pod}]}
+    external = {"kind": "external", "argv": ["ansible-playbook", "x.yml"]}
+    assert ControlPlaneUpgradeInput.model_validate({**base, "action": static}).update_target() == "3.10"
+    assert ControlPlaneUpgradeInput.model_validate({**base, "action": static, "target_version": "3.11"}).update_target() == "3.11"
+    assert ControlPlaneUpgradeInput.model_validate({**base, "action": external}).update_target() is None

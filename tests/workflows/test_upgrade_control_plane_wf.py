@@ -174,7 +174,9 @@ async def test_a_master_without_master_restart_is_refused_before_any_write(time_
         "master-restart on m2: not found on the host's PATH (command -v exited 1) (needed: restarts api, controllers after the master action)"]
     assert world.log == [] and world.restarts() == []
     kinds = [r.precondition.kind for r in dry.preconditions]
-    assert dry.outcome == "dry-run" and kinds == ["names-exist"] + ["host-executable"] * 6, kinds
+    # issue 41: the update of the cluster's version and the etcd backup (skipped: the input says why) are checks too
+    assert dry.outcome == "dry-run" and kinds == ["names-exist", "update-step", "input"] + ["host-executable"] * 6, kinds
+    assert dry.preconditions[2].detail == "skipped: test world without etcd"
     assert [r.state for r in dry.preconditions].count("failed") == 1 and "1 precondition(s) failed" in dry.message
 
 
@@ -259,3 +261,43 @@ def test_etcd_backup_is_required_unless_a_reason_is_given() -> None:
     with pytest.raises(ValueError, match="etcd backup barrier is required"):
         cp_input().model_copy(update={"etcd_backup_skip_reason": None}).model_validate(
             {**cp_input().model_dump(), "etcd_backup_skip_reason": None})
+
+
+async def test_the_etcd_backup_barrier_is_a_precondition_taken_by_this_run(time_skipping_env: Any) -> None:
+    """Issue 41: with the barrier, the plan lists the etcd backup as taken by this run before the
+    first master, and the preflight says when this run took it (not before the run's start)."""
+    from etcd_fakes import FakeEtcd, etcd_members
+    from temporalio.worker import Worker as _Worker
+
+    from workflows.etcd.backup import EtcdBackupWorkflow
+    from workflows.etcd.models import EtcdBackupInput
+
+    class HealthyEtcd(FakeEtcd):
+        def status(self) -> Any:
+            st = super().status()
+            leader = st.endpoints[0].member_id
+            return st.model_copy(update={"members_source": "member list",
+                                         "endpoints": [e.model_copy(update={"leader": leader}) for e in st.endpoints]})
+
+    world, members = Masters(), etcd_members()
+    etcd = HealthyEtcd(members)
+    etcd_acts = [a for a in etcd.activities() if a.__temporal_activity_definition.name in ("etcd_snapshot_save", "etcd_cluster_status")]
+    inp = cp_input().model_copy(update={"etcd_backup": EtcdBackupInput(members=members, search_attributes=False),
+                                        "etcd_backup_skip_reason": None, "etcd_health_skip_reason": None})
+    tq = f"cp-{uuid.uuid4().hex[:8]}"
+    worker = _Worker(time_skipping_env.client, task_queue=tq, workflows=[ControlPlaneUpgradeWorkflow, LeaseWorkflow, EtcdBackupWorkflow],
+                     activities=world.activities() + etcd_acts)
+    async with worker:
+        dry = await time_skipping_env.client.execute_workflow(
+            ControlPlaneUpgradeWorkflow.run, inp.model_copy(update={"dry_run": True}), id=f"cp-dry-{uuid.uuid4().hex[:6]}",
+            task_queue=tq, result_type=ControlPlaneResult)
+        result: ControlPlaneResult = await time_skipping_env.client.execute_workflow(
+            ControlPlaneUpgradeWorkflow.run, inp, id=f"cp-{uuid.uuid4().hex[:6]}", task_queue=tq, result_type=ControlPlaneResult)
+    [backup] = [r for r in dry.preconditions if r.precondition.kind == "input"]
+    assert backup.line().startswith("ok       input              etcd backup: taken by this run before the first master "
+                                    "(snapshot of etcd-0, etcd-1, etcd-2)"), backup.line()
+    assert result.outcome == "completed", result.message
+    taken = result.checks["etcd-backup"]
+    assert taken.startswith("ok: all members backed up, taken by this run at "), taken
+    assert result.started_at is not None and taken.rsplit(" at ", 1)[1] >= result.started_at.isoformat(), (taken, result.started_at)
+    assert len(etcd.called("etcd_snapshot_save")) == 3

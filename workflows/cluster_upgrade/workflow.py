@@ -12,7 +12,9 @@ run again. With ``alerts``, the kit's alert gate (:mod:`workflows.kit.alerts`) s
 phase that takes nodes down (``alerts/phase/<name>``; not before the GlusterFS recovery, which
 repairs, nor the etcd backup, which reads), and the node phases gate each node with it too.
 ``dry_run`` runs the planning children dry (node batches, the selector plan) and prints
-every phase.
+every phase. A plan with a control-plane phase first checks the update of the cluster's version
+(one minor version at most, never back) and its etcd backup (issue 41): a failed check refuses
+the run before the first phase.
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ with workflow.unsafe.imports_passed_through():
         PHASES,
         PROCEDURE_CLUSTER_UPGRADE,
         ClusterUpgradeInput,
+        ClusterUpgradePlan,
         ClusterUpgradeResult,
         ClusterUpgradeStatus,
         PhaseStatus,
     )
-    from workflows.control_plane.workflow import ControlPlaneUpgradeWorkflow
+    from activities.preflight.models import Precondition, UpdateStep
+    from workflows.control_plane.workflow import ControlPlaneUpgradeWorkflow, etcd_backup_check
     from workflows.etcd.backup import EtcdBackupWorkflow
     from workflows.gluster.workflow import GlusterRecoveryWorkflow
     from workflows.kit.models import ApprovalRules, ChangedItem, ControlInput, failure_message
@@ -74,12 +78,14 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
     def __init__(self, input: ClusterUpgradeInput) -> None:
         self._in = input
         self._id = workflow.info().workflow_id
+        #: The preflight's lines (:meth:`_preconditions`), shown in the control-plane phase's dry run.
+        self._checks: list[str] = []
         self._status = ClusterUpgradeStatus(phases=[
             PhaseStatus(name=p, child_type=CHILDREN[p].__name__, state="pending" if input.plan.phase_input(p) is not None else "skipped")
             for p in PHASES])
         self.kit_init(
             procedure=PROCEDURE_CLUSTER_UPGRADE, noun="cluster upgrade", input=input, status=self._status,
-            pause_on_reject=False, reject_note="cluster upgrade stops",
+            pause_on_reject=False, reject_note="cluster upgrade stops", preflight=input.plan.control_plane is not None,
         )
 
     @workflow.query
@@ -151,9 +157,32 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
         known = {(i.target, i.what) for i in ph.changed}
         ph.changed.extend(i for i in items if (i.target, i.what) not in known)
 
+    def _preconditions(self, input: ClusterUpgradePlan) -> list[Precondition]:
+        """With a control-plane phase, an update of the cluster's version (issue 41), checked
+        before the first phase writes anything: one minor version at most from the cluster's
+        version (:class:`activities.preflight.models.UpdateStep`), and an etcd backup newer than
+        the run's start (the etcd-backup phase's, or the control plane's own barrier) or the
+        reason given for none (:func:`workflows.control_plane.workflow.etcd_backup_check`)."""
+        cp = input.control_plane
+        if cp is None:
+            return []
+        backup = etcd_backup_check(cp)
+        if input.etcd_backup is not None:  # the plan's validator told the control plane the phase takes it
+            members = ", ".join(m.name for m in input.etcd_backup.members)
+            backup.detail = f"taken by this run's etcd-backup phase before the control plane (snapshot of {members})"
+        return [UpdateStep(target_version=cp.update_target(), why="an update of the cluster's version goes one minor version at a time"),
+                backup]
+
     async def _run(self, input: ClusterUpgradeInput) -> ClusterUpgradeResult:
-        """The phases in order (module doc); ends ``completed``, ``dry-run`` or, after an abort
-        (or a phase not retried), ``aborted`` with the abort's reason."""
+        """The preflight of a run with a control-plane phase (:meth:`_preconditions`: refused
+        before the first phase, nothing written; a dry run shows the checks in the control-plane
+        phase), then the phases in order (module doc); ends ``completed``, ``dry-run`` or, after
+        an abort (or a phase not retried), ``aborted`` with the abort's reason."""
+        problems: list[str] = []
+        if pre := self._preconditions(input.plan):
+            checked = await self.kit_preflight(pre, refuse=not input.dry_run)
+            problems = checked.problems
+            self._checks = checked.lines()
         for ph in self._status.phases:
             if ph.state == "skipped" or self.control.abort:
                 continue
@@ -172,7 +201,7 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
         outcome = "dry-run" if input.dry_run else ("aborted" if self.control.abort else "completed")
         lines = [f"{p.name}: {p.state}" + (f" ({p.child_id})" if p.child_id else "") for p in self._status.phases]
         if outcome != "aborted":
-            return self.kit_end(ClusterUpgradeResult, outcome, "; ".join(lines))
+            return self.kit_end(ClusterUpgradeResult, outcome, "; ".join(lines), problems=problems)
         left = self.kit_left_changed()
         tail = f"; left changed: {'; '.join(i.line() for i in left)}" if left else "; nothing was changed"
         return self.kit_end(ClusterUpgradeResult, outcome, f"aborted: {self.control.abort_reason}{tail}", left_changed=left,
@@ -253,7 +282,8 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
         elif ph.name == "control-plane":
             ph.dry_run_lines = [f"masters one at a time: {' -> '.join(m.name for m in inp.masters)}",  # type: ignore[union-attr]
                                 f"action {inp.action.kind}; restart {', '.join(inp.action.restart) or 'none'}"]  # type: ignore[union-attr]
-            ph.state = "done"
+            ph.dry_run_lines += self._checks
+            ph.state = "failed" if self.kit_status.preflight == "refused" else "done"
         elif ph.name == "etcd-backup":
             ph.dry_run_lines = [f"snapshot every member: {', '.join(m.name for m in inp.members)}"]  # type: ignore[union-attr]
             ph.state = "done"

@@ -6,6 +6,7 @@ fields with defaults, never rename). Durations are seconds; times UTC.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Literal
 
@@ -18,6 +19,8 @@ from workflows.kit.inputs import ProcedureInput
 from workflows.kit.models import ProcedureResult, ProcedureStatus
 
 PROCEDURE_CONTROL_PLANE_UPGRADE = "control-plane-upgrade"
+#: A container image's release tag in a manifest (``image: docker.io/openshift/origin-control-plane:v3.10.0``).
+_IMAGE_TAG = re.compile(r"^\s*-?\s*image:\s*['\"]?[^'\"\s]*:v?(\d+)\.(\d+)", re.MULTILINE)
 #: openshift-ansible's static pod location (``openshift_control_plane_static_pod_location``).
 STATIC_POD_DIR = "/etc/origin/node/pods/"
 #: The gate word that re-runs ``master-restart api`` instead of only waiting again.
@@ -84,6 +87,13 @@ class ControlPlaneUpgradeInput(ProcedureInput):
     every master (default: before the first only). ``api_ready_timeout_seconds``: o-a's
     120 × 1 s before the API gate opens.
 
+    ``target_version``: the OpenShift release the control plane goes to (``3.10``; the CLI's
+    ``--to-version``); None: the release in the tag of the static-pod manifests' first image
+    (``origin-control-plane:v3.10.0`` -> ``3.10``; :meth:`update_target`). The preflight refuses
+    an update of more than one minor version from the cluster's version, or a downgrade
+    (:class:`activities.preflight.models.UpdateStep`); unknown (an external action and no
+    ``target_version``): the check is ``not-run`` and says so.
+
     ``etcd_members``: the etcd members whose health is checked before the first master (default:
     the backup's members); without any, ``etcd_health_skip_reason`` must say why (recorded). The
     check (``etcd_cluster_status`` run with etcdctl on the first member's host):
@@ -95,6 +105,7 @@ class ControlPlaneUpgradeInput(ProcedureInput):
     expected_image: str | None = None
     etcd_backup: EtcdBackupInput | None = None
     etcd_backup_skip_reason: str | None = None
+    target_version: str | None = None
     etcd_members: list[EtcdMember] = Field(default_factory=list)
     etcd_health_skip_reason: str | None = None
     gluster_check: bool = True
@@ -119,6 +130,17 @@ class ControlPlaneUpgradeInput(ProcedureInput):
             raise ValueError(f"masters listed twice: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
         return self
 
+
+    def update_target(self) -> str | None:
+        """The release this upgrade goes to: ``target_version``, else the ``MAJOR.MINOR`` in the
+        image tag (``:v3.10.0``) of the first ``image:`` of the static-pod manifests, else None."""
+        if self.target_version:
+            return self.target_version
+        for m in self.action.manifests if self.action.kind == "static-pods" else []:
+            found = _IMAGE_TAG.search(m.content)
+            if found:
+                return f"{found.group(1)}.{found.group(2)}"
+        return None
 
     def etcd_health_problem(self) -> str | None:
         """Why the etcd health preflight cannot run (None = it can): no members and no

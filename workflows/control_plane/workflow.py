@@ -1,8 +1,11 @@
 """ControlPlaneUpgradeWorkflow: the control plane master by master, strictly one at a time
 (R3d masters, procedures-spec §4.1; openshift-ansible 3.10 ``upgrade_control_plane.yml``).
 
-Preflight (once, read-only except the backup): the etcd backup barrier (the etcd procedure as a
-child; required unless the input says why not) → the GlusterFS health gate → every master's own
+Preflight (once, read-only except the backup): the declared preconditions (the masters, the
+update of the cluster's version one minor version at most and never back, the etcd backup or
+why none, the programs on the worker and the masters), then the etcd backup barrier (the etcd
+procedure as a child; required unless the input says why not; its backup must be newer than the
+run's start) → the GlusterFS health gate → every master's own
 ``/healthz/ready`` → etcd healthy (``etcd_cluster_status`` with etcdctl on the first member's host
 against ``etcd_members`` or the backup's; :func:`workflows.control_plane.models.etcd_health_problems`
 without members only when ``etcd_health_skip_reason`` says why).
@@ -32,7 +35,7 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.etcd.models import ClusterStatus, ClusterStatusInput
-    from activities.preflight.models import HostExecutable, NamesExist, Precondition, WorkerExecutable
+    from activities.preflight.models import HostExecutable, InputCheck, NamesExist, Precondition, UpdateStep, WorkerExecutable
     from workflows.control_plane.models import (
         PROCEDURE_CONTROL_PLANE_UPGRADE,
         ControlPlaneResult,
@@ -54,6 +57,20 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.scopes import node_scope
 
 ETCD_CLUSTER_STATUS = "etcd_cluster_status"
+
+
+def etcd_backup_check(input: ControlPlaneUpgradeInput) -> InputCheck:
+    """The etcd-backup precondition as the plan and the dry run show it (issue 41: no update of
+    the cluster's version without an etcd backup newer than the run's start): with the barrier, a
+    backup of every member taken by this run before the first master (newer than the run's start
+    by construction, and checked so when the barrier reports); without it, skipped and why
+    (``etcd_backup_skip_reason``; the input refuses neither-nor)."""
+    if input.etcd_backup is not None:
+        members = ", ".join(m.name for m in input.etcd_backup.members)
+        return InputCheck(about="etcd backup", ok=True, why="no update of the cluster's version without a backup newer than the run",
+                          detail=f"taken by this run before the first master (snapshot of {members})")
+    return InputCheck(about="etcd backup", ok=True, why="no update of the cluster's version without a backup newer than the run",
+                      detail=f"skipped: {input.etcd_backup_skip_reason}")
 
 
 @workflow.defn
@@ -124,10 +141,14 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
 
     def _preconditions(self, input: ControlPlaneUpgradeInput) -> list[Precondition]:
         """What the upgrade needs before the first master (issue 39): the masters the operator
-        named are Nodes; the external action's program on the worker; ``master-restart`` (and
-        ``master-logs``, read at an API gate) on each master's host through its access, which
+        named are Nodes; the update goes one minor version at most from the cluster's version
+        (issue 41); an etcd backup taken by this run, or the reason given for none; the external
+        action's program on the worker; ``master-restart`` (and ``master-logs``, read at an API gate) on each master's host through its access, which
         also proves that access works."""
-        pre: list[Precondition] = [NamesExist(names=[m.name for m in input.masters], role="master", why="--master")]
+        pre: list[Precondition] = [NamesExist(names=[m.name for m in input.masters], role="master", why="--master"),
+                                   UpdateStep(target_version=input.update_target(),
+                                              why="an update of the cluster's version goes one minor version at a time"),
+                                   etcd_backup_check(input)]
         if input.action.kind == "external":
             pre.append(WorkerExecutable(program=input.action.argv[0], why="the master action runs it on the worker for each master"))
         for m in input.masters:
@@ -210,7 +231,14 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
             pf["etcd-backup"] = "running"
             self.touch()
             backup = await require_etcd_backup(input.etcd_backup.model_copy(update={"search_attributes": False}))
-            pf["etcd-backup"] = f"ok: {backup.message}"
+            started = self._status.started_at
+            if backup.started_at is None or (started is not None and backup.started_at < started):
+                # By construction the barrier runs inside this run; a backup older than the run's
+                # start is no backup of the cluster the masters are about to change (issue 41).
+                pf["etcd-backup"] = f"refused: backup started {backup.started_at}, before this run ({started})"
+                raise ApplicationError(f"etcd backup not newer than the run's start ({started}): {backup.message}",
+                                       type="PreflightFailed", non_retryable=True)
+            pf["etcd-backup"] = f"ok: {backup.message}, taken by this run at {backup.started_at.isoformat()}"
         else:
             pf["etcd-backup"] = f"skipped: {input.etcd_backup_skip_reason}"
             self._status.warnings.append(f"etcd backup barrier skipped: {input.etcd_backup_skip_reason}")

@@ -400,11 +400,15 @@ async def cordon_and_drain(
     before_cordon: Callable[[], Awaitable[None]] | None = None,
     on_cordoned: Callable[[bool], None] | None = None,
     hand_off: Callable[[], Awaitable[None]] | None = None,
+    after_cordon: Callable[[bool], Awaitable[None]] | None = None,
 ) -> CordonDrainResult:
     """Cordon ``loop.node`` for ``owner``, drain it with :func:`drain_until_done`, then hand off.
 
     Hooks: ``before_cordon()`` (status "cordon"); ``on_cordoned(cordoned_by_us)`` right after the
-    cordon, so status shows whose cordon it is while the drain runs; ``hand_off()`` once drained
+    cordon, so status shows whose cordon it is while the drain runs; ``after_cordon(cordoned_by_us)``
+    then, before the first drain pass, for a procedure that reports the cordon somewhere (the
+    MachineConfig rollout's MachineConfigNode ``Cordoned``, as the controller writes it when it
+    cordons); ``hand_off()`` once drained
     (the MachineConfig rollout answers the daemon with ``lastAppliedDrain``; a plain drain passes
     None). A skip/abort decision or an outside stop returns without the hand-off; the caller
     decides what to undo (uncordon only when ``cordoned_by_us``). Activity failures propagate.
@@ -417,6 +421,8 @@ async def cordon_and_drain(
     )
     if on_cordoned is not None:
         on_cordoned(cordon.cordoned_by_us)
+    if after_cordon is not None:
+        await after_cordon(cordon.cordoned_by_us)
     outcome = await drain_until_done(loop, st)
     if outcome == "drained" and hand_off is not None:
         await hand_off()

@@ -315,11 +315,13 @@ class NodeRun:
         hand_off: Callable[[], Awaitable[None]] | None = None,
         stoppable: bool = True,
         give_up_after: float | None = None,
+        after_cordon: Callable[[bool], Awaitable[None]] | None = None,
     ) -> float:
         """Cordon for ``owner``, drain until empty (backing off while blocked, the decision gate
         after ``decide_after``, a warning at ``warn_fraction`` of ``deadline_seconds``), then
         report ``hand-off-drain`` and run ``hand_off()``. Returns the seconds from cordon to hand-off.
-        ``stoppable=False``: skip/abort signals do not stop the drain (a drain the daemon asked for
+        ``after_cordon(cordoned_by_us)``: awaited right after the cordon (:func:`workflows.kit.drain.
+        cordon_and_drain`). ``stoppable=False``: skip/abort signals do not stop the drain (a drain the daemon asked for
         after the first hand-off); a skip/abort decision on its gate still does.
 
         Raises :class:`Stopped` at a safe point when skip/abort was requested or decided (a
@@ -375,7 +377,8 @@ class NodeRun:
             stopped=(lambda: self.stop is not None or gave_up()) if stoppable else gave_up,
         )
         done = await cordon_and_drain(
-            loop, self.drain, owner=self.owner, before_cordon=before_cordon, on_cordoned=on_cordoned, hand_off=after_drain
+            loop, self.drain, owner=self.owner, before_cordon=before_cordon, on_cordoned=on_cordoned, hand_off=after_drain,
+            after_cordon=after_cordon,
         )
         if done.outcome == "stopped" and (self.stop is None or not stoppable) and gave_up():
             raise DrainTimedOut()

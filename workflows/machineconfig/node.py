@@ -190,7 +190,15 @@ class _Follow:
         return await self.run.cordon_and_drain(
             wait_seconds=d.wait_seconds, backoff_initial=d.backoff_initial_seconds, backoff_max=d.backoff_max_seconds,
             deadline_seconds=self.input.daemon.drain_deadline_seconds, hand_off=self.hand_off_drain, stoppable=stoppable,
+            after_cordon=self.cordoned,
         )
+
+    async def cordoned(self, ours: bool) -> None:
+        """The kit's drain loop cordoned the node (a retried node, or a drain the first pass did not
+        finish): the controller's ``Cordoned`` in its MachineConfigNode when the cordon is ours,
+        as ``drain_when_asked`` writes it when it cordons (a no-op when it already says so)."""
+        if ours:
+            await self.report_mcn("cordoned")
 
     async def redrain(self, node: NodeInfo) -> NodeRolloutResult | None:
         """The daemon asked for a drain again after the first hand-off. Returns a result only when

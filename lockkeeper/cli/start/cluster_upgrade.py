@@ -4,7 +4,11 @@ nodeSelector migration).
 
 The plan file is validated by pydantic before anything starts (each phase's section is that
 procedure's own input). ``--dry-run`` runs the planning phases dry and prints every phase with its
-nodes and batches; nothing is written.
+nodes and batches; nothing is written. With a ``control_plane`` phase the run first checks the
+update of the cluster's version (one minor version at a time from the cluster's version, not
+back: ``control_plane.target_version`` or the static-pod image's tag) and the etcd backup; a
+failed check refuses the run before any phase (exit 2; the dry run lists the checks under the
+control-plane phase and exits 2).
 """
 
 from __future__ import annotations
@@ -54,4 +58,8 @@ async def _dry_run(req: Launch, settings: Any) -> int:
                 print(f"  {line}")
     else:
         print(out.dump({"workflow_id": handle.id, "phases": out.to_data(res.phases)}, req.output))
+    if res.problems:  # a precondition failed: a real start would be refused
+        for line in res.problems:
+            err(f"refused today: {line}")
+        return EXIT_USAGE
     return EXIT_OK if res.outcome == "dry-run" else EXIT_FAILED

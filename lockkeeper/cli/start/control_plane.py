@@ -20,7 +20,9 @@ masters without one use the template).
 etcd: ``--etcd-members FILE`` (a YAML/JSON list of etcd members, the etcd procedures' members
 file) is checked healthy before the first master; without it ``--etcd-health-skip-reason`` must
 say why. Without etcd members for the backup, ``--etcd-backup-skip-reason`` must say why the
-barrier is skipped. An API that does not come back opens gate ``api/<master>/<n>``: ``lockkeeper approve ID``
+barrier is skipped. ``--to-version 3.10``: the release the control plane goes to (default: the
+``--static-pod`` image's tag); the preflight refuses (exit 2) an update of more than one minor
+version from the cluster's version, or a downgrade. An API that does not come back opens gate ``api/<master>/<n>``: ``lockkeeper approve ID``
 waits again, ``lockkeeper decide ID GATE restart`` restarts the API again, ``lockkeeper reject ID`` aborts.
 """
 
@@ -106,6 +108,10 @@ def start_control_plane_upgrade(
     static_pod: list[str] = typer.Option([], "--static-pod", help="PATH=LOCALFILE: manifest to write on each master."),
     expected_image: str | None = typer.Option(None, "--expected-image", help="Mirror pods' image after the action."),
     etcd_backup_skip_reason: str | None = typer.Option(None, "--etcd-backup-skip-reason", help="Why no etcd backup barrier."),
+    to_version: str | None = typer.Option(None, "--to-version", help="The OpenShift release the control plane goes to "
+                                                                    "(3.10); refused when more than one minor version "
+                                                                    "from the cluster's, or back (default: the "
+                                                                    "--static-pod image's tag)."),
     etcd_members: Path | None = typer.Option(None, "--etcd-members", help="YAML/JSON list of etcd members checked healthy "
                                                                          "before the first master."),
     etcd_health_skip_reason: str | None = typer.Option(None, "--etcd-health-skip-reason", help="Why etcd health is not checked."),
@@ -157,7 +163,7 @@ def start_control_plane_upgrade(
     inp = build_input(spec_named("control-plane-upgrade").input_model, {
         "cluster": start.cluster_flag or (None if from_file else start.settings.cluster),
         "approvals.requested_by": who, "dry_run": start.dry_run or None, "action": action, "expected_image": expected_image,
-        "etcd_backup_skip_reason": etcd_backup_skip_reason, "approve_each": approve_each or None, "api_ca_file": api_ca_file,
+        "etcd_backup_skip_reason": etcd_backup_skip_reason, "target_version": to_version, "approve_each": approve_each or None, "api_ca_file": api_ca_file,
         "api_ready_timeout_seconds": api_ready_timeout, "alerts": alerts,
         "etcd_members": _read_members(etcd_members) if etcd_members else None, "etcd_health_skip_reason": etcd_health_skip_reason,
         "masters": masters,
