@@ -13,16 +13,6 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 
-class ExternalCommandInput(BaseModel):
-    """Run ``argv`` on the worker (an ``ansible-playbook`` run, an inventory hook). No shell:
-    each element is one argument. ``timeout_seconds``: the command is killed after this;
-    ``env``: extra non-secret environment variables."""
-
-    argv: list[str] = Field(min_length=1)
-    timeout_seconds: float = Field(3600.0, gt=0)
-    env: dict[str, str] = Field(default_factory=dict)
-
-
 class NodeObjectInput(BaseModel):
     """Read Node ``node`` (absent is an answer, not an error)."""
 

@@ -4,14 +4,13 @@ Ready on it, its bricks online and heal clean on every volume (falling entries a
 stall opens a gate, split-brain stops the node).
 
 A mixin of :class:`workflows.runtime_migration.node.RuntimeMigrationNodeWorkflow`: it uses the
-workflow's ``inp``, ``node``, ``st``, ``record``, ``health``, ``control``,
-``node_run``, ``_node_object``/``_push`` and its row and gate steps (``_at``, ``_done``,
+workflow's ``inp``, ``node``, ``st``, ``record``, ``health``,
+``node_run``, ``gluster``, ``_node_object``/``_push`` and its row and gate steps (``_at``, ``_done``,
 ``_gate``, ``_require``, ``_wait_ok``).
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -20,9 +19,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.cluster.models import NodeInfo, SetNodeLabelsInput
     from activities.runtime_migration.models import NodeObject, PodsOnNode, PodsOnNodeInput
     from workflows.kit import calls as acts
-    from workflows.kit.health import Backoff, Check, wait_until
+    from workflows.kit.health import Check
     from workflows.runtime_migration import plan
-    from workflows.runtime_migration.gluster import read_assessment
 
 
 class StepStopped(Exception):
@@ -53,10 +51,10 @@ class RejoinSteps:
     _wait_ok: Any
     record: Any
     health: Any
-    control: Any
     node_run: Any
     _node_object: Any
     _push: Any
+    gluster: Any
 
     async def _registered(self) -> NodeObject:
         """Step 17: the Node again, new uid, Ready, docker:// runtime; labels checked (a missing
@@ -118,7 +116,7 @@ class RejoinSteps:
         self._done("gluster-pod")
 
         async def bricks() -> Check:
-            a = await read_assessment(run.gluster, exclude_node=None, heal=False)
+            a = await self.gluster.read(None, heal=False)
             mine = [b for v in a.volumes for b in v.bricks if b.node == self.node]
             down = [f"{b.volume}: {b.name}" for b in mine if not b.online]
             problems = down + [f"peer {p} disconnected" for p in a.disconnected_peers]
@@ -132,34 +130,15 @@ class RejoinSteps:
         self._done("heal-clean")
 
     async def _heal(self) -> None:
-        run, t = self.inp.run, self.inp.run.timing
-        while True:
-            best: dict[str, object] = {"total": None, "at": workflow.now()}
-
-            async def heal() -> Check:
-                a = await read_assessment(run.gluster, exclude_node=None, heal=True)
-                self.st.heal = plan.heal_counts(a)
-                sb = plan.split_brain(a)
-                if sb:
-                    raise StepStopped("heal-clean", "split-brain: " + "; ".join(sb) + " (resolve by hand)", aborted=True)
-                if a.healthy:
-                    return Check(True, "heal info clean on every volume")
-                total = sum(v or 0 for v in self.st.heal.values())
-                if best["total"] is None or total < best["total"]:  # type: ignore[operator]
-                    best["total"], best["at"] = total, workflow.now()
-                stalled = (workflow.now() - best["at"]).total_seconds()  # type: ignore[operator]
-                if stalled >= t.heal_stall:
-                    best["stalled"] = True
-                    return Check(False, f"heal stalled at {total} entries for {stalled:.0f}s")
-                problems = [p for v in a.volumes for p in v.heal_problems][:5]
-                return Check(False, f"{total} entries pending: " + "; ".join(problems))
-
-            self._at("heal-clean", "heal info clean on every volume (entries falling)")
-            hs = await wait_until(heal, name=f"{self.node}/heal-clean", backoff=Backoff(t.poll, t.poll_max),
-                                  deadline=workflow.now() + timedelta(seconds=t.heal_timeout), board=self.health,
-                                  stop=lambda: self.control.abort or bool(best.get("stalled")), on_poll=lambda _: self._push())
-            if hs.state == "ok":
-                return
-            if self.control.abort:
-                raise StepStopped("heal-clean", "aborted", aborted=True)
-            await self._require("health", "heal-clean", f"{hs.last}; approve waits again, reject stops")
+        """Step 20 on the GlusterFS package's health gate: every brick online and heal info clean
+        on every volume; entries that stop falling for ``heal_stall`` (or the ``heal_timeout``)
+        open its gate ``gluster-health/<node>/heal-clean/<n>`` (approve waits again, reject stops);
+        a split-brain stops the node (a person resolves it)."""
+        self._at("heal-clean", "heal info clean on every volume (entries falling)")
+        res = await self.gluster.gate(f"{self.node}/heal-clean", gate_timeout_s=self.inp.run.gates.timeout_seconds)
+        if res.outcome == "stopped":
+            raise StepStopped("heal-clean", "aborted", aborted=True)
+        if res.outcome == "split-brain":
+            raise StepStopped("heal-clean", f"split-brain: {res.detail} (resolve by hand)", aborted=True)
+        if res.outcome != "healthy":
+            raise StepStopped("heal-clean", f"GlusterFS {res.outcome}: {res.detail}")
