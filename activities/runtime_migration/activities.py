@@ -2,8 +2,9 @@
 
 - Kubernetes reads and writes the migration needs beyond the generic cluster activities: the
   full Node object (the record taken before the Node is deleted, and the re-registration check:
-  new uid, Ready, runtime, labels), a Node delete guarded by the recorded uid, the pods of a
-  selector on one node (the GlusterFS pod), every Node's labels (the post-check's peers).
+  new uid, Ready, runtime, labels), a Node delete guarded by the recorded uid, every Node's
+  labels (the post-check's peers), the record ConfigMap. The GlusterFS pods are the GlusterFS
+  package's read.
 
 Synchronous (the gateway's client blocks). The external commands (``ansible-playbook`` runs,
 inventory hooks) run through the host package's ``run_node_command`` on the local backend.
@@ -28,9 +29,6 @@ from activities.runtime_migration.models import (
     NodeLabels,
     NodeObject,
     NodeObjectInput,
-    PodOnNode,
-    PodsOnNode,
-    PodsOnNodeInput,
     SaveRecordInput,
     SaveRecordResult,
 )
@@ -38,7 +36,6 @@ from activities.runtime_migration.models import (
 #: Activity names, as workflows call them.
 READ_NODE_OBJECT = "read_node_object"
 DELETE_RECORDED_NODE = "delete_recorded_node"
-LIST_PODS_ON_NODE = "list_pods_on_node"
 LIST_NODE_LABELS = "list_node_labels"
 SAVE_NODE_RECORD = "save_node_record"
 
@@ -67,7 +64,7 @@ def node_object(name: str, obj: dict[str, Any] | None) -> NodeObject:
 class MigrationKubeActivities(GatewayActivities):
     """The Kubernetes activities of the migration (see the module doc)."""
 
-    ACTIVITIES: ClassVar[tuple[str, ...]] = ("read_node_object", "delete_recorded_node", "list_pods_on_node", "list_node_labels",
+    ACTIVITIES: ClassVar[tuple[str, ...]] = ("read_node_object", "delete_recorded_node", "list_node_labels",
                                              "save_node_record")
 
     @activity.defn(name=READ_NODE_OBJECT, no_thread_cancel_exception=True)
@@ -98,20 +95,6 @@ class MigrationKubeActivities(GatewayActivities):
             return DeleteRecordedNodeResult(already_gone=True, detail=f"node {input.node} vanished before the delete")
         log().warning(f"node {input.node} (uid {uid}) deleted")
         return DeleteRecordedNodeResult(deleted=True, detail=f"node {input.node} uid {uid} deleted")
-
-    @activity.defn(name=LIST_PODS_ON_NODE, no_thread_cancel_exception=True)
-    def list_pods_on_node(self, input: PodsOnNodeInput) -> PodsOnNode:
-        """The selector's pods bound to the node (field selector ``spec.nodeName``)."""
-        items = self.gateway.list(
-            "Pod", input.namespace, label_selector=input.label_selector, field_selector=f"spec.nodeName={input.node}"
-        )
-        out = []
-        for p in items:
-            md = objects.meta(p)
-            ready = objects.condition(p, "Ready") == "True"
-            out.append(PodOnNode(name=md.get("name", ""), uid=md.get("uid", ""), phase=(p.get("status") or {}).get("phase", ""),
-                                 ready=ready, terminating=bool(md.get("deletionTimestamp"))))
-        return PodsOnNode(pods=out)
 
     @activity.defn(name=LIST_NODE_LABELS, no_thread_cancel_exception=True)
     def list_node_labels(self, input: ListNodesInput) -> NodeLabels:

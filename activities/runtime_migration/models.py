@@ -58,34 +58,6 @@ class DeleteRecordedNodeResult(BaseModel):
     detail: str = ""
 
 
-class PodsOnNodeInput(BaseModel):
-    """Pods of ``namespace`` matching ``label_selector`` bound to ``node``."""
-
-    namespace: str
-    label_selector: str
-    node: str
-
-
-class PodOnNode(BaseModel):
-    """One such pod: name, uid, phase, Ready, being deleted."""
-
-    name: str
-    uid: str = ""
-    phase: str = ""
-    ready: bool = False
-    terminating: bool = False
-
-    @property
-    def healthy(self) -> bool:
-        return self.phase == "Running" and self.ready and not self.terminating
-
-
-class PodsOnNode(BaseModel):
-    """The pods found (possibly none)."""
-
-    pods: list[PodOnNode] = Field(default_factory=list)
-
-
 class ListNodesInput(BaseModel):
     """Every Node's name and labels (peers for the package post-check)."""
 

@@ -53,9 +53,6 @@ from activities.runtime_migration.models import (
     NodeLabels,
     NodeObject,
     NodeObjectInput,
-    PodOnNode,
-    PodsOnNode,
-    PodsOnNodeInput,
     SaveRecordInput,
     SaveRecordResult,
 )
@@ -218,11 +215,6 @@ class World:
         self.node = None
         return DeleteRecordedNodeResult(deleted=True, detail="deleted")
 
-    @activity.defn(name="list_pods_on_node")
-    async def list_pods_on_node(self, input: PodsOnNodeInput) -> PodsOnNode:
-        up = input.node != "g1" or self.bricks_up
-        return PodsOnNode(pods=[PodOnNode(name=f"glusterfs-{input.node}", uid="p", phase="Running", ready=up)])
-
     @activity.defn(name="list_node_labels")
     async def list_node_labels(self, input: ListNodesInput) -> NodeLabels:
         return NodeLabels(nodes={n: {} for n in NODES})
@@ -287,7 +279,7 @@ class World:
                              exec_pod="glusterfs-g2", info=info, status=status, heal=heal)
 
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.run_node_command, self.read_node_object, self.delete_recorded_node, self.list_pods_on_node,
+        return [self.run_node_command, self.read_node_object, self.delete_recorded_node,
                 self.list_node_labels, self.set_node_labels, self.preflight, self.cordon_node,
                 self.drain_node, self.uncordon_node, self.record_node_event, self.read_gluster, self.save_node_record]
 

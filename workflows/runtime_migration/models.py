@@ -62,10 +62,6 @@ class GlusterTargetSpec(BaseModel):
             raise ValueError("node_label must be key=value")
         return v
 
-    def pod_selector(self) -> str:
-        """Label selector of the GlusterFS pods of every cluster (``glusterfs in (storage-pod)``)."""
-        return f"glusterfs in ({','.join(f'{c}-pod' for c in self.clusters)})"
-
     def label_pair(self) -> tuple[str, str]:
         k, v = self.node_label.split("=", 1)
         return k, v

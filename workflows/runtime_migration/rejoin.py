@@ -14,12 +14,14 @@ from __future__ import annotations
 from typing import Any
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.cluster.models import NodeInfo, SetNodeLabelsInput
-    from activities.runtime_migration.models import NodeObject, PodsOnNode, PodsOnNodeInput
+    from activities.runtime_migration.models import NodeObject
     from workflows.kit import calls as acts
     from workflows.kit.health import Check
+    from workflows.kit.models import failure_message
     from workflows.runtime_migration import plan
 
 
@@ -34,7 +36,6 @@ class StepStopped(Exception):
         self.aborted = aborted
 
 
-LIST_PODS_ON_NODE = "list_pods_on_node"
 SET_NODE_LABELS = "set_node_labels"
 
 
@@ -107,16 +108,21 @@ class RejoinSteps:
         run, t = self.inp.run, self.inp.run.timing
 
         async def pod() -> Check:
-            got: PodsOnNode = await acts.call(LIST_PODS_ON_NODE, PodsOnNodeInput(namespace=run.gluster.namespace,
-                                              label_selector=run.gluster.pod_selector(), node=self.node), PodsOnNode, timeouts=self.node_run.timeouts)
-            ok = [p for p in got.pods if p.healthy]
-            return Check(bool(ok), ok[0].name + " Ready" if ok else ", ".join(f"{p.name} {p.phase}" for p in got.pods) or "no GlusterFS pod yet")
+            try:  # the GlusterFS package's read lists the pods of every cluster (run in another node's pod)
+                got = [p for p in (await self.gluster.read(None, heal=False, exclude_node=self.node)).pods if p.node == self.node]
+            except ActivityError as err:
+                return Check(False, f"GlusterFS could not be read: {failure_message(err)}")
+            ok = [p for p in got if p.healthy]
+            return Check(bool(ok), ok[0].name + " Ready" if ok else ", ".join(f"{p.name} {p.phase}" for p in got) or "no GlusterFS pod yet")
 
         await self._wait_ok("gluster-pod", "the GlusterFS pod Running and Ready on the node", pod, t.gluster_pod_timeout, self.health)
         self._done("gluster-pod")
 
         async def bricks() -> Check:
-            a = await self.gluster.read(None, heal=False)
+            try:
+                a = await self.gluster.read(None, heal=False)
+            except ActivityError as err:
+                return Check(False, f"GlusterFS could not be read: {failure_message(err)}")
             mine = [b for v in a.volumes for b in v.bricks if b.node == self.node]
             down = [f"{b.volume}: {b.name}" for b in mine if not b.online]
             problems = down + [f"peer {p} disconnected" for p in a.disconnected_peers]

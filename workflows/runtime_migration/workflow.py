@@ -39,10 +39,10 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.gluster.models import GlusterReadInput
+    from activities.gluster.models import GlusterPod, GlusterReadInput
     from activities.host.models import CommandResult
     from activities.preflight.models import HostExecutable, NamesExist, Precondition, RebootAccess, WorkerExecutable
-    from activities.runtime_migration.models import ListNodesInput, NodeLabels, NodeObject, NodeObjectInput, PodsOnNode, PodsOnNodeInput
+    from activities.runtime_migration.models import ListNodesInput, NodeLabels, NodeObject, NodeObjectInput
     from workflows.kit import calls as acts
     from workflows.kit.batches import Group, NodeBatches, StopGate
     from workflows.kit.board import NodeBoard
@@ -238,10 +238,11 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         abort while a read of the cluster or a host check runs (:mod:`workflows.kit.planning`)."""
         inp, t = self._in, self.timeouts
         found: list[str] = []
+        pods: list[GlusterPod] | None = None  # every GlusterFS pod, as the read saw them
         self._preflight_step("GlusterFS: every brick online, heal clean")
         try:
             report = await gluster_calls.read_planning(self.control, GlusterReadInput(target=inp.gluster.target()), inp.calls.short_call_seconds)
-            a = assess(report, "per-replica-set")
+            a, pods = assess(report, "per-replica-set"), report.pods
             found += [f"GlusterFS: {x}" for x in a.fatal]
             self._brick_hosts = {v.name: {b.host for b in v.bricks} for v in a.volumes}
             found += [f"GlusterFS brick offline: {b}" for b in a.offline]
@@ -257,10 +258,8 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
             if not obj.exists or obj.labels.get(key) != value:  # the preconditions saw it; it changed since
                 found.append(f"node {n} does not exist or lacks the GlusterFS label {key}={value}")
                 continue
-            pods: PodsOnNode = await abortable(self.control, acts.call("list_pods_on_node", PodsOnNodeInput(
-                namespace=inp.gluster.namespace, label_selector=inp.gluster.pod_selector(), node=n), PodsOnNode, timeouts=t))
-            self._gluster_pods[n] = [p.name for p in pods.pods]
-            if not any(p.healthy for p in pods.pods):
+            self._gluster_pods[n] = [p.name for p in pods or [] if p.node == n]
+            if pods is not None and not any(p.healthy for p in pods if p.node == n):
                 found.append(f"node {n} runs no Ready GlusterFS pod")
         peers = inp.peers
         if peers is None:
