@@ -526,28 +526,14 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
             self.st.findings.append(f"node {node} came back unschedulable: uncordon it by hand (`oc adm uncordon {node}`)")
         self._done("uncordon")
 
-    async def _skipped(self, req: NodeControlInput) -> str:
-        """Undo a skip honoured before the destructive steps: uncordon if we cordoned; the record
-        ConfigMap (when one was written) says so. Returns the reason."""
-        unc = await self.node_run.uncordon()
-        if unc.uncordoned:
-            self.node_run.cordoned_by_us = False
-        reason = (f"skipped by {req.identity}" + (f": {req.comment}" if req.comment else "")
-                  + f" at {self.st.step or 'start'}, before the destructive steps; nothing changed on the host"
-                  + ("; uncordoned" if unc.uncordoned else ""))
-        if self.st.record_configmap:
-            await self._save_record(reason)
-        return reason
-
-    async def _abort_uncordon(self) -> str:
-        """Undo an abort honoured before the destructive steps (issue 39: the abort ends in a
-        verified state): uncordon if we cordoned (the activity checks ``cordoned-by`` and
-        answers whether the node ends schedulable). Returns what to add to the reason."""
+    async def _uncordon_untouched(self) -> str:
+        """Undo a skip or an abort honoured before the destructive steps (issue 39: it ends in a
+        verified state): uncordon if we cordoned (the activity checks ``cordoned-by`` and answers
+        whether the node ends schedulable). Returns what to add to the reason."""
         unc = await self.node_run.uncordon()
         if not unc.uncordoned:
             return f"; left cordoned: {unc.left_cordoned_reason or 'the uncordon did not take'}"
-        self.node_run.cordoned_by_us = False
-        self.st.uncordoned = True
+        self.node_run.cordoned_by_us, self.st.uncordoned = False, True
         return "; nothing changed on the host; uncordoned"
 
     @workflow.run
@@ -558,14 +544,18 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
             await self._migrate()
             self._at("finished", phase="done")
         except StepStopped as err:
-            if self.skip_by is not None and not self.destructive:
-                outcome, reason = "skipped", await self._skipped(self.skip_by)
+            req = self.skip_by if not self.destructive else None
+            outcome = "skipped" if req is not None else "aborted" if err.aborted else "failed"
+            if req is not None:
+                reason = (f"skipped by {req.identity}" + (f": {req.comment}" if req.comment else "")
+                          + f" at {self.st.step or 'start'}, before the destructive steps")
             else:
-                outcome = "aborted" if err.aborted else "failed"
                 reason = f"stopped at {err.step}: {err.reason}" + (f"; node {self.node} is DELETED and not registered again"
                                                                     if self.st.node_deleted else "")
-                if outcome == "aborted" and not self.destructive:
-                    reason += await self._abort_uncordon()
+            if outcome != "failed" and not self.destructive:
+                reason += await self._uncordon_untouched()
+            if req is not None and self.st.record_configmap:
+                await self._save_record(reason)
             self.st.reason = reason
             self._at(err.step, None, phase=outcome)
         await self.reporter.settle()
