@@ -211,6 +211,7 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
         ``<node>/unknown/<step>`` with the explicit choices ``mark-done`` (what approve takes; a
         comment is required) and ``rerun`` (the kit's ``decide``); reject = abort. Raises
         :class:`StepStopped`."""
+        await self._safe()  # an abort stops the node before a command that cannot be called back
         argv = self._argv(ext.argv)
         host_step = HostStep(name=f"{self.node}/{step}", argv=argv, timeout_seconds=ext.timeout_seconds, env=ext.env)
         while True:
