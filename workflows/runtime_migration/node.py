@@ -233,10 +233,12 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
                     continue
                 if err.result is not None:
                     self._ran(step, argv, "worker", err.result)
-                tail, code = (self.st.last_command.tail if err.result else err.status.detail), err.result and err.result.exit_code
-                if not await self._gate("failed", step, f"{' '.join(argv)} exited {code}: {tail[-400:]}; "
+                # ran and failed (an exit code), or its activity failed for good (no result)
+                tail = self.st.last_command.tail if err.result else err.status.detail  # type: ignore[union-attr]
+                how = f"exited {err.result.exit_code}" if err.result else "failed"
+                if not await self._gate("failed", step, f"{' '.join(argv)} {how}: {tail[-400:]}; "
                                         f"approve runs it again (fix the cause first), reject stops"):
-                    raise StepStopped(step, f"{argv[0]} exited {code}: {tail[-200:]}") from err
+                    raise StepStopped(step, f"{argv[0]} {how}: {tail[-200:]}") from err
 
     async def _reboot(self, old_boot_id: str, argv: list[str], board: dict[str, HealthStatus]) -> str:
         """Reboot once through the kit (:func:`workflows.kit.host.reboot`, boot ID read on the
