@@ -1,3 +1,2 @@
 """Activities of the container-runtime migration (R4): Node records and re-registration, the
-GlusterFS pod on a node, external commands on the worker. Imports nothing, so workflows can
-import :mod:`.models` alone."""
+record ConfigMap. Imports nothing, so workflows can import :mod:`.models` alone."""

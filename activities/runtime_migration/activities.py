@@ -2,13 +2,12 @@
 
 - Kubernetes reads and writes the migration needs beyond the generic cluster activities: the
   full Node object (the record taken before the Node is deleted, and the re-registration check:
-  new uid, Ready, runtime, labels), a Node delete guarded by the recorded uid, the pods of a
-  selector on one node (the GlusterFS pod), every Node's labels (the post-check's peers).
-- External commands on the worker (``ansible-playbook`` runs, inventory hooks): a subprocess,
-  argv only, heartbeating while it runs. A command that ran and failed is a result (exit code),
-  not an error; whether it may run again is the workflow's decision (``maximum_attempts=1``).
+  new uid, Ready, runtime, labels), a Node delete guarded by the recorded uid, every Node's
+  labels (the post-check's peers), the record ConfigMap. The GlusterFS pods are the GlusterFS
+  package's read.
 
-The Kubernetes ones are synchronous (the gateway's client blocks); the command ones are async.
+Synchronous (the gateway's client blocks). The external commands (``ansible-playbook`` runs,
+inventory hooks) run through the host package's ``run_node_command`` on the local backend.
 """
 
 from __future__ import annotations
@@ -21,22 +20,15 @@ from temporalio import activity
 from activities.cluster.base import GatewayActivities
 from activities.cluster.models import ZONE_LABEL
 from activities.context import log
-from activities.gluster.models import GlusterReadInput, GlusterReport
-from activities.host.executors import LocalExecutor
-from activities.host.models import CommandResult
 from activities.kube import objects
 from activities.kube.errors import Conflict, NotFound
 from activities.runtime_migration.models import (
     DeleteRecordedNodeInput,
     DeleteRecordedNodeResult,
-    ExternalCommandInput,
     ListNodesInput,
     NodeLabels,
     NodeObject,
     NodeObjectInput,
-    PodOnNode,
-    PodsOnNode,
-    PodsOnNodeInput,
     SaveRecordInput,
     SaveRecordResult,
 )
@@ -44,9 +36,7 @@ from activities.runtime_migration.models import (
 #: Activity names, as workflows call them.
 READ_NODE_OBJECT = "read_node_object"
 DELETE_RECORDED_NODE = "delete_recorded_node"
-LIST_PODS_ON_NODE = "list_pods_on_node"
 LIST_NODE_LABELS = "list_node_labels"
-RUN_EXTERNAL_COMMAND = "run_external_command"
 SAVE_NODE_RECORD = "save_node_record"
 
 
@@ -74,7 +64,7 @@ def node_object(name: str, obj: dict[str, Any] | None) -> NodeObject:
 class MigrationKubeActivities(GatewayActivities):
     """The Kubernetes activities of the migration (see the module doc)."""
 
-    ACTIVITIES: ClassVar[tuple[str, ...]] = ("read_node_object", "delete_recorded_node", "list_pods_on_node", "list_node_labels",
+    ACTIVITIES: ClassVar[tuple[str, ...]] = ("read_node_object", "delete_recorded_node", "list_node_labels",
                                              "save_node_record")
 
     @activity.defn(name=READ_NODE_OBJECT, no_thread_cancel_exception=True)
@@ -106,20 +96,6 @@ class MigrationKubeActivities(GatewayActivities):
         log().warning(f"node {input.node} (uid {uid}) deleted")
         return DeleteRecordedNodeResult(deleted=True, detail=f"node {input.node} uid {uid} deleted")
 
-    @activity.defn(name=LIST_PODS_ON_NODE, no_thread_cancel_exception=True)
-    def list_pods_on_node(self, input: PodsOnNodeInput) -> PodsOnNode:
-        """The selector's pods bound to the node (field selector ``spec.nodeName``)."""
-        items = self.gateway.list(
-            "Pod", input.namespace, label_selector=input.label_selector, field_selector=f"spec.nodeName={input.node}"
-        )
-        out = []
-        for p in items:
-            md = objects.meta(p)
-            ready = objects.condition(p, "Ready") == "True"
-            out.append(PodOnNode(name=md.get("name", ""), uid=md.get("uid", ""), phase=(p.get("status") or {}).get("phase", ""),
-                                 ready=ready, terminating=bool(md.get("deletionTimestamp"))))
-        return PodsOnNode(pods=out)
-
     @activity.defn(name=LIST_NODE_LABELS, no_thread_cancel_exception=True)
     def list_node_labels(self, input: ListNodesInput) -> NodeLabels:
         """Every Node's name and labels."""
@@ -144,44 +120,7 @@ class MigrationKubeActivities(GatewayActivities):
         return SaveRecordResult(resource_version=str(objects.meta(out).get("resourceVersion", "")))
 
 
-class ExternalActivities:
-    """Commands run on the worker itself (see the module doc)."""
-
-    def __init__(self, executor: LocalExecutor | None = None) -> None:
-        self.executor = executor or LocalExecutor()
-
-    def activities(self) -> list[Callable[..., Any]]:
-        """Every activity of this class, bound."""
-        return [self.run_external_command]
-
-    @activity.defn(name=RUN_EXTERNAL_COMMAND, no_thread_cancel_exception=True)
-    async def run_external_command(self, input: ExternalCommandInput) -> CommandResult:
-        """Run ``argv`` as a subprocess of the worker, heartbeating; killed at its timeout.
-        A program that does not exist is exit 127 with the OS error in stderr."""
-        log().info(f"external command: {' '.join(input.argv)}")
-        return await self.executor.run(list(input.argv), timeout=input.timeout_seconds, env=input.env)
-
-
-def gluster_read_adapter(gateway_factory: Callable[[], Any]) -> list[Callable[..., Any]]:
-    """``read_gluster`` for the migration while the GlusterFS package's method is not an
-    activity yet (no ``@activity.defn`` on it): a thin activity calling it. Empty once the
-    GlusterFS package defines the activity itself (its worker registration then serves it)."""
-    from activities.gluster.activities import GlusterActivities
-
-    if hasattr(GlusterActivities.read_gluster, "__temporal_activity_definition"):
-        return []
-    impl = GlusterActivities(gateway_factory)
-
-    @activity.defn(name="read_gluster", no_thread_cancel_exception=True)
-    def read_gluster(input: GlusterReadInput) -> GlusterReport:
-        """See :meth:`activities.gluster.activities.GlusterActivities.read_gluster`."""
-        return impl.read_gluster(input)
-
-    return [read_gluster]
-
-
 def make_runtime_migration_activities(gateway_factory: Callable[[], Any]) -> list[Callable[..., Any]]:
-    """Every activity of the migration, the Kubernetes ones on ``gateway_factory``'s gateway
-    (plus the GlusterFS read, see :func:`gluster_read_adapter`)."""
-    return (MigrationKubeActivities(gateway_factory).activities() + ExternalActivities().activities()
-            + gluster_read_adapter(gateway_factory))
+    """Every activity of the migration, on ``gateway_factory``'s gateway (the GlusterFS reads are
+    the GlusterFS package's, the external steps the host package's ``run_node_command``)."""
+    return MigrationKubeActivities(gateway_factory).activities()

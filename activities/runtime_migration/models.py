@@ -13,16 +13,6 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 
-class ExternalCommandInput(BaseModel):
-    """Run ``argv`` on the worker (an ``ansible-playbook`` run, an inventory hook). No shell:
-    each element is one argument. ``timeout_seconds``: the command is killed after this;
-    ``env``: extra non-secret environment variables."""
-
-    argv: list[str] = Field(min_length=1)
-    timeout_seconds: float = Field(3600.0, gt=0)
-    env: dict[str, str] = Field(default_factory=dict)
-
-
 class NodeObjectInput(BaseModel):
     """Read Node ``node`` (absent is an answer, not an error)."""
 
@@ -66,34 +56,6 @@ class DeleteRecordedNodeResult(BaseModel):
     deleted: bool = False
     already_gone: bool = False
     detail: str = ""
-
-
-class PodsOnNodeInput(BaseModel):
-    """Pods of ``namespace`` matching ``label_selector`` bound to ``node``."""
-
-    namespace: str
-    label_selector: str
-    node: str
-
-
-class PodOnNode(BaseModel):
-    """One such pod: name, uid, phase, Ready, being deleted."""
-
-    name: str
-    uid: str = ""
-    phase: str = ""
-    ready: bool = False
-    terminating: bool = False
-
-    @property
-    def healthy(self) -> bool:
-        return self.phase == "Running" and self.ready and not self.terminating
-
-
-class PodsOnNode(BaseModel):
-    """The pods found (possibly none)."""
-
-    pods: list[PodOnNode] = Field(default_factory=list)
 
 
 class ListNodesInput(BaseModel):

@@ -24,6 +24,7 @@ from temporalio.service import RPCError
 from activities.host.models import HostAccess
 from clustersim import ClusterSim
 from clustersim.external import shipped_files
+from workflows.kit.inputs import CallTimeouts, DrainPolicy
 from workflows.kit.models import ApprovalRules, ApproveInput, Gate, GateState
 from workflows.runtime_migration import RuntimeMigrationWorkflow
 from workflows.runtime_migration.models import (
@@ -69,8 +70,7 @@ def migration_input(sim: ClusterSim, tmp: Path, *, inventory_hook: bool = True, 
     hook.write_text(HOOK)
     py = sys.executable
     t = dict(host_command_timeout=30, reboot_timeout=120, reboot_poll=0.5, register_timeout=180, gluster_pod_timeout=120,
-             bricks_timeout=120, heal_timeout=300, heal_stall=60, poll=0.5, poll_max=2, drain_wait=5, drain_backoff_initial=1,
-             drain_backoff_max=5, activity=15, heartbeat=5)
+             bricks_timeout=120, heal_timeout=300, heal_stall=60, poll=0.5, poll_max=2)
     t.update(timing)
     return RuntimeMigrationInput(
         nodes=list(NODES), host_access=host_access(sim), gluster=GlusterTargetSpec(namespace="app-storage"),
@@ -79,7 +79,8 @@ def migration_input(sim: ClusterSim, tmp: Path, *, inventory_hook: bool = True, 
         node_group_step=ExternalStep(argv=[SHIM, "-i", str(inv), f"{PLAYBOOKS}/openshift-master/openshift_node_group.yml"]),
         scaleup_step=ExternalStep(argv=[SHIM, "-i", str(inv), f"{PLAYBOOKS}/openshift-node/scaleup.yml"], timeout_seconds=300),
         inventory_restore_step=ExternalStep(argv=[py, str(hook), str(inv), "restore", "{node}"]),
-        timing=Timing(**t), approvals=ApprovalRules(requested_by="e2e"), search_attributes=False,
+        timing=Timing(**t), calls=CallTimeouts(short_call_seconds=15, heartbeat_seconds=5),
+        drain=DrainPolicy(wait_seconds=5, backoff_initial_seconds=1, backoff_max_seconds=5), approvals=ApprovalRules(requested_by="e2e"), search_attributes=False,
     )
 
 

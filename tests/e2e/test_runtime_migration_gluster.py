@@ -2,8 +2,8 @@
 simulator's own GlusterFS model decides what heal info shows.
 
 - heal stall: with the self-heal daemon healing nothing (``heal_rate: 0``), the entries written
-  while the node was away never fall; after ``heal_stall`` seconds without progress the node's
-  ``health`` gate opens naming the stall, ``status`` shows the pending entries per volume, and
+  while the node was away never fall; after ``heal_stall`` seconds without progress the GlusterFS
+  health gate ``gluster-health/<node>/heal-clean/1`` opens naming the stall, ``status`` shows the pending entries per volume, and
   the next node would not start (reject stops the node, the run holds, reject ends it);
 - split-brain: a split-brain entry appearing during the migration (``POST /_sim/gluster/fault``
   ``split_brain``) aborts the node at the heal step and the run with it; nothing is healed over.
@@ -55,8 +55,8 @@ async def test_heal_stall_opens_the_health_gate(dev_server: Any, temporal_client
     handle = await start_migration(temporal_client, inp, task_queue)
     st = await drive(handle)  # returns at the first gate the approver does not answer
     gate = next(g for g in st.gates if g.state == "waiting")
-    assert gate.id == f"{NODE}/health/heal-clean", gate
-    assert "heal stalled at" in gate.comment, gate.comment
+    assert gate.id == f"gluster-health/{NODE}/heal-clean/1", gate  # the GlusterFS package's health gate
+    assert "stalled" in gate.comment and "heal made no progress" in gate.comment, gate.comment
     row = st.nodes[NODE]
     assert row.step == "heal-clean" and sum(v or 0 for v in row.heal.values()) > 0, row.heal
     assert st.nodes["gluster2.demo"].phase == "pending"  # the next node waits for a clean heal

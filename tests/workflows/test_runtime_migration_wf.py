@@ -49,20 +49,17 @@ from activities.host.models import CommandResult, HostAccess, RunCommandInput
 from activities.runtime_migration.models import (
     DeleteRecordedNodeInput,
     DeleteRecordedNodeResult,
-    ExternalCommandInput,
     ListNodesInput,
     NodeLabels,
     NodeObject,
     NodeObjectInput,
-    PodOnNode,
-    PodsOnNode,
-    PodsOnNodeInput,
     SaveRecordInput,
     SaveRecordResult,
 )
 from lockkeeper.cli.operate import owner_of
 from wf_fakes import preflight_activity
 from workflows import WORKFLOWS
+from workflows.kit.inputs import CallTimeouts, DrainPolicy
 from workflows.kit.models import ApprovalRules, ApproveInput, DecideInput, GateState, RejectInput
 from workflows.runtime_migration import RuntimeMigrationWorkflow
 from workflows.runtime_migration.models import (
@@ -180,6 +177,8 @@ class World:
 
     @activity.defn(name="run_node_command")
     async def run_node_command(self, input: RunCommandInput) -> CommandResult:
+        if input.access.backend == "local":  # an external step, on the worker
+            return await self.run_external_command(input)
         if input.access.host != NODES["g1"]:
             pkgs = self.peer_pkgs[input.access.node or ""]
             out, err, code = ("".join(f"{n} {v}\n" for n, v in pkgs.items()), "", 0) if input.argv[:2] == ["rpm", "-qa"] else ("peer\n", "", 0)
@@ -216,11 +215,6 @@ class World:
         self.node = None
         return DeleteRecordedNodeResult(deleted=True, detail="deleted")
 
-    @activity.defn(name="list_pods_on_node")
-    async def list_pods_on_node(self, input: PodsOnNodeInput) -> PodsOnNode:
-        up = input.node != "g1" or self.bricks_up
-        return PodsOnNode(pods=[PodOnNode(name=f"glusterfs-{input.node}", uid="p", phase="Running", ready=up)])
-
     @activity.defn(name="list_node_labels")
     async def list_node_labels(self, input: ListNodesInput) -> NodeLabels:
         return NodeLabels(nodes={n: {} for n in NODES})
@@ -231,8 +225,7 @@ class World:
         self.node["metadata"]["labels"].update({k: v for k, v in input.labels.items() if v is not None})
         return NodeInfo(name=input.node)
 
-    @activity.defn(name="run_external_command")
-    async def run_external_command(self, input: ExternalCommandInput) -> CommandResult:
+    async def run_external_command(self, input: RunCommandInput) -> CommandResult:
         self.externals.append(list(input.argv))
         if "scaleup.yml" in input.argv[-1]:
             if self.fail_scaleup > 0:
@@ -286,8 +279,8 @@ class World:
                              exec_pod="glusterfs-g2", info=info, status=status, heal=heal)
 
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.run_node_command, self.read_node_object, self.delete_recorded_node, self.list_pods_on_node,
-                self.list_node_labels, self.set_node_labels, self.preflight, self.run_external_command, self.cordon_node,
+        return [self.run_node_command, self.read_node_object, self.delete_recorded_node,
+                self.list_node_labels, self.set_node_labels, self.preflight, self.cordon_node,
                 self.drain_node, self.uncordon_node, self.record_node_event, self.read_gluster, self.save_node_record]
 
 
@@ -297,7 +290,8 @@ def _input() -> RuntimeMigrationInput:
         nodes=["g1"], host_access=access, gluster=GlusterTargetSpec(namespace="gs"), dns_probe_names=["master"],
         inventory_step=ExternalStep(argv=["hook", "{node}"]), scaleup_step=ExternalStep(argv=["ansible-playbook", "scaleup.yml"], timeout_seconds=600),
         inventory_restore_step=ExternalStep(argv=["hook", "restore", "{node}"]),
-        timing=Timing(reboot_timeout=300, poll=2, poll_max=5, reboot_poll=2, heartbeat=20, drain_wait=1, drain_backoff_initial=1),
+        timing=Timing(reboot_timeout=300, poll=2, poll_max=5, reboot_poll=2), calls=CallTimeouts(short_call_seconds=30, heartbeat_seconds=20),
+        drain=DrainPolicy(wait_seconds=1, backoff_initial_seconds=1, backoff_max_seconds=60),
         approvals=ApprovalRules(requested_by="alice"), search_attributes=False,
     )
 

@@ -54,6 +54,9 @@ class HostStep(BaseModel):
     #: The command takes its own session down (a reboot): no exit status is its expected end,
     #: so it is a :class:`HostStepFailed` with the result for the caller to judge, never a gate.
     drops_session: bool = False
+    #: Extra non-secret environment variables of the command (e.g. an ``ansible-playbook`` run
+    #: on the worker, ``HostAccess()``: the local backend).
+    env: dict[str, str] = Field(default_factory=dict)
 
 
 class HostStepFailed(Exception):
@@ -100,8 +103,9 @@ class HostSteps:
         #: node -> the boot ID read before this run rebooted it (:func:`reboot`).
         self.boots: dict[str, str] = {}
 
-    async def _exec(self, argv: list[str], access: HostAccess, timeout: float, *, once: bool, retry: RetryPolicy | None = None) -> CommandResult:
-        cmd = RunCommandInput(access=access, argv=list(argv), timeout_seconds=timeout)
+    async def _exec(self, argv: list[str], access: HostAccess, timeout: float, *, once: bool, retry: RetryPolicy | None = None,
+                    env: dict[str, str] | None = None) -> CommandResult:
+        cmd = RunCommandInput(access=access, argv=list(argv), timeout_seconds=timeout, env=dict(env or {}))
         return await workflow.execute_activity(
             acts.RUN_NODE_COMMAND,
             cmd,
@@ -143,7 +147,7 @@ class HostSteps:
             self.on_change()
             result: CommandResult | None = None
             try:
-                result = await self._exec(step.argv, access, step.timeout_seconds, once=not step.idempotent)
+                result = await self._exec(step.argv, access, step.timeout_seconds, once=not step.idempotent, env=step.env)
             except ActivityError as err:
                 if not _unknown(err):
                     st.state, st.detail = "failed", f"{' '.join(step.argv)}: {failure_message(err)}"

@@ -13,8 +13,9 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from activities.cluster.models import DrainReport
+from activities.gluster.models import GlusterTarget
 from activities.host.models import CommandResult, HostAccess
-from workflows.kit.inputs import MaintenanceWindows, NodeOrder, ProcedureInput
+from workflows.kit.inputs import DrainPolicy, MaintenanceWindows, NodeOrder, ProcedureInput
 from workflows.kit.models import Gate, GateRecord, GateState, ProcedureResult, ProcedureStatus
 from workflows.kit.noderun import NodeRunResult
 
@@ -61,18 +62,20 @@ class GlusterTargetSpec(BaseModel):
             raise ValueError("node_label must be key=value")
         return v
 
-    def pod_selector(self) -> str:
-        """Label selector of the GlusterFS pods of every cluster (``glusterfs in (storage-pod)``)."""
-        return f"glusterfs in ({','.join(f'{c}-pod' for c in self.clusters)})"
-
     def label_pair(self) -> tuple[str, str]:
         k, v = self.node_label.split("=", 1)
         return k, v
 
+    def target(self, exclude_node: str | None = None) -> GlusterTarget:
+        """The GlusterFS package's target of these pods (the CLI never runs in ``exclude_node``'s pod)."""
+        return GlusterTarget(namespace=self.namespace, clusters=list(self.clusters), exclude_node=exclude_node)
+
 
 class Timing(BaseModel):
     """Bounds and poll intervals (seconds). Defaults follow the spec (reboot 15 min, GlusterFS
-    pod 300 s, heal 1200 s with a stall gate after 300 s of no progress)."""
+    pod 300 s, heal 1200 s with a stall gate after 300 s of no progress). ``drain_deadline``:
+    a drain still running at 80 % of it is warned about. The activity timeouts are the input's
+    ``calls`` (:class:`workflows.kit.inputs.CallTimeouts`), the drain's its ``drain``."""
 
     host_command_timeout: float = Field(120.0, gt=0)
     reboot_timeout: float = Field(900.0, gt=0)
@@ -84,13 +87,7 @@ class Timing(BaseModel):
     heal_stall: float = Field(300.0, gt=0)
     poll: float = Field(5.0, gt=0)
     poll_max: float = Field(30.0, gt=0)
-    drain_wait: float = Field(30.0, gt=0)
-    drain_backoff_initial: float = Field(5.0, gt=0)
-    drain_backoff_max: float = Field(60.0, gt=0)
     drain_deadline: float = Field(3600.0, gt=0)
-    decide_after: float | None = 600.0
-    activity: float = Field(30.0, gt=0)
-    heartbeat: float = Field(30.0, gt=0)
 
 
 class RuntimeMigrationInput(ProcedureInput):
@@ -134,6 +131,9 @@ class RuntimeMigrationInput(ProcedureInput):
     package_ignore: list[str] = Field(default_factory=lambda: ["cri-o", "criu", "cri-tools"])
     offer_package_install: bool = True
     timing: Timing = Field(default_factory=Timing)
+    #: How each node is drained (the kit's :class:`~workflows.kit.inputs.DrainPolicy`); a decision
+    #: gate without its own timeout takes ``gates.timeout_seconds``.
+    drain: DrainPolicy = Field(default_factory=lambda: DrainPolicy(wait_seconds=30.0, backoff_initial_seconds=5.0, backoff_max_seconds=60.0))
     #: Namespace of the record ConfigMap ``lockkeeper-record-<workflow id>`` (one key per node:
     #: the Node object, labels, runtime, bootstrap config, packages, addresses), kept so the
     #: nodes can be recovered without Temporal (procedures-spec §1.6).

@@ -23,13 +23,11 @@ from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.host.models import CommandResult
+    from activities.host.models import CommandResult, HostAccess
     from activities.runtime_migration.models import (
         DeleteRecordedNodeInput,
-        ExternalCommandInput,
         DeleteRecordedNodeResult,
         NodeObject,
         NodeObjectInput,
@@ -41,15 +39,15 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.drain import DrainGateState
     from workflows.kit.gates import Gates
     from workflows.kit.health import Backoff, Check, wait_until
-    from workflows.kit.host import HostSteps, RebootFailed, reboot
+    from workflows.kit.host import HostStep, HostStepFailed, HostSteps, RebootFailed, reboot
     from workflows.kit.inputs import GatePolicy
-    from workflows.kit.models import DrainDecision, GateKind, GateRecord, GateState, HealthStatus, NodeControlInput, failure_message
+    from workflows.kit.models import GateKind, GateRecord, GateState, HealthStatus, NodeControlInput
     from workflows.kit.noderun import GatedNodeRunWorkflow, NodeRun, StopKind, Stopped
     from workflows.kit.report import ChildReport, Reporter
     from workflows.runtime_migration import plan
-    from workflows.runtime_migration.gluster import read_assessment
     from workflows.runtime_migration.models import (
         PROCEDURE_RUNTIME_MIGRATION,
+        ExternalStep,
         NodeMigrationInput,
         NodeMigrationResult,
         NodeMigrationStatus,
@@ -57,8 +55,11 @@ with workflow.unsafe.imports_passed_through():
         NodeRecordView,
     )
     from workflows.runtime_migration.rejoin import RejoinSteps, StepStopped
+    from workflows.shared.glusterfs.health import GlusterHealth
+    from workflows.shared.glusterfs.models import GlusterHealthParams
 
-RUN_EXTERNAL_COMMAND = "run_external_command"
+#: Where the external steps run: the worker itself (the kit's host steps, local backend).
+WORKER = HostAccess()
 #: Idempotent host commands: retried while the host is unreachable, but not forever.
 REPEATABLE = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=30),
                          maximum_attempts=20)
@@ -93,16 +94,23 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
         self.control = Control(on_change=self._push, noun="node migration")
         self.gates = Gates(self.control, run.approvals, self.history, noun="node migration", pause_on_reject=False, on_change=self._push)
         self.health: dict[str, HealthStatus] = {}
-        t = run.timing
+        t, d, timeouts = run.timing, run.drain, acts.Timeouts(run.calls.short_call_seconds, run.calls.heartbeat_seconds)
         self.node_run = NodeRun(
-            node=input.node, attempt=self.st.attempt, parent_id=input.parent_id, owner=input.parent_id, warn_fraction=0.8,
-            timeouts=acts.Timeouts(t.activity, 10.0), drain=DrainGateState(input.node, t.decide_after, run.gates.timeout_seconds, DrainDecision.WAIT),
+            node=input.node, attempt=self.st.attempt, parent_id=input.parent_id, owner=input.parent_id, warn_fraction=0.8, timeouts=timeouts,
+            drain=DrainGateState(input.node, d.decide_after_seconds, d.decision_timeout_seconds or run.gates.timeout_seconds,
+                                 d.decision_timeout_outcome),
             deadline_consequence="the migration of {node} stays at the drain",
         )
-        #: The kit's host steps: this node's commands (over SSH) and its reboot (by boot ID).
+        #: The kit's host steps: this node's commands (over SSH), the external steps (on the
+        #: worker) and its reboot (by boot ID).
         self.access = run.host_access[input.node]
-        self.host = HostSteps(self.gates, on_change=self._push, timeouts=acts.Timeouts(t.activity, t.heartbeat),
-                              heartbeat_seconds=t.heartbeat, gate_timeout_seconds=run.gates.timeout_seconds)
+        self.host = HostSteps(self.gates, on_change=self._push, timeouts=timeouts, heartbeat_seconds=run.calls.heartbeat_seconds,
+                              gate_timeout_seconds=run.gates.timeout_seconds)
+        #: The GlusterFS package's health gate: the reads, and the heal wait with its stall gate.
+        self.gluster = GlusterHealth(
+            target=run.gluster.target(), gates=self.gates, control=self.control, board=self.health, progress={}, on_change=self._heal_push,
+            params=GlusterHealthParams(interval_s=t.poll, max_interval_s=t.poll_max, timeout_s=t.heal_timeout, stall_after_s=t.heal_stall),
+            rule="per-replica-set", short_call_s=run.calls.short_call_seconds)
         self.record = prev.record.model_copy(deep=True) if prev is not None and prev.record is not None else NodeRecordView()
         self.reporter = Reporter(input.parent_id)
 
@@ -118,6 +126,11 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
         st.record = self.record.model_copy(update={"node_object": None})
         self.reporter.send(ChildReport(workflow_id=wid, procedure=PROCEDURE_RUNTIME_MIGRATION, phase=st.phase, waiting_for=st.waiting_for,
                                        since=st.since, deadline=st.deadline, detail=st.model_dump(mode="json"), gates=st.waiting_gates()))
+
+    def _heal_push(self) -> None:
+        """The heal wait's progress in the row (volume → pending entries), then the report."""
+        self.st.heal = {v: hp.entries for v, hp in self.gluster.progress.items()}
+        self._push()
 
     def on_stop(self, kind: StopKind, identity: str, comment: str) -> None:
         """abort: stop at the next safe point (a waiting gate is cancelled). skip-node: honoured
@@ -190,39 +203,42 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
         if not await self._gate(kind, step, what):
             raise StepStopped(step, f"gate {self.node}/{kind}/{step} not approved", aborted=self.gates.control.abort)
 
-    async def _external(self, step: str, argv: list[str], timeout: float, env: dict[str, str]) -> CommandResult | None:
-        """Run an external command on the worker at most once per decision. Exit 0: the result.
-        A command that ran and failed: gate ``failed`` with the output tail (approve = run again
+    async def _external(self, step: str, ext: ExternalStep) -> None:
+        """Run an external step (its argv expanded, :func:`plan.expand_argv`) on the worker at
+        most once per decision (the kit's :meth:`HostSteps.run`, local backend). A command that
+        ran and failed: gate ``<node>/failed/<step>`` with the output tail (approve = run again
         after fixing the cause, reject = stop). A lost outcome: the unknown-outcome gate
-        ``<node>/unknown/<step>`` with the explicit choices ``mark-done`` (returns None; what
-        approve takes; a comment is required) and ``rerun`` (the kit's ``decide``); reject = abort. Raises
+        ``<node>/unknown/<step>`` with the explicit choices ``mark-done`` (what approve takes; a
+        comment is required) and ``rerun`` (the kit's ``decide``); reject = abort. Raises
         :class:`StepStopped`."""
+        await self._safe()  # an abort stops the node before a command that cannot be called back
+        argv = self._argv(ext.argv)
+        host_step = HostStep(name=f"{self.node}/{step}", argv=argv, timeout_seconds=ext.timeout_seconds, env=ext.env)
         while True:
-            self._at(step, f"{' '.join(argv)} (on the worker, runs once)", deadline=workflow.now() + timedelta(seconds=timeout))
+            self._at(step, f"{' '.join(argv)} (on the worker, runs once)", deadline=workflow.now() + timedelta(seconds=ext.timeout_seconds))
             self._ran(step, argv, "worker", None)
             try:
-                result: CommandResult = await workflow.execute_activity(
-                    RUN_EXTERNAL_COMMAND, ExternalCommandInput(argv=list(argv), timeout_seconds=timeout, env=env),
-                    result_type=CommandResult, start_to_close_timeout=timedelta(seconds=timeout + 60),
-                    heartbeat_timeout=timedelta(seconds=self.inp.run.timing.heartbeat), retry_policy=RetryPolicy(maximum_attempts=1),
-                )
-            except ActivityError as err:
-                self.st.last_command.tail = f"outcome unknown: {failure_message(err)}"  # type: ignore[union-attr]
-                self._push()
-                text = (f"{' '.join(argv)} lost its worker ({failure_message(err)}); it may have run. Outcome unknown: check by hand, "
-                        "then mark-done (say what you checked), rerun, or reject (= abort)")
-                if not await self._gate("unknown", step, text, choices=("mark-done", "rerun")):
-                    raise StepStopped(step, "aborted at the unknown-outcome gate", aborted=True) from err
-                if self.gates.gates[f"{self.node}/unknown/{step}"].decision != "rerun":
-                    return None
-                continue
-            self._ran(step, argv, "worker", result)
-            if result.ok:
-                return result
-            tail = self.st.last_command.tail if self.st.last_command else ""
-            if not await self._gate("failed", step, f"{' '.join(argv)} exited {result.exit_code}: {tail[-400:]}; "
-                                    f"approve runs it again (fix the cause first), reject stops"):
-                raise StepStopped(step, f"{argv[0]} exited {result.exit_code}: {tail[-200:]}")
+                self._ran(step, argv, "worker", await self.host.run(host_step, WORKER, unknown_opens_gate=False))
+                return
+            except HostStepFailed as err:
+                if err.status.state == "unknown":
+                    self.st.last_command.tail = f"outcome unknown: {err.status.detail}"  # type: ignore[union-attr]
+                    self._push()
+                    text = (f"{' '.join(argv)}: {err.status.detail}. Outcome unknown: check by hand, "
+                            "then mark-done (say what you checked), rerun, or reject (= abort)")
+                    if not await self._gate("unknown", step, text, choices=("mark-done", "rerun")):
+                        raise StepStopped(step, "aborted at the unknown-outcome gate", aborted=True) from err
+                    if self.gates.gates[f"{self.node}/unknown/{step}"].decision != "rerun":
+                        return
+                    continue
+                if err.result is not None:
+                    self._ran(step, argv, "worker", err.result)
+                # ran and failed (an exit code), or its activity failed for good (no result)
+                tail = self.st.last_command.tail if err.result else err.status.detail  # type: ignore[union-attr]
+                how = f"exited {err.result.exit_code}" if err.result else "failed"
+                if not await self._gate("failed", step, f"{' '.join(argv)} {how}: {tail[-400:]}; "
+                                        f"approve runs it again (fix the cause first), reject stops"):
+                    raise StepStopped(step, f"{argv[0]} {how}: {tail[-200:]}") from err
 
     async def _reboot(self, old_boot_id: str, argv: list[str], board: dict[str, HealthStatus]) -> str:
         """Reboot once through the kit (:func:`workflows.kit.host.reboot`, boot ID read on the
@@ -273,7 +289,7 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
         run = self.inp.run
 
         async def check() -> Check:
-            a = await read_assessment(run.gluster, exclude_node=self.node, heal=False)
+            a = await self.gluster.read(None, heal=False, exclude_node=self.node)
             reasons = plan.node_down_safety(a, self.node)
             if not any(b.node == self.node for v in a.volumes for b in v.bricks):
                 reasons.append(f"no GlusterFS brick maps to node {self.node}")
@@ -411,10 +427,10 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
             self.st.findings = problems
             await self._require("health", "post-reboot-checks", "; ".join(problems) + ": fix by hand, approve checks again, reject stops")
 
-    async def _inventory(self, step: str, ext, text: str) -> None:
+    async def _inventory(self, step: str, ext: ExternalStep | None, text: str) -> None:
         """Steps 14 and 21: the configured command (once) or a human_action gate with the exact change."""
         if ext is not None:
-            await self._external(step, self._argv(ext.argv), ext.timeout_seconds, ext.env)
+            await self._external(step, ext)
         else:
             await self._require("human", step, text)
         self._done(step)
@@ -451,10 +467,10 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
             self._done("approve-migration")
         if self._todo("drain"):
             self._at("drain", "cordon and drain (--ignore-daemonsets --delete-local-data)")
-            t = run.timing
+            d = run.drain
             try:
-                await self.node_run.cordon_and_drain(wait_seconds=t.drain_wait, backoff_initial=t.drain_backoff_initial,
-                                                     backoff_max=t.drain_backoff_max, deadline_seconds=t.drain_deadline)
+                await self.node_run.cordon_and_drain(wait_seconds=d.wait_seconds, backoff_initial=d.backoff_initial_seconds,
+                                                     backoff_max=d.backoff_max_seconds, deadline_seconds=run.timing.drain_deadline)
             except Stopped as err:
                 raise StepStopped("drain", f"drain stopped ({self.node_run.stop} by {self.node_run.stop_by})",
                                   aborted=self.node_run.stop in ("abort", "skip")) from err
@@ -498,10 +514,10 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
         if self._todo("inventory"):
             await self._inventory("inventory", run.inventory_step, plan.inventory_change(node, group))
         if run.node_group_step is not None and self._todo("node-group"):
-            await self._external("node-group", self._argv(run.node_group_step.argv), run.node_group_step.timeout_seconds, run.node_group_step.env)
+            await self._external("node-group", run.node_group_step)
             self._done("node-group")
         if self._todo("scale-up"):
-            await self._external("scale-up", self._argv(run.scaleup_step.argv), run.scaleup_step.timeout_seconds, run.scaleup_step.env)
+            await self._external("scale-up", run.scaleup_step)
             self._done("scale-up")
         obj = await self._registered()
         self._done("wait-registered")
@@ -513,28 +529,14 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
             self.st.findings.append(f"node {node} came back unschedulable: uncordon it by hand (`oc adm uncordon {node}`)")
         self._done("uncordon")
 
-    async def _skipped(self, req: NodeControlInput) -> str:
-        """Undo a skip honoured before the destructive steps: uncordon if we cordoned; the record
-        ConfigMap (when one was written) says so. Returns the reason."""
-        unc = await self.node_run.uncordon()
-        if unc.uncordoned:
-            self.node_run.cordoned_by_us = False
-        reason = (f"skipped by {req.identity}" + (f": {req.comment}" if req.comment else "")
-                  + f" at {self.st.step or 'start'}, before the destructive steps; nothing changed on the host"
-                  + ("; uncordoned" if unc.uncordoned else ""))
-        if self.st.record_configmap:
-            await self._save_record(reason)
-        return reason
-
-    async def _abort_uncordon(self) -> str:
-        """Undo an abort honoured before the destructive steps (issue 39: the abort ends in a
-        verified state): uncordon if we cordoned (the activity checks ``cordoned-by`` and
-        answers whether the node ends schedulable). Returns what to add to the reason."""
+    async def _uncordon_untouched(self) -> str:
+        """Undo a skip or an abort honoured before the destructive steps (issue 39: it ends in a
+        verified state): uncordon if we cordoned (the activity checks ``cordoned-by`` and answers
+        whether the node ends schedulable). Returns what to add to the reason."""
         unc = await self.node_run.uncordon()
         if not unc.uncordoned:
             return f"; left cordoned: {unc.left_cordoned_reason or 'the uncordon did not take'}"
-        self.node_run.cordoned_by_us = False
-        self.st.uncordoned = True
+        self.node_run.cordoned_by_us, self.st.uncordoned = False, True
         return "; nothing changed on the host; uncordoned"
 
     @workflow.run
@@ -545,14 +547,18 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
             await self._migrate()
             self._at("finished", phase="done")
         except StepStopped as err:
-            if self.skip_by is not None and not self.destructive:
-                outcome, reason = "skipped", await self._skipped(self.skip_by)
+            req = self.skip_by if not self.destructive else None
+            outcome = "skipped" if req is not None else "aborted" if err.aborted else "failed"
+            if req is not None:
+                reason = (f"skipped by {req.identity}" + (f": {req.comment}" if req.comment else "")
+                          + f" at {self.st.step or 'start'}, before the destructive steps")
             else:
-                outcome = "aborted" if err.aborted else "failed"
                 reason = f"stopped at {err.step}: {err.reason}" + (f"; node {self.node} is DELETED and not registered again"
                                                                     if self.st.node_deleted else "")
-                if outcome == "aborted" and not self.destructive:
-                    reason += await self._abort_uncordon()
+            if outcome != "failed" and not self.destructive:
+                reason += await self._uncordon_untouched()
+            if req is not None and self.st.record_configmap:
+                await self._save_record(reason)
             self.st.reason = reason
             self._at(err.step, None, phase=outcome)
         await self.reporter.settle()

@@ -70,6 +70,7 @@ class NodeControl:
     batches: Any
     control: Any
     touch: Any
+    timeouts: Any
     #: node -> the skipped result of a node skipped after it stopped (:meth:`skip_stopped`)
     skipped_stopped: dict[str, NodeMigrationResult]
 
@@ -161,7 +162,7 @@ class NodeControl:
         who = f"skipped by {req.identity}" + (f" ({req.comment})" if req.comment else "")
         if not destructive_begun(row):
             unc: UncordonResult = await acts.call(acts.UNCORDON_NODE, UncordonInput(node=node, owner=self._id), UncordonResult,
-                                                  timeouts=acts.Timeouts(self._in.timing.activity, 10.0))
+                                                  timeouts=self.timeouts)
             reason = f"{who} after it stopped at {row.step}, before the destructive steps" + ("; uncordoned" if unc.uncordoned else "")
         else:
             reason = (f"{who} after it stopped at {row.step}: left cordoned"
@@ -171,7 +172,7 @@ class NodeControl:
                 ns, name = row.record_configmap.split("/", 1)
                 await acts.call("save_node_record", SaveRecordInput(namespace=ns, name=name, data={f"{node}.state": reason},
                                 labels={"lockkeeper.io/procedure": PROCEDURE_RUNTIME_MIGRATION}), SaveRecordResult,
-                                timeouts=acts.Timeouts(self._in.timing.activity, 10.0))
+                                timeouts=self.timeouts)
         row.phase, row.reason = "skipped", reason
         self._status.nodes[node] = row
         self.skipped_stopped[node] = NodeMigrationResult(node=node, outcome="skipped", reason=reason, status=row,

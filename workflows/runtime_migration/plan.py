@@ -211,16 +211,6 @@ def node_down_safety(assessment: Assessment, node: str, node_hosts: Iterable[str
     return out
 
 
-def heal_counts(assessment: Assessment) -> dict[str, int | None]:
-    """Volume → pending heal entries (None: unknown) for the status while the heal wait runs."""
-    return {v.name: v.heal_entries for v in assessment.volumes if v.heal_skipped is None}
-
-
-def split_brain(assessment: Assessment) -> list[str]:
-    """Every split-brain entry (a split-brain aborts the migration: a person resolves it)."""
-    return [f"volume {v.name}: {s}" for v in assessment.volumes for s in v.split_brain]
-
-
 # --- post-check ---------------------------------------------------------------------------------
 
 

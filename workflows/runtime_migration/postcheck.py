@@ -32,7 +32,7 @@ INSTALL_GATE = "post-check/install"
 async def node_groups(wf: Any, nodes: list[str]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
     """node → group (its roles, :func:`plan.node_group`) and node → {kubelet, runtime}; a Node
     that is absent gets group "" and no versions."""
-    t = acts.Timeouts(wf._in.timing.activity, 10.0)
+    t = wf.timeouts
     groups: dict[str, str] = {}
     versions: dict[str, dict[str, str]] = {}
     for n in nodes:

@@ -4,25 +4,25 @@ Ready on it, its bricks online and heal clean on every volume (falling entries a
 stall opens a gate, split-brain stops the node).
 
 A mixin of :class:`workflows.runtime_migration.node.RuntimeMigrationNodeWorkflow`: it uses the
-workflow's ``inp``, ``node``, ``st``, ``record``, ``health``, ``control``,
-``node_run``, ``_node_object``/``_push`` and its row and gate steps (``_at``, ``_done``,
+workflow's ``inp``, ``node``, ``st``, ``record``, ``health``,
+``node_run``, ``gluster``, ``_node_object``/``_push`` and its row and gate steps (``_at``, ``_done``,
 ``_gate``, ``_require``, ``_wait_ok``).
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.cluster.models import NodeInfo, SetNodeLabelsInput
-    from activities.runtime_migration.models import NodeObject, PodsOnNode, PodsOnNodeInput
+    from activities.runtime_migration.models import NodeObject
     from workflows.kit import calls as acts
-    from workflows.kit.health import Backoff, Check, wait_until
+    from workflows.kit.health import Check
+    from workflows.kit.models import failure_message
     from workflows.runtime_migration import plan
-    from workflows.runtime_migration.gluster import read_assessment
 
 
 class StepStopped(Exception):
@@ -36,7 +36,6 @@ class StepStopped(Exception):
         self.aborted = aborted
 
 
-LIST_PODS_ON_NODE = "list_pods_on_node"
 SET_NODE_LABELS = "set_node_labels"
 
 
@@ -53,10 +52,10 @@ class RejoinSteps:
     _wait_ok: Any
     record: Any
     health: Any
-    control: Any
     node_run: Any
     _node_object: Any
     _push: Any
+    gluster: Any
 
     async def _registered(self) -> NodeObject:
         """Step 17: the Node again, new uid, Ready, docker:// runtime; labels checked (a missing
@@ -109,16 +108,21 @@ class RejoinSteps:
         run, t = self.inp.run, self.inp.run.timing
 
         async def pod() -> Check:
-            got: PodsOnNode = await acts.call(LIST_PODS_ON_NODE, PodsOnNodeInput(namespace=run.gluster.namespace,
-                                              label_selector=run.gluster.pod_selector(), node=self.node), PodsOnNode, timeouts=self.node_run.timeouts)
-            ok = [p for p in got.pods if p.healthy]
-            return Check(bool(ok), ok[0].name + " Ready" if ok else ", ".join(f"{p.name} {p.phase}" for p in got.pods) or "no GlusterFS pod yet")
+            try:  # the GlusterFS package's read lists the pods of every cluster (run in another node's pod)
+                got = [p for p in (await self.gluster.read(None, heal=False, exclude_node=self.node)).pods if p.node == self.node]
+            except ActivityError as err:
+                return Check(False, f"GlusterFS could not be read: {failure_message(err)}")
+            ok = [p for p in got if p.healthy]
+            return Check(bool(ok), ok[0].name + " Ready" if ok else ", ".join(f"{p.name} {p.phase}" for p in got) or "no GlusterFS pod yet")
 
         await self._wait_ok("gluster-pod", "the GlusterFS pod Running and Ready on the node", pod, t.gluster_pod_timeout, self.health)
         self._done("gluster-pod")
 
         async def bricks() -> Check:
-            a = await read_assessment(run.gluster, exclude_node=None, heal=False)
+            try:
+                a = await self.gluster.read(None, heal=False)
+            except ActivityError as err:
+                return Check(False, f"GlusterFS could not be read: {failure_message(err)}")
             mine = [b for v in a.volumes for b in v.bricks if b.node == self.node]
             down = [f"{b.volume}: {b.name}" for b in mine if not b.online]
             problems = down + [f"peer {p} disconnected" for p in a.disconnected_peers]
@@ -132,34 +136,15 @@ class RejoinSteps:
         self._done("heal-clean")
 
     async def _heal(self) -> None:
-        run, t = self.inp.run, self.inp.run.timing
-        while True:
-            best: dict[str, object] = {"total": None, "at": workflow.now()}
-
-            async def heal() -> Check:
-                a = await read_assessment(run.gluster, exclude_node=None, heal=True)
-                self.st.heal = plan.heal_counts(a)
-                sb = plan.split_brain(a)
-                if sb:
-                    raise StepStopped("heal-clean", "split-brain: " + "; ".join(sb) + " (resolve by hand)", aborted=True)
-                if a.healthy:
-                    return Check(True, "heal info clean on every volume")
-                total = sum(v or 0 for v in self.st.heal.values())
-                if best["total"] is None or total < best["total"]:  # type: ignore[operator]
-                    best["total"], best["at"] = total, workflow.now()
-                stalled = (workflow.now() - best["at"]).total_seconds()  # type: ignore[operator]
-                if stalled >= t.heal_stall:
-                    best["stalled"] = True
-                    return Check(False, f"heal stalled at {total} entries for {stalled:.0f}s")
-                problems = [p for v in a.volumes for p in v.heal_problems][:5]
-                return Check(False, f"{total} entries pending: " + "; ".join(problems))
-
-            self._at("heal-clean", "heal info clean on every volume (entries falling)")
-            hs = await wait_until(heal, name=f"{self.node}/heal-clean", backoff=Backoff(t.poll, t.poll_max),
-                                  deadline=workflow.now() + timedelta(seconds=t.heal_timeout), board=self.health,
-                                  stop=lambda: self.control.abort or bool(best.get("stalled")), on_poll=lambda _: self._push())
-            if hs.state == "ok":
-                return
-            if self.control.abort:
-                raise StepStopped("heal-clean", "aborted", aborted=True)
-            await self._require("health", "heal-clean", f"{hs.last}; approve waits again, reject stops")
+        """Step 20 on the GlusterFS package's health gate: every brick online and heal info clean
+        on every volume; entries that stop falling for ``heal_stall`` (or the ``heal_timeout``)
+        open its gate ``gluster-health/<node>/heal-clean/<n>`` (approve waits again, reject stops);
+        a split-brain stops the node (a person resolves it)."""
+        self._at("heal-clean", "heal info clean on every volume (entries falling)")
+        res = await self.gluster.gate(f"{self.node}/heal-clean", gate_timeout_s=self.inp.run.gates.timeout_seconds)
+        if res.outcome == "stopped":
+            raise StepStopped("heal-clean", "aborted", aborted=True)
+        if res.outcome == "split-brain":
+            raise StepStopped("heal-clean", f"split-brain: {res.detail} (resolve by hand)", aborted=True)
+        if res.outcome != "healthy":
+            raise StepStopped("heal-clean", f"GlusterFS {res.outcome}: {res.detail}")

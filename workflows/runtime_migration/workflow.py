@@ -39,9 +39,10 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.gluster.models import GlusterPod, GlusterReadInput
     from activities.host.models import CommandResult
     from activities.preflight.models import HostExecutable, NamesExist, Precondition, RebootAccess, WorkerExecutable
-    from activities.runtime_migration.models import ListNodesInput, NodeLabels, NodeObject, NodeObjectInput, PodsOnNode, PodsOnNodeInput
+    from activities.runtime_migration.models import ListNodesInput, NodeLabels, NodeObject, NodeObjectInput
     from workflows.kit import calls as acts
     from workflows.kit.batches import Group, NodeBatches, StopGate
     from workflows.kit.board import NodeBoard
@@ -59,7 +60,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.report import ChildReport
     from workflows.kit.scopes import node_scope
     from workflows.runtime_migration import plan
-    from workflows.runtime_migration.gluster import read_assessment
     from workflows.runtime_migration.models import (
         PROCEDURE_RUNTIME_MIGRATION,
         NodeMigrationInput,
@@ -72,6 +72,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.runtime_migration.node import BEFORE_DESTRUCTIVE, REPEATABLE, RuntimeMigrationNodeWorkflow
     from workflows.runtime_migration.nodecontrol import NodeControl, retry_refusal
     from workflows.runtime_migration.postcheck import post_check, summary
+    from workflows.shared.glusterfs import calls as gluster_calls
+    from workflows.shared.glusterfs.assess import assess
 
 MASTER_LABEL = "node-role.kubernetes.io/master"
 #: The programs the node's host steps run besides coreutils (``command -v`` on each node first).
@@ -101,14 +103,9 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
         self._gluster_pods: dict[str, list[str]] = {}
         #: The preflight's findings (the result's ``preflight``).
         self._findings: list[str] = []
-        self.kit_init(
-            procedure=PROCEDURE_RUNTIME_MIGRATION, noun="runtime migration", cluster=input.cluster,
-            rules=input.approvals,
-            status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
-            reject_note="the node's migration stops there", alerts=input.alerts, preflight=True,
-        )
-        t = input.timing
-        self.host = HostSteps(self.gates, timeouts=acts.Timeouts(t.activity, t.heartbeat), heartbeat_seconds=t.heartbeat)
+        self.kit_init(procedure=PROCEDURE_RUNTIME_MIGRATION, noun="runtime migration", input=input, status=self._status,
+                      pause_on_reject=False, reject_note="the node's migration stops there", preflight=True)
+        self.host = HostSteps(self.gates, timeouts=self.timeouts, heartbeat_seconds=input.calls.heartbeat_seconds)
         # The kit's window over the nodes: its board rows (phase, blocked drain, attempt) stay
         # out of the status, whose rows are the children's own (NodeMigrationStatus); the
         # children's drain decisions and warnings are in their results and rows, not the board's.
@@ -239,11 +236,13 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
     async def _preflight(self) -> tuple[list[str], dict[str, dict[str, str]]]:
         """Checks that change nothing; returns (findings, package baselines). Raises Aborted on an
         abort while a read of the cluster or a host check runs (:mod:`workflows.kit.planning`)."""
-        inp, t = self._in, acts.Timeouts(self._in.timing.activity, 10.0)
+        inp, t = self._in, self.timeouts
         found: list[str] = []
+        pods: list[GlusterPod] | None = None  # every GlusterFS pod, as the read saw them
         self._preflight_step("GlusterFS: every brick online, heal clean")
         try:
-            a = await abortable(self.control, read_assessment(inp.gluster, exclude_node=None, heal=True))
+            report = await gluster_calls.read_planning(self.control, GlusterReadInput(target=inp.gluster.target()), inp.calls.short_call_seconds)
+            a, pods = assess(report, "per-replica-set"), report.pods
             found += [f"GlusterFS: {x}" for x in a.fatal]
             self._brick_hosts = {v.name: {b.host for b in v.bricks} for v in a.volumes}
             found += [f"GlusterFS brick offline: {b}" for b in a.offline]
@@ -259,10 +258,8 @@ class RuntimeMigrationWorkflow(NodeControl, NodeProcedureWorkflow):
             if not obj.exists or obj.labels.get(key) != value:  # the preconditions saw it; it changed since
                 found.append(f"node {n} does not exist or lacks the GlusterFS label {key}={value}")
                 continue
-            pods: PodsOnNode = await abortable(self.control, acts.call("list_pods_on_node", PodsOnNodeInput(
-                namespace=inp.gluster.namespace, label_selector=inp.gluster.pod_selector(), node=n), PodsOnNode, timeouts=t))
-            self._gluster_pods[n] = [p.name for p in pods.pods]
-            if not any(p.healthy for p in pods.pods):
+            self._gluster_pods[n] = [p.name for p in pods or [] if p.node == n]
+            if pods is not None and not any(p.healthy for p in pods if p.node == n):
                 found.append(f"node {n} runs no Ready GlusterFS pod")
         peers = inp.peers
         if peers is None:

@@ -125,9 +125,11 @@ class GlusterHealth:
                    gates=proc.gates, control=proc.control, board=proc.kit_status.health, progress={}, on_change=proc.touch,
                    short_call_s=short_call_s)
 
-    async def read(self, volumes: list[str] | None) -> Assessment:
-        """One read (with heal info on ``volumes``) and its assessment."""
-        report = await calls.read(GlusterReadInput(target=self.target, heal=True, heal_volumes=volumes, attempts=self.read_attempts,
+    async def read(self, volumes: list[str] | None, *, heal: bool = True, exclude_node: str | None = None) -> Assessment:
+        """One read (with heal info on ``volumes`` unless ``heal`` is False; the CLI never in
+        ``exclude_node``'s pod, None: the target's) and its assessment."""
+        target = self.target if exclude_node is None else self.target.model_copy(update={"exclude_node": exclude_node})
+        report = await calls.read(GlusterReadInput(target=target, heal=heal, heal_volumes=volumes, attempts=self.read_attempts,
                                                    command_timeout_seconds=self.command_timeout_s), self.short_call_s)
         self.last = assess(report, self.rule)
         return self.last
