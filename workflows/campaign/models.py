@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from workflows.kit.inputs import AlertGatePolicy
-from workflows.kit.models import ProcedureResult, ProcedureStatus
+from workflows.kit.models import ChangedItem, ProcedureResult, ProcedureStatus
 from workflows.kit.report import ChildReport
 from workflows.kit.windows import check_specs
 
@@ -270,6 +270,13 @@ class ClusterRun(BaseModel):
     #: The soak's last look at this cluster (``healthy (...)`` or its problems) and when.
     health: str | None = None
     health_at: datetime | None = None
+    #: What this cluster's child changed and left so (issue 39), each item named as the
+    #: simulator's diff names it (``Node worker-0000``): a completed child that reports to the
+    #: campaign (``reports``), what it did (its result's ``changed``); any other ending, what its
+    #: result's ``left_changed`` says stays changed, or, for a failed child, its last report's.
+    #: Empty: nothing stays changed, or a completed child that does not report (its own
+    #: ``lockkeeper status CHILD_ID`` shows its run).
+    changed: list[ChangedItem] = Field(default_factory=list)
 
 
 class CampaignStatus(ProcedureStatus):
@@ -292,8 +299,33 @@ class CampaignStatus(ProcedureStatus):
 class CampaignResult(ProcedureResult):
     """``outcome`` completed (every cluster ran; ``failed`` names those that failed within the
     budget), aborted, refused (a precondition failed before any cluster started: ``problems``)
-    or dry-run (``preconditions`` lists every check); every cluster's :class:`ClusterRun`."""
+    or dry-run (``preconditions`` lists every check); every cluster's :class:`ClusterRun`.
+
+    ``left_changed`` (the kit's field, issue 39): what the fleet is left with, cluster by
+    cluster, each item's ``target`` prefixed with its cluster (``east: Node worker-0000``), the
+    clusters in the campaign's order. A completed campaign lists its failed and aborted clusters'
+    items only (what its done clusters did is the campaign's purpose, in each ``ClusterRun.changed``);
+    any other ending (aborted, failed) lists every cluster's, done clusters included: what the
+    campaign did and did not undo."""
 
     clusters: list[ClusterRun] = Field(default_factory=list)
     failed: list[str] = Field(default_factory=list)
     counts: dict[str, int] = Field(default_factory=dict)
+
+
+def fleet_changed(runs: list[ClusterRun], *, done_too: bool) -> list[ChangedItem]:
+    """The campaign's ``left_changed`` (:class:`CampaignResult`): every cluster's ``changed`` in
+    the order of ``runs``, each item's target prefixed ``<cluster>: `` (``east: Node
+    worker-0000``); ``done_too`` False leaves out the clusters whose child completed. The
+    undo command is the child's own (run it against that cluster)."""
+    return [i.model_copy(update={"target": f"{r.name}: {i.target}"})
+            for r in runs if done_too or r.state != "done" for i in r.changed]
+
+
+def cluster_of(item: ChangedItem) -> tuple[str, ChangedItem]:
+    """The inverse of :func:`fleet_changed` for one item: ``(cluster, item with its own
+    target)``. Raises ValueError for an item without a cluster prefix."""
+    cluster, sep, target = item.target.partition(": ")
+    if not sep:
+        raise ValueError(f"{item.target!r} names no cluster")
+    return cluster, item.model_copy(update={"target": target})

@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         CampaignStatus,
         ClusterRun,
         SoakChecks,
+        fleet_changed,
     )
     from workflows.kit import calls as acts
     from workflows.kit.inputs import AlertGatePolicy, GatePolicy
@@ -56,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
         SA_CLUSTER,
         SA_PROCEDURE,
         ApprovalRules,
+        ChangedItem,
         ControlInput,
         failure_message,
     )
@@ -82,6 +84,15 @@ def child_outcome(result: Any) -> tuple[str, str]:
     if outcome == "aborted":
         return "aborted", message or "aborted"
     return "failed", message or f"outcome {outcome}"
+
+
+def _changed_of(result: Any) -> list[ChangedItem]:
+    """What an ended child's result (a model or its JSON object) says it changed and left so:
+    its ``changed`` (a completed child that reports: what it did; another ending: what stays
+    changed), else its ``left_changed``."""
+    get = result.get if isinstance(result, dict) else (lambda k, d=None: getattr(result, k, d))
+    items = get("changed") or get("left_changed") or []
+    return [i if isinstance(i, ChangedItem) else ChangedItem.model_validate(i) for i in items]
 
 
 @workflow.defn
@@ -188,8 +199,17 @@ class CampaignWorkflow(ProcedureWorkflow):
             message = f"{self._counts().get('done', 0)} cluster(s) done" + (
                 f"; failed within the budget of {self._status.failure_budget}: {', '.join(failed)}" if failed else "")
         self._status.current_wave = 0
+        left = self.kit_left_changed() if outcome != "completed" else fleet_changed(self._status.clusters, done_too=False)
+        if left:
+            message += "; left changed: " + "; ".join(i.line() for i in left)
+        self._status.left_changed = left
         return self.kit_end(CampaignResult, outcome, message, clusters=[r.model_copy() for r in self._status.clusters],
-                            failed=failed, counts=self._counts())
+                            failed=failed, counts=self._counts(), left_changed=left, next_commands=self.kit_next_commands(left))
+
+    def kit_left_changed(self) -> list[ChangedItem]:
+        """What the fleet stays changed with (the campaign writes through its children only):
+        every cluster's ``changed``, done clusters included (:func:`fleet_changed`)."""
+        return fleet_changed(self._status.clusters, done_too=True)
 
     async def _preconditions(self) -> list[Precondition]:
         """What the campaign needs before its first child (issue 39): a worker polling every
@@ -501,10 +521,15 @@ class CampaignWorkflow(ProcedureWorkflow):
                                                                       reason=f"campaign aborted: {self.control.abort_reason}"))
             elif self.control.paused:
                 await handle.signal(PARENT_PAUSE_SIGNAL, ControlInput(identity="campaign", reason=f"campaign paused: {self.control.paused_reason}"))
-            r.state, r.message = child_outcome(await handle)
+            result = await handle
+            r.state, r.message = child_outcome(result)
             r.outcome = r.state if r.state != "done" else "completed"
+            r.changed = _changed_of(result)
         except ChildWorkflowError as err:
             r.state, r.outcome, r.message = "failed", "failed", failure_message(err)
+            # A failed child returns nothing: what it left changed is in its last report.
+            report = self.inbox.latest.get(r.child_id or "") or r.child_status
+            r.changed = list(report.left_changed) if report is not None else []
         except Exception as err:  # noqa: BLE001 - the child could not start (ID taken): this cluster failed
             r.state, r.outcome, r.message = "failed", "failed", f"{type(err).__name__}: {err}"
         if r.state == "aborted" and not self.control.abort:
