@@ -75,8 +75,12 @@ async def main(args: argparse.Namespace) -> None:
                     drain={"backoff_initial_seconds": 1, "wait_seconds": 30},
                     daemon={"drain_deadline_seconds": 3600 * scale, "uncordon_deadline_seconds": 600 * scale},
                 ).model_dump(mode="json", exclude={"cluster"})
+                # As `lockkeeper start campaign` sets them from the procedure's input model: the
+                # rollout's requester is approvals.requested_by, and it reports to the campaign.
+                fields = MachineConfigRolloutInput.model_fields
                 inp = CampaignInput(
                     procedure="machineconfig-rollout", workflow_type="MachineConfigRolloutWorkflow", input=shared,
+                    reports="report_to" in fields, nested_approvals="approvals" in fields,
                     clusters=[{"name": n, "task_queue": cluster_task_queue(queue, n)} for n in names], waves=args.waves,
                     max_clusters_in_flight=args.max_clusters_in_flight, approve_each="none", requested_by="benchmark",
                 )
