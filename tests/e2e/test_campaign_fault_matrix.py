@@ -22,7 +22,7 @@ A done canary in a stopped campaign counts as completed: the campaign lists what
 child says it changed (its result's ``changed``), and a completed MachineConfig rollout lists
 nothing there (its updated nodes are named only when it is aborted: ``_left_changed`` in
 workflows/machineconfig/workflow.py), so the canary's updated nodes are not in the campaign's
-outcome yet.
+outcome yet: the stricter judge (done clusters named too) is an ``xfail(strict=True)`` case.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from tests.e2e.harness import fast_timings, worker_pool_scenario
 from tests.faultmatrix import (
     Case,
     CaseResult,
+    Mismatch,
     Step,
     World,
     _act,
@@ -123,10 +124,10 @@ async def run_campaign_case(client: Any, sims: dict[str, Any], workers: dict[str
     return cr, diffs
 
 
-def judge_fleet(cr: CaseResult, diffs: dict[str, Diff], names: dict[str, str]) -> None:
-    """Each cluster judged on its own (:func:`tests.faultmatrix.judge`): completed (its child done
-    in a completed campaign), restored, or named exactly by the campaign's ``left_changed``
-    items of that cluster."""
+def judge_fleet(cr: CaseResult, diffs: dict[str, Diff], names: dict[str, str], *, done_counts: bool = True) -> None:
+    """Each cluster judged on its own (:func:`tests.faultmatrix.judge`): completed (its child
+    done; ``done_counts`` False: only in a completed campaign), restored, or named exactly by
+    the campaign's ``left_changed`` items of that cluster."""
     runs = {c["name"]: c for c in (cr.result or {}).get("clusters") or []}
     listed: dict[str, list[ChangedItem]] = {}
     for raw in (cr.result or {}).get("left_changed") or []:
@@ -135,7 +136,7 @@ def judge_fleet(cr: CaseResult, diffs: dict[str, Diff], names: dict[str, str]) -
     for wave, diff in diffs.items():
         name = names[wave]
         run = runs.get(name) or {}
-        done = run.get("state") == "done"  # completed on this cluster (see the module doc)
+        done = run.get("state") == "done" and (done_counts or cr.outcome == "completed")  # see the module doc
         per = CaseResult(step=f"{cr.step} [{wave} cluster {name}: {run.get('state')}]", case=cr.case,
                          workflow_id=run.get("child_id") or cr.workflow_id, reached=cr.reached,
                          outcome="completed" if done else (cr.outcome if cr.outcome in ("timeout", "failed") else
@@ -144,10 +145,31 @@ def judge_fleet(cr: CaseResult, diffs: dict[str, Diff], names: dict[str, str]) -
         judge(per)
 
 
+ROLLOUT_LISTS_NOTHING = (
+    "a completed MachineConfig rollout's result lists no `changed` even when it reports to a parent "
+    "(workflows/machineconfig/workflow.py names its updated nodes in _left_changed for an abort only; the "
+    "node upgrade's kit_left_changed names them on every ending), so a campaign stopped after its canary "
+    "completed cannot name the canary's updated nodes")
+
+
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize(("step", "case"), matrix_params(STEPS))
 async def test_campaign_fault_matrix(step: str, case: Case, dev_server: Any, sim_factory: Any, worker_process_factory: Any,
                                      temporal_client: Any, task_queue: str) -> None:
+    await _campaign_case(step, case, dev_server, sim_factory, worker_process_factory, temporal_client, task_queue)
+
+
+@pytest.mark.timeout(420)
+@pytest.mark.xfail(strict=True, raises=Mismatch, reason=ROLLOUT_LISTS_NOTHING)
+async def test_a_campaign_stopped_after_its_canary_names_the_canarys_changes(
+        dev_server: Any, sim_factory: Any, worker_process_factory: Any, temporal_client: Any, task_queue: str) -> None:
+    """The stricter judge: a stopped campaign names what its done clusters changed too."""
+    await _campaign_case("later/first-node", Case.ABORT, dev_server, sim_factory, worker_process_factory, temporal_client,
+                         task_queue, done_counts=False)
+
+
+async def _campaign_case(step: str, case: Case, dev_server: Any, sim_factory: Any, worker_process_factory: Any,
+                         temporal_client: Any, task_queue: str, *, done_counts: bool = True) -> None:
     tag = uuid.uuid4().hex[:6]
     names = {w: f"{w}-{tag}" for w in WAVES}
     sims = {w: await sim_factory(worker_pool_scenario(2, f"campaign-fm-{w}"), time_scale=SCALE) for w in WAVES}
@@ -173,4 +195,4 @@ async def test_campaign_fault_matrix(step: str, case: Case, dev_server: Any, sim
 
     cr, diffs = await run_campaign_case(temporal_client, sims, workers, names, begin, step, case)
     print("\n".join([f"{step}/{case}: {cr.outcome} {(cr.result or {}).get('message') or cr.failure or ''}", *cr.log]))
-    judge_fleet(cr, diffs, names)
+    judge_fleet(cr, diffs, names, done_counts=done_counts)
