@@ -82,7 +82,7 @@ async def main(args: argparse.Namespace) -> None:
                     procedure="machineconfig-rollout", workflow_type="MachineConfigRolloutWorkflow", input=shared,
                     reports="report_to" in fields, nested_approvals="approvals" in fields,
                     clusters=[{"name": n, "task_queue": cluster_task_queue(queue, n)} for n in names], waves=args.waves,
-                    max_clusters_in_flight=args.max_clusters_in_flight, approve_each="none", requested_by="benchmark",
+                    max_clusters_in_flight=args.max_clusters_in_flight, approve_each="none", approvals={"requested_by": "benchmark"},
                 )
                 started = time.monotonic()
                 handle = await client.start_workflow("CampaignWorkflow", inp, id=f"campaign-{queue}", task_queue=queue,

@@ -188,7 +188,7 @@ async def _campaign_case(step: str, case: Case, dev_server: Any, sim_factory: An
         inp = CampaignInput(
             procedure="machineconfig-rollout", workflow_type="MachineConfigRolloutWorkflow", reports=True, nested_approvals=True,
             procedure_has_dry_run=True, input=shared, waves="1,rest", approve_each="none", soak_seconds=0, soak_checks=None,
-            requested_by="fault-matrix",
+            approvals={"requested_by": "fault-matrix"},
             clusters=[{"name": names[w], "task_queue": cluster_task_queue(task_queue, names[w])} for w in WAVES])
         return await temporal_client.start_workflow("CampaignWorkflow", inp, id=f"campaign-fm-{tag}", task_queue=task_queue,
                                                     result_type=CampaignResult)

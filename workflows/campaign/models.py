@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from workflows.kit.inputs import AlertGatePolicy
+from workflows.kit.inputs import AlertGatePolicy, ProcedureInput
 from workflows.kit.models import ChangedItem, ProcedureResult, ProcedureStatus
 from workflows.kit.report import ChildReport
 from workflows.kit.windows import check_specs
@@ -95,6 +95,13 @@ class CampaignCluster(BaseModel):
         return v
 
 
+def _as_dict(value: Any) -> dict[str, Any]:
+    """A nested input group as a mapping (a model as its fields; None as empty)."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(exclude_unset=True)
+    return dict(value or {})
+
+
 def merged(shared: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """``shared`` with ``overrides`` merged in (nested mappings key by key); neither is changed."""
     out = dict(shared)
@@ -132,7 +139,7 @@ class SoakChecks(BaseModel):
     red_timeout_seconds: float | None = Field(3600.0, gt=0)
 
 
-class CampaignInput(BaseModel):
+class CampaignInput(ProcedureInput):
     """The campaign (see the module doc).
 
     - ``procedure``: the spec name of the procedure each cluster runs (e.g. ``drain``);
@@ -155,9 +162,18 @@ class CampaignInput(BaseModel):
       every window; those running go on to their end (the system-upgrade-controller's semantics,
       one level up). Empty: always open. A cluster's own procedure may carry node windows in its
       input as well.
-    - ``requested_by``, ``four_eyes``, ``allowed_approvers``: the gates' approval rules;
-      ``gate_timeout_seconds``: how long a gate waits (None: forever; on timeout it is rejected).
+    - the kit's fields (:class:`workflows.kit.inputs.ProcedureInput`, issue 36): ``cluster``
+      (``fleet``: the campaign's own name for what it runs on), ``approvals`` (the requester,
+      four-eyes and allowed approvers of the campaign's gates), ``gates`` (how long a gate waits,
+      None: forever, and what its timeout does, default reject), ``search_attributes``,
+      ``dry_run`` (below), ``calls``.
+
+    An input stored before the move (``requested_by``, ``four_eyes``, ``allowed_approvers`` and
+    ``gate_timeout_seconds`` at the top level) is read into ``approvals`` and ``gates``
+    (:meth:`_flat_fields`), so a running campaign and its history decode as before.
     """
+
+    cluster: str = Field("fleet", min_length=1)
 
     procedure: str
     workflow_type: str
@@ -171,14 +187,8 @@ class CampaignInput(BaseModel):
     soak_checks: SoakChecks | None = Field(default_factory=SoakChecks)
     approve_each: Literal["wave", "none"] = "wave"
     windows: list[str] = Field(default_factory=list)
-    requested_by: str = "unknown"
-    four_eyes: bool = False
-    allowed_approvers: list[str] = Field(default_factory=list)
-    gate_timeout_seconds: float | None = Field(None, gt=0)
-    search_attributes: bool = True
-    #: Check the preconditions (below) and end ``dry-run`` with the waves; no cluster's
-    #: procedure runs (only their own dry runs, with ``child_dry_run``).
-    dry_run: bool = False
+    # ``dry_run`` (the kit's): check the preconditions (below) and end ``dry-run`` with the
+    # waves; no cluster's procedure runs (only their own dry runs, with ``procedure_has_dry_run``).
     #: Check that a worker polls every cluster's queue before the first child starts (False: a
     #: start with ``--queue``, whose children wait for their workers).
     check_workers: bool = True
@@ -192,6 +202,28 @@ class CampaignInput(BaseModel):
     #: ``approvals.requested_by``, never a flat ``requested_by``); the CLI sets it from the model.
     nested_approvals: bool = False
     child_dry_run_timeout_seconds: float = Field(300.0, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_fields(cls, data: Any) -> Any:
+        """The flat approval and gate fields of an input stored before the campaign took the
+        kit's nested ones: ``requested_by``, ``four_eyes``, ``allowed_approvers`` into
+        ``approvals``, ``gate_timeout_seconds`` into ``gates.timeout_seconds`` (a nested value
+        given as well wins)."""
+        if not isinstance(data, dict) or not ({"requested_by", "four_eyes", "allowed_approvers", "gate_timeout_seconds"} & set(data)):
+            return data
+        data = dict(data)
+        flat = {k: data.pop(k) for k in ("requested_by", "four_eyes", "allowed_approvers") if k in data}
+        if flat:
+            data["approvals"] = merged(flat, _as_dict(data.get("approvals")))
+        if "gate_timeout_seconds" in data:
+            data["gates"] = merged({"timeout_seconds": data.pop("gate_timeout_seconds")}, _as_dict(data.get("gates")))
+        return data
+
+    @property
+    def requested_by(self) -> str:
+        """Who started the campaign (``approvals.requested_by``)."""
+        return self.approvals.requested_by
 
     @field_validator("waves")
     @classmethod

@@ -56,7 +56,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.models import (
         SA_CLUSTER,
         SA_PROCEDURE,
-        ApprovalRules,
         ChangedItem,
         ControlInput,
         failure_message,
@@ -118,11 +117,8 @@ class CampaignWorkflow(ProcedureWorkflow):
         self._relayed_pause = False
         self._relayed_abort = False
         self._ended = False
-        self.kit_init(
-            procedure=PROCEDURE_CAMPAIGN, noun="campaign", cluster="fleet",
-            rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
-            status=self._status, search_attributes=input.search_attributes, pause_on_reject=False, reject_note="campaign stops",
-        )
+        self.kit_init(procedure=PROCEDURE_CAMPAIGN, noun="campaign", status=self._status, input=input, pause_on_reject=False,
+                      reject_note="campaign stops")
 
     @workflow.query
     def status(self) -> CampaignStatus:
@@ -433,8 +429,8 @@ class CampaignWorkflow(ProcedureWorkflow):
         return checks.alerts
 
     def _gate_policy(self) -> GatePolicy:
-        """Every campaign gate's policy: ``gate_timeout_seconds``, then rejected."""
-        return GatePolicy(timeout_seconds=self._in.gate_timeout_seconds)
+        """Every campaign gate's policy: the input's ``gates`` (default: wait, a timeout rejects)."""
+        return self.gate_policy
 
     async def _budget_gate(self) -> None:
         """The failures exceed the budget: no new cluster starts until a person decides."""
