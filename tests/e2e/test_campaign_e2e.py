@@ -5,7 +5,9 @@ one-node drain with waves ``1,rest``. One cluster fails (its node does not exist
 budget the campaign completes and names it; beyond the budget no further cluster starts and the
 decision gate opens. A plain start for one cluster runs on that cluster's queue and touches only
 that cluster. A cluster whose worker was killed (before its child's first task) waits for it while
-the others go on, and completes once the worker is back."""
+the others go on, and completes once the worker is back. A cluster whose worker is killed in the
+middle of its child's drain (an eviction held by the simulator) resumes the drain on a new worker
+and does each write exactly once, as the same drain does on a cluster whose worker lived."""
 
 from __future__ import annotations
 
@@ -13,12 +15,15 @@ import asyncio
 import json
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 from temporalio.client import Client
 
+from clustersim import traps
+from clustersim.faults import MUTATING_VERBS
 from clustersim.scenario import generate_scenario
 from workflows.campaign.models import CampaignResult, CampaignStatus
 
@@ -210,3 +215,42 @@ async def test_a_cluster_whose_worker_is_gone_waits_for_it_while_the_others_go_o
     assert res.outcome == "completed", res.message
     assert {c.name: c.state for c in res.clusters} == {"east": "done", "west": "done", "north": "done"}
     assert _evictions(sims["west"]) > 0
+
+
+def _writes(sim: Any) -> Counter[tuple[str, str, str, str]]:
+    """The writes the simulator accepted: (verb, resource, subresource, name) -> how many."""
+    return Counter((e.verb, e.resource, e.subresource, e.name) for e in sim.requests.entries()
+                   if e.verb in MUTATING_VERBS and 200 <= e.code < 300)
+
+
+async def test_a_worker_killed_in_the_middle_of_a_drain_resumes_it_and_writes_each_change_once(
+    dev_server: Any, temporal_client: Client, sim_factory: Any, worker_process_factory: Any, task_queue: str, tmp_path: Path
+) -> None:
+    sims, workers = await _fleet(dev_server, sim_factory, worker_process_factory, task_queue)
+    node = sorted(n["metadata"]["name"] for n in sims["east"].store.list("nodes"))[0]
+    on_node = sorted(p["metadata"]["name"] for p in sims["west"].store.list("pods") if p["spec"].get("nodeName") == node)
+    assert on_node, "the drained node runs pods"
+    # West's first eviction is held by its apiserver: west's child is in the middle of its drain step.
+    trap = await traps.arm(sims["west"].url, traps.api("create", "pods", subresource="eviction"))
+    clusters, inp = _files(tmp_path, node, failing="none")
+    code, out, err = await lk(dev_server.address, task_queue, "start", "campaign", "--procedure", "drain", "--clusters",
+                              str(clusters), "-f", str(inp), "--approve-each", "none", "-o", "json", env=PER_CLUSTER)
+    assert code == 0, out + err
+    wid = json.loads(out)["workflow_id"]
+    handle = temporal_client.get_workflow_handle(wid, result_type=CampaignResult)
+    await trap.wait_hit(timeout=120)
+    await workers["west"].kill()  # SIGKILL with the eviction in flight
+    await trap.release()  # the apiserver had the request: it lands, with nobody left to hear the answer
+    st = await _status_until(handle, lambda s: {c.name: c.state for c in s.clusters}["north"] == "done", "north done")
+    assert {c.name: c.state for c in st.clusters}["west"] == "running", "west's child waits for west's worker"
+    await workers["west"].start()  # a new worker for west: the drain goes on from its step
+    res = await asyncio.wait_for(handle.result(), 180)
+    assert res.outcome == "completed", res.message
+    assert {c.name: c.state for c in res.clusters} == {"east": "done", "west": "done", "north": "done"}
+    # Exactly once: each pod of the node evicted once, and west's accepted writes are the very ones
+    # of the same drain on east and north, whose workers lived.
+    evicted = Counter(e.name for e in sims["west"].requests.entries(verb="create", subresource="eviction") if e.code == 201)
+    assert evicted == Counter(on_node), evicted
+    assert _writes(sims["west"]) == _writes(sims["east"]) == _writes(sims["north"]), (
+        _writes(sims["west"]), _writes(sims["east"]))
+    assert not sims["west"].store.get("nodes", node)["spec"].get("unschedulable"), "west's node uncordoned"

@@ -118,3 +118,25 @@ def test_a_procedure_input_child_gets_the_requester_nested_and_validates() -> No
                          input={"pools": ["worker"]}, clusters=[{"name": "east"}], requested_by="alice")
     with pytest.raises(ValueError, match="requested_by"):
         MachineConfigRolloutInput.model_validate(flat.child_input(flat.clusters[0], "campaign-1"))
+
+
+def test_the_campaign_input_is_a_procedure_input_and_reads_its_old_flat_fields() -> None:
+    """Issue 36: the campaign's approvals and gate policy are the kit's nested groups (unknown
+    fields refused); an input stored before (flat ``requested_by``, ``four_eyes``,
+    ``allowed_approvers``, ``gate_timeout_seconds``) reads into them, a nested value winning."""
+    from workflows.kit.inputs import ProcedureInput
+
+    base = {"procedure": "drain", "workflow_type": "NodeDrainWorkflow", "clusters": [{"name": "a"}]}
+    nested = CampaignInput.model_validate({**base, "approvals": {"requested_by": "alice", "four_eyes": True},
+                                           "gates": {"timeout_seconds": 60}})
+    assert isinstance(nested, ProcedureInput) and nested.cluster == "fleet"
+    assert nested.requested_by == "alice" and nested.approvals.four_eyes and nested.gates.timeout_seconds == 60
+    old = CampaignInput.model_validate({**base, "requested_by": "alice", "four_eyes": True, "allowed_approvers": ["bob"],
+                                        "gate_timeout_seconds": 60, "search_attributes": False})
+    assert old.approvals == nested.approvals.model_copy(update={"allowed_approvers": ["bob"]})
+    assert old.gates == nested.gates and not old.search_attributes
+    both = CampaignInput.model_validate({**base, "requested_by": "alice", "approvals": {"requested_by": "carol"}})
+    assert both.requested_by == "carol"
+    with pytest.raises(ValidationError, match="extra"):
+        CampaignInput.model_validate({**base, "gate_timeout": 5})
+    assert "requested_by" not in nested.model_dump() and "gate_timeout_seconds" not in nested.model_dump()

@@ -233,3 +233,39 @@ async def test_the_dry_run_runs_each_cluster_procedures_own_dry_run_and_nothing_
     assert lines["drain dry run on cluster b"][1].startswith("node no-such-node: no Node named no-such-node")
     assert [k for c in checks.calls for k in (p.kind for p in c.preconditions)].count("queue-polled") == 4  # refused-first, then listed
     assert not fake.calls and all(c.state == "pending" for c in res.clusters)
+
+
+async def test_what_a_failed_child_leaves_changed_is_in_the_campaign_outcome(time_skipping_env, wf_task_queue):
+    """Issue 39: a child that fails past its point of no return returns no result; what it leaves
+    changed reaches the campaign in its last report, and the campaign's outcome lists it under
+    the cluster's name (the completed campaign lists its failed clusters' items)."""
+    from kit_fakes import gate_waiting
+    from kit_probes import TemplateProbeInput, TemplateProbeWorkflow
+
+    from activities.cluster.models import ObjectRef
+    from workflows.kit.models import ApproveInput
+
+    env, fake = time_skipping_env, KitFake()
+    ref = ObjectRef(kind="DaemonSet", name="sdn", namespace="openshift-sdn")
+    image = "/spec/template/spec/containers/0/image"
+    fake.objects[ref.describe()] = {"metadata": {"name": "sdn", "resourceVersion": "1"},
+                                    "spec": {"template": {"spec": {"containers": [{"image": "openshift/node:v3.11"}]}}}}
+    shared = TemplateProbeInput(search_attributes=False, record=ref, record_values={image: "custom:1"}, pnr=True,
+                                fail="disk full").model_dump(mode="json", exclude={"cluster"})
+    inp = CampaignInput(procedure="template-probe", workflow_type=TemplateProbeWorkflow.__name__, reports=True,
+                        nested_approvals=True, input=shared, clusters=[{"name": "a"}], waves="1", approve_each="none",
+                        failure_budget=1, search_attributes=False)
+    async with kit_worker(env, fake, wf_task_queue, [preflight_activity()]):
+        cid = f"campaign-{uuid.uuid4().hex[:8]}"
+        h = await env.client.start_workflow(CampaignWorkflow.run, inp, id=cid, task_queue=wf_task_queue, result_type=CampaignResult)
+        await poll(h, lambda s: s["clusters"][0]["state"] == "running")
+        child = env.client.get_workflow_handle(f"{cid}/a")
+        await poll(child, gate_waiting("go"))
+        await child.execute_update(ProcedureWorkflow.approve, ApproveInput(gate_id="go", identity="bob"))
+        res = await h.result()
+    assert res.outcome == "completed" and res.failed == ["a"], res.message
+    (item,) = res.left_changed
+    assert item.target == "a: DaemonSet openshift-sdn/sdn" and image in item.what, item
+    assert item.undo == f"lockkeeper revert {cid}/a --full" and res.next_commands == [item.undo]
+    assert [i.target for i in res.clusters[0].changed] == ["DaemonSet openshift-sdn/sdn"]
+    assert "left changed: a: DaemonSet openshift-sdn/sdn" in res.message

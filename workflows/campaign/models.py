@@ -23,8 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from workflows.kit.inputs import AlertGatePolicy
-from workflows.kit.models import ProcedureResult, ProcedureStatus
+from workflows.kit.inputs import AlertGatePolicy, ProcedureInput
+from workflows.kit.models import ChangedItem, ProcedureResult, ProcedureStatus
 from workflows.kit.report import ChildReport
 from workflows.kit.windows import check_specs
 
@@ -95,6 +95,13 @@ class CampaignCluster(BaseModel):
         return v
 
 
+def _as_dict(value: Any) -> dict[str, Any]:
+    """A nested input group as a mapping (a model as its fields; None as empty)."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(exclude_unset=True)
+    return dict(value or {})
+
+
 def merged(shared: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """``shared`` with ``overrides`` merged in (nested mappings key by key); neither is changed."""
     out = dict(shared)
@@ -132,7 +139,7 @@ class SoakChecks(BaseModel):
     red_timeout_seconds: float | None = Field(3600.0, gt=0)
 
 
-class CampaignInput(BaseModel):
+class CampaignInput(ProcedureInput):
     """The campaign (see the module doc).
 
     - ``procedure``: the spec name of the procedure each cluster runs (e.g. ``drain``);
@@ -155,9 +162,18 @@ class CampaignInput(BaseModel):
       every window; those running go on to their end (the system-upgrade-controller's semantics,
       one level up). Empty: always open. A cluster's own procedure may carry node windows in its
       input as well.
-    - ``requested_by``, ``four_eyes``, ``allowed_approvers``: the gates' approval rules;
-      ``gate_timeout_seconds``: how long a gate waits (None: forever; on timeout it is rejected).
+    - the kit's fields (:class:`workflows.kit.inputs.ProcedureInput`, issue 36): ``cluster``
+      (``fleet``: the campaign's own name for what it runs on), ``approvals`` (the requester,
+      four-eyes and allowed approvers of the campaign's gates), ``gates`` (how long a gate waits,
+      None: forever, and what its timeout does, default reject), ``search_attributes``,
+      ``dry_run`` (below), ``calls``.
+
+    An input stored before the move (``requested_by``, ``four_eyes``, ``allowed_approvers`` and
+    ``gate_timeout_seconds`` at the top level) is read into ``approvals`` and ``gates``
+    (:meth:`_flat_fields`), so a running campaign and its history decode as before.
     """
+
+    cluster: str = Field("fleet", min_length=1)
 
     procedure: str
     workflow_type: str
@@ -171,14 +187,8 @@ class CampaignInput(BaseModel):
     soak_checks: SoakChecks | None = Field(default_factory=SoakChecks)
     approve_each: Literal["wave", "none"] = "wave"
     windows: list[str] = Field(default_factory=list)
-    requested_by: str = "unknown"
-    four_eyes: bool = False
-    allowed_approvers: list[str] = Field(default_factory=list)
-    gate_timeout_seconds: float | None = Field(None, gt=0)
-    search_attributes: bool = True
-    #: Check the preconditions (below) and end ``dry-run`` with the waves; no cluster's
-    #: procedure runs (only their own dry runs, with ``child_dry_run``).
-    dry_run: bool = False
+    # ``dry_run`` (the kit's): check the preconditions (below) and end ``dry-run`` with the
+    # waves; no cluster's procedure runs (only their own dry runs, with ``procedure_has_dry_run``).
     #: Check that a worker polls every cluster's queue before the first child starts (False: a
     #: start with ``--queue``, whose children wait for their workers).
     check_workers: bool = True
@@ -192,6 +202,28 @@ class CampaignInput(BaseModel):
     #: ``approvals.requested_by``, never a flat ``requested_by``); the CLI sets it from the model.
     nested_approvals: bool = False
     child_dry_run_timeout_seconds: float = Field(300.0, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_fields(cls, data: Any) -> Any:
+        """The flat approval and gate fields of an input stored before the campaign took the
+        kit's nested ones: ``requested_by``, ``four_eyes``, ``allowed_approvers`` into
+        ``approvals``, ``gate_timeout_seconds`` into ``gates.timeout_seconds`` (a nested value
+        given as well wins)."""
+        if not isinstance(data, dict) or not ({"requested_by", "four_eyes", "allowed_approvers", "gate_timeout_seconds"} & set(data)):
+            return data
+        data = dict(data)
+        flat = {k: data.pop(k) for k in ("requested_by", "four_eyes", "allowed_approvers") if k in data}
+        if flat:
+            data["approvals"] = merged(flat, _as_dict(data.get("approvals")))
+        if "gate_timeout_seconds" in data:
+            data["gates"] = merged({"timeout_seconds": data.pop("gate_timeout_seconds")}, _as_dict(data.get("gates")))
+        return data
+
+    @property
+    def requested_by(self) -> str:
+        """Who started the campaign (``approvals.requested_by``)."""
+        return self.approvals.requested_by
 
     @field_validator("waves")
     @classmethod
@@ -270,6 +302,13 @@ class ClusterRun(BaseModel):
     #: The soak's last look at this cluster (``healthy (...)`` or its problems) and when.
     health: str | None = None
     health_at: datetime | None = None
+    #: What this cluster's child changed and left so (issue 39), each item named as the
+    #: simulator's diff names it (``Node worker-0000``): a completed child that reports to the
+    #: campaign (``reports``), what it did (its result's ``changed``); any other ending, what its
+    #: result's ``left_changed`` says stays changed, or, for a failed child, its last report's.
+    #: Empty: nothing stays changed, or a completed child that does not report (its own
+    #: ``lockkeeper status CHILD_ID`` shows its run).
+    changed: list[ChangedItem] = Field(default_factory=list)
 
 
 class CampaignStatus(ProcedureStatus):
@@ -292,8 +331,33 @@ class CampaignStatus(ProcedureStatus):
 class CampaignResult(ProcedureResult):
     """``outcome`` completed (every cluster ran; ``failed`` names those that failed within the
     budget), aborted, refused (a precondition failed before any cluster started: ``problems``)
-    or dry-run (``preconditions`` lists every check); every cluster's :class:`ClusterRun`."""
+    or dry-run (``preconditions`` lists every check); every cluster's :class:`ClusterRun`.
+
+    ``left_changed`` (the kit's field, issue 39): what the fleet is left with, cluster by
+    cluster, each item's ``target`` prefixed with its cluster (``east: Node worker-0000``), the
+    clusters in the campaign's order. A completed campaign lists its failed and aborted clusters'
+    items only (what its done clusters did is the campaign's purpose, in each ``ClusterRun.changed``);
+    any other ending (aborted, failed) lists every cluster's, done clusters included: what the
+    campaign did and did not undo."""
 
     clusters: list[ClusterRun] = Field(default_factory=list)
     failed: list[str] = Field(default_factory=list)
     counts: dict[str, int] = Field(default_factory=dict)
+
+
+def fleet_changed(runs: list[ClusterRun], *, done_too: bool) -> list[ChangedItem]:
+    """The campaign's ``left_changed`` (:class:`CampaignResult`): every cluster's ``changed`` in
+    the order of ``runs``, each item's target prefixed ``<cluster>: `` (``east: Node
+    worker-0000``); ``done_too`` False leaves out the clusters whose child completed. The
+    undo command is the child's own (run it against that cluster)."""
+    return [i.model_copy(update={"target": f"{r.name}: {i.target}"})
+            for r in runs if done_too or r.state != "done" for i in r.changed]
+
+
+def cluster_of(item: ChangedItem) -> tuple[str, ChangedItem]:
+    """The inverse of :func:`fleet_changed` for one item: ``(cluster, item with its own
+    target)``. Raises ValueError for an item without a cluster prefix."""
+    cluster, sep, target = item.target.partition(": ")
+    if not sep:
+        raise ValueError(f"{item.target!r} names no cluster")
+    return cluster, item.model_copy(update={"target": target})

@@ -49,13 +49,14 @@ with workflow.unsafe.imports_passed_through():
         CampaignStatus,
         ClusterRun,
         SoakChecks,
+        fleet_changed,
     )
     from workflows.kit import calls as acts
     from workflows.kit.inputs import AlertGatePolicy, GatePolicy
     from workflows.kit.models import (
         SA_CLUSTER,
         SA_PROCEDURE,
-        ApprovalRules,
+        ChangedItem,
         ControlInput,
         failure_message,
     )
@@ -84,6 +85,15 @@ def child_outcome(result: Any) -> tuple[str, str]:
     return "failed", message or f"outcome {outcome}"
 
 
+def _changed_of(result: Any) -> list[ChangedItem]:
+    """What an ended child's result (a model or its JSON object) says it changed and left so:
+    its ``changed`` (a completed child that reports: what it did; another ending: what stays
+    changed), else its ``left_changed``."""
+    get = result.get if isinstance(result, dict) else (lambda k, d=None: getattr(result, k, d))
+    items = get("changed") or get("left_changed") or []
+    return [i if isinstance(i, ChangedItem) else ChangedItem.model_validate(i) for i in items]
+
+
 @workflow.defn
 class CampaignWorkflow(ProcedureWorkflow):
     """Input :class:`CampaignInput`, result :class:`CampaignResult`, status
@@ -107,11 +117,8 @@ class CampaignWorkflow(ProcedureWorkflow):
         self._relayed_pause = False
         self._relayed_abort = False
         self._ended = False
-        self.kit_init(
-            procedure=PROCEDURE_CAMPAIGN, noun="campaign", cluster="fleet",
-            rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
-            status=self._status, search_attributes=input.search_attributes, pause_on_reject=False, reject_note="campaign stops",
-        )
+        self.kit_init(procedure=PROCEDURE_CAMPAIGN, noun="campaign", status=self._status, input=input, pause_on_reject=False,
+                      reject_note="campaign stops")
 
     @workflow.query
     def status(self) -> CampaignStatus:
@@ -188,8 +195,17 @@ class CampaignWorkflow(ProcedureWorkflow):
             message = f"{self._counts().get('done', 0)} cluster(s) done" + (
                 f"; failed within the budget of {self._status.failure_budget}: {', '.join(failed)}" if failed else "")
         self._status.current_wave = 0
+        left = self.kit_left_changed() if outcome != "completed" else fleet_changed(self._status.clusters, done_too=False)
+        if left:
+            message += "; left changed: " + "; ".join(i.line() for i in left)
+        self._status.left_changed = left
         return self.kit_end(CampaignResult, outcome, message, clusters=[r.model_copy() for r in self._status.clusters],
-                            failed=failed, counts=self._counts())
+                            failed=failed, counts=self._counts(), left_changed=left, next_commands=self.kit_next_commands(left))
+
+    def kit_left_changed(self) -> list[ChangedItem]:
+        """What the fleet stays changed with (the campaign writes through its children only):
+        every cluster's ``changed``, done clusters included (:func:`fleet_changed`)."""
+        return fleet_changed(self._status.clusters, done_too=True)
 
     async def _preconditions(self) -> list[Precondition]:
         """What the campaign needs before its first child (issue 39): a worker polling every
@@ -413,8 +429,8 @@ class CampaignWorkflow(ProcedureWorkflow):
         return checks.alerts
 
     def _gate_policy(self) -> GatePolicy:
-        """Every campaign gate's policy: ``gate_timeout_seconds``, then rejected."""
-        return GatePolicy(timeout_seconds=self._in.gate_timeout_seconds)
+        """Every campaign gate's policy: the input's ``gates`` (default: wait, a timeout rejects)."""
+        return self.gate_policy
 
     async def _budget_gate(self) -> None:
         """The failures exceed the budget: no new cluster starts until a person decides."""
@@ -501,10 +517,15 @@ class CampaignWorkflow(ProcedureWorkflow):
                                                                       reason=f"campaign aborted: {self.control.abort_reason}"))
             elif self.control.paused:
                 await handle.signal(PARENT_PAUSE_SIGNAL, ControlInput(identity="campaign", reason=f"campaign paused: {self.control.paused_reason}"))
-            r.state, r.message = child_outcome(await handle)
+            result = await handle
+            r.state, r.message = child_outcome(result)
             r.outcome = r.state if r.state != "done" else "completed"
+            r.changed = _changed_of(result)
         except ChildWorkflowError as err:
             r.state, r.outcome, r.message = "failed", "failed", failure_message(err)
+            # A failed child returns nothing: what it left changed is in its last report.
+            report = self.inbox.latest.get(r.child_id or "") or r.child_status
+            r.changed = list(report.left_changed) if report is not None else []
         except Exception as err:  # noqa: BLE001 - the child could not start (ID taken): this cluster failed
             r.state, r.outcome, r.message = "failed", "failed", f"{type(err).__name__}: {err}"
         if r.state == "aborted" and not self.control.abort:

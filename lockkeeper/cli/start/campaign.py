@@ -102,7 +102,8 @@ def start_campaign(
     soak_red_timeout: str = typer.Option("1h", "--soak-red-timeout", metavar="DURATION",
                                          help="Red this long: gate soak/<wave>/<n> asks a person (0: wait)."),
     approve_each: str = typer.Option("wave", "--approve-each", help="wave: a gate before each wave after the first; none."),
-    gate_timeout: float | None = typer.Option(None, "--gate-timeout", help="Seconds a gate waits (default forever)."),
+    gate_timeout: float | None = typer.Option(None, "--gate-timeout",
+                                              help="Seconds a gate waits (default forever): gates.timeout_seconds."),
     approvals: Approvals = approval_options("the campaign's gates", verb="decide"),
     window: list[str] = window_options(),
     start: Start = start_options(wait=completes("campaign"), cluster=False),
@@ -154,7 +155,7 @@ def start_campaign(
             clusters=[{**c, "task_queue": procedure_queue(settings, target, c["name"])} for c in fleet],
             waves=waves, max_clusters_in_flight=max_in_flight, failure_budget=failure_budget, soak_seconds=soak_seconds,
             soak_checks=soak_checks,
-            approve_each=approve_each, windows=window, **approvals.fields(who), gate_timeout_seconds=gate_timeout,
+            approve_each=approve_each, windows=window, **approvals.nested(who), gates={"timeout_seconds": gate_timeout},
             dry_run=start.dry_run, procedure_has_dry_run="dry_run" in fields,
         )
     except ValidationError as exc:
