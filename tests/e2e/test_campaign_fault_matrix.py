@@ -18,11 +18,9 @@ or its simulator's diff against its start snapshot is empty (restored), or the c
 (``left_changed``, each item prefixed with its cluster) names exactly what that simulator saw
 change.
 
-A done canary in a stopped campaign counts as completed: the campaign lists what a completed
-child says it changed (its result's ``changed``), and a completed MachineConfig rollout lists
-nothing there (its updated nodes are named only when it is aborted: ``_left_changed`` in
-workflows/machineconfig/workflow.py), so the canary's updated nodes are not in the campaign's
-outcome yet: the stricter judge (done clusters named too) is an ``xfail(strict=True)`` case.
+A done canary in a stopped campaign is named too: a completed rollout that reports to a parent
+lists in its result's ``changed`` the nodes now on the new config (workflows/machineconfig/
+workflow.py), and the campaign names them with the cluster; the stricter judge checks it.
 """
 
 from __future__ import annotations
@@ -39,8 +37,6 @@ from tests.e2e.harness import fast_timings, worker_pool_scenario
 from tests.faultmatrix import (
     Case,
     CaseResult,
-    Mismatch,
-    Step,
     World,
     _act,
     _final_trap,
@@ -145,13 +141,6 @@ def judge_fleet(cr: CaseResult, diffs: dict[str, Diff], names: dict[str, str], *
         judge(per)
 
 
-ROLLOUT_LISTS_NOTHING = (
-    "a completed MachineConfig rollout's result lists no `changed` even when it reports to a parent "
-    "(workflows/machineconfig/workflow.py names its updated nodes in _left_changed for an abort only; the "
-    "node upgrade's kit_left_changed names them on every ending), so a campaign stopped after its canary "
-    "completed cannot name the canary's updated nodes")
-
-
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize(("step", "case"), matrix_params(STEPS))
 async def test_campaign_fault_matrix(step: str, case: Case, dev_server: Any, sim_factory: Any, worker_process_factory: Any,
@@ -160,7 +149,6 @@ async def test_campaign_fault_matrix(step: str, case: Case, dev_server: Any, sim
 
 
 @pytest.mark.timeout(420)
-@pytest.mark.xfail(strict=True, raises=Mismatch, reason=ROLLOUT_LISTS_NOTHING)
 async def test_a_campaign_stopped_after_its_canary_names_the_canarys_changes(
         dev_server: Any, sim_factory: Any, worker_process_factory: Any, temporal_client: Any, task_queue: str) -> None:
     """The stricter judge: a stopped campaign names what its done clusters changed too."""

@@ -200,7 +200,11 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
         await self.batches.settle()
         await self.leases.release(concurrent=True, wait_closed=True)
         if not self.control.abort:
-            return self.kit_end(MachineConfigRolloutResult, "completed", f"{self.batches.totals()['done']} node(s) updated", plan=plan)
+            # A parent (a campaign, a cluster upgrade) sums what its children changed: the nodes
+            # now on the new config; a rollout run on its own keeps its result small.
+            parent = getattr(getattr(self, "kit_reporter", None), "parent_id", None)
+            return self.kit_end(MachineConfigRolloutResult, "completed", f"{self.batches.totals()['done']} node(s) updated", plan=plan,
+                                **({"changed": self._left_changed(plan)[0]} if parent else {}))
         self.board.abort_pending()
         left, commands = self._left_changed(plan)
         return self.kit_end(MachineConfigRolloutResult, "aborted", self.control.abort_reason or "aborted", plan=plan,
