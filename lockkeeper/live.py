@@ -76,17 +76,17 @@ async def merge_live_progress(client: Any, status: Any, *, timeout: float = 5.0)
 
 async def merge_campaign_children(client: Any, status: Any, *, timeout: float = 5.0) -> int:
     """A campaign's status (:class:`workflows.campaign.models.CampaignStatus`): give each running
-    cluster that has not reported (its procedure takes no ``report_to``) its child's live summary
-    (phase, what it waits for, its waiting gates) from the child's ``status`` query; nothing goes
-    into history. Returns the number of clusters updated; a child that does not answer is left as
-    it was."""
+    cluster its child's live summary (phase, what it waits for, its waiting gates) from the
+    child's ``status`` query; nothing goes into history. A child reports only its milestones to
+    the campaign (``report_progress`` False), so its step is read here. Returns the number of
+    clusters updated; a child that does not answer keeps its last report."""
     from temporalio.client import WorkflowQueryFailedError
     from temporalio.service import RPCError
 
     from workflows.kit.models import ProcedureStatus
     from workflows.kit.report import summary
 
-    rows = [r for r in status.clusters if r.state == "running" and r.child_id and r.child_status is None][:LIVE_NODES_MAX]
+    rows = [r for r in status.clusters if r.state == "running" and r.child_id][:LIVE_NODES_MAX]
     gate = asyncio.Semaphore(LIVE_CONCURRENCY)
 
     async def one(r: Any) -> bool:

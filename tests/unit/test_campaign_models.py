@@ -37,7 +37,7 @@ def test_wave_plan_and_child_input_merge_overrides() -> None:
     assert inp.wave_plan() == [["a"], ["b", "c"]]
     child = inp.child_input(inp.clusters[1], "campaign-1")
     assert child == {"node": "w9", "gates": {"timeout_seconds": 5, "timeout_outcome": "reject"}, "cluster": "b",
-                     "requested_by": "alice", "report_to": "campaign-1"}
+                     "requested_by": "alice", "report_to": "campaign-1", "report_progress": False}
     assert inp.input["node"] == "w1", "the shared input is not changed"
     with pytest.raises(ValidationError, match="listed twice"):
         CampaignInput(procedure="drain", workflow_type="W", clusters=[{"name": "a"}, {"name": "a"}])

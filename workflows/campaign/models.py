@@ -269,6 +269,9 @@ class CampaignInput(ProcedureInput):
             data.setdefault("requested_by", self.requested_by)
         if self.reports:
             data["report_to"] = campaign_id
+            # Milestones only: the campaign's history holds a few signals per cluster (issue
+            # 38's target); `status CAMPAIGN` reads each running child's step live.
+            data["report_progress"] = False
         return data
 
     def dry_run_input(self, cluster: CampaignCluster) -> dict[str, Any]:
@@ -276,6 +279,7 @@ class CampaignInput(ProcedureInput):
         ``report_to`` (a dry run reports nothing to the campaign)."""
         data = self.child_input(cluster, "")
         data.pop("report_to", None)
+        data.pop("report_progress", None)
         data["dry_run"] = True
         return data
 

@@ -186,6 +186,11 @@ class ProcedureInput(Strict):
     search_attributes: bool = True
     dry_run: bool = False
     report_to: str | None = None
+    #: With ``report_to``: also report each change of step (what it waits for, since, until)
+    #: to the parent (a cluster upgrade shows its phase's step). False: only a change of its
+    #: waiting gates, error or what stays changed (a campaign, whose history would otherwise
+    #: hold a signal per step of every cluster; its status reads the step live from the child).
+    report_progress: bool = True
     #: The alert gate: no node, batch or phase starts while Prometheus says the cluster alerts
     #: (:mod:`workflows.kit.alerts`); None: no gate.
     alerts: AlertGatePolicy | None = None

@@ -203,7 +203,8 @@ class ProcedureWorkflow(GateUpdates):
                                     timeouts=self.timeouts, warnings=status.warnings,
                                     on_step=lambda step, doing: self.kit_step(step, doing))
         #: Reports to the parent procedure, if this one was started as a phase of another.
-        self.kit_reporter = Reporter(input.report_to if input is not None else None)
+        self.kit_reporter = Reporter(input.report_to if input is not None else None,
+                                     progress=input.report_progress if input is not None else True)
         if preflight:
             status.preflight = "pending"
         status.procedure = procedure

@@ -69,6 +69,12 @@ class ChildReport(BaseModel):
         """Equal but for ``seq``."""
         return other is not None and self.model_copy(update={"seq": 0}) == other.model_copy(update={"seq": 0})
 
+    def milestone(self) -> tuple[Any, ...]:
+        """What a parent of many children must hold in its own state: the waiting gates (ID and
+        state: it shows their commands), the error and what stays changed; not the phase, the
+        step, the wait or the detail (progress, which its status reads live from the child)."""
+        return ([(g.id, str(g.state)) for g in self.gates], self.error, [i.model_dump() for i in self.left_changed])
+
 
 def summary(status: ProcedureStatus, *, detail: dict[str, Any] | None = None) -> ChildReport:
     """A procedure's report from its status: phase, wait, waiting gates (owned by it), gate
@@ -81,10 +87,14 @@ def summary(status: ProcedureStatus, *, detail: dict[str, Any] | None = None) ->
 
 
 class Reporter:
-    """Sends :class:`ChildReport` s to ``parent_id`` (None: sends nothing)."""
+    """Sends :class:`ChildReport` s to ``parent_id`` (None: sends nothing). ``progress`` False:
+    only reports whose :meth:`ChildReport.milestone` differs from the last one sent (at first:
+    no gate, no error, nothing changed), so a parent of many children (a campaign) holds a signal
+    per gate opened or closed, error and change left, not one per step."""
 
-    def __init__(self, parent_id: str | None) -> None:
+    def __init__(self, parent_id: str | None, *, progress: bool = True) -> None:
         self.parent_id = parent_id
+        self.progress = progress
         self.last: ChildReport | None = None
         self.seq = 0
         self._tasks: list[asyncio.Future[None]] = []
@@ -92,6 +102,8 @@ class Reporter:
     def send(self, report: ChildReport) -> bool:
         """Signal the parent unless ``report`` says what the last one said; True when sent."""
         if self.parent_id is None or report.same_as(self.last):
+            return False
+        if not self.progress and report.milestone() == (self.last.milestone() if self.last is not None else ([], None, [])):
             return False
         self.seq += 1
         self.last = report.model_copy(update={"seq": self.seq})
