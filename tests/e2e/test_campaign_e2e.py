@@ -69,7 +69,7 @@ def _files(tmp_path: Path, node: str, failing: str) -> tuple[Path, Path]:
     clusters.write_text("clusters:\n" + "".join(
         f"  - name: {c}\n" + (f"    overrides: {{node: no-such-node}}\n" if c == failing else "") for c in CLUSTERS))
     inp = tmp_path / "drain.yaml"
-    inp.write_text(f"node: {node}\nuncordon_after: true\ndrain_wait_seconds: 5\ndrain_backoff_initial_seconds: 1\n")
+    inp.write_text(f"node: {node}\nuncordon_after: true\ndrain: {{wait_seconds: 5, backoff_initial_seconds: 1}}\n")
     return clusters, inp
 
 

@@ -127,8 +127,8 @@ class World:
 
 
 def _input(**kw: Any) -> GlusterRecoveryInput:
-    kw.setdefault("heal", GlusterHealthParams(interval_s=5, timeout_s=600, stall_after_s=120))
-    return GlusterRecoveryInput(search_attributes=False, requested_by="alice", reread_delay_s=1, **kw)
+    kw.setdefault("heal", GlusterHealthParams(interval_seconds=5, timeout_seconds=600, stall_after_seconds=120))
+    return GlusterRecoveryInput(search_attributes=False, approvals={"requested_by": "alice"}, reread_delay_seconds=1, **kw)
 
 
 async def _status(handle: WorkflowHandle, pred: Callable[[GlusterRecoveryStatus], bool], env: Any) -> GlusterRecoveryStatus:
