@@ -94,6 +94,11 @@ def test_the_gluster_health_wait_has_one_name_per_duration() -> None:
         GlusterHealthParams(timeout_s=5)
 
 
+def test_drain_takes_its_node_from_set(sent: list[Any]) -> None:
+    assert start("drain", "--set", "node=n3").exit_code == 0
+    assert sent[0].node == "n3"
+
+
 def test_drain_flags_are_aliases_of_the_nested_fields(sent: list[Any]) -> None:
     res = start("drain", "--node", "n1", "--cluster", "c1", "--four-eyes", "--allowed-approver", "bob", "--decide-after", "120",
                 "--decision-timeout", "300", "--decision-timeout-outcome", "skip", "--reboot-command", "systemctl reboot",
@@ -137,7 +142,8 @@ def test_drain_from_a_file_with_flags_and_set_over_it(sent: list[Any], tmp_path:
     (["--node", "n1", "--set", "drain.timeout_seconds=60"], "never gives a drain up"),
     (["--node", "n1", "--decision-timeout-outcome", "delete-pod"], "--decision-timeout-outcome"),
     (["--node", "n1", "--exec-via", "ssh"], "--ssh-host"),
-    ([], "node: Field required"),
+    ([], "--node"),
+    (["--set", "cluster=c1"], "--node"),
 ])
 def test_drain_refuses_a_bad_value_before_starting(sent: list[Any], args: list[str], words: str) -> None:
     assert words in refused(start("drain", *args))

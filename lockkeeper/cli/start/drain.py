@@ -30,7 +30,7 @@ from lockkeeper.cli.start.options import (
     positive_seconds,
     start_options,
 )
-from lockkeeper.cli.start.shared import build_input, refuse_node_order, refuse_windows, spec_named
+from lockkeeper.cli.start.shared import INPUT_FILE, INPUT_SETS, build_input, refuse_node_order, refuse_windows, spec_named
 from lockkeeper.cli.start.dryrun import workflow_dry_run
 
 
@@ -84,6 +84,8 @@ def start_drain(
     refuse_node_order(order_by, node_order_file, f"a drain takes exactly one node ({which}); to drain several "
                       "in an order, start one drain per node in that order (machineconfig-rollout, node-upgrade and "
                       "runtime-migration take --order)")
+    if node is None and INPUT_FILE.get() is None and not any(s.startswith("node=") for s in INPUT_SETS.get()):
+        raise typer.BadParameter("the node to drain is missing: --node NODE (or node: in -f FILE)", param_hint="'--node'")
     backend = None
     if exec_via is not None:
         try:
