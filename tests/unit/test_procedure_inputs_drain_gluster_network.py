@@ -12,13 +12,10 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from typer.testing import CliRunner
+from startcapture import capture_starts, refused, start, write
 
 from activities.host.models import ExecBackend
 from activities.network_migration.models import NodeState
-from lockkeeper import cli
-from lockkeeper.cli.common import CliError
-from lockkeeper.cli.start.options import Start
 from workflows.drain.models import NodeDrainInput
 from workflows.gluster.models import GlusterRecoveryInput
 from workflows.kit.inputs import DrainPolicy, ProcedureInput
@@ -27,7 +24,6 @@ from workflows.network_migration.models import NetworkMigrationInput
 from workflows.network_migration.plan import reboot_batches
 from workflows.shared.glusterfs.models import GlusterHealthParams
 
-runner = CliRunner()
 FLAT = ("requested_by", "four_eyes", "allowed_approvers", "gate_timeout_seconds", "gate_timeout_s", "activity_timeout_seconds",
         "activity_heartbeat_timeout_seconds", "decide_after_seconds", "drain_wait_seconds", "unknown_outcome_gate_seconds")
 
@@ -35,29 +31,7 @@ FLAT = ("requested_by", "four_eyes", "allowed_approvers", "gate_timeout_seconds"
 @pytest.fixture
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The inputs the start commands would start their workflow with (nothing is contacted)."""
-    got: list[Any] = []
-    monkeypatch.setattr(Start, "go", lambda self, req, *a, **k: got.append(req.input))
-    return got
-
-
-def start(*args: str) -> Any:
-    return runner.invoke(cli.app, ["--address", "127.0.0.1:1", "start", *args, "--identity", "alice"], env={"COLUMNS": "200"})
-
-
-def refused(res: Any) -> str:
-    """What a start refused with exit 2 (a typer usage error, or the CliError ``main`` turns into
-    exit 2 with its message)."""
-    if isinstance(res.exception, CliError):
-        assert res.exception.code == 2, res.exception
-        return str(res.exception)
-    assert res.exit_code == 2, (res.exit_code, res.output, res.exception)
-    return " ".join(res.output.split())
-
-
-def write(tmp_path: Path, data: dict[str, Any]) -> str:
-    f = tmp_path / "input.yaml"
-    f.write_text(json.dumps(data))  # JSON is YAML
-    return str(f)
+    return capture_starts(monkeypatch)
 
 
 @pytest.mark.parametrize("model", [NodeDrainInput, GlusterRecoveryInput, NetworkMigrationInput])
