@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from startcapture import capture_starts, refused, start, write
+from startcapture import refused, start, write
 
 from activities.host.models import ExecBackend
 from activities.network_migration.models import NodeState
@@ -26,12 +26,6 @@ from workflows.shared.glusterfs.models import GlusterHealthParams
 
 FLAT = ("requested_by", "four_eyes", "allowed_approvers", "gate_timeout_seconds", "gate_timeout_s", "activity_timeout_seconds",
         "activity_heartbeat_timeout_seconds", "decide_after_seconds", "drain_wait_seconds", "unknown_outcome_gate_seconds")
-
-
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The inputs the start commands would start their workflow with (nothing is contacted)."""
-    return capture_starts(monkeypatch)
 
 
 @pytest.mark.parametrize("model", [NodeDrainInput, GlusterRecoveryInput, NetworkMigrationInput])

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from startcapture import capture_starts, refused, start, write
+from startcapture import refused, start, write
 
 from workflows.control_plane.models import ControlPlaneUpgradeInput
 from workflows.kit.inputs import DrainPolicy, ProcedureInput
@@ -20,12 +20,6 @@ from workflows.node_selectors.models import NodeSelectorMigrationInput
 from workflows.node_upgrade.models import NodeUpgradeInput
 
 MASTER = {"name": "m1", "api_url": "https://m1:8443", "access": {"backend": "ssh", "host": "10.0.0.1", "port": 2201}}
-
-
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The inputs the start commands would start their workflow with (nothing is contacted)."""
-    return capture_starts(monkeypatch)
 
 
 @pytest.mark.parametrize("model", [NodeUpgradeInput, ControlPlaneUpgradeInput, NodeSelectorMigrationInput])
