@@ -44,7 +44,8 @@ class GlusterRecoveryInput(ProcedureInput):
     ``gates`` (every gate's timeout, the heal gate's too, and what a timeout does: by default it
     rejects), ``calls`` (activity timeouts, :func:`gluster_calls`), ``search_attributes`` and
     ``dry_run`` (read, check every precondition and end ``dry-run`` with the plan; nothing is
-    written, no lease taken, either mode).
+    written, no lease taken, either mode) and ``alerts`` (the Prometheus alert gate: in recover
+    mode no host's GlusterFS pod is deleted while a blocking alert fires; None: no gate).
 
     ``mode`` check: read, assess and run the heal check, change nothing; recover: restart the
     GlusterFS pod of every host with an offline brick, one host at a time. ``quorum_rule``:
@@ -98,7 +99,7 @@ class PodDelete(BaseModel):
 
 
 HostStep = Literal[
-    "pending", "approval", "delete", "wait-replacement", "re-read", "decision", "start-force", "heal", "done",
+    "pending", "alerts", "approval", "delete", "wait-replacement", "re-read", "decision", "start-force", "heal", "done",
     "failed", "aborted",
 ]
 

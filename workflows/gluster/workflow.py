@@ -14,6 +14,8 @@ procedures-spec §3.2; field report seed 002).
    deleted (seed 002: "In such a case don't continue").
 3. **Per host** with an offline brick (lease ``gluster/<cluster>`` held), each step in
    ``status``:
+   - with ``alerts``, the kit's alert gate (:mod:`workflows.kit.alerts`, board entry
+     ``alerts/host/<host>``): no pod is deleted while Prometheus names a blocking alert;
    - a restart that would take a second brick of a volume down is unsafe: gate
      ``unsafe/<host>/<n>`` asks a person (approve: re-read and re-assess after they fixed it;
      reject: stop). Nothing is deleted;
@@ -231,6 +233,12 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
         hr = HostRun(host=plan.host, node=plan.node, pod=plan.pod, pod_uid=plan.pod_uid, offline_bricks=list(plan.offline_bricks))
         self._status.hosts.append(hr)
         volumes = plan.volumes
+        if self.alerts is not None:
+            # Prometheus before the host's first write: no pod delete while a blocking alert fires
+            # (or, failing closed, while Prometheus cannot be asked); an abort meanwhile ends the run.
+            self._host_step(hr, "alerts", "no blocking alert (Prometheus)")
+            await self.alerts.wait_clear(f"host/{plan.host}")
+            await self.control.safe_point()
         if i.approve_pod_delete:
             self._host_step(hr, "approval", f"approval of gate delete/{plan.host}")
             if not await self._gate(f"delete/{plan.host}", self._describe(plan, a)):
