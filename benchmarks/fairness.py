@@ -129,7 +129,7 @@ async def main(args: argparse.Namespace) -> None:
                     print(f"  {time.monotonic() - t0:5.0f} s: activity slots in use {used}", flush=True)
                 urgent = await client.start_workflow(
                     drain_spec.workflow_type,
-                    NodeDrainInput(node="infra-0000", cluster="other", requested_by="benchmark", drain_wait_seconds=30),
+                    NodeDrainInput(node="infra-0000", cluster="other", approvals={"requested_by": "benchmark"}, drain={"wait_seconds": 30}),
                     id=f"fair-drain-{uuid.uuid4().hex[:6]}", task_queue=queue, priority=prio(drain_spec, "other"),
                 )
                 t_urgent = time.monotonic()

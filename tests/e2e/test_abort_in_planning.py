@@ -69,7 +69,7 @@ class Case:
 
 
 CASES = [
-    Case("drain", "NodeDrainWorkflow", lambda node, c: NodeDrainInput(node=node, cluster=c, requested_by="e2e"), "read_node",
+    Case("drain", "NodeDrainWorkflow", lambda node, c: NodeDrainInput(node=node, cluster=c, approvals={"requested_by": "e2e"}), "read_node",
          leases=lambda node, c: [node_scope(c, node)]),
     Case("node-upgrade", "NodeUpgradeWorkflow",
          lambda node, c: NodeUpgradeInput(cluster=c, selection=NodeSelection(), action=NodeAction(argv=["true", "{node}"]), approvals=ApprovalRules(requested_by="e2e"),
@@ -85,7 +85,7 @@ CASES = [
                                                search_attributes=False),
          "check_preconditions", resources=["nodes"], verbs=["get", "list"]),
     Case("network-migration", "NetworkMigrationWorkflow",
-         lambda node, c: NetworkMigrationInput(cluster=c, requested_by="e2e", search_attributes=False), "read_migration_state"),
+         lambda node, c: NetworkMigrationInput(cluster=c, approvals={"requested_by": "e2e"}, search_attributes=False), "read_migration_state"),
     Case("vxlan-port", "VxlanPortChangeWorkflow",
          lambda node, c: VxlanPortChangeInput(cluster=c, new_port=4889, custom_image="registry.example.com/ose-node:custom",
                                               host_access={"master-0": NOWHERE}, approvals=ApprovalRules(requested_by="e2e"),

@@ -54,8 +54,8 @@ async def test_drain_fault_matrix(step: str, case: Case, sim_factory: Any, worke
     async def begin() -> Any:
         return await temporal_client.start_workflow(
             "NodeDrainWorkflow",
-            NodeDrainInput(node=NODE, requested_by="fault-matrix", uncordon_after=True, drain_backoff_initial_seconds=1,
-                           drain_wait_seconds=5),
+            NodeDrainInput(node=NODE, approvals={"requested_by": "fault-matrix"}, uncordon_after=True,
+                           drain={"backoff_initial_seconds": 1, "wait_seconds": 5}),
             id=f"drain-fm-{uuid.uuid4().hex[:8]}", task_queue=task_queue, result_type=NodeDrainResult,
         )
 

@@ -35,8 +35,9 @@ LOCKKEEPER = str(Path(sys.executable).parent / "lockkeeper")
 
 
 def _input(**kw: Any) -> GlusterRecoveryInput:
-    kw.setdefault("heal", GlusterHealthParams(interval_s=1, max_interval_s=2, timeout_s=120, stall_after_s=60))
-    return GlusterRecoveryInput(requested_by="e2e", reread_delay_s=1, activity_timeout_seconds=5, command_timeout_s=20, **kw)
+    kw.setdefault("heal", GlusterHealthParams(interval_seconds=1, max_interval_seconds=2, timeout_seconds=120, stall_after_seconds=60))
+    return GlusterRecoveryInput(approvals={"requested_by": "e2e"}, reread_delay_seconds=1, calls={"short_call_seconds": 5},
+                                command_timeout_seconds=20, **kw)
 
 
 async def _start(client: Client, queue: str, inp: GlusterRecoveryInput) -> WorkflowHandle[Any, Any]:

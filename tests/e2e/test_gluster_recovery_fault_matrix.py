@@ -51,8 +51,10 @@ async def test_gluster_recovery_fault_matrix(step: str, case: Case, sim_factory:
     sim = await sim_factory("r3-okd310-upgrade", time_scale=SCALE)
     worker = await worker_for(sim)
     world = World(sim=sim, client=temporal_client, worker=worker)
-    inp = GlusterRecoveryInput(requested_by="fault-matrix", reread_delay_s=1, activity_timeout_seconds=5, command_timeout_s=20,
-                               heal=GlusterHealthParams(interval_s=1, max_interval_s=2, timeout_s=120, stall_after_s=60))
+    inp = GlusterRecoveryInput(approvals={"requested_by": "fault-matrix"}, reread_delay_seconds=1, calls={"short_call_seconds": 5},
+                               command_timeout_seconds=20,
+                               heal=GlusterHealthParams(interval_seconds=1, max_interval_seconds=2, timeout_seconds=120,
+                                                        stall_after_seconds=60))
 
     async def begin() -> Any:
         return await temporal_client.start_workflow(GlusterRecoveryWorkflow.run, inp, id=f"gluster-recovery-fm-{uuid.uuid4().hex[:8]}",

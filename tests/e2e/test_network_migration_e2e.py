@@ -23,8 +23,8 @@ NET_OP = "networks.operator.openshift.io"
 
 
 def fast(**kw: Any) -> NetworkMigrationInput:
-    base = dict(cluster="r1", requested_by="e2e", poll_seconds=1.0, stall_seconds=8.0, ready_timeout_seconds=120.0,
-                pools_timeout_seconds=300.0, unknown_grace_seconds=15.0, search_attributes=False, activity_timeout_seconds=20.0)
+    base = dict(cluster="r1", approvals={"requested_by": "e2e"}, poll_seconds=1.0, stall_seconds=8.0, ready_timeout_seconds=120.0,
+                pools_timeout_seconds=300.0, unknown_grace_seconds=15.0, search_attributes=False, calls={"short_call_seconds": 20.0})
     base.update(kw)
     return NetworkMigrationInput(**base)
 

@@ -27,9 +27,9 @@ async def _run(temporal_client, task_queue, node: str, argv: list[str], marker: 
     handle = await temporal_client.start_workflow(
         "NodeDrainWorkflow",
         NodeDrainInput(
-            node=node, requested_by="e2e", reboot_command=argv, uncordon_after=True,
+            node=node, approvals={"requested_by": "e2e"}, reboot_command=argv, uncordon_after=True,
             reboot_access=HostAccess(backend=ExecBackend.LOCAL), reboot_timeout_seconds=30,
-            drain_backoff_initial_seconds=1, drain_wait_seconds=5, **kw,
+            drain={"backoff_initial_seconds": 1, "wait_seconds": 5}, **kw,
         ),
         id=f"drain-e2e-{marker}-{uuid.uuid4().hex[:6]}", task_queue=task_queue, result_type=NodeDrainResult,
     )

@@ -43,8 +43,8 @@ async def test_a_real_reboot_drops_its_session_and_the_node_comes_back_uncordone
     boots = hosts.host(node).boot_count
     handle = await temporal_client.start_workflow(
         "NodeDrainWorkflow",
-        NodeDrainInput(node=node, requested_by="e2e", reboot_command=["systemctl", "reboot"], uncordon_after=True,
-                       reboot_access=access, reboot_timeout_seconds=30, drain_backoff_initial_seconds=1, drain_wait_seconds=5),
+        NodeDrainInput(node=node, approvals={"requested_by": "e2e"}, reboot_command=["systemctl", "reboot"], uncordon_after=True,
+                       reboot_access=access, reboot_timeout_seconds=30, drain={"backoff_initial_seconds": 1, "wait_seconds": 5}),
         id=f"drain-reboot-{via}-{uuid.uuid4().hex[:6]}", task_queue=task_queue, result_type=NodeDrainResult,
     )
     result = await handle.result()

@@ -192,9 +192,9 @@ async def test_standalone_drain_blocked_with_report(
     await worker_for(sim, env={"LOCKKEEPER_NOTIFY_URL": receiver.url})
     handle = await temporal_client.start_workflow(
         "NodeDrainWorkflow",
-        NodeDrainInput(node=R2_NODE, cluster="notify-drain", requested_by="e2e", drain_backoff_initial_seconds=0.5,
-                       drain_backoff_max_seconds=1, drain_wait_seconds=2, decide_after_seconds=3,
-                       decision_timeout_seconds=4, decision_timeout_outcome="abort"),
+        NodeDrainInput(node=R2_NODE, cluster="notify-drain", approvals={"requested_by": "e2e"},
+                       drain={"backoff_initial_seconds": 0.5, "backoff_max_seconds": 1, "wait_seconds": 2, "decide_after_seconds": 3,
+                              "decision_timeout_seconds": 4, "decision_timeout_outcome": "abort"}),
         id=f"drain-notify-{uuid.uuid4().hex[:6]}", task_queue=task_queue, result_type=NodeDrainResult,
     )
     blocked = await event(receiver, "drain-blocked")

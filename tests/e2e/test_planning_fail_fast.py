@@ -61,7 +61,7 @@ def _closed_port() -> int:
 async def _start_drain(client: Any, task_queue: str, node: str, cluster: str) -> Any:
     return await client.start_workflow(
         "NodeDrainWorkflow",
-        NodeDrainInput(node=node, cluster=cluster, requested_by="e2e", drain_backoff_initial_seconds=1, drain_wait_seconds=5),
+        NodeDrainInput(node=node, cluster=cluster, approvals={"requested_by": "e2e"}, drain={"backoff_initial_seconds": 1, "wait_seconds": 5}),
         id=f"drain-fast-{cluster}-{uuid.uuid4().hex[:6]}", task_queue=task_queue, result_type=NodeDrainResult,
     )
 

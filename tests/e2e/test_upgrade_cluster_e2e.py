@@ -38,8 +38,9 @@ def plan(sim: ClusterSim, tmp: Path) -> ClusterUpgradePlan:
     return ClusterUpgradePlan(
         # R3a first: the registry volume's brick on 10.0.0.12 is Online N (the scenario's symptom);
         # the recovery restarts master03's GlusterFS pod (no per-host approval in this test).
-        gluster=GlusterRecoveryInput(mode="recover", approve_pod_delete=False, replacement_timeout_s=120, reread_delay_s=0.5,
-                                     heal=GlusterHealthParams(interval_s=1, max_interval_s=2, timeout_s=120, stall_after_s=None)),
+        gluster=GlusterRecoveryInput(mode="recover", approve_pod_delete=False, replacement_timeout_seconds=120, reread_delay_seconds=0.5,
+                                     heal=GlusterHealthParams(interval_seconds=1, max_interval_seconds=2, timeout_seconds=120,
+                                                              stall_after_seconds=None)),
         control_plane=cp_input(sim),
         master_nodes=masters,
         infra_nodes=upgrade_input(tmp, "region=infra", BatchPolicy(serial="50%", canary=1)),

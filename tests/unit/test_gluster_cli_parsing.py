@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from activities.gluster.models import Brick, BrickStatus, GlusterPod, GlusterReport, NodeAddresses, VolumeInfo, VolumeStatus
 from lockkeeper import cli
+from lockkeeper.cli.common import CliError
 from lockkeeper.cli.gluster import assessment_view, diagnosis_data
 from workflows.shared.glusterfs.assess import assess
 
@@ -46,9 +47,11 @@ def test_start_gluster_recovery_help_and_validation() -> None:
     for flag in ("--check-only", "--namespace", "--cluster", "--allow-start-force", "--max-restarts"):
         assert flag in res.output
     bad = runner.invoke(cli.app, ["start", "gluster-recovery", "--quorum-rule", "most"])
-    assert bad.exit_code == 2 and "invalid gluster-recovery" in bad.output
+    assert isinstance(bad.exception, CliError) and bad.exception.code == 2  # `lockkeeper`'s main: exit 2 with the message
+    assert "invalid input: quorum_rule: Input should be 'per-volume' or 'per-replica-set'" in str(bad.exception)
     zero = runner.invoke(cli.app, ["start", "gluster-recovery", "--max-restarts", "0"])
-    assert zero.exit_code == 2
+    assert isinstance(zero.exception, CliError) and zero.exception.code == 2
+    assert "max_restarts_per_host: Input should be greater than or equal to 1" in str(zero.exception)
 
 
 def test_diagnose_gluster_help_and_bad_rule() -> None:

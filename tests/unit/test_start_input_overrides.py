@@ -16,7 +16,6 @@ def lockkeeper(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("args", [
-    ["drain", "--node", "n1", "--set", "timeout_seconds=5"],
     ["machineconfig-rollout", "--pool", "worker", "--set", "max_unavailable=2"],
     ["runtime-migration", "--node", "g1", "--to", "docker", "--scaleup-command", "s {node}", "--set", "nodes=[g2]"],
 ])

@@ -6,53 +6,20 @@ stopped where it would contact Temporal: the test reads the validated input it w
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from typer.testing import CliRunner
+from startcapture import refused, start, write
 
-from lockkeeper import cli
-from lockkeeper.cli.common import CliError
-from lockkeeper.cli.start.options import Start
 from workflows.control_plane.models import ControlPlaneUpgradeInput
 from workflows.kit.inputs import DrainPolicy, ProcedureInput
 from workflows.kit.models import GateTimeoutOutcome
 from workflows.node_selectors.models import NodeSelectorMigrationInput
 from workflows.node_upgrade.models import NodeUpgradeInput
 
-runner = CliRunner()
 MASTER = {"name": "m1", "api_url": "https://m1:8443", "access": {"backend": "ssh", "host": "10.0.0.1", "port": 2201}}
-
-
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The inputs the start commands would start their workflow with (nothing is contacted)."""
-    got: list[Any] = []
-    monkeypatch.setattr(Start, "go", lambda self, req, *a, **k: got.append(req.input))
-    return got
-
-
-def start(*args: str) -> Any:
-    return runner.invoke(cli.app, ["--address", "127.0.0.1:1", "start", *args, "--identity", "alice"], env={"COLUMNS": "200"})
-
-
-def refused(res: Any) -> str:
-    """What a start refused with exit 2 (a typer usage error, or the CliError ``main`` turns into
-    exit 2 with its message)."""
-    if isinstance(res.exception, CliError):
-        assert res.exception.code == 2, res.exception
-        return str(res.exception)
-    assert res.exit_code == 2, (res.exit_code, res.output, res.exception)
-    return " ".join(res.output.split())
-
-
-def write(tmp_path: Path, data: dict[str, Any]) -> str:
-    f = tmp_path / "input.yaml"
-    f.write_text(json.dumps(data))  # JSON is YAML
-    return str(f)
 
 
 @pytest.mark.parametrize("model", [NodeUpgradeInput, ControlPlaneUpgradeInput, NodeSelectorMigrationInput])

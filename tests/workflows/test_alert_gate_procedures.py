@@ -46,7 +46,7 @@ async def test_the_drain_cordons_nothing_while_an_alert_blocks(time_skipping_env
     fake = AlertsFake(FIRING, CLEAR, hold_from=2)
     async with Worker(env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=[*cluster.activities(), fake.activity()]):
         handle = await env.client.start_workflow(
-            NodeDrainWorkflow.run, NodeDrainInput(node="worker-0", search_attributes=False, drain_wait_seconds=1, alerts=POLICY),
+            NodeDrainWorkflow.run, NodeDrainInput(node="worker-0", search_attributes=False, drain={"wait_seconds": 1}, alerts=POLICY),
             id=f"drain-{uuid.uuid4().hex[:8]}", task_queue=wf_task_queue, result_type=NodeDrainResult)
         st = await poll(handle, lambda s: s["health"].get("alerts/node/worker-0", {}).get("state") == "waiting"
                         and bool(s["health"]["alerts/node/worker-0"]["last"]))
@@ -64,7 +64,7 @@ async def test_the_drain_without_a_gate_asks_nobody(time_skipping_env: Any, wf_t
     env, cluster, fake = time_skipping_env, DecisionFake({"worker": 1}), AlertsFake(FIRING)
     async with Worker(env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=[*cluster.activities(), fake.activity()]):
         result = await env.client.execute_workflow(
-            NodeDrainWorkflow.run, NodeDrainInput(node="worker-0", search_attributes=False, drain_wait_seconds=1),
+            NodeDrainWorkflow.run, NodeDrainInput(node="worker-0", search_attributes=False, drain={"wait_seconds": 1}),
             id=f"drain-{uuid.uuid4().hex[:8]}", task_queue=wf_task_queue, result_type=NodeDrainResult)
     assert result.outcome == "completed" and fake.calls == []
 

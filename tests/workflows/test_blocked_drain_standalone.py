@@ -23,8 +23,8 @@ async def test_standalone_drain_blocked_then_delete_pod_and_uncordon(time_skippi
     async with Worker(env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=fake.activities()):
         handle = await env.client.start_workflow(
             NodeDrainWorkflow.run,
-            NodeDrainInput(node="worker-0", requested_by="alice", four_eyes=True, uncordon_after=True,
-                           decide_after_seconds=60, search_attributes=False, drain_wait_seconds=1),
+            NodeDrainInput(node="worker-0", approvals={"requested_by": "alice", "four_eyes": True}, uncordon_after=True,
+                           drain={"decide_after_seconds": 60, "wait_seconds": 1}, search_attributes=False),
             id=f"drain-{uuid.uuid4().hex[:8]}", task_queue=wf_task_queue, result_type=NodeDrainResult,
         )
         await poll(handle, lambda s: s["node"]["phase"] == NodePhase.BLOCKED)

@@ -5,7 +5,7 @@ end-to-end runs against clustersim's GlusterFS model are in tests/e2e/test_glust
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -33,10 +33,12 @@ from activities.gluster.models import (
     VolumeStatus,
 )
 from replay import recording, store
+from test_kit_alerts import CLEAR, FIRING, NODE_LINE, URL, AlertsFake
 from wf_fakes import preflight_activity
 from workflows import WORKFLOWS
 from workflows.gluster import GlusterRecoveryWorkflow
 from workflows.gluster.models import GlusterHealthParams, GlusterRecoveryInput, GlusterRecoveryResult, GlusterRecoveryStatus
+from workflows.kit.inputs import AlertGatePolicy
 from workflows.kit.models import ApproveInput, GateState, RejectInput
 
 pytestmark = pytest.mark.timeout(120)
@@ -127,8 +129,8 @@ class World:
 
 
 def _input(**kw: Any) -> GlusterRecoveryInput:
-    kw.setdefault("heal", GlusterHealthParams(interval_s=5, timeout_s=600, stall_after_s=120))
-    return GlusterRecoveryInput(search_attributes=False, requested_by="alice", reread_delay_s=1, **kw)
+    kw.setdefault("heal", GlusterHealthParams(interval_seconds=5, timeout_seconds=600, stall_after_seconds=120))
+    return GlusterRecoveryInput(search_attributes=False, approvals={"requested_by": "alice"}, reread_delay_seconds=1, **kw)
 
 
 async def _status(handle: WorkflowHandle, pred: Callable[[GlusterRecoveryStatus], bool], env: Any) -> GlusterRecoveryStatus:
@@ -144,8 +146,9 @@ def _waiting(prefix: str) -> Callable[[GlusterRecoveryStatus], bool]:
     return lambda st: any(g.state == GateState.WAITING and g.id.startswith(prefix) for g in st.gates)
 
 
-async def _run(env: Any, queue: str, world: World, inp: GlusterRecoveryInput, steer: Callable[[WorkflowHandle], Any] | None = None) -> GlusterRecoveryResult:
-    async with Worker(env.client, task_queue=queue, workflows=WORKFLOWS, activities=world.activities()):
+async def _run(env: Any, queue: str, world: World, inp: GlusterRecoveryInput, steer: Callable[[WorkflowHandle], Any] | None = None,
+               more: Sequence[Callable[..., Any]] = ()) -> GlusterRecoveryResult:
+    async with Worker(env.client, task_queue=queue, workflows=WORKFLOWS, activities=[*world.activities(), *more]):
         handle = await env.client.start_workflow(GlusterRecoveryWorkflow.run, inp, id=f"gluster-{uuid.uuid4().hex[:8]}",
                                                  task_queue=queue, result_type=GlusterRecoveryResult)
         if steer is not None:
@@ -178,6 +181,27 @@ async def test_seed_case_one_brick_offline_is_recovered(time_skipping_env, wf_ta
     reg = next(v for v in res.volumes if v.name == "reg")
     assert reg.online and reg.heal_entries_end == 0 and any("deleted pod" in a for a in reg.actions)
     assert res.assessment_start.offline == ["reg: 10.0.0.12:/b/reg"]
+
+
+async def test_no_pod_is_deleted_while_an_alert_blocks(time_skipping_env, wf_task_queue) -> None:
+    """The recovery's ``alerts`` (the kit's ProcedureInput field a cluster upgrade hands its
+    phases): the host waits at the alert gate, deleting nothing, until Prometheus is clear."""
+    world, fake = World(["reg"], down={"reg": ["10.0.0.12"]}), AlertsFake(FIRING, CLEAR)
+    policy = AlertGatePolicy(url=URL, filter="^Watchdog$", poll_seconds=60, override=False)
+
+    async def steer(h: WorkflowHandle) -> None:
+        st = await _status(h, lambda s: bool(s.hosts) and s.hosts[0].step == "alerts", time_skipping_env)
+        assert NODE_LINE in (st.health["alerts/host/10.0.0.12"].last or ""), st.health
+        assert world.deletes == [] and len(fake.calls) == 1
+
+    res = await _run(time_skipping_env, wf_task_queue, world, _input(approve_pod_delete=False, alerts=policy), steer,
+                     more=[fake.activity()])
+    assert res.outcome == "completed" and res.ok, res.message
+    assert [d.uid for d in world.deletes] == ["master03-1"] and len(fake.calls) == 2  # asked again after its poll: clear
+    quiet = AlertsFake(FIRING)
+    res = await _run(time_skipping_env, wf_task_queue, World(["reg"], down={"reg": ["10.0.0.12"]}), _input(approve_pod_delete=False),
+                     more=[quiet.activity()])
+    assert res.outcome == "completed" and quiet.calls == []  # without a gate nobody is asked
 
 
 async def test_check_mode_reports_and_changes_nothing(time_skipping_env, wf_task_queue) -> None:

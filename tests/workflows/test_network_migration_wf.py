@@ -199,7 +199,7 @@ class FakeRollout:
 
 
 def inp(cluster: str, **kw: Any) -> NetworkMigrationInput:
-    return NetworkMigrationInput(cluster=cluster, requested_by="t", poll_seconds=5, stall_seconds=60, search_attributes=False,
+    return NetworkMigrationInput(cluster=cluster, approvals={"requested_by": "t"}, poll_seconds=5, stall_seconds=60, search_attributes=False,
                                  max_unavailable=2, **kw)
 
 

@@ -98,9 +98,10 @@ async def test_record_drain_blocked_decided_rebooted_uncordoned(temporal_client,
     async with Worker(temporal_client, task_queue=task_queue, workflows=WORKFLOWS, activities=fake.activities()):
         handle = await temporal_client.start_workflow(
             NodeDrainWorkflow.run,
-            NodeDrainInput(node="worker-0", cluster="c1", requested_by="alice", four_eyes=True, uncordon_after=True,
-                           reboot_command=["systemctl", "reboot"], decide_after_seconds=1, drain_wait_seconds=0.5,
-                           drain_backoff_initial_seconds=0.5, drain_backoff_max_seconds=1),
+            NodeDrainInput(node="worker-0", cluster="c1", approvals={"requested_by": "alice", "four_eyes": True}, uncordon_after=True,
+                           reboot_command=["systemctl", "reboot"],
+                           drain={"decide_after_seconds": 1, "wait_seconds": 0.5, "backoff_initial_seconds": 0.5,
+                                  "backoff_max_seconds": 1}),
             id=DRAIN_ID, task_queue=task_queue, result_type=NodeDrainResult,
         )
         await poll_status(handle, lambda s: (g := s["node"].get("decision_gate")) is not None and g["state"] == "waiting")
@@ -120,8 +121,8 @@ async def test_record_drain_reboot_session_lost_judged_by_boot(temporal_client, 
     async with Worker(temporal_client, task_queue=task_queue, workflows=WORKFLOWS, activities=fake.activities()):
         handle = await temporal_client.start_workflow(
             NodeDrainWorkflow.run,
-            NodeDrainInput(node="worker-0", cluster="c1", requested_by="alice", uncordon_after=True,
-                           reboot_command=["systemctl", "reboot"], drain_wait_seconds=0.5),
+            NodeDrainInput(node="worker-0", cluster="c1", approvals={"requested_by": "alice"}, uncordon_after=True,
+                           reboot_command=["systemctl", "reboot"], drain={"wait_seconds": 0.5}),
             id=DRAIN_ID, task_queue=task_queue, result_type=NodeDrainResult,
         )
         result = await handle.result()
@@ -203,8 +204,8 @@ async def test_a_drain_whose_reboot_command_fails_names_the_node_it_leaves_cordo
     async with Worker(temporal_client, task_queue=task_queue, workflows=WORKFLOWS, activities=fake.activities()):
         handle = await temporal_client.start_workflow(
             NodeDrainWorkflow.run,
-            NodeDrainInput(node="worker-0", cluster="c1", requested_by="alice", uncordon_after=True,
-                           reboot_command=["systemctl", "reboot"], drain_wait_seconds=0.5),
+            NodeDrainInput(node="worker-0", cluster="c1", approvals={"requested_by": "alice"}, uncordon_after=True,
+                           reboot_command=["systemctl", "reboot"], drain={"wait_seconds": 0.5}),
             id=f"{DRAIN_ID}-fails", task_queue=task_queue, result_type=NodeDrainResult,
         )
         with pytest.raises(WorkflowFailureError) as info:
@@ -224,7 +225,7 @@ async def test_drain_whose_reboot_program_is_missing_is_refused_before_the_cordo
     command) and its status phase is ``aborted``; a dry run of the same input says so too, takes no lease and writes nothing."""
     fake = RebootFake({"worker": 1})
     fake.failing_checks["host-executable"] = "not found on the host's PATH (command -v exited 1)"
-    inp = NodeDrainInput(node="worker-0", cluster="c1", requested_by="alice", reboot_command=["ansible-playbook", "x.yml"])
+    inp = NodeDrainInput(node="worker-0", cluster="c1", approvals={"requested_by": "alice"}, reboot_command=["ansible-playbook", "x.yml"])
     async with Worker(temporal_client, task_queue=task_queue, workflows=WORKFLOWS, activities=fake.activities()):
         result = await temporal_client.execute_workflow(NodeDrainWorkflow.run, inp, id=f"{DRAIN_ID}-refused",
                                                         task_queue=task_queue, result_type=NodeDrainResult)

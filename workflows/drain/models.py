@@ -7,13 +7,13 @@ Times are UTC datetimes, durations seconds.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from activities.host.models import CommandResult, ExecBackend, HostAccess
-from workflows.kit.inputs import AlertGatePolicy
-from workflows.kit.models import DrainDecision, NodeResult, NodeStatus, ProcedureResult, ProcedureStatus, check_timeout_decision
+from workflows.kit.inputs import DrainPolicy, ProcedureInput, over_defaults
+from workflows.kit.models import NodeResult, NodeStatus, ProcedureResult, ProcedureStatus
 
 #: Procedure name (spec name, LockkeeperProcedure set by the starter).
 PROCEDURE_DRAIN = "drain"
@@ -21,52 +21,48 @@ PROCEDURE_DRAIN = "drain"
 PROCEDURE_NODE_DRAIN = "node-drain"
 
 
-class NodeDrainInput(BaseModel):
+def drain_defaults() -> DrainPolicy:
+    """The standalone drain's drain policy: the kit's :class:`DrainPolicy` with 30 s per pass and a
+    5 s to 60 s backoff while an eviction is refused (its defaults before the kit)."""
+    return DrainPolicy(wait_seconds=30.0, backoff_initial_seconds=5.0, backoff_max_seconds=60.0)
+
+
+class NodeDrainInput(ProcedureInput):
     """Take one node out for maintenance durably (node-maintenance-operator style): cordon
     (recording ``lockkeeper.io/cordoned-by``), drain with the blocked-drain report and decision
     gate, optionally run ``reboot_command`` (argv) and, with ``uncordon_after``, uncordon it again
-    (only if we cordoned it). Knobs and decision rules as in the MachineConfig rollout.
-    ``cluster``: the lease scope ``node/<cluster>/<node>`` and the search attribute.
-    ``alerts``: the Prometheus alert gate (:class:`workflows.kit.inputs.AlertGatePolicy`, the
-    CLI's ``--alert-gate URL``): the node is not cordoned while a blocking alert fires; None: no
-    gate.
+    (only if we cordoned it).
+
+    The kit's :class:`~workflows.kit.inputs.ProcedureInput` gives ``cluster`` (the lease scope
+    ``node/<cluster>/<node>`` and the search attribute), ``approvals`` (requester, four-eyes,
+    approvers of the decision and host gates), ``gates`` (``gates.timeout_seconds``: how long the
+    gate ``host/reboot-command`` of a reboot command whose outcome is unknown waits, then the
+    procedure fails; None: until decided), ``calls`` (activity timeouts), ``search_attributes``,
+    ``dry_run`` (check the node and the reboot command's program, take no lease, write nothing;
+    the run ends ``dry-run`` with every check's result) and ``alerts`` (the Prometheus alert gate,
+    the CLI's ``--alert-gate URL``: the node is not cordoned while a blocking alert fires).
+
+    ``drain``: the kit's :class:`~workflows.kit.inputs.DrainPolicy` (:func:`drain_defaults`; a
+    partial ``drain`` keeps these defaults for the rest): pass length, backoff, when a blocked
+    drain asks (``decide_after_seconds``) and what an unanswered decision does.
+    ``reboot_access``: how ``reboot_command`` reaches the node (default: a privileged debug pod
+    pinned to it, as ``oc debug node/NODE -- chroot /host ...``; see
+    :class:`activities.host.models.HostAccess`). ``ready_timeout_seconds``: after the reboot
+    command, how long the node may take to report Ready again before the procedure fails
+    (leaving the node cordoned).
+
+    Raises pydantic's ValidationError for an unknown field, an empty ``reboot_command``, a
+    non-positive duration, a ``delete-pod`` decision timeout outcome, or a drain timeout (the
+    drain never gives a drain up).
     """
 
-    node: str
-    cluster: str = "default"
-    requested_by: str = "unknown"
-    four_eyes: bool = False
-    allowed_approvers: list[str] = Field(default_factory=list)
+    node: str = Field(min_length=1)
     reboot_command: list[str] | None = None
-    #: How ``reboot_command`` reaches the node (default: a privileged debug pod pinned to it,
-    #: as ``oc debug node/NODE -- chroot /host ...``); see :class:`activities.host.models.HostAccess`.
     reboot_access: HostAccess | None = None
     reboot_timeout_seconds: float = Field(600.0, gt=0)
-    #: After the reboot command, how long the node may take to report Ready again (seconds)
-    #: before the procedure fails (leaving the node cordoned).
     ready_timeout_seconds: float = Field(1800.0, gt=0)
-    #: A reboot command whose outcome is unknown (lost worker, command timeout) opens gate
-    #: ``host/reboot-command`` (approve runs it again); this long, then the procedure fails.
-    unknown_outcome_gate_seconds: float | None = None
     uncordon_after: bool = False
-    decide_after_seconds: float | None = 600.0
-    decision_timeout_seconds: float | None = None
-    decision_timeout_outcome: DrainDecision = DrainDecision.WAIT
-    drain_backoff_initial_seconds: float = 5.0
-    drain_backoff_max_seconds: float = 60.0
-    drain_wait_seconds: float = 30.0
-    activity_timeout_seconds: float = 10.0
-    activity_heartbeat_timeout_seconds: float = 10.0
-    search_attributes: bool = True
-    alerts: AlertGatePolicy | None = None
-    #: Check the node and the reboot command's program, take no lease, write nothing; the run
-    #: ends ``dry-run`` with every check's result.
-    dry_run: bool = False
-
-    @field_validator("decision_timeout_outcome")
-    @classmethod
-    def _no_unapproved_delete(cls, v: DrainDecision) -> DrainDecision:
-        return check_timeout_decision(v)
+    drain: Annotated[DrainPolicy, over_defaults(drain_defaults)] = Field(default_factory=drain_defaults)
 
     @field_validator("reboot_command")
     @classmethod
@@ -74,6 +70,14 @@ class NodeDrainInput(BaseModel):
         if v is not None and (not v or not v[0].strip()):
             raise ValueError("reboot_command must be a non-empty argv list")
         return v
+
+    @model_validator(mode="after")
+    def _no_drain_timeout(self) -> NodeDrainInput:
+        # The drain's whole point is the empty node: it never gives a drain up (node procedures do).
+        if self.drain.timeout_seconds is not None or self.drain.on_timeout != "gate":
+            raise ValueError("drain.timeout_seconds / drain.on_timeout: the standalone drain never gives a drain up; a "
+                             "blocked drain asks after drain.decide_after_seconds (node-upgrade takes a drain timeout)")
+        return self
 
     def command_access(self) -> HostAccess:
         """Where the reboot command runs: ``reboot_access``, or a debug pod on the node."""

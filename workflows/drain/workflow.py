@@ -61,7 +61,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.kit.host import HostStep, HostStepFailed, HostSteps
     from workflows.kit.models import (
-        ApprovalRules,
         ChangedItem,
         DecideInput,
         DecideResult,
@@ -95,16 +94,15 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
     def __init__(self, input: NodeDrainInput) -> None:
         self._in = input
         self._id = workflow.info().workflow_id
-        self._gate = DrainGateState(input.node, input.decide_after_seconds, input.decision_timeout_seconds, input.decision_timeout_outcome)
+        self._gate = DrainGateState(input.node, input.drain.decide_after_seconds, input.drain.decision_timeout_seconds,
+                                    input.drain.decision_timeout_outcome)
         self._node = NodeStatus(name=input.node, pool="-", phase=NodePhase.RUNNING, step="cordon", since=workflow.now())
         self._status = DrainStatus(reboot_command=input.reboot_command, uncordon_after=input.uncordon_after)
         self._rebooted: str | None = None
         self._uncordon_done = False
         self.kit_init(
-            procedure=PROCEDURE_DRAIN, noun="drain", cluster=input.cluster,
-            rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
-            status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
-            reject_note="the reboot command is not run again", defer_status_attributes=True, alerts=input.alerts,
+            procedure=PROCEDURE_DRAIN, noun="drain", input=input, status=self._status, pause_on_reject=False,
+            reject_note="the reboot command is not run again", defer_status_attributes=True,
             preflight=bool(input.reboot_command) or input.dry_run,
         )
 
@@ -141,8 +139,9 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
             raise ValueError(f"unknown node {input.node!r}; this procedure drains {self._in.node}")
         if self._gate.pending is not None:
             raise ValueError(f"node {input.node} has no drain decision waiting (one is being applied)")
-        check_decision(input, self._gate.open_gate, requested_by=self._in.requested_by,
-                       four_eyes=self._in.four_eyes, allowed_approvers=self._in.allowed_approvers)
+        rules = self._in.approvals
+        check_decision(input, self._gate.open_gate, requested_by=rules.requested_by, four_eyes=rules.four_eyes,
+                       allowed_approvers=rules.allowed_approvers)
 
     async def on_decide(self, input: DecideInput) -> DecideResult:
         self._gate.receive(DrainDecisionSignal(decision=input.decision, identity=input.identity, comment=input.comment, at=workflow.now()))
@@ -186,7 +185,7 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
         boot_before: str | None = node.boot_id
         self._set(NodePhase.RUNNING, "reboot-command", f"{' '.join(input.reboot_command or [])} via {access.describe()}")
         steps = HostSteps(self.gates, board=self._status.host_steps, on_change=self.touch, timeouts=timeouts,
-                          heartbeat_seconds=30, gate_timeout_seconds=input.unknown_outcome_gate_seconds)
+                          heartbeat_seconds=30, gate_timeout_seconds=input.gates.timeout_seconds)
         step = HostStep(name="reboot-command", argv=list(input.reboot_command or []), timeout_seconds=input.reboot_timeout_seconds,
                         drops_session=True)
         lost = False
@@ -321,7 +320,7 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
         await self.leases.acquire([node_scope(input.cluster, input.node)])
         self._status.leases = list(self.leases.held)
         self.touch()
-        timeouts = acts.Timeouts(input.activity_timeout_seconds, input.activity_heartbeat_timeout_seconds)
+        timeouts = self.timeouts  # the input's calls (workflows.kit.inputs.CallTimeouts)
         try:  # read the node first: the planning retry policy fails fast on API errors
             await self._preflight(input, timeouts)
             pre = self._preconditions(input)
@@ -356,8 +355,8 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
             await blocked(self._node.drain_report or DrainReport(), self._node.reason or "")
 
         outcome = await drain_until_done(
-            DrainLoop(node=input.node, wait_seconds=input.drain_wait_seconds, backoff_initial=input.drain_backoff_initial_seconds,
-                      backoff_max=input.drain_backoff_max_seconds, timeouts=timeouts, before_pass=before_pass,
+            DrainLoop(node=input.node, wait_seconds=input.drain.wait_seconds, backoff_initial=input.drain.backoff_initial_seconds,
+                      backoff_max=input.drain.backoff_max_seconds, timeouts=timeouts, before_pass=before_pass,
                       blocked=blocked, changed=changed, stopped=lambda: self.control.abort),
             self._gate,
         )

@@ -10,7 +10,7 @@ fields with defaults, never rename. Times are UTC datetimes, durations seconds.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
@@ -24,25 +24,45 @@ from workflows.shared.glusterfs.models import (  # noqa: F401 - the procedure's 
     QuorumRule,
     VolumeAssessment,
 )
+from workflows.kit.inputs import CallTimeouts, ProcedureInput, over_defaults
 from workflows.kit.models import ProcedureResult, ProcedureStatus
 
 #: Procedure name (spec name, LockkeeperProcedure, CLI ``start gluster-recovery``).
 PROCEDURE_GLUSTER_RECOVERY = "gluster-recovery"
 
-class GlusterRecoveryInput(BaseModel):
+def gluster_calls() -> CallTimeouts:
+    """The recovery's activity timeouts: the kit's :class:`CallTimeouts` with 30 s per short call
+    (a GlusterFS read runs the gluster CLI in a pod)."""
+    return CallTimeouts(short_call_seconds=30.0)
+
+
+class GlusterRecoveryInput(ProcedureInput):
     """``lockkeeper start gluster-recovery`` (procedures-spec §3.1).
+
+    The kit's :class:`~workflows.kit.inputs.ProcedureInput` gives ``cluster`` (the lease
+    ``gluster/<cluster>``), ``approvals`` (requester, four-eyes, approvers of every gate),
+    ``gates`` (every gate's timeout, the heal gate's too, and what a timeout does: by default it
+    rejects), ``calls`` (activity timeouts, :func:`gluster_calls`), ``search_attributes`` and
+    ``dry_run`` (read, check every precondition and end ``dry-run`` with the plan; nothing is
+    written, no lease taken, either mode) and ``alerts`` (the Prometheus alert gate: in recover
+    mode no host's GlusterFS pod is deleted while a blocking alert fires; None: no gate).
 
     ``mode`` check: read, assess and run the heal check, change nothing; recover: restart the
     GlusterFS pod of every host with an offline brick, one host at a time. ``quorum_rule``:
     what "the volume is down" means (seed 002: more than one brick of a volume).
     ``max_restarts_per_host``: pod restarts before the gate offering ``volume start VOL force``
-    (only with ``allow_volume_start_force``), human recovery or abort.
-    ``replacement_timeout_s``: how long a deleted pod's replacement may take to be Running and
-    Ready (o-a ``openshift_storage_glusterfs_timeout`` 300 s; the readiness probe alone needs
-    >= 40 s). ``gate_timeout_s``: how long a gate waits (None = until decided; a timeout
-    rejects)."""
+    (only with ``allow_volume_start_force``), human recovery or abort. ``heal``: the
+    ``gluster_healthy`` wait (:class:`GlusterHealthParams`).
+    ``replacement_timeout_seconds``: how long a deleted pod's replacement may take to be Running
+    and Ready (o-a ``openshift_storage_glusterfs_timeout`` 300 s; the readiness probe alone needs
+    >= 40 s). ``reread_delay_seconds``: the first pause before re-reading a restarted host's
+    bricks. ``read_attempts`` / ``read_backoff_seconds``: a read's tries and the pause between;
+    ``command_timeout_seconds``: one gluster CLI command.
 
-    cluster: str = "default"
+    Raises pydantic's ValidationError for an unknown field (a flat ``gate_timeout_s`` or
+    ``requested_by`` of before is one: ``gates.timeout_seconds``, ``approvals.requested_by``), an
+    unknown mode or quorum rule, or a bound out of range."""
+
     namespace: str = "glusterfs"
     clusters: list[str] = Field(default_factory=lambda: ["storage"], min_length=1)
     mode: Literal["check", "recover"] = "recover"
@@ -52,20 +72,12 @@ class GlusterRecoveryInput(BaseModel):
     max_restarts_per_host: int = Field(2, ge=1)
     allow_volume_start_force: bool = False
     heal: GlusterHealthParams = Field(default_factory=GlusterHealthParams)
-    replacement_timeout_s: float = Field(300.0, gt=0)
-    reread_delay_s: float = Field(5.0, ge=0)
-    gate_timeout_s: float | None = None
-    requested_by: str = "unknown"
-    four_eyes: bool = False
-    allowed_approvers: list[str] = Field(default_factory=list)
+    replacement_timeout_seconds: float = Field(300.0, gt=0)
+    reread_delay_seconds: float = Field(5.0, ge=0)
     read_attempts: int = Field(5, ge=1)
-    read_backoff_s: float = Field(2.0, ge=0)
-    command_timeout_s: float = Field(120.0, gt=0)
-    activity_timeout_seconds: float = 30.0
-    search_attributes: bool = True
-    #: Read, check every precondition and end ``dry-run`` with the plan; nothing is written,
-    #: no lease taken (either mode).
-    dry_run: bool = False
+    read_backoff_seconds: float = Field(2.0, ge=0)
+    command_timeout_seconds: float = Field(120.0, gt=0)
+    calls: Annotated[CallTimeouts, over_defaults(gluster_calls)] = Field(default_factory=gluster_calls)
 
     def target(self) -> GlusterTarget:
         """Where the GlusterFS pods are (namespace, clusters, excluded node)."""
@@ -87,7 +99,7 @@ class PodDelete(BaseModel):
 
 
 HostStep = Literal[
-    "pending", "approval", "delete", "wait-replacement", "re-read", "decision", "start-force", "heal", "done",
+    "pending", "alerts", "approval", "delete", "wait-replacement", "re-read", "decision", "start-force", "heal", "done",
     "failed", "aborted",
 ]
 

@@ -14,6 +14,8 @@ procedures-spec §3.2; field report seed 002).
    deleted (seed 002: "In such a case don't continue").
 3. **Per host** with an offline brick (lease ``gluster/<cluster>`` held), each step in
    ``status``:
+   - with ``alerts``, the kit's alert gate (:mod:`workflows.kit.alerts`, board entry
+     ``alerts/host/<host>``): no pod is deleted while Prometheus names a blocking alert;
    - a restart that would take a second brick of a volume down is unsafe: gate
      ``unsafe/<host>/<n>`` asks a person (approve: re-read and re-assess after they fixed it;
      reject: stop). Nothing is deleted;
@@ -21,7 +23,7 @@ procedures-spec §3.2; field report seed 002).
      ``approve_pod_delete=false``); it covers the bounded restarts of that host;
    - record ``{pod, uid, node, at}`` in the host's ``deletes`` BEFORE the delete; the delete
      activity deletes only that uid, so a retried or resumed delete never deletes twice;
-   - wait for a pod with a new uid, Running and Ready, on the same node (``replacement_timeout_s``);
+   - wait for a pod with a new uid, Running and Ready, on the same node (``replacement_timeout_seconds``);
    - re-read until the host's bricks are online; if not, restart again up to
      ``max_restarts_per_host``; then gate ``start-force/<host>`` (only with
      ``allow_volume_start_force``: approve runs ``gluster volume start VOL force``), then gate
@@ -58,11 +60,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.shared.glusterfs.assess import assess
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted
-    from workflows.kit.inputs import GatePolicy
     from workflows.kit.planning import planning_abort_message
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.kit.models import (
-        ApprovalRules,
         ChangedItem,
         ProcedureStatus,
         failure_message,
@@ -89,16 +89,12 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
     def __init__(self, input: GlusterRecoveryInput) -> None:
         self._in = input
         self._status = GlusterRecoveryStatus(mode=input.mode)
-        self.kit_init(
-            procedure=PROCEDURE_GLUSTER_RECOVERY, noun="gluster recovery", cluster=input.cluster,
-            rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes, allowed_approvers=input.allowed_approvers),
-            status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
-            reject_note="the gluster recovery stops there",
-        )
+        self.kit_init(procedure=PROCEDURE_GLUSTER_RECOVERY, noun="gluster recovery", input=input, status=self._status,
+                      pause_on_reject=False, reject_note="the gluster recovery stops there")
         self._health = GlusterHealth(
             target=input.target(), params=input.heal, gates=self.gates, control=self.control, board=self._status.health,
-            progress=self._status.heal, on_change=self.touch, rule=input.quorum_rule, short_call_s=input.activity_timeout_seconds,
-            read_attempts=input.read_attempts, command_timeout_s=input.command_timeout_s,
+            progress=self._status.heal, on_change=self.touch, rule=input.quorum_rule, short_call_s=input.calls.short_call_seconds,
+            read_attempts=input.read_attempts, command_timeout_s=input.command_timeout_seconds,
         )
         self._start: Assessment | None = None
         self._actions: dict[str, list[str]] = {}
@@ -139,13 +135,13 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
         fails the run with the ``Api*`` type at once (issue 18), nothing having been changed, and
         an abort while it runs raises Aborted (the run ends aborted)."""
         i = self._in
-        inp = GlusterReadInput(target=i.target(), heal=heal, attempts=i.read_attempts, backoff_seconds=i.read_backoff_s,
-                               command_timeout_seconds=i.command_timeout_s)
+        inp = GlusterReadInput(target=i.target(), heal=heal, attempts=i.read_attempts, backoff_seconds=i.read_backoff_seconds,
+                               command_timeout_seconds=i.command_timeout_seconds)
         try:
             if planning:  # raced against abort: an abort while it runs ends the run aborted (Aborted)
-                report = await calls.read_planning(self.control, inp, i.activity_timeout_seconds)
+                report = await calls.read_planning(self.control, inp, self._in.calls.short_call_seconds)
             else:
-                report = await calls.read(inp, i.activity_timeout_seconds)
+                report = await calls.read(inp, self._in.calls.short_call_seconds)
         except ActivityError as err:
             api = acts.planning_api_failure(err, "the first GlusterFS read") if planning else None
             if api is None:
@@ -157,9 +153,9 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
         return a
 
     async def _gate(self, gate_id: str, what: str) -> bool:
-        """The kit's gate step (asked each time it is reached), timeout ``gate_timeout_s`` then
-        rejected; an abort meanwhile raises :class:`Aborted`."""
-        answer = await self.gates.step(gate_id, what, GatePolicy(timeout_seconds=self._in.gate_timeout_s), again=True)
+        """The kit's gate step (asked each time it is reached) with the input's ``gates`` policy;
+        an abort meanwhile raises :class:`Aborted`."""
+        answer = await self.gates.step(gate_id, what, self.gate_policy, again=True)
         if self.control.abort:
             raise Aborted(self.control.abort_reason)
         return answer.passed
@@ -185,16 +181,16 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
         rec = PodDelete(pod=hr.pod, uid=uid, node=hr.node, at=workflow.now())
         hr.deletes.append(rec)  # recorded before the call: the uid is what a retried delete checks
         self.touch()
-        res = await calls.delete_pod(PodRef(namespace=i.namespace, name=hr.pod, uid=uid), i.activity_timeout_seconds)
+        res = await calls.delete_pod(PodRef(namespace=i.namespace, name=hr.pod, uid=uid), self._in.calls.short_call_seconds)
         rec.result = res.detail
         hr.restarts += 1
         self._act(hr, volumes, f"deleted pod {hr.pod} (uid {uid}) on {hr.node}" if res.deleted else f"pod {hr.pod} already gone ({res.detail})")
-        deadline = workflow.now() + timedelta(seconds=i.replacement_timeout_s)
+        deadline = workflow.now() + timedelta(seconds=i.replacement_timeout_seconds)
         self._host_step(hr, "wait-replacement", f"a new GlusterFS pod Running and Ready on {hr.node}")
         seen: list[ReplacementState] = []
 
         async def replaced() -> Check:
-            st = await calls.find_replacement(ReplacementInput(target=i.target(), node=hr.node or "", old_uid=uid), i.activity_timeout_seconds)
+            st = await calls.find_replacement(ReplacementInput(target=i.target(), node=hr.node or "", old_uid=uid), self._in.calls.short_call_seconds)
             seen.append(st)
             p = st.replacement
             return Check(st.ready, f"replacement {p.name} {p.phase} ready={p.ready}" if p else "no replacement yet"
@@ -206,7 +202,7 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
         if hs.state == "stopped":
             raise Aborted(self.control.abort_reason)
         if hs.state != "ok":
-            raise Stop(f"no Ready replacement for pod {hr.pod} on node {hr.node} within {i.replacement_timeout_s:.0f}s ({hs.last})")
+            raise Stop(f"no Ready replacement for pod {hr.pod} on node {hr.node} within {i.replacement_timeout_seconds:.0f}s ({hs.last})")
         new = seen[-1].replacement
         assert new is not None
         if new.node != hr.node:  # a DaemonSet pod is node-pinned; anything else is a surprise to report loudly
@@ -218,7 +214,7 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
         """Re-read until ``hr.host``'s bricks are all online (a few polls, then False)."""
         i = self._in
         self._host_step(hr, "re-read", f"bricks on {hr.host} online")
-        deadline = workflow.now() + timedelta(seconds=max(i.reread_delay_s * 6, 30.0))
+        deadline = workflow.now() + timedelta(seconds=max(i.reread_delay_seconds * 6, 30.0))
 
         async def online() -> Check:
             a = await self._read(heal=False)
@@ -226,7 +222,7 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
             hr.offline_bricks, hr.reread = down, True
             return Check(not down, f"offline on {hr.host}: {', '.join(down)}" if down else f"all bricks on {hr.host} online")
 
-        hs = await wait_until(online, name=f"bricks/{hr.host}/{hr.restarts}", backoff=Backoff(initial=max(i.reread_delay_s, 1.0), maximum=15.0),
+        hs = await wait_until(online, name=f"bricks/{hr.host}/{hr.restarts}", backoff=Backoff(initial=max(i.reread_delay_seconds, 1.0), maximum=15.0),
                               deadline=deadline, stop=lambda: self.control.abort, board=self._status.health, on_poll=lambda _: self.touch())
         if hs.state == "stopped":
             raise Aborted(self.control.abort_reason)
@@ -237,6 +233,12 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
         hr = HostRun(host=plan.host, node=plan.node, pod=plan.pod, pod_uid=plan.pod_uid, offline_bricks=list(plan.offline_bricks))
         self._status.hosts.append(hr)
         volumes = plan.volumes
+        if self.alerts is not None:
+            # Prometheus before the host's first write: no pod delete while a blocking alert fires
+            # (or, failing closed, while Prometheus cannot be asked); an abort meanwhile ends the run.
+            self._host_step(hr, "alerts", "no blocking alert (Prometheus)")
+            await self.alerts.wait_clear(f"host/{plan.host}")
+            await self.control.safe_point()
         if i.approve_pod_delete:
             self._host_step(hr, "approval", f"approval of gate delete/{plan.host}")
             if not await self._gate(f"delete/{plan.host}", self._describe(plan, a)):
@@ -255,7 +257,7 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
             if await self._gate(f"start-force/{plan.host}", what):
                 for v in vols:
                     self._host_step(hr, "start-force", f"gluster volume start {v} force")
-                    res = await calls.start_force(VolumeStartInput(target=i.target(), volume=v), i.activity_timeout_seconds)
+                    res = await calls.start_force(VolumeStartInput(target=i.target(), volume=v), self._in.calls.short_call_seconds)
                     self._act(hr, [v], f"gluster volume start {v} force in {res.pod}: {res.output}")
                 back = await self._bricks_back(hr)
         n = 0
@@ -269,7 +271,7 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
             self._act(hr, volumes, f"recovered by hand (gate human/{plan.host}/{n})")
             back = await self._bricks_back(hr)
         self._host_step(hr, "heal", f"heal info clean on {', '.join(volumes)}")
-        res = await self._health.gate(f"heal/{plan.host}", volumes, gate_timeout_s=i.heal.gate_timeout_s)
+        res = await self._health.gate(f"heal/{plan.host}", volumes, policy=self.gate_policy)
         if res.outcome != "healthy":
             raise Stop(f"after the restart of {plan.host}: {res.detail}")
         self._host_step(hr, "done")
@@ -433,7 +435,7 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
         else:
             raise Stop(f"gave up after too many passes; still offline: {', '.join(a.offline)}")
         self._step("final check")
-        res = await self._health.gate("final", None, gate_timeout_s=i.heal.gate_timeout_s)
+        res = await self._health.gate("final", None, policy=self.gate_policy)
         if res.outcome != "healthy" or res.assessment is None:
             raise Stop(f"final check: {res.detail}")
         self._status.assessment = res.assessment

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -91,6 +92,19 @@ class DrainPolicy(Strict):
     )
     timeout_seconds: float | None = Field(None, gt=0)
     on_timeout: Literal["gate", "proceed"] = "gate"
+
+
+def over_defaults(defaults: Callable[[], BaseModel]) -> BeforeValidator:
+    """Validator of a nested field whose procedure defaults differ from its model's own (e.g. a
+    drain policy with 30 s passes, ``Annotated[DrainPolicy, over_defaults(f)] =
+    Field(default_factory=f)``): a partial mapping (an input file's ``drain: {wait_seconds: 5}``,
+    a ``--set drain.wait_seconds=5``) keeps ``defaults()``' values for the fields it does not
+    give; a model instance passes unchanged. Validation errors are the model's."""
+
+    def merge(value: Any) -> Any:
+        return {**defaults().model_dump(), **value} if isinstance(value, dict) else value
+
+    return BeforeValidator(merge)
 
 
 def parse_max_unavailable(value: object) -> int | str:

@@ -6,25 +6,40 @@ format). Durations are seconds.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from workflows.kit.inputs import AlertGatePolicy
+from workflows.kit.inputs import CallTimeouts, MaxUnavailable, ProcedureInput, over_defaults
 from workflows.kit.models import ProcedureResult, ProcedureStatus
 
 PROCEDURE_NETWORK_MIGRATION = "network-migration"
 NETWORK_TYPES = ("OVNKubernetes", "OpenShiftSDN")
 
 
-class NetworkMigrationInput(BaseModel):
+def migration_calls() -> CallTimeouts:
+    """The migration's activity timeouts: the kit's :class:`CallTimeouts` with 30 s per short call."""
+    return CallTimeouts(short_call_seconds=30.0)
+
+
+class NetworkMigrationInput(ProcedureInput):
     """Start a network migration (OpenShift 4.14 offline migration, driven step by step).
+
+    The kit's :class:`~workflows.kit.inputs.ProcedureInput` gives ``cluster``, ``approvals``
+    (requester, four-eyes, approvers of every gate), ``gates`` (every gate's timeout and what a
+    timeout does: by default it rejects), ``calls`` (activity timeouts, :func:`migration_calls`),
+    ``search_attributes``, ``dry_run`` and ``alerts`` (the Prometheus alert gate, the CLI's
+    ``--alert-gate URL``: no batch of the migration's reboots starts while a blocking alert
+    fires, and the takeover rollout gates each node with it; the rollback's reboots are never
+    held, they are the way back. None: no gate).
 
     - ``to``: the target plugin (``OVNKubernetes``).
     - ``reboot_via``: how the reboot command reaches a node (``debug-pod`` or ``ssh``);
       ``reboot_command``: the argv run on the node (once per node).
-    - ``max_unavailable``: nodes rebooted at once outside the master pool (masters: one at a time);
-      also the child rollout's maxUnavailable when lockkeeper takes over from the controller.
+    - ``max_unavailable``: the kit's :data:`~workflows.kit.inputs.MaxUnavailable` (an int >= 1
+      or ``"N%"`` of the nodes outside the master pool): nodes rebooted at once outside the
+      master pool (masters: one at a time); also the child rollout's maxUnavailable when
+      lockkeeper takes over from the controller.
     - ``stall_seconds``: no progress in the pools for this long opens gate ``takeover``.
     - ``poll_seconds``: between reads while waiting.
     - ``ready_timeout_seconds``: how long a rebooted node may take to come back Ready;
@@ -34,17 +49,16 @@ class NetworkMigrationInput(BaseModel):
     - ``ssh_port``: SSH port of the nodes (``ssh``); ``ssh_hosts``: node -> ``host:port`` when the
       nodes are not reached at their InternalIP (a bastion's forwards, the simulator);
       ``ssh_user``: None = the worker's ``LOCKKEEPER_SSH_USER`` or ``core``.
-    - ``alerts``: the Prometheus alert gate (:class:`workflows.kit.inputs.AlertGatePolicy`, the
-      CLI's ``--alert-gate URL``): no batch of the migration's reboots starts while a blocking
-      alert fires, and the takeover rollout gates each node with it; the rollback's reboots are
-      never held (they are the way back). None: no gate.
+
+    Raises pydantic's ValidationError for an unknown field (a flat ``requested_by`` or
+    ``gate_timeout_seconds`` of before is one), an unknown target or reboot path, an empty
+    argument, a bad ``max_unavailable`` or a bound out of range.
     """
 
-    cluster: str = "default"
     to: Literal["OVNKubernetes"] = "OVNKubernetes"
     reboot_via: Literal["debug-pod", "ssh"] = "debug-pod"
     reboot_command: list[str] = Field(default_factory=lambda: ["systemctl", "reboot"], min_length=1)
-    max_unavailable: int = Field(1, ge=1)
+    max_unavailable: MaxUnavailable = 1
     stall_seconds: float = Field(600.0, gt=0)
     poll_seconds: float = Field(10.0, gt=0)
     ready_timeout_seconds: float = Field(1800.0, gt=0)
@@ -54,14 +68,7 @@ class NetworkMigrationInput(BaseModel):
     ssh_port: int = Field(22, ge=1, le=65535)
     ssh_hosts: dict[str, str] = Field(default_factory=dict)
     ssh_user: str | None = None
-    dry_run: bool = False
-    requested_by: str = "unknown"
-    four_eyes: bool = False
-    allowed_approvers: list[str] = Field(default_factory=list)
-    gate_timeout_seconds: float | None = None
-    activity_timeout_seconds: float = 30.0
-    search_attributes: bool = True
-    alerts: AlertGatePolicy | None = None
+    calls: Annotated[CallTimeouts, over_defaults(migration_calls)] = Field(default_factory=migration_calls)
 
     @field_validator("reboot_command")
     @classmethod

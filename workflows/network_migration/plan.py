@@ -10,14 +10,17 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from activities.network_migration.models import MigrationState, NodeState, PoolState
+from workflows.kit.inputs import resolve_max_unavailable
 from workflows.network_migration.models import PoolProgress
 
 
-def reboot_batches(nodes: list[NodeState], max_unavailable: int) -> list[list[str]]:
-    """Batches of node names: workers/infra ``max_unavailable`` at a time, masters alone, last."""
+def reboot_batches(nodes: list[NodeState], max_unavailable: int | str) -> list[list[str]]:
+    """Batches of node names: workers/infra ``max_unavailable`` at a time (an int, or ``"N%"`` of
+    them rounded down and at least 1: :func:`workflows.kit.inputs.resolve_max_unavailable`),
+    masters alone, last. Raises ValueError for a ``max_unavailable`` the kit refuses."""
     others = sorted((n for n in nodes if not n.master), key=lambda n: (n.pool, n.name))
     masters = sorted((n for n in nodes if n.master), key=lambda n: n.name)
-    size = max(1, max_unavailable)
+    size = resolve_max_unavailable(max_unavailable, len(others))
     batches = [[n.name for n in others[i:i + size]] for i in range(0, len(others), size)]
     return batches + [[m.name] for m in masters]
 

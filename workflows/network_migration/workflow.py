@@ -51,17 +51,15 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted
-    from workflows.kit.inputs import GatePolicy
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.kit.models import (
-        ApprovalRules,
         ChangedItem,
         ProcedureStatus,
         RevertInput,
     )
     from workflows.kit.planning import planning_abort_message
     from workflows.kit.procedure import ProcedureStopped, ProcedureWorkflow
-    from workflows.kit.records import REMOVE, RecordRefused, Records
+    from workflows.kit.records import REMOVE, RecordRefused
     from workflows.kit.scopes import cluster_scope, node_scope, pool_scope, scope_workflow_id, subsystem_scope
     from workflows.network_migration.guard import GuardRefused, PoolsGuard
     from workflows.network_migration.models import (
@@ -120,13 +118,9 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
     def __init__(self, input: NetworkMigrationInput) -> None:
         self._in = input
         self._st = NetworkMigrationStatus(to=input.to)
-        self.kit_init(procedure=PROCEDURE_NETWORK_MIGRATION, noun="network migration", cluster=input.cluster,
-                      rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes,
-                                          allowed_approvers=input.allowed_approvers),
-                      status=self._st, search_attributes=input.search_attributes, pause_on_reject=False,
-                      reject_note="the step is not taken", alerts=input.alerts)
-        self._t = acts.Timeouts(short_call=input.activity_timeout_seconds)
-        self.records = Records(board=self._st.records, on_change=self.touch, timeouts=self._t)
+        self.kit_init(procedure=PROCEDURE_NETWORK_MIGRATION, noun="network migration", input=input, status=self._st,
+                      pause_on_reject=False, reject_note="the step is not taken")
+        self._t = self.timeouts  # the input's calls (workflows.kit.inputs.CallTimeouts)
         self.guard = PoolsGuard(board=self._st.health, on_change=self.touch, timeouts=self._t, stop=lambda: self.control.abort)
         self._cleanup_started = False
         self._lease_holder = ""
@@ -182,10 +176,9 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         return state
 
     async def _gate(self, gate_id: str, comment: str) -> bool:
-        """The kit's gate step (asked each time it is reached), timeout ``gate_timeout_seconds``
-        then rejected; a revert request cancels it ("revert requested"), an abort raises
-        :class:`Aborted`."""
-        answer = await self.gates.step(gate_id, comment, GatePolicy(timeout_seconds=self._in.gate_timeout_seconds), again=True,
+        """The kit's gate step (asked each time it is reached) with the input's ``gates`` policy;
+        a revert request cancels it ("revert requested"), an abort raises :class:`Aborted`."""
+        answer = await self.gates.step(gate_id, comment, self.gate_policy, again=True,
                                        interrupt=lambda: "revert requested" if self.control.revert else None)
         if self.control.abort:
             raise Aborted(self.control.abort_reason)
@@ -550,7 +543,7 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         result = await workflow.execute_child_workflow(
             "MachineConfigRolloutWorkflow",
             {"cluster": i.cluster, "pools": pools, "max_unavailable": i.max_unavailable,
-             "approvals": {"requested_by": f"{i.requested_by} (takeover)"}, "search_attributes": i.search_attributes,
+             "approvals": {"requested_by": f"{i.approvals.requested_by} (takeover)"}, "search_attributes": i.search_attributes,
              "drain": {"backoff_initial_seconds": 1.0, "wait_seconds": 10.0},
              **({"alerts": i.alerts.model_dump(mode="json")} if i.alerts is not None else {})},
             id=child_id, result_type=dict,

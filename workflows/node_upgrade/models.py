@@ -9,13 +9,13 @@ Names follow openshift-ansible (``openshift_upgrade_nodes_label``, ``..._serial`
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from activities.host.models import HostAccess
 from activities.node_upgrade.models import NodeFacts  # noqa: F401 - re-exported: the plan's input model
-from workflows.kit.inputs import DrainPolicy, MaintenanceWindows, MaxUnavailable, NodeOrder, ProcedureInput
+from workflows.kit.inputs import DrainPolicy, MaintenanceWindows, MaxUnavailable, NodeOrder, ProcedureInput, over_defaults
 from workflows.kit.models import NodeResult, NodeStatus, ProcedureResult, ProcedureStatus
 from workflows.kit.noderun import NodeRunResult
 
@@ -142,18 +142,13 @@ class NodeUpgradeInput(ProcedureInput):
     target_version: str = OKD_310_KUBELET
     action: NodeAction
     host_access: dict[str, HostAccess] = Field(default_factory=dict)
-    drain: DrainPolicy = Field(default_factory=upgrade_drain_policy)
+    #: A partial ``drain`` keeps the upgrade's defaults (:func:`upgrade_drain_policy`) for the rest.
+    drain: Annotated[DrainPolicy, over_defaults(upgrade_drain_policy)] = Field(default_factory=upgrade_drain_policy)
     ready_timeout_seconds: float = Field(180.0, gt=0)
     ready_poll_seconds: float = Field(2.0, gt=0)
     gluster_label: str = "glusterfs"
     gluster_namespace: str = "glusterfs"
     gluster_timeout_seconds: float = Field(600.0, gt=0)
-
-    @field_validator("drain", mode="before")
-    @classmethod
-    def _upgrade_drain(cls, value: Any) -> Any:
-        """A partial ``drain`` keeps the upgrade's defaults (:func:`upgrade_drain_policy`) for the rest."""
-        return {**upgrade_drain_policy().model_dump(), **value} if isinstance(value, dict) else value
 
     @field_validator("action")
     @classmethod

@@ -35,8 +35,7 @@ from typing import Any
 import typer
 
 from lockkeeper.cli.common import EXIT_USAGE, err
-from lockkeeper.cli.start.node_upgrade import parse_argv
-from lockkeeper.cli.start.options import MasterSsh, Start, completes, master_ssh_options, start_options
+from lockkeeper.cli.start.options import MasterSsh, Start, completes, master_ssh_options, parse_argv, start_options
 from lockkeeper.cli.start.shared import INPUT_FILE, build_input, read_yaml, spec_named
 from lockkeeper.cli.start.dryrun import workflow_dry_run
 

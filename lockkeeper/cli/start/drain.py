@@ -4,6 +4,13 @@ report and decision gate, optionally a reboot command, wait for Ready, uncordon)
 The command waits until the drain has cordoned the node (its first write) so that bad input,
 such as an unknown node, is reported here rather than by a later ``status``. Negative
 durations and an unknown timeout outcome are usage errors (exit 2) before anything starts.
+
+The flags are aliases of the input's fields (:class:`workflows.drain.models.NodeDrainInput`):
+``--decide-after`` ``drain.decide_after_seconds``, ``--decision-timeout`` /
+``--decision-timeout-outcome`` ``drain.decision_timeout_seconds`` / ``drain.decision_timeout_outcome``,
+``--exec-via ssh --ssh-host H --ssh-port P --ssh-user U`` ``reboot_access``, ``--four-eyes``
+``approvals.four_eyes``, ...; ``-f input.yaml`` gives the input, the flags given override it,
+``--set drain.wait_seconds=5`` any field (:func:`lockkeeper.cli.start.shared.build_input`).
 """
 
 from __future__ import annotations
@@ -19,10 +26,11 @@ from lockkeeper.cli.start.options import (
     approval_options,
     check_decision,
     completes,
+    parse_argv,
     positive_seconds,
     start_options,
 )
-from lockkeeper.cli.start.shared import refuse_node_order, refuse_windows
+from lockkeeper.cli.start.shared import INPUT_FILE, INPUT_SETS, build_input, refuse_node_order, refuse_windows, spec_named
 from lockkeeper.cli.start.dryrun import workflow_dry_run
 
 
@@ -43,18 +51,20 @@ def drain_started(node: str) -> Any:
 
 
 def start_drain(
-    node: str = typer.Option(..., "--node", help="The node to take out for maintenance."),
+    node: str | None = typer.Option(None, "--node", help="The node to take out for maintenance (or node: in -f)."),
     reboot_command: str | None = typer.Option(None, "--reboot-command", help="Command to run after the drain (argv, shell-split)."),
-    exec_via: str = typer.Option("debug-pod", "--exec-via", help="How --reboot-command reaches the node: debug-pod | ssh | local."),
+    exec_via: str | None = typer.Option(None, "--exec-via", help="How --reboot-command reaches the node: debug-pod (default) | "
+                                                                 "ssh | local."),
     ssh_host: str | None = typer.Option(None, "--ssh-host", help="Node address for --exec-via ssh."),
-    ssh_port: int = typer.Option(22, "--ssh-port", help="SSH port of the node (--exec-via ssh)."),
+    ssh_port: int | None = typer.Option(None, "--ssh-port", help="SSH port of the node (--exec-via ssh; default 22)."),
     ssh_user: str | None = typer.Option(None, "--ssh-user", help="SSH user (default LOCKKEEPER_SSH_USER or core)."),
     uncordon_after: bool = typer.Option(False, "--uncordon-after", help="Uncordon when done (only if we cordoned)."),
-    ready_timeout: float = typer.Option(1800.0, "--ready-timeout",
-                                        help="Seconds the node may take to boot anew and be Ready after --reboot-command."),
-    decide_after: float = typer.Option(600.0, "--decide-after", help="Seconds blocked before asking for a decision."),
+    ready_timeout: float | None = typer.Option(None, "--ready-timeout", help="Seconds the node may take to boot anew and be "
+                                                                             "Ready after --reboot-command (default 1800)."),
+    decide_after: float | None = typer.Option(None, "--decide-after", help="Seconds blocked before asking for a decision "
+                                                                           "(default 600)."),
     decision_timeout: float | None = typer.Option(None, "--decision-timeout", help="Seconds a decision waits (default forever)."),
-    decision_timeout_outcome: str = typer.Option("wait", "--decision-timeout-outcome", help="wait | skip | abort"),
+    decision_timeout_outcome: str | None = typer.Option(None, "--decision-timeout-outcome", help="wait (default) | skip | abort"),
     approvals: Approvals = approval_options("delete-pod", verb="decide"),
     order_by: str | None = typer.Option(None, "--order", metavar="ORDER",
                                         help="Refused: a drain takes one node (--node), there is no node order to choose."),
@@ -65,43 +75,46 @@ def start_drain(
     start: Start = start_options(wait=completes("drain")),
 ) -> None:
     """Drain one node durably (cordon, drain with the blocked report and decision gate)."""
-    import shlex
-
     from activities.host.models import ExecBackend
     from workflows.kit.scopes import node_scope
 
-    refuse_windows(window, f"a drain takes exactly one node (--node {node}) and starts it now; start it inside your "
+    which = f"--node {node}" if node else "--node"
+    refuse_windows(window, f"a drain takes exactly one node ({which}) and starts it now; start it inside your "
                    "window, or use machineconfig-rollout, node-upgrade or runtime-migration, which take --window")
-    refuse_node_order(order_by, node_order_file, f"a drain takes exactly one node (--node {node}); to drain several "
+    refuse_node_order(order_by, node_order_file, f"a drain takes exactly one node ({which}); to drain several "
                       "in an order, start one drain per node in that order (machineconfig-rollout, node-upgrade and "
                       "runtime-migration take --order)")
-    argv = None
-    if reboot_command is not None:
+    if node is None and INPUT_FILE.get() is None and not any(s.startswith("node=") for s in INPUT_SETS.get()):
+        raise typer.BadParameter("the node to drain is missing: --node NODE (or node: in -f FILE)", param_hint="'--node'")
+    backend = None
+    if exec_via is not None:
         try:
-            argv = shlex.split(reboot_command)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="'--reboot-command'") from None
-    try:
-        backend = ExecBackend(exec_via)
-    except ValueError:
-        raise typer.BadParameter("must be debug-pod, ssh or local", param_hint="'--exec-via'") from None
+            backend = ExecBackend(exec_via)
+        except ValueError:
+            raise typer.BadParameter("must be debug-pod, ssh or local", param_hint="'--exec-via'") from None
     if backend == ExecBackend.SSH and not ssh_host:
         raise typer.BadParameter("--exec-via ssh needs --ssh-host", param_hint="'--ssh-host'")
-    if not 1 <= ssh_port <= 65535:
+    if ssh_port is not None and not 1 <= ssh_port <= 65535:
         raise typer.BadParameter("must be a port, 1 to 65535", param_hint="'--ssh-port'")
     positive_seconds(ready_timeout, "'--ready-timeout'")
     check_decision(decide_after, decision_timeout, decision_timeout_outcome)
-    access = dict(backend=backend, node=node, host=ssh_host or "127.0.0.1", port=ssh_port, user=ssh_user) if argv else None
-    inp = start.validated(
-        "drain", "invalid drain: ",
-        node=node, cluster=start.cluster, **approvals.fields(start.who), reboot_command=argv, uncordon_after=uncordon_after,
-        decide_after_seconds=decide_after, decision_timeout_seconds=decision_timeout,
-        decision_timeout_outcome=decision_timeout_outcome, ready_timeout_seconds=ready_timeout, alerts=alerts,
-        reboot_access=access,  # HostAccess fields (the flags above checked them)
-        dry_run=start.dry_run,
-    )
+    # --exec-via debug-pod is the input's default (a debug pod on the node): no access to give
+    ssh = backend not in (None, ExecBackend.DEBUG_POD)
+    inp = build_input(spec_named("drain").input_model, {
+        **start.input_fields(), **approvals.flags(), "node": node, "alerts": alerts,
+        "reboot_command": parse_argv(reboot_command, "'--reboot-command'") if reboot_command is not None else None,
+        "reboot_access.backend": backend.value if ssh and backend else None, "reboot_access.node": node if ssh else None,
+        "reboot_access.host": ssh_host if ssh else None, "reboot_access.port": ssh_port if ssh else None,
+        "reboot_access.user": ssh_user if ssh else None,
+        "uncordon_after": uncordon_after or None, "ready_timeout_seconds": ready_timeout,
+        "drain.decide_after_seconds": decide_after, "drain.decision_timeout_seconds": decision_timeout,
+        "drain.decision_timeout_outcome": decision_timeout_outcome,
+    })
     start.go(start.request(
         "drain", inp, cluster=inp.cluster, scopes=[node_scope(inp.cluster, inp.node)], id_name=inp.node,
         summary=f"drain of node {inp.node} on {inp.cluster} by {start.who}",
         ready=drain_started(inp.node), ready_timeout=30.0, ready_required=False,
     ), dry_run=lambda req, settings: workflow_dry_run(req, settings, plan=lambda res: [res.message]))
+
+
+start_drain.takes_input_overrides = True  # type: ignore[attr-defined]  # build_input applies -f/--set

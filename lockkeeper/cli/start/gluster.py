@@ -7,6 +7,14 @@ heal gate; follow it with ``lockkeeper status ID`` and answer its gates with ``a
 no lease is taken), waits for it, prints the report and exits 0 when GlusterFS is healthy, 1 when
 not. ``--dry-run`` reads, checks every precondition (printed with its result) and prints the plan;
 nothing is written (exit 2 when a real start would be refused).
+
+The flags are aliases of the input's fields (:class:`workflows.gluster.models.GlusterRecoveryInput`:
+``--check-only`` ``mode: check``, ``--gluster-cluster`` ``clusters``, ``--max-restarts``
+``max_restarts_per_host``, ``--heal-timeout`` / ``--stall-after`` ``heal.timeout_seconds`` /
+``heal.stall_after_seconds``, ``--gate-timeout`` ``gates.timeout_seconds`` (every gate, the heal
+gate's too), ``--four-eyes`` ``approvals.four_eyes``, ...); ``-f input.yaml`` gives the input,
+the flags given override it, ``--set read_attempts=3`` any field
+(:func:`lockkeeper.cli.start.shared.build_input`).
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ import typer
 
 from lockkeeper.cli.common import EXIT_FAILED, EXIT_OK, err, run
 from lockkeeper.cli.start.options import Approvals, Start, approval_options, start_options
-from lockkeeper.cli.start.shared import Launch
+from lockkeeper.cli.start.shared import Launch, build_input, spec_named
 from lockkeeper.cli.start.dryrun import dry_run_result, leased_workflow_dry_run
 
 PROCEDURE = "gluster-recovery"
@@ -25,15 +33,20 @@ PROCEDURE = "gluster-recovery"
 
 def start_gluster_recovery(
     check_only: bool = typer.Option(False, "--check-only", help="Read and assess only; exit 0 healthy, 1 not. Changes nothing."),
-    namespace: str = typer.Option("glusterfs", "--namespace", help="Namespace of the GlusterFS pods."),
-    gluster_cluster: list[str] = typer.Option(["storage"], "--gluster-cluster", help="GlusterFS cluster(s): pods glusterfs=<name>-pod."),
+    namespace: str | None = typer.Option(None, "--namespace", help="Namespace of the GlusterFS pods (default glusterfs)."),
+    gluster_cluster: list[str] = typer.Option([], "--gluster-cluster", help="GlusterFS cluster(s): pods glusterfs=<name>-pod "
+                                                                          "(default storage)."),
     exclude_node: str | None = typer.Option(None, "--exclude-node", help="Never run the CLI in, or count on, this node's pod."),
-    quorum_rule: str = typer.Option("per-volume", "--quorum-rule", help="per-volume | per-replica-set: when a volume is down."),
-    approve_pod_delete: bool = typer.Option(True, "--approve-pod-delete/--no-approve-pod-delete", help="Gate each host's pod delete."),
-    max_restarts: int = typer.Option(2, "--max-restarts", help="Pod restarts per host before asking a person."),
+    quorum_rule: str | None = typer.Option(None, "--quorum-rule", help="per-volume (default) | per-replica-set: when a volume "
+                                                                       "is down."),
+    approve_pod_delete: bool | None = typer.Option(None, "--approve-pod-delete/--no-approve-pod-delete",
+                                                   help="Gate each host's pod delete (default: gate)."),
+    max_restarts: int | None = typer.Option(None, "--max-restarts", help="Pod restarts per host before asking a person (default 2)."),
     allow_start_force: bool = typer.Option(False, "--allow-start-force", help="Offer 'gluster volume start VOL force' (gated)."),
-    heal_timeout: float = typer.Option(1200.0, "--heal-timeout", help="Seconds the heal gate waits before asking."),
-    stall_after: float = typer.Option(300.0, "--stall-after", help="Seconds without heal progress before asking."),
+    heal_timeout: float | None = typer.Option(None, "--heal-timeout", help="Seconds the heal gate waits before asking "
+                                                                           "(default 1200)."),
+    stall_after: float | None = typer.Option(None, "--stall-after", help="Seconds without heal progress before asking "
+                                                                         "(default 300)."),
     gate_timeout: float | None = typer.Option(None, "--gate-timeout", help="Seconds a gate waits (default forever; then rejects)."),
     approvals: Approvals = approval_options("the gates", verb="decide"),
     start: Start = start_options(wait="Wait until the run ends; exit 0 only if GlusterFS is healthy."),
@@ -41,14 +54,13 @@ def start_gluster_recovery(
     """Check GlusterFS bricks and heal info; recover offline bricks one host at a time."""
     from workflows.kit.scopes import subsystem_scope
 
-    inp = start.validated(
-        PROCEDURE, "invalid gluster-recovery:\n  ",
-        cluster=start.cluster, namespace=namespace, clusters=gluster_cluster,
-        mode="check" if check_only else "recover", exclude_node=exclude_node, quorum_rule=quorum_rule,
-        approve_pod_delete=approve_pod_delete, max_restarts_per_host=max_restarts, allow_volume_start_force=allow_start_force,
-        heal={"timeout_s": heal_timeout, "stall_after_s": stall_after, "gate_timeout_s": gate_timeout},
-        gate_timeout_s=gate_timeout, **approvals.fields(start.who), dry_run=start.dry_run,
-    )
+    inp = build_input(spec_named(PROCEDURE).input_model, {
+        **start.input_fields(), **approvals.flags(), "namespace": namespace, "clusters": list(gluster_cluster) or None,
+        "mode": "check" if check_only else None, "exclude_node": exclude_node, "quorum_rule": quorum_rule,
+        "approve_pod_delete": approve_pod_delete, "max_restarts_per_host": max_restarts,
+        "allow_volume_start_force": allow_start_force or None, "heal.timeout_seconds": heal_timeout,
+        "heal.stall_after_seconds": stall_after, "gates.timeout_seconds": gate_timeout,
+    })
     check = inp.mode == "check"
     req = start.request(
         PROCEDURE, inp, cluster=inp.cluster, scopes=[] if check else [subsystem_scope("gluster", inp.cluster)],
@@ -61,6 +73,9 @@ def start_gluster_recovery(
         # --dry-run: the workflow reads, checks every precondition and ends dry-run with the
         # plan; each check is printed with its result (exit 2 when a start would be refused).
         start.go(req, dry_run=lambda r, settings: leased_workflow_dry_run(r, settings, plan=lambda res: [res.message]))
+
+
+start_gluster_recovery.takes_input_overrides = True  # type: ignore[attr-defined]  # build_input applies -f/--set
 
 
 async def _check_only(req: Launch, settings: Any) -> int:

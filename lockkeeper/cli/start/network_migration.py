@@ -4,6 +4,12 @@ migration, guarded (issue 15, R1 prevented).
 The run takes ``sdn/<cluster>`` before its first write and ``cluster/<cluster>`` before the switch
 (the pre-check here refuses a start while anything on the cluster is leased), and waits until the run has read the
 cluster, so bad input (the type already set, a Degraded pool) is reported as the run's refusal.
+
+The flags are aliases of the input's fields (:class:`workflows.network_migration.models.NetworkMigrationInput`:
+``--stall-after`` ``stall_seconds``, ``--ssh-map FILE`` ``ssh_hosts``, ``--four-eyes``
+``approvals.four_eyes``, ...); ``-f input.yaml`` gives the input, the flags given override it,
+``--set gates.timeout_seconds=3600`` any field (:func:`lockkeeper.cli.start.shared.build_input`).
+The model validates once: an unknown target, reboot path or field is exit 2 before anything starts.
 """
 
 from __future__ import annotations
@@ -12,16 +18,20 @@ from typing import Any
 
 import typer
 
-from lockkeeper.cli.start.options import Approvals, Start, approval_options, completes, start_options
+from lockkeeper.cli.start.options import Approvals, Start, approval_options, completes, max_unavailable_flag, start_options
+from lockkeeper.cli.start.shared import build_input, spec_named
 from lockkeeper.cli.start.dryrun import workflow_dry_run
 
 
 def start_network_migration(
-    to: str = typer.Option(..., "--to", help="Target network plugin: OVNKubernetes."),
-    reboot_via: str = typer.Option("debug-pod", "--reboot-via", help="How the reboot reaches a node: debug-pod | ssh."),
-    max_unavailable: int = typer.Option(1, "--max-unavailable", min=1, help="Nodes rebooted at once (masters: one at a time)."),
-    stall_after: float = typer.Option(600.0, "--stall-after", help="Seconds without pool progress before offering the takeover."),
-    ssh_port: int = typer.Option(22, "--ssh-port", help="SSH port of the nodes (--reboot-via ssh)."),
+    to: str | None = typer.Option(None, "--to", help="Target network plugin: OVNKubernetes (or to: in -f)."),
+    reboot_via: str | None = typer.Option(None, "--reboot-via", help="How the reboot reaches a node: debug-pod (default) | ssh."),
+    max_unavailable: str | None = typer.Option(None, "--max-unavailable", help="Nodes rebooted at once: N or N% of the nodes "
+                                                                               "outside the masters (default 1; masters: one "
+                                                                               "at a time)."),
+    stall_after: float | None = typer.Option(None, "--stall-after", help="Seconds without pool progress before offering the "
+                                                                         "takeover (default 600)."),
+    ssh_port: int | None = typer.Option(None, "--ssh-port", help="SSH port of the nodes (--reboot-via ssh; default 22)."),
     ssh_map: str | None = typer.Option(None, "--ssh-map", help="JSON file: node -> host:port (--reboot-via ssh)."),
     ssh_user: str | None = typer.Option(None, "--ssh-user", help="SSH user (default LOCKKEEPER_SSH_USER or core)."),
     approvals: Approvals = approval_options("the gates"),
@@ -34,22 +44,25 @@ def start_network_migration(
 
     from workflows.kit.scopes import cluster_scope
 
-    hosts: dict[str, str] = {}
+    hosts: dict[str, str] | None = None
     if ssh_map is not None:
         try:
             hosts = {str(k): str(v) for k, v in json.loads(Path(ssh_map).read_text()).items()}
         except (OSError, ValueError, AttributeError) as exc:
             raise typer.BadParameter(f"cannot read {ssh_map}: {exc}", param_hint="'--ssh-map'") from None
-    inp = start.validated(
-        "network-migration", "invalid network migration:\n  ",
-        cluster=start.cluster, to=to, reboot_via=reboot_via, max_unavailable=max_unavailable, stall_seconds=stall_after,
-        ssh_port=ssh_port, ssh_hosts=hosts, ssh_user=ssh_user, **approvals.fields(start.who), dry_run=start.dry_run, alerts=alerts,
-    )
+    inp = build_input(spec_named("network-migration").input_model, {
+        **start.input_fields(), **approvals.flags(), "to": to, "reboot_via": reboot_via,
+        "max_unavailable": max_unavailable_flag(max_unavailable), "stall_seconds": stall_after, "ssh_port": ssh_port,
+        "ssh_hosts": hosts, "ssh_user": ssh_user, "alerts": alerts,
+    })
     start.go(start.request(
         "network-migration", inp, cluster=inp.cluster, scopes=[cluster_scope(inp.cluster)], id_name=inp.to.lower(),
         summary=f"network migration of {inp.cluster} to {inp.to} by {start.who}",
         ready=_past_preflight, ready_timeout=60.0, ready_required=False,
     ), dry_run=lambda req, settings: workflow_dry_run(req, settings, plan=_plan_lines))
+
+
+start_network_migration.takes_input_overrides = True  # type: ignore[attr-defined]  # build_input applies -f/--set
 
 
 def _past_preflight(st: Any) -> bool:

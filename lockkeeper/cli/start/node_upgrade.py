@@ -23,38 +23,23 @@ any field; the model says what is missing. Each flag's default is the model's.
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 import typer
 
 from lockkeeper.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, err
-from lockkeeper.cli.start.options import Approvals, Start, approval_options, completes, ordering_options, start_options
+from lockkeeper.cli.start.options import Approvals, Start, approval_options, completes, max_unavailable_flag, ordering_options, parse_argv, start_options
 from lockkeeper.cli.start.shared import INPUT_FILE, Launch, build_input, show_window_plan, spec_named
 from lockkeeper.cli.start.dryrun import dry_run_result
 
 
 def parse_serial(value: str) -> int | str:
     """``--serial``: the kit's :data:`~workflows.kit.inputs.MaxUnavailable`, as the input model
-    validates it: ``N`` >= 1 (an int) or ``N%`` with 0 < N <= 100 (kept as the string ``"N%"``);
-    raises BadParameter otherwise (:func:`workflows.kit.inputs.parse_max_unavailable`)."""
-    from workflows.kit.inputs import parse_max_unavailable
-
-    try:
-        return parse_max_unavailable(value)
-    except ValueError as exc:
-        raise typer.BadParameter(f"expected N or N%: {exc}", param_hint="'--serial'") from None
-
-
-def parse_argv(value: str, hint: str) -> list[str]:
-    """Shell-split a command option into an argv (never run through a shell)."""
-    try:
-        argv = shlex.split(value)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint=hint) from None
-    if not argv:
-        raise typer.BadParameter("empty command", param_hint=hint)
-    return argv
+    validates it (:func:`lockkeeper.cli.start.options.max_unavailable_flag`); raises BadParameter
+    naming ``--serial`` otherwise."""
+    parsed = max_unavailable_flag(value, "'--serial'")
+    assert parsed is not None
+    return parsed
 
 
 def start_node_upgrade(

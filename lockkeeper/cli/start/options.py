@@ -88,6 +88,16 @@ class Start:
         """``--cluster``, else the settings' cluster."""
         return self.cluster_flag or self.settings.cluster
 
+    def input_fields(self) -> dict[str, Any]:
+        """What these flags give every :class:`workflows.kit.inputs.ProcedureInput`, as
+        :func:`.shared.build_input`'s dotted fields: ``cluster`` (``--cluster``; else the settings'
+        one, unless ``-f`` is given: then the file's, or the model's default), the requester as
+        ``approvals.requested_by``, and ``dry_run`` when ``--dry-run`` is given."""
+        from lockkeeper.cli.start.shared import INPUT_FILE
+
+        return {"cluster": self.cluster_flag or (None if INPUT_FILE.get() else self.settings.cluster),
+                "approvals.requested_by": self.who, "dry_run": self.dry_run or None}
+
     def validated(self, name: str, invalid: str, **fields: Any) -> Any:
         """Procedure ``name``'s input model from ``fields``; on a validation error one line
         ``error: <invalid><field: message; ...>`` on stderr and exit 2 (``typer.Exit``), before
@@ -147,6 +157,12 @@ class Approvals:
     def fields(self, requested_by: str) -> dict[str, Any]:
         """The input's ``requested_by``, ``four_eyes`` and ``allowed_approvers``."""
         return dict(requested_by=requested_by, four_eyes=self.four_eyes, allowed_approvers=self.allowed_approvers)
+
+    def flags(self) -> dict[str, Any]:
+        """The flags given, as :func:`.shared.build_input`'s dotted fields of a
+        :class:`workflows.kit.inputs.ProcedureInput` (``approvals.four_eyes``,
+        ``approvals.allowed_approvers``; None when not given, so an input file's value stays)."""
+        return {"approvals.four_eyes": self.four_eyes or None, "approvals.allowed_approvers": self.allowed_approvers or None}
 
     def nested(self, requested_by: str) -> dict[str, Any]:
         """The same as ``approvals`` of an input on :class:`workflows.kit.inputs.ProcedureInput`."""
@@ -222,6 +238,35 @@ DECISION_OUTCOMES = ("wait", "skip", "abort")
 GATE_OUTCOMES = ("reject", "approve", "abort")
 
 
+def parse_argv(value: str, hint: str) -> list[str]:
+    """Shell-split a command option (``hint``: ``'--reboot-command'``) into an argv, never run
+    through a shell; ``typer.BadParameter`` for an unbalanced quote or an empty command."""
+    import shlex
+
+    try:
+        argv = shlex.split(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=hint) from None
+    if not argv:
+        raise typer.BadParameter("empty command", param_hint=hint)
+    return argv
+
+
+def max_unavailable_flag(value: str | None, hint: str = "'--max-unavailable'") -> int | str | None:
+    """A ``--max-unavailable`` (or ``--serial``: ``hint``) flag as the input's
+    :data:`workflows.kit.inputs.MaxUnavailable`: ``N`` >= 1 (an int) or ``N%`` with
+    0 < N <= 100 (the string ``"N%"``); None when not given. ``typer.BadParameter`` otherwise
+    (:func:`workflows.kit.inputs.parse_max_unavailable`'s message)."""
+    from workflows.kit.inputs import parse_max_unavailable
+
+    if value is None:
+        return None
+    try:
+        return parse_max_unavailable(value)
+    except ValueError as exc:
+        raise typer.BadParameter(f"expected N or N%: {exc}", param_hint=hint) from None
+
+
 def choice(value: str, choices: tuple[str, ...], hint: str) -> str:
     """``value`` when it is one of ``choices``; else ``typer.BadParameter`` ``must be a, b or c``."""
     if value not in choices:
@@ -241,11 +286,13 @@ def non_negative_seconds(value: float, hint: str) -> None:
         raise typer.BadParameter("must be >= 0 seconds", param_hint=hint)
 
 
-def check_decision(decide_after: float, decision_timeout: float | None, outcome: str) -> None:
-    """A blocked drain's decision flags: ``--decide-after`` >= 0, ``--decision-timeout`` > 0,
-    ``--decision-timeout-outcome`` wait, skip or abort (a person decides delete-pod)."""
-    non_negative_seconds(decide_after, "'--decide-after'")
+def check_decision(decide_after: float | None, decision_timeout: float | None, outcome: str | None) -> None:
+    """A blocked drain's decision flags, each when given: ``--decide-after`` >= 0,
+    ``--decision-timeout`` > 0, ``--decision-timeout-outcome`` wait, skip or abort (a person
+    decides delete-pod)."""
+    if decide_after is not None:
+        non_negative_seconds(decide_after, "'--decide-after'")
     positive_seconds(decision_timeout, "'--decision-timeout'")
-    if outcome not in DECISION_OUTCOMES:
+    if outcome is not None and outcome not in DECISION_OUTCOMES:
         raise typer.BadParameter("must be wait, skip or abort (delete-pod always needs a person)",
                                  param_hint="'--decision-timeout-outcome'")

@@ -7,13 +7,13 @@ replicated volume): as many brick blocks as ``volume info`` has bricks, each ``S
 Connected`` with 0 entries, no split-brain.
 
 :class:`GlusterHealth` waits for it with :func:`workflows.kit.health.wait_until` (durable timers
-between ``read_gluster`` calls, backing off from ``interval_s`` to ``max_interval_s``):
+between ``read_gluster`` calls, backing off from ``interval_seconds`` to ``max_interval_seconds``):
 
 - while it waits, the heal progress of every volume (entries now, at the first poll, the lowest,
   whether falling, since when) is in ``progress`` (the procedure shows it in ``status``) and the
   kit's health board says e.g. ``heal: vol_x 37 entries (was 120, falling)``;
-- entries that do not fall for ``stall_after_s`` end the wait as ``stalled`` (no waiting
-  forever), as does ``timeout_s``; :meth:`GlusterHealth.gate` then opens gate
+- entries that do not fall for ``stall_after_seconds`` end the wait as ``stalled`` (no waiting
+  forever), as does ``timeout_seconds``; :meth:`GlusterHealth.gate` then opens gate
   ``gluster-health/<name>/<n>``: approve waits again, reject (or the gate's timeout) stops;
 - a split-brain entry ends the wait at once (``split-brain``): a person must resolve it.
 
@@ -121,7 +121,7 @@ class GlusterHealth:
         """The gate of a procedure ``proc`` (a :class:`workflows.kit.procedure.ProcedureWorkflow`:
         its gates, control, status ``health`` board and ``touch``) on the GlusterFS pods of
         ``namespace``, read every 5 s until ``timeout_s`` seconds; ``short_call_s`` bounds one read."""
-        return cls(target=GlusterTarget(namespace=namespace), params=GlusterHealthParams(timeout_s=timeout_s, interval_s=5.0),
+        return cls(target=GlusterTarget(namespace=namespace), params=GlusterHealthParams(timeout_seconds=timeout_s, interval_seconds=5.0),
                    gates=proc.gates, control=proc.control, board=proc.kit_status.health, progress={}, on_change=proc.touch,
                    short_call_s=short_call_s)
 
@@ -139,7 +139,7 @@ class GlusterHealth:
         split-brain, a volume down, or an abort (see the module doc)."""
         p = self.params
         stop_reason: list[Outcome] = []
-        deadline = workflow.now() + timedelta(seconds=p.timeout_s)
+        deadline = workflow.now() + timedelta(seconds=p.timeout_seconds)
         for v in list(self.progress):
             if volumes is None or v in volumes:
                 del self.progress[v]  # a new wait measures its own progress
@@ -153,10 +153,10 @@ class GlusterHealth:
                 stop_reason.append("split-brain")
             elif any(v.fatal for v in a.volumes):
                 stop_reason.append("volume-down")
-            elif reasons and p.stall_after_s is not None and not a.offline:
+            elif reasons and p.stall_after_seconds is not None and not a.offline:
                 waiting = [hp for hp in self.progress.values() if hp.problems]
                 last = max((hp.last_progress_at for hp in waiting if hp.last_progress_at), default=now)
-                if waiting and (now - last).total_seconds() >= p.stall_after_s:
+                if waiting and (now - last).total_seconds() >= p.stall_after_seconds:
                     stop_reason.append("stalled")
             detail = progress_line(self.progress)
             if a.offline:
@@ -164,7 +164,7 @@ class GlusterHealth:
             self.on_change()
             return Check(not reasons, detail)
 
-        hs = await wait_until(check, name=name, backoff=Backoff(initial=p.interval_s, maximum=p.max_interval_s), deadline=deadline,
+        hs = await wait_until(check, name=name, backoff=Backoff(initial=p.interval_seconds, maximum=p.max_interval_seconds), deadline=deadline,
                               stop=lambda: bool(stop_reason) or self.control.abort, board=self.board,
                               on_poll=lambda _: self.on_change())
         a = self.last
@@ -172,18 +172,19 @@ class GlusterHealth:
         if hs.state == "ok":
             return HealthResult("healthy", a, hs.last)
         if hs.state == "timed-out":
-            return HealthResult("timed-out", a, f"not healthy after {p.timeout_s:.0f}s: {reasons}")
+            return HealthResult("timed-out", a, f"not healthy after {p.timeout_seconds:.0f}s: {reasons}")
         if stop_reason:
             what = stop_reason[0]
-            words = {"stalled": f"heal made no progress for {p.stall_after_s:.0f}s", "split-brain": "split-brain entries",
+            words = {"stalled": f"heal made no progress for {p.stall_after_seconds:.0f}s", "split-brain": "split-brain entries",
                      "volume-down": "a volume is down"}.get(what, what)
             return HealthResult(what, a, f"{words}: {reasons}")
         return HealthResult("stopped", a, "aborted")
 
-    async def gate(self, name: str, volumes: list[str] | None = None, *, gate_timeout_s: float | None = None) -> HealthResult:
+    async def gate(self, name: str, volumes: list[str] | None = None, *, policy: GatePolicy | None = None) -> HealthResult:
         """:meth:`wait`, and when it ends timed out or stalled, gate ``gluster-health/<name>/<n>``
-        (approve: wait again; reject or its timeout: return the failed result). Split-brain, a
-        volume down and an abort return at once."""
+        (approve: wait again; reject: return the failed result; ``policy``: how the gate waits,
+        the procedure's ``gates``; None waits until decided). Split-brain, a volume down and an
+        abort return at once."""
         while True:
             result = await self.wait(name, volumes)
             if result.outcome not in ("timed-out", "stalled"):
@@ -191,7 +192,7 @@ class GlusterHealth:
             n = self._gates_opened[name] = self._gates_opened.get(name, 0) + 1
             gate_id = f"gluster-health/{name}/{n}"
             what = f"GlusterFS not healthy ({result.outcome}): {result.detail}. Approve to wait again, reject to stop."
-            answer = await self.gates.step(gate_id, what, GatePolicy(timeout_seconds=gate_timeout_s), again=True)
+            answer = await self.gates.step(gate_id, what, policy or GatePolicy(), again=True)
             self.on_change()
             if not answer.passed:
                 return result

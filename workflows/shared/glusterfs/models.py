@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from activities.gluster.models import GlusterPod
 
@@ -18,18 +18,21 @@ QuorumRule = Literal["per-volume", "per-replica-set"]
 
 
 class GlusterHealthParams(BaseModel):
-    """The ``gluster_healthy`` gate (procedures-spec §1.7, §2.5): every brick online and heal
-    info clean on ``volumes`` (None = every replicated volume). Polls every ``interval_s``
-    (o-a: 10 s) up to ``timeout_s`` (o-a 3.10 ``openshift_storage_glusterfs_health_timeout``:
-    1200 s); heal entries that do not fall for ``stall_after_s`` (None = never) stop the wait
-    and open a gate instead of waiting on."""
+    """The ``gluster_healthy`` wait (procedures-spec §1.7, §2.5): every brick online and heal
+    info clean on ``volumes`` (None = every replicated volume). Polls every
+    ``interval_seconds`` (o-a: 10 s, backing off to ``max_interval_seconds``) up to
+    ``timeout_seconds`` (o-a 3.10 ``openshift_storage_glusterfs_health_timeout``: 1200 s); heal
+    entries that do not fall for ``stall_after_seconds`` (None = never) stop the wait and open a
+    gate instead of waiting on (that gate waits as the procedure's ``gates`` policy says).
+    Unknown fields are refused."""
+
+    model_config = ConfigDict(extra="forbid")
 
     volumes: list[str] | None = None
-    interval_s: float = Field(10.0, gt=0)
-    max_interval_s: float = Field(30.0, gt=0)
-    timeout_s: float = Field(1200.0, gt=0)
-    stall_after_s: float | None = Field(300.0, gt=0)
-    gate_timeout_s: float | None = None
+    interval_seconds: float = Field(10.0, gt=0)
+    max_interval_seconds: float = Field(30.0, gt=0)
+    timeout_seconds: float = Field(1200.0, gt=0)
+    stall_after_seconds: float | None = Field(300.0, gt=0)
 
 
 class BrickState(BaseModel):
