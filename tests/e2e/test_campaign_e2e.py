@@ -152,15 +152,14 @@ async def test_canary_wave_gate_then_the_rest_with_one_failure_within_the_budget
     assert code == 0, out + err
     rows = json.loads(out)
     assert sorted((r["id"], r["cluster"], r["procedure"]) for r in rows) == [(f"{wid}/{c}", c, "drain") for c in sorted(CLUSTERS)]
-    # The campaign's own history stays small: the children's starts and ends (under 20 events per
-    # cluster) plus their summaries on changes (the drain is a ProcedureInput that reports to its
-    # parent: a few reports per drain, each a signal and at most one workflow task), never a
-    # signal per step.
+    # The campaign's own history stays small (issue 38: under 20 events per cluster): the
+    # children's starts and ends, and only their milestones (a waiting gate, an error, what stays
+    # changed: north's failure), never a signal per step; `status` reads the steps live.
     events = [e async for e in handle.fetch_history_events()]
     reports = sum(1 for e in events if e.HasField("workflow_execution_signaled_event_attributes")
                   and e.workflow_execution_signaled_event_attributes.signal_name == "child_report")
-    assert 0 < reports <= 10 * len(CLUSTERS), reports
-    assert len(events) - 4 * reports < 20 * len(CLUSTERS), (len(events), reports)
+    assert 0 < reports <= 2 * len(CLUSTERS), reports
+    assert len(events) < 20 * len(CLUSTERS), (len(events), reports)
 
 
 async def test_failures_beyond_the_budget_stop_the_fleet_and_open_a_decision(
