@@ -406,7 +406,6 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
 
     async def _recover(self, a: Assessment) -> Assessment:
         """Hosts one at a time (see the module doc), then the final check. Raises Stop/Aborted."""
-        i = self._in
         done: set[str] = set()
         unsafe_asked: dict[str, int] = {}
         for _ in range(3 * max(1, len(a.hosts)) + 3):  # bounded: each pass handles a host or asks a person

@@ -48,6 +48,8 @@ with workflow.unsafe.imports_passed_through():
 
 #: The preflight activity's refusals of the operator's input (a pool or target config named
 #: wrong): a failed precondition, never a failed run.
+#: The command that rolls pool ``{0}`` back: an item's undo, a rollout's next command.
+_BACK = "lockkeeper start machineconfig-rollout --pool {0} --target {0}=<its previous rendered config>"
 INPUT_REFUSALS = frozenset({"UnknownPool", "MissingConfig", "ConfigOfOtherPool", "ConfigTooOld", "NoNodes"})
 
 
@@ -152,19 +154,24 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
         return {"plan": self._status.plan or RolloutPlan(), "nodes": self.batches.node_results(),
                 "summary": RolloutTotals(**self.batches.totals()), "network_repair": self._status.network_repair}
 
-    def _left_changed(self, plan: RolloutPlan) -> tuple[list[ChangedItem], list[str]]:
-        """What an aborted rollout leaves changed (issue 39): each node the daemon already took to
-        its pool's target (a node before its hand-off was rolled back), each node still cordoned
-        by this run; and the commands that roll the pools' updated nodes back (or on)."""
+    def kit_left_changed(self) -> list[ChangedItem]:
+        """What the rollout leaves changed (issue 39), on every ending and for a parent: each node
+        the daemon already took to its pool's target (a node before its hand-off was rolled
+        back), then the kit's (each node still cordoned by this run)."""
+        plan = self._status.plan or RolloutPlan()
         targets = {p.name: p.target_config for p in plan.pools}
-        back = "lockkeeper start machineconfig-rollout --pool {0} --target {0}=<its previous rendered config>"
         done = [(name, r.pool) for name, r in sorted(self.batches.node_results().items()) if r.phase == NodePhase.DONE]
-        items = [ChangedItem(target=f"Node {name}", undo=back.format(pool),
-                             what=f"on rendered config {targets.get(pool, '?')} (the daemon applied it and rebooted the node; "
-                                  "machineconfiguration.openshift.io/currentConfig and desiredConfig)") for name, pool in done]
-        pools = dict.fromkeys(pool for _, pool in done)
-        return items + self.kit_left_changed(), [
-            f"{back.format(p)}  # or roll on: lockkeeper start machineconfig-rollout --pool {p}" for p in pools]
+        return [ChangedItem(target=f"Node {name}", undo=_BACK.format(pool),
+                            what=f"on rendered config {targets.get(pool, '?')} (the daemon applied it and rebooted the node; "
+                                 "machineconfiguration.openshift.io/currentConfig and desiredConfig)") for name, pool in done
+                ] + super().kit_left_changed()
+
+    def kit_next_commands(self, left: list[ChangedItem]) -> list[str]:
+        """Roll each pool with updated nodes back (or on), then the kit's (uncordons)."""
+        pools = dict.fromkeys(r.pool for _, r in sorted(self.batches.node_results().items()) if r.phase == NodePhase.DONE)
+        backs = [_BACK.format(p) for p in pools]
+        return [f"{b}  # or roll on: lockkeeper start machineconfig-rollout --pool {p}" for b, p in zip(backs, pools, strict=True)
+                ] + [c for c in super().kit_next_commands(left) if c not in backs]
 
     # --- main flow ----------------------------------------------------------------------------
 
@@ -200,13 +207,10 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
         await self.batches.settle()
         await self.leases.release(concurrent=True, wait_closed=True)
         if not self.control.abort:
-            # A parent (a campaign, a cluster upgrade) sums what its children changed: the nodes
-            # now on the new config; a rollout run on its own keeps its result small.
-            parent = getattr(getattr(self, "kit_reporter", None), "parent_id", None)
-            return self.kit_end(MachineConfigRolloutResult, "completed", f"{self.batches.totals()['done']} node(s) updated", plan=plan,
-                                **({"changed": self._left_changed(plan)[0]} if parent else {}))
+            return self.kit_end(MachineConfigRolloutResult, "completed", f"{self.batches.totals()['done']} node(s) updated", plan=plan)
         self.board.abort_pending()
-        left, commands = self._left_changed(plan)
+        left = self.kit_left_changed()
+        commands = self.kit_next_commands(left)
         return self.kit_end(MachineConfigRolloutResult, "aborted", self.control.abort_reason or "aborted", plan=plan,
                             **({"left_changed": left, "next_commands": commands} if left else {}))
 

@@ -109,7 +109,8 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
         #: The GlusterFS package's health gate: the reads, and the heal wait with its stall gate.
         self.gluster = GlusterHealth(
             target=run.gluster.target(), gates=self.gates, control=self.control, board=self.health, progress={}, on_change=self._heal_push,
-            params=GlusterHealthParams(interval_s=t.poll, max_interval_s=t.poll_max, timeout_s=t.heal_timeout, stall_after_s=t.heal_stall),
+            params=GlusterHealthParams(interval_seconds=t.poll, max_interval_seconds=t.poll_max, timeout_seconds=t.heal_timeout,
+                                       stall_after_seconds=t.heal_stall),
             rule="per-replica-set", short_call_s=run.calls.short_call_seconds)
         self.record = prev.record.model_copy(deep=True) if prev is not None and prev.record is not None else NodeRecordView()
         self.reporter = Reporter(input.parent_id)

@@ -105,7 +105,7 @@ class RejoinSteps:
     async def _gluster_back(self) -> None:
         """Steps 18-20: the GlusterFS pod Ready on the node, its bricks online, heal clean on
         every volume (falling entries are progress; a stall opens a gate; split-brain stops)."""
-        run, t = self.inp.run, self.inp.run.timing
+        t = self.inp.run.timing
 
         async def pod() -> Check:
             try:  # the GlusterFS package's read lists the pods of every cluster (run in another node's pod)
@@ -141,7 +141,7 @@ class RejoinSteps:
         open its gate ``gluster-health/<node>/heal-clean/<n>`` (approve waits again, reject stops);
         a split-brain stops the node (a person resolves it)."""
         self._at("heal-clean", "heal info clean on every volume (entries falling)")
-        res = await self.gluster.gate(f"{self.node}/heal-clean", gate_timeout_s=self.inp.run.gates.timeout_seconds)
+        res = await self.gluster.gate(f"{self.node}/heal-clean", policy=self.inp.run.gates)
         if res.outcome == "stopped":
             raise StepStopped("heal-clean", "aborted", aborted=True)
         if res.outcome == "split-brain":
