@@ -26,7 +26,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.etcd.preconditions import backup_preconditions
     from workflows.kit.barrier import Barrier
     from workflows.kit.control import Aborted
-    from workflows.kit.models import ApprovalRules
     from workflows.kit.procedure import ProcedureWorkflow
 
 SNAPSHOT_SAVE = "etcd_snapshot_save"
@@ -46,9 +45,8 @@ class EtcdBackupWorkflow(ProcedureWorkflow):
     @workflow.init
     def __init__(self, input: EtcdBackupInput) -> None:
         self.kit_init(
-            procedure=PROCEDURE_ETCD_BACKUP, noun="backup", cluster=input.cluster, rules=ApprovalRules(),
-            status=EtcdBackupStatus(members=[m.name for m in input.members]), search_attributes=input.search_attributes,
-            defer_status_attributes=True,
+            procedure=PROCEDURE_ETCD_BACKUP, noun="backup", input=input,
+            status=EtcdBackupStatus(members=[m.name for m in input.members]), defer_status_attributes=True,
         )
 
     @workflow.run
@@ -75,7 +73,7 @@ class EtcdBackupWorkflow(ProcedureWorkflow):
                 # Three host commands (mkdir, snapshot save, snapshot status), each after its
                 # backend's start-up (a debug pod's, as `oc debug node/` backups do).
                 start_to_close_timeout=timedelta(seconds=input.snapshot_timeout_seconds + 30 + 3 * member.host.startup_seconds()),
-                heartbeat_timeout=timedelta(seconds=input.heartbeat_timeout_seconds),
+                heartbeat_timeout=timedelta(seconds=input.calls.heartbeat_seconds),
                 retry_policy=retry,
             )
 

@@ -69,7 +69,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.etcd.preconditions import restore_preconditions
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted
-    from workflows.kit.models import ApprovalRules, Gate, GateState, failure_message
+    from workflows.kit.models import Gate, GateState, failure_message
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.kit.scopes import subsystem_scope
 
@@ -103,10 +103,7 @@ class EtcdQuorumRestoreWorkflow(ProcedureWorkflow):
             since=workflow.now(),
         )
         self.kit_init(
-            procedure=PROCEDURE_ETCD_RESTORE, noun="restore", cluster=input.cluster,
-            rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes,
-                                allowed_approvers=input.allowed_approvers),
-            status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
+            procedure=PROCEDURE_ETCD_RESTORE, noun="restore", input=input, status=self._status, pause_on_reject=False,
             reject_note="restore stops", defer_status_attributes=True,
         )
         self._suffix = "lockkeeper-" + workflow.info().start_time.strftime("%Y%m%dT%H%M%SZ")
@@ -139,14 +136,14 @@ class EtcdQuorumRestoreWorkflow(ProcedureWorkflow):
 
     async def _act(self, name: str, arg: Any, result_type: type, *, seconds: float = 30.0) -> Any:
         return await acts.call_with(name, arg, result_type, retry=self._retry, seconds=seconds,
-                                    heartbeat_seconds=self._in.heartbeat_timeout_seconds)
+                                    heartbeat_seconds=self._in.calls.heartbeat_seconds)
 
     async def _gate(self, gate_id: str, what: str) -> None:
         """Wait for approval of a destructive step (or pass at once with ``auto_approve``);
         raise _Rejected (rejected, or timed out with outcome reject) or Aborted."""
         gate = await self.gates.approval(
-            gate_id, what, timeout_seconds=self._in.gate_timeout_seconds or None,
-            timeout_outcome=self._in.gate_timeout_outcome, auto_approve=self._in.auto_approve,
+            gate_id, what, timeout_seconds=self._in.gates.timeout_seconds,
+            timeout_outcome=self._in.gates.timeout_outcome, auto_approve=self._in.auto_approve,
         )
         if gate.id in self.gates.passed:
             return
