@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -34,7 +35,7 @@ from pathlib import Path
 from etcd_local import LocalEtcdCluster
 
 from activities.etcd.members import parse_peer_members, running_process
-from activities.etcd.models import ProcessControl
+from activities.etcd.models import EtcdMember, ProcessControl
 from activities.host.executors import find_etcd_binary
 
 SHIM = Path(__file__).with_name("trapshim.py")
@@ -79,27 +80,43 @@ def _wrapper(path: Path, body: str) -> None:
     path.chmod(0o755)
 
 
-class TrappedEtcd(LocalEtcdCluster):
-    """A local cluster (``size`` members) whose tools go through traps in ``root/traps``. The
-    worker must run with :attr:`path_env` so that its ``mv`` is trapped too."""
+class Shims:
+    """The wrappers and the traps directory under ``root``, shared by every cluster of a module
+    (and by its one worker, whose ``PATH`` is :attr:`path_env`): ``tools/etcd``, ``etcdctl``,
+    ``etcdutl`` for the members, ``bin/mv`` for the worker."""
 
-    def __init__(self, root: Path, size: int = 3) -> None:
-        super().__init__(root, size)
+    def __init__(self, root: Path) -> None:
         self.traps = root / "traps"
-        self.traps.mkdir(parents=True)
-        tools, bin_dir = root / "shims" / "tools", root / "shims" / "bin"
-        tools.mkdir(parents=True)
-        bin_dir.mkdir(parents=True)
+        self.tools, self.bin_dir = root / "tools", root / "bin"
+        for d in (self.traps, self.tools, self.bin_dir):
+            d.mkdir(parents=True)
         py, shim, traps = sys.executable, SHIM, self.traps
+
+        def passthrough(path: Path, name: str, real: str) -> None:
+            # No trap armed: the real program at once (no Python start-up per etcdctl call).
+            _wrapper(path, f'for f in "{traps}"/*.trap; do [ -e "$f" ] && exec "{py}" "{shim}" {name} "{real}" "{traps}" "$@"; done\n'
+                           f'exec "{real}" "$@"\n')
+
         for name in ("etcdctl", "etcdutl"):
-            real = find_etcd_binary(name)
-            _wrapper(tools / name, f'for f in "{traps}"/*.trap; do [ -e "$f" ] && exec "{py}" "{shim}" {name} "{real}" "{traps}" "$@"; done\n'
-                                   f'exec "{real}" "$@"\n')
-        _wrapper(tools / "etcd", f'exec "{py}" "{shim}" etcd "{find_etcd_binary("etcd")}" "{traps}" "$@"\n')
-        real_mv = next(p for p in ("/usr/bin/mv", "/bin/mv") if os.path.exists(p))
-        _wrapper(bin_dir / "mv", f'for f in "{traps}"/*.trap; do [ -e "$f" ] && exec "{py}" "{shim}" mv "{real_mv}" "{traps}" "$@"; done\n'
-                                 f'exec "{real_mv}" "$@"\n')
-        self.bin_dir = bin_dir
+            passthrough(self.tools / name, name, find_etcd_binary(name))
+        _wrapper(self.tools / "etcd", f'exec "{py}" "{shim}" etcd "{find_etcd_binary("etcd")}" "{traps}" "$@"\n')
+        passthrough(self.bin_dir / "mv", "mv", next(p for p in ("/usr/bin/mv", "/bin/mv") if os.path.exists(p)))
+
+    @property
+    def path_env(self) -> dict[str, str]:
+        """The worker's ``PATH``: the trapped ``mv`` first."""
+        return {"PATH": f"{self.bin_dir}:{os.environ.get('PATH', '')}"}
+
+
+class TrappedEtcd(LocalEtcdCluster):
+    """A local cluster (``size`` members) whose tools are ``shims``' wrappers, so the traps in
+    ``shims.traps`` catch their commands. The worker must run with ``shims.path_env`` so that its
+    ``mv`` is trapped too."""
+
+    def __init__(self, root: Path, shims: Shims, size: int = 3) -> None:
+        super().__init__(root, size)
+        self.traps = shims.traps
+        tools = shims.tools
         members = []
         for m in self.members:
             assert isinstance(m.control, ProcessControl)
@@ -107,10 +124,20 @@ class TrappedEtcd(LocalEtcdCluster):
             members.append(m.model_copy(update={"etcdctl": str(tools / "etcdctl"), "etcdutl": str(tools / "etcdutl"), "control": control}))
         self.members = members
 
-    @property
-    def path_env(self) -> dict[str, str]:
-        """The worker's ``PATH``: the trapped ``mv`` first."""
-        return {"PATH": f"{self.bin_dir}:{os.environ.get('PATH', '')}"}
+    def kill_all(self) -> None:
+        """SIGKILL every process of this cluster: each member (:meth:`kill`), then any process
+        whose command line names this cluster's directory (a wrapper a pid file no longer names)."""
+        for m in self.members:
+            self.kill(m.name)
+        mine = str(self.root).encode()
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit() or int(proc.name) == os.getpid():
+                continue
+            try:
+                if mine in (proc / "cmdline").read_bytes():
+                    os.kill(int(proc.name), signal.SIGKILL)
+            except (OSError, ProcessLookupError):
+                continue
 
     # --- traps ---------------------------------------------------------------------------------------------
 
@@ -133,8 +160,8 @@ class TrappedEtcd(LocalEtcdCluster):
 
     # --- the snapshot and the diff ---------------------------------------------------------------------------
 
-    def _peer_members(self) -> dict[str, str] | None:
-        for m in self.members:
+    def _peer_members(self, running: list[EtcdMember]) -> dict[str, str] | None:
+        for m in running:
             try:
                 with urllib.request.urlopen(f"{m.peer_url}/members", timeout=2) as resp:  # noqa: S310 - loopback test URL
                     infos = parse_peer_members(resp.read().decode())
@@ -147,8 +174,8 @@ class TrappedEtcd(LocalEtcdCluster):
             return out
         return None
 
-    def _key(self, key: str) -> str | None:
-        for m in self.members:
+    def _key(self, key: str, running: list[EtcdMember]) -> str | None:
+        for m in running:
             res = subprocess.run([self.etcdctl, f"--endpoints={m.client_url}", "--dial-timeout=1s", "--command-timeout=2s",
                                   "get", key, "--consistency=s", "--print-value-only"], capture_output=True, text=True, timeout=10)
             if res.returncode == 0:
@@ -156,37 +183,42 @@ class TrappedEtcd(LocalEtcdCluster):
         return None
 
     def observe(self, marker: str | None = None) -> World:
-        """The world now (module docstring)."""
+        """The world now (module docstring); the member list and the key are read from the
+        running members only."""
         out: World = {}
-        membership = self._peer_members()
+        running = []
         for m in self.members:
             assert isinstance(m.control, ProcessControl)
             member = out.setdefault(f"etcd member {m.name}", {})
             member["process"] = "running" if running_process(m, m.control) else "stopped"
+            if member["process"] == "running":
+                running.append(m)
             mdir = Path(m.data_dir) / "member"
             member["data"] = f"member dir inode {mdir.stat().st_ino}" if mdir.is_dir() else (
                 "data dir without member/" if Path(m.data_dir).exists() else "absent")
-            if membership is not None:
-                member["membership"] = membership[m.name]
             host = out.setdefault(f"host {m.name}", {})
             for f in sorted(Path(m.effective_backup_dir).glob(f"snapshot-{m.name}-*")):
                 host[f"file {f}"] = "present"
             data = Path(m.data_dir)
             for f in sorted(data.parent.glob(data.name + ".*")):
                 host[f"file {f}"] = "present"
+        membership = self._peer_members(running)
+        if membership is not None:
+            for m in self.members:
+                out[f"etcd member {m.name}"]["membership"] = membership[m.name]
         if marker is not None:
-            value = self._key(marker)
+            value = self._key(marker, running)
             if value is not None:
                 out[f"etcd key {marker}"] = {"value": value}
         return out
 
     async def settled(self, marker: str | None = None, timeout: float = 15.0) -> World:
-        """:meth:`observe` until two readings a second apart agree (a member just started comes
+        """:meth:`observe` until two readings half a second apart agree (a member just started comes
         up), or ``timeout`` seconds; the last reading."""
         end = time.monotonic() + timeout
         last = await asyncio.to_thread(self.observe, marker)
         while time.monotonic() < end:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(0.5)
             now = await asyncio.to_thread(self.observe, marker)
             if now == last:
                 return now

@@ -47,10 +47,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from etcd_world import EtcdStep, HostTrap, TrappedEtcd, World, diff
+import pytest_asyncio
+from etcd_world import EtcdStep, HostTrap, Shims, TrappedEtcd, World, diff
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 
 from activities.etcd.models import EtcdctlTimeouts
+from lockkeeper.procs import WorkerProcess
+from tests.conftest import terminate_running
 from tests.faultmatrix import Case, Mismatch, NotJudged, abort, approve_waiting, matrix_params, read_status
 from workflows.etcd.models import EtcdBackupInput, EtcdBackupResult, EtcdRestoreInput, EtcdRestoreResult
 from workflows.kit.models import FINAL_PHASES, ChangedItem, GateState, ProcedurePhase
@@ -58,7 +61,7 @@ from workflows.kit.models import FINAL_PHASES, ChangedItem, GateState, Procedure
 MARKER = "/lk/marker"
 FAST = EtcdctlTimeouts(dial_seconds=1, command_seconds=2)
 #: After a refused command: how long the procedure may go on neither ending nor moving past it.
-STALL = 15.0
+STALL = 12.0
 
 
 @dataclass
@@ -89,7 +92,7 @@ async def _until(pred: Callable[[], Awaitable[bool]], timeout: float, interval: 
 
 
 async def run_case(cluster: TrappedEtcd, worker: Any, client: Any, start: Callable[[], Awaitable[WorkflowHandle[Any, Any]]],
-                   step: EtcdStep, case: Case, *, reach_timeout: float = 60, end_timeout: float = 90) -> EtcdCase:
+                   step: EtcdStep, case: Case, *, reach_timeout: float = 150, end_timeout: float = 90) -> EtcdCase:
     """One case (module docstring); never raises for the procedure's behaviour: :func:`judge` decides."""
     cr = EtcdCase(step.name, case)
     before: World = await cluster.settled(MARKER)
@@ -156,6 +159,7 @@ async def run_case(cluster: TrappedEtcd, worker: Any, client: Any, start: Callab
             res = result.result()
             data = res.model_dump(mode="json")
             cr.outcome, cr.message = data["outcome"], data["message"]
+            cr.log += [f"  run log: {ln}" for ln in data.get("log") or []]
             cr.left_changed = [ChangedItem.model_validate(i) for i in data.get("left_changed") or []]
         except WorkflowFailureError as err:
             cr.outcome, cr.message = "failed", str(err.cause or err)
@@ -211,26 +215,37 @@ XFAIL: dict[tuple[str, Case], str] = {}
 IMPOSSIBLE = {("stop-members", Case.FAIL)}
 
 
+@pytest.fixture(scope="module")
+def shims(tmp_path_factory: pytest.TempPathFactory) -> Shims:
+    return Shims(tmp_path_factory.mktemp("etcd-shims"))
+
+
 @pytest.fixture
-def trapped(tmp_path: Path) -> Any:
-    cluster = TrappedEtcd(tmp_path / "etcd")
+def trapped(tmp_path: Path, shims: Shims) -> Any:
+    cluster = TrappedEtcd(tmp_path / "etcd", shims)
     try:
         cluster.start()
         cluster.put(MARKER, "before")
         yield cluster
     finally:
         cluster.disarm_all()
-        for m in cluster.members:
-            cluster.kill(m.name)
+        cluster.kill_all()
 
 
-@pytest.fixture
-async def matrix_worker(trapped: TrappedEtcd, dev_server: Any, task_queue: str, worker_process_factory: Any) -> Any:
-    worker = worker_process_factory(address=dev_server.address, namespace=dev_server.namespace, kubeconfig=None,
-                                    task_queue=task_queue,
-                                    env={"LOCKKEEPER_LOG_LEVEL": "info", "LOCKKEEPER_HOST_ONLY": "true", **trapped.path_env})
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def matrix_worker(shims: Shims, dev_server: Any, temporal_client: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One worker for the module's cases (host-only, the trapped ``mv`` on its PATH), on a task
+    queue of its own; a kill-then-abort case kills it and starts it again."""
+    queue = f"lk-etcd-fm-{uuid.uuid4().hex[:8]}"
+    worker = WorkerProcess(address=dev_server.address, namespace=dev_server.namespace, kubeconfig=None, task_queue=queue,
+                           log_path=tmp_path_factory.mktemp("etcd-fm-worker") / "worker.log",
+                           env={"LOCKKEEPER_LOG_LEVEL": "info", "LOCKKEEPER_HOST_ONLY": "true", **shims.path_env})
     await worker.start()
-    return worker
+    try:
+        yield worker
+    finally:
+        await terminate_running(temporal_client, queue)
+        await worker.stop()
 
 
 def _report(cr: EtcdCase) -> None:
@@ -241,20 +256,19 @@ def _report(cr: EtcdCase) -> None:
 
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize(("step", "case"), [p for p in matrix_params(RESTORE_STEPS, XFAIL) if tuple(p.values) not in IMPOSSIBLE])
-async def test_etcd_restore_fault_matrix(step: str, case: Case, trapped: TrappedEtcd, matrix_worker: Any, temporal_client: Any,
-                                         task_queue: str) -> None:
+async def test_etcd_restore_fault_matrix(step: str, case: Case, trapped: TrappedEtcd, matrix_worker: Any, temporal_client: Any) -> None:
     trapped.kill("m2")
     trapped.kill("m3")
     inp = EtcdRestoreInput(members=trapped.members, survivor="m1", timeouts=FAST, calls={"heartbeat_seconds": 3},
-                           join_timeout_seconds=8, verify_timeout_seconds=30, stop_timeout_seconds=30, search_attributes=False,
-                           approvals={"requested_by": "fault-matrix"})
+                           join_timeout_seconds=6, verify_timeout_seconds=30, stop_timeout_seconds=30, search_attributes=False,
+                           approvals={"requested_by": "fault-matrix"}, cluster=f"fm-{uuid.uuid4().hex[:8]}")
     step_spec = RESTORE_STEPS[step]
     if step == "move-data":  # the trap names m2's data dir exactly
         step_spec = EtcdStep(step, HostTrap(("mv", "-T", trapped.member("m2").data_dir + " ")))
 
     async def begin() -> Any:
         return await temporal_client.start_workflow("EtcdQuorumRestoreWorkflow", inp, id=f"etcd-restore-fm-{uuid.uuid4().hex[:8]}",
-                                                    task_queue=task_queue, result_type=EtcdRestoreResult,
+                                                    task_queue=matrix_worker.task_queue, result_type=EtcdRestoreResult,
                                                     execution_timeout=timedelta(minutes=4))
 
     cr = await run_case(trapped, matrix_worker, temporal_client, begin, step_spec, case)
@@ -264,13 +278,13 @@ async def test_etcd_restore_fault_matrix(step: str, case: Case, trapped: Trapped
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize(("step", "case"), matrix_params(BACKUP_STEPS, XFAIL))
-async def test_etcd_backup_fault_matrix(step: str, case: Case, trapped: TrappedEtcd, matrix_worker: Any, temporal_client: Any,
-                                        task_queue: str) -> None:
-    inp = EtcdBackupInput(members=trapped.members, attempts=1, timeouts=FAST, search_attributes=False, calls={"heartbeat_seconds": 3})
+async def test_etcd_backup_fault_matrix(step: str, case: Case, trapped: TrappedEtcd, matrix_worker: Any, temporal_client: Any) -> None:
+    inp = EtcdBackupInput(members=trapped.members, attempts=1, timeouts=FAST, search_attributes=False, calls={"heartbeat_seconds": 3},
+                          cluster=f"fm-{uuid.uuid4().hex[:8]}")
 
     async def begin() -> Any:
         return await temporal_client.start_workflow("EtcdBackupWorkflow", inp, id=f"etcd-backup-fm-{uuid.uuid4().hex[:8]}",
-                                                    task_queue=task_queue, result_type=EtcdBackupResult,
+                                                    task_queue=matrix_worker.task_queue, result_type=EtcdBackupResult,
                                                     execution_timeout=timedelta(minutes=3))
 
     cr = await run_case(trapped, matrix_worker, temporal_client, begin, BACKUP_STEPS[step], case)

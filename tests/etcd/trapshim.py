@@ -78,6 +78,8 @@ def run_etcd(real: str, traps: Path, args: list[str]) -> int:
     state = {"stopping": False}
 
     def on_term(signum: int, frame: Any) -> None:
+        # Runs between the main thread's waits: never wait for the child here (Popen.wait holds a
+        # lock the interrupted wait owns); the main thread sees the child exit.
         if state["stopping"]:
             return  # a second stop while the first is held: it waits for the same release
         state["stopping"] = True
@@ -86,11 +88,10 @@ def run_etcd(real: str, traps: Path, args: list[str]) -> int:
         stop = claim(traps, ["etcd", "stop", name], on="stop")
         if stop is not None and stop["action"] == "hold":
             hold(traps, stop)
-        child.wait()
-        os._exit(0)
 
     signal.signal(signal.SIGTERM, on_term)
-    return child.wait()
+    code = child.wait()
+    return 0 if state["stopping"] else code
 
 
 def main() -> int:

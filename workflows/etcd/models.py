@@ -85,7 +85,8 @@ class EtcdBackupResult(ProcedureResult):
     """The barrier's answer: ``ok`` only when every member has a checked snapshot;
     ``outcome`` completed / incomplete / aborted / refused (a precondition failed: nothing was
     written, ``problems`` one line each) / dry-run (``ok``: nothing failed); ``message`` is "all members backed up" or
-    names the failed members; ``snapshots`` says where each lives; ``failed`` member → why."""
+    names the failed members; ``snapshots`` says where each lives; ``failed`` member → why; an
+    incomplete backup's ``left_changed`` names every snapshot file it left on the hosts."""
 
     procedure: str = PROCEDURE_ETCD_BACKUP
     ok: bool = False
@@ -229,7 +230,9 @@ class EtcdRestoreResult(ProcedureResult):
     reject; ``message`` says what had been done), aborted (``abort``, or a gate timed out with
     outcome abort), unverified (the final check found ``verification.problems``), refused (a
     precondition failed before any member was stopped: ``problems``, one line each) or dry-run
-    (every check listed in ``preconditions``; nothing stopped)."""
+    (every check listed in ``preconditions``; nothing stopped). A restore that stopped short
+    (rejected, aborted, failed) lists in ``left_changed`` what differs from what its preflight
+    read, read back from the cluster (:mod:`workflows.etcd.changes`)."""
 
     procedure: str = PROCEDURE_ETCD_RESTORE
     outcome: Literal["completed", "rejected", "aborted", "unverified", "refused", "dry-run"]

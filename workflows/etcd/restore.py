@@ -85,8 +85,8 @@ NON_RETRYABLE = ["InvalidRestoreInput", "DataDirMoveRefused", "MemberRunning", "
 PATCH_KIT = "etcd-restore-kit"
 #: The read-back of a restore that stopped short: this many readings, this many seconds apart,
 #: until every member it started answers healthy (a member started just before an abort).
-READ_BACK_TRIES = 6
-READ_BACK_INTERVAL_SECONDS = 2.0
+READ_BACK_TRIES = 4
+READ_BACK_INTERVAL_SECONDS = 1.0
 
 
 class _Rejected(Exception):
