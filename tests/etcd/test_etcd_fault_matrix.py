@@ -61,7 +61,7 @@ from workflows.kit.models import FINAL_PHASES, ChangedItem, GateState, Procedure
 MARKER = "/lk/marker"
 FAST = EtcdctlTimeouts(dial_seconds=1, command_seconds=2)
 #: After a refused command: how long the procedure may go on neither ending nor moving past it.
-STALL = 12.0
+STALL = 10.0
 
 
 @dataclass

@@ -71,7 +71,7 @@ with workflow.unsafe.imports_passed_through():
         RestoreStep,
         RestoreStrategy,
     )
-    from workflows.etcd.changes import restore_left_changed
+    from workflows.etcd.changes import answering, restore_left_changed
     from workflows.etcd.preconditions import restore_preconditions
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted
@@ -84,8 +84,8 @@ NON_RETRYABLE = ["InvalidRestoreInput", "DataDirMoveRefused", "MemberRunning", "
 #: workflow.patched ID of the restore's kit changes (lease etcd/<cluster>, LockkeeperStatus).
 PATCH_KIT = "etcd-restore-kit"
 #: The read-back of a restore that stopped short: this many readings, this many seconds apart,
-#: until every member it started answers healthy (a member started just before an abort).
-READ_BACK_TRIES = 4
+#: until every member it started answers (a member started just before an abort).
+READ_BACK_TRIES = 3
 READ_BACK_INTERVAL_SECONDS = 1.0
 
 
@@ -237,7 +237,7 @@ class EtcdQuorumRestoreWorkflow(ProcedureWorkflow):
 
     async def _read_back(self) -> None:
         """As the restore stops short: read the cluster back (through the survivor) until every
-        member this run started answers healthy, at most :data:`READ_BACK_TRIES` readings, and
+        member this run started answers ``endpoint status``, at most :data:`READ_BACK_TRIES` readings, and
         set what stays changed against the preflight's reading (:func:`restore_left_changed`;
         also ``status.left_changed``). Nothing is read when nothing was changed yet; an
         unreadable cluster leaves only what the run knows it did (data dirs moved aside)."""
@@ -253,7 +253,7 @@ class EtcdQuorumRestoreWorkflow(ProcedureWorkflow):
             except ActivityError:
                 after = None
             started = [m for m in self._in.members if m.name in self._started]
-            if after is not None and all(after.healthy(m.client_url) for m in started):
+            if after is not None and all(answering(after, m) for m in started):
                 break
             if attempt + 1 < READ_BACK_TRIES:
                 await workflow.sleep(READ_BACK_INTERVAL_SECONDS)
