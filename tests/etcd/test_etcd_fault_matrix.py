@@ -55,6 +55,7 @@ from activities.etcd.models import EtcdctlTimeouts
 from lockkeeper.procs import WorkerProcess
 from tests.conftest import terminate_running
 from tests.faultmatrix import Case, Mismatch, NotJudged, abort, approve_waiting, matrix_params, read_status
+from tests.faultmatrix import _until as until  # the harness's poll loop, shared
 from workflows.etcd.models import EtcdBackupInput, EtcdBackupResult, EtcdRestoreInput, EtcdRestoreResult
 from workflows.kit.models import FINAL_PHASES, ChangedItem, GateState, ProcedurePhase
 
@@ -82,15 +83,6 @@ class EtcdCase:
         self.log.append(f"{time.strftime('%H:%M:%S')} {what}")
 
 
-async def _until(pred: Callable[[], Awaitable[bool]], timeout: float, interval: float = 0.2) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if await pred():
-            return True
-        await asyncio.sleep(interval)
-    return False
-
-
 async def run_case(cluster: TrappedEtcd, worker: Any, client: Any, start: Callable[[], Awaitable[WorkflowHandle[Any, Any]]],
                    step: EtcdStep, case: Case, *, reach_timeout: float = 150, end_timeout: float = 90) -> EtcdCase:
     """One case (module docstring); never raises for the procedure's behaviour: :func:`judge` decides."""
@@ -113,7 +105,7 @@ async def run_case(cluster: TrappedEtcd, worker: Any, client: Any, start: Callab
                 await approve_waiting(client, handle, st, comment)
             return False
 
-        await _until(hit, reach_timeout)
+        await until(hit, reach_timeout)
         cr.reached = trap.hits > 0
         if not cr.reached:
             cr.note("the trap was never hit" + (" (the procedure ended first)" if result.done() else ""))
@@ -137,7 +129,7 @@ async def run_case(cluster: TrappedEtcd, worker: Any, client: Any, start: Callab
                 return st is not None and (st.phase in FINAL_PHASES or st.phase == ProcedurePhase.PAUSED
                                            or any(g.state == GateState.WAITING for g in st.gates))
 
-            if not await _until(ended_or_stuck, STALL) and not result.done():
+            if not await until(ended_or_stuck, STALL) and not result.done():
                 cr.note(f"still running {STALL:.0f}s after the refusal: abort")
                 try:
                     await abort(handle, reason)
@@ -152,7 +144,7 @@ async def run_case(cluster: TrappedEtcd, worker: Any, client: Any, start: Callab
                 await approve_waiting(client, handle, st, f"fault matrix {step.name}/{case}: approved during the wind-down")
             return False
 
-        if not await _until(ended, end_timeout, 0.3):
+        if not await until(ended, end_timeout, 0.3):
             cr.outcome = "timeout"
             return cr
         try:

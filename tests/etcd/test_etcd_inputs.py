@@ -10,17 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from lockkeeper import cli
 from lockkeeper.cli.common import CliError
-from lockkeeper.cli.start.options import Start
+from tests.unit.test_upgrade_inputs import sent, start  # noqa: F401 - the fixture and the CLI runner, shared
 from workflows.control_plane.models import ControlPlaneUpgradeInput
 from workflows.etcd.models import EtcdBackupInput, EtcdRestoreInput, RestoreStrategy
 from workflows.kit.inputs import ProcedureInput
 from workflows.kit.models import GateTimeoutOutcome
 
-runner = CliRunner()
 MEMBERS = [
     {"name": f"m{i}", "peer_url": f"http://10.0.0.{i}:2380", "client_url": f"http://10.0.0.{i}:2379",
      "data_dir": "/var/lib/etcd", "host": {"backend": "ssh", "host": f"10.0.0.{i}"},
@@ -29,18 +26,6 @@ MEMBERS = [
 ]
 FLAT = ("requested_by", "four_eyes", "allowed_approvers", "gate_timeout_seconds", "gate_timeout_outcome",
         "heartbeat_timeout_seconds")
-
-
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The inputs the start commands would start their workflow with (nothing is contacted)."""
-    got: list[Any] = []
-    monkeypatch.setattr(Start, "go", lambda self, req, *a, **k: got.append(req.input))
-    return got
-
-
-def start(*args: str) -> Any:
-    return runner.invoke(cli.app, ["--address", "127.0.0.1:1", "start", *args, "--identity", "alice"], env={"COLUMNS": "200"})
 
 
 def write(tmp_path: Path, name: str, data: Any) -> str:
