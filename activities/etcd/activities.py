@@ -56,6 +56,7 @@ from activities.etcd.models import (
     PreflightRestoreInput,
     PreflightRestoreResult,
     ProcessControl,
+    SnapshotFiles,
     SnapshotInfo,
     SnapshotRestoreInput,
     SnapshotSaveInput,
@@ -91,6 +92,7 @@ class EtcdActivities(EtcdClient):
             self.etcd_member_add,
             self.etcd_move_data_aside,
             self.etcd_snapshot_save,
+            self.etcd_snapshot_files,
             self.etcd_snapshot_restore,
             self.etcd_verify_cluster,
         ]
@@ -339,6 +341,15 @@ class EtcdActivities(EtcdClient):
             )
             return await self._snapshot_status(m, input.path)
 
+    @activity.defn(name="etcd_snapshot_files", no_thread_cancel_exception=True)
+    async def etcd_snapshot_files(self, input: SnapshotSaveInput) -> SnapshotFiles:
+        """Read-only: which of ``input.path`` and ``input.path.part`` exist on the member's host
+        (what a snapshot whose activity failed may still have written: the command ran on)."""
+        m = input.member
+        res = await self._must(m, ["sh", "-c", 'for f in "$@"; do if [ -e "$f" ]; then echo "$f"; fi; done', "sh",
+                                   input.path, f"{input.path}.part"], what="list snapshot files")
+        return SnapshotFiles(member=m.name, files=[ln for ln in res.stdout.splitlines() if ln.strip()])
+
     @activity.defn(name="etcd_snapshot_restore", no_thread_cancel_exception=True)
     async def etcd_snapshot_restore(self, input: SnapshotRestoreInput) -> MemberActionResult:
         """Restore the snapshot into the member's (absent) data dir as a one-member cluster;
@@ -397,6 +408,7 @@ ACTIVITY_NAMES = [
     "etcd_member_add",
     "etcd_move_data_aside",
     "etcd_snapshot_save",
+    "etcd_snapshot_files",
     "etcd_snapshot_restore",
     "etcd_verify_cluster",
 ]

@@ -307,6 +307,15 @@ class SnapshotSaveInput(BaseModel):
     timeout_seconds: float = 120.0
 
 
+class SnapshotFiles(BaseModel):
+    """The files a snapshot into ``path`` left on ``member``'s host: ``path`` itself and etcdctl's
+    temporary ``path.part`` (etcd ``client/v3/snapshot/v3_snapshot.go`` writes there, then
+    renames), those that exist."""
+
+    member: str
+    files: list[str] = Field(default_factory=list)
+
+
 class SnapshotInfo(BaseModel):
     """A checked snapshot: where it lives (host, path) and ``etcdutl snapshot status``."""
 

@@ -96,8 +96,8 @@ async def test_backup_barrier_names_the_failed_member(temporal_client: Any, task
 async def test_gates_validated_and_reject_stops_before_anything(temporal_client: Any, task_queue: str, worker: Worker, etcd_cluster: LocalEtcdCluster,
                                                                 dev_server: Any) -> None:
     before = pids(etcd_cluster)
-    inp = EtcdRestoreInput(members=etcd_cluster.members, survivor="m1", timeouts=FAST, requested_by="alice",
-                           four_eyes=True, heartbeat_timeout_seconds=3)
+    inp = EtcdRestoreInput(members=etcd_cluster.members, survivor="m1", timeouts=FAST, approvals={"requested_by": "alice", "four_eyes": True},
+                           calls={"heartbeat_seconds": 3})
     handle = await temporal_client.start_workflow(
         "EtcdQuorumRestoreWorkflow", inp, id=f"rs-{uuid.uuid4().hex[:8]}", task_queue=task_queue,
         result_type=EtcdRestoreResult, execution_timeout=timedelta(minutes=2),

@@ -106,7 +106,7 @@ async def test_restore_refused_before_any_stop_when_a_member_port_is_taken(
         temporal_client: Any, task_queue: str, worker: Worker, etcd_cluster: LocalEtcdCluster, squatter: tuple[str, int]) -> None:
     name, port = squatter
     before = pids(etcd_cluster)
-    inp = EtcdRestoreInput(members=etcd_cluster.members, survivor="m1", timeouts=FAST, auto_approve=True, requested_by="test")
+    inp = EtcdRestoreInput(members=etcd_cluster.members, survivor="m1", timeouts=FAST, auto_approve=True, approvals={"requested_by": "test"})
     res: EtcdRestoreResult = await temporal_client.execute_workflow(
         EtcdQuorumRestoreWorkflow.run, inp, id=f"rs-{uuid.uuid4().hex[:8]}", task_queue=task_queue, result_type=EtcdRestoreResult)
     assert res.outcome == "refused", res.message

@@ -30,8 +30,8 @@ FAST = EtcdctlTimeouts(dial_seconds=1, command_seconds=2)
 def restore_input(cluster: LocalEtcdCluster, **kw: Any) -> EtcdRestoreInput:
     kw.setdefault("auto_approve", True)
     return EtcdRestoreInput(
-        members=cluster.members, survivor="m1", timeouts=FAST, heartbeat_timeout_seconds=3,
-        join_timeout_seconds=30, verify_timeout_seconds=30, requested_by="test", **kw,
+        members=cluster.members, survivor="m1", timeouts=FAST, calls={"heartbeat_seconds": 3},
+        join_timeout_seconds=30, verify_timeout_seconds=30, approvals={"requested_by": "test"}, **kw,
     )
 
 

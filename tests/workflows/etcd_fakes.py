@@ -32,6 +32,7 @@ from activities.etcd.models import (
     MoveAsideResult,
     PreflightRestoreInput,
     PreflightRestoreResult,
+    SnapshotFiles,
     SnapshotInfo,
     SnapshotRestoreInput,
     SnapshotSaveInput,
@@ -105,6 +106,11 @@ class FakeEtcd:
                 raise ApplicationError(f"etcdctl snapshot save on {inp.member.name}: context deadline exceeded", type="CommandFailed")
             return SnapshotInfo(member=inp.member.name, host=inp.member.host.host, path=inp.path, revision=7, total_keys=12)
 
+        @activity.defn(name="etcd_snapshot_files")
+        async def snapshot_files(inp: SnapshotSaveInput) -> SnapshotFiles:
+            rec("etcd_snapshot_files", inp)
+            return SnapshotFiles(member=inp.member.name, files=[])
+
         @activity.defn(name="etcd_preflight_restore")
         async def preflight(inp: PreflightRestoreInput) -> PreflightRestoreResult:
             rec("etcd_preflight_restore", inp)
@@ -176,5 +182,5 @@ class FakeEtcd:
             problems = [f"member {n} not running and listed" for n, s in fake.state.items() if not (s.running and s.listed)]
             return VerifyResult(ok=not problems, problems=problems, status=fake.status(), raft_index=None if problems else 42)
 
-        return [snapshot_save, preflight, stop_member, start_member, wait_healthy, member_update, cluster_status,
+        return [snapshot_save, snapshot_files, preflight, stop_member, start_member, wait_healthy, member_update, cluster_status,
                 member_add, move_aside, snapshot_restore, verify]

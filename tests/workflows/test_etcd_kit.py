@@ -25,7 +25,7 @@ from workflows.kit.models import ApproveInput, ControlInput, GateTimeoutOutcome,
 
 def restore_input(**kw) -> EtcdRestoreInput:
     kw.setdefault("members", etcd_members(3))
-    kw.setdefault("requested_by", "alice")
+    kw.setdefault("approvals", {"requested_by": "alice"})
     return EtcdRestoreInput(search_attributes=False, **kw)
 
 
@@ -79,7 +79,7 @@ async def test_abort_a_restore_stops_before_its_next_step(time_skipping_env, wf_
 async def test_restore_gate_timeout_applies_the_declared_outcome(time_skipping_env, wf_task_queue, outcome, expected):
     env, fake = time_skipping_env, FakeEtcd(etcd_members(3))
     async with worker(env, wf_task_queue, fake.activities()):
-        h = await start_restore(env, wf_task_queue, restore_input(gate_timeout_seconds=300, gate_timeout_outcome=outcome))
+        h = await start_restore(env, wf_task_queue, restore_input(gates={"timeout_seconds": 300, "timeout_outcome": outcome}))
         result = await h.result()
     assert result.outcome == expected
     timeouts = [r for r in result.gate_history if r.action == "timeout"]

@@ -160,7 +160,7 @@ async def test_record_etcd_restore_force_new_cluster_approved(time_skipping_env,
     async with Worker(env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=[*fake.activities(), preflight_activity()]):
         handle = await env.client.start_workflow(
             EtcdQuorumRestoreWorkflow.run,
-            EtcdRestoreInput(members=members, requested_by="alice", four_eyes=True, search_attributes=False),
+            EtcdRestoreInput(members=members, approvals={"requested_by": "alice", "four_eyes": True}, search_attributes=False),
             id=RESTORE_ID, task_queue=wf_task_queue, result_type=EtcdRestoreResult,
         )
         for gate in ("stop-members", "move-data/etcd-1", "move-data/etcd-2"):
@@ -176,14 +176,14 @@ async def test_record_etcd_restore_force_new_cluster_approved(time_skipping_env,
 
 
 async def test_record_etcd_restore_gate_timeout(time_skipping_env, wf_task_queue):
-    """A gate nobody answers within gate_timeout_seconds: the restore stops before stopping
+    """A gate nobody answers within gates.timeout_seconds: the restore stops before stopping
     anything (today's behaviour: a timeout rejects), recorded as a timeout."""
     env, members = time_skipping_env, etcd_members(3)
     fake = FakeEtcd(members)
     async with Worker(env.client, task_queue=wf_task_queue, workflows=WORKFLOWS, activities=[*fake.activities(), preflight_activity()]):
         handle = await env.client.start_workflow(
             EtcdQuorumRestoreWorkflow.run,
-            EtcdRestoreInput(members=members, requested_by="alice", gate_timeout_seconds=300, search_attributes=False),
+            EtcdRestoreInput(members=members, approvals={"requested_by": "alice"}, gates={"timeout_seconds": 300}, search_attributes=False),
             id=RESTORE_TIMEOUT_ID, task_queue=wf_task_queue, result_type=EtcdRestoreResult,
         )
         result = await handle.result()

@@ -9,7 +9,8 @@ parent's step when incomplete). Before the first snapshot the kit checks its pre
 (:func:`workflows.etcd.preconditions.backup_preconditions`: ``etcdctl`` and ``etcdutl`` on every
 member's host); a failed one ends the run ``refused`` with one line per problem, and ``dry_run``
 ends ``dry-run`` with every check's result. The kit's operator surface applies: ``status`` shows the barrier;
-``pause`` before the snapshots start holds them; ``abort`` then ends the run as aborted.
+``pause`` before the snapshots start holds them; ``abort`` then ends the run as aborted. An
+incomplete backup lists the snapshot files it did write in ``left_changed`` (``host <member>``).
 """
 
 from __future__ import annotations
@@ -18,18 +19,19 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.etcd.models import EtcdMember, SnapshotInfo, SnapshotSaveInput
+    from activities.etcd.models import EtcdMember, SnapshotFiles, SnapshotInfo, SnapshotSaveInput
     from workflows.etcd.models import PROCEDURE_ETCD_BACKUP, EtcdBackupInput, EtcdBackupResult, EtcdBackupStatus
+    from workflows.etcd.changes import backup_left_changed
     from workflows.etcd.preconditions import backup_preconditions
     from workflows.kit.barrier import Barrier
     from workflows.kit.control import Aborted
-    from workflows.kit.models import ApprovalRules
     from workflows.kit.procedure import ProcedureWorkflow
 
 SNAPSHOT_SAVE = "etcd_snapshot_save"
+SNAPSHOT_FILES = "etcd_snapshot_files"
 
 
 def snapshot_path(member: EtcdMember, stamp: str) -> str:
@@ -46,9 +48,8 @@ class EtcdBackupWorkflow(ProcedureWorkflow):
     @workflow.init
     def __init__(self, input: EtcdBackupInput) -> None:
         self.kit_init(
-            procedure=PROCEDURE_ETCD_BACKUP, noun="backup", cluster=input.cluster, rules=ApprovalRules(),
-            status=EtcdBackupStatus(members=[m.name for m in input.members]), search_attributes=input.search_attributes,
-            defer_status_attributes=True,
+            procedure=PROCEDURE_ETCD_BACKUP, noun="backup", input=input,
+            status=EtcdBackupStatus(members=[m.name for m in input.members]), defer_status_attributes=True,
         )
 
     @workflow.run
@@ -75,7 +76,7 @@ class EtcdBackupWorkflow(ProcedureWorkflow):
                 # Three host commands (mkdir, snapshot save, snapshot status), each after its
                 # backend's start-up (a debug pod's, as `oc debug node/` backups do).
                 start_to_close_timeout=timedelta(seconds=input.snapshot_timeout_seconds + 30 + 3 * member.host.startup_seconds()),
-                heartbeat_timeout=timedelta(seconds=input.heartbeat_timeout_seconds),
+                heartbeat_timeout=timedelta(seconds=input.calls.heartbeat_seconds),
                 retry_policy=retry,
             )
 
@@ -100,13 +101,37 @@ class EtcdBackupWorkflow(ProcedureWorkflow):
             workflow.logger.warning(message)
         else:
             message = "all members backed up"
-        # outcome "incomplete" ends the run with status phase failed (kit_outcome_phase)
+        # outcome "incomplete" ends the run with status phase failed (kit_outcome_phase). It says
+        # which snapshot files it left on the hosts (issue 39): the checked ones, and what a failed
+        # member's snapshot still wrote (its command may have run on after its activity failed).
+        left = []
+        if failed:
+            leftovers = {}
+            for member in input.members:
+                if member.name in failed:
+                    leftovers[member.name] = await _read_leftovers(member, snapshot_path(member, stamp), input)
+            left = backup_left_changed(list(outcome.done.values()), leftovers)
+        if left:
+            message += "; left changed: " + "; ".join(i.line() for i in left)
+            self.kit_status.left_changed = left
         result = self.kit_end(EtcdBackupResult, "incomplete" if failed else "completed", message, ok=not failed,
-                              snapshots=list(outcome.done.values()), failed=failed)
+                              snapshots=list(outcome.done.values()), failed=failed, **({"left_changed": left} if left else {}))
         if failed and input.fail_on_incomplete:
             # The run template fails the workflow with this error; its details carry the result.
             raise ApplicationError(message, result.model_dump(mode="json"), type="EtcdBackupIncomplete", non_retryable=True)
         return result
+
+
+async def _read_leftovers(member: EtcdMember, path: str, input: EtcdBackupInput) -> list[str]:
+    try:
+        found: SnapshotFiles = await workflow.execute_activity(
+            SNAPSHOT_FILES, SnapshotSaveInput(member=member, path=path, timeouts=input.timeouts), result_type=SnapshotFiles,
+            start_to_close_timeout=timedelta(seconds=30 + member.host.startup_seconds()),
+            retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3),
+        )
+    except ActivityError:
+        return [f"{path} (unknown: the host did not answer)"]
+    return found.files
 
 
 async def require_etcd_backup(input: EtcdBackupInput, *, workflow_id: str | None = None) -> EtcdBackupResult:

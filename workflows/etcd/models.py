@@ -3,7 +3,10 @@
 Pure pydantic v2 models shared by the CLI, the worker and the workflows. The members file the
 CLI reads (``--members members.yaml``) is :class:`EtcdMembersFile`; its validation (unknown
 survivor, duplicate names or URLs, missing snapshot) runs before anything is started, let alone
-stopped. Status and result extend the kit's :class:`ProcedureStatus` / :class:`ProcedureResult`;
+stopped. Both inputs extend the kit's :class:`~workflows.kit.inputs.ProcedureInput` (``cluster``,
+``approvals``, ``gates``, ``calls``, ``search_attributes``, ``dry_run``): ``lockkeeper start
+etcd-restore -f input.yaml --set approvals.four_eyes=true`` reads the same shape as the flags.
+Status and result extend the kit's :class:`ProcedureStatus` / :class:`ProcedureResult`;
 gate, approval and control models are the kit's, so ``lockkeeper approve/reject/pause/resume/
 abort`` work as for every procedure. Times are UTC datetimes, durations seconds.
 """
@@ -18,7 +21,8 @@ from pydantic import BaseModel, Field, model_validator
 
 from activities.etcd.models import EtcdMember, EtcdctlTimeouts, SnapshotInfo, VerifyResult
 from activities.host.models import ExecBackend
-from workflows.kit.models import GateTimeoutOutcome, ProcedureResult, ProcedureStatus
+from workflows.kit.inputs import ProcedureInput
+from workflows.kit.models import ProcedureResult, ProcedureStatus
 
 PROCEDURE_ETCD_BACKUP = "etcd-backup"
 PROCEDURE_ETCD_RESTORE = "etcd-restore"
@@ -60,30 +64,29 @@ class EtcdMembersFile(_MembersMixin):
 # --- backup -----------------------------------------------------------------------------------------------
 
 
-class EtcdBackupInput(_MembersMixin):
+class EtcdBackupInput(ProcedureInput, _MembersMixin):
     """Snapshot every member (``etcdctl snapshot save`` + ``etcdutl snapshot status``) into its
     ``backup_dir`` as ``snapshot-<member>-<UTC time>.db``. ``attempts`` per member before it
     counts as failed; ``fail_on_incomplete``: fail the workflow (type EtcdBackupIncomplete)
-    instead of returning ``ok=False``."""
+    instead of returning ``ok=False``; ``snapshot_timeout_seconds`` bounds one snapshot;
+    ``timeouts`` etcdctl's own dial and command timeouts. The kit's fields
+    (:class:`ProcedureInput`): ``cluster`` (search attribute, lease scope), ``dry_run`` (check
+    the preconditions, take no snapshot), ``calls.heartbeat_seconds`` (the snapshot activity's
+    heartbeat timeout), ``search_attributes``."""
 
     members: list[EtcdMember]
-    #: The cluster these members belong to (search attribute LockkeeperCluster, lease scopes).
-    cluster: str = "default"
-    search_attributes: bool = True
     attempts: int = Field(2, ge=1)
     fail_on_incomplete: bool = False
-    #: Check the preconditions and end ``dry-run`` listing them; no snapshot is taken.
-    dry_run: bool = False
     timeouts: EtcdctlTimeouts = Field(default_factory=EtcdctlTimeouts)
-    snapshot_timeout_seconds: float = 120.0
-    heartbeat_timeout_seconds: float = 10.0
+    snapshot_timeout_seconds: float = Field(120.0, gt=0)
 
 
 class EtcdBackupResult(ProcedureResult):
     """The barrier's answer: ``ok`` only when every member has a checked snapshot;
     ``outcome`` completed / incomplete / aborted / refused (a precondition failed: nothing was
     written, ``problems`` one line each) / dry-run (``ok``: nothing failed); ``message`` is "all members backed up" or
-    names the failed members; ``snapshots`` says where each lives; ``failed`` member → why."""
+    names the failed members; ``snapshots`` says where each lives; ``failed`` member → why; an
+    incomplete backup's ``left_changed`` names every snapshot file it left on the hosts."""
 
     procedure: str = PROCEDURE_ETCD_BACKUP
     ok: bool = False
@@ -141,45 +144,38 @@ class RestorePhase(StrEnum):
     FAILED = "failed"
 
 
-class EtcdRestoreInput(_MembersMixin):
+class EtcdRestoreInput(ProcedureInput, _MembersMixin):
     """Restore etcd quorum (R3).
 
     - ``members``: every member the cluster must end with; ``survivor``: the member the new
       cluster starts from (default: the first); ``strategy``; ``snapshot``: path of the snapshot
       on the survivor's host (snapshot-restore only, required there).
     - Gates before each destructive step (stopping the members, moving a data dir aside) wait
-      for the ``approve`` update unless ``auto_approve``; ``gate_timeout_seconds`` None waits
-      forever; a timeout applies ``gate_timeout_outcome`` (reject: the restore stops before the
+      for the ``approve`` update unless ``auto_approve``; ``gates.timeout_seconds`` None waits
+      forever; a timeout applies ``gates.timeout_outcome`` (reject: the restore stops before the
       step; approve: it goes on; abort: it stops as aborted), recorded as a timeout.
-      ``four_eyes``/``allowed_approvers`` as in rollouts.
+      ``approvals`` (requested_by, four_eyes, allowed_approvers) as in every procedure.
     - ``pause`` holds the restore before its next step; ``abort`` stops it there (nothing is
-      undone: the result says what was done). ``cluster``: the lease scope ``etcd/<cluster>``
-      and the search attribute.
+      undone: the result says what was done and ``left_changed`` what stays changed).
+      ``cluster``: the lease scope ``etcd/<cluster>`` and the search attribute; ``dry_run``:
+      check the preconditions and end ``dry-run`` listing them, no member stopped.
     - ``join_timeout_seconds``: how long one wait for a healthy (and joined) member polls before
       Temporal retries it; ``member_add_retry_seconds``: how long ``member add`` retries
-      "unhealthy cluster" inside one attempt.
+      "unhealthy cluster" inside one attempt; ``verify_timeout_seconds`` the final check;
+      ``stop_timeout_seconds`` one member's stop; ``calls.heartbeat_seconds`` the activities'
+      heartbeat timeout; ``timeouts`` etcdctl's own dial and command timeouts.
     """
 
     members: list[EtcdMember]
-    cluster: str = "default"
-    search_attributes: bool = True
     strategy: RestoreStrategy = RestoreStrategy.FORCE_NEW_CLUSTER
     survivor: str | None = None
     snapshot: str | None = None
     auto_approve: bool = False
-    requested_by: str = "unknown"
-    four_eyes: bool = False
-    allowed_approvers: list[str] = Field(default_factory=list)
-    gate_timeout_seconds: float | None = None
-    gate_timeout_outcome: GateTimeoutOutcome = GateTimeoutOutcome.REJECT
     timeouts: EtcdctlTimeouts = Field(default_factory=EtcdctlTimeouts)
-    join_timeout_seconds: float = 60.0
-    member_add_retry_seconds: float = 30.0
-    verify_timeout_seconds: float = 60.0
-    heartbeat_timeout_seconds: float = 10.0
-    stop_timeout_seconds: float = 60.0
-    #: Check the preconditions and end ``dry-run`` listing them; no member is stopped.
-    dry_run: bool = False
+    join_timeout_seconds: float = Field(60.0, gt=0)
+    member_add_retry_seconds: float = Field(30.0, gt=0)
+    verify_timeout_seconds: float = Field(60.0, gt=0)
+    stop_timeout_seconds: float = Field(60.0, gt=0)
 
     @model_validator(mode="after")
     def _choices(self) -> EtcdRestoreInput:
@@ -234,7 +230,9 @@ class EtcdRestoreResult(ProcedureResult):
     reject; ``message`` says what had been done), aborted (``abort``, or a gate timed out with
     outcome abort), unverified (the final check found ``verification.problems``), refused (a
     precondition failed before any member was stopped: ``problems``, one line each) or dry-run
-    (every check listed in ``preconditions``; nothing stopped)."""
+    (every check listed in ``preconditions``; nothing stopped). A restore that stopped short
+    (rejected, aborted, failed) lists in ``left_changed`` what differs from what its preflight
+    read, read back from the cluster (:mod:`workflows.etcd.changes`)."""
 
     procedure: str = PROCEDURE_ETCD_RESTORE
     outcome: Literal["completed", "rejected", "aborted", "unverified", "refused", "dry-run"]

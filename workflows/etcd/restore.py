@@ -22,9 +22,14 @@ Each member step first reads the member list and health, so a member that has al
 (a resumed or re-run restore) is left alone. Data is only ever moved aside, with a suffix from
 the workflow's start time. The ``status`` query gives the step, the member, what it waits for
 and since when; ``approve``/``reject`` decide gates (validated, attributed, in history); a gate's
-timeout applies the declared ``gate_timeout_outcome``. ``pause`` holds the restore before its next
-step and ``abort`` stops it there (outcome aborted; nothing is undone). The restore holds the
-lease ``etcd/<cluster>`` while it runs (runs recorded before the kit take none).
+timeout applies the declared ``gates.timeout_outcome``. ``pause`` holds the restore before its next
+step and ``abort`` stops it there (outcome aborted; nothing is undone); an abort also ends a wait
+for a member to become healthy at once (the wait is cancelled: it only reads). A restore that
+stops short (aborted, rejected, failed) reads the cluster back and lists in ``left_changed``
+exactly what differs from what its preflight read (:func:`workflows.etcd.changes.restore_left_changed`:
+members running or stopped, member-list entries, data dirs moved aside), each with the command to
+go on. The restore holds the lease ``etcd/<cluster>`` while it runs (runs recorded before the kit
+take none).
 """
 
 from __future__ import annotations
@@ -66,10 +71,11 @@ with workflow.unsafe.imports_passed_through():
         RestoreStep,
         RestoreStrategy,
     )
+    from workflows.etcd.changes import answering, restore_left_changed
     from workflows.etcd.preconditions import restore_preconditions
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted
-    from workflows.kit.models import ApprovalRules, Gate, GateState, failure_message
+    from workflows.kit.models import ChangedItem, Gate, GateState, failure_message
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.kit.scopes import subsystem_scope
 
@@ -77,6 +83,10 @@ with workflow.unsafe.imports_passed_through():
 NON_RETRYABLE = ["InvalidRestoreInput", "DataDirMoveRefused", "MemberRunning", "StashConflict"]
 #: workflow.patched ID of the restore's kit changes (lease etcd/<cluster>, LockkeeperStatus).
 PATCH_KIT = "etcd-restore-kit"
+#: The read-back of a restore that stopped short: this many readings, this many seconds apart,
+#: until every member it started answers (a member started just before an abort).
+READ_BACK_TRIES = 3
+READ_BACK_INTERVAL_SECONDS = 1.0
 
 
 class _Rejected(Exception):
@@ -103,10 +113,7 @@ class EtcdQuorumRestoreWorkflow(ProcedureWorkflow):
             since=workflow.now(),
         )
         self.kit_init(
-            procedure=PROCEDURE_ETCD_RESTORE, noun="restore", cluster=input.cluster,
-            rules=ApprovalRules(requested_by=input.requested_by, four_eyes=input.four_eyes,
-                                allowed_approvers=input.allowed_approvers),
-            status=self._status, search_attributes=input.search_attributes, pause_on_reject=False,
+            procedure=PROCEDURE_ETCD_RESTORE, noun="restore", input=input, status=self._status, pause_on_reject=False,
             reject_note="restore stops", defer_status_attributes=True,
         )
         self._suffix = "lockkeeper-" + workflow.info().start_time.strftime("%Y%m%dT%H%M%SZ")
@@ -116,6 +123,12 @@ class EtcdQuorumRestoreWorkflow(ProcedureWorkflow):
             maximum_interval=timedelta(seconds=10),
             non_retryable_error_types=NON_RETRYABLE,
         )
+        #: What the preflight read (the "before" of ``left_changed``), the members this run
+        #: started, and whether it changed anything yet (a member stop was sent).
+        self._before: ClusterStatus | None = None
+        self._started: set[str] = set()
+        self._touched = False
+        self._left: list[ChangedItem] = []
 
     # --- helpers --------------------------------------------------------------------------------------
 
@@ -139,14 +152,14 @@ class EtcdQuorumRestoreWorkflow(ProcedureWorkflow):
 
     async def _act(self, name: str, arg: Any, result_type: type, *, seconds: float = 30.0) -> Any:
         return await acts.call_with(name, arg, result_type, retry=self._retry, seconds=seconds,
-                                    heartbeat_seconds=self._in.heartbeat_timeout_seconds)
+                                    heartbeat_seconds=self._in.calls.heartbeat_seconds)
 
     async def _gate(self, gate_id: str, what: str) -> None:
         """Wait for approval of a destructive step (or pass at once with ``auto_approve``);
         raise _Rejected (rejected, or timed out with outcome reject) or Aborted."""
         gate = await self.gates.approval(
-            gate_id, what, timeout_seconds=self._in.gate_timeout_seconds or None,
-            timeout_outcome=self._in.gate_timeout_outcome, auto_approve=self._in.auto_approve,
+            gate_id, what, timeout_seconds=self._in.gates.timeout_seconds,
+            timeout_outcome=self._in.gates.timeout_outcome, auto_approve=self._in.auto_approve,
         )
         if gate.id in self.gates.passed:
             return
@@ -154,17 +167,32 @@ class EtcdQuorumRestoreWorkflow(ProcedureWorkflow):
             raise Aborted(self.control.abort_reason)
         raise _Rejected(gate)
 
+    async def _start_member(self, member: EtcdMember, overrides: StartOverrides | None = None) -> None:
+        """``etcd_start_member`` (with ``overrides``); the member counts as started by this run."""
+        self._started.add(member.name)
+        await self._act("etcd_start_member", StartMemberInput(member=member, overrides=overrides or StartOverrides()), MemberActionResult)
+
     def _status_input(self, via: EtcdMember, endpoints: list[str]) -> ClusterStatusInput:
         return ClusterStatusInput(via=via, members=self._in.members, endpoints=endpoints, timeouts=self._in.timeouts)
 
     async def _wait_healthy(self, member: EtcdMember, via: EtcdMember, *, joined: bool) -> None:
+        """Wait until ``member`` is healthy (and joined); an abort meanwhile cancels the wait (it
+        only reads) and raises Aborted, so a member that never comes up does not hold the abort."""
         await self._step(RestoreStep.WAIT_JOINED, member.name, f"member {member.name} healthy" + (" and joined" if joined else ""))
-        await self._act(
+        handle = workflow.start_activity(
             "etcd_wait_member_healthy",
             WaitHealthyInput(member=member, via=via, members=self._in.members, joined=joined,
                              timeout_seconds=self._in.join_timeout_seconds, timeouts=self._in.timeouts),
-            ClusterStatus, seconds=self._in.join_timeout_seconds,
+            result_type=ClusterStatus, start_to_close_timeout=timedelta(seconds=self._in.join_timeout_seconds + 30),
+            heartbeat_timeout=timedelta(seconds=self._in.calls.heartbeat_seconds), retry_policy=self._retry,
+            summary=f"etcd_wait_member_healthy · {member.name}",
         )
+        control = self.control
+        await workflow.wait_condition(lambda: handle.done() or control.abort)
+        if not handle.done():
+            handle.cancel()
+            raise Aborted(control.abort_reason or "aborted")
+        await handle
 
     # --- main flow --------------------------------------------------------------------------------------
 
@@ -182,14 +210,18 @@ class EtcdQuorumRestoreWorkflow(ProcedureWorkflow):
             return await self._run(input)
         except _Rejected as rej:
             g = rej.gate
+            await self._read_back()
             return self._result(
                 "rejected",
                 f"gate {g.id} {'timed out' if g.state == GateState.TIMED_OUT else f'rejected by {g.decided_by}'}; "
-                f"stopped before it (last steps: {self._done()})",
+                f"stopped before it (last steps: {self._done()}){self._left_tail()}", left_changed=self._left,
             )
         except Aborted as ab:
-            return self._result("aborted", f"aborted before {self._status.step}: {ab.reason} (last steps: {self._done()})")
+            await self._read_back()
+            return self._result("aborted", f"aborted before {self._status.step}: {ab.reason} (last steps: {self._done()})"
+                                           f"{self._left_tail()}", left_changed=self._left)
         except ActivityError as err:
+            await self._read_back()
             if isinstance(err.cause, ApplicationError):
                 raise ApplicationError(
                     f"{self._status.step} ({self._status.member or 'all'}): {failure_message(err)}",
@@ -199,6 +231,43 @@ class EtcdQuorumRestoreWorkflow(ProcedureWorkflow):
 
     def _done(self) -> str:
         return "; ".join(self._status.log[-3:]) or "nothing changed yet"
+
+    def _left_tail(self) -> str:
+        return "; left changed: " + "; ".join(i.line() for i in self._left) if self._left else "; nothing was changed"
+
+    async def _read_back(self) -> None:
+        """As the restore stops short: read the cluster back (through the survivor) until every
+        member this run started answers ``endpoint status``, at most :data:`READ_BACK_TRIES` readings, and
+        set what stays changed against the preflight's reading (:func:`restore_left_changed`;
+        also ``status.left_changed``). Nothing is read when nothing was changed yet; an
+        unreadable cluster leaves only what the run knows it did (data dirs moved aside)."""
+        if not self._touched:
+            return
+        survivor = next(m for m in self._in.members if m.name == self._in.survivor_name)
+        after: ClusterStatus | None = None
+        once = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=2)
+        for attempt in range(READ_BACK_TRIES):
+            try:
+                after = await acts.call_with("etcd_cluster_status", self._status_input(survivor, [m.client_url for m in self._in.members]),
+                                             ClusterStatus, retry=once, seconds=30)
+            except ActivityError:
+                after = None
+            started = [m for m in self._in.members if m.name in self._started]
+            if after is not None and all(answering(after, m) for m in started):
+                break
+            if attempt + 1 < READ_BACK_TRIES:
+                await workflow.sleep(READ_BACK_INTERVAL_SECONDS)
+        moved = {n: s.moved_to for n, s in self._status.members.items() if s.moved_to}
+        command = f"lockkeeper start etcd-restore --members FILE --strategy {self._in.strategy} --survivor {survivor.name}"
+        self._left = restore_left_changed(self._in.members, self._before, after, moved, undo=command)
+        if after is None:
+            self._log("read-back: the cluster did not answer; left changed lists only the data dirs moved aside")
+        self._status.left_changed = list(self._left)
+        self.touch()
+
+    def kit_left_changed(self) -> list[ChangedItem]:
+        """What this restore leaves changed (set by its read-back as it stops short)."""
+        return list(self._left)
 
     def kit_result_fields(self) -> dict[str, Any]:
         """The restore's own result fields: strategy, survivor, each member's state, the log and
@@ -210,10 +279,12 @@ class EtcdQuorumRestoreWorkflow(ProcedureWorkflow):
             "duration_seconds": (now - (self._status.started_at or now)).total_seconds(),
         }
 
-    def _result(self, outcome: str, message: str, verification: VerifyResult | None = None) -> EtcdRestoreResult:
+    def _result(self, outcome: str, message: str, verification: VerifyResult | None = None,
+                left_changed: list[ChangedItem] | None = None) -> EtcdRestoreResult:
         """The result (:meth:`kit_end`); the run template sets the phase from ``outcome``
         (``unverified`` ends failed), releases the lease and waits for the handlers."""
-        return self.kit_end(EtcdRestoreResult, outcome, message, verification=verification)
+        more = {"left_changed": left_changed} if left_changed else {}
+        return self.kit_end(EtcdRestoreResult, outcome, message, verification=verification, **more)
 
     async def _run(self, input: EtcdRestoreInput) -> EtcdRestoreResult:
         members = input.members
@@ -238,9 +309,11 @@ class EtcdQuorumRestoreWorkflow(ProcedureWorkflow):
                                            f"then re-add {', '.join(m.name for m in others) or 'no other member'}"
                                 + (f"; refused today: {len(checked.failed)} precondition(s) failed" if checked.failed else ""))
         self._log(f"preflight ok; member list before: {[m.name for m in pre.status.members or []] if pre.status else '?'}")
+        self._before = pre.status
 
         await self._gate("stop-members", f"stop all {len(members)} etcd members ({', '.join(m.name for m in members)})")
         await self._step(RestoreStep.STOP_MEMBERS, None, "every member stopped")
+        self._touched = True
         for m in members:
             r: MemberActionResult = await self._act(
                 "etcd_stop_member", MemberInput(member=m, timeout_seconds=input.stop_timeout_seconds),
@@ -279,8 +352,7 @@ class EtcdQuorumRestoreWorkflow(ProcedureWorkflow):
 
     async def _force_new_cluster(self, survivor: EtcdMember) -> None:
         await self._step(RestoreStep.FORCE_NEW_CLUSTER, survivor.name, f"{survivor.name} started with --force-new-cluster")
-        await self._act("etcd_start_member", StartMemberInput(member=survivor, overrides=StartOverrides(force_new_cluster=True)),
-                        MemberActionResult)
+        await self._start_member(survivor, StartOverrides(force_new_cluster=True))
         await self._wait_healthy(survivor, survivor, joined=True)
         self._member_state(survivor.name, "restored", detail="new cluster forced from its own data")
         self._log(f"{survivor.name}: new one-member cluster forced from its data")
@@ -288,7 +360,7 @@ class EtcdQuorumRestoreWorkflow(ProcedureWorkflow):
         await self._step(RestoreStep.RESTART_SURVIVOR, survivor.name, f"{survivor.name} restarted without --force-new-cluster")
         await self._act("etcd_stop_member", MemberInput(member=survivor, timeout_seconds=self._in.stop_timeout_seconds),
                         MemberActionResult, seconds=self._in.stop_timeout_seconds)
-        await self._act("etcd_start_member", StartMemberInput(member=survivor), MemberActionResult)
+        await self._start_member(survivor)
         await self._wait_healthy(survivor, survivor, joined=True)
         self._member_state(survivor.name, "joined")
         self._log(f"{survivor.name}: restarted without --force-new-cluster, healthy")
@@ -306,7 +378,7 @@ class EtcdQuorumRestoreWorkflow(ProcedureWorkflow):
                         MemberActionResult, seconds=120)
         self._log(f"{survivor.name}: {snapshot} restored into {survivor.data_dir}")
         await self._step(RestoreStep.START_MEMBER, survivor.name, f"{survivor.name} started on the restored data")
-        await self._act("etcd_start_member", StartMemberInput(member=survivor), MemberActionResult)
+        await self._start_member(survivor)
         await self._wait_healthy(survivor, survivor, joined=True)
         await self._fix_peer_url(survivor)
         self._member_state(survivor.name, "joined", detail=f"restored from {snapshot}")
@@ -339,11 +411,7 @@ class EtcdQuorumRestoreWorkflow(ProcedureWorkflow):
             self._member_state(m.name, "added", moved_to=moved.moved_to)
             self._log(f"{m.name}: {moved.detail}")
         await self._step(RestoreStep.START_MEMBER, m.name, f"{m.name} started with --initial-cluster-state existing")
-        await self._act(
-            "etcd_start_member",
-            StartMemberInput(member=m, overrides=StartOverrides(initial_cluster=added.initial_cluster, initial_cluster_state="existing")),
-            MemberActionResult,
-        )
+        await self._start_member(m, StartOverrides(initial_cluster=added.initial_cluster, initial_cluster_state="existing"))
         await self._wait_healthy(m, survivor, joined=True)
         self._member_state(m.name, "joined")
         self._log(f"{m.name}: joined and healthy")

@@ -1,8 +1,21 @@
 """``lockkeeper start etcd-backup`` and ``start etcd-restore`` (R3).
 
-Both read ``members.yaml`` (a list of members, or a mapping with ``members:`` and optionally the
-restore's ``survivor`` and ``snapshot``; the flags win) and validate it together with the flags
-as the procedure's input model before anything is contacted: a bad file is exit 2 with one line
+The input is the procedure's input model (:class:`workflows.etcd.models.EtcdBackupInput`,
+:class:`~workflows.etcd.models.EtcdRestoreInput`, both on the kit's ``ProcedureInput``), built with
+:func:`lockkeeper.cli.start.shared.build_input`: ``-f input.yaml``, then the flags given, then
+each ``--set KEY=VALUE`` (``--set approvals.four_eyes=true``, ``--set gates.timeout_seconds=600``).
+The flags are aliases of its fields:
+
+- ``--members members.yaml``: ``members`` (a list of members, or a mapping with ``members:`` and
+  optionally the restore's ``survivor`` and ``snapshot``; the flags win); required unless the
+  ``-f`` file has ``members``;
+- ``--attempts`` ``attempts``; ``--strategy`` ``strategy``; ``--survivor`` ``survivor``;
+  ``--snapshot`` ``snapshot``; ``--auto-approve`` ``auto_approve``;
+- ``--gate-timeout`` ``gates.timeout_seconds``; ``--gate-timeout-outcome``
+  ``gates.timeout_outcome``; ``--four-eyes`` / ``--allowed-approver`` ``approvals``; ``--cluster``
+  ``cluster``; ``--dry-run`` ``dry_run``.
+
+The input is validated before anything is contacted: a bad file or flag is exit 2 with one line
 per problem. Both lease ``etcd/<cluster>``. ``--dry-run`` runs the procedure's own dry run: it
 checks every precondition on the members' hosts (binaries, the restore's ports and host checks)
 and prints each with its result, changing nothing (:func:`.dryrun.workflow_dry_run`).
@@ -15,7 +28,8 @@ from typing import Any
 
 import typer
 
-from lockkeeper.cli.common import EXIT_USAGE, CliError, err, validation_lines
+from lockkeeper.cli.common import EXIT_USAGE, CliError, err
+from lockkeeper.cli.start.dryrun import leased_workflow_dry_run
 from lockkeeper.cli.start.options import (
     GATE_OUTCOMES,
     Approvals,
@@ -25,9 +39,7 @@ from lockkeeper.cli.start.options import (
     positive_seconds,
     start_options,
 )
-from lockkeeper.cli.start.dryrun import leased_workflow_dry_run
-from lockkeeper.cli.start.shared import spec_named
-
+from lockkeeper.cli.start.shared import INPUT_FILE, build_input, spec_named
 
 STRATEGIES = ("force-new-cluster", "snapshot-restore")
 
@@ -50,52 +62,47 @@ def read_members_file(path: str) -> dict[str, Any]:
     return doc
 
 
-def build_input(spec: Any, path: str, **fields: Any) -> Any:
-    """The spec's input model from the members file and ``fields`` (None values leave the
-    file's). Raises :class:`CliError` (exit 2) listing every problem; nothing is contacted."""
-    from pydantic import ValidationError
-
-    doc = read_members_file(path)
-    doc.update({k: v for k, v in fields.items() if v is not None})
-    try:
-        return spec.input_model.model_validate(doc)
-    except ValidationError as exc:
-        raise CliError(f"invalid {spec.name} request from {path}: " + validation_lines(exc), EXIT_USAGE) from None
-
-
-def _start(start: Start, name: str, members: str, fields: dict[str, Any]) -> None:
-    """Validate procedure ``name``'s input (the members file and ``fields``; exit 2 listing every
-    problem) and start it, leasing ``etcd/<cluster>``."""
+def _start(start: Start, name: str, members: str | None, flags: dict[str, Any]) -> None:
+    """Build procedure ``name``'s input (``-f``, the members file and ``flags``, ``--set``;
+    exit 2 listing every problem) and start it, leasing ``etcd/<cluster>``."""
     from workflows.kit.scopes import subsystem_scope
 
-    who, spec, where = start.who, spec_named(name), start.cluster
-    if "cluster" in spec.input_model.model_fields:
-        fields = {**fields, "cluster": where}
+    from_file = INPUT_FILE.get() is not None
     try:
-        inp = build_input(spec, members, **fields, dry_run=start.dry_run)
+        if members is None and not from_file:
+            raise CliError("give --members members.yaml, or -f FILE with `members:`", EXIT_USAGE)
+        doc = read_members_file(members) if members is not None else {}
+        given = {k: doc.get(k) for k in ("members", "survivor", "snapshot") if k in doc}
+        inp = build_input(spec_named(name).input_model, {
+            **given, **flags, "cluster": start.cluster_flag or (None if from_file else start.settings.cluster),
+            "approvals.requested_by": start.who, "dry_run": start.dry_run or None,
+        })
     except CliError as exc:
         err(f"error: {exc}")
         raise typer.Exit(exc.code) from None
     # --dry-run: the workflow reads, checks every precondition on the hosts and ends dry-run
     # (no snapshot, nothing stopped, no lease); each check is printed with its result, exit 2
     # when a real start would be refused.
-    start.go(start.request(name, inp, cluster=where, scopes=[subsystem_scope("etcd", where)],
-                           summary=f"{name} on {where} by {who}"),
+    start.go(start.request(name, inp, cluster=inp.cluster, dry_run=inp.dry_run, scopes=[subsystem_scope("etcd", inp.cluster)],
+                           summary=f"{name} on {inp.cluster} by {start.who}"),
              dry_run=lambda req, settings: leased_workflow_dry_run(req, settings, plan=lambda res: [res.message]))
 
 
 def start_etcd_backup(
-    members: str = typer.Option(..., "--members", help="members.yaml (validated before anything runs)."),
-    attempts: int = typer.Option(2, "--attempts", min=1, help="Tries per member."),
+    members: str | None = typer.Option(None, "--members", help="members.yaml (validated before anything runs)."),
+    attempts: int | None = typer.Option(None, "--attempts", min=1, help="Tries per member (default 2)."),
     start: Start = start_options(wait="Wait; exit 0 only if every member was backed up."),
 ) -> None:
     """Snapshot every etcd member (a barrier: the result names any member that failed)."""
     _start(start, "etcd-backup", members, {"attempts": attempts})
 
 
+start_etcd_backup.takes_input_overrides = True  # type: ignore[attr-defined]  # build_input applies -f/--set
+
+
 def start_etcd_restore(
-    members: str = typer.Option(..., "--members", help="members.yaml (validated before anything is stopped)."),
-    strategy: str = typer.Option(..., "--strategy", help="force-new-cluster | snapshot-restore"),
+    members: str | None = typer.Option(None, "--members", help="members.yaml (validated before anything is stopped)."),
+    strategy: str | None = typer.Option(None, "--strategy", help="force-new-cluster | snapshot-restore"),
     survivor: str | None = typer.Option(None, "--survivor", help="Member the new cluster starts from (default: first)."),
     snapshot: str | None = typer.Option(None, "--snapshot", help="Snapshot path on the survivor's host (snapshot-restore)."),
     auto_approve: bool = typer.Option(False, "--auto-approve", help="Pass the gates without asking (demo/test)."),
@@ -105,12 +112,19 @@ def start_etcd_restore(
     start: Start = start_options(wait="Wait; exit 0 only if the restore completed and verified."),
 ) -> None:
     """Restore etcd quorum (R3): stop all, new cluster from the survivor, re-add the others."""
-    choice(strategy, STRATEGIES, "'--strategy'")
+    if strategy is None and INPUT_FILE.get() is None:
+        raise typer.BadParameter("give --strategy force-new-cluster|snapshot-restore (or -f FILE with `strategy:`)",
+                                 param_hint="'--strategy'")
+    if strategy is not None:
+        choice(strategy, STRATEGIES, "'--strategy'")
     positive_seconds(gate_timeout, "'--gate-timeout'")
     if gate_timeout_outcome is not None:
         choice(gate_timeout_outcome, GATE_OUTCOMES, "'--gate-timeout-outcome'")
-    fields: dict[str, Any] = dict(
-        strategy=strategy, survivor=survivor, snapshot=snapshot, auto_approve=auto_approve, **approvals.fields(start.who),
-        gate_timeout_seconds=gate_timeout, gate_timeout_outcome=gate_timeout_outcome,
-    )
-    _start(start, "etcd-restore", members, fields)
+    _start(start, "etcd-restore", members, {
+        "strategy": strategy, "survivor": survivor, "snapshot": snapshot, "auto_approve": auto_approve or None,
+        "approvals.four_eyes": approvals.four_eyes or None, "approvals.allowed_approvers": approvals.allowed_approvers or None,
+        "gates.timeout_seconds": gate_timeout, "gates.timeout_outcome": gate_timeout_outcome,
+    })
+
+
+start_etcd_restore.takes_input_overrides = True  # type: ignore[attr-defined]  # build_input applies -f/--set
