@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from lockkeeper.cli.common import CliError
-from tests.unit.test_upgrade_inputs import sent, start  # noqa: F401 - the fixture and the CLI runner, shared
+from tests.unit.startcapture import capture_starts, start
 from workflows.control_plane.models import ControlPlaneUpgradeInput
 from workflows.etcd.models import EtcdBackupInput, EtcdRestoreInput, RestoreStrategy
 from workflows.kit.inputs import ProcedureInput
@@ -28,6 +28,12 @@ FLAT = ("requested_by", "four_eyes", "allowed_approvers", "gate_timeout_seconds"
         "heartbeat_timeout_seconds")
 
 
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The inputs the start commands would start their workflow with (tests/unit/startcapture.py)."""
+    return capture_starts(monkeypatch)
+
+
 def write(tmp_path: Path, name: str, data: Any) -> str:
     f = tmp_path / name
     f.write_text(json.dumps(data))  # JSON is YAML
@@ -40,6 +46,8 @@ def test_etcd_inputs_are_procedure_inputs_without_flat_copies(model: type) -> No
     assert not set(FLAT) & set(model.model_fields), sorted(set(FLAT) & set(model.model_fields))
     with pytest.raises(ValueError, match="four_eyes"):  # the old flat shape is refused, never ignored
         model.model_validate({"members": MEMBERS, "four_eyes": True})
+    with pytest.raises(ValueError, match="take no alert gate"):  # the base's alerts would be ignored: refused
+        model.model_validate({"members": MEMBERS, "alerts": {"url": "http://prometheus:9090"}})
 
 
 def test_restore_flags_are_aliases_of_the_nested_fields(tmp_path: Path, sent: list[Any]) -> None:

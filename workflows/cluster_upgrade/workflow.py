@@ -129,8 +129,10 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
             update["dry_run"] = self._in.dry_run
         if hasattr(inp, "report_to"):
             update["report_to"] = self._id
-        if self._in.alerts is not None and hasattr(inp, "alerts") and getattr(inp, "alerts") is None:
-            update["alerts"] = self._in.alerts  # the phase gates its own nodes with the run's gate
+        if self._in.alerts is not None and phase in ALERT_GATED_PHASES and getattr(inp, "alerts", "") is None:
+            # the phase gates its own nodes with the run's gate; not the GlusterFS recovery (it
+            # repairs what a brick-down alert reports) nor the etcd backup (it reads)
+            update["alerts"] = self._in.alerts
         return inp.model_copy(update=update)
 
     @workflow.run

@@ -61,10 +61,22 @@ class EtcdMembersFile(_MembersMixin):
     snapshot: str | None = None
 
 
+class _NoAlertGate(BaseModel):
+    """The etcd procedures take no alert gate: a backup reads, and a quorum restore answers the
+    very alerts an outage fires. ``alerts`` (from :class:`ProcedureInput`) is refused rather
+    than ignored."""
+
+    @model_validator(mode="after")
+    def _no_alerts(self) -> _NoAlertGate:
+        if getattr(self, "alerts", None) is not None:
+            raise ValueError("the etcd backup and restore take no alert gate (alerts): leave it out")
+        return self
+
+
 # --- backup -----------------------------------------------------------------------------------------------
 
 
-class EtcdBackupInput(ProcedureInput, _MembersMixin):
+class EtcdBackupInput(ProcedureInput, _MembersMixin, _NoAlertGate):
     """Snapshot every member (``etcdctl snapshot save`` + ``etcdutl snapshot status``) into its
     ``backup_dir`` as ``snapshot-<member>-<UTC time>.db``. ``attempts`` per member before it
     counts as failed; ``fail_on_incomplete``: fail the workflow (type EtcdBackupIncomplete)
@@ -144,7 +156,7 @@ class RestorePhase(StrEnum):
     FAILED = "failed"
 
 
-class EtcdRestoreInput(ProcedureInput, _MembersMixin):
+class EtcdRestoreInput(ProcedureInput, _MembersMixin, _NoAlertGate):
     """Restore etcd quorum (R3).
 
     - ``members``: every member the cluster must end with; ``survivor``: the member the new
