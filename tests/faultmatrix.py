@@ -207,6 +207,22 @@ def _stuck(status: ProcedureStatus) -> bool:
 # --- one case ---------------------------------------------------------------------------------------------
 
 
+def trap_hit(trap: Any, spec: Any, result_task: asyncio.Future[Any], handle: Any, client: Any, cr: CaseResult, comment: str,
+             *, approve_gates: bool = True) -> Callable[[], Awaitable[bool]]:
+    """The predicate a case waits on before it acts: ``trap`` was hit (and, for a hold, holds
+    the request) or the run ended; while neither, every waiting gate of ``handle`` is approved as
+    a person would (with ``comment``, noted in ``cr``)."""
+    async def hit() -> bool:
+        state = await trap.refresh()
+        if (state.hits and (spec.action != "hold" or state.held)) or result_task.done():
+            return True
+        st = await read_status(handle)
+        if st is not None and approve_gates:
+            await approve_waiting(client, handle, st, comment, cr)
+        return False
+    return hit
+
+
 async def _until(pred: Callable[[], Awaitable[bool]], timeout: float, interval: float = 0.2) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -264,18 +280,8 @@ async def run_case(
     result_task = asyncio.ensure_future(handle.result())
     comment = f"fault matrix {step.name}/{case}: approved as a person would"
     try:
-        async def hit() -> bool:
-            state = await trap.refresh()
-            if state.hits and (spec.action != "hold" or state.held):
-                return True
-            if result_task.done():
-                return True
-            st = await read_status(handle)
-            if st is not None and approve_gates:
-                await approve_waiting(world.client, handle, st, comment, cr)
-            return False
-
-        await _until(hit, reach_timeout)
+        await _until(trap_hit(trap, spec, result_task, handle, world.client, cr, comment, approve_gates=approve_gates),
+                     reach_timeout)
         cr.reached = trap.state.hits > 0
         if not cr.reached:
             cr.note("the trap was never hit" + (" (the procedure ended first)" if result_task.done() else ""))

@@ -44,10 +44,9 @@ from tests.faultmatrix import (
     _until,
     _wait_end,
     abort,
-    approve_waiting,
     judge,
     matrix_params,
-    read_status,
+    trap_hit,
 )
 from workers.settings import cluster_task_queue
 from workflows.campaign.models import CampaignInput, CampaignResult, cluster_of
@@ -87,16 +86,7 @@ async def run_campaign_case(client: Any, sims: dict[str, Any], workers: dict[str
     result_task = asyncio.ensure_future(handle.result())
     world = World(sim=target, client=client, worker=workers[wave])
     try:
-        async def hit() -> bool:
-            state = await trap.refresh()
-            if state.hits and (spec.action != "hold" or state.held):
-                return True
-            if result_task.done():
-                return True
-            st = await read_status(handle)
-            if st is not None:
-                await approve_waiting(client, handle, st, f"fault matrix {step}/{case}", cr)
-            return False
+        hit = trap_hit(trap, spec, result_task, handle, client, cr, f"fault matrix {step}/{case}")
 
         await _until(hit, reach_timeout)
         cr.reached = trap.state.hits > 0
