@@ -48,8 +48,9 @@ with workflow.unsafe.imports_passed_through():
 
 #: The preflight activity's refusals of the operator's input (a pool or target config named
 #: wrong): a failed precondition, never a failed run.
-#: The command that rolls pool ``{0}`` back: an item's undo, a rollout's next command.
-_BACK = "lockkeeper start machineconfig-rollout --pool {0} --target {0}=<its previous rendered config>"
+#: What rolls pool ``{0}`` back (or on): the undo of each of its updated nodes.
+_BACK = ("lockkeeper start machineconfig-rollout --pool {0} --target {0}=<its previous rendered config>"
+         "  # or roll on: lockkeeper start machineconfig-rollout --pool {0}")
 INPUT_REFUSALS = frozenset({"UnknownPool", "MissingConfig", "ConfigOfOtherPool", "ConfigTooOld", "NoNodes"})
 
 
@@ -161,17 +162,10 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
         plan = self._status.plan or RolloutPlan()
         targets = {p.name: p.target_config for p in plan.pools}
         done = [(name, r.pool) for name, r in sorted(self.batches.node_results().items()) if r.phase == NodePhase.DONE]
-        return [ChangedItem(target=f"Node {name}", undo=_BACK.format(pool),
+        return [ChangedItem(target=f"Node {name}", undo=_BACK.format(pool),  # also the run's next commands, once per pool
                             what=f"on rendered config {targets.get(pool, '?')} (the daemon applied it and rebooted the node; "
                                  "machineconfiguration.openshift.io/currentConfig and desiredConfig)") for name, pool in done
                 ] + super().kit_left_changed()
-
-    def kit_next_commands(self, left: list[ChangedItem]) -> list[str]:
-        """Roll each pool with updated nodes back (or on), then the kit's (uncordons)."""
-        pools = dict.fromkeys(r.pool for _, r in sorted(self.batches.node_results().items()) if r.phase == NodePhase.DONE)
-        backs = [_BACK.format(p) for p in pools]
-        return [f"{b}  # or roll on: lockkeeper start machineconfig-rollout --pool {p}" for b, p in zip(backs, pools, strict=True)
-                ] + [c for c in super().kit_next_commands(left) if c not in backs]
 
     # --- main flow ----------------------------------------------------------------------------
 
@@ -210,9 +204,8 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
             return self.kit_end(MachineConfigRolloutResult, "completed", f"{self.batches.totals()['done']} node(s) updated", plan=plan)
         self.board.abort_pending()
         left = self.kit_left_changed()
-        commands = self.kit_next_commands(left)
         return self.kit_end(MachineConfigRolloutResult, "aborted", self.control.abort_reason or "aborted", plan=plan,
-                            **({"left_changed": left, "next_commands": commands} if left else {}))
+                            **({"left_changed": left, "next_commands": self.kit_next_commands(left)} if left else {}))
 
     async def _make_plan(self, input: MachineConfigRolloutInput) -> RolloutPlan:
         """Preflight, the preconditions (:meth:`_preconditions`: a failed one refuses the run, or
