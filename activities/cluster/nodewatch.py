@@ -131,6 +131,7 @@ class NodeWatchHub:
         self._waits: dict[str, list[NodeWait]] = {}
         self._cache: dict[str, dict[str, Any]] = {}
         self._thread: threading.Thread | None = None
+        self._beater: threading.Thread | None = None
         self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=STEP_THREADS, thread_name_prefix="lockkeeper-nodewatch-step")
         self._then_pool = ThreadPoolExecutor(max_workers=WAIT_THREADS, thread_name_prefix="lockkeeper-nodewatch-wait")
@@ -151,6 +152,9 @@ class NodeWatchHub:
                 self._stop.clear()
                 self._thread = threading.Thread(target=self._run, name="lockkeeper-nodewatch", daemon=True)
                 self._thread.start()
+            if self._beater is None:
+                self._beater = threading.Thread(target=self._beat, name="lockkeeper-nodewatch-beat", daemon=True)
+                self._beater.start()
         self._wake.set()
 
     def waiting(self) -> int:
@@ -361,10 +365,7 @@ class NodeWatchHub:
         with self._lock:
             waits = [w for ws in self._waits.values() for w in ws]
         for w in waits:
-            if w.busy:  # its step runs: the deadline and the cancel wait for it; the heartbeats go on
-                if now >= w.next_beat:
-                    w.next_beat = now + BEAT_SECONDS
-                    w.completer.heartbeat(w.task_token, w.details(), w.what, cancelled=lambda w=w: self._cancel(w))
+            if w.busy:  # its step runs: the deadline and the cancel wait for it
                 continue
             if w.cancelled:
                 if self._end(w):
@@ -377,9 +378,24 @@ class NodeWatchHub:
                         w.completer.fail(w.task_token, exc, w.what)
                     else:
                         w.completer.complete(w.task_token, result, w.what)
-            elif now >= w.next_beat:
-                w.next_beat = now + BEAT_SECONDS
-                w.completer.heartbeat(w.task_token, w.details(), w.what, cancelled=lambda w=w: self._cancel(w))
+
+    def _beat(self) -> None:
+        """The heartbeat thread: every second, heartbeat each wait (its step running or not) whose
+        :data:`BEAT_SECONDS` passed. Apart from the watch thread, whose windows a burst of node
+        events at thousands of nodes stretches past the activities' heartbeat timeout. Ends with
+        the watch thread."""
+        while True:
+            with self._lock:
+                waits = [w for ws in self._waits.values() for w in ws]
+                if self._thread is None or self._stop.is_set():
+                    self._beater = None
+                    return
+            now = time.monotonic()
+            for w in waits:
+                if now >= w.next_beat and not w.ended:
+                    w.next_beat = now + BEAT_SECONDS
+                    w.completer.heartbeat(w.task_token, w.details(), w.what, cancelled=lambda w=w: self._cancel(w))
+            self._stop.wait(1.0)
 
     def _cancel(self, w: NodeWait) -> None:
         w.cancelled = True
