@@ -59,7 +59,7 @@ WINDOW_SECONDS = 1
 IDLE_SECONDS = 30.0
 #: Threads that run the waits' steps (their writes: a burst of uncordon answers at 500 nodes in
 #: flight is not answered one after the other); one step at a time per wait.
-STEP_THREADS = 64
+STEP_THREADS = 32
 #: Threads that run the :class:`Then` continuations of steps (a drain pass waiting up to its
 #: ``wait_seconds`` for evicted pods): one per such wait running at once, at most this many; made
 #: on demand. A drain at a time per node in flight, so this bounds maxUnavailable's drains at once.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
@@ -86,7 +86,7 @@ class HandshakeActivities(GatewayActivities):
             return DrainWhenAskedResult(
                 node=node, asked=False, matched=seen.matched, degraded=seen.degraded, timed_out=seen.timed_out
             )
-        return self._finish(self._evict(self._cordon(input, node, obj, degraded=seen.degraded)))
+        return self._finish(self._evict(input, node, obj, degraded=seen.degraded))
 
     def _hand_off(
         self, input: DrainWhenAskedInput, wait: WaitForNodeInput, first: dict[str, Any] | None
@@ -94,11 +94,11 @@ class HandshakeActivities(GatewayActivities):
         """:meth:`drain_when_asked` with no activity slot held (issue 40): from the node as
         ``first`` (the desiredConfig patch's answer) or one LIST shows it, the wait for the
         daemon's request goes to this cluster's shared node watcher
-        (:func:`activities.cluster.nodewatch.hand_off`), whose step cordons as soon as the
-        request shows and leaves the evictions and the wait for the evicted pods to its wait
-        threads (:class:`~activities.cluster.nodewatch.Then`); the watcher heartbeats the activity all
+        (:func:`activities.cluster.nodewatch.hand_off`), whose step cordons and evicts as soon as
+        the request shows and leaves the wait for the evicted pods to its wait threads
+        (:class:`~activities.cluster.nodewatch.Then`); the watcher heartbeats the activity all
         along and completes it. A request already there at the first look is answered here
-        (the cordon) and the rest handed off. Returns the result when the first
+        (cordon, evictions) and only the pods' wait handed off. Returns the result when the first
         look ends the wait without a request, None when the worker is stopping (the caller then
         waits itself); raises the SDK's complete-async signal once handed off."""
         if first is not None and objects.meta(first).get("resourceVersion"):
@@ -115,8 +115,8 @@ class HandshakeActivities(GatewayActivities):
                 return None
             if info.desired_drain != drain_v or info.last_applied_drain == drain_v:
                 return DrainWhenAskedResult(node=info, asked=False, matched=matched, degraded=info.degraded)
-            cordoned = self._cordon(input, info, o, degraded=info.degraded)  # the daemon's answer, at once
-            return Then(lambda cancelled: self._finish(self._evict(cordoned), cancelled))
+            evicted = self._evict(input, info, o, degraded=info.degraded)  # the cordon: the daemon's answer, at once
+            return Then(lambda cancelled: self._finish(evicted, cancelled))
 
         look = step(obj, last[0])
         if isinstance(look, DrainWhenAskedResult):
@@ -130,28 +130,23 @@ class HandshakeActivities(GatewayActivities):
         )
         return None
 
-    def _cordon(self, input: DrainWhenAskedInput, node: NodeInfo, obj: dict[str, Any], *, degraded: bool) -> _Draining:
+    def _evict(self, input: DrainWhenAskedInput, node: NodeInfo, obj: dict[str, Any], *, degraded: bool) -> _Draining:
         """The daemon asked for the drain of ``node`` (the Node ``obj``): cordon for
-        ``input.owner`` (conditional on ``obj``: a node somebody else cordoned stays theirs) and
-        the MachineConfigNode's side where served. One request where no MachineConfigNode is
-        served: the shared watcher's step runs only this, the rest on its wait threads."""
+        ``input.owner`` (conditional on ``obj``: a node somebody else cordoned stays theirs), the
+        MachineConfigNode's side where served, and the evictions of one drain pass."""
         started = time.monotonic()
         cordon = cordon_for(self, input.node, input.owner, known=obj)
         ann = {ANN_DESIRED_CONFIG: node.desired_config or "", ANN_CURRENT_CONFIG: node.current_config or ""}
         if cordon.cordoned_by_us and input.machine_config_nodes:
             report_controller_step(self.gateway, input.node, "cordoned", ann, log=log().warning)
-        return _Draining(input, node, degraded, started, cordon, None, ann)
-
-    def _evict(self, d: _Draining) -> _Draining:
-        """The evictions of one drain pass over the cordoned node of ``d``."""
-        return replace(d, evicted=self._drains.evict_pass(d.input.drain.model_copy(update={"node": d.input.node})))
+        evicted = self._drains.evict_pass(input.drain.model_copy(update={"node": input.node}))
+        return _Draining(input, node, degraded, started, cordon, evicted, ann)
 
     def _finish(self, d: _Draining, cancelled: Callable[[], bool] | None = None) -> DrainWhenAskedResult:
         """The rest of the pass of ``d``: wait for its evicted pods, the MachineConfigNode's
         side where served, the result. ``cancelled``: see :meth:`DrainActivities.finish_pass`."""
         input = d.input
         drain_v = drain_value(input.target)
-        assert d.evicted is not None
         drain = self._drains.finish_pass(d.evicted, cancelled)
         if input.machine_config_nodes:
             report_controller_step(self.gateway, input.node, "drained" if drain.done else "draining", d.ann, drain=drain_v,
@@ -173,7 +168,7 @@ class _Draining:
     degraded: bool
     started: float
     cordon: CordonResult
-    evicted: EvictedPass | None
+    evicted: EvictedPass
     ann: dict[str, str]
 
 
