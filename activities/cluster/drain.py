@@ -11,10 +11,12 @@ decide (R2).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from temporalio import activity
+from temporalio.exceptions import CancelledError
 
 from activities.cluster.base import GatewayActivities
 from activities.cluster.models import (
@@ -31,6 +33,22 @@ from activities.cluster.watch import watch_window
 from activities.context import HEARTBEAT_INTERVAL_SECONDS, Pacer, check_cancelled, fail, heartbeat, log
 from activities.kube import objects
 from activities.kube.errors import KubeError, NotFound, ServerError, TooManyRequests
+
+
+@dataclass(frozen=True)
+class EvictedPass:
+    """What :meth:`DrainActivities.evict_pass` did and :meth:`DrainActivities.finish_pass` waits
+    for: ``waiting`` (pod key -> uid: evicted or already terminating), the pass's ``evicted``,
+    ``refused``, ``blocked`` (pod, the refusal) and its ``report``, and ``listed``: its LIST of
+    the node's pods by key with the list's resourceVersion."""
+
+    input: DrainInput
+    waiting: dict[str, str]
+    evicted: list[str]
+    refused: list[str]
+    blocked: list[tuple[dict[str, Any], KubeError]]
+    report: DrainReport | None
+    listed: tuple[dict[str, dict[str, Any]], str | None]
 
 
 @dataclass(frozen=True)
@@ -115,6 +133,14 @@ class DrainActivities(GatewayActivities):
         heartbeating progress. ``done`` when no removable pod is left on the node. Idempotent:
         a retry re-lists and evicts what is still there.
         """
+        return self.finish_pass(self.evict_pass(input))
+
+    def evict_pass(self, input: DrainInput) -> EvictedPass:
+        """The first half of a drain pass (:meth:`drain_node`): LIST the node's pods and evict
+        each one :func:`classify_pod_for_drain` marks ``evict``. Returns what
+        :meth:`finish_pass` waits for. A few requests, no wait: a caller may run the two halves
+        on different threads (the shared node watcher, issue 40). Raises the API errors of the
+        list and of an eviction other than 404/429/multiple-budgets."""
         gw = self.gateway
         node = input.node
         on_node, listed_rv = self._node_pods(f"spec.nodeName={node}")
@@ -167,7 +193,17 @@ class DrainActivities(GatewayActivities):
                 + (f", blocked by disruption budgets: {', '.join(blocked_names)}" if blocked else "")
                 + (f", refused: {'; '.join(refused)}" if refused else "")
             )
-        left = self._wait_pods_gone(node, waiting, input.wait_seconds, evicted, blocked, (on_node, listed_rv))
+        return EvictedPass(input, waiting, evicted, refused, blocked, report, (on_node, listed_rv))
+
+    def finish_pass(self, done: EvictedPass, cancelled: Callable[[], bool] | None = None) -> DrainResult:
+        """The second half of a drain pass: wait up to ``wait_seconds`` for the evicted and
+        already-terminating pods of ``done`` to be gone (:meth:`_wait_pods_gone`), then the
+        :class:`DrainResult`. ``cancelled()``: polled between watch windows where no activity
+        context tells of a cancel (the shared node watcher's threads); True raises
+        ``CancelledError``."""
+        input = done.input
+        left = self._wait_pods_gone(input.node, done.waiting, input.wait_seconds, done.evicted, done.blocked, done.listed,
+                                    cancelled)
         remaining = sorted(
             objects.pod_key(p)
             for p in left
@@ -179,7 +215,7 @@ class DrainActivities(GatewayActivities):
             ).action
             != "skip"
         )
-        return DrainResult(done=not remaining, evicted=evicted, remaining=remaining, blocked=report, refused=refused)
+        return DrainResult(done=not remaining, evicted=done.evicted, remaining=remaining, blocked=done.report, refused=done.refused)
 
     def _wait_pods_gone(
         self,
@@ -189,6 +225,7 @@ class DrainActivities(GatewayActivities):
         evicted: list[str],
         blocked: list[tuple[dict[str, Any], KubeError]],
         listed: tuple[dict[str, dict[str, Any]], str | None],
+        cancelled: Callable[[], bool] | None = None,
     ) -> list[dict[str, Any]]:
         """Watch the node's pods until every ``waiting`` pod (key -> uid) is gone or replaced,
         or ``wait_seconds`` passed. Returns the node's pods at the end, by key.
@@ -230,6 +267,8 @@ class DrainActivities(GatewayActivities):
                            "waiting_for": still[:20]})
                 last_beat = now
             check_cancelled()
+            if cancelled is not None and cancelled():
+                raise CancelledError("activity cancelled")
             window = max(1, min(int(HEARTBEAT_INTERVAL_SECONDS), int(deadline - now + 0.999)))
             rv = watch_window(
                 lambda rv, s: self.gateway.watch("Pod", field_selector=field, resource_version=rv, timeout_seconds=s),

@@ -8,8 +8,11 @@ its slot; this hub follows every handed-off node on one watch stream of ``/api/v
 completes each wait through the worker's :class:`~activities.cluster.completion.Completer`.
 
 Each wait is a :class:`NodeWait`: its ``step`` is the same code the activity runs on each
-object it sees (it may write, e.g. answer the daemon's uncordon), called here on the watch
-thread with every newer object of its node; the first non-None result completes the activity.
+object it sees (it may write, e.g. answer the daemon's uncordon), called here on the hub's step
+threads with every newer object of its node; the first non-None result completes the activity.
+A step that must go on waiting in code of its own (a drain pass waiting for its evicted pods)
+answers :class:`Then`: the hub runs that on its wait threads, heartbeating the wait meanwhile,
+and completes the activity with its result.
 An exception fails it with that error (the server retries it per the activity's policy; a new
 attempt hands off again). At the deadline ``timed_out()`` completes it. Every
 :data:`BEAT_SECONDS` the hub heartbeats it with ``details()``; a heartbeat answered "cancelled"
@@ -56,7 +59,22 @@ WINDOW_SECONDS = 1
 IDLE_SECONDS = 30.0
 #: Threads that run the waits' steps (their writes: a burst of uncordon answers at 500 nodes in
 #: flight is not answered one after the other); one step at a time per wait.
-STEP_THREADS = 16
+STEP_THREADS = 32
+#: Threads that run the :class:`Then` continuations of steps (a drain pass waiting up to its
+#: ``wait_seconds`` for evicted pods): one per such wait running at once, at most this many; made
+#: on demand. A drain at a time per node in flight, so this bounds maxUnavailable's drains at once.
+WAIT_THREADS = 512
+
+
+@dataclass(frozen=True)
+class Then:
+    """A step's answer that the wait goes on in blocking code: ``run(cancelled)`` runs on the
+    hub's wait threads (``cancelled()`` tells whether a heartbeat answer said the activity was
+    cancelled: poll it between blocking calls and raise ``CancelledError``); its result completes
+    the activity and its exception fails it (a ``CancelledError`` after a cancel reports the
+    cancellation). The hub heartbeats the wait with its ``details()`` while ``run`` runs."""
+
+    run: Callable[[Callable[[], bool]], Any]
 
 
 def _rv(obj: dict[str, Any]) -> int | None:
@@ -75,8 +93,10 @@ class NodeWait:
     ``node``: the Node's name; ``task_token``: the activity's (``activity.info().task_token``);
     ``deadline``: ``time.monotonic()`` at which ``timed_out()`` completes it; ``rv``: the
     resourceVersion of the object the activity last evaluated (older objects are skipped);
-    ``step(obj, info)``: the result that ends the wait, or None (runs on the hub's thread; may
-    write and may raise); ``details()``: the heartbeat details; ``what``: for the log."""
+    ``step(obj, info)``: the result that ends the wait, a :class:`Then`, or None (runs on the hub's
+    step threads; may write and may raise); ``details()``: the heartbeat details; ``what``: for
+    the log; ``first``: an object the activity already saw that the step must still act on (run
+    at once when the hub takes the wait, whatever its resourceVersion)."""
 
     node: str
     task_token: bytes
@@ -88,6 +108,7 @@ class NodeWait:
     timed_out: Callable[[], Any]
     details: Callable[[], Any]
     what: str
+    first: dict[str, Any] | None = None
     next_beat: float = field(default_factory=lambda: time.monotonic() + BEAT_SECONDS)
     cancelled: bool = False
     #: A step runs (on the hub's pool); ``pending`` the newest object seen meanwhile; ``ended``
@@ -110,8 +131,10 @@ class NodeWatchHub:
         self._waits: dict[str, list[NodeWait]] = {}
         self._cache: dict[str, dict[str, Any]] = {}
         self._thread: threading.Thread | None = None
+        self._beater: threading.Thread | None = None
         self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=STEP_THREADS, thread_name_prefix="lockkeeper-nodewatch-step")
+        self._then_pool = ThreadPoolExecutor(max_workers=WAIT_THREADS, thread_name_prefix="lockkeeper-nodewatch-wait")
         self.handed_off = 0  # waits taken since the hub was made (benchmarks print it)
 
     # --- any thread ---------------------------------------------------------------------------
@@ -129,6 +152,9 @@ class NodeWatchHub:
                 self._stop.clear()
                 self._thread = threading.Thread(target=self._run, name="lockkeeper-nodewatch", daemon=True)
                 self._thread.start()
+            if self._beater is None:
+                self._beater = threading.Thread(target=self._beat, name="lockkeeper-nodewatch-beat", daemon=True)
+                self._beater.start()
         self._wake.set()
 
     def waiting(self) -> int:
@@ -222,6 +248,10 @@ class NodeWatchHub:
             for w in new:
                 self._waits.setdefault(w.node, []).append(w)
         for w in new:  # events this stream delivered before the wait arrived
+            if w.first is not None:  # what the activity saw and left to the step
+                first, w.first, rv, w.rv = w.first, None, w.rv, None
+                self._evaluate(w, first)
+                w.rv = rv if w.rv is None else w.rv
             cached = self._cache.get(w.node)
             if cached is not None:
                 self._evaluate(w, cached)
@@ -284,8 +314,13 @@ class NodeWatchHub:
             try:
                 result = w.step(obj, node_info(obj))
             except Exception as exc:  # noqa: BLE001 - the activity fails with it, as it would have
-                if self._end(w):
-                    w.completer.fail(w.task_token, exc, w.what)
+                self._failed(w, exc)
+                return
+            if isinstance(result, Then):  # busy until it ends: the deadline waits for it, heartbeats go on
+                try:
+                    self._then_pool.submit(self._then, w, result)
+                except RuntimeError as exc:  # the pool is shut down (interpreter exit)
+                    self._failed(w, exc)
                 return
             if result is not None:
                 if self._end(w):
@@ -297,6 +332,24 @@ class NodeWatchHub:
                     w.busy = False
                     return
             obj = nxt
+
+    def _then(self, w: NodeWait, then: Then) -> None:
+        try:
+            result = then.run(lambda: w.cancelled)
+        except Exception as exc:  # noqa: BLE001 - as a step's
+            self._failed(w, exc)
+            return
+        if self._end(w):
+            w.completer.complete(w.task_token, result, w.what)
+
+    def _failed(self, w: NodeWait, exc: Exception) -> None:
+        """A step of ``w`` raised ``exc``: fail the activity with it, or report the cancellation
+        when a heartbeat answer said it was cancelled."""
+        if self._end(w):
+            if w.cancelled:
+                w.completer.report_cancellation(w.task_token, w.what)
+            else:
+                w.completer.fail(w.task_token, exc, w.what)
 
     def _end(self, w: NodeWait) -> bool:
         """Mark ``w`` ended and stop following it; False when it already was."""
@@ -325,9 +378,24 @@ class NodeWatchHub:
                         w.completer.fail(w.task_token, exc, w.what)
                     else:
                         w.completer.complete(w.task_token, result, w.what)
-            elif now >= w.next_beat:
-                w.next_beat = now + BEAT_SECONDS
-                w.completer.heartbeat(w.task_token, w.details(), w.what, cancelled=lambda w=w: self._cancel(w))
+
+    def _beat(self) -> None:
+        """The heartbeat thread: every second, heartbeat each wait (its step running or not) whose
+        :data:`BEAT_SECONDS` passed. Apart from the watch thread, whose windows a burst of node
+        events at thousands of nodes stretches past the activities' heartbeat timeout. Ends with
+        the watch thread."""
+        while True:
+            with self._lock:
+                waits = [w for ws in self._waits.values() for w in ws]
+                if self._thread is None or self._stop.is_set():
+                    self._beater = None
+                    return
+            now = time.monotonic()
+            for w in waits:
+                if now >= w.next_beat and not w.ended:
+                    w.next_beat = now + BEAT_SECONDS
+                    w.completer.heartbeat(w.task_token, w.details(), w.what, cancelled=lambda w=w: self._cancel(w))
+            self._stop.wait(1.0)
 
     def _cancel(self, w: NodeWait) -> None:
         w.cancelled = True
@@ -365,12 +433,13 @@ def hub_for(gateway: Any) -> NodeWatchHub:
 def hand_off(
     gateway: Any, *, node: str, rv: str | None, timeout_seconds: float,
     step: Callable[[dict[str, Any], NodeInfo], Any | None], timed_out: Callable[[], Any], details: Callable[[], Any],
-    what: str,
+    what: str, first: dict[str, Any] | None = None,
 ) -> None:
     """Hand the running activity's wait on ``node`` to the shared watcher of ``gateway`` and end
     the activity without a result (``activity.raise_complete_async``: raises, the SDK's signal);
     the watcher completes it (see :class:`NodeWait` for ``step``, ``timed_out`` and ``details``;
-    ``rv``: the resourceVersion of the caller's own first look, which ``step`` already saw).
+    ``rv``: the resourceVersion of the caller's own first look, which ``step`` already saw, unless
+    it passes that look as ``first`` for the step to act on).
     Returns normally, handing off nothing, when no worker wired a completer (a unit test) or the
     worker is stopping: the caller then waits itself."""
     completer = wired()
@@ -380,7 +449,7 @@ def hand_off(
         hub_for(gateway).hand_off(NodeWait(
             node=node, task_token=activity.info().task_token, completer=completer,
             deadline=time.monotonic() + max(0.0, timeout_seconds), rv=int(rv) if rv and rv.isdigit() else None,
-            start_rv=rv, step=step, timed_out=timed_out, details=details, what=what,
+            start_rv=rv, step=step, timed_out=timed_out, details=details, what=what, first=first,
         ))
     except RuntimeError:  # the worker is stopping
         return

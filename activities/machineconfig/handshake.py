@@ -13,17 +13,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
 
 from activities.cluster.base import GatewayActivities
-from activities.cluster.drain import DrainActivities
-from activities.cluster.models import ANN_CURRENT_CONFIG, ANN_DESIRED_CONFIG, ANN_DESIRED_DRAIN, DaemonState, NodeInfo
-from activities.cluster.nodeinfo import node_info
-from activities.cluster.nodes import cordon_for, write_annotations
+from activities.cluster.drain import DrainActivities, EvictedPass
+from activities.cluster.models import ANN_CURRENT_CONFIG, ANN_DESIRED_CONFIG, ANN_DESIRED_DRAIN, CordonResult, DaemonState, NodeInfo
+from activities.cluster.nodeinfo import node_info, node_summary
+from activities.cluster.nodes import cordon_for, list_node, write_annotations
+from activities.cluster.nodewatch import Then, can_hand_off, hand_off
 from activities.context import log
-from activities.machineconfig.activities import MachineConfigActivities
+from activities.kube import objects
+from activities.machineconfig.activities import MachineConfigActivities, wait_condition_holds
 from activities.machineconfig.mcnstatus import report_controller_step
 from activities.machineconfig.models import (
     DrainWhenAskedInput,
@@ -73,26 +76,100 @@ class HandshakeActivities(GatewayActivities):
             node=input.node, value=drain_v, timeout_seconds=input.timeout_seconds,
             any_of=[(ANN_DESIRED_DRAIN, uncordon_v), (ANN_CURRENT_CONFIG, input.target)],
         )
+        if can_hand_off():
+            ended = self._hand_off(input, wait, first)  # raises the SDK's complete-async signal when handed off
+            if ended is not None:
+                return ended
         seen, obj = self._mco.wait_for_node_seen(wait, seen=first)
         node = seen.node
         if node.desired_drain != drain_v or node.last_applied_drain == drain_v:
             return DrainWhenAskedResult(
                 node=node, asked=False, matched=seen.matched, degraded=seen.degraded, timed_out=seen.timed_out
             )
+        return self._finish(self._evict(input, node, obj, degraded=seen.degraded))
+
+    def _hand_off(
+        self, input: DrainWhenAskedInput, wait: WaitForNodeInput, first: dict[str, Any] | None
+    ) -> DrainWhenAskedResult | None:
+        """:meth:`drain_when_asked` with no activity slot held (issue 40): from the node as
+        ``first`` (the desiredConfig patch's answer) or one LIST shows it, the wait for the
+        daemon's request goes to this cluster's shared node watcher
+        (:func:`activities.cluster.nodewatch.hand_off`), whose step cordons and evicts as soon as
+        the request shows and leaves the wait for the evicted pods to its wait threads
+        (:class:`~activities.cluster.nodewatch.Then`); the watcher heartbeats the activity all
+        along and completes it. A request already there at the first look is answered here
+        (cordon, evictions) and only the pods' wait handed off. Returns the result when the first
+        look ends the wait without a request, None when the worker is stopping (the caller then
+        waits itself); raises the SDK's complete-async signal once handed off."""
+        if first is not None and objects.meta(first).get("resourceVersion"):
+            obj, rv = first, objects.meta(first).get("resourceVersion")
+        else:
+            obj, rv = list_node(self, input.node)
+        last = [node_info(obj)]
+        drain_v = drain_value(input.target)
+
+        def step(o: dict[str, Any], info: NodeInfo) -> DrainWhenAskedResult | Then | None:
+            last[0] = info
+            matched = wait_condition_holds(wait, objects.annotations(o))
+            if not (matched or info.degraded):
+                return None
+            if info.desired_drain != drain_v or info.last_applied_drain == drain_v:
+                return DrainWhenAskedResult(node=info, asked=False, matched=matched, degraded=info.degraded)
+            evicted = self._evict(input, info, o, degraded=info.degraded)  # the cordon: the daemon's answer, at once
+            return Then(lambda cancelled: self._finish(evicted, cancelled))
+
+        look = step(obj, last[0])
+        if isinstance(look, DrainWhenAskedResult):
+            return look
+        hand_off(
+            self.gateway, node=input.node, rv=rv, timeout_seconds=input.timeout_seconds,
+            # Asked already (cordoned and evicted just now): the watcher only waits for the pods.
+            step=step if look is None else (lambda _o, _i: look), first=None if look is None else obj,
+            timed_out=lambda: DrainWhenAskedResult(node=last[0], asked=False, timed_out=True),
+            details=lambda: node_summary(last[0]), what=f"drain_when_asked {input.node}",
+        )
+        return None
+
+    def _evict(self, input: DrainWhenAskedInput, node: NodeInfo, obj: dict[str, Any], *, degraded: bool) -> _Draining:
+        """The daemon asked for the drain of ``node`` (the Node ``obj``): cordon for
+        ``input.owner`` (conditional on ``obj``: a node somebody else cordoned stays theirs), the
+        MachineConfigNode's side where served, and the evictions of one drain pass."""
         started = time.monotonic()
-        cordon = cordon_for(self, input.node, input.owner, known=obj)  # conditional on the node as seen
+        cordon = cordon_for(self, input.node, input.owner, known=obj)
         ann = {ANN_DESIRED_CONFIG: node.desired_config or "", ANN_CURRENT_CONFIG: node.current_config or ""}
         if cordon.cordoned_by_us and input.machine_config_nodes:
             report_controller_step(self.gateway, input.node, "cordoned", ann, log=log().warning)
-        drain = self._drains.drain_node(input.drain.model_copy(update={"node": input.node}))
+        evicted = self._drains.evict_pass(input.drain.model_copy(update={"node": input.node}))
+        return _Draining(input, node, degraded, started, cordon, evicted, ann)
+
+    def _finish(self, d: _Draining, cancelled: Callable[[], bool] | None = None) -> DrainWhenAskedResult:
+        """The rest of the pass of ``d``: wait for its evicted pods, the MachineConfigNode's
+        side where served, the result. ``cancelled``: see :meth:`DrainActivities.finish_pass`."""
+        input = d.input
+        drain_v = drain_value(input.target)
+        drain = self._drains.finish_pass(d.evicted, cancelled)
         if input.machine_config_nodes:
-            report_controller_step(self.gateway, input.node, "drained" if drain.done else "draining", ann, drain=drain_v,
+            report_controller_step(self.gateway, input.node, "drained" if drain.done else "draining", d.ann, drain=drain_v,
                                    log=log().warning)
         log().info(f"node {input.node}: drain asked ({drain_v}); cordoned and drained, done={drain.done}")
         return DrainWhenAskedResult(
-            node=node, asked=True, matched=True, degraded=seen.degraded, cordon=cordon, drain=drain,
-            drain_seconds=time.monotonic() - started,
+            node=d.node, asked=True, matched=True, degraded=d.degraded, cordon=d.cordon, drain=drain,
+            drain_seconds=time.monotonic() - d.started,
         )
+
+
+@dataclass(frozen=True)
+class _Draining:
+    """A drain pass under way: the call, the node as the request showed it, its cordon and
+    evictions, and the annotations the MachineConfigNode's report quotes."""
+
+    input: DrainWhenAskedInput
+    node: NodeInfo
+    degraded: bool
+    started: float
+    cordon: CordonResult
+    evicted: EvictedPass
+    ann: dict[str, str]
 
 
 def plainly_waiting(node: NodeInfo, input: DrainWhenAskedInput) -> bool:
