@@ -72,8 +72,10 @@ class Settings(BaseSettings):
       activities' (:func:`activity_threads`), so a local call never waits for a watch to end. A
       node run's workflow task stays open while its local calls wait for a slot: with 50 slots,
       50 rollouts of 10 nodes on one worker had a reaction p99 of 58 s, with 200 of 1.95 s.
-    - ``hand_off_waits``: a node's reboot wait (``wait_for_node_done``) is handed to one shared
-      watch of all Nodes and completed asynchronously, so it holds no activity slot (default
+    - ``hand_off_waits``: a node's reboot wait (``wait_for_node_done``, ``wait_node_ready``) and
+      its wait for the daemon's drain request and the evicted pods (``drain_when_asked``) are
+      handed to one shared watch of all Nodes and completed asynchronously, so they hold no
+      activity slot (default
       true; issue 40: ``benchmarks/fairness.py --no-hand-off`` measures the difference). False
       watches inside each activity, one slot per node in flight.
     - ``worker_role``: ``all`` (default) serves workflows and activities in one process;
