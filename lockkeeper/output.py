@@ -445,6 +445,8 @@ def preconditions_view(model: Any) -> RenderableType | None:
     results = getattr(model, "preconditions", None) or []
     if not results:
         return None
+    if not all(hasattr(r, "state") for r in results):  # a procedure's own lines (the VXLAN port change's)
+        return Text("Preconditions:\n  " + "\n  ".join(str(r) for r in results))
     counts: dict[str, int] = {}
     for r in results:
         counts[str(r.state)] = counts.get(str(r.state), 0) + 1

@@ -55,6 +55,9 @@ if TYPE_CHECKING:
 BEAT_SECONDS = 4.0
 #: Length of one WATCH window (seconds): the longest a deadline, a cancel or a hand-off waits.
 WINDOW_SECONDS = 1
+#: Watch windows failed in a row (an API answering 5xx, say) after which the waits fail with the
+#: API's error, as each would have in its own activity: the failure shows on the activity.
+FAIL_WAITS_AFTER = 3
 #: A hub with no wait ends its thread after this many seconds.
 IDLE_SECONDS = 30.0
 #: Threads that run the waits' steps (their writes: a burst of uncordon answers at 500 nodes in
@@ -204,6 +207,7 @@ class NodeWatchHub:
     def _run(self) -> None:
         rv: str | None = None
         idle_since: float | None = None
+        failures = 0  # watch windows failed in a row
         while True:
             try:
                 self._take_new()
@@ -229,10 +233,26 @@ class NodeWatchHub:
                     lambda r, s: self.gateway.watch("Node", resource_version=r, timeout_seconds=s),
                     rv, WINDOW_SECONDS, self._seen, self._relist, "nodes (shared watch)",
                 )
+                failures = 0
             except Exception as exc:  # noqa: BLE001 - the hub must outlive one bad window
                 log().warning(f"nodes (shared watch): {type(exc).__name__}: {exc}; re-listing")
-                rv = None
+                rv, failures = None, failures + 1
+                if failures >= FAIL_WAITS_AFTER:
+                    self._fail_waiting(exc)
                 time.sleep(1.0)
+
+    def _fail_waiting(self, exc: Exception) -> None:
+        """The API failed :data:`FAIL_WAITS_AFTER` watch windows in a row: fail every wait not in
+        a step of its own with ``exc``, as its activity would have failed watching by itself, so
+        the failure shows on the activity (attempt, last failure) and the server retries it; a
+        new attempt reads again and hands off again. A wait in its step fails there, if at all."""
+        with self._lock:
+            waits = [w for ws in self._waits.values() for w in ws]
+        for w in waits:
+            with w.lock:
+                busy = w.busy
+            if not busy:
+                self._failed(w, exc)
 
     def _start_rv(self) -> str | None:
         with self._lock:

@@ -222,7 +222,7 @@ async def test_the_dry_run_runs_each_cluster_procedures_own_dry_run_and_nothing_
     checks = preflight_activity({"node no-such-node": "no Node named no-such-node"})
     inp = CampaignInput(procedure="drain", workflow_type="NodeDrainWorkflow", input={"node": "worker-0", "search_attributes": False},
                         clusters=[{"name": "a"}, {"name": "b", "overrides": {"node": "no-such-node"}}], waves="1,rest",
-                        search_attributes=False, dry_run=True, procedure_has_dry_run=True)
+                        search_attributes=False, dry_run=True, procedure_has_dry_run=True, nested_approvals=True)
     async with kit_worker(env, fake, wf_task_queue, [checks]):
         cid = f"campaign-{uuid.uuid4().hex[:8]}"
         res = await env.client.execute_workflow(CampaignWorkflow.run, inp, id=cid, task_queue=wf_task_queue, result_type=CampaignResult)
