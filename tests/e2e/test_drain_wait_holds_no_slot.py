@@ -14,21 +14,14 @@ no wall time."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from typing import Any
 
 import pytest
 
-from clustersim.scenario import generate_scenario
-from lockkeeper.devserver import free_port
-from tests.e2e.harness import fast_timings
-from tests.e2e.test_waits_hold_no_slot import slots_used
-from workflows.machineconfig.models import MachineConfigRolloutInput, MachineConfigRolloutResult
+from tests.e2e.test_waits_hold_no_slot import NODES, slots_used, start_slot_rollout
 
 pytestmark = pytest.mark.e2e
 
-SCALE = 0.05
-NODES = 6
 DESIRED = "machineconfiguration.openshift.io/desiredConfig"
 CURRENT = "machineconfiguration.openshift.io/currentConfig"
 
@@ -49,22 +42,11 @@ def waiting_for_request(sim: Any) -> int:
 @pytest.mark.parametrize("hand_off", [True, False], ids=["handed-off", "in-activity"])
 async def test_drain_request_waits_hold_no_activity_slot(dev_server: Any, sim_factory: Any, worker_process_factory: Any,
                                                           temporal_client: Any, task_queue: str, hand_off: bool) -> None:
-    scenario = generate_scenario(nodes=NODES, pods=NODES, pools={"worker": NODES}, name="drainslots", reboot_seconds=20,
-                                 write_files_seconds=1, pod_start_seconds=1, namespaces=2, pods_per_deployment=1)
-    sim = await sim_factory(scenario, time_scale=SCALE)
-    port = free_port()
-    worker = worker_process_factory(
-        address=dev_server.address, kubeconfig=sim.kubeconfig_path, task_queue=task_queue,
-        env={"LOCKKEEPER_METRICS_PORT": str(port), "LOCKKEEPER_HAND_OFF_WAITS": "true" if hand_off else "false"},
-    )
-    await worker.start()
-    await sim.agents.stop()  # no daemon: every node run waits for a drain request
-    handle = await temporal_client.start_workflow(
-        "MachineConfigRolloutWorkflow",
-        MachineConfigRolloutInput(cluster=f"drainslots-{uuid.uuid4().hex[:6]}", pools=["worker"], max_unavailable=NODES,
-                                  approvals={"requested_by": "test"}, **fast_timings(SCALE)),
-        id=f"drainslots-{uuid.uuid4().hex[:8]}", task_queue=task_queue, result_type=MachineConfigRolloutResult,
-    )
+    async def no_daemons(sim: Any) -> None:
+        await sim.agents.stop()  # no daemon: every node run waits for a drain request
+
+    sim, port, handle = await start_slot_rollout("drainslots", 20, hand_off, dev_server, sim_factory, worker_process_factory,
+                                                 temporal_client, task_queue, before_start=no_daemons)
     samples: list[tuple[int, float]] = []
     for _ in range(240):  # until 12 samples with all six waiting (at most a minute)
         used = slots_used(port)

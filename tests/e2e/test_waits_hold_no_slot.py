@@ -17,10 +17,13 @@ from typing import Any
 
 import pytest
 
-from lockkeeper.devserver import free_port
 from clustersim.scenario import generate_scenario
+from lockkeeper.devserver import free_port
 from tests.e2e.harness import fast_timings
-from workflows.machineconfig.models import MachineConfigRolloutInput, MachineConfigRolloutResult
+from workflows.machineconfig.models import (
+    MachineConfigRolloutInput,
+    MachineConfigRolloutResult,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -39,6 +42,33 @@ def slots_used(port: int) -> float | None:
     return sum(float(v) for v in found) if found else None
 
 
+async def start_slot_rollout(name: str, reboot_seconds: int, hand_off: bool, dev_server: Any, sim_factory: Any,
+                             worker_process_factory: Any, temporal_client: Any, task_queue: str,
+                             before_start: Any = None) -> tuple[Any, int, Any]:
+    """A simulated pool of :data:`NODES` nodes, a worker with its metrics on a free port and
+    ``LOCKKEEPER_HAND_OFF_WAITS`` set by ``hand_off``, and a rollout of every node at once:
+    ``(sim, metrics port, handle)``. ``before_start``: awaited with the sim before the rollout
+    starts (e.g. stopping the daemons)."""
+    scenario = generate_scenario(nodes=NODES, pods=NODES, pools={"worker": NODES}, name=name, reboot_seconds=reboot_seconds,
+                                 write_files_seconds=1, pod_start_seconds=1, namespaces=2, pods_per_deployment=1)
+    sim = await sim_factory(scenario, time_scale=SCALE)
+    port = free_port()
+    worker = worker_process_factory(
+        address=dev_server.address, kubeconfig=sim.kubeconfig_path, task_queue=task_queue,
+        env={"LOCKKEEPER_METRICS_PORT": str(port), "LOCKKEEPER_HAND_OFF_WAITS": "true" if hand_off else "false"},
+    )
+    await worker.start()
+    if before_start is not None:
+        await before_start(sim)
+    handle = await temporal_client.start_workflow(
+        "MachineConfigRolloutWorkflow",
+        MachineConfigRolloutInput(cluster=f"{name}-{uuid.uuid4().hex[:6]}", pools=["worker"], max_unavailable=NODES,
+                                  approvals={"requested_by": "test"}, **fast_timings(SCALE)),
+        id=f"{name}-{uuid.uuid4().hex[:8]}", task_queue=task_queue, result_type=MachineConfigRolloutResult,
+    )
+    return sim, port, handle
+
+
 def rebooting(sim: Any) -> int:
     """Nodes the simulated daemon is rebooting now (Ready False, "node is rebooting")."""
     count = 0
@@ -53,21 +83,8 @@ def rebooting(sim: Any) -> int:
 @pytest.mark.parametrize("hand_off", [True, False], ids=["handed-off", "in-activity"])
 async def test_reboot_waits_hold_no_activity_slot(dev_server: Any, sim_factory: Any, worker_process_factory: Any,
                                                   temporal_client: Any, task_queue: str, hand_off: bool) -> None:
-    scenario = generate_scenario(nodes=NODES, pods=NODES, pools={"worker": NODES}, name="slots", reboot_seconds=200,
-                                 write_files_seconds=1, pod_start_seconds=1, namespaces=2, pods_per_deployment=1)
-    sim = await sim_factory(scenario, time_scale=SCALE)
-    port = free_port()
-    worker = worker_process_factory(
-        address=dev_server.address, kubeconfig=sim.kubeconfig_path, task_queue=task_queue,
-        env={"LOCKKEEPER_METRICS_PORT": str(port), "LOCKKEEPER_HAND_OFF_WAITS": "true" if hand_off else "false"},
-    )
-    await worker.start()
-    handle = await temporal_client.start_workflow(
-        "MachineConfigRolloutWorkflow",
-        MachineConfigRolloutInput(cluster=f"slots-{uuid.uuid4().hex[:6]}", pools=["worker"], max_unavailable=NODES,
-                                  approvals={"requested_by": "test"}, **fast_timings(SCALE)),
-        id=f"slots-{uuid.uuid4().hex[:8]}", task_queue=task_queue, result_type=MachineConfigRolloutResult,
-    )
+    sim, port, handle = await start_slot_rollout("slots", 200, hand_off, dev_server, sim_factory, worker_process_factory,
+                                                 temporal_client, task_queue)
     samples: list[tuple[int, float]] = []
     result_task = asyncio.ensure_future(handle.result())
     while not result_task.done():
