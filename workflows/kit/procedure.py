@@ -730,6 +730,22 @@ class NodeProcedureWorkflow(ProcedureWorkflow):
             raise ValueError(f"this {self.kit_noun} has no node window")
         return self.batches
 
+    def procedure_status(self) -> ProcedureStatus:
+        """The kit's status (a waiting gate, the pause, a window or hold, a health check, the
+        step), then the window's nodes in flight, and, when nothing above says what the
+        procedure waits for, the blocked drain waiting for a decision or the in-flight node
+        closest to its deadline (:meth:`NodeBoard.deciding`, :meth:`NodeBoard.in_flight_summary`)."""
+        s = super().procedure_status()
+        if self.batches is None or self.board is None:
+            return s
+        if hasattr(s, "in_flight"):
+            s.in_flight = self.batches.in_flight()
+        if not s.waiting_for:
+            found = self.board.deciding(s.workflow_id) or self.board.in_flight_summary(self.batches.in_flight(), s.updated_at)
+            if found:
+                s.waiting_for, s.since, s.deadline = found
+        return s
+
     def on_abort(self, identity: str) -> None:
         if self.batches is not None:
             self.batches.abort_children(identity)

@@ -123,30 +123,15 @@ class MachineConfigRolloutWorkflow(NodeProcedureWorkflow):
         self.board.check_decide(input, self.gates.rules, finished=finished, in_flight=input.node in self.batches.children)
 
     def procedure_status(self) -> RolloutStatus:
-        """Phase, paused reason, per-node status, gates, totals and what the rollout waits for,
-        since when, until when (a drain decision, an approval, a resume, the network repair, or
-        the in-flight node closest to its daemon deadline)."""
-        s = self._status.model_copy(deep=True)
-        s.phase = RolloutPhase(self.phase())
-        s.paused_reason, s.abort_requested = self.control.paused_reason, self.control.abort
-        s.current_pool, s.current_pools, s.in_flight = self.batches.current, list(self.batches.running), self.batches.in_flight()
-        s.gates, s.totals = [g.model_copy() for g in self.gates.gates.values()], RolloutTotals(**self.batches.totals())
-        waiting = self.gates.waiting()
-        deciding = self.board.deciding(s.workflow_id)
-        in_flight = self.board.in_flight_summary(s.in_flight, s.updated_at)
-        if deciding and not waiting:
-            s.waiting_for, s.since, s.deadline = deciding
-        elif waiting:
-            g = waiting[0]
-            s.waiting_for, s.since, s.deadline = f"approval of gate {g.id}", g.opened_at, g.timeout_at
-        elif s.phase == RolloutPhase.PAUSED:
-            s.waiting_for, s.since, s.deadline = f"resume (paused: {s.paused_reason})", s.updated_at, None
-        elif s.network_repair is not None and s.phase == RolloutPhase.COMPLETING:
+        """The kit's node-procedure status (a gate, the pause, a window or hold, a blocked drain's
+        decision, the in-flight node closest to its daemon deadline), the pools in flight, the
+        totals, and the network repair while it runs."""
+        s = super().procedure_status()
+        assert isinstance(s, RolloutStatus)
+        s.current_pool, s.current_pools = self.batches.current, list(self.batches.running)
+        s.totals = RolloutTotals(**self.batches.totals())
+        if s.network_repair is not None and s.phase == RolloutPhase.COMPLETING and not s.waiting_for:
             s.waiting_for = f"network repair: {s.network_repair.stage}"
-        elif (held := self.kit_hold_wait()) is not None:  # a maintenance window, else holds
-            s.waiting_for, s.since, s.deadline = held
-        elif in_flight:
-            s.waiting_for, s.since, s.deadline = in_flight
         return s
 
     def kit_result_fields(self) -> dict[str, Any]:

@@ -107,27 +107,10 @@ class NodeUpgradeWorkflow(NodeProcedureWorkflow):
     def procedure_status(self) -> NodeUpgradeStatus:
         s = super().procedure_status()
         assert isinstance(s, NodeUpgradeStatus)
-        s.in_flight = self.batches.in_flight()
         s.totals = self.batches.totals()
-        if not s.waiting_for:
-            deciding = self.board.deciding(s.workflow_id)
-            running = self.board.in_flight_summary(s.in_flight, s.updated_at)
-            if deciding:
-                s.waiting_for, s.since, s.deadline = deciding
-            elif running:
-                s.waiting_for, s.since, s.deadline = running
         return s
 
-
-
-
-
-
-
-
-
     # --- main flow ------------------------------------------------------------------------------
-
 
     @workflow.run
     async def run(self, input: NodeUpgradeInput) -> NodeUpgradeResult:
