@@ -31,13 +31,12 @@ def node(name: str, *, zone: str | None = "a", age: int = 0, current: str = OLD,
     [
         (1, 10, 1),
         (3, 2, 3),  # an integer is not capped by the pool size (MCO neither)
-        (0, 5, 1),  # at least 1: a rollout always progresses
         ("2", 10, 2),
         ("25%", 10, 2),  # 2.5 rounded down
         ("50%", 3, 1),  # 1.5 rounded down
         ("10%", 3, 1),  # 0.3 -> 0 -> at least 1
         ("100%", 7, 7),
-        ("0%", 4, 1),
+        ("1%", 4, 1),  # 0.04 -> 0 -> at least 1: a rollout always progresses
         (" 30 % ", 10, 3),
     ],
 )
@@ -45,9 +44,10 @@ def test_resolve_max_unavailable(value, size, expected):
     assert resolve_max_unavailable(value, size) == expected
 
 
-@pytest.mark.parametrize("value", ["abc", "-1", "1.5", "%", -2, True])
+@pytest.mark.parametrize("value", ["abc", "-1", "1.5", "%", -2, True, 0, "0%", "101%"])
 def test_resolve_max_unavailable_rejects_malformed(value):
-    with pytest.raises(PlanError, match="max_unavailable"):
+    # One parser for the CLI, the input models and planning (workflows.kit.inputs).
+    with pytest.raises(PlanError, match="maxUnavailable"):
         resolve_max_unavailable(value, 10)
 
 

@@ -10,8 +10,6 @@ change at all) lives in the procedure's own ``plan`` module and calls these.
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -20,10 +18,10 @@ from typing import Protocol, TypeVar
 from pydantic import BaseModel
 
 from activities.cluster.models import NodeInfo
+from workflows.kit.inputs import MaxUnavailable
+from workflows.kit.inputs import resolve_max_unavailable as _resolve
 from workflows.kit.models import GateKind
 
-_PERCENT = re.compile(r"^\s*(\d+)\s*%\s*$")
-_INT = re.compile(r"^\s*(\d+)\s*$")
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 
 #: The default node order: zone label, then creationTimestamp (oldest first), then name.
@@ -37,9 +35,6 @@ NODE_ORDERS = (ZONE_OLDEST, OLDEST_FIRST, NEWEST_FIRST)
 #: How the CLI names an explicit list (``--order explicit --node-order FILE``).
 EXPLICIT = "explicit"
 
-#: ``maxUnavailable`` as in MachineConfigPool.spec: an integer count or a percent string ("25%").
-#: A plain digit string ("2") is accepted as a count.
-MaxUnavailable = int | str
 
 
 class ApprovalPolicy(StrEnum):
@@ -76,27 +71,14 @@ class PlanError(ValueError):
 
 
 def resolve_max_unavailable(value: MaxUnavailable, pool_size: int) -> int:
-    """Resolve ``maxUnavailable`` (int, "N" or "N%") against ``pool_size`` nodes; a node count >= 1.
-
-    A percent is scaled and rounded DOWN (``intstr.GetScaledValueFromIntOrPercent(roundUp=false)``,
-    as the MCO does), then raised to at least 1 so a rollout always progresses (MCO
-    ``getMaxUnavailable``: "if maxunavail == 0 { maxunavail = 1 }"). An integer is used as is
-    (at least 1). Raises :class:`PlanError` on a negative number, a bool or a malformed string.
-    """
-    if isinstance(value, bool):
-        raise PlanError(f"invalid max_unavailable {value!r}: expected an integer or a percent like '25%'")
-    if isinstance(value, int):
-        resolved = value
-    else:
-        if m := _PERCENT.match(value):
-            resolved = math.floor(int(m.group(1)) * pool_size / 100)
-        elif m := _INT.match(value):
-            resolved = int(m.group(1))
-        else:
-            raise PlanError(f"invalid max_unavailable {value!r}: expected an integer or a percent like '25%'")
-    if resolved < 0:
-        raise PlanError(f"invalid max_unavailable {value!r}: must not be negative")
-    return max(resolved, 1)
+    """Nodes at a time for ``pool_size`` nodes, as :func:`workflows.kit.inputs.resolve_max_unavailable`
+    (the one parser the CLI and the input models use: an int >= 1 or ``"N%"``, a percent rounded
+    down and at least 1, as the MCO's ``getMaxUnavailable``); raises :class:`PlanError` with its
+    message for a value it refuses."""
+    try:
+        return _resolve(value, pool_size)
+    except ValueError as e:
+        raise PlanError(str(e)) from None
 
 
 class OrderedNode(Protocol):

@@ -33,13 +33,12 @@ from pydantic import BaseModel, Field
 
 from activities.node_upgrade.models import NodeFacts
 from workflows.kit import plan as kit_plan
+from workflows.kit.inputs import resolve_max_unavailable
 from workflows.node_upgrade.models import BatchPolicy, NodeSelection, UpgradePlan
 
 #: openshift-ansible's message when the label matches nothing (initialize_nodes_to_upgrade.yml).
 NO_MATCH = "openshift_upgrade_nodes_label was specified but no nodes matched"
 
-_PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
-_INT = re.compile(r"^\s*(\d+)\s*$")
 _SET = re.compile(r"^\s*([^\s!=]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
 _KEY = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?$")
 
@@ -168,18 +167,12 @@ def select_nodes(nodes: Iterable[NodeFacts], selection: NodeSelection) -> tuple[
 def serial_size(serial: int | str, total: int) -> int:
     """Batch size for Ansible ``serial`` over ``total`` hosts: ``"N%"`` → ``int(N/100 * total)``,
     at least 1 (``pct_to_int(value, num_items, min_value=1)``); an integer (or digit string) is
-    used as is, at least 1. Raises :class:`PlanError` on a negative, bool or malformed value."""
-    if isinstance(serial, bool):
-        raise PlanError(f"invalid serial {serial!r}: expected N or N%")
-    if isinstance(serial, int):
-        if serial < 0:
-            raise PlanError(f"invalid serial {serial!r}: must not be negative")
-        return max(serial, 1)
-    if m := _PERCENT.match(serial):
-        return int(float(m.group(1)) / 100.0 * total) or 1
-    if m := _INT.match(serial):
-        return max(int(m.group(1)), 1)
-    raise PlanError(f"invalid serial {serial!r}: expected N or N%")
+    used as is. The kit's one parser (:func:`workflows.kit.inputs.resolve_max_unavailable`);
+    raises :class:`PlanError` naming ``serial`` on a value it refuses (below 1, a bool, malformed)."""
+    try:
+        return resolve_max_unavailable(serial, total)
+    except ValueError as e:
+        raise PlanError(f"invalid serial: {e}") from None
 
 
 def serial_batches(nodes: Sequence[str], serial: int | str) -> list[list[str]]:
