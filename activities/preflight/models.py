@@ -36,6 +36,25 @@ MASTER_CONFIG_PATH = "/etc/origin/master/master-config.yaml"
 MASTER_CONFIG_FIELD = "projectConfig.defaultNodeSelector"
 
 
+def split_selector(text: str) -> list[str]:
+    """The terms of a label selector string as written: ``text`` split on the commas outside
+    parentheses (``a in (x,y),b=c`` gives ``["a in (x,y)", "b=c"]``), neither stripped nor
+    dropped when empty. Pure; the preflight's reference scan and the node upgrade's node
+    selection parse each term their own way."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [*out, cur]
+
+
 class MasterConfigError(ValueError):
     """A master-config.yaml text that is not a YAML mapping."""
 

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from activities.preflight.models import MASTER_CONFIG_FIELD, default_node_selector
+from activities.preflight.models import MASTER_CONFIG_FIELD, default_node_selector, split_selector
 
 #: OpenShift's project node selector annotation (on the Namespace behind each Project).
 NS_ANNOTATION = "openshift.io/node-selector"
@@ -86,27 +86,12 @@ def _checked(r: Requirement) -> Requirement:
     return r
 
 
-def _split_commas(text: str) -> list[str]:
-    out, depth, cur = [], 0, ""
-    for ch in text:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    return [*out, cur]
-
-
 def parse_selector(text: str) -> list[Requirement]:
     """The requirements of a label selector string (module docstring for the syntax). Raises
     ValueError for a requirement that is none of the forms, or whose key or value is not a valid
     label key or value."""
     out: list[Requirement] = []
-    for raw in _split_commas(text):
+    for raw in split_selector(text):
         part = raw.strip()
         if not part:
             continue
