@@ -84,13 +84,14 @@ class JsonWithoutNulls(BaseModel):
         return data
 
 
-class NodeInfo(JsonWithoutNulls):
-    """A Node as the handshake sees it: its MCO annotations plus schedulability and readiness."""
+class NodeMcoState(BaseModel):
+    """A Node's machine-config-daemon annotations (``current_config``, ``desired_config``,
+    ``state``, ``reason``, ``desired_drain``, ``last_applied_drain``) plus ``unschedulable``,
+    ``cordoned_by`` (who cordoned it, when lockkeeper knows) and ``ready``: what the handshake
+    reads of a node (:class:`NodeInfo`) and what a pool's diagnosis shows of one
+    (``activities.machineconfig.models.NodeDiagnosis``)."""
 
     name: str
-    pool: str | None = None
-    zone: str | None = None
-    created: datetime | None = None
     current_config: str | None = None
     desired_config: str | None = None
     state: str | None = None
@@ -98,8 +99,17 @@ class NodeInfo(JsonWithoutNulls):
     desired_drain: str | None = None
     last_applied_drain: str | None = None
     unschedulable: bool = False
-    ready: bool = False
     cordoned_by: str | None = None
+    ready: bool = False
+
+
+class NodeInfo(JsonWithoutNulls, NodeMcoState):
+    """A Node as the handshake sees it: its MCO annotations plus schedulability and readiness
+    (:class:`NodeMcoState`), its pool, zone and creation time."""
+
+    pool: str | None = None
+    zone: str | None = None
+    created: datetime | None = None
     resource_version: str | None = None
     #: ``status.nodeInfo.bootID``, filled by ``read_node`` only (a new value means the node has
     #: booted since: how a reboot is told from a node that has not gone down yet).

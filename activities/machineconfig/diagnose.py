@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from activities.cluster.drain import pdb_report
-from activities.cluster.models import DaemonState, NodeInfo, PendingPodReport
+from activities.cluster.models import DaemonState, NodeInfo, NodeMcoState, PendingPodReport
 from activities.cluster.nodeinfo import node_info
 from activities.kube.objects import (
     label_selector_string,
@@ -44,18 +44,8 @@ class DiagnoseError(Exception):
 
 
 def _node_diag(info: NodeInfo) -> NodeDiagnosis:
-    return NodeDiagnosis(
-        name=info.name,
-        current_config=info.current_config,
-        desired_config=info.desired_config,
-        state=info.state,
-        reason=info.reason or None,
-        desired_drain=info.desired_drain,
-        last_applied_drain=info.last_applied_drain,
-        unschedulable=info.unschedulable,
-        cordoned_by=info.cordoned_by,
-        ready=info.ready,
-    )
+    fields = {f: getattr(info, f) for f in NodeMcoState.model_fields}
+    return NodeDiagnosis(**{**fields, "reason": info.reason or None})
 
 
 def diagnose_pool(gw: KubeGateway, pool: str) -> PoolDiagnosis:

@@ -19,6 +19,7 @@ from activities.cluster.models import (
     DrainInput,
     DrainResult,
     NodeInfo,
+    NodeMcoState,
     PDBReport,
     PendingPodReport,
     UncordonResult,
@@ -363,19 +364,9 @@ class PoolConditionReport(BaseModel):
     message: str = ""
 
 
-class NodeDiagnosis(BaseModel):
-    """A pool node that is not at the pool's target config, or degraded, or cordoned."""
-
-    name: str
-    current_config: str | None = None
-    desired_config: str | None = None
-    state: str | None = None
-    reason: str | None = None
-    desired_drain: str | None = None
-    last_applied_drain: str | None = None
-    unschedulable: bool = False
-    cordoned_by: str | None = None
-    ready: bool = False
+class NodeDiagnosis(NodeMcoState):
+    """A pool node that is not at the pool's target config, or degraded, or cordoned: the
+    :class:`NodeMcoState` part of its :class:`NodeInfo`."""
 
 
 class DrainBlocker(BaseModel):

@@ -23,6 +23,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Literal
 
+import yaml
 from pydantic import BaseModel, Field
 
 from activities.host.models import HostAccess
@@ -31,6 +32,45 @@ from activities.host.models import HostAccess
 CHECK_PRECONDITIONS = "check_preconditions"
 #: openshift-ansible 3.x's master configuration (``openshift.common.config_base``/master).
 MASTER_CONFIG_PATH = "/etc/origin/master/master-config.yaml"
+#: Where the default node selector of every project created without one lives in that file.
+MASTER_CONFIG_FIELD = "projectConfig.defaultNodeSelector"
+
+
+def split_selector(text: str) -> list[str]:
+    """The terms of a label selector string as written: ``text`` split on the commas outside
+    parentheses (``a in (x,y),b=c`` gives ``["a in (x,y)", "b=c"]``), neither stripped nor
+    dropped when empty. Pure; the preflight's reference scan and the node upgrade's node
+    selection parse each term their own way."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [*out, cur]
+
+
+class MasterConfigError(ValueError):
+    """A master-config.yaml text that is not a YAML mapping."""
+
+
+def default_node_selector(text: str) -> str:
+    """``projectConfig.defaultNodeSelector`` of a master-config.yaml text (``""`` when unset):
+    pure, read by the preflight's reference scan and by the nodeSelector migration's plan.
+    Raises :class:`MasterConfigError` when the text is not YAML or not a mapping."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise MasterConfigError(f"not YAML: {exc}") from None
+    if not isinstance(doc, dict):
+        raise MasterConfigError("not a YAML mapping")
+    value = (doc.get("projectConfig") or {}).get("defaultNodeSelector")
+    return "" if value is None else str(value)
 
 
 class _Kind(BaseModel):

@@ -28,14 +28,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
+from activities.preflight.models import MASTER_CONFIG_FIELD, default_node_selector, split_selector
 
 #: OpenShift's project node selector annotation (on the Namespace behind each Project).
 NS_ANNOTATION = "openshift.io/node-selector"
 #: JSON Pointer (RFC 6901) of that annotation.
 NS_SELECTOR_PATH = "/metadata/annotations/openshift.io~1node-selector"
-#: Where the master-config field lives, for messages.
-MASTER_CONFIG_FIELD = "projectConfig.defaultNodeSelector"
 #: Workload kinds with a pod template, in scan order.
 WORKLOAD_KINDS: tuple[str, ...] = (
     "DeploymentConfig", "Deployment", "DaemonSet", "StatefulSet", "ReplicationController", "ReplicaSet",
@@ -88,27 +86,12 @@ def _checked(r: Requirement) -> Requirement:
     return r
 
 
-def _split_commas(text: str) -> list[str]:
-    out, depth, cur = [], 0, ""
-    for ch in text:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    return [*out, cur]
-
-
 def parse_selector(text: str) -> list[Requirement]:
     """The requirements of a label selector string (module docstring for the syntax). Raises
     ValueError for a requirement that is none of the forms, or whose key or value is not a valid
     label key or value."""
     out: list[Requirement] = []
-    for raw in _split_commas(text):
+    for raw in split_selector(text):
         part = raw.strip()
         if not part:
             continue
@@ -232,23 +215,6 @@ def scan_namespace(obj: dict[str, Any], key: str, value: str | None, covered: li
     except ValueError:
         return [LabelReference(where, NS_SELECTOR_PATH, text, None, False, False)] if key in text else []
     return _refs(where, NS_SELECTOR_PATH, reqs, key, value, covered)
-
-
-class MasterConfigError(ValueError):
-    """A master-config.yaml text that is not a YAML mapping."""
-
-
-def default_node_selector(text: str) -> str:
-    """``projectConfig.defaultNodeSelector`` of a master-config.yaml (``""`` when unset).
-    Raises :class:`MasterConfigError` when the text is not YAML or not a mapping."""
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise MasterConfigError(f"not YAML: {exc}") from None
-    if not isinstance(doc, dict):
-        raise MasterConfigError("not a YAML mapping")
-    value = (doc.get("projectConfig") or {}).get("defaultNodeSelector")
-    return "" if value is None else str(value)
 
 
 def scan_master_config(master: str, path: str, text: str, key: str, value: str | None, covered: list[str], *,

@@ -14,6 +14,7 @@ from activities.preflight.models import (
     CheckPreconditionsInput,
     InputCheck,
     LabelUnreferenced,
+    MasterConfigError,
     NamedAccess,
     NamesExist,
     PortFree,
@@ -22,6 +23,7 @@ from activities.preflight.models import (
     PreconditionState,
     RebootAccess,
     WorkerExecutable,
+    default_node_selector,
 )
 
 # --- well-known ports ----------------------------------------------------------------------------
@@ -174,9 +176,9 @@ def test_master_config_reference_with_a_value_no_mapping_covers() -> None:
     (rewritten,) = references.scan_master_config("m", "p", MASTER_CONFIG, "region", None, ["region"], rewritten=True)
     assert rewritten.covered
     assert references.scan_master_config("m", "p", MASTER_CONFIG, "zone", None, [], rewritten=False) == []
-    assert references.default_node_selector("apiVersion: v1\n") == ""
-    with pytest.raises(references.MasterConfigError):
-        references.default_node_selector("- a list\n")
+    assert default_node_selector("apiVersion: v1\n") == ""
+    with pytest.raises(MasterConfigError):
+        default_node_selector("- a list\n")
 
 
 def test_workload_selectors_and_required_affinity() -> None:

@@ -123,15 +123,15 @@ def test_rescan_and_regressions() -> None:
 # --- master-config.yaml projectConfig.defaultNodeSelector ------------------------------------------------
 
 def test_master_config_selector_read_from_the_yaml() -> None:
-    from workflows.node_selectors.plan import MasterConfigError, master_config_selector
+    from activities.preflight.models import MasterConfigError, default_node_selector
 
-    assert master_config_selector("apiVersion: v1\nprojectConfig:\n  defaultNodeSelector: region=primary\n") == "region=primary"
-    assert master_config_selector("apiVersion: v1\nprojectConfig:\n  defaultNodeSelector: ''\n") == ""
-    assert master_config_selector("apiVersion: v1\nkind: MasterConfig\n") == ""
+    assert default_node_selector("apiVersion: v1\nprojectConfig:\n  defaultNodeSelector: region=primary\n") == "region=primary"
+    assert default_node_selector("apiVersion: v1\nprojectConfig:\n  defaultNodeSelector: ''\n") == ""
+    assert default_node_selector("apiVersion: v1\nkind: MasterConfig\n") == ""
     with pytest.raises(MasterConfigError, match="not a YAML mapping"):
-        master_config_selector("- a\n- b\n")
+        default_node_selector("- a\n- b\n")
     with pytest.raises(MasterConfigError, match="not YAML"):
-        master_config_selector("a: [\n")
+        default_node_selector("a: [\n")
 
 
 def test_master_config_on_an_old_label_is_a_blocked_item_naming_the_new_value() -> None:

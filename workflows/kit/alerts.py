@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -113,6 +114,7 @@ def _signature(answer: AlertsAnswer) -> tuple[str, ...]:
     return tuple(a.line() for a in answer.blocking)
 
 
+@dataclass(eq=False)
 class AlertGate:
     """The alert gate of one procedure run (see the module doc).
 
@@ -125,36 +127,24 @@ class AlertGate:
     procedure's ``kit_step``), each time the blocking line changes; ``stop()``: True ends a wait
     as an abort does (``stopped``), for a procedure whose revert is its own."""
 
-    def __init__(
-        self,
-        policy: AlertGatePolicy,
-        gates: Gates,
-        control: Control,
-        board: dict[str, HealthStatus],
-        on_change: Callable[[], None],
-        timeouts: acts.Timeouts = acts.DEFAULT_TIMEOUTS,
-        *,
-        warnings: list[str] | None = None,
-        on_step: Callable[[str, str], None] | None = None,
-        stop: Callable[[], bool] | None = None,
-    ) -> None:
-        self.policy = policy
-        self.gates = gates
-        self.control = control
-        self.board = board
-        self.on_change = on_change
-        self.timeouts = timeouts
-        self.warnings = warnings
-        self.on_step = on_step
-        #: A procedure's own reason to end a wait besides an abort or the kit's revert (the
-        #: network migration's revert update); may be set after construction.
-        self.stop = stop
-        #: Every event so far, oldest first (:meth:`take_events` returns the new ones).
-        self.events: list[AlertGateEvent] = []
-        self._taken = 0
-        self._episodes: dict[str, int] = {}
-        #: Passes in a row without the check (fail-open) since Prometheus last answered.
-        self.skipped = 0
+    policy: AlertGatePolicy
+    gates: Gates
+    control: Control
+    board: dict[str, HealthStatus]
+    on_change: Callable[[], None]
+    timeouts: acts.Timeouts = acts.DEFAULT_TIMEOUTS
+    _: KW_ONLY
+    warnings: list[str] | None = None
+    on_step: Callable[[str, str], None] | None = None
+    #: A procedure's own reason to end a wait besides an abort or the kit's revert (the
+    #: network migration's revert update); may be set after construction.
+    stop: Callable[[], bool] | None = None
+    #: Every event so far, oldest first (:meth:`take_events` returns the new ones).
+    events: list[AlertGateEvent] = field(default_factory=list, init=False)
+    _taken: int = field(default=0, init=False)
+    _episodes: dict[str, int] = field(default_factory=dict, init=False)
+    #: Passes in a row without the check (fail-open) since Prometheus last answered.
+    skipped: int = field(default=0, init=False)
 
     # --- what happened ------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ Deterministic: no I/O; call from workflow code only (it logs with ``workflow.log
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -101,36 +102,32 @@ class RevertRequested(Exception):
         self.reason = reason
 
 
+@dataclass(eq=False)
 class Control:
     """Pause/abort flags and reasons plus the procedure's base phase.
 
+    Keywords only: ``on_change`` (called after every flag change), ``on_abort(identity)``,
     ``base_phase``: the phase the procedure itself sets (planning, running, completing, done,
-    aborted, failed, rejected); :meth:`phase` overlays paused and waiting-approval on running.
+    aborted, failed, rejected); :meth:`phase` overlays paused and waiting-approval on running;
+    ``noun``: the procedure in messages.
     """
 
-    def __init__(
-        self,
-        *,
-        on_change: Callable[[], None] = lambda: None,
-        on_abort: Callable[[str], None] = lambda identity: None,
-        base_phase: str = ProcedurePhase.RUNNING,
-        noun: str = "procedure",
-    ) -> None:
-        self.on_change = on_change
-        self.on_abort = on_abort
-        self.base_phase = base_phase
-        self.noun = noun
-        self.paused = False
-        self.paused_reason: str | None = None
-        self.abort = False
-        self.abort_reason = ""
-        self.abort_by: str | None = None
-        #: A ``revert`` was requested (by whom, why): every wait stops and the procedure restores.
-        self.revert = False
-        self.revert_reason = ""
-        self.revert_by: str | None = None
-        #: What the procedure did that a revert inside the run can no longer undo (None: not yet).
-        self.point_of_no_return: str | None = None
+    _: KW_ONLY
+    on_change: Callable[[], None] = lambda: None
+    on_abort: Callable[[str], None] = lambda identity: None
+    base_phase: str = ProcedurePhase.RUNNING
+    noun: str = "procedure"
+    paused: bool = field(default=False, init=False)
+    paused_reason: str | None = field(default=None, init=False)
+    abort: bool = field(default=False, init=False)
+    abort_reason: str = field(default="", init=False)
+    abort_by: str | None = field(default=None, init=False)
+    #: A ``revert`` was requested (by whom, why): every wait stops and the procedure restores.
+    revert: bool = field(default=False, init=False)
+    revert_reason: str = field(default="", init=False)
+    revert_by: str | None = field(default=None, init=False)
+    #: What the procedure did that a revert inside the run can no longer undo (None: not yet).
+    point_of_no_return: str | None = field(default=None, init=False)
 
     # --- state ---------------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ kubectl ``pkg/drain`` (eviction, 429 from a budget); kured #78/#82 (a timeout an
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -102,6 +102,7 @@ def check_decision(
         )
 
 
+@dataclass(eq=False)
 class DrainGateState:
     """One node's blocked-drain state, kept in workflow state (replay restores it).
 
@@ -116,25 +117,18 @@ class DrainGateState:
     question comes ``decide_after`` later, never if None).
     """
 
-    def __init__(
-        self,
-        node: str,
-        decide_after: float | None,
-        timeout: float | None,
-        outcome: DrainDecision,
-    ) -> None:
-        self.node = node
-        self.decide_after = decide_after
-        self.timeout = timeout
-        self.outcome = outcome
-        self.blocked_since: datetime | None = None
-        self.next_ask: datetime | None = None
-        self.gate: Gate | None = None
-        self.records: list[GateRecord] = []
-        self.pending: DrainDecisionSignal | None = None
-        self.event_recorded = False
-        self.last_report: DrainReport | None = None
-        self.ask_by: datetime | None = None
+    node: str
+    decide_after: float | None
+    timeout: float | None
+    outcome: DrainDecision
+    blocked_since: datetime | None = field(default=None, init=False)
+    next_ask: datetime | None = field(default=None, init=False)
+    gate: Gate | None = field(default=None, init=False)
+    records: list[GateRecord] = field(default_factory=list, init=False)
+    pending: DrainDecisionSignal | None = field(default=None, init=False)
+    event_recorded: bool = field(default=False, init=False)
+    last_report: DrainReport | None = field(default=None, init=False)
+    ask_by: datetime | None = field(default=None, init=False)
 
     @property
     def open_gate(self) -> Gate | None:

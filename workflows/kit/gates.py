@@ -21,7 +21,7 @@ the procedure stops). The same holds for a timeout with outcome reject.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -114,32 +114,28 @@ def find_waiting_gate(gates: dict[str, Gate], gate_id: str | None) -> Gate:
     return gate
 
 
+@dataclass(eq=False)
 class Gates:
     """The gates of one procedure run, their history, and the approver policy.
 
     ``history``: the list the procedure's status shows as ``gate_history`` (appended to in
-    place). ``noun``: the procedure in messages ("rollout", "restore"). ``pause_on_reject``: a
-    rejection (and a timeout with outcome reject) pauses ``control``.
+    place). Keywords: ``noun``: the procedure in messages ("rollout", "restore");
+    ``pause_on_reject``: a rejection (and a timeout with outcome reject) pauses ``control``;
+    ``on_change``: called after a gate changes (None: ``control.on_change``).
     """
 
-    def __init__(
-        self,
-        control: Control,
-        rules: ApprovalRules,
-        history: list[GateRecord],
-        *,
-        noun: str = "procedure",
-        pause_on_reject: bool = True,
-        on_change: Callable[[], None] | None = None,
-    ) -> None:
-        self.control = control
-        self.rules = rules
-        self.history = history
-        self.noun = noun
-        self.pause_on_reject = pause_on_reject
-        self.on_change = on_change or control.on_change
-        self.gates: dict[str, Gate] = {}
-        self.passed: set[str] = set()
+    control: Control
+    rules: ApprovalRules
+    history: list[GateRecord]
+    _: KW_ONLY
+    noun: str = "procedure"
+    pause_on_reject: bool = True
+    on_change: Callable[[], None] | None = None
+    gates: dict[str, Gate] = field(default_factory=dict, init=False)
+    passed: set[str] = field(default_factory=set, init=False)
+
+    def __post_init__(self) -> None:
+        self.on_change = self.on_change or self.control.on_change
 
     # --- policy (validators) ----------------------------------------------------------------------
 

@@ -356,31 +356,32 @@ class ControlInput(OperatorInput):
     reason: str | None = None
 
 
-class NodeControlInput(OperatorInput):
-    """skip_node / retry_node on ``node``."""
+class NodeOperatorInput(OperatorInput):
+    """An operator update on one node: the ``node`` and who sends it (``identity``)."""
 
     node: str
     identity: str
+
+
+class NodeControlInput(NodeOperatorInput):
+    """skip_node / retry_node on ``node``."""
+
     comment: str = ""
 
 
-class HoldInput(OperatorInput):
+class HoldInput(NodeOperatorInput):
     """hold_node on ``node`` as ``identity`` for ``reason``: until ``until`` (an absolute time),
     or for ``for_seconds`` from when the workflow accepts it, or (neither) until released. The
     validator refuses both at once, a time in the past and an empty reason."""
 
-    node: str
-    identity: str
     reason: str = ""
     until: datetime | None = None
     for_seconds: float | None = None
 
 
-class ReleaseInput(OperatorInput):
+class ReleaseInput(NodeOperatorInput):
     """release_node: end the hold on ``node`` as ``identity`` (``reason`` optional)."""
 
-    node: str
-    identity: str
     reason: str = ""
 
 

@@ -17,7 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.host.models import CommandResult, RunCommandInput
     from workflows.kit import calls as acts
     from workflows.node_selectors.models import NodeSelectorMigrationInput
-    from workflows.node_selectors.plan import MasterConfigError, master_config_selector
+    from activities.preflight.models import MasterConfigError, default_node_selector
 
 
 
@@ -38,7 +38,7 @@ async def read_master_selectors(input: NodeSelectorMigrationInput, timeouts: act
             errors[m.name] = f"cat {input.master_config_path} exited {res.exit_code}: {(res.stderr or res.stdout).strip()[-300:]}"
             continue
         try:
-            selectors[m.name] = master_config_selector(res.stdout)
+            selectors[m.name] = default_node_selector(res.stdout)
         except MasterConfigError as exc:
             errors[m.name] = f"{input.master_config_path}: {exc}"
     return selectors, errors

@@ -6,7 +6,8 @@
   capacity check that blocks an object (the schedulable nodes matching the new selector must
   include every node running the workload today; with required pod anti-affinity there must be
   at least ``replicas`` of them; a DaemonSet must cover the same nodes before and after);
-- :func:`master_config_selector` / :func:`master_config_items`: ``projectConfig.defaultNodeSelector``
+- :func:`master_config_items` (the value read by
+  :func:`activities.preflight.models.default_node_selector`): ``projectConfig.defaultNodeSelector``
   of each master's ``master-config.yaml`` (o-a ``roles/openshift_control_plane/templates/
   master.yaml.v1.j2``); one on an old key is a blocked item (lockkeeper does not edit it: that
   needs an API restart on every master), naming the value it should get;
@@ -20,9 +21,8 @@ Deterministic and side-effect free; table-tested in tests/unit/test_upgrade_node
 
 from __future__ import annotations
 
-import yaml
-
 from activities.cluster.models import ObjectRef
+from activities.preflight.models import MASTER_CONFIG_FIELD
 from activities.node_selectors.models import NamespaceSelector, PodState, SelectorNode, Workload
 from workflows.node_selectors.models import MigrationItem, MigrationPlan
 
@@ -148,24 +148,6 @@ def plan_migration(workloads: list[Workload], namespaces: list[NamespaceSelector
 
 
 MASTER_CONFIG_KIND = "MasterConfig"
-MASTER_CONFIG_FIELD = "projectConfig.defaultNodeSelector"
-
-
-class MasterConfigError(ValueError):
-    """A master-config.yaml that is not a YAML mapping."""
-
-
-def master_config_selector(text: str) -> str:
-    """``projectConfig.defaultNodeSelector`` of a master-config.yaml text (``""`` when unset).
-    Raises :class:`MasterConfigError` when the text is not YAML or not a mapping."""
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise MasterConfigError(f"not YAML: {exc}") from None
-    if not isinstance(doc, dict):
-        raise MasterConfigError("not a YAML mapping")
-    value = (doc.get("projectConfig") or {}).get("defaultNodeSelector")
-    return "" if value is None else str(value)
 
 
 def master_config_items(selectors: dict[str, str], path: str, mapping: dict[str, dict[str, str]], drop_keys: list[str],

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from pydantic import BaseModel, Field
 
 from activities.node_upgrade.models import NodeFacts
+from activities.preflight.models import split_selector
 from workflows.kit import plan as kit_plan
 from workflows.kit.inputs import resolve_max_unavailable
 from workflows.node_upgrade.models import BatchPolicy, NodeSelection, UpgradePlan
@@ -69,23 +70,6 @@ class Requirement(BaseModel):
         return not has or value not in self.values  # "!=", "notin"
 
 
-def _split_terms(selector: str) -> list[str]:
-    """Split on commas outside parentheses (``a in (x,y),b=c`` has two terms)."""
-    terms, depth, cur = [], 0, ""
-    for ch in selector:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            terms.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    terms.append(cur)
-    return [t.strip() for t in terms if t.strip()]
-
-
 def _key(key: str, selector: str) -> str:
     key = key.strip()
     if not _KEY.match(key):
@@ -101,7 +85,7 @@ def parse_selector(selector: str) -> list[Requirement]:
     Source: apimachinery ``pkg/labels/selector.go`` (the grammar, simplified: no whitespace
     inside keys, values are taken verbatim).
     """
-    terms = _split_terms(selector)
+    terms = [t.strip() for t in split_selector(selector) if t.strip()]
     if not terms:
         raise PlanError("empty label selector")
     out: list[Requirement] = []
