@@ -395,3 +395,24 @@ async def test_skipping_a_master_not_started_leaves_it_untouched_and_named(time_
             await handle.result()
     assert "did not finish updating: m3" in str(info.value.cause)
     assert world.restarts() == ["m1", "m2"] and not any(h == "m3" for h, _ in world.log)
+
+
+async def test_no_master_starts_outside_a_maintenance_window(time_skipping_env: Any) -> None:
+    """``windows`` (the kit's maintenance windows, as every node procedure's): with the only
+    window two hours away the upgrade waits after its preflight, touching no master, and the
+    first master starts once the window opens."""
+    from datetime import timedelta
+
+    from test_kit_windows_wf import window_around
+
+    env, world = time_skipping_env, Masters()
+    spec, opens, _ = window_around(await env.get_current_time() + timedelta(hours=2), 30)
+    worker, handle = await start(env, world, cp_input(windows=[spec]))
+    async with worker:
+        st = await wait_status(handle, env, lambda s: "the window from" in (s.waiting_for or ""), "waiting for the window")
+        assert [n.phase for n in st.nodes.values()] == [NodePhase.PENDING] * 3 and world.restarts() == []
+        result: ControlPlaneResult = await handle.result()
+        st = await handle.query(ControlPlaneUpgradeWorkflow.status)
+    assert result.outcome == "completed", result.message
+    assert world.restarts() == MASTERS
+    assert st.nodes["m1"].started_at is not None and st.nodes["m1"].started_at >= opens

@@ -2,7 +2,10 @@
 
 DESIGN.md "Batch": nodes go through ``max_unavailable`` at a time in the plan's stable order, never
 counting a node that is already unavailable as free capacity. :class:`NodeBatches` runs one
-group (a pool) at a time as a sliding window of node-run children (:mod:`workflows.kit.noderun`):
+group (a pool) at a time as a sliding window of node-run children (:mod:`workflows.kit.noderun`),
+or of in-process steps: a coroutine of the procedure's own workflow per node (:func:`local_run`,
+e.g. the masters of a control-plane upgrade or of a port change), with the same board, gates,
+holds, windows, pause/abort, skip/retry and results:
 
 - it starts the next node when the window has room, opening the plan's gates on the way (``pool``
   before the first node, ``node`` before each, ``canary`` after the first node and before the rest);
