@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from temporalio import activity
-from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
@@ -240,10 +240,14 @@ async def test_an_approval_whose_comment_starts_with_restart_only_waits(time_ski
 
 
 async def test_gate_reject_aborts_and_next_master_never_starts(time_skipping_env: Any) -> None:
+    """Also: the master in progress (its API gate waiting) cannot be skipped half-way."""
     world = Masters(blocked=("m1",))
     worker, handle = await start(time_skipping_env, world, cp_input())
     async with worker:
         gate_id, _ = await wait_gate(handle, "api/m1/", time_skipping_env)
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(ControlPlaneUpgradeWorkflow.skip_node, NodeControlInput(node="m1", identity="ops"))
+        assert "cannot be skipped half-way" in str(refused.value.cause)
         await handle.execute_update(ControlPlaneUpgradeWorkflow.reject, RejectInput(gate_id=gate_id, identity="ops", comment="stop"))
         result: ControlPlaneResult = await handle.result()
     assert result.outcome == "aborted"

@@ -27,7 +27,7 @@ window (:class:`workflows.kit.batches.NodeBatches`, group ``master``, maxUnavail
 given order), each as an in-process step of this workflow (:func:`workflows.kit.batches.local_run`),
 so they share every node procedure's board (``status.nodes``), pause/abort, ``skip-node`` /
 ``retry-node`` (a master not started yet is skipped; one that failed is retried from the step it
-failed at: every step checks first), holds (``lockkeeper hold ID MASTER``: the masters after a held
+failed at: every step checks first; one in progress is not skipped), holds (``lockkeeper hold ID MASTER``: the masters after a held
 one wait, the order stays the operator's) and maintenance windows (``windows``). A master whose
 step fails (an activity that failed for good) pauses the upgrade naming it instead of failing the
 run; a person's abort or a refused gate (``StepAborted``) aborts it as before.
@@ -60,7 +60,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.board import NodeBoard
     from workflows.kit.control import Aborted
     from workflows.kit.host import HostSteps
-    from workflows.kit.models import ChangedItem, Gate, GateKind, ProcedurePhase, failure_message
+    from workflows.kit.models import ChangedItem, Gate, GateKind, NodeControlInput, ProcedurePhase, failure_message
     from workflows.kit.noderun import NodeRunResult
     from workflows.kit.plan import PlannedGate
     from workflows.kit.planning import abortable, planning_abort_message
@@ -230,6 +230,14 @@ class ControlPlaneUpgradeWorkflow(NodeProcedureWorkflow):
         self.touch()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self._result("completed", f"{len(input.masters)} master(s) upgraded one at a time")
+
+    def check_skip_node(self, input: NodeControlInput) -> None:
+        """The kit's checks, and a master in progress is not skipped: its API may be down, and
+        the next master never starts while one is not back (abort, or reject its gate, stops it)."""
+        super().check_skip_node(input)
+        if input.node in self.batches.children:  # type: ignore[union-attr]
+            raise ValueError(f"master {input.node} is being upgraded: it cannot be skipped half-way (the next master never "
+                             "starts while one is not back); abort, or reject its gate, stops the upgrade")
 
     def _gate_refused(self, gate: Gate) -> None:
         """A gate before a master rejected (or timed out with outcome reject): the upgrade aborts."""
