@@ -359,7 +359,8 @@ async def test_the_masters_go_through_the_kit_window_with_the_gate_and_a_hold(ti
 async def test_a_master_whose_step_fails_pauses_the_upgrade_and_retry_node_goes_on(time_skipping_env: Any) -> None:
     """A master step that fails for good (m2's manifest write: SSH reset, not retryable) ends that
     master ``failed`` and pauses the upgrade naming it, as any node procedure's window does; m3
-    never starts meanwhile. ``retry-node m2`` runs m2 again from the write (its record is kept)."""
+    never starts meanwhile. ``retry-node m2`` runs m2's steps again: the write (its record of the
+    content before is kept, not taken again), then its restarts."""
     env, world = time_skipping_env, Masters()
     world.tee_fails.add("m2")
     worker, handle = await start(env, world, cp_input())

@@ -26,9 +26,11 @@ and the next master never starts while one is not back. The masters go through t
 window (:class:`workflows.kit.batches.NodeBatches`, group ``master``, maxUnavailable 1, in the
 given order), each as an in-process step of this workflow (:func:`workflows.kit.batches.local_run`),
 so they share every node procedure's board (``status.nodes``), pause/abort, ``skip-node`` /
-``retry-node`` (a master not started yet is skipped; one that failed is retried from the step it
-failed at: every step checks first; one in progress is not skipped), holds (``lockkeeper hold ID MASTER``: the masters after a held
-one wait, the order stays the operator's) and maintenance windows (``windows``). A master whose
+``retry-node`` (a master not started yet is skipped, one in progress is not; one that failed runs
+its steps again, as a re-run of openshift-ansible's play for it would: a manifest that already
+holds the new content is not written again, ``master-restart`` runs again), holds
+(``lockkeeper hold ID MASTER``: the masters after a held one wait, the order stays the
+operator's) and maintenance windows (``windows``). A master whose
 step fails (an activity that failed for good) pauses the upgrade naming it instead of failing the
 run; a person's abort or a refused gate (``StepAborted``) aborts it as before.
 """
