@@ -101,6 +101,17 @@ def test_control_plane_flags_alone_build_the_same_shape(sent: list[Any]) -> None
     assert "give --master (repeatable) or --input" in refused(res)
 
 
+def test_control_plane_windows_come_from_the_input_and_a_bad_one_is_refused(sent: list[Any]) -> None:
+    """The masters run in the kit's node window, so the input's maintenance windows apply to
+    them; the start command has no ``--window`` flag: ``-f`` / ``--set windows=...`` give them."""
+    base = ("control-plane-upgrade", "--master", "m1", "--action-command", "play -l {master}", "--etcd-backup-skip-reason", "lab",
+            "--etcd-health-skip-reason", "lab")
+    res = start(*base, "--set", 'windows=["Sat 02:00-04:00 UTC"]')
+    assert res.exit_code == 0, res.output
+    assert sent.pop().windows == ["Sat 02:00-04:00 UTC"]
+    assert "windows" in refused(start(*base, "--set", 'windows=["Caturday 02:00-04:00 UTC"]'))
+
+
 def test_node_selector_migration_from_a_file_and_flags(sent: list[Any], tmp_path: Path) -> None:
     res = start("node-selector-migration", "--map", "region=infra=node-role.kubernetes.io/infra=true", "--no-approve",
                 "--revert-window", "60")

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 from temporalio import activity
-from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from replay import record
@@ -29,7 +30,16 @@ from workflows.control_plane.models import (
     StaticPodManifest,
 )
 from workflows.kit.lease import LeaseWorkflow
-from workflows.kit.models import ApproveInput, DecideInput, GateState, RejectInput
+from workflows.kit.models import (
+    ApproveInput,
+    DecideInput,
+    GateState,
+    HoldInput,
+    NodeControlInput,
+    NodePhase,
+    RejectInput,
+    ReleaseInput,
+)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -51,6 +61,7 @@ class Masters:
         self.log: list[tuple[str, list[str]]] = []
         self.max_down = 0
         self.failing_checks: dict[str, str] = {}  # precondition kind or subject -> why it fails
+        self.tee_fails: set[str] = set()  # masters whose next manifest write fails for good (once)
 
     def _host(self, inp: RunCommandInput) -> str:
         return inp.access.node or inp.access.host
@@ -70,6 +81,9 @@ class Masters:
             if argv[0] == "mkdir":
                 return CommandResult(argv=argv, exit_code=0)
             if argv[0] == "tee":
+                if m in self.tee_fails:
+                    self.tee_fails.discard(m)
+                    raise ApplicationError(f"ssh {m}: connection reset", type="HostUnreachable", non_retryable=True)
                 files[argv[1]] = inp.stdin or ""
                 return CommandResult(argv=argv, exit_code=0, stdout=inp.stdin or "")
             if argv[0].endswith("master-restart"):
@@ -226,10 +240,14 @@ async def test_an_approval_whose_comment_starts_with_restart_only_waits(time_ski
 
 
 async def test_gate_reject_aborts_and_next_master_never_starts(time_skipping_env: Any) -> None:
+    """Also: the master in progress (its API gate waiting) cannot be skipped half-way."""
     world = Masters(blocked=("m1",))
     worker, handle = await start(time_skipping_env, world, cp_input())
     async with worker:
         gate_id, _ = await wait_gate(handle, "api/m1/", time_skipping_env)
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(ControlPlaneUpgradeWorkflow.skip_node, NodeControlInput(node="m1", identity="ops"))
+        assert "cannot be skipped half-way" in str(refused.value.cause)
         await handle.execute_update(ControlPlaneUpgradeWorkflow.reject, RejectInput(gate_id=gate_id, identity="ops", comment="stop"))
         result: ControlPlaneResult = await handle.result()
     assert result.outcome == "aborted"
@@ -301,3 +319,105 @@ async def test_the_etcd_backup_barrier_is_a_precondition_taken_by_this_run(time_
     assert taken.startswith("ok: all members backed up, taken by this run at "), taken
     assert result.started_at is not None and taken.rsplit(" at ", 1)[1] >= result.started_at.isoformat(), (taken, result.started_at)
     assert len(etcd.called("etcd_snapshot_save")) == 3
+
+
+async def wait_status(handle: WorkflowHandle, env: Any, pred: Any, what: str) -> ControlPlaneStatus:
+    """Poll ``status`` until ``pred(status)``, skipping a second of workflow time per poll (see
+    :func:`wait_gate`)."""
+    st = None
+    for _ in range(600):
+        st = await handle.query(ControlPlaneUpgradeWorkflow.status)
+        if pred(st):
+            return st
+        await env.sleep(1)
+    raise AssertionError(f"{what} not reached: {st.model_dump_json(indent=1) if st else None}")
+
+
+async def test_the_masters_go_through_the_kit_window_with_the_gate_and_a_hold(time_skipping_env: Any) -> None:
+    """Issue 36: the masters are the kit's node window (one at a time, in-process steps): the gate
+    before the first master stands on the board (``master/m1``, the master waiting for approval),
+    and ``hold_node`` on m2 keeps m2 and the masters after it waiting (the operator's order) until
+    released."""
+    env, world = time_skipping_env, Masters()
+    worker, handle = await start(env, world, cp_input().model_copy(update={"approve_first": True}))
+    async with worker:
+        gate_id, st = await wait_gate(handle, "master/", env)
+        assert gate_id == "master/m1" and next(g.comment for g in st.gates if g.id == gate_id) == "upgrade master m1 next"
+        assert st.nodes["m1"].phase == NodePhase.WAITING_APPROVAL and st.nodes["m2"].phase == NodePhase.PENDING
+        await handle.execute_update(ControlPlaneUpgradeWorkflow.hold_node, HoldInput(node="m2", identity="ops", reason="CHG-7 window"))
+        await handle.execute_update(ControlPlaneUpgradeWorkflow.approve, ApproveInput(gate_id=gate_id, identity="ops"))
+        st = await wait_status(handle, env, lambda s: s.nodes["m1"].phase == NodePhase.DONE and "hold on m2" in (s.waiting_for or ""),
+                               "m1 done, the window waiting for the hold on m2")
+        assert st.masters[0].state == "done" and [r.state for r in st.masters[1:]] == ["pending", "pending"]
+        assert not any(h in ("m2", "m3") for h, _ in world.log)  # m3 waits behind the held m2
+        await handle.execute_update(ControlPlaneUpgradeWorkflow.release_node, ReleaseInput(node="m2", identity="ops"))
+        result: ControlPlaneResult = await handle.result()
+    assert result.outcome == "completed", result.message
+    assert world.restarts() == MASTERS and world.max_down == 1
+
+
+async def test_a_master_whose_step_fails_pauses_the_upgrade_and_retry_node_goes_on(time_skipping_env: Any) -> None:
+    """A master step that fails for good (m2's manifest write: SSH reset, not retryable) ends that
+    master ``failed`` and pauses the upgrade naming it, as any node procedure's window does; m3
+    never starts meanwhile. ``retry-node m2`` runs m2's steps again: the write (its record of the
+    content before is kept, not taken again), then its restarts."""
+    env, world = time_skipping_env, Masters()
+    world.tee_fails.add("m2")
+    worker, handle = await start(env, world, cp_input())
+    async with worker:
+        st = await wait_status(handle, env, lambda s: s.phase == "paused", "paused")
+        assert "node m2 failed" in (st.paused_reason or "") and "connection reset" in (st.paused_reason or "")
+        assert st.nodes["m2"].phase == NodePhase.FAILED and st.masters[1].state == "failed"
+        assert st.nodes["m3"].phase == NodePhase.PENDING and not any(h == "m3" for h, _ in world.log)
+        await handle.execute_update(ControlPlaneUpgradeWorkflow.retry_node, NodeControlInput(node="m2", identity="ops"))
+        result: ControlPlaneResult = await handle.result()
+    assert result.outcome == "completed", result.message
+    assert world.restarts() == MASTERS and world.files["m2"][MANIFEST] == NEW
+    assert len(result.masters[1].records) == 1 and result.masters[1].records[0].content_before == "old manifest\n"
+
+
+async def test_rejecting_the_gate_before_the_first_master_aborts_before_any_write(time_skipping_env: Any) -> None:
+    env, world = time_skipping_env, Masters()
+    worker, handle = await start(env, world, cp_input().model_copy(update={"approve_first": True}))
+    async with worker:
+        gate_id, _ = await wait_gate(handle, "master/", env)
+        await handle.execute_update(ControlPlaneUpgradeWorkflow.reject, RejectInput(gate_id=gate_id, identity="ops", comment="not today"))
+        result: ControlPlaneResult = await handle.result()
+    assert result.outcome == "aborted" and "gate master/m1 rejected" in result.message, result.message
+    assert world.log == [] and [r.state for r in result.masters] == ["pending"] * 3
+
+
+async def test_skipping_a_master_not_started_leaves_it_untouched_and_named(time_skipping_env: Any) -> None:
+    """``skip-node`` of a master not started yet: it is never touched, and the upgrade ends as
+    openshift-ansible's does when a master did not finish (MastersNotUpdated naming it)."""
+    env, world = time_skipping_env, Masters()
+    worker, handle = await start(env, world, cp_input().model_copy(update={"approve_first": True}))
+    async with worker:
+        gate_id, _ = await wait_gate(handle, "master/", env)
+        await handle.execute_update(ControlPlaneUpgradeWorkflow.skip_node, NodeControlInput(node="m3", identity="ops", comment="spare"))
+        await handle.execute_update(ControlPlaneUpgradeWorkflow.approve, ApproveInput(gate_id=gate_id, identity="ops"))
+        with pytest.raises(WorkflowFailureError) as info:
+            await handle.result()
+    assert "did not finish updating: m3" in str(info.value.cause)
+    assert world.restarts() == ["m1", "m2"] and not any(h == "m3" for h, _ in world.log)
+
+
+async def test_no_master_starts_outside_a_maintenance_window(time_skipping_env: Any) -> None:
+    """``windows`` (the kit's maintenance windows, as every node procedure's): with the only
+    window two hours away the upgrade waits after its preflight, touching no master, and the
+    first master starts once the window opens."""
+    from datetime import timedelta
+
+    from test_kit_windows_wf import window_around
+
+    env, world = time_skipping_env, Masters()
+    spec, opens, _ = window_around(await env.get_current_time() + timedelta(hours=2), 30)
+    worker, handle = await start(env, world, cp_input(windows=[spec]))
+    async with worker:
+        st = await wait_status(handle, env, lambda s: "the window from" in (s.waiting_for or ""), "waiting for the window")
+        assert [n.phase for n in st.nodes.values()] == [NodePhase.PENDING] * 3 and world.restarts() == []
+        result: ControlPlaneResult = await handle.result()
+        st = await handle.query(ControlPlaneUpgradeWorkflow.status)
+    assert result.outcome == "completed", result.message
+    assert world.restarts() == MASTERS
+    assert st.nodes["m1"].started_at is not None and st.nodes["m1"].started_at >= opens

@@ -15,8 +15,8 @@ from pydantic import BaseModel, Field, model_validator
 from activities.etcd.models import ClusterStatus, EtcdMember
 from activities.host.models import HostAccess
 from workflows.etcd.models import EtcdBackupInput
-from workflows.kit.inputs import ProcedureInput
-from workflows.kit.models import ProcedureResult, ProcedureStatus
+from workflows.kit.inputs import MaintenanceWindows, ProcedureInput
+from workflows.kit.models import NodeStatus, ProcedureResult, ProcedureStatus
 
 PROCEDURE_CONTROL_PLANE_UPGRADE = "control-plane-upgrade"
 #: A container image's release tag in a manifest (``image: docker.io/openshift/origin-control-plane:v3.10.0``).
@@ -85,7 +85,8 @@ class ControlPlaneUpgradeInput(ProcedureInput):
     says why not (recorded in status; e.g. a test world without etcd). ``expected_image``: the
     mirror pods' image after the action (None: Ready is enough). ``approve_each``: a gate before
     every master (default: before the first only). ``api_ready_timeout_seconds``: o-a's
-    120 × 1 s before the API gate opens.
+    120 × 1 s before the API gate opens. ``windows``: maintenance windows
+    (:data:`workflows.kit.inputs.MaintenanceWindows`): no master starts outside them; empty: always.
 
     ``target_version``: the OpenShift release the control plane goes to (``3.10``; the CLI's
     ``--to-version``); None: the release in the tag of the static-pod manifests' first image
@@ -120,6 +121,7 @@ class ControlPlaneUpgradeInput(ProcedureInput):
     pods_ready_timeout_seconds: float = Field(120.0, gt=0)
     logs_tail: int = Field(50, ge=1)
     host_command_timeout_seconds: float = Field(120.0, gt=0)
+    windows: MaintenanceWindows = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _checked(self) -> ControlPlaneUpgradeInput:
@@ -196,14 +198,15 @@ class ManifestRecord(BaseModel):
 
 
 class MasterRow(BaseModel):
-    """One master in ``status``: ``state`` pending / running / waiting-gate / done / aborted,
+    """One master in ``status``: ``state`` pending / running / waiting-gate / done / aborted /
+    failed (a step failed for good: the upgrade pauses; ``retry-node`` runs it again),
     ``step``, ``since``, ``detail``; ``commands`` every host/external command run (argv and exit
     code, in order); ``records`` the manifests recorded; ``logs_tail`` the last ``master-logs api
     api`` read when the API did not come back; ``host_changed`` once this run began to change the
     master's host."""
 
     name: str
-    state: Literal["pending", "running", "waiting-gate", "done", "aborted"] = "pending"
+    state: Literal["pending", "running", "waiting-gate", "done", "aborted", "failed"] = "pending"
     step: str | None = None
     since: datetime | None = None
     detail: str | None = None
@@ -221,11 +224,13 @@ class ControlPlaneStatus(ProcedureStatus):
     """``status``: the read-only checks before the first master (``checks``: check → result
     words: etcd backup, GlusterFS, each master's API, etcd health; the declared preconditions
     are the kit's ``preconditions``), the masters in order with their rows, the master in
-    progress."""
+    progress; ``nodes`` the masters on the kit's node board (phase, attempt, since; holds and
+    skip/retry act on them)."""
 
     checks: dict[str, str] = Field(default_factory=dict)
     masters: list[MasterRow] = Field(default_factory=list)
     current_master: str | None = None
+    nodes: dict[str, NodeStatus] = Field(default_factory=dict)
 
 
 class ControlPlaneResult(ProcedureResult):

@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
         ProbeMasterApiInput,
         ProbeMasterApiResult,
     )
-    from activities.host.models import CommandResult, ExecBackend, HostAccess, RunCommandInput
+    from activities.host.models import CommandResult, ExecBackend, HostAccess
     from workflows.control_plane.models import (
         RESTART_AGAIN,
         ControlPlaneStatus,
@@ -46,6 +46,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.host import HostStep, HostStepFailed, HostSteps
 
 MASTER_RESTART = "/usr/local/bin/master-restart"
+#: Reads and the manifest write are safe to repeat: three attempts while the host is unreachable.
+_THREE_ATTEMPTS = RetryPolicy(maximum_attempts=3)
 MASTER_LOGS = "/usr/local/bin/master-logs"
 
 
@@ -76,14 +78,10 @@ class MasterSteps:
         self.touch()
 
     async def _cmd(self, access: HostAccess, argv: list[str], *, stdin: str | None = None) -> CommandResult:
-        """An idempotent host command (reads, the manifest write): retried like any activity."""
-        cmd = RunCommandInput(access=access, argv=argv, stdin=stdin, timeout_seconds=self.inp.host_command_timeout_seconds)
-        return await workflow.execute_activity(
-            acts.RUN_NODE_COMMAND, cmd,
-            result_type=CommandResult,
-            start_to_close_timeout=timedelta(seconds=cmd.bound_seconds()) + self.timeouts.short_call,
-            heartbeat_timeout=self.timeouts.heartbeat, retry_policy=RetryPolicy(maximum_attempts=3),
-        )
+        """An idempotent host command (reads, the manifest write) through the kit's host steps:
+        retried (three attempts) like any activity; its exit code is the caller's to judge."""
+        return await self.host.command(argv, access, timeout_seconds=self.inp.host_command_timeout_seconds, stdin=stdin,
+                                       retry=_THREE_ATTEMPTS)
 
     # --- step 2: the action -------------------------------------------------------------------------
 

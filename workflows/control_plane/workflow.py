@@ -22,8 +22,17 @@ touched (:mod:`workflows.kit.planning`). Then per master, in the given order:
 4. its mirror pods Ready (on ``expected_image`` when given), gated the same way;
 5. the GlusterFS gate when the master hosts bricks;
 
-and the next master never starts while one is not back. A master already ``done`` in this run is
-never repeated (the loop resumes at the exact step after a worker restart).
+and the next master never starts while one is not back. The masters go through the kit's node
+window (:class:`workflows.kit.batches.NodeBatches`, group ``master``, maxUnavailable 1, in the
+given order), each as an in-process step of this workflow (:func:`workflows.kit.batches.local_run`),
+so they share every node procedure's board (``status.nodes``), pause/abort, ``skip-node`` /
+``retry-node`` (a master not started yet is skipped, one in progress is not; one that failed runs
+its steps again, as a re-run of openshift-ansible's play for it would: a manifest that already
+holds the new content is not written again, ``master-restart`` runs again), holds
+(``lockkeeper hold ID MASTER``: the masters after a held one wait, the order stays the
+operator's) and maintenance windows (``windows``). A master whose
+step fails (an activity that failed for good) pauses the upgrade naming it instead of failing the
+run; a person's abort or a refused gate (``StepAborted``) aborts it as before.
 """
 
 from __future__ import annotations
@@ -49,14 +58,20 @@ with workflow.unsafe.imports_passed_through():
     from workflows.etcd.backup import require_etcd_backup
     from workflows.shared.glusterfs.health import GlusterHealth
     from workflows.kit import calls as acts
+    from workflows.kit.batches import Group, LocalStop, NodeBatches, local_run
+    from workflows.kit.board import NodeBoard
     from workflows.kit.control import Aborted
     from workflows.kit.host import HostSteps
-    from workflows.kit.models import ChangedItem, ProcedurePhase
+    from workflows.kit.models import ChangedItem, Gate, GateKind, NodeControlInput, ProcedurePhase, failure_message
+    from workflows.kit.noderun import NodeRunResult
+    from workflows.kit.plan import PlannedGate
     from workflows.kit.planning import abortable, planning_abort_message
-    from workflows.kit.procedure import ProcedureWorkflow
+    from workflows.kit.procedure import FAILURES, NodeProcedureWorkflow
     from workflows.kit.scopes import node_scope
 
 ETCD_CLUSTER_STATUS = "etcd_cluster_status"
+#: The node window's group of the masters (also the alert gate's prefix: ``alerts/master/NAME``).
+MASTERS_GROUP = "master"
 
 
 def etcd_backup_check(input: ControlPlaneUpgradeInput) -> InputCheck:
@@ -74,7 +89,7 @@ def etcd_backup_check(input: ControlPlaneUpgradeInput) -> InputCheck:
 
 
 @workflow.defn
-class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
+class ControlPlaneUpgradeWorkflow(NodeProcedureWorkflow):
     """Input :class:`ControlPlaneUpgradeInput`, result :class:`ControlPlaneResult`, status
     :class:`ControlPlaneStatus`. Fails (non-retryable ApplicationError) before any master is
     touched when a preflight check fails (``PreflightFailed``), the etcd backup is incomplete
@@ -94,6 +109,17 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
                               gate_timeout_seconds=input.gates.timeout_seconds)
         self.gluster = GlusterHealth.of_procedure(self, namespace=input.gluster_namespace, timeout_s=input.gluster_timeout_seconds,
                                                   short_call_s=input.calls.short_call_seconds * 3)
+        self.steps = MasterSteps(input, self.gates, self.control, self.host, self._status, self.touch)
+        self.board = NodeBoard(procedure=PROCEDURE_CONTROL_PLANE_UPGRADE, cluster=input.cluster, nodes=self._status.nodes,
+                               gate_history=self._status.gate_history, warnings=self._status.warnings, on_change=self.touch,
+                               noun="control-plane upgrade")
+        self.batches = NodeBatches(board=self.board, control=self.control, gates=self.gates, start_child=self._start_master,
+                                   gate_timeout_seconds=input.gates.timeout_seconds, gate_timeout_outcome=input.gates.timeout_outcome,
+                                   alerts=self.alerts, gate_text=lambda g: f"upgrade master {g.before_node} next",
+                                   on_gate_refused=self._gate_refused)
+        # The masters go in the operator's order: a held master keeps the ones after it waiting.
+        self.batches.holds_keep_order = True
+        self.kit_windows(input.windows)  # no master starts outside a maintenance window
 
     @workflow.query
     def status(self) -> ControlPlaneStatus:
@@ -103,6 +129,8 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
     def _row(self, name: str) -> MasterRow:
         return next(r for r in self._status.masters if r.name == name)
 
+    def _spec(self, name: str) -> MasterSpec:
+        return next(m for m in self._in.masters if m.name == name)
 
     @workflow.run
     async def run(self, input: ControlPlaneUpgradeInput) -> ControlPlaneResult:
@@ -182,25 +210,13 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
             return self._result("aborted", planning_abort_message(self.control, stop))
         self.control.base_phase = ProcedurePhase.RUNNING
         self.touch()
-        steps = MasterSteps(input, self.gates, self.control, self.host, self._status, self.touch)
-        for i, master in enumerate(input.masters):
-            row = self._row(master.name)
-            if row.state == "done" or self.control.abort:
-                continue
-            if (i == 0 and input.approve_first) or input.approve_each:
-                if not await self._approve(f"master/{master.name}", f"upgrade master {master.name} next"):
-                    break
-            if self.alerts is not None:  # no master starts while Prometheus names a blocking alert
-                answer = await self.alerts.wait_clear(f"master/{master.name}")
-                if answer.outcome == "stopped" or self.control.abort:
-                    continue
-            self._status.current_master = master.name
-            try:
-                await self._master(steps, master, row)
-            except StepAborted as stop:
-                row.state, row.detail = "aborted", str(stop)
-                self.control.request_abort(str(stop), "lockkeeper")
-                break
+        names = [m.name for m in input.masters]
+        gated = names if input.approve_each else names[:1] if input.approve_first else []
+        self.batches.add_group(MASTERS_GROUP, max_unavailable=1, nodes=names, gates=[
+            PlannedGate(id=f"{MASTERS_GROUP}/{n}", kind=GateKind.NODE, before_node=n) for n in gated])
+        # One master at a time, gates before it, the alert gate (alerts/master/NAME), holds,
+        # windows, pause, skip/retry: the kit's window (module doc).
+        await self.batches.run_group(MASTERS_GROUP)
         self._status.current_master = None
         await self.leases.release()
         if self.control.abort:
@@ -217,13 +233,40 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self._result("completed", f"{len(input.masters)} master(s) upgraded one at a time")
 
-    async def _approve(self, gate_id: str, comment: str) -> bool:
-        """The kit's gate step with the input's policy; not passed: the upgrade aborts."""
-        answer = await self.gates.step(gate_id, comment, self._in.gates)
-        gate = answer.gate
-        if not answer.passed and not self.control.abort:
-            self.control.request_abort(f"gate {gate_id} {gate.state}", gate.decided_by or "timeout")
-        return answer.passed
+    def check_skip_node(self, input: NodeControlInput) -> None:
+        """The kit's checks, and a master in progress is not skipped: its API may be down, and
+        the next master never starts while one is not back (abort, or reject its gate, stops it)."""
+        super().check_skip_node(input)
+        if input.node in self.batches.children:  # type: ignore[union-attr]
+            raise ValueError(f"master {input.node} is being upgraded: it cannot be skipped half-way (the next master never "
+                             "starts while one is not back); abort, or reject its gate, stops the upgrade")
+
+    def _gate_refused(self, gate: Gate) -> None:
+        """A gate before a master rejected (or timed out with outcome reject): the upgrade aborts."""
+        self.control.request_abort(f"gate {gate.id} {gate.state}", gate.decided_by or "timeout")
+
+    async def _start_master(self, name: str, group: Group, attempt: int) -> workflow.ChildWorkflowHandle:
+        """The window's ``start_child``: master ``name``'s steps (:meth:`_master`) in this workflow.
+        A ``StepAborted`` (a person's abort or reject, a command that failed) aborts the upgrade
+        and ends the master ``aborted``; another failure ends it ``failed`` (the window pauses)."""
+        master, row = self._spec(name), self._row(name)
+
+        async def step(stop: LocalStop) -> NodeRunResult:
+            self._status.current_master = name
+            try:
+                await self._master(self.steps, master, row)
+            except StepAborted as err:
+                row.state, row.detail = "aborted", str(err)
+                self.control.request_abort(str(err), "lockkeeper")
+                return NodeRunResult(node=name, outcome="aborted", attempt=attempt, reason=str(err), finished_at=workflow.now())
+            except FAILURES as err:
+                row.state, row.detail = "failed", failure_message(err)
+                raise
+            finally:
+                self._status.current_master = None
+            return NodeRunResult(node=name, outcome="done", attempt=attempt, finished_at=workflow.now())
+
+        return await local_run(name, attempt, step)
 
     async def _preflight(self, input: ControlPlaneUpgradeInput) -> None:
         pf = self._status.checks
@@ -254,10 +297,9 @@ class ControlPlaneUpgradeWorkflow(ProcedureWorkflow):
                 raise ApplicationError(f"GlusterFS not healthy before the control plane: {res.detail}", type="PreflightFailed",
                                        non_retryable=True)
             pf["gluster"] = "healthy"
-        steps = MasterSteps(input, self.gates, self.control, self.host, self._status, self.touch)
         down = []
         for m in input.masters:
-            probe = await steps.probe(m)
+            probe = await self.steps.probe(m)
             pf[f"api/{m.name}"] = "ok" if probe.ready else (probe.error or f"HTTP {probe.status}: {probe.body}")
             if not probe.ready:
                 down.append(m.name)

@@ -2,7 +2,10 @@
 
 DESIGN.md "Batch": nodes go through ``max_unavailable`` at a time in the plan's stable order, never
 counting a node that is already unavailable as free capacity. :class:`NodeBatches` runs one
-group (a pool) at a time as a sliding window of node-run children (:mod:`workflows.kit.noderun`):
+group (a pool) at a time as a sliding window of node-run children (:mod:`workflows.kit.noderun`),
+or of in-process steps: a coroutine of the procedure's own workflow per node (:func:`local_run`,
+e.g. the masters of a control-plane upgrade or of a port change), with the same board, gates,
+holds, windows, pause/abort, skip/retry and results:
 
 - it starts the next node when the window has room, opening the plan's gates on the way (``pool``
   before the first node, ``node`` before each, ``canary`` after the first node and before the rest);
@@ -255,6 +258,10 @@ class NodeBatches:
     a child ended. Continue-as-new: :meth:`continue_after`, :meth:`hand_over`, :meth:`take_over`.
     ``start_child`` raising ApplicationError type ``LeaseHeld`` marks the node failed with its
     message (the procedure pauses with ``pause_on_degraded``; the operator retries it).
+    ``rollback`` / ``recheck_unavailable`` default to nothing to undo / no node unavailable (in-process
+    steps, :func:`local_run`, e.g. masters one at a time). ``gate_text(planned)``: the comment of
+    a planned gate; ``on_gate_refused(gate)``: what a refused planned gate does when a rejection
+    does not pause the procedure (see the attributes).
     """
 
     def __init__(
@@ -264,8 +271,8 @@ class NodeBatches:
         control: Control,
         gates: Gates,
         start_child: Callable[[str, Group, int], Awaitable[workflow.ChildWorkflowHandle]],
-        rollback: Callable[[str], Awaitable[None]],
-        recheck_unavailable: Callable[[list[str]], Awaitable[list[str]]],
+        rollback: Callable[[str], Awaitable[None]] | None = None,
+        recheck_unavailable: Callable[[list[str]], Awaitable[list[str]]] | None = None,
         result_type: type[NodeRunResult] = NodeRunResult,
         pause_on_degraded: bool = True,
         gate_timeout_seconds: float | None = None,
@@ -273,7 +280,16 @@ class NodeBatches:
         on_node_finished: Callable[[str], None] | None = None,
         alerts: Any = None,
         stop_gate: StopGate | None = None,
+        gate_text: Callable[[PlannedGate], str] | None = None,
+        on_gate_refused: Callable[[Gate], None] | None = None,
     ) -> None:
+        #: The comment a person reads on a planned gate (None: none; the gate is opened by
+        #: "workflow"); with one it is opened by "lockkeeper" with the comment also recorded.
+        self.gate_text = gate_text
+        #: A planned gate rejected, or timed out with outcome reject, while the gates do not
+        #: pause on a rejection (``Gates.pause_on_reject`` False): the procedure's rule, e.g. an
+        #: abort. None: the window opens the gate again.
+        self.on_gate_refused = on_gate_refused
         #: On a degraded/failed node: its stop gate (:class:`StopGate`) instead of a pause; the
         #: waiting stop gates per node; the node whose stop gate ended the window (None: none).
         self.stop_gate = stop_gate
@@ -294,8 +310,8 @@ class NodeBatches:
         self.control = control
         self.gates = gates
         self.start_child = start_child
-        self.rollback = rollback
-        self.recheck_unavailable = recheck_unavailable
+        self.rollback = rollback or _nothing_to_roll_back
+        self.recheck_unavailable = recheck_unavailable or _none_unavailable
         self.result_type = result_type
         self.pause_on_degraded = pause_on_degraded
         self.gate_timeout_seconds = gate_timeout_seconds
@@ -717,9 +733,14 @@ class NodeBatches:
             self.gates, planned, timeout_seconds=self.gate_timeout_seconds, timeout_outcome=self.gate_timeout_outcome,
             on_open=on_open, on_change=self.on_change, interrupt=lambda: bool(self.requests),
             while_waiting=self.process_requests, noun=self.board.noun,
+            comment=self.gate_text(planned) if self.gate_text is not None else "",
         )
         if node_status is not None and node_status.phase == NodePhase.WAITING_APPROVAL:
             node_status.phase, node_status.waiting_for, node_status.deadline = NodePhase.PENDING, None, None
+        gate = self.gates.gates.get(planned.id)
+        if (not passed and self.on_gate_refused is not None and gate is not None and not self.control.abort
+                and not self.control.paused and gate.state in (GateState.REJECTED, GateState.TIMED_OUT)):
+            self.on_gate_refused(gate)
         self.on_change()
         return passed
 
@@ -887,6 +908,15 @@ class NodeBatches:
         return self.board.node_results(self.attempts, self.results)
 
 
+async def _nothing_to_roll_back(node: str) -> None:
+    """The default ``rollback``: a node that ran no child has nothing the window can undo."""
+
+
+async def _none_unavailable(nodes: list[str]) -> list[str]:
+    """The default ``recheck_unavailable``: no node counts as unavailable."""
+    return []
+
+
 async def pass_planned_gate(
     gates: Gates,
     planned: PlannedGate,
@@ -898,14 +928,17 @@ async def pass_planned_gate(
     interrupt: Callable[[], bool] = lambda: False,
     while_waiting: Callable[[], Awaitable[None]] | None = None,
     noun: str = "procedure",
+    comment: str = "",
 ) -> bool:
     """Open a gate of the plan and wait for it (:meth:`Gates.wait`); True when passed.
 
     ``on_open(gate)`` runs right after the gate opened (status of the gated node), then
     ``on_change()``. A timeout applies ``timeout_outcome`` (recorded as a timeout); an abort
-    while waiting cancels the gate ("{noun} aborted")."""
+    while waiting cancels the gate ("{noun} aborted"). ``comment``: what a person reads on the
+    gate (then opened, and recorded, by "lockkeeper" with it)."""
     gate = gates.open(
-        planned.id, planned.kind, timeout_seconds=timeout_seconds, pool=planned.pool, node=planned.before_node
+        planned.id, planned.kind, timeout_seconds=timeout_seconds, pool=planned.pool, node=planned.before_node,
+        **({"comment": comment, "opened_by": "lockkeeper", "record_comment": comment} if comment else {}),
     )
     if on_open is not None:
         on_open(gate)

@@ -104,8 +104,8 @@ class HostSteps:
         self.boots: dict[str, str] = {}
 
     async def _exec(self, argv: list[str], access: HostAccess, timeout: float, *, once: bool, retry: RetryPolicy | None = None,
-                    env: dict[str, str] | None = None) -> CommandResult:
-        cmd = RunCommandInput(access=access, argv=list(argv), timeout_seconds=timeout, env=dict(env or {}))
+                    env: dict[str, str] | None = None, stdin: str | None = None) -> CommandResult:
+        cmd = RunCommandInput(access=access, argv=list(argv), timeout_seconds=timeout, env=dict(env or {}), stdin=stdin)
         return await workflow.execute_activity(
             acts.RUN_NODE_COMMAND,
             cmd,
@@ -117,13 +117,14 @@ class HostSteps:
         )
 
     async def command(self, argv: list[str], access: HostAccess, *, timeout_seconds: float = 60.0, once: bool = False,
-                      retry: RetryPolicy | None = None) -> CommandResult:
+                      retry: RetryPolicy | None = None, stdin: str | None = None) -> CommandResult:
         """Run ``argv`` on ``access`` and return its :class:`CommandResult` whatever its exit
         code: a read or a check whose outcome the caller judges (a step with its own check and
         gates). ``once``: ``maximum_attempts=1`` (the caller handles a lost outcome), else
-        ``retry`` (default: the kit's policy) while the host is unreachable. Raises ActivityError
-        when the activity fails for good."""
-        return await self._exec(argv, access, timeout_seconds, once=once, retry=retry)
+        ``retry`` (default: the kit's policy) while the host is unreachable; ``stdin``: text fed
+        to the command (a file written with ``tee``). Raises ActivityError when the activity
+        fails for good."""
+        return await self._exec(argv, access, timeout_seconds, once=once, retry=retry, stdin=stdin)
 
     async def _checked(self, step: HostStep, access: HostAccess, st: HostStepStatus) -> bool:
         if not step.check:

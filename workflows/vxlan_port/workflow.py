@@ -84,8 +84,9 @@ class VxlanPortChangeWorkflow(NodeProcedureWorkflow):
         self.masters = Masters(input, self.st, self.control, self.touch, self.host_steps, self.mirror, self.timeouts)
         self.board = NodeBoard(procedure=PROCEDURE_VXLAN_PORT, cluster=input.cluster, nodes=self.st.nodes,
                                gate_history=self.st.gate_history, warnings=self.st.warnings, on_change=self.touch, noun="port change")
+        # A master skipped before or after its restart needs no undo; none counts as unavailable
+        # (the window's defaults for in-process steps).
         self.batches = NodeBatches(board=self.board, control=self.control, gates=self.gates, start_child=self._start_master,
-                                   rollback=self._nothing_to_roll_back, recheck_unavailable=self._none_unavailable,
                                    gate_timeout_seconds=input.gates.timeout_seconds, gate_timeout_outcome=input.gates.timeout_outcome,
                                    alerts=self.alerts)
         # The masters restart in their order (the controllers' leader last): a held master keeps
@@ -333,12 +334,6 @@ class VxlanPortChangeWorkflow(NodeProcedureWorkflow):
             return NodeRunResult(node=node, outcome="done", attempt=attempt, finished_at=workflow.now())
 
         return await local_run(node, attempt, step)
-
-    async def _nothing_to_roll_back(self, node: str) -> None:
-        """A master skipped before or after its restart needs no undo."""
-
-    async def _none_unavailable(self, nodes: list[str]) -> list[str]:
-        return []
 
     # --- G: the DaemonSet restored from its record, read back ------------------------------------------
 
