@@ -16,8 +16,8 @@
 - ``time_skipping_env``: a time-skipping Temporal test server of the test's own, and
   ``wf_task_queue``: a fresh task queue name for it (the workflow tests).
 - ``sent``: the inputs the ``lockkeeper start`` commands would start their workflow with
-  (tests/unit/startcapture.py; nothing is contacted).
-- ``prometheus_factory``: a real Prometheus scraping running simulators (tests/promserver.py).
+  (tests/support/startcapture.py; nothing is contacted).
+- ``prometheus_factory``: a real Prometheus scraping running simulators (tests/support/promserver.py).
 
 Every folder finds these: the tests of one procedure (its unit, workflow and end-to-end tests side
 by side) use the fixtures of every kind.
@@ -42,9 +42,9 @@ from temporalio.testing import WorkflowEnvironment
 from clustersim import ClusterSim
 from lockkeeper.devserver import DevServer
 from lockkeeper.procs import WorkerProcess
-from tests.promserver import prometheus_factory  # noqa: F401 - a fixture, found by name
-from tests.unit.startcapture import capture_starts
-from tests.workflows.timeskip import make_sleep_recover
+from tests.support.promserver import prometheus_factory  # noqa: F401 - a fixture, found by name
+from tests.support.startcapture import capture_starts
+from tests.support.timeskip import make_sleep_recover
 from workers.logging import HANDLER_NAME
 
 
@@ -57,22 +57,22 @@ from workers.logging import HANDLER_NAME
 #: whose last 25 minutes ran on one process): ``--maxschedchunk 2`` (pyproject ``addopts``) hands
 #: tests out two at a time, so the long ones spread over every process.
 LONG_FIRST = (
-    "tests/e2e/test_readme_sections.py",
-    "tests/e2e/test_handshake_outage.py",
-    "tests/e2e/test_crash_matrix.py",
+    "tests/project/test_readme_sections.py",
+    "tests/machineconfig/test_handshake_outage.py",
+    "tests/machineconfig/test_crash_matrix.py",
     "tests/vxlan_port/",
-    "tests/workflows/test_scale_continue_as_new.py",
-    "tests/unit/test_runtime_install.py",
-    "tests/unit/test_cli_surface_exit_codes.py",
+    "tests/machineconfig/test_scale_continue_as_new.py",
+    "tests/project/test_runtime_install.py",
+    "tests/cli/test_cli_surface_exit_codes.py",
     "tests/etcd/",
-    "tests/e2e/test_gluster_recovery.py",
-    "tests/e2e/test_network_migration_e2e.py",
-    "tests/e2e/test_runtime_migration_fault_matrix.py",
-    "tests/e2e/test_runtime_migration_crash.py",
-    "tests/e2e/test_rollout_alert_gate_e2e.py",
-    "tests/e2e/test_deadline_guard_e2e.py",
-    "tests/e2e/test_campaign_e2e.py",
-    "tests/e2e/test_node_selectors_fault_matrix.py",
+    "tests/gluster/test_gluster_recovery.py",
+    "tests/network_migration/test_network_migration_e2e.py",
+    "tests/runtime_migration/test_runtime_migration_fault_matrix.py",
+    "tests/runtime_migration/test_runtime_migration_crash.py",
+    "tests/machineconfig/test_rollout_alert_gate_e2e.py",
+    "tests/machineconfig/test_deadline_guard_e2e.py",
+    "tests/campaign/test_campaign_e2e.py",
+    "tests/node_selectors/test_node_selectors_fault_matrix.py",
 )
 
 

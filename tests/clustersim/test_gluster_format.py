@@ -1,6 +1,6 @@
 """The gluster CLI formats, table-tested against procedures-spec §2.3-§2.6 and seed 002.
 
-The seed's output lines are kept in ``tests/fixtures/field_reports/r3-seed-002/`` (see the
+The seed's output lines are kept in ``tests/support/fixtures/field_reports/r3-seed-002/`` (see the
 README there). Seed 002 shows ``gluster volume status`` as pasted into a blog: indented by four spaces, lines
 padded with terminal spaces, and the first brick-name chunk 44 characters wide. glusterfs prints
 43-character chunks (``CLI_VOL_STATUS_BRICK_LEN``); the spec says the simulator keeps 43, so the

@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from tests.deploy.conftest import DEPLOY
-from tests.deploy.rbac import Access, Grant, grants, role_allows, rule_allows, unused_grants
-from tests.e2e.harness import drive, start_rollout, status
+from tests.support.rbac import Access, Grant, grants, role_allows, rule_allows, unused_grants
+from tests.support.harness import drive, start_rollout, status
 from workflows.kit.models import ControlInput, NodePhase
 
 pytestmark = pytest.mark.e2e

@@ -15,7 +15,7 @@ import pytest
 
 from activities.host.executors import NodeCommandError, find_etcd_binary
 from lockkeeper.procs import WorkerProcess
-from etcd_local import LocalEtcdCluster
+from tests.support.etcd_local import LocalEtcdCluster
 
 
 
