@@ -1,4 +1,4 @@
-"""``lockkeeper history`` rows from a stored rollout history (tests/workflows/histories, see
+"""``lockkeeper history`` rows from a stored rollout history (tests/support/histories, see
 tests/support/replay.py): a node run's completion is a node row (its ID is its node's lease
 ID in a large plan); a lease workflow's completion is no row."""
 
@@ -11,7 +11,7 @@ from temporalio.client import WorkflowHistory
 
 from lockkeeper.cli.history import rows_from_events
 
-HISTORY = Path(__file__).parents[1] / "workflows" / "histories" / "MachineConfigRolloutWorkflow.window.json"
+HISTORY = Path(__file__).parents[1] / "support" / "histories" / "MachineConfigRolloutWorkflow.window.json"
 
 
 def test_node_runs_are_node_rows_and_leases_are_none() -> None:

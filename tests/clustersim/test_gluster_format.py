@@ -34,7 +34,7 @@ from clustersim.gluster.textfmt import (
 )
 
 #: Seed 002's ``gluster volume status`` output, verbatim (blog indentation and padding included).
-SEED_STATUS = Path(__file__).resolve().parents[1] / "fixtures" / "field_reports" / "r3-seed-002" / "gluster-volume-status.txt"
+SEED_STATUS = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "field_reports" / "r3-seed-002" / "gluster-volume-status.txt"
 REG = "glusterfs-registry-volume"
 P11 = "/var/lib/heketi/mounts/vg_61bc5a26248cc6ea9fb7ffaae4edbe93/brick_128dfeb5436dad25702e689d3d6f4b8a/brick"
 P12 = "/var/lib/heketi/mounts/vg_5ecf67ed85f71cf28090d7db1acc6433/brick_d364694c7034276c22e264eb2576413b/brick"

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable
 
 import pytest
-from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError, WorkflowUpdateStage
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError, WorkflowUpdateStage
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment

@@ -1,7 +1,7 @@
 """NodeUpgradeWorkflow's decisions on a time-skipping server, with the cluster replaced by a small
 in-memory world registered under the real activity names: batches in serial order, the canary
 gate before any other node, done nodes skipped, an action outcome never repeated, the
-max_fail_percentage stop. (End-to-end runs against clustersim are in tests/e2e/test_upgrade_*.py.)"""
+max_fail_percentage stop. (End-to-end runs against clustersim are in tests/node_upgrade/test_upgrade_nodes_*e2e.py.)"""
 
 from __future__ import annotations
 

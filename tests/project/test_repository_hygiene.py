@@ -24,7 +24,7 @@ import re
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 #: Files not scanned, each with its reason. Keep it short: a new entry needs a reason here.
 SKIP: dict[str, str] = {}
@@ -114,7 +114,7 @@ def test_recorded_histories_are_stored_machine_neutral() -> None:
     s = "/"
     venv = f"{s}opt{s}ci{s}venv{s}lib{s}python3.12{s}site-packages{s}temporalio{s}worker{s}_activity.py"
     debian = f"{s}usr{s}lib{s}python3{s}dist-packages{s}aiohttp{s}client.py"
-    trace = f'File \\"{_ROOT}{s}tests{s}workflows{s}etcd_fakes.py\\", line 105; File \\"{venv}\\"; File \\"{debian}\\"'
+    trace = f'File \\"{_ROOT}{s}tests{s}support{s}etcd_fakes.py\\", line 105; File \\"{venv}\\"; File \\"{debian}\\"'
     neutral = machine_neutral(trace)
     assert neutral == ('File \\"tests/support/etcd_fakes.py\\", line 105; '
                        'File \\"site-packages/temporalio/worker/_activity.py\\"; File \\"dist-packages/aiohttp/client.py\\"')

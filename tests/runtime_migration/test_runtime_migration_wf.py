@@ -1,7 +1,7 @@
 """RuntimeMigrationWorkflow's decisions on a time-skipping server: every activity is replaced by a
 small in-memory world (one GlusterFS node ``g1`` with two peers, its host as a dict of units,
 packages and files, its Node object) registered under the same activity names. The runs against
-clustersim are in tests/e2e/test_runtime_migration_*.py.
+clustersim are in the other tests/runtime_migration/test_runtime_migration_*.py.
 
 Covered here: the parent mirrors the child's gates (approve on the parent reaches the node); a
 reboot whose activity is lost is confirmed by the new boot_id without a second reboot; a lost

@@ -1,4 +1,4 @@
-"""Small procedures built on the kit, for the kit's own tests (tests/workflows/test_kit_*.py).
+"""Small procedures built on the kit, for the kit's own tests (tests/kit/test_kit_*.py).
 
 Each exercises one building block through the real operator surface of
 :class:`workflows.kit.procedure.ProcedureWorkflow`, on the time-skipping server, with fake

@@ -25,7 +25,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 SHELL_LANGS = {"", "sh", "bash", "shell", "console"}
 _FENCE = re.compile(r"^(?P<indent>\s*)```(?P<lang>[\w-]*)\s*$")
