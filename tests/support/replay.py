@@ -42,7 +42,7 @@ async def record(handle: WorkflowHandle, name: str) -> None:
 
 def machine_neutral(text: str) -> str:
     """``text`` (a recorded history's JSON) without the recording machine's paths: the checkout's
-    root becomes relative (``tests/workflows/...``) and an installed package's folder starts at
+    root becomes relative (``tests/support/...``) and an installed package's folder starts at
     ``site-packages/``. Only failures' stack traces carry such paths, and replay reads none of
     them."""
     return _SITE.sub(r"\1/", text.replace(f"{_ROOT}/", ""))
