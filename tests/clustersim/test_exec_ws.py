@@ -17,7 +17,7 @@ import pytest
 from clustersim.agents.objects import make_node
 from clustersim.execsim import ExecRequest, ExecResult
 from clustersim.sim import ClusterSim
-from tests.clustersim.conftest import kubectl_binary
+from tests.support.smallcluster import kubectl_binary
 
 KUBECTL = kubectl_binary()  # next to the interpreter, else on PATH
 

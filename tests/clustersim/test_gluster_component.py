@@ -15,7 +15,7 @@ import pytest
 from clustersim.agents.objects import make_node
 from clustersim.gluster import GlusterComponent
 from clustersim.sim import ClusterSim
-from tests.clustersim.conftest import kubectl_binary
+from tests.support.smallcluster import kubectl_binary
 from tests.clustersim.test_gluster_format import P10, P11, P12, REG, join_wrapped, seed_status_block
 
 KUBECTL = kubectl_binary()  # next to the interpreter, else on PATH

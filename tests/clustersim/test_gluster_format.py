@@ -1,6 +1,6 @@
 """The gluster CLI formats, table-tested against procedures-spec §2.3-§2.6 and seed 002.
 
-The seed's output lines are kept in ``tests/fixtures/field_reports/r3-seed-002/`` (see the
+The seed's output lines are kept in ``tests/support/fixtures/field_reports/r3-seed-002/`` (see the
 README there). Seed 002 shows ``gluster volume status`` as pasted into a blog: indented by four spaces, lines
 padded with terminal spaces, and the first brick-name chunk 44 characters wide. glusterfs prints
 43-character chunks (``CLI_VOL_STATUS_BRICK_LEN``); the spec says the simulator keeps 43, so the
@@ -34,7 +34,7 @@ from clustersim.gluster.textfmt import (
 )
 
 #: Seed 002's ``gluster volume status`` output, verbatim (blog indentation and padding included).
-SEED_STATUS = Path(__file__).resolve().parents[1] / "fixtures" / "field_reports" / "r3-seed-002" / "gluster-volume-status.txt"
+SEED_STATUS = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "field_reports" / "r3-seed-002" / "gluster-volume-status.txt"
 REG = "glusterfs-registry-volume"
 P11 = "/var/lib/heketi/mounts/vg_61bc5a26248cc6ea9fb7ffaae4edbe93/brick_128dfeb5436dad25702e689d3d6f4b8a/brick"
 P12 = "/var/lib/heketi/mounts/vg_5ecf67ed85f71cf28090d7db1acc6433/brick_d364694c7034276c22e264eb2576413b/brick"

@@ -19,7 +19,7 @@ from activities.host.factory import ExecutorFactory
 from clustersim.hosts import HostEvent, HostsComponent
 from clustersim.hosts.sshd import command_argv
 from clustersim.sim import ClusterSim
-from tests.clustersim.conftest import make_node
+from tests.support.smallcluster import make_node
 from tests.clustersim.test_hosts_interp import SECTION
 
 SCALE = 0.05  # reboot 20 s -> 1 s real; node monitor grace 10 s -> 0.5 s real

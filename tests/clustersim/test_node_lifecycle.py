@@ -11,7 +11,7 @@ from typing import Any
 from clustersim.agents.nodelifecycle import LEASE, LEASE_NAMESPACE
 from clustersim.scenario import DaemonSetSpec, Scenario, TolerationSpec, load_scenario
 from clustersim.sim import ClusterSim
-from tests.clustersim.conftest import kubectl_binary
+from tests.support.smallcluster import kubectl_binary
 
 KUBECTL = kubectl_binary()  # next to the interpreter, else on PATH
 NODE = "okd-worker-01"

@@ -18,7 +18,7 @@ import pytest
 from clustersim.openshift.kinds import CLUSTERNETWORK, CRONJOB, DC, RC, STS
 from clustersim.scenario import Scenario
 from clustersim.sim import ClusterSim
-from tests.clustersim.conftest import kubectl_binary
+from tests.support.smallcluster import kubectl_binary
 
 RENDERED = "rendered-worker-" + "0" * 32
 SCALE = 0.05  # real seconds per simulated second

@@ -8,7 +8,7 @@ from typing import Any
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
-from promserver import set_node_ready
+from tests.support.promserver import set_node_ready
 
 from clustersim.sim import ClusterSim
 

@@ -51,7 +51,7 @@ from clustersim.snapshots.objects import field_changes, pod_groups
 from clustersim.snapshots.state import diff_state
 from clustersim.snapshots.targets import by_target, object_target, targets
 from clustersim.snapshots.world import HostCapture, World
-from tests.clustersim.conftest import run_kubectl
+from tests.support.smallcluster import run_kubectl
 
 SCALE = 0.05
 

@@ -16,7 +16,7 @@ from clustersim.agents.logic import ANN_DESIRED_CONFIG, ANN_STATE
 from clustersim.printers import human_duration, pod_status_cells
 from clustersim.scenario import load_scenario
 from clustersim.sim import ClusterSim
-from tests.clustersim.conftest import kubectl_binary
+from tests.support.smallcluster import kubectl_binary
 
 KUBECTL = kubectl_binary()  # next to the interpreter, else on PATH
 MCP = "machineconfigpools.machineconfiguration.openshift.io"

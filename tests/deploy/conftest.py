@@ -1,6 +1,6 @@
 """Deployment tests: the compose file, the image's lock, the Kubernetes manifests, RBAC proven by
 recording, graceful shutdown and the metrics/health endpoints (dev server + clustersim + worker
-subprocesses, as in tests/e2e)."""
+subprocesses, as in the procedures' end-to-end tests)."""
 
 from __future__ import annotations
 

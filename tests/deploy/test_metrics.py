@@ -25,7 +25,7 @@ from temporalio.worker import Worker
 
 from clustersim.scenario import generate_scenario
 from lockkeeper.devserver import free_port
-from tests.e2e.harness import drive, start_rollout
+from tests.support.harness import drive, start_rollout
 from workers.metrics import prometheus_runtime
 from workflows.kit import metrics as lk_metrics
 from workflows.machineconfig.models import PROCEDURE_MACHINECONFIG_ROLLOUT

@@ -6,7 +6,7 @@ disruption policies, MachineConfigNodes) and an R2 drain blocked by the
 router-default PodDisruptionBudget (blocked-drain report: budgets, Pending pods, their events,
 the DrainBlocked event) that is then aborted (rollback: uncordon, desiredConfig back). Clustersim
 records every request it served; the test asserts that the ClusterRole in deploy/ allows each
-one and that every verb it grants was used. The skip/retry/degraded paths of tests/e2e use the
+one and that every verb it grants was used. The skip/retry/degraded paths of tests/machineconfig use the
 same calls (read/patch nodes, uncordon) and add no verb.
 """
 
@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from tests.deploy.conftest import DEPLOY
-from tests.deploy.rbac import Access, Grant, grants, role_allows, rule_allows, unused_grants
-from tests.e2e.harness import drive, start_rollout, status
+from tests.support.rbac import Access, Grant, grants, role_allows, rule_allows, unused_grants
+from tests.support.harness import drive, start_rollout, status
 from workflows.kit.models import ControlInput, NodePhase
 
 pytestmark = pytest.mark.e2e

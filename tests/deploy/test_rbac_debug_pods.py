@@ -20,7 +20,7 @@ import yaml
 from activities.host.debug_pod import DebugPodExecutor
 from activities.kube.gateway import ExecOutput
 from tests.deploy.conftest import DEPLOY, kustomize_build
-from tests.deploy.rbac import Access, role_allows, unused_grants
+from tests.support.rbac import Access, role_allows, unused_grants
 
 COMPONENT = DEPLOY / "k8s" / "components" / "debug-pods"
 NAMESPACE = "lockkeeper-debug"

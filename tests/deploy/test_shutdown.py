@@ -17,7 +17,7 @@ import time
 import pytest
 
 from clustersim.scenario import generate_scenario
-from tests.e2e.harness import ClusterObserver, drive, start_rollout, status
+from tests.support.harness import ClusterObserver, drive, start_rollout, status
 
 pytestmark = pytest.mark.e2e
 

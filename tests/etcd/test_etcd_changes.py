@@ -4,7 +4,7 @@ from two readings of the cluster: pure, no etcd needed."""
 from __future__ import annotations
 
 from activities.etcd.models import ClusterStatus, EndpointState, MemberInfo, SnapshotInfo
-from tests.workflows.etcd_fakes import etcd_members
+from tests.support.etcd_fakes import etcd_members
 from workflows.etcd.changes import backup_left_changed, restore_left_changed
 
 MEMBERS = etcd_members(3)

@@ -12,7 +12,7 @@ started with every gate approved as a person would, then at the step:
 - ``kill-then-abort``: SIGKILL the worker while the command is held, start a new one, let the
   command go, abort.
 
-Judged as tests/faultmatrix.py judges (:func:`judge`): completed; or restored (nothing changed);
+Judged as tests/support/faultmatrix.py judges (:func:`judge`): completed; or restored (nothing changed);
 or the outcome's ``left_changed`` targets equal the world's diff targets.
 
 The restore (force-new-cluster from m1, after m2 and m3 died; plan: stop-members, force-new-cluster,
@@ -48,14 +48,14 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from etcd_world import EtcdStep, HostTrap, Shims, TrappedEtcd, World, diff
+from tests.support.etcd_world import EtcdStep, HostTrap, Shims, TrappedEtcd, World, diff
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 
 from activities.etcd.models import EtcdctlTimeouts
 from lockkeeper.procs import WorkerProcess
 from tests.conftest import terminate_running
-from tests.faultmatrix import Case, Mismatch, NotJudged, abort, approve_waiting, matrix_params, read_status
-from tests.faultmatrix import _until as until  # the harness's poll loop, shared
+from tests.support.faultmatrix import Case, Mismatch, NotJudged, abort, approve_waiting, matrix_params, read_status
+from tests.support.faultmatrix import _until as until  # the harness's poll loop, shared
 from workflows.etcd.models import EtcdBackupInput, EtcdBackupResult, EtcdRestoreInput, EtcdRestoreResult
 from workflows.kit.models import FINAL_PHASES, ChangedItem, GateState, ProcedurePhase
 
@@ -67,7 +67,7 @@ STALL = 10.0
 
 @dataclass
 class EtcdCase:
-    """What one case did and ended with (see tests/faultmatrix.py's ``CaseResult``)."""
+    """What one case did and ended with (see tests/support/faultmatrix.py's ``CaseResult``)."""
 
     step: str
     case: Case

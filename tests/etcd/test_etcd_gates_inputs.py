@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 import yaml
-from etcd_local import LocalEtcdCluster
+from tests.support.etcd_local import LocalEtcdCluster
 from temporalio import workflow
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from activities.etcd.models import EtcdctlTimeouts
 from lockkeeper import cli
 from workers.registry import build_host_activities
-from tests.cli_status import person_status
+from tests.support.cli_status import person_status
 from workflows.etcd.backup import EtcdBackupWorkflow, require_etcd_backup
 from workflows.etcd.models import (
     EtcdBackupInput,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from lockkeeper.cli.common import CliError
-from tests.unit.startcapture import capture_starts, start
+from tests.support.startcapture import capture_starts, start
 from workflows.control_plane.models import ControlPlaneUpgradeInput
 from workflows.etcd.models import EtcdBackupInput, EtcdRestoreInput, RestoreStrategy
 from workflows.kit.inputs import ProcedureInput
@@ -30,7 +30,7 @@ FLAT = ("requested_by", "four_eyes", "allowed_approvers", "gate_timeout_seconds"
 
 @pytest.fixture
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The inputs the start commands would start their workflow with (tests/unit/startcapture.py)."""
+    """The inputs the start commands would start their workflow with (tests/support/startcapture.py)."""
     return capture_starts(monkeypatch)
 
 

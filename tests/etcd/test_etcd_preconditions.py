@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import pytest
 import pytest_asyncio
 import yaml
-from etcd_local import LocalEtcdCluster
+from tests.support.etcd_local import LocalEtcdCluster
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities.etcd.models import EtcdctlTimeouts

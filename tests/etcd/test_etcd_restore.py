@@ -11,7 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from etcd_local import LocalEtcdCluster
+from tests.support.etcd_local import LocalEtcdCluster
 
 from activities.etcd.models import EtcdctlTimeouts
 from workflows.etcd.models import (

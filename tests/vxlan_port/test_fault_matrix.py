@@ -1,5 +1,5 @@
 """The fault matrix of the VXLAN port change (R5) on ``r5-vxlan-port``, judged by the simulator's
-own view (tests/faultmatrix.py, issue 39): at each mutating step an abort while its first request
+own view (tests/support/faultmatrix.py, issue 39): at each mutating step an abort while its first request
 is held, a refusal of that request, and the worker SIGKILLed while it is held (then an abort).
 
 Mutating steps, in the order the procedure takes them (workflows/vxlan_port/workflow.py):
@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from clustersim import traps
-from tests.faultmatrix import Case, Step, World, judge, matrix_params, run_case
+from tests.support.faultmatrix import Case, Step, World, judge, matrix_params, run_case
 from tests.vxlan_port.test_e2e_run import CUSTOM, NEW, ready_sim, start, vxlan_input
 
 pytestmark = pytest.mark.e2e

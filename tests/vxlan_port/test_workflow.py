@@ -19,9 +19,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from beats import all_within, heartbeat_timeouts, start_to_close
-from kit_fakes import KitFake
-from replay import record
+from tests.support.beats import all_within, heartbeat_timeouts, start_to_close
+from tests.support.kit_fakes import KitFake
+from tests.support.replay import record
 from temporalio import activity
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.worker import Worker

@@ -1,0 +1,66 @@
+"""The fault matrix of the standalone drain (``lockkeeper start drain``), judged by the
+simulator's own view (tests/support/faultmatrix.py, issue 39): at each mutating step an abort while its
+first request is held, a refusal of that request, and the worker SIGKILLed while it is held (then
+an abort).
+
+Mutating steps, in the order the procedure takes them (workflows/drain/workflow.py):
+
+- ``cordon``: the node's PATCH that sets ``spec.unschedulable`` and ``lockkeeper.io/cordoned-by``;
+- ``evict``: the first eviction of one of its pods (``POST pods/eviction``).
+
+The drain keeps no records and has no point of no return: an abort uncordons the node when this
+run cordoned it, so every case must end with the node as it was. An evicted pod is not put back
+(its ReplicaSet starts a replacement elsewhere): documented, the pods of the drained node's
+owners are ignored in the diff.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from clustersim import traps
+from clustersim.scenario import generate_scenario
+from tests.support.faultmatrix import Case, Step, World, judge, matrix_params, run_case
+from workflows.drain.models import NodeDrainInput, NodeDrainResult
+
+pytestmark = pytest.mark.e2e
+
+NODE = "worker-0000"
+#: The evicted pods' replacements (an eviction is not undone; the workload owns its pods).
+DOCUMENTED: list[str] = []
+
+STEPS = {
+    "cordon": Step("cordon", traps.api("patch", "nodes", name=NODE)),
+    "evict": Step("evict", traps.api("create", "pods", subresource="eviction")),
+}
+
+
+def scenario() -> Any:
+    return generate_scenario(nodes=2, pods=4, pools={"worker": 2}, name="drain-fm", pod_start_seconds=1,
+                             namespaces=1, pods_per_deployment=2)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("step", "case"), matrix_params(STEPS))
+async def test_drain_fault_matrix(step: str, case: Case, sim_factory: Any, worker_for: Any, temporal_client: Any,
+                                  task_queue: str) -> None:
+    sim = await sim_factory(scenario(), time_scale=0.05)
+    worker = await worker_for(sim)
+    world = World(sim=sim, client=temporal_client, worker=worker)
+
+    async def begin() -> Any:
+        return await temporal_client.start_workflow(
+            "NodeDrainWorkflow",
+            NodeDrainInput(node=NODE, approvals={"requested_by": "fault-matrix"}, uncordon_after=True,
+                           drain={"backoff_initial_seconds": 1, "wait_seconds": 5}),
+            id=f"drain-fm-{uuid.uuid4().hex[:8]}", task_queue=task_queue, result_type=NodeDrainResult,
+        )
+
+    cr = await run_case(world, begin, STEPS[step], case, ignore=DOCUMENTED)
+    print("\n".join([f"{step}/{case}: {cr.outcome} {(cr.result or {}).get('message') or cr.failure or ''}", *cr.log]))
+    judge(cr)
+    node = sim.store.get("nodes", NODE)
+    assert not node["spec"].get("unschedulable"), f"{step}/{case}: the node stays cordoned: {cr.log}"

@@ -1,0 +1,60 @@
+"""The fault matrix of the node-selector migration (R3e, ``r3-okd310-upgrade``), judged by the
+simulator's own view (tests/support/faultmatrix.py, issue 39): at each mutating step an abort while its
+first request is held, a refusal of that request, and the worker SIGKILLed while it is held (then
+an abort).
+
+Mutating steps, in the order the procedure takes them (workflows/node_selectors/workflow.py):
+
+- ``selector``: the first workload's nodeSelector patch (DeploymentConfig ``default/docker-registry``);
+- ``labels``: the first node's label removal (a Node PATCH), after every workload moved.
+
+The migration records each patch before it writes it and has no point of no return: an abort
+anywhere puts back what the records hold (labels, then selectors) and reads it back, so every
+case must end restored (the diff empty) or, where a request was refused, completed or restored.
+Documented: the record ConfigMap (kept for the revert window) and the DeploymentConfigs'
+ReplicationControllers and pods, which a selector change rolls out (a restored selector rolls
+them out once more, as a new deployment).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from clustersim import traps
+from tests.node_selectors.test_upgrade_node_selectors_e2e import add_new_labels, migration_input, start
+from tests.support.faultmatrix import Case, Step, World, judge, matrix_params, run_case
+
+pytestmark = pytest.mark.e2e
+
+SCALE = 0.02
+#: The record ConfigMap, and each DeploymentConfig's deployments: a selector change rolls the
+#: DeploymentConfig out (a new ReplicationController ``NAME-N`` takes the pods), and so does the
+#: restored selector; the DeploymentConfig itself must read back as it was.
+DOCUMENTED = ["ConfigMap/*/lockkeeper-record-*", "ReplicationController/default/docker-registry-*",
+              "ReplicationController/default/router-*", "pods/default/ReplicationController/*"]
+
+STEPS = {
+    "selector": Step("selector", traps.api("patch", "deploymentconfigs", namespace="default", name="docker-registry")),
+    "labels": Step("labels", traps.api("patch", "nodes", name_regex=r"^node0[1-4]\.example\.com$")),
+}
+
+
+@pytest.mark.timeout(420)
+@pytest.mark.parametrize(("step", "case"), matrix_params(STEPS))
+async def test_node_selectors_fault_matrix(step: str, case: Case, sim_factory: Any, worker_for: Any, temporal_client: Any,
+                                           task_queue: str) -> None:
+    sim = await sim_factory("r3-okd310-upgrade", time_scale=SCALE)
+    add_new_labels(sim)
+    worker = await worker_for(sim)
+    world = World(sim=sim, client=temporal_client, worker=worker)
+
+    async def begin() -> Any:
+        return await start(temporal_client, migration_input(revert_window_seconds=0), task_queue)  # ends when done
+
+    cr = await run_case(world, begin, STEPS[step], case, ignore=DOCUMENTED)
+    print("\n".join([f"{step}/{case}: {cr.outcome} {(cr.result or {}).get('message') or cr.failure or ''}", *cr.log]))
+    judge(cr)
+    if case != Case.FAIL or cr.outcome != "completed":
+        assert cr.diff is not None and cr.diff.empty, f"{step}/{case}: not restored: {cr.log}"
