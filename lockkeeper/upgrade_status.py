@@ -2,7 +2,7 @@
 rollout's ``status`` query answer (:class:`workflows.machineconfig.models.RolloutStatus`).
 
 Pure functions, no Temporal calls; computed by the CLI, so the workflow's query answer (and its
-2 MB payload limit, tests/unit/test_payload_sizes.py) does not grow. Layout and words follow
+2 MB payload limit, tests/machineconfig/test_payload_sizes.py) does not grow. Layout and words follow
 ``oc adm upgrade status`` (openshift/oc ``pkg/cli/admin/upgrade/status``, GA in 4.20): per pool
 ``ASSESSMENT | COMPLETION | STATUS``, per node ``NAME | ASSESSMENT | PHASE | VERSION | EST |
 MESSAGE``, and health insights (level, impact, reference, resources, message).

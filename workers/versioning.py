@@ -14,7 +14,7 @@ started on it replay the new code), and ``workflow.deprecate_patch`` once no suc
 
 Every lockkeeper workflow is PINNED: the worker's ``default_versioning_behavior``
 (:func:`deployment_config`), and no workflow class declares a behaviour of its own
-(tests/unit/test_versioning_rules.py keeps it so; one rule in one place, and a new procedure is pinned
+(tests/worker/test_versioning_rules.py keeps it so; one rule in one place, and a new procedure is pinned
 without anyone remembering to say so). Why for each kind:
 
 - a procedure's run carries state (gates, records, the node window) whose shape and meaning are

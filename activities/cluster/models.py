@@ -74,7 +74,7 @@ class JsonWithoutNulls(BaseModel):
     For the per-node models a rollout carries by the thousand (:class:`NodeInfo` here, and the
     kit's NodeStatus and NodeResult): Temporal refuses a payload above 2 MB (TMPRL1103, and the
     server's ``limit.blobSize.error``), and a 5,000-node status spent a third of its bytes on
-    ``null`` (tests/unit/test_payload_sizes.py). Readers of the JSON use ``.get``."""
+    ``null`` (tests/machineconfig/test_payload_sizes.py). Readers of the JSON use ``.get``."""
 
     @model_serializer(mode="wrap")
     def _json_without_nulls(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Pure planning functions every node procedure shares: decide, never do.
 
 Deterministic and side-effect free, so a workflow calls them directly and unit tests table-test
-them (tests/unit/test_planning.py). The rules follow the machine-config-controller
+them (tests/machineconfig/test_planning.py). The rules follow the machine-config-controller
 (``pkg/controller/node/node_controller.go``: ``getAllCandidateMachines``,
 ``getUnavailableMachines``, ``getMaxUnavailable``) and apimachinery
 ``intstr.GetScaledValueFromIntOrPercent``. Procedure-specific planning (which nodes need the

@@ -1,6 +1,6 @@
 """Pure planning of the MachineConfig rollout: which nodes of which pools, in which order.
 
-Deterministic and side-effect free (tests/unit/test_planning.py). The generic parts (maxUnavailable,
+Deterministic and side-effect free (tests/machineconfig/test_planning.py). The generic parts (maxUnavailable,
 node order, unavailable nodes, gates, batches) are the kit's (:mod:`workflows.kit.plan`); what is
 MachineConfig-specific is "at target" (currentConfig == desiredConfig == the rendered config, state
 Done) and the pool order (master first, as the machine-config-controller's pools are independent

@@ -16,7 +16,7 @@
   start that is now not running, and any Pending pod whose scheduling failed on a node selector,
   ``0/N nodes are available: N node(s) didn't match node selector.``).
 
-Deterministic and side-effect free; table-tested in tests/unit/test_upgrade_node_selectors.py.
+Deterministic and side-effect free; table-tested in tests/node_selectors/test_upgrade_node_selectors.py.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@
 - **Failures** (:func:`batch_failed_too_much`): the play stops after a batch when
   ``failed / batch_size * 100 > max_fail_percentage`` (o-a ``upgrade_nodes.yml``; Ansible #32255).
 
-Deterministic and side-effect free: workflows call these directly; tests/unit/test_upgrade_plan.py
+Deterministic and side-effect free: workflows call these directly; tests/node_upgrade/test_upgrade_plan.py
 table-tests them.
 """
 
