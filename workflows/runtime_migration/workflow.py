@@ -69,7 +69,8 @@ with workflow.unsafe.imports_passed_through():
         RuntimeMigrationResult,
         RuntimeMigrationStatus,
     )
-    from workflows.runtime_migration.node import BEFORE_DESTRUCTIVE, REPEATABLE, RuntimeMigrationNodeWorkflow
+    from workflows.kit.steprow import REPEATABLE
+    from workflows.runtime_migration.node import BEFORE_DESTRUCTIVE, RuntimeMigrationNodeWorkflow
     from workflows.runtime_migration.nodecontrol import NodeControl, retry_refusal
     from workflows.runtime_migration.postcheck import post_check, summary
     from workflows.shared.glusterfs import calls as gluster_calls
