@@ -4,6 +4,8 @@ for tests/workflows/test_kit_steprow.py. No pytest import: the workflow sandbox 
 Each of the input's ``host_steps`` runs once on the worker (:meth:`StepRow.external`); a step the
 row already has in ``done`` (the input's ``done``) is not run again. ``health_polls``: before the
 steps, a health wait ``ready`` that passes on that poll (0: no wait; its timeout is ``wait_seconds``).
+``reboot_from``: before the steps, a reboot (``systemctl reboot``) from that boot ID, the new one
+in the result's ``boot_id``.
 """
 
 from __future__ import annotations
@@ -41,12 +43,14 @@ class StepRowProbeInput(BaseModel):
     health_polls: int = 0
     wait_seconds: float = 30.0
     gate_timeout_seconds: float | None = None
+    reboot_from: str | None = None
 
 
 class StepRowProbeResult(ProcedureResult):
     row: Row
     stopped: str | None = None
     aborted: bool = False
+    boot_id: str | None = None
 
 
 @workflow.defn
@@ -77,6 +81,10 @@ class StepRowProbeWorkflow(ProcedureWorkflow):
         board: dict[str, HealthStatus] = {}
         stopped: dict[str, Any] = {}
         try:
+            if input.reboot_from is not None:
+                stopped["boot_id"] = await steps.reboot("reboot", ["systemctl", "reboot"], before=input.reboot_from, timeout_seconds=60,
+                                                        poll_seconds=1, board=board)
+                steps.done("reboot")
             if input.health_polls:
                 await steps.wait_ok("ready", "the probe ready", self._ready, input.wait_seconds, board)
                 steps.done("ready")
@@ -85,11 +93,12 @@ class StepRowProbeWorkflow(ProcedureWorkflow):
                     await steps.external(s.name, s.argv, timeout_seconds=s.timeout_seconds, env={})
                     steps.done(s.name)
         except StepStopped as err:
-            stopped = {"stopped": f"{err.step}: {err.reason}", "aborted": err.aborted}
-        self.control.base_phase = ProcedurePhase.FAILED if stopped else ProcedurePhase.DONE
+            stopped.update(stopped=f"{err.step}: {err.reason}", aborted=err.aborted)
+        failed = "stopped" in stopped
+        self.control.base_phase = ProcedurePhase.FAILED if failed else ProcedurePhase.DONE
         self.touch()
         await workflow.wait_condition(workflow.all_handlers_finished)
         st = self.kit_status
-        return StepRowProbeResult(procedure="probe", workflow_id=st.workflow_id, outcome="failed" if stopped else "completed",
+        return StepRowProbeResult(procedure="probe", workflow_id=st.workflow_id, outcome="failed" if failed else "completed",
                                   gate_history=list(st.gate_history), started_at=st.started_at, finished_at=workflow.now(),
                                   row=self.row, **stopped)

@@ -1,7 +1,8 @@
 """The kit's StepRow (:mod:`workflows.kit.steprow`) in a small procedure (time-skipping server,
 steprow_probe.py, the kit fakes' scripted ``run_node_command``): a run-once step whose failure
 asks before it runs again, a lost outcome answered with mark-done or rerun, a step the row has
-done is not repeated, a health wait whose timeout asks a person."""
+done is not repeated, a health wait whose timeout asks a person, a reboot confirmed by a new
+boot ID."""
 
 from __future__ import annotations
 
@@ -108,3 +109,11 @@ async def test_a_health_wait_that_times_out_asks_and_waits_again_when_approved(t
     result = await run_probe(time_skipping_env, wf_task_queue, fake, inp, approve)
     assert result.outcome == "completed" and result.row.done_steps == ["ready"]
     assert [r.gate_id for r in result.gate_history if r.action == "approved"] == ["n1/health/ready"]
+
+
+async def test_a_reboot_step_is_confirmed_by_a_new_boot_id(time_skipping_env, wf_task_queue):
+    fake = KitFake()
+    fake.boot_ids = ["b1", "b1", None, "b2"]  # before the command, then still up, then down, then booted again
+    result = await run_probe(time_skipping_env, wf_task_queue, fake, StepRowProbeInput(reboot_from="b1"))
+    assert result.outcome == "completed" and result.boot_id == "b2" and result.row.done_steps == ["reboot"]
+    assert ran(fake).count("systemctl") == 1  # the reboot command runs once

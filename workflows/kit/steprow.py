@@ -15,7 +15,9 @@ step's mechanisms on the kit's components, recording each in the row:
   person (gate ``<prefix>/health/<step>``: approve waits again, reject stops);
 - :meth:`~StepRow.external`: a command on the worker run at most once per decision, whose
   failure (gate ``<prefix>/failed/<step>``) or lost outcome (gate ``<prefix>/unknown/<step>``,
-  choices ``mark-done`` and ``rerun``) asks a person.
+  choices ``mark-done`` and ``rerun``) asks a person;
+- :meth:`~StepRow.reboot`: :func:`workflows.kit.host.reboot` of the host, confirmed by a new
+  boot ID read on the host.
 
 A step that cannot go on raises :class:`StepStopped` (the run reports where it stopped). The
 row is any model with the fields of :class:`StepRowFields`; ``push`` reports it (e.g. the kit's
@@ -34,9 +36,10 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.host.models import CommandResult, HostAccess
+    from workflows.kit.control import Aborted, RevertRequested
     from workflows.kit.gates import Gates
     from workflows.kit.health import Backoff, Check, wait_until
-    from workflows.kit.host import HostStep, HostStepFailed, HostSteps
+    from workflows.kit.host import HostStep, HostStepFailed, HostSteps, RebootFailed, reboot
     from workflows.kit.inputs import GatePolicy
     from workflows.kit.models import GateKind, HealthStatus
 
@@ -214,3 +217,25 @@ class StepRow:
                 if not await self.gate("failed", step, f"{' '.join(argv)} {how}: {tail[-400:]}; "
                                        f"approve runs it again (fix the cause first), reject stops"):
                     raise StepStopped(step, f"{argv[0]} {how}: {tail[-200:]}") from err
+
+    async def reboot(self, step: str, argv: list[str], *, before: str, timeout_seconds: float, poll_seconds: float,
+                     board: dict[str, HealthStatus]) -> str:
+        """Reboot the host (node ``prefix``) once with ``argv`` through :func:`workflows.kit.host.reboot`
+        (boot ID read on the host): confirmed by a boot ID other than ``before`` within
+        ``timeout_seconds`` (polled every ``poll_seconds``, shown in ``board``), else its gate
+        ``reboot/<prefix>/<n>`` offers ``wait`` / ``rerun`` / ``mark-done``. Returns the new boot ID
+        ("" when a person marked it done). Raises :class:`StepStopped` (aborted on an abort, a
+        revert or a rejected reboot gate)."""
+        node = self.prefix
+        self.host.boots.setdefault(node, before)
+        self.at(step, f"{' '.join(argv)} (runs once), then a new boot_id")
+        try:
+            done = await reboot(self.host, node, self.access, list(argv), via="host", timeout_seconds=timeout_seconds,
+                                poll_seconds=poll_seconds, board=board,
+                                on_wait=lambda _, deadline: self.at(step, "a new boot_id (the host answering again)", deadline=deadline))
+        except RebootFailed as err:
+            rejected = any(r.gate_id.startswith(f"reboot/{node}/") and r.action == "rejected" for r in self.gates.history)
+            raise StepStopped(step, err.reason, aborted=rejected or self.gates.control.abort) from err
+        except (Aborted, RevertRequested) as err:
+            raise StepStopped(step, "aborted", aborted=True) from err
+        return done.after or ""

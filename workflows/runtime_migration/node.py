@@ -6,7 +6,7 @@ done), records its last command (argv, exit code, output tail) in the node's row
 row to the parent (the kit's ``child_report``). The reboot and the external commands run at
 most once; the row, host commands, gates, health waits and external commands run on the kit's
 :class:`workflows.kit.steprow.StepRow` (over :class:`workflows.kit.host.HostSteps`), the reboot
-on :func:`workflows.kit.host.reboot`. Steps 17-20 (the rejoin): the Node registered again (new
+too (:func:`workflows.kit.host.reboot`, by boot ID). Steps 17-20 (the rejoin): the Node registered again (new
 uid, Ready, the target runtime, the recorded labels), the GlusterFS pod Ready on it, its bricks
 online and heal clean on every volume (falling entries are progress, a stall opens a gate,
 split-brain stops the node). Gates are this workflow's own and decided here
@@ -36,11 +36,11 @@ with workflow.unsafe.imports_passed_through():
         SaveRecordResult,
     )
     from workflows.kit import calls as acts
-    from workflows.kit.control import Aborted, Control, RevertRequested
+    from workflows.kit.control import Control
     from workflows.kit.drain import DrainGateState
     from workflows.kit.gates import Gates
     from workflows.kit.health import Backoff, Check
-    from workflows.kit.host import HostSteps, RebootFailed, reboot
+    from workflows.kit.host import HostSteps
     from workflows.kit.models import GateKind, GateRecord, GateState, HealthStatus, NodeControlInput, failure_message
     from workflows.kit.noderun import GatedNodeRunWorkflow, NodeRun, StopKind, Stopped
     from workflows.kit.report import ChildReport, Reporter
@@ -151,25 +151,6 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow):
     def row(self) -> NodeMigrationStatus:
         """The node's row as it is now."""
         return self.st
-
-    async def _reboot(self, old_boot_id: str, argv: list[str], board: dict[str, HealthStatus]) -> str:
-        """Reboot once through the kit (:func:`workflows.kit.host.reboot`, boot ID read on the
-        host): confirmed by a boot ID other than ``old_boot_id`` within ``reboot_timeout``, else
-        its gate ``reboot/<node>/<n>`` offers ``wait`` / ``rerun`` / ``mark-done``. Returns the
-        new boot_id ("" when marked done by a person). Raises :class:`StepStopped`."""
-        t = self.inp.run.timing
-        self.host.boots.setdefault(self.node, old_boot_id)
-        self.steps.at("reboot", f"{' '.join(argv)} (runs once), then a new boot_id")
-        try:
-            done = await reboot(self.host, self.node, self.access, list(argv), via="host", timeout_seconds=t.reboot_timeout,
-                                poll_seconds=t.reboot_poll, board=board,
-                                on_wait=lambda _, deadline: self.steps.at("reboot", "a new boot_id (the host answering again)", deadline=deadline))
-        except RebootFailed as err:
-            rejected = any(r.gate_id.startswith(f"reboot/{self.node}/") and r.action == "rejected" for r in self.gates.history)
-            raise StepStopped("reboot", err.reason, aborted=rejected or self.gates.control.abort) from err
-        except (Aborted, RevertRequested) as err:
-            raise StepStopped("reboot", "aborted", aborted=True) from err
-        return done.after or ""
 
     # --- steps -------------------------------------------------------------------------------------
 
@@ -388,7 +369,9 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow):
             await self._wipe()
         self.steps.safe()
         if self.steps.todo("reboot"):
-            self.st.new_boot_id = await self._reboot(self.record.boot_id, ["systemctl", "reboot"], self.health)
+            self.st.new_boot_id = await self.steps.reboot("reboot", ["systemctl", "reboot"], before=self.record.boot_id,
+                                                          timeout_seconds=run.timing.reboot_timeout, poll_seconds=run.timing.reboot_poll,
+                                                          board=self.health)
             self.steps.done("reboot")
         if self.steps.todo("post-reboot-checks"):
             await self._post_reboot()
