@@ -408,7 +408,7 @@ async def test_no_master_starts_outside_a_maintenance_window(time_skipping_env: 
     first master starts once the window opens."""
     from datetime import timedelta
 
-    from test_kit_windows_wf import window_around
+    from tests.kit.test_kit_windows_wf import window_around
 
     env, world = time_skipping_env, Masters()
     spec, opens, _ = window_around(await env.get_current_time() + timedelta(hours=2), 30)

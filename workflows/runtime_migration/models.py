@@ -14,10 +14,11 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from activities.cluster.models import DrainReport
 from activities.gluster.models import GlusterTarget
-from activities.host.models import CommandResult, HostAccess
+from activities.host.models import HostAccess
 from workflows.kit.inputs import DrainPolicy, MaintenanceWindows, NodeOrder, ProcedureInput
 from workflows.kit.models import Gate, GateRecord, GateState, ProcedureResult, ProcedureStatus
 from workflows.kit.noderun import NodeRunResult
+from workflows.kit.steprow import LastCommand
 
 #: Procedure name (spec name, LockkeeperProcedure, CLI ``start runtime-migration``).
 PROCEDURE_RUNTIME_MIGRATION = "runtime-migration"
@@ -171,23 +172,6 @@ STEPS = [
     "wipe", "reboot", "post-reboot-checks", "approve-delete", "delete-node", "inventory", "node-group", "scale-up",
     "wait-registered", "gluster-pod", "bricks-online", "heal-clean", "inventory-restore", "uncordon",
 ]
-
-
-class LastCommand(BaseModel):
-    """The last host or external command of a node: argv, where, exit code (None: no exit status,
-    e.g. the connection dropped), output tail, when."""
-
-    step: str
-    argv: list[str]
-    where: str = ""
-    exit_code: int | None = None
-    tail: str = ""
-    at: datetime | None = None
-
-    @classmethod
-    def of(cls, step: str, where: str, result: CommandResult, at: datetime) -> LastCommand:
-        text = (result.stdout + ("\n" + result.stderr if result.stderr else "")).strip()
-        return cls(step=step, argv=list(result.argv), where=where, exit_code=result.exit_code, tail=text[-600:], at=at)
 
 
 class NodeRecordView(BaseModel):

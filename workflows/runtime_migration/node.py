@@ -4,9 +4,12 @@
 Every step checks the host before it acts (the command's outcome says whether it is already
 done), records its last command (argv, exit code, output tail) in the node's row, and reports the
 row to the parent (the kit's ``child_report``). The reboot and the external commands run at
-most once; host commands, the reboot and the health waits run on the kit's
-:class:`workflows.kit.host.HostSteps`, :func:`workflows.kit.host.reboot` and
-:func:`workflows.kit.health.wait_until`. Gates are this workflow's own and decided here
+most once; the row, host commands, gates, health waits and external commands run on the kit's
+:class:`workflows.kit.steprow.StepRow` (over :class:`workflows.kit.host.HostSteps`), the reboot
+too (:func:`workflows.kit.host.reboot`, by boot ID). Steps 17-20 (the rejoin): the Node registered again (new
+uid, Ready, the target runtime, the recorded labels), the GlusterFS pod Ready on it, its bricks
+online and heal clean on every volume (falling entries are progress, a stall opens a gate,
+split-brain stops the node). Gates are this workflow's own and decided here
 (:class:`workflows.kit.noderun.GatedNodeRunWorkflow`): the parent shows them, and ``lockkeeper
 approve/reject/decide <parent> GATE`` answers them on this run.
 
@@ -18,14 +21,12 @@ is wiped (DNS would break after the reboot otherwise, seed 003).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.host.models import CommandResult, HostAccess
+    from activities.cluster.models import NodeInfo, SetNodeLabelsInput
     from activities.runtime_migration.models import (
         DeleteRecordedNodeInput,
         DeleteRecordedNodeResult,
@@ -35,15 +36,15 @@ with workflow.unsafe.imports_passed_through():
         SaveRecordResult,
     )
     from workflows.kit import calls as acts
-    from workflows.kit.control import Aborted, Control, RevertRequested
+    from workflows.kit.control import Control
     from workflows.kit.drain import DrainGateState
     from workflows.kit.gates import Gates
-    from workflows.kit.health import Backoff, Check, wait_until
-    from workflows.kit.host import HostStep, HostStepFailed, HostSteps, RebootFailed, reboot
-    from workflows.kit.inputs import GatePolicy
-    from workflows.kit.models import GateKind, GateRecord, GateState, HealthStatus, NodeControlInput
+    from workflows.kit.health import Backoff, Check
+    from workflows.kit.host import HostSteps
+    from workflows.kit.models import GateKind, GateRecord, GateState, HealthStatus, NodeControlInput, failure_message
     from workflows.kit.noderun import GatedNodeRunWorkflow, NodeRun, StopKind, Stopped
     from workflows.kit.report import ChildReport, Reporter
+    from workflows.kit.steprow import StepRow, StepStopped
     from workflows.runtime_migration import plan
     from workflows.runtime_migration.models import (
         PROCEDURE_RUNTIME_MIGRATION,
@@ -51,27 +52,21 @@ with workflow.unsafe.imports_passed_through():
         NodeMigrationInput,
         NodeMigrationResult,
         NodeMigrationStatus,
-        LastCommand,
         NodeRecordView,
     )
-    from workflows.runtime_migration.rejoin import RejoinSteps, StepStopped
     from workflows.shared.glusterfs.health import GlusterHealth
     from workflows.shared.glusterfs.models import GlusterHealthParams
 
-#: Where the external steps run: the worker itself (the kit's host steps, local backend).
-WORKER = HostAccess()
-#: Idempotent host commands: retried while the host is unreachable, but not forever.
-REPEATABLE = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=30),
-                         maximum_attempts=20)
 READ_NODE_OBJECT = "read_node_object"
 DELETE_RECORDED_NODE = "delete_recorded_node"
 SAVE_NODE_RECORD = "save_node_record"
+SET_NODE_LABELS = "set_node_labels"
 #: The steps before anything irreversible happens on the host: a skip is honoured only there.
 BEFORE_DESTRUCTIVE = ("start", "safety", "approve-migration", "drain", "record")
 
 
 @workflow.defn
-class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
+class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow):
     """Input :class:`NodeMigrationInput`, result :class:`NodeMigrationResult` (see the module doc)."""
 
     choices_needing_comment = frozenset({"mark-done"})  # ``decide GATE mark-done`` says what was checked
@@ -106,6 +101,11 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
         self.access = run.host_access[input.node]
         self.host = HostSteps(self.gates, on_change=self._push, timeouts=timeouts, heartbeat_seconds=run.calls.heartbeat_seconds,
                               gate_timeout_seconds=run.gates.timeout_seconds)
+        #: The row's steps on the kit (:class:`workflows.kit.steprow.StepRow`): host commands,
+        #: gates ``<node>/<kind>/<step>``, health waits, the run-once external steps.
+        self.steps = StepRow(self.st, prefix=input.node, gates=self.gates, host=self.host, access=self.access, push=self._push,
+                             gate_timeout_seconds=run.gates.timeout_seconds, command_timeout_seconds=t.host_command_timeout,
+                             backoff=Backoff(t.poll, t.poll_max))
         #: The GlusterFS package's health gate: the reads, and the heal wait with its stall gate.
         self.gluster = GlusterHealth(
             target=run.gluster.target(), gates=self.gates, control=self.control, board=self.health, progress={}, on_change=self._heal_push,
@@ -152,135 +152,7 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
         """The node's row as it is now."""
         return self.st
 
-    # --- the row, host commands and gates (on the kit's HostSteps and Gates) --------------------
-
-    def _at(self, step: str, waiting_for: str | None = None, phase: str = "running", deadline: datetime | None = None) -> None:
-        """Move the row to ``step`` (``since`` restarts when the step or phase changes), waiting
-        for ``waiting_for`` until ``deadline`` (None: no bound of its own)."""
-        if (self.st.step, self.st.phase) != (step, phase):
-            self.st.since = workflow.now()
-        self.st.step, self.st.phase, self.st.waiting_for = step, phase, waiting_for  # type: ignore[assignment]
-        self.st.deadline = deadline
-        self._push()
-
-    def _done(self, step: str) -> None:
-        if step not in self.st.done_steps:
-            self.st.done_steps.append(step)
-        self._push()
-
-    def _ran(self, step: str, argv: list[str], where: str, result: CommandResult | None) -> None:
-        """Record ``argv`` as the row's last command (``result`` None: it is running)."""
-        self.st.last_command = (LastCommand.of(step, where, result, workflow.now()) if result is not None else
-                                LastCommand(step=step, argv=list(argv), where=where, at=workflow.now(), tail="(running)"))
-        self._push()
-
-    async def _cmd(self, step: str, argv: list[str], *, timeout: float | None = None) -> CommandResult:
-        """Run ``argv`` on the node (the kit's :meth:`HostSteps.command`, retried while the host
-        is unreachable) and record it as the row's last command; the caller judges the exit code.
-        Raises ActivityError when the host stays unreachable."""
-        t = timeout or self.inp.run.timing.host_command_timeout
-        own, self.st.deadline = self.st.deadline, self.st.deadline or workflow.now() + timedelta(seconds=t + 30)
-        self._ran(step, argv, self.access.describe(), None)
-        result = await self.host.command(argv, self.access, timeout_seconds=t, retry=REPEATABLE)
-        self.st.deadline = own
-        self._ran(step, argv, self.access.describe(), result)
-        return result
-
-    async def _gate(self, kind: str, step: str, what: str, choices: tuple[str, ...] = ()) -> bool:
-        """Gate ``<node>/<kind>/<step>`` showing ``what`` (with ``choices`` besides reject)
-        through the kit's ``Gates.step``; True when approved or a choice was made, False on a
-        rejection, a timeout or an abort. Each call is a new question."""
-        gate_id, timeout = f"{self.node}/{kind}/{step}", self.inp.run.gates.timeout_seconds
-        self._at(step, f"approval of gate {gate_id}: {what}", phase="waiting",
-                 deadline=workflow.now() + timedelta(seconds=timeout) if timeout else None)
-        answer = await self.gates.step(gate_id, f"[{kind}] {what}", GatePolicy(timeout_seconds=timeout),
-                                       kind=GateKind.NODE if kind != "destructive" else GateKind.STEP, node=self.node,
-                                       choices=choices, again=True)
-        self._at(step)
-        return answer.passed
-
-    async def _require(self, kind: str, step: str, what: str) -> None:
-        """:meth:`_gate`, raising :class:`StepStopped` unless approved."""
-        if not await self._gate(kind, step, what):
-            raise StepStopped(step, f"gate {self.node}/{kind}/{step} not approved", aborted=self.gates.control.abort)
-
-    async def _external(self, step: str, ext: ExternalStep) -> None:
-        """Run an external step (its argv expanded, :func:`plan.expand_argv`) on the worker at
-        most once per decision (the kit's :meth:`HostSteps.run`, local backend). A command that
-        ran and failed: gate ``<node>/failed/<step>`` with the output tail (approve = run again
-        after fixing the cause, reject = stop). A lost outcome: the unknown-outcome gate
-        ``<node>/unknown/<step>`` with the explicit choices ``mark-done`` (what approve takes; a
-        comment is required) and ``rerun`` (the kit's ``decide``); reject = abort. Raises
-        :class:`StepStopped`."""
-        await self._safe()  # an abort stops the node before a command that cannot be called back
-        argv = self._argv(ext.argv)
-        host_step = HostStep(name=f"{self.node}/{step}", argv=argv, timeout_seconds=ext.timeout_seconds, env=ext.env)
-        while True:
-            self._at(step, f"{' '.join(argv)} (on the worker, runs once)", deadline=workflow.now() + timedelta(seconds=ext.timeout_seconds))
-            self._ran(step, argv, "worker", None)
-            try:
-                self._ran(step, argv, "worker", await self.host.run(host_step, WORKER, unknown_opens_gate=False))
-                return
-            except HostStepFailed as err:
-                if err.status.state == "unknown":
-                    self.st.last_command.tail = f"outcome unknown: {err.status.detail}"  # type: ignore[union-attr]
-                    self._push()
-                    text = (f"{' '.join(argv)}: {err.status.detail}. Outcome unknown: check by hand, "
-                            "then mark-done (say what you checked), rerun, or reject (= abort)")
-                    if not await self._gate("unknown", step, text, choices=("mark-done", "rerun")):
-                        raise StepStopped(step, "aborted at the unknown-outcome gate", aborted=True) from err
-                    if self.gates.gates[f"{self.node}/unknown/{step}"].decision != "rerun":
-                        return
-                    continue
-                if err.result is not None:
-                    self._ran(step, argv, "worker", err.result)
-                # ran and failed (an exit code), or its activity failed for good (no result)
-                tail = self.st.last_command.tail if err.result else err.status.detail  # type: ignore[union-attr]
-                how = f"exited {err.result.exit_code}" if err.result else "failed"
-                if not await self._gate("failed", step, f"{' '.join(argv)} {how}: {tail[-400:]}; "
-                                        f"approve runs it again (fix the cause first), reject stops"):
-                    raise StepStopped(step, f"{argv[0]} {how}: {tail[-200:]}") from err
-
-    async def _reboot(self, old_boot_id: str, argv: list[str], board: dict[str, HealthStatus]) -> str:
-        """Reboot once through the kit (:func:`workflows.kit.host.reboot`, boot ID read on the
-        host): confirmed by a boot ID other than ``old_boot_id`` within ``reboot_timeout``, else
-        its gate ``reboot/<node>/<n>`` offers ``wait`` / ``rerun`` / ``mark-done``. Returns the
-        new boot_id ("" when marked done by a person). Raises :class:`StepStopped`."""
-        t = self.inp.run.timing
-        self.host.boots.setdefault(self.node, old_boot_id)
-        self._at("reboot", f"{' '.join(argv)} (runs once), then a new boot_id")
-        try:
-            done = await reboot(self.host, self.node, self.access, list(argv), via="host", timeout_seconds=t.reboot_timeout,
-                                poll_seconds=t.reboot_poll, board=board,
-                                on_wait=lambda _, deadline: self._at("reboot", "a new boot_id (the host answering again)", deadline=deadline))
-        except RebootFailed as err:
-            rejected = any(r.gate_id.startswith(f"reboot/{self.node}/") and r.action == "rejected" for r in self.gates.history)
-            raise StepStopped("reboot", err.reason, aborted=rejected or self.gates.control.abort) from err
-        except (Aborted, RevertRequested) as err:
-            raise StepStopped("reboot", "aborted", aborted=True) from err
-        return done.after or ""
-
-    async def _wait_ok(self, step: str, what: str, check: Callable[[], Awaitable[Check]], timeout: float,
-                       board: dict[str, HealthStatus], *, initial: float | None = None) -> None:
-        """The kit's health wait for ``check`` up to ``timeout`` s; on timeout gate ``health``
-        (approve = wait again, reject = stop). Raises :class:`StepStopped`."""
-        t = self.inp.run.timing
-        while True:
-            deadline = workflow.now() + timedelta(seconds=timeout)
-            self._at(step, what, deadline=deadline)
-            hs = await wait_until(check, name=f"{self.node}/{step}", backoff=Backoff(initial or t.poll, t.poll_max),
-                                  deadline=deadline, board=board, stop=lambda: self.gates.control.abort, on_poll=lambda _: self._push())
-            if hs.state == "ok":
-                return
-            if hs.state == "stopped":
-                raise StepStopped(step, "aborted", aborted=True)
-            await self._require("health", step, f"{what}: not reached within {timeout:.0f}s ({hs.last}); approve waits again, reject stops")
-
     # --- steps -------------------------------------------------------------------------------------
-
-    async def _safe(self) -> None:
-        if self.control.abort:
-            raise StepStopped(self.st.step or "start", self.control.abort_reason or "aborted", aborted=True)
 
     async def _node_object(self) -> NodeObject:
         return await acts.call(READ_NODE_OBJECT, NodeObjectInput(node=self.node), NodeObject, timeouts=self.node_run.timeouts)
@@ -297,23 +169,23 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
             self.st.findings = reasons
             return Check(not reasons, "; ".join(reasons) or "safe")
 
-        await self._wait_ok("safety", "every replica set keeps all but at most one brick", check, run.timing.bricks_timeout, self.health)
+        await self.steps.wait_ok("safety", "every replica set keeps all but at most one brick", check, run.timing.bricks_timeout, self.health)
         self.st.findings = []
 
     async def _record(self) -> None:
         """Step 4: the full Node, the bootstrap config, boot_id and packages."""
-        self._at("record", "the Node object, bootstrap config, boot_id and packages")
+        self.steps.at("record", "the Node object, bootstrap config, boot_id and packages")
         if not self.record.uid:
             obj = await self._node_object()
             if not obj.exists:
                 raise StepStopped("record", f"node {self.node} has no Node object to record")
             self.record.uid, self.record.labels, self.record.runtime, self.record.node_object = obj.uid, obj.labels, obj.runtime, obj.raw
             self.record.addresses = obj.addresses
-        grep = await self._cmd("record", plan.BOOTSTRAP_GREP)
+        grep = await self.steps.cmd("record", plan.BOOTSTRAP_GREP)
         self.record.bootstrap_config = plan.bootstrap_group(grep.stdout)
-        bid = await self._cmd("record", plan.BOOT_ID)
+        bid = await self.steps.cmd("record", plan.BOOT_ID)
         self.record.boot_id = bid.stdout.strip()
-        pk = await self._cmd("record", plan.RPM_QA)
+        pk = await self.steps.cmd("record", plan.RPM_QA)
         self.record.packages = plan.parse_rpm_qa(pk.stdout)
         if not self.record.boot_id or not self.record.packages:
             raise StepStopped("record", f"could not read boot_id/packages: {bid.summary()} / {pk.summary()}")
@@ -322,128 +194,128 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
         """Steps 5 and 7: stop and disable ``units``, checked first and verified after."""
 
         async def left() -> list[str]:
-            act = await self._cmd(step, ["systemctl", "is-active", *units])
-            ena = await self._cmd(step, ["systemctl", "is-enabled", *units])
+            act = await self.steps.cmd(step, ["systemctl", "is-active", *units])
+            ena = await self.steps.cmd(step, ["systemctl", "is-enabled", *units])
             return plan.units_down(act.stdout, ena.stdout, units)
 
-        self._at(step, f"stop and disable {', '.join(units)}")
+        self.steps.at(step, f"stop and disable {', '.join(units)}")
         if not await left():
-            self._done(step)
+            self.steps.done(step)
             return
         for u in units:
-            r = await self._cmd(step, ["systemctl", "stop", u])
+            r = await self.steps.cmd(step, ["systemctl", "stop", u])
             if r.exit_code not in (0, 5):  # 5: unit not loaded (missing units are fine)
                 raise StepStopped(step, f"systemctl stop {u}: {r.summary()}")
-            r = await self._cmd(step, ["systemctl", "disable", u])
+            r = await self.steps.cmd(step, ["systemctl", "disable", u])
             if r.exit_code not in (0, 1) or (r.exit_code == 1 and "No such file" not in r.stderr):
                 raise StepStopped(step, f"systemctl disable {u}: {r.summary()}")
         rest = await left()
         if rest:
             raise StepStopped(step, f"still active or enabled after stop/disable: {', '.join(rest)}")
-        self._done(step)
+        self.steps.done(step)
 
     async def _resolv_conf(self) -> None:
         """Step 6: keep DNS once dnsmasq goes: the upstream resolv.conf over /etc/resolv.conf.
         Stops when the upstream file is gone and resolv.conf still points at dnsmasq."""
-        self._at("resolv-conf", f"cp -f {plan.UPSTREAM_RESOLV} /etc/resolv.conf")
+        self.steps.at("resolv-conf", f"cp -f {plan.UPSTREAM_RESOLV} /etc/resolv.conf")
 
         async def problem() -> str | None:
-            cur = await self._cmd("resolv-conf", ["cat", "/etc/resolv.conf"])
+            cur = await self.steps.cmd("resolv-conf", ["cat", "/etc/resolv.conf"])
             return plan.resolv_conf_problem(cur.stdout, self.record.addresses)
 
         why = await problem()
         if why is None:
-            self._done("resolv-conf")
+            self.steps.done("resolv-conf")
             return
-        up = await self._cmd("resolv-conf", ["test", "-e", plan.UPSTREAM_RESOLV])
+        up = await self.steps.cmd("resolv-conf", ["test", "-e", plan.UPSTREAM_RESOLV])
         if up.exit_code != 0:
             raise StepStopped("resolv-conf", f"{why}, and {plan.UPSTREAM_RESOLV} is gone: removing dnsmasq now would break DNS; "
                                              "restore /etc/resolv.conf with the upstream nameservers by hand")
-        r = await self._cmd("resolv-conf", ["cp", "-f", plan.UPSTREAM_RESOLV, "/etc/resolv.conf"])
+        r = await self.steps.cmd("resolv-conf", ["cp", "-f", plan.UPSTREAM_RESOLV, "/etc/resolv.conf"])
         if not r.ok:
             raise StepStopped("resolv-conf", f"cp failed: {r.summary()}")
         why = await problem()
         if why is not None:
             raise StepStopped("resolv-conf", f"after the copy: {why}")
-        self._done("resolv-conf")
+        self.steps.done("resolv-conf")
 
     async def _remove_packages(self) -> None:
         """Step 8: ``yum -y remove``; check: ``rpm -q`` says not installed for every one."""
         pkgs = self.inp.run.packages_to_remove
-        self._at("remove-packages", f"yum -y remove {' '.join(pkgs)}")
-        left = plan.packages_installed((await self._cmd("remove-packages", ["rpm", "-q", *pkgs])).stdout, pkgs)
+        self.steps.at("remove-packages", f"yum -y remove {' '.join(pkgs)}")
+        left = plan.packages_installed((await self.steps.cmd("remove-packages", ["rpm", "-q", *pkgs])).stdout, pkgs)
         if left:
             asked = left
-            r = await self._cmd("remove-packages", ["yum", "-y", "remove", *left], timeout=max(600.0, self.inp.run.timing.host_command_timeout))
-            left = plan.packages_installed((await self._cmd("remove-packages", ["rpm", "-q", *pkgs])).stdout, pkgs)
+            r = await self.steps.cmd("remove-packages", ["yum", "-y", "remove", *left], timeout=max(600.0, self.inp.run.timing.host_command_timeout))
+            left = plan.packages_installed((await self.steps.cmd("remove-packages", ["rpm", "-q", *pkgs])).stdout, pkgs)
             self.st.removed = [p for p in pkgs if p in set(self.st.removed) | (set(asked) - set(left))]
             if left:
                 raise StepStopped("remove-packages", f"still installed: {', '.join(left)} ({r.summary()})")
-        self._done("remove-packages")
+        self.steps.done("remove-packages")
 
     async def _wipe(self) -> None:
         """Step 9: rm -rf of the paths and the directories' contents, without a shell glob."""
         run = self.inp.run
-        self._at("wipe", "remove " + ", ".join(run.wipe_paths + [d + "/ (contents)" for d in run.wipe_dir_contents]))
+        self.steps.at("wipe", "remove " + ", ".join(run.wipe_paths + [d + "/ (contents)" for d in run.wipe_dir_contents]))
 
         async def wiped() -> bool:
             for p in run.wipe_paths:
-                if (await self._cmd("wipe", ["test", "-e", p])).exit_code == 0:
+                if (await self.steps.cmd("wipe", ["test", "-e", p])).exit_code == 0:
                     return False
             for d in run.wipe_dir_contents:
-                r = await self._cmd("wipe", ["find", d, "-mindepth", "1", "-maxdepth", "1"])
+                r = await self.steps.cmd("wipe", ["find", d, "-mindepth", "1", "-maxdepth", "1"])
                 if r.ok and r.stdout.strip():
                     return False
             return True
 
         if not await wiped():
             for argv in plan.wipe_commands(run.wipe_paths, run.wipe_dir_contents):
-                r = await self._cmd("wipe", argv)
+                r = await self.steps.cmd("wipe", argv)
                 if not r.ok:
                     raise StepStopped("wipe", r.summary())
             if not await wiped():
                 raise StepStopped("wipe", "paths still present after the wipe")
-        self._done("wipe")
+        self.steps.done("wipe")
 
     async def _post_reboot(self) -> None:
         """Step 11: DNS names resolve, no runtime installed or active, no runtime socket; a
         failure opens a gate (approve checks again, reject stops)."""
         run = self.inp.run
         while True:
-            self._at("post-reboot-checks", "DNS resolves, runtimes gone")
+            self.steps.at("post-reboot-checks", "DNS resolves, runtimes gone")
             problems: list[str] = []
             for name in run.dns_probe_names:
-                if (await self._cmd("post-reboot-checks", ["getent", "hosts", name])).exit_code != 0:
+                if (await self.steps.cmd("post-reboot-checks", ["getent", "hosts", name])).exit_code != 0:
                     problems.append(f"{name} does not resolve")
-            inst = plan.packages_installed((await self._cmd("post-reboot-checks", ["rpm", "-q", *plan.RUNTIME_PACKAGES])).stdout, plan.RUNTIME_PACKAGES)
+            inst = plan.packages_installed((await self.steps.cmd("post-reboot-checks", ["rpm", "-q", *plan.RUNTIME_PACKAGES])).stdout, plan.RUNTIME_PACKAGES)
             problems += [f"{p} still installed" for p in inst]
-            act = await self._cmd("post-reboot-checks", ["systemctl", "is-active", *plan.RUNTIME_UNITS])
+            act = await self.steps.cmd("post-reboot-checks", ["systemctl", "is-active", *plan.RUNTIME_UNITS])
             problems += [f"{u} active" for u, a in zip(plan.RUNTIME_UNITS, act.stdout.split(), strict=False) if a == "active"]
             for sock in plan.RUNTIME_SOCKETS:
-                if (await self._cmd("post-reboot-checks", ["test", "-S", sock])).exit_code == 0:
+                if (await self.steps.cmd("post-reboot-checks", ["test", "-S", sock])).exit_code == 0:
                     problems.append(f"socket {sock} present")
             if not problems:
-                self._done("post-reboot-checks")
+                self.steps.done("post-reboot-checks")
                 return
             self.st.findings = problems
-            await self._require("health", "post-reboot-checks", "; ".join(problems) + ": fix by hand, approve checks again, reject stops")
+            await self.steps.require("health", "post-reboot-checks", "; ".join(problems) + ": fix by hand, approve checks again, reject stops")
 
     async def _inventory(self, step: str, ext: ExternalStep | None, text: str) -> None:
         """Steps 14 and 21: the configured command (once) or a human_action gate with the exact change."""
         if ext is not None:
             await self._external(step, ext)
         else:
-            await self._require("human", step, text)
-        self._done(step)
+            await self.steps.require("human", step, text)
+        self.steps.done(step)
 
-    def _argv(self, argv: list[str]) -> list[str]:
-        return plan.expand_argv(argv, self.node, self.record.bootstrap_config)
+    async def _external(self, step: str, ext: ExternalStep) -> None:
+        """An external step, its argv expanded for this node (:func:`plan.expand_argv`), run at
+        most once per decision on the worker (:meth:`StepRow.external`, its failed and
+        unknown-outcome gates). Raises :class:`StepStopped`."""
+        argv = plan.expand_argv(ext.argv, self.node, self.record.bootstrap_config)
+        await self.steps.external(step, argv, timeout_seconds=ext.timeout_seconds, env=ext.env)
 
     # --- the run -----------------------------------------------------------------------------------
-
-    def _todo(self, step: str) -> bool:
-        """False for a step a previous attempt finished (retry-node resumes after it)."""
-        return step not in self.st.done_steps
 
     async def _save_record(self, state: str) -> None:
         """Write the node's record and ``state`` to the record ConfigMap (recoverable without
@@ -460,14 +332,14 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
         run, node = self.inp.run, self.node
         if not self.destructive:  # a retry after the destructive steps began: the node's own bricks are down, by design
             await self._safety()
-            self._done("safety")
-        await self._safe()
-        if self._todo("approve-migration"):
-            await self._require("destructive", "approve-migration", f"migrate {node} to {run.target_runtime}: drain, stop the runtime, "
-                            "remove packages, wipe /etc/origin, reboot, delete the Node, scale-up")
-            self._done("approve-migration")
-        if self._todo("drain"):
-            self._at("drain", "cordon and drain (--ignore-daemonsets --delete-local-data)")
+            self.steps.done("safety")
+        self.steps.safe()
+        if self.steps.todo("approve-migration"):
+            await self.steps.require("destructive", "approve-migration", f"migrate {node} to {run.target_runtime}: drain, stop the runtime, "
+                            "remove packages, wipe /etc/origin, reboot, delete the Node, scale-up", gate_kind=GateKind.STEP)
+            self.steps.done("approve-migration")
+        if self.steps.todo("drain"):
+            self.steps.at("drain", "cordon and drain (--ignore-daemonsets --delete-local-data)")
             d = run.drain
             try:
                 await self.node_run.cordon_and_drain(wait_seconds=d.wait_seconds, backoff_initial=d.backoff_initial_seconds,
@@ -475,60 +347,156 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
             except Stopped as err:
                 raise StepStopped("drain", f"drain stopped ({self.node_run.stop} by {self.node_run.stop_by})",
                                   aborted=self.node_run.stop in ("abort", "skip")) from err
-            self._done("drain")
-        await self._safe()
-        if self._todo("record"):
+            self.steps.done("drain")
+        self.steps.safe()
+        if self.steps.todo("record"):
             await self._record()
             await self._save_record(f"recorded before the destructive steps (attempt {self.st.attempt})")
-            self._done("record")
-        await self._safe()
+            self.steps.done("record")
+        self.steps.safe()
         self.destructive = True  # from here on a skip is refused: the host is being changed
         # A retry never repeats a finished host step: after the scale-up they would undo it
         # (stop the new runtime, remove docker, wipe the new /etc/origin).
-        if self._todo("stop-services"):
+        if self.steps.todo("stop-services"):
             await self._units_off("stop-services", run.runtime_services)
-        if self._todo("resolv-conf"):
+        if self.steps.todo("resolv-conf"):
             await self._resolv_conf()
-        if self._todo("dnsmasq"):
+        if self.steps.todo("dnsmasq"):
             await self._units_off("dnsmasq", ["dnsmasq"])
-        if self._todo("remove-packages"):
+        if self.steps.todo("remove-packages"):
             await self._remove_packages()
-        if self._todo("wipe"):
+        if self.steps.todo("wipe"):
             await self._wipe()
-        await self._safe()
-        if self._todo("reboot"):
-            self.st.new_boot_id = await self._reboot(self.record.boot_id, ["systemctl", "reboot"], self.health)
-            self._done("reboot")
-        if self._todo("post-reboot-checks"):
+        self.steps.safe()
+        if self.steps.todo("reboot"):
+            self.st.new_boot_id = await self.steps.reboot("reboot", ["systemctl", "reboot"], before=self.record.boot_id,
+                                                          timeout_seconds=run.timing.reboot_timeout, poll_seconds=run.timing.reboot_poll,
+                                                          board=self.health)
+            self.steps.done("reboot")
+        if self.steps.todo("post-reboot-checks"):
             await self._post_reboot()
-        await self._safe()
-        if self._todo("delete-node"):
-            await self._require("destructive", "approve-delete", f"delete node {node} (uid {self.record.uid}) from the API; it registers "
-                            "again only through the scale-up")
-            self._at("delete-node", f"DELETE node {node} uid {self.record.uid}")
+        self.steps.safe()
+        if self.steps.todo("delete-node"):
+            await self.steps.require("destructive", "approve-delete", f"delete node {node} (uid {self.record.uid}) from the API; it registers "
+                            "again only through the scale-up", gate_kind=GateKind.STEP)
+            self.steps.at("delete-node", f"DELETE node {node} uid {self.record.uid}")
             res: DeleteRecordedNodeResult = await acts.call(DELETE_RECORDED_NODE, DeleteRecordedNodeInput(node=node, uid=self.record.uid),
                                                             DeleteRecordedNodeResult, timeouts=self.node_run.timeouts)
             self.st.node_deleted = True
             self.st.reason = res.detail
-            self._done("delete-node")
+            self.steps.done("delete-node")
         group = self.record.bootstrap_config
-        if self._todo("inventory"):
+        if self.steps.todo("inventory"):
             await self._inventory("inventory", run.inventory_step, plan.inventory_change(node, group))
-        if run.node_group_step is not None and self._todo("node-group"):
+        if run.node_group_step is not None and self.steps.todo("node-group"):
             await self._external("node-group", run.node_group_step)
-            self._done("node-group")
-        if self._todo("scale-up"):
+            self.steps.done("node-group")
+        if self.steps.todo("scale-up"):
             await self._external("scale-up", run.scaleup_step)
-            self._done("scale-up")
+            self.steps.done("scale-up")
         obj = await self._registered()
-        self._done("wait-registered")
+        self.steps.done("wait-registered")
         await self._gluster_back()
-        if self._todo("inventory-restore"):
+        if self.steps.todo("inventory-restore"):
             await self._inventory("inventory-restore", run.inventory_restore_step, plan.inventory_restore(node, group))
-        self._at("uncordon")
+        self.steps.at("uncordon")
         if obj.unschedulable:
             self.st.findings.append(f"node {node} came back unschedulable: uncordon it by hand (`oc adm uncordon {node}`)")
-        self._done("uncordon")
+        self.steps.done("uncordon")
+
+    # --- rejoin (steps 17-20) --------------------------------------------------------------------
+
+    async def _registered(self) -> NodeObject:
+        """Step 17: the Node again, new uid, Ready, docker:// runtime; labels checked (a missing
+        GlusterFS label opens a gate: the GlusterFS pod would never schedule)."""
+        run = self.inp.run
+        seen: dict[str, NodeObject] = {}
+
+        async def check() -> Check:
+            obj = await self._node_object()
+            seen["obj"] = obj
+            if not obj.exists:
+                return Check(False, "Node not registered yet")
+            if obj.uid == self.record.uid:
+                return Check(False, f"Node still has the old uid {obj.uid}")
+            self.st.node_deleted, self.st.new_uid = False, obj.uid
+            if not obj.ready:
+                return Check(False, f"Node {obj.uid} not Ready")
+            if not obj.runtime.startswith(f"{run.target_runtime}://"):
+                return Check(False, f"runtime {obj.runtime or 'unknown'}, expected {run.target_runtime}://")
+            return Check(True, f"uid {obj.uid}, Ready, {obj.runtime}")
+
+        await self.steps.wait_ok("wait-registered", "the Node registered again (new uid, Ready, docker://)", check, run.timing.register_timeout, self.health)
+        expected = plan.expected_labels(self.record.labels, run.expected_labels)
+        key, value = run.gluster.label_pair()
+        expected.setdefault(key, value)
+        while True:
+            obj = await self._node_object()
+            problems = plan.label_problems(obj.labels, expected)
+            missing = {k: v for k, v in expected.items() if obj.labels.get(k) != v}
+            self.st.findings = problems
+            if not missing:
+                return obj
+            gluster_missing = key in missing
+            why = (f"without {key}={value} the GlusterFS pod never schedules on {self.node}" if gluster_missing
+                   else "workloads that select them (e.g. Prometheus) cannot come back to this node")
+            text = (f"{'; '.join(problems)} (recorded before the migration): {why}. Approve sets "
+                    f"{', '.join(f'{k}={v}' for k, v in sorted(missing.items()))} on the Node; reject "
+                    + ("stops" if gluster_missing else "goes on without them"))
+            if await self.steps.gate("human", "labels", text):
+                await acts.call(SET_NODE_LABELS, SetNodeLabelsInput(node=self.node, labels=dict(missing)), NodeInfo,
+                                timeouts=self.node_run.timeouts)
+                continue
+            if gluster_missing:
+                raise StepStopped("wait-registered", f"label {key}={value} missing and not restored")
+            return obj
+
+    async def _gluster_back(self) -> None:
+        """Steps 18-20: the GlusterFS pod Ready on the node, its bricks online, heal clean on
+        every volume (falling entries are progress; a stall opens a gate; split-brain stops)."""
+        t = self.inp.run.timing
+
+        async def pod() -> Check:
+            try:  # the GlusterFS package's read lists the pods of every cluster (run in another node's pod)
+                got = [p for p in (await self.gluster.read(None, heal=False, exclude_node=self.node)).pods if p.node == self.node]
+            except ActivityError as err:
+                return Check(False, f"GlusterFS could not be read: {failure_message(err)}")
+            ok = [p for p in got if p.healthy]
+            return Check(bool(ok), ok[0].name + " Ready" if ok else ", ".join(f"{p.name} {p.phase}" for p in got) or "no GlusterFS pod yet")
+
+        await self.steps.wait_ok("gluster-pod", "the GlusterFS pod Running and Ready on the node", pod, t.gluster_pod_timeout, self.health)
+        self.steps.done("gluster-pod")
+
+        async def bricks() -> Check:
+            try:
+                a = await self.gluster.read(None, heal=False)
+            except ActivityError as err:
+                return Check(False, f"GlusterFS could not be read: {failure_message(err)}")
+            mine = [b for v in a.volumes for b in v.bricks if b.node == self.node]
+            down = [f"{b.volume}: {b.name}" for b in mine if not b.online]
+            problems = down + [f"peer {p} disconnected" for p in a.disconnected_peers]
+            if not mine:
+                problems.append(f"no brick maps to {self.node}")
+            return Check(not problems, "; ".join(problems) or f"{len(mine)} bricks online")
+
+        await self.steps.wait_ok("bricks-online", "every brick of the node online, all peers connected", bricks, t.bricks_timeout, self.health)
+        self.steps.done("bricks-online")
+        await self._heal()
+        self.steps.done("heal-clean")
+
+    async def _heal(self) -> None:
+        """Step 20 on the GlusterFS package's health gate: every brick online and heal info clean
+        on every volume; entries that stop falling for ``heal_stall`` (or the ``heal_timeout``)
+        open its gate ``gluster-health/<node>/heal-clean/<n>`` (approve waits again, reject stops);
+        a split-brain stops the node (a person resolves it)."""
+        self.steps.at("heal-clean", "heal info clean on every volume (entries falling)")
+        res = await self.gluster.gate(f"{self.node}/heal-clean", policy=self.inp.run.gates)
+        if res.outcome == "stopped":
+            raise StepStopped("heal-clean", "aborted", aborted=True)
+        if res.outcome == "split-brain":
+            raise StepStopped("heal-clean", f"split-brain: {res.detail} (resolve by hand)", aborted=True)
+        if res.outcome != "healthy":
+            raise StepStopped("heal-clean", f"GlusterFS {res.outcome}: {res.detail}")
 
     async def _uncordon_untouched(self) -> str:
         """Undo a skip or an abort honoured before the destructive steps (issue 39: it ends in a
@@ -546,7 +514,7 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
         outcome, reason = "done", None
         try:
             await self._migrate()
-            self._at("finished", phase="done")
+            self.steps.at("finished", phase="done")
         except StepStopped as err:
             req = self.skip_by if not self.destructive else None
             outcome = "skipped" if req is not None else "aborted" if err.aborted else "failed"
@@ -561,7 +529,7 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow, RejoinSteps):
             if req is not None and self.st.record_configmap:
                 await self._save_record(reason)
             self.st.reason = reason
-            self._at(err.step, None, phase=outcome)
+            self.steps.at(err.step, None, phase=outcome)
         await self.reporter.settle()
         await self.node_run.settle()
         rec = self.record.model_copy()
