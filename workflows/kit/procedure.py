@@ -740,11 +740,16 @@ class NodeProcedureWorkflow(ProcedureWorkflow):
             return s
         if hasattr(s, "in_flight"):
             s.in_flight = self.batches.in_flight()
-        if not s.waiting_for:
-            found = self.board.deciding(s.workflow_id) or self.board.in_flight_summary(self.batches.in_flight(), s.updated_at)
-            if found:
-                s.waiting_for, s.since, s.deadline = found
+        if not s.waiting_for and (found := self.kit_node_waiting(s)) is not None:
+            s.waiting_for, s.since, s.deadline = found
         return s
+
+    def kit_node_waiting(self, s: ProcedureStatus) -> tuple[str, datetime | None, datetime | None] | None:
+        """Hook: ``(what, since, until)`` the node window waits for when nothing else does.
+        Default: the blocked drain waiting for a decision, else the in-flight node closest to
+        its deadline; None when no node is in flight."""
+        assert self.batches is not None and self.board is not None
+        return self.board.deciding(s.workflow_id) or self.board.in_flight_summary(self.batches.in_flight(), s.updated_at)
 
     def on_abort(self, identity: str) -> None:
         if self.batches is not None:

@@ -194,6 +194,11 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
             st.waiting_for, st.since, st.deadline = f"node {cur.node}: {cur.step} ({cur.waiting_for})", cur.since, cur.deadline
         return st
 
+    def kit_node_waiting(self, s: ProcedureStatus) -> None:
+        """None: :meth:`procedure_status` says what the node being migrated waits for from its
+        row (its step, and a blocked drain's decide command), which the kit's summary lacks."""
+        return None
+
     # --- node control (see the module doc) -----------------------------------------------------
 
     def _row(self, input: NodeControlInput | HoldInput) -> NodeMigrationStatus:
