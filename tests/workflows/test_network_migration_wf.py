@@ -454,3 +454,31 @@ async def test_a_revert_ends_a_pause_and_rolls_back_at_once(time_skipping_env: A
         result = await h.result()
     assert result.outcome == "reverted", result.message
     assert c.migration is None and c.config_type == "OpenShiftSDN" and c.switch_when_settled == [] and not any(c.paused.values())
+
+
+async def test_revert_full_of_a_running_run_is_its_revert_where_that_is_accepted(time_skipping_env: Any) -> None:
+    """``lockkeeper revert ID --full`` on a running migration past the switch (at its cleanup
+    gate): the plain revert is accepted there, so ``--full`` sends it (no abort, no new run) and
+    the run rolls back in place and ends ``reverted``."""
+    from lockkeeper.cli.revert_full import revert_full
+    from workers.settings import load_settings
+
+    env = time_skipping_env
+    c = Cluster()
+    settings = load_settings(TEMPORAL_ADDRESS=env.client.service_client.config.target_host)
+    tq = f"nm-{uuid.uuid4().hex[:8]}"
+    async with Worker(env.client, task_queue=tq, workflows=[NetworkMigrationWorkflow, FakeRollout, LeaseWorkflow], activities=c.activities()):
+        h = await env.client.start_workflow(NetworkMigrationWorkflow.run, inp("m"), id=f"nm-{uuid.uuid4().hex[:8]}", task_queue=tq)
+        for _ in range(200):
+            st = await h.query(NetworkMigrationWorkflow.status, result_type=NetworkMigrationStatus)
+            if any(g.id == "cleanup" and g.state == GateState.WAITING for g in st.gates):
+                break
+            for g in st.gates:
+                if g.state == GateState.WAITING and g.id == "delete-broken-pods":
+                    await h.execute_update("approve", ApproveInput(gate_id=g.id, identity="op", comment="ok"))
+            await env.sleep(5)
+        assert c.config_type == "OVNKubernetes"
+        assert await revert_full(settings, h.id, "op", "table", "test over") == 0
+        result = await h.result()
+    assert result.outcome == "reverted" and result.workflow_id == h.id, result.message
+    assert c.config_type == c.status_type == "OpenShiftSDN" and c.migration is None and not any(c.paused.values())
