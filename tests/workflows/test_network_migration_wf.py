@@ -357,6 +357,7 @@ async def test_abort_after_the_switch_names_what_stays_changed_and_the_rollback(
     assert "record migration-field" in network_type.what and "record network-type" in network_type.what, network_type
     assert not targets & {"Network cluster", "Network.operator.openshift.io cluster"}, targets
     cmds = result.next_commands
+    assert cmds[0] == f"lockkeeper revert {result.workflow_id} --full", cmds
     assert any('"networkType":"OpenShiftSDN"' in cmd for cmd in cmds) and sum("shutdown -r" in cmd for cmd in cmds) == 5, cmds
     # `revert --full` is the documented rollback in a new run, never the kit's record restore
     # (writing spec.networkType back without reboots would leave every node on the wrong network).

@@ -113,7 +113,8 @@ class PoolProgress(BaseModel):
 
 class NetworkMigrationStatus(ProcedureStatus):
     """``step`` (preflight, migration-field, wait-pools, takeover, guard, pause-pools, switch,
-    wait-multus, reboots, unpause, verify, cleanup, revert, done), ``pools`` progress,
+    wait-multus, reboots, unpause, verify, cleanup, revert, done; a full revert's run:
+    cluster-lease, rollback-gate, revert, wait-multus, reboots, unpause, read-back, done), ``pools`` progress,
     ``guard_behind`` (what the guard found behind, when it refused), ``reboots`` per node,
     ``baseline`` pool -> rendered config before the migration field, ``takeovers`` child IDs,
     ``reverting`` after a revert was requested."""

@@ -356,15 +356,19 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         return items
 
     def kit_next_commands(self, left: list[ChangedItem]) -> list[str]:
-        """Past the switch: the documented rollback to the old type, step by step (OpenShift 4.14
-        "Rolling back to the OpenShift SDN network plugin": pause the pools, set the migration
-        field and the type back, reboot every node, unpause, remove the migration field)."""
+        """Past the switch: ``lockkeeper revert ID --full`` (that rollback in a new run; not for a
+        rollback run itself), then the documented rollback to the old type by hand, step by step
+        (OpenShift 4.14 "Rolling back to the OpenShift SDN network plugin": pause the pools, set
+        the migration field and the type back, reboot every node, unpause, remove the migration
+        field)."""
         if not self._st.switched:
             return super().kit_next_commands(left)
         old = self._from_type or "OpenShiftSDN"
         pools = list(self._st.baseline) or ["master", "worker"]
         nodes = [n for batch in self._st.plan for n in batch]
+        full = [] if self._in.rollback_of else [f"lockkeeper revert {workflow.info().workflow_id} --full"]
         return [
+            *full,
             *[f"oc patch mcp {p} --type=merge -p '{{\"spec\":{{\"paused\":true}}}}'" for p in pools],
             f"oc patch Network.operator.openshift.io cluster --type=merge -p '{{\"spec\":{{\"migration\":{{\"networkType\":\"{old}\"}}}}}}'",
             f"oc patch Network.config.openshift.io cluster --type=merge -p '{{\"spec\":{{\"networkType\":\"{old}\"}}}}'",
