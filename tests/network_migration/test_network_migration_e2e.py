@@ -405,3 +405,59 @@ async def test_ssh_reboots_without_a_way_in_are_refused_before_any_write(sim_fac
     assert len(result.problems) == 8 and all("qsu-" in p for p in result.problems), result.problems
     assert not [e for e in sim.requests.entries() if e.verb in MUTATING]
     assert sim.store.get(NET_CFG, "cluster")["spec"]["networkType"] == "OpenShiftSDN"
+
+
+#: What stays changed after a migration and its rollback (README note 16): the rendered
+#: MachineConfigs the machine-config-controller leaves behind, unused (as the fault matrix
+#: documents them); the sdn DaemonSet the cluster network operator deleted at the switch and
+#: created again for the rollback; the annotation on multus's pod template that restarted multus
+#: for the type.
+ROLLBACK_DOCUMENTED = ["MachineConfig/rendered-*", "MachineConfig/99-*-ovn", "DaemonSet/openshift-sdn/sdn",
+                       "DaemonSet/openshift-multus/multus#/spec/template/metadata/annotations/clustersim.lockkeeper.io~1network-type"]
+
+
+@pytest.mark.timeout(900)
+async def test_revert_full_of_a_run_aborted_past_the_switch_rolls_back_and_reads_back(
+        dev_server: Any, sim_factory: Any, worker_for: Any, temporal_client: Any, task_queue: str) -> None:
+    """Issue 39: aborted at its cleanup gate (past the switch), the migration leaves the cluster
+    on OVN-Kubernetes; ``lockkeeper revert ID --full`` starts the documented rollback as a new
+    run (gate ``rollback``), which ends ``reverted, restored and read back``. The simulator's diff
+    against a snapshot taken before the first run is then empty but for what the procedure
+    documents (:data:`ROLLBACK_DOCUMENTED`, README note 16): the rendered MachineConfigs the
+    controller leaves behind, unused, and the network operator's own work on the way back: the
+    ``sdn`` DaemonSet it deleted at the switch created again (a new object), and the multus pod
+    template's network-type annotation it sets to restart multus on a type change."""
+    from clustersim import snapshots
+    from tests.vxlan_port.test_e2e_cli import lk, wf_id_of
+    from workflows.kit.models import ControlInput
+
+    sim = await sim_factory("r1-sdn-to-ovn", time_scale=SCALE)
+    await worker_for(sim)
+    await snapshots.settle(sim.url, timeout=60)
+    sid = await snapshots.take(sim.url, "before the migration")
+    handle = await start(temporal_client, task_queue, fast(max_unavailable=2))
+
+    async def abort_at_cleanup(st: NetworkMigrationStatus) -> None:
+        if any(g.id == "cleanup" and g.state == GateState.WAITING for g in st.gates) and st.phase != "aborting":
+            await handle.execute_update("abort", ControlInput(identity=APPROVER, reason="e2e: past the switch"))
+
+    aborted = await drive(handle, {"delete-broken-pods"}, on_status=abort_at_cleanup)
+    assert aborted.outcome == "aborted" and "past the point of no return" in aborted.message, aborted.message
+    assert sim.store.get(NET_CFG, "cluster")["status"]["networkType"] == "OVNKubernetes"
+
+    code, out, err = await lk(dev_server.address, task_queue, "revert", handle.id, "--identity", "bob")
+    assert code == 2 and f"lockkeeper revert {handle.id} --full" in err, out + err
+    code, out, err = await lk(dev_server.address, task_queue, "revert", handle.id, "--full", "--identity", "bob", "-o", "json")
+    assert code == 0, out + err
+    rollback = temporal_client.get_workflow_handle(wf_id_of(out), result_type=NetworkMigrationResult)
+    result = await drive(rollback, {"rollback"})
+    assert result.outcome == "reverted" and result.message.startswith("reverted, restored and read back"), result.message
+    assert any(r.gate_id == "rollback" for r in result.gate_history)
+    cfg, op = sim.store.get(NET_CFG, "cluster"), sim.store.get(NET_OP, "cluster")
+    assert cfg["spec"]["networkType"] == cfg["status"]["networkType"] == "OpenShiftSDN" and "migration" not in op["spec"]
+    assert all(not p["spec"]["paused"] for p in sim.store.list(MCP))
+    assert {r.node for r in result.reboots if r.state == "done"} == {n["metadata"]["name"] for n in sim.store.list("nodes")}
+
+    await snapshots.settle(sim.url, timeout=60)
+    diff = await snapshots.diff(sim.url, sid, ignore=ROLLBACK_DOCUMENTED)
+    assert diff.empty, "\n".join(diff.lines())

@@ -57,8 +57,13 @@ class Cluster:
     the switch flips status at once; a reboot command changes the node's boot id."""
 
     def __init__(self, *, controller_dead: bool = False, unsettle_after_pause: bool = False, roll_all: bool = False,
-                 unreachable: str | None = None) -> None:
+                 unreachable: str | None = None, rerender_on_removal: bool = False, reboots_hang: bool = False) -> None:
         self.roll_all = roll_all
+        #: ``rerender_on_removal``: removing spec.migration renders each pool's previous config
+        #: again also after the switch (the controller after a rollback), not only before it.
+        self.rerender_on_removal = rerender_on_removal
+        #: ``reboots_hang``: a reboot command leaves the boot id as it is (the node never comes back).
+        self.reboots_hang = reboots_hang
         #: ``unreachable``: every node's reboot access fails its precondition with this detail.
         self.check_preconditions = preflight_activity({"reboot-access": unreachable} if unreachable else None)
         self.config_type = self.status_type = "OpenShiftSDN"
@@ -134,7 +139,7 @@ class Cluster:
             self.migration = None if remove else value["networkType"]
             if self.migration == "OVNKubernetes":
                 self.target = {p: f"rendered-{p}-ovn" for p in POOLS}
-            elif self.migration is None and not self.switch_when_settled:  # removed before the switch: the previous render again
+            elif self.migration is None and (not self.switch_when_settled or self.rerender_on_removal):  # removed before the switch: the previous render again
                 self.target = {p: f"rendered-{p}-old" for p in POOLS}
         elif path == "/spec/networkType":
             self.switch_when_settled.append(pools_settled(self.state()).ok)
@@ -156,7 +161,8 @@ class Cluster:
     async def run_node_command(self, input: RunCommandInput) -> CommandResult:
         node = input.access.node or ""
         self.reboots.append(node)
-        self.boot[node] += 1
+        if not self.reboots_hang:
+            self.boot[node] += 1
         return CommandResult(argv=input.argv, exit_code=0)
 
     @activity.defn(name="delete_namespace")
@@ -351,18 +357,67 @@ async def test_abort_after_the_switch_names_what_stays_changed_and_the_rollback(
     assert "record migration-field" in network_type.what and "record network-type" in network_type.what, network_type
     assert not targets & {"Network cluster", "Network.operator.openshift.io cluster"}, targets
     cmds = result.next_commands
+    assert cmds[0] == f"lockkeeper revert {result.workflow_id} --full", cmds
     assert any('"networkType":"OpenShiftSDN"' in cmd for cmd in cmds) and sum("shutdown -r" in cmd for cmd in cmds) == 5, cmds
-    # `revert --full` must not start the kit's record restore: writing spec.networkType back
-    # without reboots would leave every node on the wrong network.
-    from lockkeeper.cli.common import CliError
-    from lockkeeper.cli.revert_full import revert_full
-    from workers.settings import load_settings
+    # `revert --full` is the documented rollback in a new run, never the kit's record restore
+    # (writing spec.networkType back without reboots would leave every node on the wrong network).
+    from workflows.network_migration.plan import reverse_input
 
     assert result.open_records, "the records stay open (they are what the outcome lists)"
-    settings = load_settings(TEMPORAL_ADDRESS=time_skipping_env.client.service_client.config.target_host)
-    with pytest.raises(CliError) as refused:
-        await revert_full(settings, result.workflow_id, "op", "table", "")
-    assert refused.value.code == 2 and "has no full revert" in str(refused.value) and "next_commands" in str(refused.value)
+    rollback = reverse_input(inp("i"), result.workflow_id, result)
+    assert rollback is not None and rollback.rollback_of == result.workflow_id
+    assert [e.name for e in rollback.rollback_records] == ["network-type"], "the pools were unpaused by the run itself"
+    assert rollback.rollback_baseline == {"master": "rendered-master-old", "worker": "rendered-worker-old"}
+
+
+async def test_full_revert_of_a_run_aborted_past_the_switch_rolls_back_and_reads_back(time_skipping_env: Any) -> None:
+    """Issue 39: ``revert ID --full`` of a migration aborted past the switch is a new run of
+    the documented rollback (gate ``rollback`` first): pools paused, spec.migration to
+    OpenShiftSDN, the type back, every node rebooted, pools unpaused, spec.migration removed,
+    then read back: the type, each pool on its rendered config from before the migration."""
+    from workflows.network_migration.plan import reverse_input
+
+    c = Cluster(rerender_on_removal=True)
+    aborted = await _abort_when(time_skipping_env, c, inp("k"), lambda st: any(g.id == "cleanup" and g.state == GateState.WAITING
+                                                                              for g in st.gates), {"delete-broken-pods"})
+    assert aborted.outcome == "aborted" and c.config_type == "OVNKubernetes" and len(c.reboots) == 5
+    rollback = reverse_input(inp("k"), aborted.workflow_id, aborted)
+    assert rollback is not None
+    c.writes.clear()
+    result, st = await run(time_skipping_env, c, rollback, {"rollback"})
+    assert result.outcome == "reverted" and result.message.startswith("reverted, restored and read back"), result.message
+    assert c.config_type == c.status_type == "OpenShiftSDN" and c.migration is None and not any(c.paused.values())
+    assert c.target == {"master": "rendered-master-old", "worker": "rendered-worker-old"}
+    assert sorted(c.reboots[5:]) == sorted(c.current) and c.reboots[-3:] == ["m1", "m2", "m3"], c.reboots
+    assert c.writes[:3] == ["MachineConfigPool/master/spec/paused=True", "MachineConfigPool/worker/spec/paused=True",
+                            "Network.operator.openshift.io/cluster/spec/migration={'networkType': 'OpenShiftSDN'}"], c.writes
+    assert c.writes[3] == "Network/cluster/spec/networkType=OpenShiftSDN", c.writes
+    assert {r.gate_id for r in st.gate_history} == {"rollback"}
+    # the rollback run has nothing left for another full revert
+    assert reverse_input(rollback, result.workflow_id, result) is None
+
+
+async def test_full_revert_unpauses_the_pools_the_aborted_run_left_paused_and_names_what_differs(time_skipping_env: Any) -> None:
+    """Aborted during its reboots, the run leaves both pools paused (their records open): the
+    full revert does not pause them again but unpauses them through those records. The
+    controller here keeps the migration's render after spec.migration is removed: the read-back
+    waits ``pools_timeout_seconds``, then ends ``stopped``, NOT fully restored, naming each pool."""
+    from workflows.network_migration.plan import reverse_input
+
+    c = Cluster(reboots_hang=True)
+    aborted = await _abort_when(time_skipping_env, c, inp("l"), lambda st: st.step == "reboots" and c.reboots, set())
+    c.reboots_hang = False
+    assert aborted.outcome == "aborted" and all(c.paused.values()), (aborted.message, c.paused)
+    rollback = reverse_input(inp("l", pools_timeout_seconds=120), aborted.workflow_id, aborted)
+    assert rollback is not None
+    assert sorted(e.name for e in rollback.rollback_records) == ["network-type", "pool-paused/master", "pool-paused/worker"]
+    c.writes.clear()
+    result, _ = await run(time_skipping_env, c, rollback, {"rollback"})
+    assert result.outcome == "stopped" and "NOT fully restored" in result.message, result.message
+    assert not any(w.endswith("paused=True") for w in c.writes), c.writes
+    assert not any(c.paused.values()) and c.config_type == "OpenShiftSDN" and c.migration is None
+    assert {i.target for i in result.left_changed} == {"MachineConfigPool master", "MachineConfigPool worker"}, result.left_changed
+    assert all("not rendered-" in i.what for i in result.left_changed), result.left_changed
 
 
 async def test_a_revert_ends_a_pause_and_rolls_back_at_once(time_skipping_env: Any) -> None:
@@ -400,3 +455,31 @@ async def test_a_revert_ends_a_pause_and_rolls_back_at_once(time_skipping_env: A
         result = await h.result()
     assert result.outcome == "reverted", result.message
     assert c.migration is None and c.config_type == "OpenShiftSDN" and c.switch_when_settled == [] and not any(c.paused.values())
+
+
+async def test_revert_full_of_a_running_run_is_its_revert_where_that_is_accepted(time_skipping_env: Any) -> None:
+    """``lockkeeper revert ID --full`` on a running migration past the switch (at its cleanup
+    gate): the plain revert is accepted there, so ``--full`` sends it (no abort, no new run) and
+    the run rolls back in place and ends ``reverted``."""
+    from lockkeeper.cli.revert_full import revert_full
+    from workers.settings import load_settings
+
+    env = time_skipping_env
+    c = Cluster()
+    settings = load_settings(TEMPORAL_ADDRESS=env.client.service_client.config.target_host)
+    tq = f"nm-{uuid.uuid4().hex[:8]}"
+    async with Worker(env.client, task_queue=tq, workflows=[NetworkMigrationWorkflow, FakeRollout, LeaseWorkflow], activities=c.activities()):
+        h = await env.client.start_workflow(NetworkMigrationWorkflow.run, inp("m"), id=f"nm-{uuid.uuid4().hex[:8]}", task_queue=tq)
+        for _ in range(200):
+            st = await h.query(NetworkMigrationWorkflow.status, result_type=NetworkMigrationStatus)
+            if any(g.id == "cleanup" and g.state == GateState.WAITING for g in st.gates):
+                break
+            for g in st.gates:
+                if g.state == GateState.WAITING and g.id == "delete-broken-pods":
+                    await h.execute_update("approve", ApproveInput(gate_id=g.id, identity="op", comment="ok"))
+            await env.sleep(5)
+        assert c.config_type == "OVNKubernetes"
+        assert await revert_full(settings, h.id, "op", "table", "test over") == 0
+        result = await h.result()
+    assert result.outcome == "reverted" and result.workflow_id == h.id, result.message
+    assert c.config_type == c.status_type == "OpenShiftSDN" and c.migration is None and not any(c.paused.values())

@@ -57,6 +57,20 @@ def wf_id_of(out: str) -> str:
     return json.loads(out)["workflow_id"]
 
 
+async def start_past_the_fanout(addr: str, task_queue: str, sim: Any, client: Client, timeout: float) -> Any:
+    """Start the change with ``lockkeeper start`` and approve every gate up to the ClusterNetwork
+    gate (past ``fanout``, the point of no return); its handle."""
+    code, out, err = await lk(addr, task_queue, *args_for(sim))
+    assert code == 0, out + err
+    handle = client.get_workflow_handle(wf_id_of(out), result_type=VxlanPortChangeResult)
+
+    async def at_cn_gate(st: VxlanStatus) -> bool:
+        return any(g.id == "clusternetwork-delete" and g.state == "waiting" for g in st.gates)
+
+    await drive(handle, on_status=at_cn_gate, timeout=timeout)
+    return handle
+
+
 @pytest.mark.timeout(600)
 async def test_dry_run_revert_at_the_gate_refusal_after_e_and_full_revert(
         dev_server: Any, temporal_client: Client, sim_factory: Any, worker_for: Any, task_queue: str) -> None:
@@ -89,14 +103,7 @@ async def test_dry_run_revert_at_the_gate_refusal_after_e_and_full_revert(
     assert {sdn.get_port(n) for n in sdn.nodes} == {OLD}
 
     # A run past the fan-out refuses a plain revert; completed, --full reverses it.
-    code, out, err = await lk(addr, task_queue, *args_for(sim))
-    assert code == 0, out + err
-    handle = temporal_client.get_workflow_handle(wf_id_of(out), result_type=VxlanPortChangeResult)
-
-    async def approve_until_cn_gate(st: VxlanStatus) -> bool:
-        return any(g.id == "clusternetwork-delete" and g.state == "waiting" for g in st.gates)
-
-    await drive(handle, on_status=approve_until_cn_gate, timeout=180)
+    handle = await start_past_the_fanout(addr, task_queue, sim, temporal_client, timeout=180)
     code, out, err = await lk(addr, task_queue, "revert", handle.id, "--identity", "bob")
     assert code != 0 and "--full" in out + err, out + err
     result = await drive(handle, timeout=180)
@@ -116,3 +123,31 @@ async def test_dry_run_revert_at_the_gate_refusal_after_e_and_full_revert(
     assert set(probe["rebuilds"].values()) == {0} and probe["failing_now"] == []
     for m in MASTERS:
         assert "vxlanPort" not in sim.components["hosts"].hosts[m].files["/etc/origin/master/master-config.yaml"]
+
+
+@pytest.mark.timeout(900)
+async def test_revert_full_past_the_fanout_aborts_waits_and_starts_the_reverse_run(
+        dev_server: Any, temporal_client: Client, sim_factory: Any, worker_for: Any, task_queue: str) -> None:
+    """Issue 39: ``revert ID --full`` on a running change past ``fanout`` (a plain revert is
+    refused there only for the point of no return) is one command: it aborts the run (the reason
+    names the full revert), waits for its end saying what it waits for, then starts the reverse
+    run and prints its ID; the reverse run puts every node, the ClusterNetwork and the DaemonSet
+    back."""
+    sim = await ready_sim(sim_factory)
+    await worker_for(sim, env=sim.components["hosts"].client_env())
+    addr, sdn = dev_server.address, sim.components["sdn"]
+    before_ds = json.dumps(ds_fields(ds(sim)))
+    handle = await start_past_the_fanout(addr, task_queue, sim, temporal_client, timeout=240)
+    code, out, err = await lk(addr, task_queue, "revert", handle.id, "--full", "--identity", "bob", "-m", "wrong port", "-o", "json")
+    assert code == 0, out + err
+    assert "past the point of no return" in err and f"waiting for {handle.id} to end before its full revert" in err, err
+    first = await handle.result()
+    assert first.outcome == "aborted" and f"lockkeeper revert {handle.id} --full" in first.message, first.message
+    reverse_id = wf_id_of(out)
+    assert reverse_id != handle.id
+    reverse = temporal_client.get_workflow_handle(reverse_id, result_type=VxlanPortChangeResult)
+    back = await drive(reverse, timeout=300)
+    assert isinstance(back, VxlanPortChangeResult) and back.outcome == "completed", back.message
+    assert (back.old_port, back.new_port) == (NEW, OLD)
+    assert {sdn.get_port(n) for n in sdn.nodes} == {OLD} and sim.store.get(CLUSTERNETWORK, "default")["vxlanPort"] == OLD
+    assert json.dumps(ds_fields(ds(sim))) == before_ds

@@ -48,9 +48,10 @@ class ProcedureSpec:
       command; the CLI adds the common options and ``-f input.yaml`` / ``--set key=value``).
     - ``panels``: ``"module:NAME"`` of a ``(status_view, result_view)`` pair the CLI shows below
       the generic status and result; None: the generic views only.
-    - ``reverse``: ``"module:function"`` taking (the ended run's input, its workflow ID) and
-      returning the input of a run that reverses the whole change (``revert --full`` after the
-      run ended); None: an ended run's records are restored by the kit's reverse run.
+    - ``reverse``: ``"module:function"`` taking (the ended run's input, its workflow ID[, its
+      result, None for a failed or terminated run]) and returning the input of a run that
+      reverses the whole change (``revert --full`` after the run ended), or None when that run
+      left nothing to reverse; None: an ended run's records are restored by the kit's reverse run.
     - ``no_records_revert``: why the kit's reverse run must NOT restore this procedure's records
       after it ended (writing its fields back would not undo the change: a network type needs
       every node rebooted); None: it may. ``revert --full`` then refuses with this reason.

@@ -29,6 +29,7 @@ SPEC = ProcedureSpec(
     activities=("activities.network_migration.activities:make_network_migration_activities",),
     start="lockkeeper.cli.start.network_migration:start_network_migration",
     panels="lockkeeper.panels_network:PANELS",
+    reverse="workflows.network_migration.plan:reverse_input",
     no_records_revert=("a network type is not put back by writing its fields: every node must be rebooted onto the old "
                        "type; run the documented rollback the aborted outcome lists in next_commands (lockkeeper status ID)"),
 )

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from workflows.kit.inputs import CallTimeouts, MaxUnavailable, ProcedureInput, over_defaults
-from workflows.kit.models import ProcedureResult, ProcedureStatus
+from workflows.kit.models import ProcedureResult, ProcedureStatus, RecordEntry
 
 PROCEDURE_NETWORK_MIGRATION = "network-migration"
 NETWORK_TYPES = ("OVNKubernetes", "OpenShiftSDN")
@@ -50,6 +50,14 @@ class NetworkMigrationInput(ProcedureInput):
       nodes are not reached at their InternalIP (a bastion's forwards, the simulator);
       ``ssh_user``: None = the worker's ``LOCKKEEPER_SSH_USER`` or ``core``.
 
+    - ``rollback_of``: not empty = this run is the full revert (``lockkeeper revert ID --full``)
+      of that ended migration, which stopped past the switch: it runs the documented rollback
+      from ``rollback_records`` (that run's ``open_records``: ``network-type`` and each
+      ``pool-paused/<pool>`` still paused) and reads back that every pool is on its
+      ``rollback_baseline`` rendered config (pool -> config before the migration field; empty
+      for a run that did not report it: then only Updated with every node on its config).
+      Built by :func:`workflows.network_migration.plan.reverse_input`.
+
     Raises pydantic's ValidationError for an unknown field (a flat ``requested_by`` or
     ``gate_timeout_seconds`` of before is one), an unknown target or reboot path, an empty
     argument, a bad ``max_unavailable`` or a bound out of range.
@@ -69,6 +77,9 @@ class NetworkMigrationInput(ProcedureInput):
     ssh_hosts: dict[str, str] = Field(default_factory=dict)
     ssh_user: str | None = None
     calls: Annotated[CallTimeouts, over_defaults(migration_calls)] = Field(default_factory=migration_calls)
+    rollback_of: str = ""
+    rollback_records: list[RecordEntry] = Field(default_factory=list)
+    rollback_baseline: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("reboot_command")
     @classmethod
@@ -102,7 +113,8 @@ class PoolProgress(BaseModel):
 
 class NetworkMigrationStatus(ProcedureStatus):
     """``step`` (preflight, migration-field, wait-pools, takeover, guard, pause-pools, switch,
-    wait-multus, reboots, unpause, verify, cleanup, revert, done), ``pools`` progress,
+    wait-multus, reboots, unpause, verify, cleanup, revert, done; a full revert's run:
+    cluster-lease, rollback-gate, revert, wait-multus, reboots, unpause, read-back, done), ``pools`` progress,
     ``guard_behind`` (what the guard found behind, when it refused), ``reboots`` per node,
     ``baseline`` pool -> rendered config before the migration field, ``takeovers`` child IDs,
     ``reverting`` after a revert was requested."""
@@ -121,7 +133,8 @@ class NetworkMigrationStatus(ProcedureStatus):
 
 class NetworkMigrationResult(ProcedureResult):
     """``outcome``: completed, dry-run, reverted, refused, aborted, failed; ``plan``: reboot
-    batches; ``reboots``: per node; ``cleaned_up``: the cleanup ran."""
+    batches; ``reboots``: per node; ``cleaned_up``: the cleanup ran; ``baseline``: pool ->
+    rendered config before the migration field (what a full revert reads back)."""
 
     plan: list[list[str]] = Field(default_factory=list)
     reboots: list[NodeReboot] = Field(default_factory=list)
@@ -129,3 +142,4 @@ class NetworkMigrationResult(ProcedureResult):
     status_type: str = ""
     #: Refused for a lease: the workflow ID holding it.
     lease_holder: str = ""
+    baseline: dict[str, str] = Field(default_factory=dict)

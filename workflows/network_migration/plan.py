@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from activities.network_migration.models import MigrationState, NodeState, PoolState
 from workflows.kit.inputs import resolve_max_unavailable
-from workflows.network_migration.models import PoolProgress
+from workflows.network_migration.models import NetworkMigrationInput, NetworkMigrationResult, PoolProgress
 
 
 def reboot_batches(nodes: list[NodeState], max_unavailable: int | str) -> list[list[str]]:
@@ -94,3 +94,23 @@ def kubelet_ca_problems(pools: list[PoolState], now: datetime, pause_seconds: fl
             f"(pools {', '.join(names)}): a paused pool does not receive the new CA; migrate once it has rolled out"
         )
     return out
+
+
+#: The records a full revert takes over from an ended migration: the switch, and each pool's
+#: pause still in force (the rollback unpauses those pools through them).
+ROLLBACK_RECORDS = ("network-type", "pool-paused/")
+
+
+def reverse_input(inp: NetworkMigrationInput, workflow_id: str, result: NetworkMigrationResult | None = None) -> NetworkMigrationInput | None:
+    """The input of ``revert --full`` of the ended migration ``workflow_id`` (input ``inp``,
+    ``result`` its result, None for a failed or terminated run): the documented rollback in a
+    new run (``rollback_of``), from that run's open records of the switch and of the pools it
+    left paused, reading back the pools against the run's ``baseline``. None when the ended run
+    left the network type as it found it (completed or reverted: no ``network-type`` record;
+    aborted before the switch: restored then): nothing to roll back."""
+    records = [e for e in (result.open_records if result is not None else []) if e.name.startswith(ROLLBACK_RECORDS)]
+    if not any(e.name == "network-type" for e in records):
+        return None
+    assert result is not None
+    return inp.model_copy(update={"rollback_of": workflow_id, "rollback_records": records, "rollback_baseline": dict(result.baseline),
+                                  "dry_run": False})

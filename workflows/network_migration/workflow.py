@@ -30,6 +30,14 @@ Steps (each visible in ``status``; every change recorded first, so ``revert`` re
    Before it, the kit's ``revert`` update (rules: :meth:`NetworkMigrationWorkflow.check_revert`)
    runs the documented rollback: pause, migration field and type back, multus, reboots, unpause,
    migration field removed; a pending revert ends every wait (health, reboots, a pause, a gate).
+
+**Full revert of an ended run** (``lockkeeper revert ID --full``; input ``rollback_of``, built by
+:func:`workflows.network_migration.plan.reverse_input` from a run that stopped past the switch):
+a new run reads the cluster, checks it can reach every node to reboot it, takes the same
+leases, asks at gate ``rollback``, takes over the ended run's records of the switch and of the
+pools it left paused, and runs the same rollback (:meth:`NetworkMigrationWorkflow._rollback`).
+It ends with a read-back (:meth:`NetworkMigrationWorkflow._read_back`): ``reverted, restored and
+read back``, or ``stopped`` with ``NOT fully restored`` naming each difference.
 """
 
 from __future__ import annotations
@@ -142,6 +150,9 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         c = self.control
         if c.finished():
             raise ValueError(f"{self.kit_noun} already {c.base_phase}")
+        if self._in.rollback_of:
+            raise ValueError(f"this run is the full revert of {self._in.rollback_of}: it cannot be reverted; abort it, "
+                             "and its outcome lists what stays changed and the rollback's remaining commands")
         if self._cleanup_started:
             raise ValueError("the cleanup has started: the migration can no longer be reverted")
         if c.revert:
@@ -240,7 +251,7 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
 
     def kit_result_fields(self) -> dict[str, object]:
         return {"plan": self._st.plan, "reboots": self._st.reboots, "cleaned_up": self._cleanup_started,
-                "lease_holder": self._lease_holder}
+                "lease_holder": self._lease_holder, "baseline": dict(self._st.baseline)}
 
     def kit_full_revert_command(self) -> str | None:
         """None: a network type is not put back by writing fields; the rollback reboots every node
@@ -345,15 +356,19 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         return items
 
     def kit_next_commands(self, left: list[ChangedItem]) -> list[str]:
-        """Past the switch: the documented rollback to the old type, step by step (OpenShift 4.14
-        "Rolling back to the OpenShift SDN network plugin": pause the pools, set the migration
-        field and the type back, reboot every node, unpause, remove the migration field)."""
+        """Past the switch: ``lockkeeper revert ID --full`` (that rollback in a new run; not for a
+        rollback run itself), then the documented rollback to the old type by hand, step by step
+        (OpenShift 4.14 "Rolling back to the OpenShift SDN network plugin": pause the pools, set
+        the migration field and the type back, reboot every node, unpause, remove the migration
+        field)."""
         if not self._st.switched:
             return super().kit_next_commands(left)
         old = self._from_type or "OpenShiftSDN"
         pools = list(self._st.baseline) or ["master", "worker"]
         nodes = [n for batch in self._st.plan for n in batch]
+        full = [] if self._in.rollback_of else [f"lockkeeper revert {workflow.info().workflow_id} --full"]
         return [
+            *full,
             *[f"oc patch mcp {p} --type=merge -p '{{\"spec\":{{\"paused\":true}}}}'" for p in pools],
             f"oc patch Network.operator.openshift.io cluster --type=merge -p '{{\"spec\":{{\"migration\":{{\"networkType\":\"{old}\"}}}}}}'",
             f"oc patch Network.config.openshift.io cluster --type=merge -p '{{\"spec\":{{\"networkType\":\"{old}\"}}}}'",
@@ -410,6 +425,8 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
             state = await self._read(planning=True)
         except Aborted as stop:  # an abort during the preflight read: nothing was written, no lease taken
             return self._result("aborted", planning_abort_message(self.control, stop))
+        if i.rollback_of:
+            return await self._rollback_run(i, state)
         batches = reboot_batches(state.nodes, i.max_unavailable)
         problems = preflight_problems(state, i.to) + kubelet_ca_problems(
             state.pools, workflow.now(), pause_bound_seconds(len(batches), i.pools_timeout_seconds, i.ready_timeout_seconds))
@@ -478,7 +495,10 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         return self._result("completed", f"migrated to {i.to}" + ("" if self._cleanup_started else "; cleanup not approved"),
                             state.status_type)
 
-    async def _after_switch(self, i: NetworkMigrationInput, pools: list[str], to: str, pause_prefix: str = "pool-paused") -> None:
+    async def _after_switch(self, i: NetworkMigrationInput, pools: list[str], to: str, pause_prefix: str = "pool-paused",
+                            unpause: list[str] | None = None) -> None:
+        """Multus, the reboots, then the pools unpaused: the records ``unpause`` names (default:
+        ``<pause_prefix>/<pool>`` for each of ``pools``) reverted."""
         self._step("wait-multus")
         await self._wait("multus", lambda s: s.multus.complete and s.status_type == to,
                          lambda s: f"multus {s.multus.updated}/{s.multus.desired} updated, {s.multus.available} available; "
@@ -486,8 +506,8 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         self._step("reboots")
         await self._reboots(i)
         self._step("unpause")
-        for p in pools:
-            await self.records.revert(f"{pause_prefix}/{p}")
+        for name in unpause if unpause is not None else [f"{pause_prefix}/{p}" for p in pools]:
+            await self.records.revert(name)
 
     async def _wait(self, name: str, ok: object, detail: object, timeout: float) -> MigrationState:
         seen: list[MigrationState] = []
@@ -655,8 +675,17 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         return state
 
     async def _revert(self, i: NetworkMigrationInput, pools: list[str]) -> NetworkMigrationResult:
+        """The running run's revert: :meth:`_rollback`, then the run ends ``reverted``."""
+        state = await self._rollback(i, pools)
+        return self._result("reverted", f"reverted to {state.status_type} (requested by {self.control.revert_by})", state.status_type)
+
+    async def _rollback(self, i: NetworkMigrationInput, pools: list[str], paused_by: dict[str, str] | None = None) -> MigrationState:
         """The documented rollback order: pause the pools, migration field to the old type, the
-        type back, multus, reboot every node, unpause, migration field removed (its record)."""
+        type back, multus, reboot every node, unpause, migration field removed (its record); then
+        wait until ``status.networkType`` is the old type and the pools are Updated. Returns the
+        state last read. ``paused_by``: pool -> the record that already holds it paused (a full
+        revert's pools an ended run left paused): not paused again, unpaused through it."""
+        paused_by = paused_by or {}
         self._rolling_back = True
         self.control.paused, self.control.paused_reason = False, None  # a pause held the run; the rollback goes on
         self._step("revert")
@@ -664,12 +693,17 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         if "network-type" in self.records.records:
             # New record names: a record guards on its first originals, and these objects have
             # moved on since (pools unpaused again, the migration field set by us).
+            unpause = []
             for p in pools:
+                if p in paused_by:
+                    unpause.append(paused_by[p])
+                    continue
                 await self.records.change(f"revert/pool-paused/{p}", ObjectRef(kind="MachineConfigPool", name=p), {"/spec/paused": True})
+                unpause.append(f"revert/pool-paused/{p}")
             await self.records.change("revert/migration-field", NET_OP, {"/spec/migration": {"networkType": old}})
             await self.records.revert("network-type")
             self._st.reboots = []
-            await self._after_switch(i, pools, old, pause_prefix="revert/pool-paused")
+            await self._after_switch(i, pools, old, unpause=unpause)
             await self.records.change("revert/migration-removed", NET_OP, {"/spec/migration": REMOVE})
             if workflow.patched("network-revert-deletes-ovn-namespace"):
                 # The documented rollback's last step: the network operator leaves the namespace
@@ -679,7 +713,93 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
                                 timeouts=self._t)
         else:
             await self.records.revert("migration-field")
-        state = await self._wait("reverted", lambda s: s.status_type == old and self.guard.evaluate(s, {}).ok,
-                                 lambda s: f"status.networkType {s.status_type}; " + "; ".join(self.guard.evaluate(s, {}).behind[:3]),
-                                 i.pools_timeout_seconds)
-        return self._result("reverted", f"reverted to {old} (requested by {self.control.revert_by})", state.status_type)
+        return await self._wait("reverted", lambda s: s.status_type == old and self.guard.evaluate(s, {}).ok,
+                                lambda s: f"status.networkType {s.status_type}; " + "; ".join(self.guard.evaluate(s, {}).behind[:3]),
+                                i.pools_timeout_seconds)
+
+    # --- the full revert of an ended run (``rollback_of``) -------------------------------------------
+
+    async def _rollback_run(self, i: NetworkMigrationInput, state: MigrationState) -> NetworkMigrationResult:
+        """``revert --full`` of the ended run ``i.rollback_of`` (module doc): nothing is written
+        before the reboot preconditions pass, the leases are held and gate ``rollback`` is
+        approved; from the first write on, an abort restores nothing (the rollback is past its
+        own point of no return) and the outcome lists what stays changed and the commands."""
+        self._st.plan = reboot_batches(state.nodes, i.max_unavailable)
+        self._st.baseline = dict(i.rollback_baseline)
+        self._from_type = "OpenShiftSDN"
+        self._plugin_before = dict(state.plugin_objects)
+        checked = await self.kit_preflight([
+            RebootAccess(node=n.name, access=self._access(n.name, n.address),
+                         why=f"the rollback of {i.rollback_of} reboots it back onto OpenShiftSDN (--reboot-via {i.reboot_via})")
+            for n in state.nodes], refuse=not i.dry_run)
+        paused = {e.name.split("/", 1)[1]: e.name for e in i.rollback_records if e.name.startswith("pool-paused/")}
+        pools = [p.name for p in state.pools]
+        plan = (f"roll {i.rollback_of} back to OpenShiftSDN: pause pools {', '.join(p for p in pools if p not in paused) or '-'}"
+                f"{' (still paused by it: ' + ', '.join(sorted(paused)) + ')' if paused else ''}, spec.migration to OpenShiftSDN, "
+                f"spec.networkType back (now {state.config_type}), reboot {len(state.nodes)} nodes in {len(self._st.plan)} batches, "
+                "unpause the pools, remove spec.migration; then read back the network type, the pools' rendered configs "
+                "and spec.migration")
+        if i.dry_run:
+            return self._result("dry-run", plan + (f"; {len(checked.failed)} precondition(s) failed" if checked.failed else ""))
+        await self._take([subsystem_scope("sdn", i.cluster)], [], "nothing was changed")
+        await self._take_cluster(i, pools)
+        self._step("rollback-gate")
+        await self.gates.step("rollback", plan, self.gate_policy, required=True)
+        if self.control.abort:
+            raise Aborted(self.control.abort_reason)
+        self.records.restore_entries(i.rollback_records)
+        self._st.switched = True
+        self.control.passed_point_of_no_return(f"the rollback of {i.rollback_of} started")
+        await self._rollback(i, pools, paused_by=paused)
+        return await self._read_back(i)
+
+    def _differences(self, s: MigrationState, old: str) -> list[tuple[str, str]]:
+        """What the read-back finds not as before the migration: (target, what) pairs."""
+        out: list[tuple[str, str]] = []
+        if s.config_type != old:
+            out.append(("Network cluster", f"spec.networkType is {s.config_type}, not {old}"))
+        if s.status_type != old:
+            out.append(("Network cluster", f"status.networkType is {s.status_type}, not {old}"))
+        if s.migration is not None:
+            out.append(("Network.operator.openshift.io cluster", f"spec.migration still set (networkType {s.migration})"))
+        for p in s.pools:
+            was = self._st.baseline.get(p.name)
+            if was and p.target != was:
+                out.append((f"MachineConfigPool {p.name}", f"targets rendered config {p.target}, not {was} (before the migration)"))
+            if p.nodes_behind:
+                out.append((f"MachineConfigPool {p.name}", f"node(s) {', '.join(p.nodes_behind)} not on {p.target}"))
+            if p.paused:
+                out.append((f"MachineConfigPool {p.name}", "still paused"))
+        return out
+
+    async def _read_back(self, i: NetworkMigrationInput) -> NetworkMigrationResult:
+        """Wait up to ``pools_timeout_seconds`` until the read-back finds no difference (the
+        machine-config-controller renders each pool's previous config again once spec.migration
+        is gone and moves its nodes back): ``reverted, restored and read back``; otherwise
+        ``stopped``, ``NOT fully restored`` naming each difference (also in ``left_changed``)."""
+        old = "OpenShiftSDN"
+        self._step("read-back")
+        last: list[MigrationState] = []
+
+        async def check() -> Check:
+            s = await self._read()
+            last.append(s)
+            diffs = self._differences(s, old)
+            return Check(not diffs, "; ".join(f"{t}: {w}" for t, w in diffs) or "as before the migration")
+
+        await wait_until(check, name="read-back", backoff=Backoff(initial=i.poll_seconds, maximum=i.poll_seconds * 3),
+                         deadline=workflow.now() + timedelta(seconds=i.pools_timeout_seconds), board=self._st.health,
+                         stop=lambda: self.control.abort, on_poll=lambda _: self.touch())
+        if self.control.abort:
+            raise Aborted(self.control.abort_reason)
+        state = last[-1]
+        diffs = self._differences(state, old)
+        pools = ", ".join(f"{p.name} on {p.target}" for p in state.pools)
+        if not diffs:
+            return self._result("reverted", f"reverted, restored and read back: {i.rollback_of} rolled back to {old} "
+                                            f"(network type {old}, pools {pools} with every node on it, spec.migration removed)",
+                                state.status_type)
+        self._st.step = "done"
+        return self.kit_end(NetworkMigrationResult, "stopped", f"rollback of {i.rollback_of}: NOT fully restored: "
+                            + "; ".join(f"{t}: {w}" for t, w in diffs), status_type=state.status_type,
+                            left_changed=[ChangedItem(target=t, what=w) for t, w in diffs])
