@@ -76,13 +76,14 @@ def _unknown(err: ActivityError) -> bool:
 
 class HostSteps:
     """Runs :class:`HostStep` s for one procedure. ``gates``: where unknown outcomes ask a
-    person; ``board``: the status's ``host_steps``; ``heartbeat_seconds``: the activity's
-    heartbeat timeout; ``task_queue``: None = the workflow's own (host-only workers serve
+    person (None for a run without gates, e.g. a node child: then only :meth:`command` and
+    :meth:`run` with ``unknown_opens_gate=False`` may be used); ``board``: the status's
+    ``host_steps``; ``heartbeat_seconds``: the activity's heartbeat timeout; ``task_queue``: None = the workflow's own (host-only workers serve
     procedures whose spec says "host")."""
 
     def __init__(
         self,
-        gates: Gates,
+        gates: Gates | None,
         *,
         board: dict[str, HostStepStatus] | None = None,
         on_change: Callable[[], None] = lambda: None,
@@ -117,14 +118,15 @@ class HostSteps:
         )
 
     async def command(self, argv: list[str], access: HostAccess, *, timeout_seconds: float = 60.0, once: bool = False,
-                      retry: RetryPolicy | None = None, stdin: str | None = None) -> CommandResult:
+                      retry: RetryPolicy | None = None, stdin: str | None = None,
+                      env: dict[str, str] | None = None) -> CommandResult:
         """Run ``argv`` on ``access`` and return its :class:`CommandResult` whatever its exit
         code: a read or a check whose outcome the caller judges (a step with its own check and
         gates). ``once``: ``maximum_attempts=1`` (the caller handles a lost outcome), else
         ``retry`` (default: the kit's policy) while the host is unreachable; ``stdin``: text fed
-        to the command (a file written with ``tee``). Raises ActivityError when the activity
-        fails for good."""
-        return await self._exec(argv, access, timeout_seconds, once=once, retry=retry, stdin=stdin)
+        to the command (a file written with ``tee``); ``env``: extra non-secret environment
+        variables of the command. Raises ActivityError when the activity fails for good."""
+        return await self._exec(argv, access, timeout_seconds, once=once, retry=retry, stdin=stdin, env=env)
 
     async def _checked(self, step: HostStep, access: HostAccess, st: HostStepStatus) -> bool:
         if not step.check:
@@ -179,6 +181,7 @@ class HostSteps:
 
     async def _confirm_rerun(self, step: HostStep, st: HostStepStatus) -> bool:
         """Gate ``host/<name>``: approve = run again, reject / timeout / abort = stop."""
+        assert self.gates is not None, "an unknown outcome's gate needs the procedure's gates"
         gate_id = f"host/{step.name}"
         what = f"{step.name}: {st.detail}; approve runs {' '.join(step.argv)} again, reject stops"
         gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=self.gate_timeout_seconds, comment=what, record_comment=what)
@@ -275,6 +278,7 @@ async def reboot(
        ``mark-done`` (a person checked it did); reject or the gate's timeout raise
        :class:`RebootFailed`.
     """
+    assert steps.gates is not None, "a reboot needs the procedure's gates (its pause, abort and gate)"
     control = steps.gates.control
     name = f"reboot/{node}"
     before = steps.boots.get(node)
