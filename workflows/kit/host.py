@@ -279,10 +279,12 @@ async def reboot(
     on_send: Callable[[CommandResult | None], None] = lambda result: None,
     stop: Callable[[], bool] | None = None,
     safe_point: Callable[[], Awaitable[None]] | None = None,
+    read: Callable[[], Awaitable[tuple[str | None, bool | None]]] | None = None,
 ) -> Rebooted:
     """Reboot ``node`` once with ``argv`` over ``access`` and confirm it by a new boot ID
     (never by Ready alone: a Node stays Ready for the node monitor's grace period after its
-    kubelet stops), read ``via`` the API or the host (:func:`read_boot_id`).
+    kubelet stops), read ``via`` the API or the host (:func:`read_boot_id`), or by the
+    procedure's own ``read()`` returning ``(boot ID or None when not answering, Ready or None)``.
 
     1. Read the boot ID (``before``; a caller that read it earlier puts it in ``steps.boots``).
        Already different from the one this run saw before a crash or a re-run: the reboot
@@ -301,7 +303,7 @@ async def reboot(
        move (not answering, NotReady or a new boot ID); a node still Ready on the same boot ID
        then never got the command, which is sent once more (never otherwise).
     4. Wait up to ``timeout_seconds`` for another boot ID (and ``ready()``, when given; with
-       ``until_ready`` and ``via="api"``, the Node Ready in the same read), visible in the
+       ``until_ready``, Ready in the same read: ``via="api"`` or ``read``), visible in the
        ``board`` as ``wait_name`` (default ``reboot/<node>``; ``on_wait(what, deadline)`` for the
        procedure's own row). The wait stops at once when ``stop()`` holds (default: an abort or
        a revert), and ``safe_point()`` (default the control's) raises
@@ -318,8 +320,19 @@ async def reboot(
     stopping = stop or control.stopping
     safe = safe_point or control.safe_point
     name = f"reboot/{node}"
+    assert not (until_ready and via != "api" and read is None), "until_ready needs a read that reports Ready"
+
+    async def look() -> tuple[str | None, bool | None]:
+        """(boot ID or None when not answering, Ready when the read reports it)."""
+        if read is not None:
+            return await read()
+        if via == "api":
+            info = await read_node_info(node, steps.timeouts)
+            return ((info.boot_id or None), info.ready) if info is not None else (None, None)
+        return await read_boot_id(node, access, via, steps.timeouts, steps.task_queue), None
+
     before = steps.boots.get(node)
-    current = await read_boot_id(node, access, via, steps.timeouts, steps.task_queue)
+    current, _ = await look()
     if before is None:
         if current is None:
             raise RebootFailed(node, f"cannot read its boot ID before the reboot ({'the Node' if via == 'api' else access.describe()} "
@@ -327,15 +340,6 @@ async def reboot(
         before = steps.boots[node] = current
     elif current is not None and current != before:
         return Rebooted(node=node, before=before, after=current, seconds=0.0, how="already rebooted (a resumed run)")
-    api_ready = until_ready and via == "api"
-
-    async def look() -> tuple[str | None, bool | None]:
-        """(boot ID or None when not answering, Ready when read from the API)."""
-        if via == "api":
-            info = await read_node_info(node, steps.timeouts)
-            return ((info.boot_id or None), info.ready) if info is not None else (None, None)
-        return await read_boot_id(node, access, via, steps.timeouts, steps.task_queue), None
-
     started = workflow.now()
     send, n, resent = True, 0, False
     while True:
@@ -380,17 +384,17 @@ async def reboot(
         seen: list[str] = []
 
         async def check() -> Check:
-            bid, up = await look() if api_ready else (await read_boot_id(node, access, via, steps.timeouts, steps.task_queue), None)
+            bid, up = await look()
             if bid is None:
                 return Check(False, "not answering (rebooting)")
             if bid == before:
                 return Check(False, f"boot ID still {before}: not rebooted yet")
             seen[:] = [bid]
-            if (api_ready and not up) or (ready is not None and not await ready()):
+            if (until_ready and not up) or (ready is not None and not await ready()):
                 return Check(False, f"booted as {bid}, not Ready yet")
             return Check(True, f"booted as {bid}")
 
-        what = f"a new boot ID of {node} (not {before})" + (" and Ready" if ready is not None or api_ready else "")
+        what = f"a new boot ID of {node} (not {before})" + (" and Ready" if ready is not None or until_ready else "")
         on_wait(what, deadline)
         hs = await wait_until(check, name=wait_name or name, deadline=deadline, board=board, stop=stopping,
                               backoff=Backoff(initial=poll_seconds, maximum=poll_seconds * 4), on_poll=lambda _: steps.on_change())
