@@ -1,10 +1,13 @@
 """The kit's reboot (workflows.kit.host.reboot): sent once, confirmed by a new boot ID only, a
-gate with explicit choices when no new boot ID comes, stopped at once by an abort (time-skipping
+gate with explicit choices when no new boot ID comes, stopped at once by an abort, a lost call
+sent again only to a node up on the same boot ID after a grace (time-skipping
 server, RebootProbeWorkflow of kit_probes.py, host commands faked by name in kit_fakes.py)."""
 
 from __future__ import annotations
 
 import uuid
+
+from temporalio.exceptions import ApplicationError
 
 from tests.support.kit_fakes import KitFake, gate_waiting, kit_worker, poll
 from tests.support.kit_probes import ProbeResult, RebootProbeInput, RebootProbeWorkflow
@@ -68,3 +71,31 @@ async def test_an_abort_stops_the_wait_at_once(time_skipping_env, wf_task_queue)
         await h.execute_update(ProcedureWorkflow.abort, ControlInput(identity="ops", reason="enough"))
         result = await h.result()
     assert result.outcome == "aborted" and "enough" in result.message
+
+
+async def test_a_lost_call_on_a_node_that_moved_is_not_sent_again(time_skipping_env, wf_task_queue):
+    """The network migration's rule as the kit's option: the call was lost, but the node's boot
+    ID changed within the grace: it got the command, which is not sent again."""
+    env, fake = time_skipping_env, KitFake()
+    fake.boot_ids = ["b1", "b2"]
+    fake.host_script["systemctl"] = [ApplicationError("worker lost", non_retryable=True)]
+    async with kit_worker(env, fake, wf_task_queue):
+        result = await (await _start(env, wf_task_queue, RebootProbeInput(search_attributes=False, grace_seconds=30))).result()
+    assert result.outcome == "completed" and result.message == "rebooted (boot ID b1 -> b2)", result.message
+    assert _sent(fake) == [["systemctl", "reboot"]]
+
+
+async def test_a_lost_call_on_a_node_up_on_the_same_boot_id_is_sent_once_more_then_fails_on_timeout(time_skipping_env, wf_task_queue):
+    """The call was lost and the node answered on the same boot ID for the whole grace: the
+    command never reached it and is sent once more (never a third time); with
+    ``on_timeout="fail"`` no new boot ID in time is a RebootFailed of kind ``not-rebooted``."""
+    env, fake = time_skipping_env, KitFake()
+    fake.boot_ids = ["b1"]  # never changes
+    fake.host_script["systemctl"] = [ApplicationError("worker lost", non_retryable=True), ApplicationError("lost again", non_retryable=True)]
+    async with kit_worker(env, fake, wf_task_queue):
+        h = await _start(env, wf_task_queue, RebootProbeInput(search_attributes=False, grace_seconds=30, timeout_seconds=60,
+                                                              on_timeout="fail"))
+        result = await h.result()
+    assert result.outcome == "failed-reboot" and result.detail == "not-rebooted", result
+    assert result.message.startswith("no new boot ID within 60s"), result.message
+    assert _sent(fake) == [["systemctl", "reboot"], ["systemctl", "reboot"]]

@@ -318,6 +318,9 @@ class RebootProbeInput(ProcedureInput):
 
     argv: list[str] = Field(default_factory=lambda: ["systemctl", "reboot"])
     timeout_seconds: float = 60.0
+    #: The kit's options: ``resend_after_grace_seconds`` and ``on_timeout``.
+    grace_seconds: float | None = None
+    on_timeout: str = "gate"
 
 
 @workflow.defn
@@ -335,9 +338,10 @@ class RebootProbeWorkflow(ProcedureWorkflow):
     async def _run(self, input: RebootProbeInput) -> ProbeResult:
         try:
             done = await reboot(self.host, "n1", HostAccess(), input.argv, via="host", timeout_seconds=input.timeout_seconds,
-                                board=self.kit_status.health)
+                                board=self.kit_status.health, resend_after_grace_seconds=input.grace_seconds,
+                                on_timeout=input.on_timeout)
         except RebootFailed as err:
-            return self.kit_end(ProbeResult, "failed-reboot", err.reason)
+            return self.kit_end(ProbeResult, "failed-reboot", err.reason, detail=err.kind)
         return self.kit_end(ProbeResult, "completed", done.how, detail=str(done.after))
 
 

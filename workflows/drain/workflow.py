@@ -9,12 +9,13 @@ with ``uncordon_after``, wait until the node is Ready and uncordon it (only if w
 ``skip`` or ``abort`` decision, or the ``abort`` update, uncordons the node if we cordoned it and
 ends with outcome ``aborted``.
 
-The reboot command (an argv list, never a shell string) is a :class:`workflows.kit.host.HostStep`
-that is not safe to repeat: it runs at most once on the node (debug pod by default, or SSH /
-local). A command that ran and failed fails the procedure (RebootCommandFailed) and leaves the
-node cordoned for a person to look at. An unknown outcome (lost worker, the command's own
-timeout) opens gate ``host/reboot-command``: approve runs it again, reject or the gate's timeout
-fails as before. The wait for Ready is a :func:`workflows.kit.health.wait_until` health wait.
+The reboot command (an argv list, never a shell string) runs through the kit's reboot
+(:func:`workflows.kit.host.reboot`, host step ``reboot-command``, not safe to repeat): at most
+once on the node (debug pod by default, or SSH / local), confirmed by a new bootID. A command
+that ran and failed fails the procedure (RebootCommandFailed) and leaves the node cordoned for a
+person to look at. An unknown outcome (lost worker, the command's own timeout) opens gate
+``host/reboot-command``: approve runs it again, reject or the gate's timeout fails as before. The
+wait for the new bootID (and Ready) is the kit's health wait ``node-ready``; an abort ends it.
 
 Kit operator surface: ``status`` (:class:`DrainStatus`), ``approve``/``reject`` (the host gate),
 ``pause`` (holds before the reboot command and before uncordon), ``resume``, ``abort``,
@@ -31,7 +32,7 @@ check's result.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime
 from typing import Any
 
 from temporalio import workflow
@@ -58,8 +59,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted
     from workflows.kit.drain import DrainGateState, DrainLoop, check_decision, drain_until_done
-    from workflows.kit.health import Backoff, Check, wait_until
-    from workflows.kit.host import HostStep, HostStepFailed, HostSteps
+    from workflows.kit.host import HostSteps, RebootFailed, reboot
     from workflows.kit.models import (
         ChangedItem,
         DecideInput,
@@ -79,10 +79,10 @@ with workflow.unsafe.imports_passed_through():
 
 
 
-def _session_lost(result: CommandResult | None) -> bool:
-    """The command's session ended with no exit status (:attr:`CommandResult.session_lost`), or
-    the command was killed by a signal (exit 128+N) before its timeout: what a reboot does to it."""
-    return result is not None and (result.session_lost or (not result.timed_out and (result.exit_code or 0) >= 128))
+def _killed_by_reboot(result: CommandResult) -> bool:
+    """The command was killed by a signal (exit 128+N) before its timeout: what a reboot does to
+    it (a session that ends with no exit status is judged by the boot in the kit already)."""
+    return not result.timed_out and (result.exit_code or 0) >= 128
 
 
 @workflow.defn
@@ -167,71 +167,49 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
         await self.control.safe_point()
 
     async def _run_reboot_command(self, input: NodeDrainInput, timeouts: acts.Timeouts) -> None:
-        """Run ``reboot_command`` once; with ``uncordon_after`` wait for the node to be back.
+        """Run ``reboot_command`` once through the kit's reboot (:func:`workflows.kit.host.reboot`,
+        boot ID read from the API); with ``uncordon_after`` wait for the node to be back.
 
-        The reboot is judged by the node's boot: its bootID is
-        read first, and the node counts as back only with another bootID (then Ready, with
-        ``uncordon_after``). A Node stays Ready for the node monitor's grace period after its
-        kubelet stops, so Ready alone would uncordon a node that has not gone down yet. A
-        session that ends without an exit status, or a command killed by a signal
-        (:func:`_session_lost`), is what a reboot does to the command that asked for it: judged
-        by the boot too, not failed.
+        The reboot is judged by the node's boot: its bootID is read first, and the node counts
+        as back only with another bootID (then Ready, with ``uncordon_after``). A Node stays
+        Ready for the node monitor's grace period after its kubelet stops, so Ready alone would
+        uncordon a node that has not gone down yet. A session that ends without an exit status,
+        or a command killed by a signal (:func:`_killed_by_reboot`), is what a reboot does to
+        the command that asked for it: judged by the boot too, not failed. Without
+        ``uncordon_after`` a command that exits 0 is not watched (the node stays cordoned for
+        maintenance). An unknown outcome opens gate ``host/reboot-command``.
 
         Raises a non-retryable ApplicationError (``RebootCommandFailed`` / ``NodeNotRebooted`` /
         ``NodeNotReady``) that fails the procedure with the node still cordoned."""
         access = input.command_access()
+        argv = list(input.reboot_command or [])
         self._set(NodePhase.RUNNING, "reboot-command", "the node's bootID before the reboot command")
-        node: NodeInfo = await acts.call(acts.READ_NODE, ReadNodeInput(node=input.node), NodeInfo, timeouts=timeouts)
-        boot_before: str | None = node.boot_id
-        self._set(NodePhase.RUNNING, "reboot-command", f"{' '.join(input.reboot_command or [])} via {access.describe()}")
         steps = HostSteps(self.gates, board=self._status.host_steps, on_change=self.touch, timeouts=timeouts,
                           heartbeat_seconds=30, gate_timeout_seconds=input.gates.timeout_seconds)
-        step = HostStep(name="reboot-command", argv=list(input.reboot_command or []), timeout_seconds=input.reboot_timeout_seconds,
-                        drops_session=True)
-        lost = False
+
+        def sent(result: CommandResult | None) -> None:
+            self._status.command = result
+
+        def waiting(what: str, deadline: datetime) -> None:
+            self._set(NodePhase.RUNNING, "wait-ready", what + " after the reboot command", deadline=deadline)
+
         try:
-            self._status.command = await steps.run(step, access)
-        except HostStepFailed as err:
-            self._status.command = err.result
-            if boot_before is not None and _session_lost(err.result):
-                lost = True
-            elif err.status.state == "unknown" and err.result is None:
-                raise self._fail("reboot-command", f"reboot command lost: {err.status.detail}; node left cordoned",
-                                 "RebootCommandFailed") from err
-            else:
-                raise self._fail("reboot-command", f"reboot command {err.status.detail}; node left cordoned",
-                                 "RebootCommandFailed") from err
-        judge_boot = boot_before is not None and (lost or input.uncordon_after)
-        if not (input.uncordon_after or judge_boot):
-            return
-        # The node comes back from the reboot: poll it on a durable timer.
-        deadline = workflow.now() + timedelta(seconds=input.ready_timeout_seconds)
-        what = (f"a new boot (bootID other than {boot_before})" if judge_boot else "the node") + (
-            " and Ready" if input.uncordon_after else "")
-        if lost:
-            what += " (the command's session went down, as a reboot takes it)"
-        self._set(NodePhase.RUNNING, "wait-ready", what + " after the reboot command", deadline=deadline)
-        seen: list[NodeInfo] = []
-
-        async def ready() -> Check:
-            node: NodeInfo = await acts.call(acts.READ_NODE, ReadNodeInput(node=input.node), NodeInfo, timeouts=timeouts)
-            seen[:] = [node]
-            if judge_boot and node.boot_id == boot_before:
-                return Check(False, f"bootID still {boot_before}: not rebooted yet ({'Ready' if node.ready else 'NotReady'})")
-            if input.uncordon_after and not node.ready:
-                return Check(False, "NotReady")
-            return Check(True, f"booted as {node.boot_id}" if judge_boot else "Ready")
-
-        health = await wait_until(ready, name="node-ready", backoff=Backoff(initial=2.0, maximum=30.0), deadline=deadline,
-                                  board=self._status.health, on_poll=lambda _: self.touch())
-        if health.state != "ok":
-            if judge_boot and (not seen or seen[0].boot_id == boot_before):
+            done = await reboot(steps, input.node, access, argv, via="api", timeout_seconds=input.ready_timeout_seconds,
+                                step_name="reboot-command", command_timeout_seconds=input.reboot_timeout_seconds,
+                                unknown_opens_gate=True, killed_by_reboot=_killed_by_reboot, until_ready=input.uncordon_after,
+                                watch=input.uncordon_after, wait_name="node-ready", on_timeout="fail", on_send=sent,
+                                board=self._status.health, on_wait=waiting)
+        except RebootFailed as err:
+            before = steps.boots.get(input.node)
+            if err.kind == "not-rebooted":
                 raise self._fail("wait-ready", f"node did not reboot within {input.ready_timeout_seconds:.0f}s of the reboot command "
-                                 f"(bootID still {boot_before}); left cordoned", "NodeNotRebooted")
-            raise self._fail("wait-ready", f"node not Ready {input.ready_timeout_seconds:.0f}s after the reboot command; left cordoned",
-                             "NodeNotReady")
-        if judge_boot and seen:
-            self._rebooted = f"rebooted (bootID {boot_before} -> {seen[0].boot_id})"
+                                 f"(bootID still {before}); left cordoned", "NodeNotRebooted") from err
+            if err.kind == "not-ready":
+                raise self._fail("wait-ready", f"node not Ready {input.ready_timeout_seconds:.0f}s after the reboot command; left cordoned",
+                                 "NodeNotReady") from err
+            raise self._fail("reboot-command", f"reboot command failed: {err.reason}; node left cordoned", "RebootCommandFailed") from err
+        if done.after is not None:
+            self._rebooted = f"rebooted (bootID {done.before} -> {done.after})"
 
     async def _preflight(self, input: NodeDrainInput, timeouts: acts.Timeouts) -> None:
         """Read the node before anything is written, with the planning retry policy: an API

@@ -76,13 +76,14 @@ def _unknown(err: ActivityError) -> bool:
 
 class HostSteps:
     """Runs :class:`HostStep` s for one procedure. ``gates``: where unknown outcomes ask a
-    person; ``board``: the status's ``host_steps``; ``heartbeat_seconds``: the activity's
-    heartbeat timeout; ``task_queue``: None = the workflow's own (host-only workers serve
+    person (None for a run without gates, e.g. a node child: then only :meth:`command` and
+    :meth:`run` with ``unknown_opens_gate=False`` may be used); ``board``: the status's
+    ``host_steps``; ``heartbeat_seconds``: the activity's heartbeat timeout; ``task_queue``: None = the workflow's own (host-only workers serve
     procedures whose spec says "host")."""
 
     def __init__(
         self,
-        gates: Gates,
+        gates: Gates | None,
         *,
         board: dict[str, HostStepStatus] | None = None,
         on_change: Callable[[], None] = lambda: None,
@@ -117,14 +118,15 @@ class HostSteps:
         )
 
     async def command(self, argv: list[str], access: HostAccess, *, timeout_seconds: float = 60.0, once: bool = False,
-                      retry: RetryPolicy | None = None, stdin: str | None = None) -> CommandResult:
+                      retry: RetryPolicy | None = None, stdin: str | None = None,
+                      env: dict[str, str] | None = None) -> CommandResult:
         """Run ``argv`` on ``access`` and return its :class:`CommandResult` whatever its exit
         code: a read or a check whose outcome the caller judges (a step with its own check and
         gates). ``once``: ``maximum_attempts=1`` (the caller handles a lost outcome), else
         ``retry`` (default: the kit's policy) while the host is unreachable; ``stdin``: text fed
-        to the command (a file written with ``tee``). Raises ActivityError when the activity
-        fails for good."""
-        return await self._exec(argv, access, timeout_seconds, once=once, retry=retry, stdin=stdin)
+        to the command (a file written with ``tee``); ``env``: extra non-secret environment
+        variables of the command. Raises ActivityError when the activity fails for good."""
+        return await self._exec(argv, access, timeout_seconds, once=once, retry=retry, stdin=stdin, env=env)
 
     async def _checked(self, step: HostStep, access: HostAccess, st: HostStepStatus) -> bool:
         if not step.check:
@@ -179,6 +181,7 @@ class HostSteps:
 
     async def _confirm_rerun(self, step: HostStep, st: HostStepStatus) -> bool:
         """Gate ``host/<name>``: approve = run again, reject / timeout / abort = stop."""
+        assert self.gates is not None, "an unknown outcome's gate needs the procedure's gates"
         gate_id = f"host/{step.name}"
         what = f"{step.name}: {st.detail}; approve runs {' '.join(step.argv)} again, reject stops"
         gate = self.gates.open(gate_id, GateKind.STEP, timeout_seconds=self.gate_timeout_seconds, comment=what, record_comment=what)
@@ -211,12 +214,24 @@ class Rebooted(BaseModel):
 class RebootFailed(Exception):
     """The reboot did not happen and nobody chose to go on: ``reason`` says why (the command
     failed, or no new boot ID and the gate was rejected or timed out). The node is as it was
-    before the command (or unknown: the reason says which)."""
+    before the command (or unknown: the reason says which). ``kind``: ``command`` (the command
+    failed, was lost and not confirmed for a re-run, or nothing was sent), ``not-rebooted`` (no
+    new boot ID in time, ``on_timeout="fail"``) or ``not-ready`` (a new boot ID, not Ready in
+    time, ``on_timeout="fail"``)."""
 
-    def __init__(self, node: str, reason: str) -> None:
+    def __init__(self, node: str, reason: str, kind: str = "command") -> None:
         super().__init__(f"reboot of {node}: {reason}")
         self.node = node
         self.reason = reason
+        self.kind = kind
+
+
+async def read_node_info(node: str, timeouts: acts.Timeouts) -> NodeInfo | None:
+    """The Node as the API reports it (``read_node``: boot ID, Ready), None when it cannot be read."""
+    try:
+        return await acts.call(acts.READ_NODE, ReadNodeInput(node=node), NodeInfo, timeouts=timeouts)
+    except ActivityError:
+        return None
 
 
 async def read_boot_id(node: str, access: HostAccess | None, via: str, timeouts: acts.Timeouts, task_queue: str | None = None) -> str | None:
@@ -224,11 +239,8 @@ async def read_boot_id(node: str, access: HostAccess | None, via: str, timeouts:
     (``read_node``), ``via="host"`` from the host itself over ``access``. None when it does not
     answer (rebooting, unreachable)."""
     if via == "api":
-        try:
-            info = await acts.call(acts.READ_NODE, ReadNodeInput(node=node), NodeInfo, timeouts=timeouts)
-        except ActivityError:
-            return None
-        return info.boot_id or None
+        info = await read_node_info(node, timeouts)
+        return (info.boot_id or None) if info is not None else None
     assert access is not None, "reading the boot ID on the host needs its access"
     cmd = RunCommandInput(access=access, argv=list(BOOT_ID_ARGV), timeout_seconds=15.0)
     try:
@@ -255,30 +267,72 @@ async def reboot(
     poll_seconds: float = 2.0,
     board: dict[str, HealthStatus] | None = None,
     on_wait: Callable[[str, datetime], None] = lambda what, deadline: None,
+    step_name: str | None = None,
+    command_timeout_seconds: float = 60.0,
+    unknown_opens_gate: bool = False,
+    killed_by_reboot: Callable[[CommandResult], bool] = lambda result: False,
+    until_ready: bool = False,
+    watch: bool = True,
+    wait_name: str | None = None,
+    on_timeout: str = "gate",
+    resend_after_grace_seconds: float | None = None,
+    on_send: Callable[[CommandResult | None], None] = lambda result: None,
+    stop: Callable[[], bool] | None = None,
+    safe_point: Callable[[], Awaitable[None]] | None = None,
+    read: Callable[[], Awaitable[tuple[str | None, bool | None]]] | None = None,
 ) -> Rebooted:
     """Reboot ``node`` once with ``argv`` over ``access`` and confirm it by a new boot ID
     (never by Ready alone: a Node stays Ready for the node monitor's grace period after its
-    kubelet stops), read ``via`` the API or the host (:func:`read_boot_id`).
+    kubelet stops), read ``via`` the API or the host (:func:`read_boot_id`), or by the
+    procedure's own ``read()`` returning ``(boot ID or None when not answering, Ready or None)``.
 
-    1. Read the boot ID (``before``). Already different from the one this run saw before a
-       crash or a re-run: the reboot happened, return.
-    2. Run ``argv`` at most once (host step ``reboot/<node>``, ``drops_session``): a lost
-       session, a command killed by the going-down host or a lost activity are what a reboot
-       does to its command, judged by the boot ID; an exit status other than 0 is
-       :class:`RebootFailed`.
-    3. Wait up to ``timeout_seconds`` for another boot ID (and ``ready()``, when given), visible
-       in the ``board`` (``on_wait(what, deadline)`` for the procedure's own row). The wait stops
-       at once on an abort or a revert (:class:`workflows.kit.control.Aborted` /
-       ``RevertRequested`` from the control's safe point).
-    4. No new boot ID in time: gate ``reboot/<node>/<n>`` with the choices ``wait`` (wait
-       again), ``rerun`` (send the command again; a person checked it did not reboot) and
-       ``mark-done`` (a person checked it did); reject or the gate's timeout raise
+    1. Read the boot ID (``before``; a caller that read it earlier puts it in ``steps.boots``).
+       Already different from the one this run saw before a crash or a re-run: the reboot
+       happened, return.
+    2. Run ``argv`` at most once (host step ``step_name``, default ``reboot/<node>``,
+       ``drops_session``, its own timeout ``command_timeout_seconds``): a lost session, a
+       command killed by the going-down host or a lost activity are what a reboot does to its
+       command, judged by the boot ID; an exit status other than 0 is :class:`RebootFailed`
+       unless ``killed_by_reboot(result)`` says the reboot caused it (e.g. 128+N: killed by a
+       signal). ``unknown_opens_gate``: a lost activity or the command's own timeout opens the
+       host step's gate ``host/<step>`` (approve runs it again; reject or its timeout:
+       :class:`RebootFailed`) instead of being judged by the boot ID. ``on_send(result)`` after
+       each command (None: its outcome is unknown). ``watch=False``: a command that exits 0 is
+       not watched (returns with ``after`` None); a dropped session still is.
+    3. ``resend_after_grace_seconds`` (a lost call, no result): wait that long for the node to
+       move (not answering, NotReady or a new boot ID); a node still Ready on the same boot ID
+       then never got the command, which is sent once more (never otherwise).
+    4. Wait up to ``timeout_seconds`` for another boot ID (and ``ready()``, when given; with
+       ``until_ready``, Ready in the same read: ``via="api"`` or ``read``), visible in the
+       ``board`` as ``wait_name`` (default ``reboot/<node>``; ``on_wait(what, deadline)`` for the
+       procedure's own row). The wait stops at once when ``stop()`` holds (default: an abort or
+       a revert), and ``safe_point()`` (default the control's) raises
+       (:class:`workflows.kit.control.Aborted` / ``RevertRequested``); the same safe point
+       stands before each command.
+    5. No new boot ID in time: with ``on_timeout="fail"``, :class:`RebootFailed` (kind
+       ``not-rebooted`` or ``not-ready``). Else gate ``reboot/<node>/<n>`` with the choices
+       ``wait`` (wait again), ``rerun`` (send the command again; a person checked it did not
+       reboot) and ``mark-done`` (a person checked it did); reject or the gate's timeout raise
        :class:`RebootFailed`.
     """
+    assert steps.gates is not None, "a reboot needs the procedure's gates (its pause, abort and gate)"
     control = steps.gates.control
+    stopping = stop or control.stopping
+    safe = safe_point or control.safe_point
     name = f"reboot/{node}"
+    assert not (until_ready and via != "api" and read is None), "until_ready needs a read that reports Ready"
+
+    async def look() -> tuple[str | None, bool | None]:
+        """(boot ID or None when not answering, Ready when the read reports it)."""
+        if read is not None:
+            return await read()
+        if via == "api":
+            info = await read_node_info(node, steps.timeouts)
+            return ((info.boot_id or None), info.ready) if info is not None else (None, None)
+        return await read_boot_id(node, access, via, steps.timeouts, steps.task_queue), None
+
     before = steps.boots.get(node)
-    current = await read_boot_id(node, access, via, steps.timeouts, steps.task_queue)
+    current, _ = await look()
     if before is None:
         if current is None:
             raise RebootFailed(node, f"cannot read its boot ID before the reboot ({'the Node' if via == 'api' else access.describe()} "
@@ -287,46 +341,77 @@ async def reboot(
     elif current is not None and current != before:
         return Rebooted(node=node, before=before, after=current, seconds=0.0, how="already rebooted (a resumed run)")
     started = workflow.now()
-    send, n = True, 0
+    send, n, resent = True, 0, False
     while True:
+        lost = False
         if send:
-            await control.safe_point()
-            step = HostStep(name=name + (f"#{n}" if n else ""), argv=list(argv), timeout_seconds=60.0, drops_session=True)
+            await safe()
+            step = HostStep(name=(step_name or name) + (f"#{n}" if n else ""), argv=list(argv), timeout_seconds=command_timeout_seconds,
+                            drops_session=True)
             try:
-                await steps.run(step, access, unknown_opens_gate=False)
+                result = await steps.run(step, access, unknown_opens_gate=unknown_opens_gate)
             except HostStepFailed as err:
                 res = err.result
-                if res is not None and res.exit_code not in (None, 0) and not res.timed_out and not res.session_lost:
+                on_send(res)
+                if res is not None and res.exit_code not in (None, 0) and not res.timed_out and not res.session_lost \
+                        and not killed_by_reboot(res):
                     raise RebootFailed(node, f"{' '.join(argv)} exited {res.exit_code}: {res.summary()}") from err
+                if unknown_opens_gate and err.status.state == "unknown":  # its gate was rejected or timed out
+                    raise RebootFailed(node, f"{' '.join(argv)}: {err.status.detail}; not run again") from err
                 # no exit status: the host went down under it, or the activity was lost: look
+                lost = res is None
+            else:
+                on_send(result)
+                if not watch and result is not None:
+                    return Rebooted(node=node, before=before, after=None, seconds=(workflow.now() - started).total_seconds(),
+                                    how=f"{' '.join(argv)} exited 0 (not watched)")
+        if lost and resend_after_grace_seconds is not None and not resent:
+            async def moved() -> Check:
+                bid, up = await look()
+                if bid is None or bid != before or up is False:
+                    return Check(True, "rebooting" if bid in (None, before) else f"booted as {bid}")
+                return Check(False, f"Ready on the same boot ID {before}")
+
+            hs = await wait_until(moved, name=f"{wait_name or name}/started", board=board, stop=stopping, on_poll=lambda _: steps.on_change(),
+                                  deadline=workflow.now() + timedelta(seconds=resend_after_grace_seconds),
+                                  backoff=Backoff(initial=poll_seconds, maximum=poll_seconds * 4))
+            if hs.state == "stopped":
+                await safe()
+            if hs.state == "timed-out":  # the lost call never reached the node: sent again, once
+                send, n, resent = True, n + 1, True
+                continue
         deadline = workflow.now() + timedelta(seconds=timeout_seconds)
         seen: list[str] = []
 
         async def check() -> Check:
-            bid = await read_boot_id(node, access, via, steps.timeouts, steps.task_queue)
+            bid, up = await look()
             if bid is None:
                 return Check(False, "not answering (rebooting)")
             if bid == before:
                 return Check(False, f"boot ID still {before}: not rebooted yet")
             seen[:] = [bid]
-            if ready is not None and not await ready():
+            if (until_ready and not up) or (ready is not None and not await ready()):
                 return Check(False, f"booted as {bid}, not Ready yet")
             return Check(True, f"booted as {bid}")
 
-        what = f"a new boot ID of {node} (not {before})" + (" and Ready" if ready is not None else "")
+        what = f"a new boot ID of {node} (not {before})" + (" and Ready" if ready is not None or until_ready else "")
         on_wait(what, deadline)
-        hs = await wait_until(check, name=name, deadline=deadline, board=board, stop=control.stopping,
+        hs = await wait_until(check, name=wait_name or name, deadline=deadline, board=board, stop=stopping,
                               backoff=Backoff(initial=poll_seconds, maximum=poll_seconds * 4), on_poll=lambda _: steps.on_change())
         if hs.state == "ok":
             return Rebooted(node=node, before=before, after=seen[0], seconds=(workflow.now() - started).total_seconds(),
                             how=f"rebooted (boot ID {before} -> {seen[0]})")
-        await control.safe_point()  # stopped by an abort or a revert
+        await safe()  # stopped by an abort or a revert
+        if on_timeout == "fail":
+            raise RebootFailed(node, f"no new boot ID within {timeout_seconds:.0f}s ({hs.last})" if not seen else
+                               f"booted as {seen[0]} but not Ready within {timeout_seconds:.0f}s ({hs.last})",
+                               kind="not-ready" if seen else "not-rebooted")
         n += 1
         answer = await steps.gates.step(
             f"{name}/{n}", f"{node}: no new boot ID within {timeout_seconds:.0f}s after {' '.join(argv)} ({hs.last}). "
             "wait: wait again; rerun: send the reboot again (checked: it did not reboot); mark-done: it did reboot; reject stops",
             steps.gate_policy, kind=GateKind.NODE, node=node, choices=["wait", "rerun", "mark-done"])
-        await control.safe_point()
+        await safe()
         if not answer.passed:
             raise RebootFailed(node, f"no new boot ID within {timeout_seconds:.0f}s; {answer.why_not()}")
         if answer.choice == "mark-done":

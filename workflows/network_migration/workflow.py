@@ -19,8 +19,10 @@ Steps (each visible in ``status``; every change recorded first, so ``revert`` re
    before the switch, and after a resume; otherwise the status names what is behind.
 5. **pause the pools** (recorded), **switch** ``network.config/cluster`` ``spec.networkType``
    (recorded), **wait for multus**.
-6. **reboots**: batches (masters one at a time), the reboot command once per node (its boot id is
-   recorded before; a lost command is never re-sent when the boot id changed), Ready before the next.
+6. **reboots**: batches (masters one at a time, last), each node through the kit's reboot
+   (:func:`workflows.kit.host.reboot`): the reboot command once per node (its boot id is recorded
+   before; a lost command is re-sent only when the node stayed Ready on the same boot id for
+   ``unknown_grace_seconds``), a new boot id and Ready before the next batch.
    With ``alerts``, the kit's alert gate (:mod:`workflows.kit.alerts`) stands before each batch
    (``alerts/reboots/batch-<n>``; never before the rollback's reboots), and the takeover rollout
    gates each node with it.
@@ -42,16 +44,16 @@ read back``, or ``stopped`` with ``NOT fully restored`` naming each difference.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.cluster.models import ObjectRef
     from activities.preflight.models import RebootAccess
-    from activities.host.models import CommandResult, ExecBackend, HostAccess, RunCommandInput
+    from activities.host.models import CommandResult, ExecBackend, HostAccess
     from activities.network_migration.models import (
         DeleteNamespaceInput,
         DeleteNamespaceResult,
@@ -60,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted
     from workflows.kit.health import Backoff, Check, wait_until
+    from workflows.kit.host import HostSteps, RebootFailed, reboot
     from workflows.kit.models import (
         ChangedItem,
         ProcedureStatus,
@@ -90,7 +93,6 @@ with workflow.unsafe.imports_passed_through():
 DELETE_NAMESPACE = "delete_namespace"
 NET_OP = ObjectRef(kind="Network.operator.openshift.io", name="cluster")
 NET_CFG = ObjectRef(kind="Network", name="cluster")
-ONCE = RetryPolicy(maximum_attempts=1)
 
 #: How long the cluster lease is retried while a finished takeover rollout's leases still close.
 TAKEOVER_LEASES_CLOSE_WITHIN = timedelta(seconds=120)
@@ -129,6 +131,9 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         self.kit_init(procedure=PROCEDURE_NETWORK_MIGRATION, noun="network migration", input=input, status=self._st,
                       pause_on_reject=False, reject_note="the step is not taken")
         self._t = self.timeouts  # the input's calls (workflows.kit.inputs.CallTimeouts)
+        #: The reboots' host steps (the kit's reboot; boot ids from the migration state).
+        self.host = HostSteps(self.gates, board=self._st.host_steps, on_change=self.touch, timeouts=self._t,
+                              heartbeat_seconds=self._t.heartbeat.total_seconds())
         self.guard = PoolsGuard(board=self._st.health, on_change=self.touch, timeouts=self._t, stop=lambda: self.control.abort)
         self._cleanup_started = False
         self._lease_holder = ""
@@ -584,6 +589,15 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         return HostAccess(backend=ExecBackend.DEBUG_POD, node=node, namespace="default")
 
     async def _reboots(self, i: NetworkMigrationInput) -> None:
+        """Every node rebooted once, batch after batch of the plan (workers ``max_unavailable``
+        at a time, masters alone and last: :func:`workflows.network_migration.plan.reboot_batches`),
+        the nodes of a batch at once, each through the kit's reboot
+        (:func:`workflows.kit.host.reboot`): its boot id read from the migration state before
+        any command, the command sent once (any exit status judged by the boot id), a lost call
+        sent again only when the node stayed Ready on the same boot id for
+        ``unknown_grace_seconds``, then a new boot id and Ready within ``ready_timeout_seconds``
+        (else ``WaitTimedOut``). An abort raises Aborted, a revert ends the waits (the rollback's
+        own reboots go on)."""
         state = await self._read()
         by_name = {n.name: n for n in state.nodes}
         if not self._st.reboots:
@@ -605,58 +619,53 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
                 if r.state == "pending":
                     r.boot_before = by_name[r.node].boot_id
                     r.state = "rebooting"
+                self.host.boots[r.node] = r.boot_before
             self.touch()
-            unknown: set[str] = set()
-            for r in todo:
-                if r.commands_sent == 0 and not await self._send_reboot(i, r, by_name[r.node].address):
-                    unknown.add(r.node)
-            for r in todo:
-                if r.node in unknown:
-                    await self._confirm_or_resend(i, r, by_name[r.node].address)
-                await self._wait(f"reboot/{r.node}", lambda s, r=r: any(n.name == r.node and n.ready and n.boot_id and n.boot_id != r.boot_before
-                                                                       for n in s.nodes),
-                                 lambda s, r=r: next((f"Ready={n.ready} bootID {n.boot_id}" for n in s.nodes if n.name == r.node), "node gone"),
-                                 i.ready_timeout_seconds)
-                r.state = "done"
-                self.touch()
+            # Every node of the batch ends (done, stopped or failed) before the first failure, in
+            # batch order, is raised: no reboot of this batch is left running behind it.
+            ends = await asyncio.gather(*(self._reboot(i, r, by_name[r.node].address) for r in todo), return_exceptions=True)
+            failed = next((e for e in ends if isinstance(e, BaseException)), None)
+            if failed is not None:
+                raise failed
 
-    async def _send_reboot(self, i: NetworkMigrationInput, r: NodeReboot, address: str) -> bool:
-        """Send the reboot command once (maximum one attempt); False when its outcome is unknown."""
-        r.commands_sent += 1  # counted before the call: a lost call is never re-sent blindly
-        self.touch()
-        try:
-            cmd = RunCommandInput(access=self._access(r.node, address), argv=i.reboot_command, timeout_seconds=60.0)
-            res: CommandResult = await acts.call_with(
-                acts.RUN_NODE_COMMAND, cmd, CommandResult, retry=ONCE, seconds=cmd.bound_seconds(),
-                # The command heartbeats while it runs: a worker that dies mid-call is seen after
-                # a heartbeat timeout, not after the call's 90 s bound (replay ignores timeouts).
-                heartbeat_seconds=self._t.heartbeat.total_seconds())
-        except ActivityError as err:  # the worker died, or the session dropped as the node went down
-            r.detail = f"reboot command outcome unknown ({err.cause or err}); judged by the boot id"
+    async def _reboot(self, i: NetworkMigrationInput, r: NodeReboot, address: str) -> None:
+        """One node of a batch through the kit's reboot; its row counts the commands sent."""
+        async def read() -> tuple[str | None, bool | None]:
+            n = next((n for n in (await self._read()).nodes if n.name == r.node), None)
+            return ((n.boot_id or None), n.ready) if n is not None else (None, None)
+
+        def sent(res: CommandResult | None) -> None:
+            r.commands_sent += 1
+            if res is None:
+                r.detail = "reboot command outcome unknown; judged by the boot id"
+            elif res.exit_code is None:
+                r.detail = "reboot command sent; its session ended with no exit status (the node went down); judged by the boot id"
+            else:
+                # A reboot usually cuts its own session (debug pod gone: 137, SSH dropped): the
+                # boot id, not the exit code, says whether the node rebooted.
+                r.detail = f"reboot command exit {res.exit_code}" + (
+                    f" ({(res.stderr or res.stdout).strip()[:200]}); judged by the boot id" if res.exit_code else "")
             self.touch()
-            return False
-        r.detail = (f"reboot command exit {res.exit_code}" if res.exit_code is not None else
-                    "reboot command sent; its session ended with no exit status (the node went down); judged by the boot id")
-        if res.exit_code not in (0, None):
-            # A reboot usually cuts its own session (debug pod gone: 137, SSH dropped): the boot
-            # id, not the exit code, says whether the node rebooted.
-            r.detail += f" ({(res.stderr or res.stdout).strip()[:200]}); judged by the boot id"
-        self.touch()
-        return True
-
-    async def _confirm_or_resend(self, i: NetworkMigrationInput, r: NodeReboot, address: str) -> None:
-        """After an unknown outcome: a node that went down or has a new boot id got the command.
-        One that stayed Ready on the same boot id for ``unknown_grace_seconds`` never got it (the
-        call was lost before it ran): then, and only then, the command is sent again."""
-        def moved(s: MigrationState) -> bool:
-            return any(n.name == r.node and (not n.ready or (n.boot_id and n.boot_id != r.boot_before)) for n in s.nodes)
 
         try:
-            await self._wait(f"reboot-started/{r.node}", moved, lambda s: "Ready on the same boot id" if not moved(s) else "rebooting",
-                             i.unknown_grace_seconds)
-        except ApplicationError:
-            r.detail = f"the lost reboot command never reached {r.node} (Ready on the same boot id for {i.unknown_grace_seconds:.0f}s); sent again"
-            await self._send_reboot(i, r, address)
+            await reboot(self.host, r.node, self._access(r.node, address), list(i.reboot_command), timeout_seconds=i.ready_timeout_seconds,
+                         read=read, until_ready=True, killed_by_reboot=lambda res: True, on_timeout="fail", on_send=sent,
+                         resend_after_grace_seconds=i.unknown_grace_seconds, poll_seconds=i.poll_seconds, board=self._st.health,
+                         stop=lambda: self.control.abort or self._revert_pending(), safe_point=self._interrupted)
+        except RebootFailed as err:
+            if err.kind == "command":
+                raise ApplicationError(f"reboot/{r.node}: {err.reason}", type="RebootFailed", non_retryable=True) from err
+            raise ApplicationError(f"reboot/{r.node}: not reached within {i.ready_timeout_seconds:.0f}s ({err.reason})",
+                                   type="WaitTimedOut", non_retryable=True) from err
+        r.state = "done"
+        self.touch()
+
+    async def _interrupted(self) -> None:
+        """The reboots' safe point: an abort raises Aborted, a pending revert :class:`_RevertNow`."""
+        if self.control.abort:
+            raise Aborted(self.control.abort_reason)
+        if self._revert_pending():
+            raise _RevertNow()
 
     # --- verify, revert -----------------------------------------------------------------------------
 

@@ -59,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted, RevertRequested
     from workflows.kit.health import Backoff, Check, wait_until
+    from workflows.kit.host import HostSteps
     from workflows.kit.models import Gate, ProcedurePhase, RevertInput
     from workflows.kit.planning import planning_abort_message, planning_call
     from workflows.kit.procedure import ProcedureWorkflow
@@ -106,6 +107,7 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
             pause_on_reject=False, reject_note="migration stops", base_phase=ProcedurePhase.PLANNING,
         )
         self._timeouts = self.timeouts  # the input's calls (workflows.kit.inputs.CallTimeouts)
+        self._host = HostSteps(self.gates, timeouts=self._timeouts, heartbeat_seconds=self._timeouts.heartbeat.total_seconds())
         self._window_open = False  # the run ended its steps and waits for a revert (revert_window_seconds)
         self._n = 0
 
@@ -218,7 +220,7 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
         i = self._in
         if not i.masters:
             return {}, []
-        selectors, errors = await read_master_selectors(i, self._timeouts)
+        selectors, errors = await read_master_selectors(i, self._host)
         items = [MigrationItem(ref=ObjectRef(kind="MasterConfig", name=m), path=i.master_config_path, old={}, new={},
                                blocked=[f"could not read it: {why}"]) for m, why in sorted(errors.items())]
         return selectors, items

@@ -19,15 +19,15 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.host.models import CommandResult, ExecBackend, HostAccess, RunCommandInput
+    from activities.host.models import CommandResult, ExecBackend, HostAccess
     from activities.node_upgrade.models import READ_NODE_FACTS, NodeFacts, NodeFactsInput
     from workflows.kit import calls as acts
     from workflows.kit.drain import DrainGateState
     from workflows.kit.health import Backoff, Check, wait_until
+    from workflows.kit.host import HostSteps
     from workflows.kit.models import NodePhase, failure_message
     from workflows.kit.noderun import DrainTimedOut, NodeRun, NodeRunWorkflow, Stopped
     from workflows.node_upgrade.models import NodeUpgradeNodeInput, NodeUpgradeNodeResult
@@ -61,21 +61,15 @@ class NodeUpgradeNodeWorkflow(NodeRunWorkflow):
                                  d.decision_timeout_seconds, d.decision_timeout_outcome),
             deadline_consequence="node {node} stays cordoned at the drain",
         )
+        # Host commands through the kit (no gates: a lost action is judged here by the kubelet version).
+        self._host = HostSteps(None, timeouts=self._timeouts, heartbeat_seconds=r.calls.heartbeat_seconds)
 
     async def _facts(self) -> NodeFacts:
         return await acts.call(READ_NODE_FACTS, NodeFactsInput(node=self._in.node), NodeFacts, timeouts=self._timeouts)
 
     async def _command(self, argv: list[str], access: HostAccess, timeout: float, *, once: bool,
                        env: dict[str, str] | None = None) -> CommandResult:
-        cmd = RunCommandInput(access=access, argv=argv, timeout_seconds=timeout, env=env or {})
-        return await workflow.execute_activity(
-            acts.RUN_NODE_COMMAND,
-            cmd,
-            result_type=CommandResult,
-            start_to_close_timeout=timedelta(seconds=cmd.bound_seconds()) + self._timeouts.short_call,
-            heartbeat_timeout=self._timeouts.heartbeat,
-            retry_policy=RetryPolicy(maximum_attempts=1) if once else acts.DEFAULT_RETRY,
-        )
+        return await self._host.command(argv, access, timeout_seconds=timeout, once=once, env=env)
 
     async def _sha256(self) -> str | None:
         """node-config.yaml's sha256 over the node's host access (None without access or file):

@@ -17,7 +17,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.host.models import CommandResult, RunCommandInput
+    from activities.host.models import CommandResult
     from activities.vxlan_port.models import (
         FanoutInput,
         FanoutResult,
@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.barrier import Barrier
     from workflows.kit.control import Control
+    from workflows.kit.host import HostSteps
     from workflows.kit.models import failure_message
     from workflows.vxlan_port import plan
     from workflows.vxlan_port.models import SdnNode, VxlanPortChangeInput, VxlanStatus
@@ -41,11 +42,13 @@ class StepFailed(Exception):
 
 
 class SdnNodes:
-    """The per-node steps of one run over ``names`` (status rows in ``st.sdn_nodes``)."""
+    """The per-node steps of one run over ``names`` (status rows in ``st.sdn_nodes``); host
+    commands through the kit's ``steps`` (:class:`workflows.kit.host.HostSteps`)."""
 
     def __init__(self, inp: VxlanPortChangeInput, st: VxlanStatus, control: Control, touch: Callable[[], None],
-                 timeouts: acts.Timeouts) -> None:
+                 timeouts: acts.Timeouts, steps: HostSteps) -> None:
         self.inp, self.st, self.control, self.touch, self.timeouts = inp, st, control, touch, timeouts
+        self.steps = steps
         self.names: list[str] = []
         #: Nodes where this run added the new port's rule (an abort before the fan-out removes it there).
         self.firewall_added: set[str] = set()
@@ -57,15 +60,9 @@ class SdnNodes:
         return self.st.sdn_nodes.setdefault(node, SdnNode(name=node))
 
     async def host(self, node: str, argv: list[str], *, timeout: float = 60.0, once: bool = False) -> CommandResult:
-        """``argv`` on ``node``'s host (``run_node_command``); ``once``: never retried (not safe to
-        repeat: the check that follows decides)."""
-        cmd = RunCommandInput(access=self.inp.host_access[node], argv=argv, timeout_seconds=timeout)
-        return await workflow.execute_activity(
-            acts.RUN_NODE_COMMAND, cmd, result_type=CommandResult,
-            start_to_close_timeout=timedelta(seconds=cmd.bound_seconds()) + self.timeouts.short_call,
-            heartbeat_timeout=max(timedelta(seconds=30), self.timeouts.heartbeat),
-            retry_policy=RetryPolicy(maximum_attempts=1) if once else acts.DEFAULT_RETRY,
-        )
+        """``argv`` on ``node``'s host (the kit's :meth:`HostSteps.command`); ``once``: never
+        retried (not safe to repeat: the check that follows decides)."""
+        return await self.steps.command(argv, self.inp.host_access[node], timeout_seconds=timeout, once=once)
 
     async def barrier(self, name: str, step: Callable[[str], Awaitable[bool | str]], concurrency: int | None = None) -> None:
         """One round of ``step`` on every node; raises StepFailed naming the nodes that failed."""

@@ -80,7 +80,7 @@ class VxlanPortChangeWorkflow(NodeProcedureWorkflow):
                       reject_note="the run stops (before the fan-out, what it changed is restored)", preflight=True)
         self.host_steps = HostSteps(self.gates, board=self.st.host_steps, on_change=self.touch, timeouts=self.timeouts,
                                     gate_timeout_seconds=input.gates.timeout_seconds)
-        self.sdn = SdnNodes(input, self.st, self.control, self.touch, self.timeouts)
+        self.sdn = SdnNodes(input, self.st, self.control, self.touch, self.timeouts, self.host_steps)
         self.masters = Masters(input, self.st, self.control, self.touch, self.host_steps, self.mirror, self.timeouts)
         self.board = NodeBoard(procedure=PROCEDURE_VXLAN_PORT, cluster=input.cluster, nodes=self.st.nodes,
                                gate_history=self.st.gate_history, warnings=self.st.warnings, on_change=self.touch, noun="port change")
