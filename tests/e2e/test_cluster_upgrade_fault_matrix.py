@@ -25,7 +25,7 @@ from clustersim import traps
 from tests.e2e.test_control_plane_fault_matrix import DOCUMENTED as CONTROL_PLANE_DOCUMENTED
 from tests.e2e.test_upgrade_control_plane_e2e import CA, cp_input, r3_without_brick_fault
 from tests.e2e.test_upgrade_nodes_e2e import hosts_env, upgrade_input
-from tests.faultmatrix import Case, Step, World, judge, matrix_params, run_case
+from tests.faultmatrix import Case, Step, World, assert_covers, happy_writes, judge, matrix_params, run_case
 from workflows.cluster_upgrade import ClusterUpgradeWorkflow
 from workflows.cluster_upgrade.models import ClusterUpgradeInput, ClusterUpgradePlan, ClusterUpgradeResult
 from workflows.node_upgrade.models import BatchPolicy
@@ -43,15 +43,16 @@ STEPS = {
 XFAIL: dict[tuple[str, Case], str] = {}
 
 
-@pytest.mark.timeout(420)
-@pytest.mark.parametrize(("step", "case"), matrix_params(STEPS, XFAIL))
-async def test_cluster_upgrade_fault_matrix(step: str, case: Case, sim_factory: Any, worker_for: Any, temporal_client: Any,
-                                            task_queue: str, tmp_path: Path) -> None:
+#: Kinds of write that fall inside a step above (kind -> (step, why)).
+WITHIN: dict[str, tuple[str, str]] = {}
+
+
+async def setup(sim_factory: Any, worker_for: Any, temporal_client: Any, task_queue: str, tmp_path: Path) -> tuple[World, Any]:
+    """The matrix's world (R3 without the brick fault, master01's CA fixed) and its start."""
     sim = await sim_factory(r3_without_brick_fault(), time_scale=SCALE)
     host = sim.components["hosts"].hosts["master01.example.com"]
     host.files[CA] = host.files["/etc/origin/master/ipa-ca.crt"]  # symptom (c) fixed before the snapshot
     worker = await worker_for(sim, env=hosts_env(sim))
-    world = World(sim=sim, client=temporal_client, worker=worker)
     plan = ClusterUpgradePlan(control_plane=cp_input(sim),
                               infra_nodes=upgrade_input(tmp_path, "region=infra", BatchPolicy(serial="50%", canary=1)))
 
@@ -60,6 +61,23 @@ async def test_cluster_upgrade_fault_matrix(step: str, case: Case, sim_factory: 
             ClusterUpgradeWorkflow.run, ClusterUpgradeInput(plan=plan, search_attributes=False, approvals={"requested_by": "e2e"}),
             id=f"cu-fm-{uuid.uuid4().hex[:8]}", task_queue=task_queue, result_type=ClusterUpgradeResult)
 
+    return World(sim=sim, client=temporal_client, worker=worker), begin
+
+
+@pytest.mark.timeout(420)
+async def test_cluster_upgrade_matrix_covers_every_write(sim_factory: Any, worker_for: Any, temporal_client: Any, task_queue: str, tmp_path: Path) -> None:
+    """Every kind of write a happy cluster upgrade sends is a step above (tests/faultmatrix.py)."""
+    world, begin = await setup(sim_factory, worker_for, temporal_client, task_queue, tmp_path)
+    cr, writes = await happy_writes(world, begin, timeout=360)
+    assert cr.outcome == "completed", cr
+    assert_covers(STEPS, writes, WITHIN)
+
+
+@pytest.mark.timeout(420)
+@pytest.mark.parametrize(("step", "case"), matrix_params(STEPS, XFAIL))
+async def test_cluster_upgrade_fault_matrix(step: str, case: Case, sim_factory: Any, worker_for: Any, temporal_client: Any,
+                                            task_queue: str, tmp_path: Path) -> None:
+    world, begin = await setup(sim_factory, worker_for, temporal_client, task_queue, tmp_path)
     cr = await run_case(world, begin, STEPS[step], case, ignore=DOCUMENTED)
     print("\n".join([f"{step}/{case}: {cr.outcome} {(cr.result or {}).get('message') or cr.failure or ''}", *cr.log]))
     judge(cr)
