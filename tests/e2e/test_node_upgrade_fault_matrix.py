@@ -10,7 +10,11 @@ tests/e2e/test_upgrade_nodes_e2e.py). Mutating steps, in the order the procedure
 
 - ``canary-cordon``: the canary node01's first write, the cordon (its PATCH);
 - ``second-cordon``: node02's cordon, after the canary was upgraded and its gate approved (past
-  the middle of the run).
+  the middle of the run);
+- ``canary-evict``: the first eviction of the canary's drain (node01 cordoned, its pods going).
+
+:func:`test_node_upgrade_matrix_covers_every_write` checks these are every kind of write a happy
+run sends (tests/faultmatrix.py).
 
 The upgrade keeps no records and has no point of no return: an abort stops before any new node,
 a node still draining is rolled back (uncordoned, as this run cordoned it) and an upgraded node
@@ -45,6 +49,7 @@ DOCUMENTED: list[str] = []
 STEPS = {
     "canary-cordon": Step("canary-cordon", traps.api("patch", "nodes", name="node01.example.com")),
     "second-cordon": Step("second-cordon", traps.api("patch", "nodes", name="node02.example.com")),
+    "canary-evict": Step("canary-evict", traps.api("create", "pods", subresource="eviction")),
 }
 
 #: (step, case) -> why it does not pass as the procedure is today (what the run showed).
