@@ -7,7 +7,10 @@ matrix proves is the composition: a fault in a later phase, after an earlier pha
 ends the upgrade with a ``left_changed`` that is exactly the simulator's diff: what the
 finished phase changed (it stays finished: an abort does not undo it) plus what the stopped
 phase left changed. The plan is the control plane (every master's API manifest) then the infra
-nodes with a canary; the step is the canary's first write (its cordon), in the second phase.
+nodes with a canary; the steps are the control plane's first write (master01's manifest), in the
+first phase, and the canary's first write (its cordon), in the second phase. The phases' other
+writes fall inside those (:data:`WITHIN`: each is a step of its phase's own matrix), which
+:func:`test_cluster_upgrade_matrix_covers_every_write` checks against a happy run.
 
 Documented changes (ignored in the diff): the controllers' leader lease, which passes to the
 next running master as the control plane restarts them (as in the control plane's own matrix).
@@ -37,6 +40,8 @@ DOCUMENTED: list[str] = list(CONTROL_PLANE_DOCUMENTED)  # the leader lease, as i
 
 STEPS = {
     "infra-canary-cordon": Step("infra-canary-cordon", traps.api("patch", "nodes", name="node01.example.com")),
+    "first-manifest": Step("first-manifest", traps.host(r"^tee /etc/origin/node/pods/apiserver.yaml", host="master01.example.com",
+                                                        stderr="tee: Permission denied\n", exit_code=1)),
 }
 
 #: (step, case) -> why it does not pass as the procedure is today (what the run showed).
@@ -44,7 +49,18 @@ XFAIL: dict[tuple[str, Case], str] = {}
 
 
 #: Kinds of write that fall inside a step above (kind -> (step, why)).
-WITHIN: dict[str, tuple[str, str]] = {}
+#: The phases' own writes are each a step of the phase's own matrix
+#: (test_control_plane_fault_matrix.py, test_node_upgrade_fault_matrix.py); here they fall inside
+#: the phase's first step, which proves the composition.
+WITHIN: dict[str, tuple[str, str]] = {
+    "host: mkdir /etc/origin/node/pods": ("first-manifest", "the control-plane phase's ``mkdir -p`` before each manifest"),
+    "host: master-restart api": ("first-manifest", "the control-plane phase's restart of each master's API "
+                                                   "(test_control_plane_fault_matrix.py: restart-api)"),
+    "host: master-restart controllers": ("first-manifest", "the control-plane phase's restart of each master's controllers "
+                                                           "(test_control_plane_fault_matrix.py: restart-controllers)"),
+    "create pods/eviction": ("infra-canary-cordon", "the infra phase's drains, begun by each cordon "
+                                                    "(test_node_upgrade_fault_matrix.py: canary-evict)"),
+}
 
 
 async def setup(sim_factory: Any, worker_for: Any, temporal_client: Any, task_queue: str, tmp_path: Path) -> tuple[World, Any]:

@@ -9,7 +9,14 @@ Mutating steps, in the order the migration takes them (workflows/network_migrati
 - ``pause-pools``: the first MachineConfigPool paused (recorded), the pools settled;
 - ``switch``: ``network.config/cluster`` ``spec.networkType`` (recorded; the point of no
   return: from here an abort leaves the cluster on OVN-Kubernetes and says so, with the
-  ``revert`` that rolls it back).
+  ``revert`` that rolls it back);
+- ``debug-pod``: the first node's reboot pod (``oc debug``'s, created in ``default``), past the
+  switch; the step deletes it again after the reboot;
+- ``reboot``: the first ``systemctl reboot`` through that pod;
+- ``cleanup``: the cleanup gate's DELETE of namespace ``openshift-sdn`` (the end of the road).
+
+:func:`test_network_migration_matrix_covers_every_write` checks these are every kind of write a
+happy run sends (tests/faultmatrix.py).
 
 Before the switch an abort restores what the records hold, read back; after it, the outcome's
 ``left_changed`` must name what the simulator sees changed.
@@ -42,6 +49,9 @@ STEPS = {
     "migration-field": Step("migration-field", traps.api("patch", "networks", group="operator.openshift.io", name="cluster")),
     "pause-pools": Step("pause-pools", traps.api("patch", "machineconfigpools")),
     "switch": Step("switch", traps.api("patch", "networks", group="config.openshift.io", name="cluster")),
+    "debug-pod": Step("debug-pod", traps.api("create", "pods", subresource="")),
+    "reboot": Step("reboot", traps.host(r"^systemctl reboot", stderr="Failed to reboot: Access denied\n", exit_code=1)),
+    "cleanup": Step("cleanup", traps.api("delete", "namespaces", name="openshift-sdn")),
 }
 
 #: (step, case) -> why it does not pass as the procedure is today (what the run showed).
@@ -49,7 +59,9 @@ XFAIL: dict[tuple[str, Case], str] = {}
 
 
 #: Kinds of write that fall inside a step above (kind -> (step, why)).
-WITHIN: dict[str, tuple[str, str]] = {}
+WITHIN: dict[str, tuple[str, str]] = {
+    "delete pods": ("debug-pod", "each reboot's debug pod is deleted by the step that created it, once the host rebooted"),
+}
 
 
 async def setup(sim_factory: Any, worker_for: Any, temporal_client: Any, task_queue: str) -> tuple[World, Any]:
