@@ -46,7 +46,7 @@ import re
 import shlex
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -502,7 +502,7 @@ HOST_READS: tuple[str, ...] = (
     r"^(docker|crictl|runc) (ps|images|inspect|info|version|pods)( |$)", r"^(docker|crictl) --version",
     r"^docker (image|container) (inspect|ls)( |$)",
     r"^gluster (volume (info|status|heal \S+ info)|peer status|pool list)", r"^gluster --version",
-    r"^etcdctl (endpoint|member list|get|version)", r"^journalctl ", r"^master-logs ",
+    r"^etcdctl( --?\S+)* (endpoint|member list|get|version|alarm list)( |$)", r"^etcdutl( --?\S+)* snapshot status ", r"^journalctl ", r"^master-logs ",
     r"^(ovs-vsctl|ovs-ofctl) (show|list|get|dump-flows|find|br-exists|list-br)", r"^oc (get|version|whoami) ",
     r"^awk ", r"^sed -n ", r"^cut ", r"^sort ", r"^wc ", r"^openssl (x509|verify) ", r"^mount$", r"^findmnt ",
     r"^cat$", r"^sleep ", r"^nproc$", r"^free( |$)", r"^lsblk", r"^blkid",
@@ -517,8 +517,9 @@ _IPTABLES_ACTIONS = ("-A", "-I", "-D", "-R", "-N", "-X", "-F", "-P", "-Z", "-E")
 def command_kind(argv: Sequence[str]) -> str:
     """The kind of a host command: its program's base name and its first word that is not an
     option (``systemctl stop``, ``yum remove``, ``tee /etc/origin/node/pods/apiserver.yaml``);
-    for a file tool (:data:`_FILE_TOOLS`) the file it writes, its last argument (``mv
-    /etc/origin/master/master-config.yaml``); for iptables the action option (``iptables -A``)."""
+    for a file tool (:data:`_FILE_TOOLS`) the directory of the file it writes, its last argument
+    (``mv /etc/origin/master``: a per-member or per-run file name makes no new kind); for
+    iptables the action option (``iptables -A``)."""
     if not argv:
         return ""
     base = argv[0].rsplit("/", 1)[-1]
@@ -526,7 +527,7 @@ def command_kind(argv: Sequence[str]) -> str:
     if base.startswith("ip6tables") or base.startswith("iptables"):
         return " ".join([base, *[a for a in rest if a in _IPTABLES_ACTIONS][:1]])
     if base in _FILE_TOOLS and rest and not rest[-1].startswith("-"):
-        return f"{base} {rest[-1]}"
+        return f"{base} {rest[-1].rstrip('/').rsplit('/', 1)[0] or '/'}"
     words = [a for a in rest if not a.startswith("-")]
     return f"{base} {words[0]}" if words else base
 
@@ -599,18 +600,25 @@ def writes_since(sim: Any, mark: WriteMark) -> Writes:
     """What lockkeeper wrote to ``sim`` since ``mark``: API requests with
     :data:`LOCKKEEPER_USER_AGENT` and a mutating verb (whatever their answer), host commands not
     matched by :data:`HOST_READS`."""
-    out = Writes()
+    out = host_writes((name, _unwrap(rec.argv), rec.via) for name, h in _hosts(sim).items()
+                      for rec in h.log[mark.host_logs.get(name, 0):])
     for e in sim.requests.entries():
         if e.time >= mark.since and e.verb in MUTATING_VERBS and e.user_agent.startswith(LOCKKEEPER_USER_AGENT):
             out.api.setdefault(api_kind(e.verb, e.resource, e.group, e.subresource), []).append(
                 (e.verb, e.resource, e.group, e.namespace, e.name, e.subresource))
-    for name, h in _hosts(sim).items():
-        for rec in h.log[mark.host_logs.get(name, 0):]:
-            argv = _unwrap(rec.argv)
-            command = shlex.join(argv)
-            if not argv or any(rx.search(command) for rx in _HOST_READS):
-                continue
-            out.host.setdefault("host: " + command_kind(argv), []).append((name, command, rec.via))
+    return out
+
+
+def host_writes(commands: Iterable[tuple[str, Sequence[str], str]]) -> Writes:
+    """The writes among host commands ``(host, argv, via)``: those :data:`HOST_READS` does not
+    match, by :func:`command_kind` (a world other than the simulator's, e.g. the etcd matrix's
+    local members, logs its commands and passes them here)."""
+    out = Writes()
+    for host, argv, via in commands:
+        command = shlex.join(argv)
+        if not argv or any(rx.search(command) for rx in _HOST_READS):
+            continue
+        out.host.setdefault("host: " + command_kind(argv), []).append((host, command, via))
     return out
 
 

@@ -73,7 +73,7 @@ XFAIL: dict[tuple[str, Case], str] = {}
 WITHIN: dict[str, tuple[str, str]] = {
     "patch configmaps": ("record", "the record ConfigMap's own updates as each change is recorded (documented: kept for a reverse run)"),
     "host: iptables.init": ("firewall", "``iptables.init save`` persists the rule the same host step just added"),
-    "host: mv /etc/origin/master/master-config.yaml": ("master-config", "the written copy moved into place, in the same host step"),
+    "host: mv /etc/origin/master": ("master-config", "the written copy moved into place, in the same host step"),
     "host: master-restart controllers": ("master-restart", "each master's controllers restarted after its API, in the same step"),
 }
 
