@@ -244,16 +244,23 @@ async def _until(pred: Callable[[], Awaitable[bool]], timeout: float, interval: 
 
 
 async def _settled_diff(url: str, sid: str, ignore: list[str], settle: float) -> Diff:
-    """The diff once pods have settled: taken again until no owner's pod counts differ (a drain's
-    replacements scheduled and Ready) or ``settle`` seconds passed, then the last one."""
+    """The diff once the world has settled: taken again until no owner's pod counts differ (a
+    drain's replacements scheduled and Ready) and the readings of :data:`STILL_SECONDS` name the
+    same changes (an activity cancelled by the end of its run deletes its debug pod at its next
+    heartbeat, seconds after the run ended), or ``settle`` seconds passed, then the last one."""
     end = time.monotonic() + settle
+    readings: list[dict[str, list[str]]] = []
     while True:
         d = await snapshots.diff(url, sid, ignore=ignore)
-        if not d.pods:
+        readings = [*readings[-int(STILL_SECONDS):], by_target(d)]
+        still = len(readings) > STILL_SECONDS and all(r == readings[-1] for r in readings)
+        if (not d.pods and still) or time.monotonic() > end:
             return d
-        if time.monotonic() > end:
-            return d
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(1.0)
+
+
+#: Seconds the simulator's diff must stay the same before a case is judged (:func:`_settled_diff`).
+STILL_SECONDS = 5
 
 
 async def run_case(

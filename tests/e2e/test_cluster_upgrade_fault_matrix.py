@@ -97,7 +97,7 @@ async def test_cluster_upgrade_fault_matrix(step: str, case: Case, sim_factory: 
     cr = await run_case(world, begin, STEPS[step], case, ignore=DOCUMENTED)
     print("\n".join([f"{step}/{case}: {cr.outcome} {(cr.result or {}).get('message') or cr.failure or ''}", *cr.log]))
     judge(cr)
-    if cr.outcome != "completed":
+    if step == "infra-canary-cordon" and cr.outcome != "completed":
         # the finished control-plane phase stays: every master's host is named as upgraded
         targets = {i.target for i in cr.left_changed}
         assert {f"host master0{i}.example.com" for i in (1, 2, 3)} <= targets, cr.left_changed

@@ -10,9 +10,9 @@ Mutating steps, in the order the migration takes them (workflows/network_migrati
 - ``switch``: ``network.config/cluster`` ``spec.networkType`` (recorded; the point of no
   return: from here an abort leaves the cluster on OVN-Kubernetes and says so, with the
   ``revert`` that rolls it back);
-- ``debug-pod``: the first node's reboot pod (``oc debug``'s, created in ``default``), past the
-  switch; the step deletes it again after the reboot;
-- ``reboot``: the first ``systemctl reboot`` through that pod;
+- ``probe-pod``: the preflight's reboot-access probe (a debug pod on every node at once, running
+  ``true``, deleted again: the only write of a preflight, before anything else is written);
+- ``reboot``: the first ``systemctl reboot``, through its node's debug pod (past the switch);
 - ``cleanup``: the cleanup gate's DELETE of namespace ``openshift-sdn`` (the end of the road).
 
 :func:`test_network_migration_matrix_covers_every_write` checks these are every kind of write a
@@ -49,19 +49,26 @@ STEPS = {
     "migration-field": Step("migration-field", traps.api("patch", "networks", group="operator.openshift.io", name="cluster")),
     "pause-pools": Step("pause-pools", traps.api("patch", "machineconfigpools")),
     "switch": Step("switch", traps.api("patch", "networks", group="config.openshift.io", name="cluster")),
-    "debug-pod": Step("debug-pod", traps.api("create", "pods", subresource="")),
+    "probe-pod": Step("probe-pod", traps.api("create", "pods", subresource="")),
     "reboot": Step("reboot", traps.host(r"^systemctl reboot", stderr="Failed to reboot: Access denied\n", exit_code=1)),
     "cleanup": Step("cleanup", traps.api("delete", "namespaces", name="openshift-sdn")),
 }
 
 #: (step, case) -> why it does not pass as the procedure is today (what the run showed).
-XFAIL: dict[tuple[str, Case], str] = {}
+XFAIL: dict[tuple[str, Case], str] = {
+    ("probe-pod", Case.KILL_THEN_ABORT): "the preflight's probe pods on every node are left behind, 'nothing was changed': " + _LEAKED_POD,
+    ("reboot", Case.KILL_THEN_ABORT): "the first node's reboot pod is left behind: " + _LEAKED_POD,
+}
 
 
 #: Kinds of write that fall inside a step above (kind -> (step, why)).
 WITHIN: dict[str, tuple[str, str]] = {
-    "delete pods": ("debug-pod", "each reboot's debug pod is deleted by the step that created it, once the host rebooted"),
+    "delete pods": ("probe-pod", "each debug pod (the preflight's probes, each reboot's) is deleted by the command that created it"),
 }
+
+_LEAKED_POD = ("a debug pod whose worker was SIGKILLed during its command is never deleted: "
+               "activities/host/debug_pod.py deletes a pod only in the process that created it (its finally or its cancel), and "
+               "nothing in the run deletes it afterwards or names it in left_changed")
 
 
 async def setup(sim_factory: Any, worker_for: Any, temporal_client: Any, task_queue: str) -> tuple[World, Any]:
