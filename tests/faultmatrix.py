@@ -55,6 +55,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
 from clustersim import snapshots, traps
 from clustersim.faults import MUTATING_VERBS
+from clustersim.hosts.interp import strip_wrappers
 from clustersim.snapshots.ignore import IgnoreSet
 from clustersim.snapshots.models import Diff
 from clustersim.snapshots.objects import object_keys
@@ -585,29 +586,11 @@ def mark_writes(sim: Any) -> WriteMark:
     return WriteMark(since=time.time(), host_logs={name: len(h.log) for name, h in _hosts(sim).items()})
 
 
-def _unwrap(argv: Sequence[str]) -> list[str]:
-    """``argv`` without the ``env``/``sudo``/``timeout`` wrappers (as the traps see it)."""
-    from clustersim.hosts.interp import unwrap
-
-    argv = list(argv)
-    while argv and argv[0] in ("env", "sudo", "timeout"):
-        before = argv
-        if argv[0] == "env":
-            argv = argv[1:]
-            while argv and "=" in argv[0] and not argv[0].startswith("-"):
-                argv = argv[1:]
-        else:
-            argv = list(unwrap(argv)[0])
-        if argv == before:
-            break
-    return argv
-
-
 def writes_since(sim: Any, mark: WriteMark) -> Writes:
     """What lockkeeper wrote to ``sim`` since ``mark``: API requests with
     :data:`LOCKKEEPER_USER_AGENT` and a mutating verb (whatever their answer), host commands not
     matched by :data:`HOST_READS`."""
-    out = host_writes((name, _unwrap(rec.argv), rec.via) for name, h in _hosts(sim).items()
+    out = host_writes((name, strip_wrappers(rec.argv), rec.via) for name, h in _hosts(sim).items()
                       for rec in h.log[mark.host_logs.get(name, 0):])
     for e in sim.requests.entries():
         if e.time >= mark.since and e.verb in MUTATING_VERBS and e.user_agent.startswith(LOCKKEEPER_USER_AGENT):
@@ -674,6 +657,17 @@ def assert_covers(steps: Mapping[str, Any], writes: Writes, within: Mapping[str,
         seen = [f"    {k}: {len(writes.api.get(k) or writes.host.get(k) or [])}x, first {writes.example(k)}" for k in writes.kinds()]
         raise AssertionError("the fault matrix misses mutating steps:\n  " + "\n  ".join(problems)
                              + "\n  the run's writes:\n" + "\n".join(seen))
+
+
+async def check_coverage(world: World, start: Callable[[], Awaitable[WorkflowHandle[Any, Any]]], steps: Mapping[str, Any],
+                         within: Mapping[str, tuple[str, str]] | None = None, *, timeout: float = 360.0) -> Writes:
+    """The coverage test of a matrix: a happy run (:func:`happy_writes`) must complete and its
+    writes be covered by ``steps`` and ``within`` (:func:`assert_covers`); returns the writes.
+    Raises AssertionError otherwise."""
+    cr, writes = await happy_writes(world, start, timeout=timeout)
+    assert cr.outcome == "completed", f"the happy run ended {cr.outcome}: {cr.failure or cr.result}\n" + "\n".join(cr.log)
+    assert_covers(steps, writes, within)
+    return writes
 
 
 async def happy_writes(world: World, start: Callable[[], Awaitable[WorkflowHandle[Any, Any]]], *, timeout: float = 300.0,

@@ -34,7 +34,7 @@ import pytest
 
 from clustersim import traps
 from tests.e2e.test_upgrade_control_plane_e2e import CA, MANIFEST, hosts_env, r3_without_brick_fault, start
-from tests.faultmatrix import Case, Step, World, assert_covers, happy_writes, judge, matrix_params, run_case
+from tests.faultmatrix import Case, Step, World, check_coverage, judge, matrix_params, run_case
 
 pytestmark = pytest.mark.e2e
 
@@ -90,9 +90,7 @@ async def test_control_plane_matrix_covers_every_write(sim_factory: Any, worker_
                                                        task_queue: str) -> None:
     """Every kind of write a happy control-plane upgrade sends is a step above (tests/faultmatrix.py)."""
     world, begin = await setup(sim_factory, worker_for, temporal_client, task_queue)
-    cr, writes = await happy_writes(world, begin)
-    assert cr.outcome == "completed", cr
-    assert_covers(STEPS, writes, WITHIN)
+    await check_coverage(world, begin, STEPS, WITHIN)
 
 
 @pytest.mark.timeout(360)

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from clustersim import traps
-from tests.faultmatrix import Case, Step, World, assert_covers, happy_writes, judge, matrix_params, run_case
+from tests.faultmatrix import Case, Step, World, check_coverage, judge, matrix_params, run_case
 from workflows.gluster import GlusterRecoveryWorkflow
 from workflows.gluster.models import GlusterHealthParams, GlusterRecoveryInput, GlusterRecoveryResult
 
@@ -69,9 +69,7 @@ async def test_gluster_recovery_matrix_covers_every_write(sim_factory: Any, work
                                                           task_queue: str) -> None:
     """Every kind of write a happy GlusterFS recovery sends is a step above (tests/faultmatrix.py)."""
     world, begin = await setup(sim_factory, worker_for, temporal_client, task_queue)
-    cr, writes = await happy_writes(world, begin)
-    assert cr.outcome == "completed", cr
-    assert_covers(STEPS, writes, WITHIN)
+    await check_coverage(world, begin, STEPS, WITHIN)
 
 
 @pytest.mark.timeout(300)

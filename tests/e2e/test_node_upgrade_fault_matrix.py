@@ -37,7 +37,7 @@ import pytest
 
 from clustersim import traps
 from tests.e2e.test_upgrade_nodes_e2e import control_plane_on_310, hosts_env, r3_scenario, upgrade_input
-from tests.faultmatrix import Case, Step, World, assert_covers, happy_writes, judge, matrix_params, run_case
+from tests.faultmatrix import Case, Step, World, check_coverage, judge, matrix_params, run_case
 from workflows.node_upgrade import NodeUpgradeWorkflow
 from workflows.node_upgrade.models import BatchPolicy, NodeUpgradeResult
 
@@ -80,9 +80,7 @@ async def test_node_upgrade_matrix_covers_every_write(sim_factory: Any, worker_f
                                                       tmp_path: Path) -> None:
     """Every kind of write a happy node upgrade sends is a step above (tests/faultmatrix.py)."""
     world, begin = await setup(sim_factory, worker_for, temporal_client, task_queue, tmp_path)
-    cr, writes = await happy_writes(world, begin)
-    assert cr.outcome == "completed", cr
-    assert_covers(STEPS, writes, WITHIN)
+    await check_coverage(world, begin, STEPS, WITHIN)
 
 
 @pytest.mark.timeout(360)

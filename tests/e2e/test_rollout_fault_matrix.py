@@ -30,7 +30,7 @@ import pytest
 
 from clustersim import traps
 from tests.e2e.harness import fast_timings, worker_pool_scenario
-from tests.faultmatrix import Case, Step, World, assert_covers, happy_writes, judge, matrix_params, run_case
+from tests.faultmatrix import Case, Step, World, check_coverage, judge, matrix_params, run_case
 from workflows.machineconfig.models import MachineConfigRolloutInput, MachineConfigRolloutResult
 
 pytestmark = pytest.mark.e2e
@@ -65,9 +65,7 @@ async def test_rollout_matrix_covers_every_write(sim_factory: Any, worker_for: A
     """Every kind of write a happy rollout sends is a step above (tests/faultmatrix.py)."""
     sim = await sim_factory(worker_pool_scenario(3, "rollout-fm"), time_scale=SCALE)
     world = World(sim=sim, client=temporal_client, worker=await worker_for(sim))
-    cr, writes = await happy_writes(world, begin_rollout(temporal_client, task_queue))
-    assert cr.outcome == "completed", cr
-    assert_covers(STEPS, writes, WITHIN)
+    await check_coverage(world, begin_rollout(temporal_client, task_queue), STEPS, WITHIN)
 
 
 @pytest.mark.timeout(420)
