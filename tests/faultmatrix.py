@@ -510,10 +510,11 @@ HOST_READS: tuple[str, ...] = (
     r"^(docker|crictl|runc) (ps|images|inspect|info|version|pods)( |$)", r"^(docker|crictl) --version",
     r"^docker (image|container) (inspect|ls)( |$)",
     r"^gluster (volume (info|status|heal \S+ info)|peer status|pool list)", r"^gluster --version",
-    r"^etcdctl( --?\S+)* (endpoint|member list|get|version|alarm list)( |$)", r"^etcdutl( --?\S+)* snapshot status ", r"^journalctl ", r"^master-logs ",
+    r"^etcdctl( --?\S+)* (endpoint|member list|get|version|alarm list)( |$)", r"^etcdutl( --?\S+)* snapshot status ",
+    r"^journalctl ", r"^master-logs ",
     r"^(ovs-vsctl|ovs-ofctl) (show|list|get|dump-flows|find|br-exists|list-br)", r"^oc (get|version|whoami) ",
     r"^awk ", r"^sed -n ", r"^cut ", r"^sort ", r"^wc ", r"^openssl (x509|verify) ", r"^mount$", r"^findmnt ",
-    r"^cat$", r"^sleep ", r"^nproc$", r"^free( |$)", r"^lsblk", r"^blkid",
+    r"^sleep ", r"^nproc$", r"^free( |$)", r"^lsblk", r"^blkid",
 )
 _HOST_READS = [re.compile(rx) for rx in HOST_READS]
 #: Tools whose last argument is the file they write (so it makes the kind).
