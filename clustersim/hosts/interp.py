@@ -91,6 +91,23 @@ def split_timeout(argv: list[str]) -> tuple[float, str, list[str]]:
     return float(match.group(1)) * _UNIT_SECONDS[match.group(2)], "KILL" if sig in ("KILL", "9") else "TERM", args[1:]
 
 
+def strip_wrappers(argv: list[str]) -> list[str]:
+    """``argv`` without any ``env [NAME=VALUE...]``, ``sudo`` and ``timeout`` wrappers, as step
+    traps match a command (a wrapper in bad form is left in place)."""
+    argv = list(argv)
+    while argv and argv[0] in ("env", "sudo", "timeout"):
+        before = argv
+        if argv[0] == "env":
+            argv = argv[1:]
+            while argv and "=" in argv[0] and not argv[0].startswith("-"):
+                argv = argv[1:]
+        else:
+            argv = unwrap(argv)[0]
+        if argv == before:
+            break  # a wrapper in bad form: matched as it is
+    return argv
+
+
 def unwrap(argv: list[str]) -> tuple[list[str], bool, float | None]:
     """``argv`` without the wrappers lockkeeper's SSH executor puts around a command, in its order
     (``sudo -n``, then ``timeout ... DURATION``): (the command, under sudo, DURATION or None). A
@@ -204,18 +221,7 @@ class Interpreter:
         or the result a ``fail`` trap gives (exit 255 when the simulator stops during a hold)."""
         if self.traps is None:
             return None
-        argv = list(shown)
-        while argv and argv[0] in ("env", "sudo", "timeout"):
-            before = argv
-            if argv[0] == "env":
-                argv = argv[1:]
-                while argv and "=" in argv[0] and not argv[0].startswith("-"):
-                    argv = argv[1:]
-            else:
-                argv = unwrap(argv)[0]
-            if argv == before:
-                break  # a wrapper in bad form: matched as it is
-        action, trap = self.traps.check_host(host.name, argv, via)
+        action, trap = self.traps.check_host(host.name, strip_wrappers(shown), via)
         if trap is None:
             return None
         if action == "hold":

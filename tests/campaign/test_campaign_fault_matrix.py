@@ -37,6 +37,7 @@ from tests.support.harness import fast_timings, worker_pool_scenario
 from tests.support.faultmatrix import (
     Case,
     CaseResult,
+    Step,
     World,
     _act,
     _final_trap,
@@ -44,9 +45,12 @@ from tests.support.faultmatrix import (
     _until,
     _wait_end,
     abort,
+    assert_covers,
     judge,
+    mark_writes,
     matrix_params,
     trap_hit,
+    writes_since,
 )
 from workers.settings import cluster_task_queue
 from workflows.campaign.models import CampaignInput, CampaignResult, cluster_of
@@ -68,7 +72,7 @@ STEPS = {
 async def run_campaign_case(client: Any, sims: dict[str, Any], workers: dict[str, Any], names: dict[str, str],
                             start: Any, step: str, case: Case, *, reach_timeout: float = 150.0,
                             end_timeout: float = 180.0) -> tuple[CaseResult, dict[str, Diff]]:
-    """:func:`tests.faultmatrix.run_case` across a fleet: a snapshot of every cluster, the trap on
+    """:func:`tests.support.faultmatrix.run_case` across a fleet: a snapshot of every cluster, the trap on
     the step's cluster, the kill on that cluster's worker; returns the campaign's case result and
     each cluster's settled diff (by wave name)."""
     wave, node = STEPS[step]
@@ -111,7 +115,7 @@ async def run_campaign_case(client: Any, sims: dict[str, Any], workers: dict[str
 
 
 def judge_fleet(cr: CaseResult, diffs: dict[str, Diff], names: dict[str, str], *, done_counts: bool = True) -> None:
-    """Each cluster judged on its own (:func:`tests.faultmatrix.judge`): completed (its child
+    """Each cluster judged on its own (:func:`tests.support.faultmatrix.judge`): completed (its child
     done; ``done_counts`` False: only in a completed campaign), restored, or named exactly by
     the campaign's ``left_changed`` items of that cluster."""
     runs = {c["name"]: c for c in (cr.result or {}).get("clusters") or []}
@@ -146,8 +150,33 @@ async def test_a_campaign_stopped_after_its_canary_names_the_canarys_changes(
                          task_queue, done_counts=False)
 
 
-async def _campaign_case(step: str, case: Case, dev_server: Any, sim_factory: Any, worker_process_factory: Any,
-                         temporal_client: Any, task_queue: str, *, done_counts: bool = True) -> None:
+#: Kinds of write that fall inside a step of each cluster (kind -> (the wave's step, why)).
+WITHIN: dict[str, tuple[str, str]] = {
+    "create pods/eviction": ("first-node", "each child rollout's drain of the node it just patched "
+                                           "(test_rollout_fault_matrix.py: evict)"),
+}
+
+
+@pytest.mark.timeout(420)
+async def test_campaign_matrix_covers_every_write(dev_server: Any, sim_factory: Any, worker_process_factory: Any,
+                                                  temporal_client: Any, task_queue: str) -> None:
+    """Every kind of write a happy campaign sends to either cluster is a step above (tests/support/faultmatrix.py)."""
+    sims, workers, names, begin = await _fleet(dev_server, sim_factory, worker_process_factory, temporal_client, task_queue)
+    marks = {w: mark_writes(s) for w, s in sims.items()}
+    world = World(sim=sims["canary"], client=temporal_client, worker=workers["canary"])
+    cr = CaseResult(step="happy", case=Case.ABORT, reached=True)
+    handle = await begin()
+    result_task = asyncio.ensure_future(handle.result())
+    await _wait_end(world, handle, result_task, cr, 300, True)
+    assert cr.outcome == "completed", cr
+    for w, s in sims.items():
+        traps_of = {name: Step(name, traps.api("patch", "nodes", name=node)) for name, (wave, node) in STEPS.items() if wave == w}
+        assert_covers(traps_of, writes_since(s, marks[w]), {k: (f"{w}/{step}", why) for k, (step, why) in WITHIN.items()})
+
+
+async def _fleet(dev_server: Any, sim_factory: Any, worker_process_factory: Any, temporal_client: Any,
+                 task_queue: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, str], Any]:
+    """The two clusters (by wave), their workers and names, and the campaign's start."""
     tag = uuid.uuid4().hex[:6]
     names = {w: f"{w}-{tag}" for w in WAVES}
     sims = {w: await sim_factory(worker_pool_scenario(2, f"campaign-fm-{w}"), time_scale=SCALE) for w in WAVES}
@@ -171,6 +200,12 @@ async def _campaign_case(step: str, case: Case, dev_server: Any, sim_factory: An
         return await temporal_client.start_workflow("CampaignWorkflow", inp, id=f"campaign-fm-{tag}", task_queue=task_queue,
                                                     result_type=CampaignResult)
 
+    return sims, workers, names, begin
+
+
+async def _campaign_case(step: str, case: Case, dev_server: Any, sim_factory: Any, worker_process_factory: Any,
+                         temporal_client: Any, task_queue: str, *, done_counts: bool = True) -> None:
+    sims, workers, names, begin = await _fleet(dev_server, sim_factory, worker_process_factory, temporal_client, task_queue)
     cr, diffs = await run_campaign_case(temporal_client, sims, workers, names, begin, step, case)
     print("\n".join([f"{step}/{case}: {cr.outcome} {(cr.result or {}).get('message') or cr.failure or ''}", *cr.log]))
     judge_fleet(cr, diffs, names, done_counts=done_counts)

@@ -54,7 +54,17 @@ from temporalio.client import WorkflowFailureError, WorkflowHandle
 from activities.etcd.models import EtcdctlTimeouts
 from lockkeeper.procs import WorkerProcess
 from tests.conftest import terminate_running
-from tests.support.faultmatrix import Case, Mismatch, NotJudged, abort, approve_waiting, matrix_params, read_status
+from tests.support.faultmatrix import (
+    Case,
+    Mismatch,
+    NotJudged,
+    abort,
+    approve_waiting,
+    assert_covers,
+    host_writes,
+    matrix_params,
+    read_status,
+)
 from tests.support.faultmatrix import _until as until  # the harness's poll loop, shared
 from workflows.etcd.models import EtcdBackupInput, EtcdBackupResult, EtcdRestoreInput, EtcdRestoreResult
 from workflows.kit.models import FINAL_PHASES, ChangedItem, GateState, ProcedurePhase
@@ -246,22 +256,83 @@ def _report(cr: EtcdCase) -> None:
                      *(f"  left {i.line()}" for i in cr.left_changed)]))
 
 
-@pytest.mark.timeout(240)
-@pytest.mark.parametrize(("step", "case"), [p for p in matrix_params(RESTORE_STEPS, XFAIL) if tuple(p.values) not in IMPOSSIBLE])
-async def test_etcd_restore_fault_matrix(step: str, case: Case, trapped: TrappedEtcd, matrix_worker: Any, temporal_client: Any) -> None:
+def restore_start(trapped: TrappedEtcd, matrix_worker: Any, temporal_client: Any) -> Callable[[], Awaitable[WorkflowHandle[Any, Any]]]:
+    """m2 and m3 killed; the start of the restore from m1."""
     trapped.kill("m2")
     trapped.kill("m3")
     inp = EtcdRestoreInput(members=trapped.members, survivor="m1", timeouts=FAST, calls={"heartbeat_seconds": 3},
                            join_timeout_seconds=6, verify_timeout_seconds=30, stop_timeout_seconds=30, search_attributes=False,
                            approvals={"requested_by": "fault-matrix"}, cluster=f"fm-{uuid.uuid4().hex[:8]}")
-    step_spec = RESTORE_STEPS[step]
-    if step == "move-data":  # the trap names m2's data dir exactly
-        step_spec = EtcdStep(step, HostTrap(("mv", "-T", trapped.member("m2").data_dir + " ")))
 
     async def begin() -> Any:
         return await temporal_client.start_workflow("EtcdQuorumRestoreWorkflow", inp, id=f"etcd-restore-fm-{uuid.uuid4().hex[:8]}",
                                                     task_queue=matrix_worker.task_queue, result_type=EtcdRestoreResult,
                                                     execution_timeout=timedelta(minutes=4))
+    return begin
+
+
+def backup_start(trapped: TrappedEtcd, matrix_worker: Any, temporal_client: Any) -> Callable[[], Awaitable[WorkflowHandle[Any, Any]]]:
+    """The start of a backup (``attempts=1``)."""
+    inp = EtcdBackupInput(members=trapped.members, attempts=1, timeouts=FAST, search_attributes=False, calls={"heartbeat_seconds": 3},
+                          cluster=f"fm-{uuid.uuid4().hex[:8]}")
+
+    async def begin() -> Any:
+        return await temporal_client.start_workflow("EtcdBackupWorkflow", inp, id=f"etcd-backup-fm-{uuid.uuid4().hex[:8]}",
+                                                    task_queue=matrix_worker.task_queue, result_type=EtcdBackupResult,
+                                                    execution_timeout=timedelta(minutes=3))
+    return begin
+
+
+def move_data_step(trapped: TrappedEtcd) -> EtcdStep:
+    """``move-data`` with its trap on m2's data dir exactly (the cluster's own path)."""
+    return EtcdStep("move-data", HostTrap(("mv", "-T", trapped.member("m2").data_dir + " ")))
+
+
+#: Kinds of write that fall inside a step (kind -> (step, why)), per procedure.
+RESTORE_WITHIN: dict[str, tuple[str, str]] = {}
+BACKUP_WITHIN: dict[str, tuple[str, str]] = {}
+
+
+async def covered(trapped: TrappedEtcd, begin: Callable[[], Awaitable[WorkflowHandle[Any, Any]]], client: Any, steps: dict[str, EtcdStep],
+                  within: dict[str, tuple[str, str]]) -> None:
+    """A happy run with every command logged (a ``count`` trap on everything, calls and stops):
+    each kind of write it ran must be a step's trap (tests/support/faultmatrix.py, :func:`assert_covers`)."""
+    log = trapped.arm(HostTrap((), on="any"), "count", "coverage", times=10**6)
+    handle = await begin()
+    result = asyncio.ensure_future(handle.result())
+
+    async def ended() -> bool:
+        if not result.done():
+            st = await read_status(handle)
+            if st is not None:
+                await approve_waiting(client, handle, st, "fault matrix coverage: approved as a person would")
+        return result.done()
+
+    assert await until(ended, 150, 0.3), "the happy run did not end"
+    assert result.result().outcome == "completed", result.result()
+    commands = list(log.state()["log"])
+    print("\n".join(commands))
+    assert_covers(steps, host_writes(("local", c.split(" "), "shim") for c in commands), within)
+
+
+@pytest.mark.timeout(240)
+async def test_etcd_restore_matrix_covers_every_write(trapped: TrappedEtcd, matrix_worker: Any, temporal_client: Any) -> None:
+    """Every kind of write a happy restore runs is a step of the restore's matrix."""
+    steps = {**RESTORE_STEPS, "move-data": move_data_step(trapped)}
+    await covered(trapped, restore_start(trapped, matrix_worker, temporal_client), temporal_client, steps, RESTORE_WITHIN)
+
+
+@pytest.mark.timeout(180)
+async def test_etcd_backup_matrix_covers_every_write(trapped: TrappedEtcd, matrix_worker: Any, temporal_client: Any) -> None:
+    """Every kind of write a happy backup runs is a step of the backup's matrix."""
+    await covered(trapped, backup_start(trapped, matrix_worker, temporal_client), temporal_client, BACKUP_STEPS, BACKUP_WITHIN)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(("step", "case"), [p for p in matrix_params(RESTORE_STEPS, XFAIL) if tuple(p.values) not in IMPOSSIBLE])
+async def test_etcd_restore_fault_matrix(step: str, case: Case, trapped: TrappedEtcd, matrix_worker: Any, temporal_client: Any) -> None:
+    begin = restore_start(trapped, matrix_worker, temporal_client)
+    step_spec = move_data_step(trapped) if step == "move-data" else RESTORE_STEPS[step]
 
     cr = await run_case(trapped, matrix_worker, temporal_client, begin, step_spec, case)
     _report(cr)
@@ -271,14 +342,7 @@ async def test_etcd_restore_fault_matrix(step: str, case: Case, trapped: Trapped
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize(("step", "case"), matrix_params(BACKUP_STEPS, XFAIL))
 async def test_etcd_backup_fault_matrix(step: str, case: Case, trapped: TrappedEtcd, matrix_worker: Any, temporal_client: Any) -> None:
-    inp = EtcdBackupInput(members=trapped.members, attempts=1, timeouts=FAST, search_attributes=False, calls={"heartbeat_seconds": 3},
-                          cluster=f"fm-{uuid.uuid4().hex[:8]}")
-
-    async def begin() -> Any:
-        return await temporal_client.start_workflow("EtcdBackupWorkflow", inp, id=f"etcd-backup-fm-{uuid.uuid4().hex[:8]}",
-                                                    task_queue=matrix_worker.task_queue, result_type=EtcdBackupResult,
-                                                    execution_timeout=timedelta(minutes=3))
-
-    cr = await run_case(trapped, matrix_worker, temporal_client, begin, BACKUP_STEPS[step], case)
+    cr = await run_case(trapped, matrix_worker, temporal_client, backup_start(trapped, matrix_worker, temporal_client),
+                        BACKUP_STEPS[step], case)
     _report(cr)
     judge(cr)

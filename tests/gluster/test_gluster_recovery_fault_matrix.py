@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from clustersim import traps
-from tests.support.faultmatrix import Case, Step, World, judge, matrix_params, run_case
+from tests.support.faultmatrix import Case, Step, World, check_coverage, judge, matrix_params, run_case
 from workflows.gluster import GlusterRecoveryWorkflow
 from workflows.gluster.models import GlusterHealthParams, GlusterRecoveryInput, GlusterRecoveryResult
 
@@ -44,13 +44,14 @@ XFAIL: dict[tuple[str, Case], str] = {}
 
 
 
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize(("step", "case"), matrix_params(STEPS, XFAIL))
-async def test_gluster_recovery_fault_matrix(step: str, case: Case, sim_factory: Any, worker_for: Any, temporal_client: Any,
-                                             task_queue: str) -> None:
+#: Kinds of write that fall inside a step above (kind -> (step, why)).
+WITHIN: dict[str, tuple[str, str]] = {}
+
+
+async def setup(sim_factory: Any, worker_for: Any, temporal_client: Any, task_queue: str) -> tuple[World, Any]:
+    """The matrix's world (R3, the brick fault on) and its start."""
     sim = await sim_factory("r3-okd310-upgrade", time_scale=SCALE)
     worker = await worker_for(sim)
-    world = World(sim=sim, client=temporal_client, worker=worker)
     inp = GlusterRecoveryInput(approvals={"requested_by": "fault-matrix"}, reread_delay_seconds=1, calls={"short_call_seconds": 5},
                                command_timeout_seconds=20,
                                heal=GlusterHealthParams(interval_seconds=1, max_interval_seconds=2, timeout_seconds=120,
@@ -60,6 +61,22 @@ async def test_gluster_recovery_fault_matrix(step: str, case: Case, sim_factory:
         return await temporal_client.start_workflow(GlusterRecoveryWorkflow.run, inp, id=f"gluster-recovery-fm-{uuid.uuid4().hex[:8]}",
                                                     task_queue=task_queue, result_type=GlusterRecoveryResult)
 
+    return World(sim=sim, client=temporal_client, worker=worker), begin
+
+
+@pytest.mark.timeout(300)
+async def test_gluster_recovery_matrix_covers_every_write(sim_factory: Any, worker_for: Any, temporal_client: Any,
+                                                          task_queue: str) -> None:
+    """Every kind of write a happy GlusterFS recovery sends is a step above (tests/support/faultmatrix.py)."""
+    world, begin = await setup(sim_factory, worker_for, temporal_client, task_queue)
+    await check_coverage(world, begin, STEPS, WITHIN)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("step", "case"), matrix_params(STEPS, XFAIL))
+async def test_gluster_recovery_fault_matrix(step: str, case: Case, sim_factory: Any, worker_for: Any, temporal_client: Any,
+                                             task_queue: str) -> None:
+    world, begin = await setup(sim_factory, worker_for, temporal_client, task_queue)
     cr = await run_case(world, begin, STEPS[step], case, ignore=DOCUMENTED)
     print("\n".join([f"{step}/{case}: {cr.outcome} {(cr.result or {}).get('message') or cr.failure or ''}", *cr.log]))
     judge(cr)

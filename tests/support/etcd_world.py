@@ -54,6 +54,11 @@ class HostTrap:
     exclude: tuple[str, ...] = ()
     on: str = "call"
 
+    def matches_host(self, host: str, command: str, via: str) -> bool:
+        """Does the trap catch ``command`` (``NAME ARGS`` as the shim logs it; ``host`` and ``via``
+        are not used: every member is local)? The fault matrix's coverage check calls this."""
+        return all(w in command for w in self.match) and not any(w in command for w in self.exclude)
+
 
 @dataclass
 class ArmedTrap:
@@ -141,10 +146,12 @@ class TrappedEtcd(LocalEtcdCluster):
 
     # --- traps ---------------------------------------------------------------------------------------------
 
-    def arm(self, trap: HostTrap, action: str, label: str) -> ArmedTrap:
+    def arm(self, trap: HostTrap, action: str, label: str, times: int = 1) -> ArmedTrap:
+        """Arm ``trap`` with ``action`` (``hold``, ``fail``, ``count``) for its first ``times``
+        matches (trapshim.py)."""
         tid = f"{label.replace('/', '-')}-{uuid.uuid4().hex[:6]}"
         spec = {"id": tid, "match": list(trap.match), "exclude": list(trap.exclude), "on": trap.on, "action": action,
-                "times": 1, "hits": 0, "log": []}
+                "times": times, "hits": 0, "log": []}
         tmp = self.traps / f"{tid}.tmp"
         tmp.write_text(json.dumps(spec))
         tmp.replace(self.traps / f"{tid}.trap")

@@ -29,14 +29,24 @@ only if the procedure completed, or the diff is empty (restored), or its ``left_
 targets equal the diff's targets (:func:`clustersim.snapshots.targets.by_target`: the
 simulator's changes named as lockkeeper names them, ``DaemonSet openshift-sdn/sdn``,
 ``host node01``); otherwise its message lists both sides line by line.
+
+Which steps a matrix must have is not left to its author's memory: :func:`happy_writes` runs the
+matrix's own scenario once to its end (every gate approved) and returns every distinct kind of
+write lockkeeper sent (:class:`Writes`: the API requests with the worker's User-Agent and a
+mutating verb, by verb, resource and subresource; the host commands that are not reads
+(:data:`HOST_READS`), by command); :func:`assert_covers` fails unless each kind is caught by the
+trap of one of the matrix's steps, or is listed as falling inside a step the matrix has, with
+the reason (the second eviction of a drain already begun).
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
+import shlex
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -44,6 +54,8 @@ from typing import Any
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
 from clustersim import snapshots, traps
+from clustersim.faults import MUTATING_VERBS
+from clustersim.hosts.interp import strip_wrappers
 from clustersim.snapshots.ignore import IgnoreSet
 from clustersim.snapshots.models import Diff
 from clustersim.snapshots.objects import object_keys
@@ -233,16 +245,23 @@ async def _until(pred: Callable[[], Awaitable[bool]], timeout: float, interval: 
 
 
 async def _settled_diff(url: str, sid: str, ignore: list[str], settle: float) -> Diff:
-    """The diff once pods have settled: taken again until no owner's pod counts differ (a drain's
-    replacements scheduled and Ready) or ``settle`` seconds passed, then the last one."""
+    """The diff once the world has settled: taken again until no owner's pod counts differ (a
+    drain's replacements scheduled and Ready) and the readings of :data:`STILL_SECONDS` name the
+    same changes (an activity cancelled by the end of its run deletes its debug pod at its next
+    heartbeat, seconds after the run ended), or ``settle`` seconds passed, then the last one."""
     end = time.monotonic() + settle
+    readings: list[dict[str, list[str]]] = []
     while True:
         d = await snapshots.diff(url, sid, ignore=ignore)
-        if not d.pods:
+        readings = [*readings[-int(STILL_SECONDS):], by_target(d)]
+        still = len(readings) > STILL_SECONDS and all(r == readings[-1] for r in readings)
+        if (not d.pods and still) or time.monotonic() > end:
             return d
-        if time.monotonic() > end:
-            return d
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(1.0)
+
+
+#: Seconds the simulator's diff must stay the same before a case is judged (:func:`_settled_diff`).
+STILL_SECONDS = 5
 
 
 async def run_case(
@@ -469,3 +488,203 @@ def matrix_params(steps: Sequence[str], xfail: dict[tuple[str, Case], str] | Non
 def new_workflow_id(prefix: str) -> str:
     """A fresh workflow ID for a case (``prefix-fm-xxxxxxxx``)."""
     return f"{prefix}-fm-{uuid.uuid4().hex[:8]}"
+
+
+
+# --- which steps a matrix must have ---------------------------------------------------------------------
+
+#: The User-Agent of lockkeeper's requests (the kubernetes python client's; clustersim's own
+#: agents do not go through HTTP, the tests' kubectl sends ``kubectl/...``).
+LOCKKEEPER_USER_AGENT = "OpenAPI-Generator/"
+
+#: Host commands that change nothing (reads, probes, waits), searched in the command line as
+#: :func:`shlex.join` prints it (after the ``sudo``/``timeout``/``env`` wrappers). Any other
+#: command lockkeeper runs on a host is a write and must be a step of the matrix.
+HOST_READS: tuple[str, ...] = (
+    r"^(cat|test|ls|stat|head|tail|grep|sha256sum|md5sum|uname|hostname|true|id|df|du|date|echo|find|readlink|getent) ",
+    r"^(cat|true|hostname|uname|id|date)$",
+    r"^command -v ", r"^(which|type) ", r"^ss( |$)", r"^ip (-[a-z0-9]+ )*(addr|link|route|-br)( |$)(show|list)?",
+    r"^systemctl (is-active|is-enabled|is-failed|status|show|list-units|list-unit-files|cat) ",
+    r"^rpm -q", r"^yum (list|info|check-update|-q list|--showduplicates list)", r"^repoquery ",
+    r"^iptables(-save)?( -w)? (-C|-S|-L|-n|-t \S+ (-C|-S|-L))", r"^iptables-save",
+    r"^(docker|crictl|runc) (ps|images|inspect|info|version|pods)( |$)", r"^(docker|crictl) --version",
+    r"^docker (image|container) (inspect|ls)( |$)",
+    r"^gluster (volume (info|status|heal \S+ info)|peer status|pool list)", r"^gluster --version",
+    r"^etcdctl( --?\S+)* (endpoint|member list|get|version|alarm list)( |$)", r"^etcdutl( --?\S+)* snapshot status ",
+    r"^journalctl ", r"^master-logs ",
+    r"^(ovs-vsctl|ovs-ofctl) (show|list|get|dump-flows|find|br-exists|list-br)", r"^oc (get|version|whoami) ",
+    r"^awk ", r"^sed -n ", r"^cut ", r"^sort ", r"^wc ", r"^openssl (x509|verify) ", r"^mount$", r"^findmnt ",
+    r"^sleep ", r"^nproc$", r"^free( |$)", r"^lsblk", r"^blkid",
+)
+_HOST_READS = [re.compile(rx) for rx in HOST_READS]
+#: Tools whose last argument is the file they write (so it makes the kind).
+_FILE_TOOLS = ("install", "mv", "cp", "rm", "ln", "chmod", "chown", "touch")
+#: iptables' command options (the option IS the action: ``-A`` appends a rule).
+_IPTABLES_ACTIONS = ("-A", "-I", "-D", "-R", "-N", "-X", "-F", "-P", "-Z", "-E")
+
+
+def command_kind(argv: Sequence[str]) -> str:
+    """The kind of a host command: its program's base name and its first word that is not an
+    option (``systemctl stop``, ``yum remove``, ``tee /etc/origin/node/pods/apiserver.yaml``);
+    for a file tool (:data:`_FILE_TOOLS`) the directory of the file it writes, its last argument
+    (``mv /etc/origin/master``: a per-member or per-run file name makes no new kind); for
+    iptables the action option (``iptables -A``)."""
+    if not argv:
+        return ""
+    base = argv[0].rsplit("/", 1)[-1]
+    rest = list(argv[1:])
+    if base.startswith("ip6tables") or base.startswith("iptables"):
+        return " ".join([base, *[a for a in rest if a in _IPTABLES_ACTIONS][:1]])
+    if base in _FILE_TOOLS and rest and not rest[-1].startswith("-"):
+        return f"{base} {rest[-1].rstrip('/').rsplit('/', 1)[0] or '/'}"
+    words = [a for a in rest if not a.startswith("-")]
+    return f"{base} {words[0]}" if words else base
+
+
+def api_kind(verb: str, resource: str, group: str, subresource: str) -> str:
+    """The kind of an API write: ``verb resource[.group][/subresource]`` (``create pods/eviction``,
+    ``patch networks.operator.openshift.io``)."""
+    return f"{verb} {resource}{'.' + group if group else ''}{'/' + subresource if subresource else ''}"
+
+
+@dataclass
+class Writes:
+    """Every distinct kind of write a run sent, with every request of that kind: ``api`` maps
+    :func:`api_kind` to the requests' ``(verb, resource, group, namespace, name, subresource)``,
+    ``host`` maps :func:`command_kind` (prefixed ``host: ``) to ``(host, command line, via)``."""
+
+    api: dict[str, list[tuple[str, str, str, str, str, str]]] = field(default_factory=dict)
+    host: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
+
+    def kinds(self) -> list[str]:
+        """Every kind, API kinds first, each sorted."""
+        return sorted(self.api) + sorted(self.host)
+
+    def example(self, kind: str) -> str:
+        """The first request of ``kind``, as a person reads it."""
+        if kind in self.api:
+            verb, res, group, ns, name, sub = self.api[kind][0]
+            return f"{api_kind(verb, res, group, sub)} {ns + '/' if ns else ''}{name}".rstrip()
+        host, command, via = self.host[kind][0]
+        return f"{host} ({via}): {command}"
+
+
+@dataclass
+class WriteMark:
+    """Where a run starts in the simulator's records (:func:`mark_writes`)."""
+
+    since: float
+    host_logs: dict[str, int]
+
+
+def _hosts(sim: Any) -> dict[str, Any]:
+    comp = getattr(sim, "components", {}).get("hosts")
+    return dict(comp.hosts) if comp is not None else {}
+
+
+def mark_writes(sim: Any) -> WriteMark:
+    """The simulator's records as they are now: :func:`writes_since` reads what comes after."""
+    return WriteMark(since=time.time(), host_logs={name: len(h.log) for name, h in _hosts(sim).items()})
+
+
+def writes_since(sim: Any, mark: WriteMark) -> Writes:
+    """What lockkeeper wrote to ``sim`` since ``mark``: API requests with
+    :data:`LOCKKEEPER_USER_AGENT` and a mutating verb (whatever their answer), host commands not
+    matched by :data:`HOST_READS`."""
+    out = host_writes((name, strip_wrappers(rec.argv), rec.via) for name, h in _hosts(sim).items()
+                      for rec in h.log[mark.host_logs.get(name, 0):])
+    for e in sim.requests.entries():
+        if e.time >= mark.since and e.verb in MUTATING_VERBS and e.user_agent.startswith(LOCKKEEPER_USER_AGENT):
+            out.api.setdefault(api_kind(e.verb, e.resource, e.group, e.subresource), []).append(
+                (e.verb, e.resource, e.group, e.namespace, e.name, e.subresource))
+    return out
+
+
+def host_writes(commands: Iterable[tuple[str, Sequence[str], str]]) -> Writes:
+    """The writes among host commands ``(host, argv, via)``: those :data:`HOST_READS` does not
+    match, by :func:`command_kind` (a world other than the simulator's, e.g. the etcd matrix's
+    local members, logs its commands and passes them here)."""
+    out = Writes()
+    for host, argv, via in commands:
+        command = shlex.join(argv)
+        if not argv or any(rx.search(command) for rx in _HOST_READS):
+            continue
+        out.host.setdefault("host: " + command_kind(argv), []).append((host, command, via))
+    return out
+
+
+def _catches(trap: TrapSpec, writes: Writes, kind: str) -> bool:
+    """Does ``trap`` catch a request of ``kind``? An API kind by verb, resource, group and
+    subresource (the name of a create is in its body, not in the record: names do not make a
+    kind); a host kind by its commands (the trap's ``host`` and ``argv``)."""
+    if kind in writes.api:
+        kind_only = trap.model_copy(update={"namespace": None, "name": None, "name_regex": None})
+        return any(kind_only.matches_api(v, r, g, n, m, s) for v, r, g, n, m, s in writes.api[kind])
+    return any(trap.matches_host(host, command, via) for host, command, via in writes.host.get(kind, []))
+
+
+def uncovered(steps: Mapping[str, Any], writes: Writes, within: Mapping[str, tuple[str, str]] | None = None) -> list[str]:
+    """What the matrix misses, one line each (empty: it covers every write):
+
+    - a kind of write no step's trap catches and ``within`` does not place inside a step;
+    - a ``within`` entry (kind -> (step, reason)) naming a step the matrix does not have, or a
+      kind the run did not send (a stale entry);
+    - a step whose trap caught none of the run's writes (a step that is not one).
+
+    ``steps``: the matrix's steps by name (each with a ``trap``: a :class:`Step`)."""
+    within = dict(within or {})
+    problems = []
+    for kind in writes.kinds():
+        if any(_catches(step.trap, writes, kind) for step in steps.values()):
+            continue
+        if kind in within:
+            continue
+        problems.append(f"no step catches {kind!r} (first: {writes.example(kind)})")
+    for kind, (step, reason) in within.items():
+        if step not in steps:
+            problems.append(f"{kind!r} is said to fall inside step {step!r}, which the matrix does not have ({reason})")
+        if kind not in writes.api and kind not in writes.host:
+            problems.append(f"{kind!r} (inside {step!r}: {reason}) was not sent by the run")
+    for name, step in steps.items():
+        if not any(_catches(step.trap, writes, kind) for kind in writes.kinds()):
+            problems.append(f"step {name!r} catches none of the run's writes")
+    return problems
+
+
+def assert_covers(steps: Mapping[str, Any], writes: Writes, within: Mapping[str, tuple[str, str]] | None = None) -> None:
+    """Raise AssertionError listing :func:`uncovered`'s lines and every kind the run wrote."""
+    problems = uncovered(steps, writes, within)
+    if problems:
+        seen = [f"    {k}: {len(writes.api.get(k) or writes.host.get(k) or [])}x, first {writes.example(k)}" for k in writes.kinds()]
+        raise AssertionError("the fault matrix misses mutating steps:\n  " + "\n  ".join(problems)
+                             + "\n  the run's writes:\n" + "\n".join(seen))
+
+
+async def check_coverage(world: World, start: Callable[[], Awaitable[WorkflowHandle[Any, Any]]], steps: Mapping[str, Any],
+                         within: Mapping[str, tuple[str, str]] | None = None, *, timeout: float = 360.0) -> Writes:
+    """The coverage test of a matrix: a happy run (:func:`happy_writes`) must complete and its
+    writes be covered by ``steps`` and ``within`` (:func:`assert_covers`); returns the writes.
+    Raises AssertionError otherwise."""
+    cr, writes = await happy_writes(world, start, timeout=timeout)
+    assert cr.outcome == "completed", f"the happy run ended {cr.outcome}: {cr.failure or cr.result}\n" + "\n".join(cr.log)
+    assert_covers(steps, writes, within)
+    return writes
+
+
+async def happy_writes(world: World, start: Callable[[], Awaitable[WorkflowHandle[Any, Any]]], *, timeout: float = 300.0,
+                       approve_gates: bool = True) -> tuple[CaseResult, Writes]:
+    """Run the matrix's scenario once to its end, every gate approved as a person would, and
+    return the case (``outcome`` ``completed`` or what it ended with; ``timeout``) and the
+    writes it sent (:func:`writes_since`). ``timeout`` in seconds."""
+    cr = CaseResult(step="happy", case=Case.ABORT, reached=True)
+    await snapshots.settle(world.sim.url, timeout=60)
+    mark = mark_writes(world.sim)
+    handle = await start()
+    cr.workflow_id = handle.id
+    result_task = asyncio.ensure_future(handle.result())
+    try:
+        await _wait_end(world, handle, result_task, cr, timeout, approve_gates)
+    finally:
+        if not result_task.done():
+            result_task.cancel()
+    return cr, writes_since(world.sim, mark)

@@ -6,7 +6,10 @@ this script, which looks for an armed trap matching the command, then runs the r
 
 - a trap (``TRAPS_DIR/<id>.trap``, JSON: ``match`` words that must all appear in ``NAME ARGS``,
   ``exclude`` words that must not, ``on`` ``call``/``stop``, ``action`` ``hold``/``fail``,
-  ``times``, ``hits``, ``log``) is claimed under a lock, once per ``times``;
+  ``times``, ``hits``, ``log``) is claimed under a lock, once per ``times``; ``on`` ``any``
+  claims calls and stops alike;
+- ``count``: the command is only logged (the fault matrix's coverage test reads every command
+  of a happy run), then runs;
 - ``fail``: the command is refused (``stderr`` and exit code 1) and the real program never runs;
 - ``hold``: ``<id>.held`` is written and the command waits until ``<id>.release`` exists, then
   runs (it lands, as a request the apiserver already had);
@@ -40,7 +43,7 @@ def claim(traps: Path, words: list[str], on: str = "call") -> dict[str, Any] | N
         fcntl.flock(lock, fcntl.LOCK_EX)
         for f in sorted(traps.glob("*.trap")):
             trap = json.loads(f.read_text())
-            if trap.get("on", "call") != on or trap["hits"] >= trap["times"]:
+            if trap.get("on", "call") not in (on, "any") or trap["hits"] >= trap["times"]:
                 continue
             if all(w in text for w in trap["match"]) and not any(w in text for w in trap.get("exclude", [])):
                 trap["hits"] += 1
@@ -57,7 +60,9 @@ def hold(traps: Path, trap: dict[str, Any]) -> None:
 
 
 def act(traps: Path, trap: dict[str, Any]) -> None:
-    """Refuse (exit 1) or hold per the trap's action."""
+    """Refuse (exit 1) or hold per the trap's action (a ``count`` trap only logged it)."""
+    if trap["action"] == "count":
+        return
     if trap["action"] == "fail":
         sys.stderr.write(f"{trap.get('message') or 'refused by the fault matrix'} ({trap['id']})\n")
         sys.exit(1)
