@@ -25,6 +25,8 @@ from activities.kube.errors import Conflict, NotFound
 from activities.runtime_migration.models import (
     DeleteRecordedNodeInput,
     DeleteRecordedNodeResult,
+    ExternalObjects,
+    ExternalObjectsInput,
     ListNodesInput,
     NodeLabels,
     NodeObject,
@@ -38,6 +40,7 @@ READ_NODE_OBJECT = "read_node_object"
 DELETE_RECORDED_NODE = "delete_recorded_node"
 LIST_NODE_LABELS = "list_node_labels"
 SAVE_NODE_RECORD = "save_node_record"
+READ_EXTERNAL_OBJECTS = "read_external_objects"
 
 
 def node_object(name: str, obj: dict[str, Any] | None) -> NodeObject:
@@ -65,7 +68,7 @@ class MigrationKubeActivities(GatewayActivities):
     """The Kubernetes activities of the migration (see the module doc)."""
 
     ACTIVITIES: ClassVar[tuple[str, ...]] = ("read_node_object", "delete_recorded_node", "list_node_labels",
-                                             "save_node_record")
+                                             "save_node_record", "read_external_objects")
 
     @activity.defn(name=READ_NODE_OBJECT, no_thread_cancel_exception=True)
     def read_node_object(self, input: NodeObjectInput) -> NodeObject:
@@ -101,6 +104,22 @@ class MigrationKubeActivities(GatewayActivities):
         """Every Node's name and labels."""
         return NodeLabels(nodes={objects.meta(n).get("name", ""): dict(objects.labels(n)) for n in self.gateway.list_nodes()})
 
+    @activity.defn(name=READ_EXTERNAL_OBJECTS, no_thread_cancel_exception=True)
+    def read_external_objects(self, input: ExternalObjectsInput) -> ExternalObjects:
+        """Each namespace of ``input`` that exists and every ConfigMap in it, with the command that
+        deletes it (read before and after an external step: what it created is the difference).
+        Raises the gateway's errors but NotFound (an absent namespace is left out)."""
+        out: dict[str, str] = {}
+        for ns in input.namespaces:
+            try:
+                self.gateway.get("Namespace", ns)
+            except NotFound:
+                continue
+            out[f"Namespace {ns}"] = f"oc delete namespace {ns}"
+            for cm in self.gateway.list("ConfigMap", ns):
+                name = objects.meta(cm).get("name", "")
+                out[f"ConfigMap {ns}/{name}"] = f"oc delete -n {ns} configmap {name}"
+        return ExternalObjects(objects=out)
 
     @activity.defn(name=SAVE_NODE_RECORD, no_thread_cancel_exception=True)
     def save_node_record(self, input: SaveRecordInput) -> SaveRecordResult:

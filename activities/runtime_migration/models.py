@@ -83,3 +83,18 @@ class SaveRecordResult(BaseModel):
 
     created: bool = False
     resource_version: str = ""
+
+
+class ExternalObjectsInput(BaseModel):
+    """The namespaces an external step (the node-group playbook) is documented to write to:
+    ``openshift-node`` (the node-group ConfigMaps)."""
+
+    namespaces: list[str]
+
+
+class ExternalObjects(BaseModel):
+    """``objects``: target (``Namespace NAME``, ``ConfigMap NS/NAME``, as the simulator's diff
+    names them) → the command that deletes it, for each existing namespace of the input and each
+    ConfigMap in it."""
+
+    objects: dict[str, str] = Field(default_factory=dict)

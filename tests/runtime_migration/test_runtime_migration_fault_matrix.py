@@ -70,13 +70,7 @@ STEPS = {
 }
 
 #: (step, case) -> why it does not pass as the procedure is today (what the run showed).
-XFAIL: dict[tuple[str, Case], str] = {
-    ("delete-node", Case.FAIL): (
-        "the refused DELETE is retried and passes, so the run goes on through the node-group and scale-up playbooks and is "
-        "aborted at the rejoin's labels gate; its left_changed does not name what the node-group playbook created "
-        "(Namespace openshift-node and its node-config-* ConfigMaps: an external step's effects are not known to the run) "
-        "and still names the GlusterFS pod and bricks, which the scale-up brought back before the diff"),
-}
+XFAIL: dict[tuple[str, Case], str] = {}
 
 
 

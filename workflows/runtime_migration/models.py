@@ -16,7 +16,7 @@ from activities.cluster.models import DrainReport
 from activities.gluster.models import GlusterTarget
 from activities.host.models import HostAccess
 from workflows.kit.inputs import DrainPolicy, MaintenanceWindows, NodeOrder, ProcedureInput
-from workflows.kit.models import Gate, GateRecord, GateState, ProcedureResult, ProcedureStatus
+from workflows.kit.models import ChangedItem, Gate, GateRecord, GateState, ProcedureResult, ProcedureStatus
 from workflows.kit.noderun import NodeRunResult
 from workflows.kit.steprow import LastCommand
 
@@ -221,6 +221,11 @@ class NodeMigrationStatus(BaseModel):
     removed: list[str] = Field(default_factory=list)
     attempt: int = 1
     record_configmap: str = ""
+    #: What the external steps of :data:`workflows.runtime_migration.plan.EXTERNAL_WRITES` created:
+    #: the objects found after one and absent from ``external_baseline`` (the same read before
+    #: the first of them; None until then), each with the command that deletes it.
+    external_baseline: list[str] | None = None
+    created: list[ChangedItem] = Field(default_factory=list)
     #: The fields the kit's node views read from every procedure's node rows (the live details
     #: of the Temporal UI): a pool column, the blocked-drain report.
     pool: str = "-"

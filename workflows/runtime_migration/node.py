@@ -30,6 +30,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.runtime_migration.models import (
         DeleteRecordedNodeInput,
         DeleteRecordedNodeResult,
+        ExternalObjects,
+        ExternalObjectsInput,
         NodeObject,
         NodeObjectInput,
         SaveRecordInput,
@@ -41,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.gates import Gates
     from workflows.kit.health import Backoff, Check
     from workflows.kit.host import HostSteps
-    from workflows.kit.models import GateKind, GateRecord, GateState, HealthStatus, NodeControlInput, failure_message
+    from workflows.kit.models import ChangedItem, GateKind, GateRecord, GateState, HealthStatus, NodeControlInput, failure_message
     from workflows.kit.noderun import GatedNodeRunWorkflow, NodeRun, StopKind, Stopped
     from workflows.kit.report import ChildReport, Reporter
     from workflows.kit.steprow import StepRow, StepStopped
@@ -58,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.shared.glusterfs.models import GlusterHealthParams
 
 READ_NODE_OBJECT = "read_node_object"
+READ_EXTERNAL_OBJECTS = "read_external_objects"
 DELETE_RECORDED_NODE = "delete_recorded_node"
 SAVE_NODE_RECORD = "save_node_record"
 SET_NODE_LABELS = "set_node_labels"
@@ -313,7 +316,33 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow):
         most once per decision on the worker (:meth:`StepRow.external`, its failed and
         unknown-outcome gates). Raises :class:`StepStopped`."""
         argv = plan.expand_argv(ext.argv, self.node, self.record.bootstrap_config)
-        await self.steps.external(step, argv, timeout_seconds=ext.timeout_seconds, env=ext.env)
+        namespaces = plan.EXTERNAL_WRITES.get(step)
+        if namespaces and self.st.external_baseline is None:
+            self.st.external_baseline = sorted((await self._external_objects(namespaces)).objects)
+            self._push()
+        try:
+            await self.steps.external(step, argv, timeout_seconds=ext.timeout_seconds, env=ext.env)
+        finally:
+            if namespaces:
+                await self._read_created(step, namespaces)
+
+    async def _external_objects(self, namespaces: list[str]) -> ExternalObjects:
+        """The objects of ``namespaces`` (``read_external_objects``: target → delete command)."""
+        return await acts.call(READ_EXTERNAL_OBJECTS, ExternalObjectsInput(namespaces=namespaces), ExternalObjects,
+                               timeouts=self.node_run.timeouts)
+
+    async def _read_created(self, step: str, namespaces: list[str]) -> None:
+        """After external step ``step`` (ended or not): what it created in ``namespaces`` that the
+        baseline did not hold joins ``st.created`` (issue 39: an external step's effects are
+        named in ``left_changed`` with their undo). A failed read leaves ``created`` as it was."""
+        try:
+            after = await self._external_objects(namespaces)
+        except ActivityError:
+            return
+        known = {*(self.st.external_baseline or []), *(i.target for i in self.st.created)}
+        self.st.created += [ChangedItem(target=t, what=f"created by the {step} step", undo=undo)
+                            for t, undo in sorted(after.objects.items()) if t not in known]
+        self._push()
 
     # --- the run -----------------------------------------------------------------------------------
 

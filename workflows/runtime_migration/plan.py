@@ -29,6 +29,11 @@ BOOTSTRAP_GREP = ["grep", "BOOTSTRAP_CONFIG", "/etc/sysconfig/atomic-openshift-n
 RPM_QA = ["rpm", "-qa", "--qf", "%{NAME} %{VERSION}-%{RELEASE}\\n"]
 RUNTIME_PACKAGES = ["docker", "cri-o", "atomic-openshift-node"]
 RUNTIME_UNITS = ["crio", "docker", "atomic-openshift-node"]
+#: External step → the namespaces whose objects it is documented to create, read before and
+#: after the step (procedures-spec §6.1: ``openshift_node_group.yml`` ensures the Namespace
+#: ``openshift-node`` and a ConfigMap per node group). The scale-up writes the Node (named as
+#: the node's) and the host (named as ``host NAME``), nothing of its own to read.
+EXTERNAL_WRITES: dict[str, list[str]] = {"node-group": ["openshift-node"]}
 RUNTIME_SOCKETS = ["/var/run/crio/crio.sock", "/var/run/docker.sock"]
 CRIO_LABEL = ("runtime", "cri-o")
 

@@ -107,6 +107,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.runtime_migration.postcheck import post_check, summary
     from workflows.shared.glusterfs import calls as gluster_calls
     from workflows.shared.glusterfs.assess import assess
+    from workflows.shared.glusterfs.models import Assessment
 
 MASTER_LABEL = "node-role.kubernetes.io/master"
 #: The programs the node's host steps run besides coreutils (``command -v`` on each node first).
@@ -148,6 +149,8 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
         #: each node's GlusterFS pods; rebuilt on replay from the same reads, no command of its own.
         self._brick_hosts: dict[str, set[str]] = {}
         self._gluster_pods: dict[str, list[str]] = {}
+        #: The last GlusterFS read before an ending that names GlusterFS (None: not read, or failed).
+        self._gluster_last: Assessment | None = None
         #: The preflight's findings (the result's ``preflight``).
         self._findings: list[str] = []
         self.kit_init(procedure=PROCEDURE_RUNTIME_MIGRATION, noun="runtime migration", input=input, status=self._status,
@@ -472,15 +475,34 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
     def _gluster_left(self, node: str) -> list[ChangedItem]:
         """What the destructive steps take down with the node's runtime until its bricks are
         back: its GlusterFS pod (its DaemonSet, ``<namespace>/<pod name without the suffix>``,
-        one pod not Ready) and each volume with a brick on one of its addresses (offline)."""
+        one pod not Ready) and each volume with a brick on one of its addresses (offline). With
+        a last read (:meth:`_read_gluster_last`), only what it still saw down: a Ready pod on the
+        node, a volume whose bricks there are online again, are not named."""
         obj = self._read.get(node)
         addresses = set(obj.addresses if obj is not None else []) | {node}
         ns = self._in.gluster.namespace
-        items = [ChangedItem(target=f"DaemonSet {ns}/{ds}", what=f"its pod on {node} not Ready (the node's runtime is gone)")
-                 for ds in sorted({p.rsplit("-", 1)[0] for p in self._gluster_pods.get(node, [])})]
+        last = self._gluster_last
+        ready = last is not None and any(p.healthy for p in last.pods if p.node == node)
+        items = [] if ready else [
+            ChangedItem(target=f"DaemonSet {ns}/{ds}", what=f"its pod on {node} not Ready (the node's runtime is gone)")
+            for ds in sorted({p.rsplit("-", 1)[0] for p in self._gluster_pods.get(node, [])})]
+        down = None if last is None else {v.name for v in last.volumes for b in v.bricks if b.host in addresses and not b.online}
         items += [ChangedItem(target=f"gluster volume {v}", what=f"brick on {node} offline until the node is back")
-                  for v, hosts in sorted(self._brick_hosts.items()) if hosts & addresses]
+                  for v, hosts in sorted(self._brick_hosts.items()) if hosts & addresses and (down is None or v in down)]
         return items
+
+    async def _read_gluster_last(self, nodes: list[NodeMigrationResult]) -> None:
+        """Before an ending that names GlusterFS (a node past a destructive step, its bricks not
+        seen online): read GlusterFS once more (the planning read's retry: a failed read keeps
+        the preflight's view, everything named), so that what is named is what is still down."""
+        if not any(r.outcome not in ("done", "skipped") and "bricks-online" not in r.status.done_steps
+                   and any(s not in BEFORE_DESTRUCTIVE for s in r.status.done_steps) for r in nodes):
+            return
+        try:
+            self._gluster_last = assess(await gluster_calls.read(GlusterReadInput(target=self._in.gluster.target()),
+                                                                 self._in.calls.short_call_seconds, planning=True), "per-replica-set")
+        except ActivityError:
+            self._gluster_last = None
 
     def _left_changed(self, nodes: list[NodeMigrationResult]) -> list[ChangedItem]:
         """What a migration that did not complete leaves changed (issue 39), per node not done,
@@ -490,12 +512,14 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
         registered again; ``host NAME`` once a destructive step finished (runtime stopped,
         packages removed, /etc/origin wiped ...: the record ConfigMap holds what it was), and
         until its bricks are online again its GlusterFS DaemonSet and volumes
-        (:meth:`_gluster_left`). A
+        (:meth:`_gluster_left`, as the last read saw them); and what the external steps created
+        (``created``: the node-group ConfigMaps, their Namespace, with ``oc delete``). A
         destructive step that failed part way, with no destructive step finished, is not named
         (its row's ``reason`` says where it stopped)."""
         items: list[ChangedItem] = []
         for r in nodes:
             st = r.status
+            items += [i for i in st.created if i.target not in {j.target for j in items}]
             if r.outcome in ("done", "skipped") and not st.node_deleted:
                 continue
             steps = {*st.done_steps, *([st.step] if st.step else [])}
@@ -577,6 +601,7 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
             aborted = self.control.abort or (last is not None and last.outcome == "aborted")
             self._phase(ProcedurePhase.ABORTED if aborted else ProcedurePhase.FAILED, "failed")
             await self.batches.settle()
+            await self._read_gluster_last(results)
             return self._result("aborted" if aborted else "failed",
                                 (last.reason if last else "aborted before the first node") or "stopped", results)
         migrated = [r.node for r in results if r.outcome == "done"]
