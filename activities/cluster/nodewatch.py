@@ -23,7 +23,8 @@ The race between the activity's own first look (a LIST at resourceVersion R) and
 is closed by a cache of the objects this hub's stream delivered (only nodes that changed while
 it ran): a wait picked up late is evaluated at once with its node's cached object when newer
 than R; the stream starts at the first wait's R when the hub was idle. Watch semantics as
-:func:`activities.cluster.watch.watch_window` (410 Gone or a broken stream re-lists).
+:func:`activities.cluster.watch.watch_window` with ``resume``: 410 Gone re-lists, a broken stream
+(a read timeout of a slow API server) watches on from the last resourceVersion seen.
 """
 
 from __future__ import annotations
@@ -275,7 +276,7 @@ class NodeWatchHub:
             try:
                 rv = watch_window(
                     lambda r, s: self.gateway.watch("Node", resource_version=r, timeout_seconds=s),
-                    rv, WINDOW_SECONDS, self._seen, self._relist, "nodes (shared watch)",
+                    rv, WINDOW_SECONDS, self._seen, self._relist, "nodes (shared watch)", resume=True,
                 )
                 failures = 0
             except Exception as exc:  # noqa: BLE001 - the hub must outlive one bad window

@@ -1,5 +1,7 @@
-"""The shared node watch (:mod:`activities.cluster.nodewatch`) against clustersim over real HTTP:
-a wait handed off while the hub re-lists the nodes is evaluated with its node as that LIST showed
+"""The shared node watch (:mod:`activities.cluster.nodewatch`) against clustersim over real HTTP.
+
+A broken watch stream (a read timeout) watches on from the last resourceVersion instead of
+listing every node again. A wait handed off while the hub re-lists the nodes is evaluated with its node as that LIST showed
 it. The watch goes on from the list's resourceVersion, so a change the list already holds (the
 daemon's drain request, written just before the LIST) never comes as an event; before the fix the
 hub cached only the nodes followed when the LIST returned, and such a wait saw the change only at
@@ -17,6 +19,7 @@ import pytest
 
 from activities.cluster.nodewatch import NodeWait, NodeWatchHub
 from activities.kube import objects
+from activities.kube.errors import Unavailable
 from activities.kube.gateway import KubeGateway
 from clustersim import ClusterSim
 
@@ -113,6 +116,45 @@ async def test_a_wait_handed_off_during_a_relist_sees_what_the_list_showed(world
         hub._stop.set()
     assert racing.lists >= 1
     assert completer.results.get(b"late") == "asked"
+
+
+class BreakOnce:
+    """A gateway whose first WATCH breaks before its first event, as a read timeout does."""
+
+    def __init__(self, gw: KubeGateway) -> None:
+        self.gw = gw
+        self.lists = self.watches = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.gw, name)
+
+    def list_nodes_with_rv(self) -> tuple[list[dict[str, Any]], str | None]:
+        self.lists += 1
+        return self.gw.list_nodes_with_rv()
+
+    def watch(self, *args: Any, **kwargs: Any) -> Any:
+        self.watches += 1
+        if self.watches == 1:
+            raise Unavailable("watch nodes: Read timed out.")
+        return self.gw.watch(*args, **kwargs)
+
+
+async def test_a_broken_stream_watches_on_without_a_relist(world: Any) -> None:
+    sim, gw = world
+    node = sorted(objects.meta(n).get("name") for n in sim.store.list("nodes"))[0]
+    breaking = BreakOnce(gw)
+    hub = NodeWatchHub(breaking)
+    completer = Recorder()
+    before = await asyncio.to_thread(gw.get_node, node)
+    try:
+        hub.hand_off(wait_on(node, b"w", completer, rv=objects.meta(before)["resourceVersion"], seconds=20))
+        await asyncio.to_thread(lambda: until(lambda: breaking.watches >= 2, 15))
+        await asyncio.to_thread(gw.patch_node, node, {"metadata": {"annotations": {ASK: "yes"}}})
+        await asyncio.to_thread(lambda: until(lambda: b"w" in completer.results, 15))
+    finally:
+        hub._stop.set()
+    assert completer.results.get(b"w") == "asked"
+    assert breaking.lists == 0
 
 
 def until(pred: Any, seconds: float) -> None:
