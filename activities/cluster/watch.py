@@ -38,11 +38,12 @@ def watch_window(
 
     On 410 Gone, or a broken stream (``Unavailable``: logged as ``"<what>: watch broke"``, then a
     pause of :data:`RELIST_PAUSE_SECONDS`), calls ``relist()`` (the caller reloads its objects)
-    and returns the resourceVersion it gives. With ``resume``, a broken stream (a read timeout
-    of a slow API server; not ``Unreachable``: no connection at all) returns the last
-    resourceVersion seen instead, after the same pause: the next window watches on from there, as
-    client-go's reflector does, and only a 410 re-lists (a LIST of every object is the most
-    expensive request there is, on a server already slow: issue 40, thousands of nodes).
+    and returns the resourceVersion it gives. With ``resume``, a stream broken with no answer
+    (a read timeout of a slow API server, a reset; not ``Unreachable``: no connection at all)
+    returns the last resourceVersion seen instead, after the same pause, and the next window
+    watches on from there, as client-go's reflector does: a LIST of every object is the most
+    expensive request there is, on a server already slow (issue 40, thousands of nodes). An
+    answer such as 503 still re-lists, so an outage still fails the caller's LIST.
     Whatever ``on_event`` or ``relist`` raise propagates (e.g. ``NodeNotFound``)."""
     try:
         for type_, obj in events(rv, seconds):
@@ -54,7 +55,7 @@ def watch_window(
     except Gone:
         return relist()
     except Unavailable as exc:
-        if resume and rv and not isinstance(exc, Unreachable):
+        if resume and rv and exc.status == 0 and not isinstance(exc, Unreachable):
             log().warning(f"{what}: watch broke ({exc}); watching on from resourceVersion {rv}")
             pause(RELIST_PAUSE_SECONDS)
             return rv
