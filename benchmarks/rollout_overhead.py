@@ -58,7 +58,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from temporalio.api.enums.v1 import EventType  # noqa: E402
+from temporalio.api.enums.v1 import EventType, TimeoutType  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 
 from benchmarks.cluster_view import ClusterClock, describe, describe_steps, note_drain_ask, pct  # noqa: E402
@@ -104,6 +104,10 @@ class HistoryFigures:
     #: Event times (Unix seconds) of the first run's start, the first node child's start command,
     #: the last node child's completion and the last run's end: the rollout's own time around its nodes.
     marks: dict[str, float] = field(default_factory=dict)
+    #: Activity name -> attempts beyond the first (ACTIVITY_TASK_STARTED ``attempt`` - 1 summed),
+    #: and the last failures' causes (a heartbeat timeout, an error type) -> count.
+    retries: dict[str, int] = field(default_factory=dict)
+    retry_causes: dict[str, int] = field(default_factory=dict)
 
 
 def rollout_fields(args: argparse.Namespace) -> dict[str, object]:
@@ -169,6 +173,18 @@ async def history_figures(client: Client, query: str, *, per_run: bool = False) 
                 activities[e.event_id] = e.activity_task_scheduled_event_attributes.activity_type.name
             elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
                 label += " " + activities.get(e.activity_task_completed_event_attributes.scheduled_event_id, "?")
+            elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED and e.activity_task_started_event_attributes.attempt > 1:
+                a = e.activity_task_started_event_attributes
+                name_ = activities.get(a.scheduled_event_id, "?")
+                out.retries[name_] = out.retries.get(name_, 0) + a.attempt - 1
+                last = a.last_failure
+                if last.HasField("timeout_failure_info"):
+                    cause = TimeoutType.Name(last.timeout_failure_info.timeout_type).removeprefix("TIMEOUT_TYPE_")
+                elif last.HasField("application_failure_info"):
+                    cause = last.application_failure_info.type
+                else:
+                    cause = last.message[:40]
+                out.retry_causes[f"{name_}: {cause}"] = out.retry_causes.get(f"{name_}: {cause}", 0) + 1
             if i == 0:
                 out.marks["started"] = min(out.marks.get("started", t), t)
             out.marks["ended"] = max(out.marks.get("ended", t), t)
@@ -304,6 +320,17 @@ async def main(args: argparse.Namespace) -> None:
                         note_drain_ask(asks, ev.object["metadata"]["name"], new_ann, old_ann, time.time())
 
                 follower = asyncio.get_running_loop().create_task(follow())
+                # The simulator's own latency: how late this process's event loop (the API server,
+                # its agents and the benchmark's follower) wakes a 50 ms sleep.
+                loop_lags: list[float] = []
+
+                async def probe() -> None:
+                    while True:
+                        t0 = time.monotonic()
+                        await asyncio.sleep(0.05)
+                        loop_lags.append(time.monotonic() - t0 - 0.05)
+
+                prober = asyncio.get_running_loop().create_task(probe())
                 sim.requests.clear()
                 def cpu_now() -> dict[str, float]:
                     return {"dev server": cpu_seconds(server.pid), **{f"worker {r}": cpu_seconds(w.pid) for r, w in zip(roles, workers)},
@@ -343,6 +370,7 @@ async def main(args: argparse.Namespace) -> None:
                 finished_at = started_at + actual
                 cpu = {k: v - cpu_start[k] for k, v in cpu_now().items()}  # the run's, not the figures' reading
                 follower.cancel()
+                prober.cancel()
                 sub.close()
 
                 # API requests lockkeeper sent, by verb and resource (the simulator's record).
@@ -350,15 +378,21 @@ async def main(args: argparse.Namespace) -> None:
                     f"{e.verb} {e.resource}{'/' + e.subresource if e.subresource else ''}" for e in sim.requests.entries()
                 )
                 api_recorded, api_kept = sum(api_calls.values()), sim.requests.maxlen
+                api_refused = Counter(f"{e.verb} {e.resource} {e.code}" for e in sim.requests.entries() if e.code >= 300)
                 # Reaction: the first node write (PATCH) by lockkeeper after each daemon ask.
                 patches = sorted(
                     (e.time, e.name) for e in sim.requests.entries(verb="patch", resource="nodes") if e.code < 300
                 )
                 latencies: list[float] = []
+                by_kind: dict[str, list[float]] = {}
+                worst: list[tuple[float, str, str, float]] = []  # (latency, kind, node, seconds into the run)
                 for (node, kind), asked in asks.items():
                     nxt = next((t for t, n in patches if n == node and t >= asked), None)
                     if nxt is not None and kind in ("drain", "uncordon"):
                         latencies.append(nxt - asked)
+                        by_kind.setdefault(kind, []).append(nxt - asked)
+                        worst.append((nxt - asked, kind, node, asked - started_at))
+                worst = sorted(worst, reverse=True)[:5]
 
                 # Every run of the parent (continue-as-new chain) and every node child.
                 parent = await history_figures(client, f"WorkflowId = '{handle.id}'")
@@ -419,6 +453,7 @@ async def main(args: argparse.Namespace) -> None:
     # or a failed one is followed by a task that replays the whole history: name them.
     lost = {who: {k: v for k, v in figures.by_type.items() if k in ("WORKFLOW_TASK_TIMED_OUT", "WORKFLOW_TASK_FAILED")}
             for who, figures in (("rollout", parent), ("node runs", children))}
+    print(f"node runs' activity attempts beyond the first: {children.retries or 'none'}; last failures: {children.retry_causes or 'none'}")
     print("workflow tasks timed out or failed: " + "; ".join(f"{who} {counts or 'none'}" for who, counts in lost.items()))
     m = parent.marks
     if {"started", "first node", "last node", "ended"} <= m.keys():
@@ -443,11 +478,18 @@ async def main(args: argparse.Namespace) -> None:
     print(f"API requests per node: {api_recorded / n:.1f} ("
           + ", ".join(f"{k} {v / n:.2f}" for k, v in api_calls.most_common())
           + (f"; the record keeps only the last {api_kept}" if api_recorded >= api_kept else "") + ")")
+    print("API answers not 2xx: " + (", ".join(f"{k} x {v}" for k, v in api_refused.most_common()) or "none"))
     print("CPU seconds over the run: " + ", ".join(f"{k} {v:.0f} ({v / actual:.0%} of a core)" for k, v in cpu.items()))
+    print(f"simulator's event loop lag (a 50 ms sleep woken late), n={len(loop_lags)}: p50 {pct(loop_lags, 0.5) * 1000:.0f} ms,"
+          f" p99 {pct(loop_lags, 0.99) * 1000:.0f} ms, max {max(loop_lags, default=0.0) * 1000:.0f} ms")
     print(f"status query during the run: {status_ok} full answers, {status_failed} failures"
           + (f" (first: {status_errors[0]})" if status_errors else ""))
     print(f"reaction latency (daemon annotation -> next lockkeeper write), n={len(latencies)}:"
           f" p50 {pct(latencies, 0.5) * 1000:.0f} ms, p99 {pct(latencies, 0.99) * 1000:.0f} ms (target p99 < 250 ms)")
+    for kind, values in sorted(by_kind.items()):
+        print(f"  {kind} asked -> next write, n={len(values)}: p50 {pct(values, 0.5) * 1000:.0f} ms, p90 {pct(values, 0.9) * 1000:.0f} ms,"
+              f" p99 {pct(values, 0.99) * 1000:.0f} ms, max {max(values) * 1000:.0f} ms")
+    print("  slowest reactions: " + ", ".join(f"{lat * 1000:.0f} ms ({kind} of {node}, {at:.0f} s in)" for lat, kind, node, at in worst))
 
 
 if __name__ == "__main__":

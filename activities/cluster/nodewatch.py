@@ -23,7 +23,8 @@ The race between the activity's own first look (a LIST at resourceVersion R) and
 is closed by a cache of the objects this hub's stream delivered (only nodes that changed while
 it ran): a wait picked up late is evaluated at once with its node's cached object when newer
 than R; the stream starts at the first wait's R when the hub was idle. Watch semantics as
-:func:`activities.cluster.watch.watch_window` (410 Gone or a broken stream re-lists).
+:func:`activities.cluster.watch.watch_window` with ``resume``: 410 Gone re-lists, a broken stream
+(a read timeout of a slow API server) watches on from the last resourceVersion seen.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import asyncio
 import threading
 import time
 import weakref
+from datetime import UTC, datetime
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,6 +69,8 @@ STEP_THREADS = 32
 #: ``wait_seconds`` for evicted pods): one per such wait running at once, at most this many; made
 #: on demand. A drain at a time per node in flight, so this bounds maxUnavailable's drains at once.
 WAIT_THREADS = 512
+#: Seconds between two log lines of the hub's figures (:class:`HubStats`), while it follows waits.
+STATS_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,41 @@ class Then:
     cancellation). The hub heartbeats the wait with its ``details()`` while ``run`` runs."""
 
     run: Callable[[Callable[[], bool]], Any]
+
+
+class HubStats:
+    """What a hub's step pool did since the last :meth:`take` (thread-safe): for each step run,
+    the seconds it waited in the pool's queue and the seconds it ran, and how it ended
+    (``none``: the wait goes on, ``then``, ``result``, ``error``). The hub logs them every
+    :data:`STATS_SECONDS` (benchmarks read the worker's log)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.queued: list[float] = []
+        self.ran: dict[str, list[float]] = {}
+        self.events = 0  # watch events seen (ADDED/MODIFIED/DELETED of any node)
+        self.gone = 0  # waits dropped because the server no longer knew their attempt (all time)
+        self.early_beats = 0  # waits heartbeaten at once on hand-off, their attempt already old (all time)
+
+    def step(self, queued: float, ran: float, how: str) -> None:
+        """One step run: ``queued``/``ran`` seconds, ``how`` it ended."""
+        with self._lock:
+            self.queued.append(queued)
+            self.ran.setdefault(how, []).append(ran)
+
+    def take(self) -> tuple[list[float], dict[str, list[float]], int]:
+        """The figures since the last call (queue waits, run times by outcome, events), reset."""
+        with self._lock:
+            out = (self.queued, self.ran, self.events)
+            self.queued, self.ran, self.events = [], {}, 0
+        return out
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _rv(obj: dict[str, Any]) -> int | None:
@@ -139,6 +178,8 @@ class NodeWatchHub:
         self._pool = ThreadPoolExecutor(max_workers=STEP_THREADS, thread_name_prefix="lockkeeper-nodewatch-step")
         self._then_pool = ThreadPoolExecutor(max_workers=WAIT_THREADS, thread_name_prefix="lockkeeper-nodewatch-wait")
         self.handed_off = 0  # waits taken since the hub was made (benchmarks print it)
+        self.stats = HubStats()
+        self._stats_at = time.monotonic()
 
     # --- any thread ---------------------------------------------------------------------------
 
@@ -148,6 +189,10 @@ class NodeWatchHub:
         if wait.completer.closed:
             raise RuntimeError("the worker is stopping")
         wait.completer.on_close(self._close)
+        if wait.next_beat <= time.monotonic():  # its attempt is old already: beat now, not a beat later
+            self.stats.early_beats += 1
+            wait.next_beat = time.monotonic() + BEAT_SECONDS
+            self._beat_one(wait)
         with self._lock:
             self._new.append(wait)
             self.handed_off += 1
@@ -231,7 +276,7 @@ class NodeWatchHub:
             try:
                 rv = watch_window(
                     lambda r, s: self.gateway.watch("Node", resource_version=r, timeout_seconds=s),
-                    rv, WINDOW_SECONDS, self._seen, self._relist, "nodes (shared watch)",
+                    rv, WINDOW_SECONDS, self._seen, self._relist, "nodes (shared watch)", resume=True,
                 )
                 failures = 0
             except Exception as exc:  # noqa: BLE001 - the hub must outlive one bad window
@@ -284,6 +329,7 @@ class NodeWatchHub:
                 w.task_token, ApplicationError(f"node {name} was deleted", type="NodeNotFound", non_retryable=True), w.what))
             return False
         self._cache[name] = obj
+        self.stats.events += 1
         with self._lock:
             waits = list(self._waits.get(name, ()))
         for w in waits:
@@ -296,7 +342,12 @@ class NodeWatchHub:
         items, rv = self.gateway.list_nodes_with_rv()
         with self._lock:
             followed = set(self._waits)
-        self._cache = {objects.meta(o).get("name") or "": o for o in items if (objects.meta(o).get("name") or "") in followed}
+        # Every node listed, not only those followed now: a wait handed off while the LIST ran
+        # (still in ``_new``) is evaluated with its node as listed when taken. The watch goes on
+        # from the list's resourceVersion, so a change the list already shows (the daemon's
+        # drain request) comes as no event again: kept only for the followed nodes, it was lost
+        # until the next re-list (issue 40: drain requests answered 60-70 s late at 2,000 nodes).
+        self._cache = {objects.meta(o).get("name") or "": o for o in items}
         for name in followed:
             obj = self._cache.get(name)
             if obj is None:
@@ -324,18 +375,22 @@ class NodeWatchHub:
                 return
             w.busy = True
         try:
-            self._pool.submit(self._steps, w, obj)
+            self._pool.submit(self._steps, w, obj, time.monotonic())
         except RuntimeError:  # the pool is shut down (interpreter exit)
             with w.lock:
                 w.busy = False
 
-    def _steps(self, w: NodeWait, obj: dict[str, Any]) -> None:
+    def _steps(self, w: NodeWait, obj: dict[str, Any], submitted: float) -> None:
         while True:
+            began = time.monotonic()
             try:
                 result = w.step(obj, node_info(obj))
             except Exception as exc:  # noqa: BLE001 - the activity fails with it, as it would have
+                self.stats.step(began - submitted, time.monotonic() - began, "error")
                 self._failed(w, exc)
                 return
+            self.stats.step(began - submitted, time.monotonic() - began,
+                            "then" if isinstance(result, Then) else "none" if result is None else "result")
             if isinstance(result, Then):  # busy until it ends: the deadline waits for it, heartbeats go on
                 try:
                     self._then_pool.submit(self._then, w, result)
@@ -351,7 +406,7 @@ class NodeWatchHub:
                 if nxt is None or w.ended:
                     w.busy = False
                     return
-            obj = nxt
+            obj, submitted = nxt, time.monotonic()
 
     def _then(self, w: NodeWait, then: Then) -> None:
         try:
@@ -411,11 +466,38 @@ class NodeWatchHub:
                     self._beater = None
                     return
             now = time.monotonic()
+            if now - self._stats_at >= STATS_SECONDS:
+                self._log_stats(len(waits), now - self._stats_at)
+                self._stats_at = now
             for w in waits:
                 if now >= w.next_beat and not w.ended:
                     w.next_beat = now + BEAT_SECONDS
-                    w.completer.heartbeat(w.task_token, w.details(), w.what, cancelled=lambda w=w: self._cancel(w))
+                    self._beat_one(w)
             self._stop.wait(1.0)
+
+    def _log_stats(self, waits: int, seconds: float) -> None:
+        """One log line of :attr:`stats` over the last ``seconds`` (then reset)."""
+        queued, ran, events = self.stats.take()
+        runs = ", ".join(f"{how} {len(v)} (p50 {_pct(v, 0.5) * 1000:.0f} ms, p99 {_pct(v, 0.99) * 1000:.0f} ms)"
+                         for how, v in sorted(ran.items()))
+        log().info(
+            f"nodes (shared watch) stats: {waits} waits, {events / seconds:.1f} events/s, {len(queued)} steps"
+            f" (queued p50 {_pct(queued, 0.5) * 1000:.0f} ms, p99 {_pct(queued, 0.99) * 1000:.0f} ms,"
+            f" max {max(queued, default=0.0) * 1000:.0f} ms; ran: {runs}), {self._pool._work_queue.qsize()} in the queue;"
+            f" so far {self.stats.gone} waits dropped as gone, {self.stats.early_beats} beaten at hand-off"
+        )
+
+    def _beat_one(self, w: NodeWait) -> None:
+        w.completer.heartbeat(w.task_token, w.details(), w.what, cancelled=lambda: self._cancel(w), gone=lambda: self._gone(w))
+
+    def _gone(self, w: NodeWait) -> None:
+        """The server no longer knows ``w``'s attempt (a heartbeat answered NOT_FOUND: it timed
+        out, or its workflow ended): stop following it, with no completion (none would be
+        accepted; a retried attempt hands off a wait of its own). Its step, if running, ends
+        on its own; its answer is then dropped."""
+        if self._end(w):
+            self.stats.gone += 1
+            log().warning(f"{w.what}: the server no longer knows this attempt (timed out?); no longer followed")
 
     def _cancel(self, w: NodeWait) -> None:
         w.cancelled = True
@@ -465,15 +547,30 @@ def hand_off(
     completer = wired()
     if completer is None:
         return
+    info = activity.info()
     try:
         hub_for(gateway).hand_off(NodeWait(
-            node=node, task_token=activity.info().task_token, completer=completer,
+            node=node, task_token=info.task_token, completer=completer,
             deadline=time.monotonic() + max(0.0, timeout_seconds), rv=int(rv) if rv and rv.isdigit() else None,
             start_rv=rv, step=step, timed_out=timed_out, details=details, what=what, first=first,
+            next_beat=first_beat(info.started_time),
         ))
     except RuntimeError:  # the worker is stopping
         return
     activity.raise_complete_async()
+
+
+def first_beat(started: datetime | None) -> float:
+    """When (``time.monotonic()``) a handed-off wait heartbeats first: :data:`BEAT_SECONDS` after
+    its attempt started (``started``: ``activity.info().started_time``, the server's clock), not
+    after the hand-off. An attempt that took seconds to reach its hand-off (its task waited for the
+    worker, a slow API answered its first look) would otherwise beat first past its heartbeat
+    timeout and be retried though it watches on (issue 40: at 2,000 nodes, 202 of them). A past
+    time: at once. No ``started``: :data:`BEAT_SECONDS` from now."""
+    if started is None:
+        return time.monotonic() + BEAT_SECONDS
+    age = (datetime.now(UTC) - (started if started.tzinfo else started.replace(tzinfo=UTC))).total_seconds()
+    return time.monotonic() + BEAT_SECONDS - max(0.0, age)
 
 
 def can_hand_off() -> bool:

@@ -16,7 +16,7 @@ from typing import Any
 
 from activities.context import log, pause
 from activities.kube import objects
-from activities.kube.errors import Gone, Unavailable
+from activities.kube.errors import Gone, Unavailable, Unreachable
 
 #: Seconds to wait before re-listing after a broken watch stream.
 RELIST_PAUSE_SECONDS = 0.5
@@ -29,6 +29,8 @@ def watch_window(
     on_event: Callable[[str, dict[str, Any]], bool],
     relist: Callable[[], str | None],
     what: str,
+    *,
+    resume: bool = False,
 ) -> str | None:
     """Follow one WATCH window: ``events(rv, seconds)`` yields ``(type, object)`` pairs (the
     gateway's watch); every event but BOOKMARK goes to ``on_event(type, object)``, which returns
@@ -36,8 +38,13 @@ def watch_window(
 
     On 410 Gone, or a broken stream (``Unavailable``: logged as ``"<what>: watch broke"``, then a
     pause of :data:`RELIST_PAUSE_SECONDS`), calls ``relist()`` (the caller reloads its objects)
-    and returns the resourceVersion it gives. Whatever ``on_event`` or ``relist`` raise
-    propagates (e.g. ``NodeNotFound``)."""
+    and returns the resourceVersion it gives. With ``resume``, a stream broken with no answer
+    (a read timeout of a slow API server, a reset; not ``Unreachable``: no connection at all)
+    returns the last resourceVersion seen instead, after the same pause, and the next window
+    watches on from there, as client-go's reflector does: a LIST of every object is the most
+    expensive request there is, on a server already slow (issue 40, thousands of nodes). An
+    answer such as 503 still re-lists, so an outage still fails the caller's LIST.
+    Whatever ``on_event`` or ``relist`` raise propagates (e.g. ``NodeNotFound``)."""
     try:
         for type_, obj in events(rv, seconds):
             rv = objects.meta(obj).get("resourceVersion") or rv
@@ -48,6 +55,10 @@ def watch_window(
     except Gone:
         return relist()
     except Unavailable as exc:
+        if resume and rv and exc.status == 0 and not isinstance(exc, Unreachable):
+            log().warning(f"{what}: watch broke ({exc}); watching on from resourceVersion {rv}")
+            pause(RELIST_PAUSE_SECONDS)
+            return rv
         log().warning(f"{what}: watch broke ({exc}); re-listing")
         pause(RELIST_PAUSE_SECONDS)
         return relist()
