@@ -651,7 +651,10 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
             await reboot(self.host, r.node, self._access(r.node, address), list(i.reboot_command), timeout_seconds=i.ready_timeout_seconds,
                          read=read, until_ready=True, killed_by_reboot=lambda res: True, on_timeout="fail", on_send=sent,
                          resend_after_grace_seconds=i.unknown_grace_seconds, poll_seconds=i.poll_seconds, board=self._st.health,
-                         stop=lambda: self.control.abort or self._revert_pending(), safe_point=self._interrupted)
+                         # An abort stops no reboot already sent: the node finishes (boot id and
+                         # Ready), so the outcome reads it back as it ends (issue 39); a revert does.
+                         stop=lambda: self._revert_pending() or (self.control.abort and r.commands_sent == 0),
+                         safe_point=self._interrupted)
         except RebootFailed as err:
             if err.kind == "command":
                 raise ApplicationError(f"reboot/{r.node}: {err.reason}", type="RebootFailed", non_retryable=True) from err

@@ -472,17 +472,19 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
         return {"findings": list(self._status.findings), "installed": dict(self._status.installed),
                 "preflight": list(self._findings)}
 
-    def _gluster_left(self, node: str) -> list[ChangedItem]:
+    def _gluster_left(self, node: str, registered: bool) -> list[ChangedItem]:
         """What the destructive steps take down with the node's runtime until its bricks are
         back: its GlusterFS pod (its DaemonSet, ``<namespace>/<pod name without the suffix>``,
         one pod not Ready) and each volume with a brick on one of its addresses (offline). With
         a last read (:meth:`_read_gluster_last`), only what it still saw down: a Ready pod on the
-        node, a volume whose bricks there are online again, are not named."""
+        node (once the node ``registered`` again after its scale-up: before that its runtime is
+        stopped or gone, and a pod the API still shows Ready is stale), a volume whose bricks
+        there are online again, are not named."""
         obj = self._read.get(node)
         addresses = set(obj.addresses if obj is not None else []) | {node}
         ns = self._in.gluster.namespace
         last = self._gluster_last
-        ready = last is not None and any(p.healthy for p in last.pods if p.node == node)
+        ready = registered and last is not None and any(p.healthy for p in last.pods if p.node == node)
         items = [] if ready else [
             ChangedItem(target=f"DaemonSet {ns}/{ds}", what=f"its pod on {node} not Ready (the node's runtime is gone)")
             for ds in sorted({p.rsplit("-", 1)[0] for p in self._gluster_pods.get(node, [])})]
@@ -534,7 +536,7 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
                 items.append(ChangedItem(target=f"host {r.node}", what=f"left at {st.step or destructive[-1]} after "
                                          f"{', '.join(destructive)}" + record))
                 if "bricks-online" not in st.done_steps:
-                    items += self._gluster_left(r.node)
+                    items += self._gluster_left(r.node, registered="wait-registered" in st.done_steps)
         return items
 
     def _result(self, outcome: str, message: str, nodes: list[NodeMigrationResult]) -> RuntimeMigrationResult:
