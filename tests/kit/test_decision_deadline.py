@@ -113,14 +113,11 @@ async def test_worker_down_approve_exits_3_and_the_late_approve_is_refused(
     sim, worker, handle, gate = await gate_with_worker_down(sim_factory, worker_for, temporal_client, task_queue, "deadline-a")
 
     wait = 6.0
-    t0 = time.monotonic()
     code, out, err = await lk(dev_server.address, task_queue, "approve", handle.id, gate.id, "--identity", "late-approver",
                               env=cli_env(LOCKKEEPER_DECISION_TIMEOUT=str(wait)))
-    elapsed = time.monotonic() - t0
     assert code == 3, (code, out, err)
     assert "nothing was decided" in err and f"task queue {task_queue!r}" in err, err
     assert len(err.strip().splitlines()) == 1, err
-    assert elapsed < wait + 10, elapsed  # the wait plus the CLI's own start-up, not forever
     assert "withdrawn (request lk-" in err, err
     [w] = await withdrawals(handle)
     assert w["update"] == "approve" and w["identity"] == "late-approver" and "no worker answered" in w["reason"], w
