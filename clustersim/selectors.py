@@ -14,12 +14,16 @@ is a tuple of ``(path, op, value)`` with op in {"=", "!="}. Malformed input rais
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from kubeshared.labels import label_selector_matches
+
 LabelSelector = tuple[tuple[str, str, tuple[str, ...]], ...]
 FieldSelector = tuple[tuple[str, str, str], ...]
+
+#: A metav1.LabelSelector object against labels: the one implementation lockkeeper shares.
+matches_label_selector_object = label_selector_matches
 
 # Fields whose unset value the apiserver reports as "false" (pkg/registry/core/node/strategy.go).
 _BOOLEAN_FIELDS = {"spec.unschedulable"}
@@ -111,31 +115,6 @@ def matches_labels(selector: LabelSelector, labels: dict[str, str] | None) -> bo
         elif op == "notin":
             if present and labels[key] in values:
                 return False
-    return True
-
-
-def matches_label_selector_object(selector: Mapping[str, Any] | None, labels: Mapping[str, str] | None) -> bool:
-    """Match a metav1.LabelSelector object (matchLabels + matchExpressions) against labels.
-
-    None matches nothing (policy/v1 PDB semantics for a nil selector); ``{}`` matches everything.
-    Operators: In, NotIn, Exists, DoesNotExist (metav1.LabelSelectorAsSelector).
-    """
-    if selector is None:
-        return False
-    labels = labels or {}
-    for k, v in (selector.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
     return True
 
 

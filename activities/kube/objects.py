@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from kubeshared.labels import label_selector_matches as selector_matches
+
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 
 
@@ -80,26 +82,6 @@ def label_selector_string(selector: dict[str, Any] | None) -> str | None:
         else:
             raise ValueError(f"unknown label selector operator {op!r}")
     return ",".join(parts)
-
-
-def selector_matches(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
-    """``metav1.LabelSelector`` semantics: nil matches nothing, empty matches everything."""
-    if selector is None:
-        return False
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
 
 
 def pod_key(pod: dict[str, Any]) -> str:
