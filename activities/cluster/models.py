@@ -25,13 +25,8 @@ from pydantic import (
     model_serializer,
 )
 
-MCO_PREFIX = "machineconfiguration.openshift.io/"
-ANN_CURRENT_CONFIG = MCO_PREFIX + "currentConfig"
-ANN_DESIRED_CONFIG = MCO_PREFIX + "desiredConfig"
-ANN_STATE = MCO_PREFIX + "state"
-ANN_REASON = MCO_PREFIX + "reason"
-ANN_DESIRED_DRAIN = MCO_PREFIX + "desiredDrain"
-ANN_LAST_APPLIED_DRAIN = MCO_PREFIX + "lastAppliedDrain"
+from kubeshared.mco import *  # noqa: F403  (the MCO annotation keys; the project's modules import them from here)
+
 #: Set by lockkeeper in the same patch that cordons a node, valued with the owner (the node
 #: run's workflow ID). Its presence is the durable record that *we* cordoned the node, so a
 #: node somebody else had cordoned stays cordoned at the end (kured's "undo only what you

@@ -12,16 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from clustersim.selectors import matches_label_selector_object
+from kubeshared.mco import *  # noqa: F403  (the MCO annotation keys; the simulator's modules import them from here)
 
-# machine-config-daemon annotation keys (MCO pkg/daemon/constants). Copied, not imported:
-# clustersim must never import lockkeeper's activities package.
-MCO_PREFIX = "machineconfiguration.openshift.io/"
-ANN_CURRENT_CONFIG = MCO_PREFIX + "currentConfig"
-ANN_DESIRED_CONFIG = MCO_PREFIX + "desiredConfig"
-ANN_STATE = MCO_PREFIX + "state"
-ANN_REASON = MCO_PREFIX + "reason"
-ANN_DESIRED_DRAIN = MCO_PREFIX + "desiredDrain"
-ANN_LAST_APPLIED_DRAIN = MCO_PREFIX + "lastAppliedDrain"
 
 STATE_DONE = "Done"
 STATE_WORKING = "Working"
