@@ -29,7 +29,8 @@ from clustersim.eviction import EvictionMixin
 from clustersim.loops import KeyedTimers
 from clustersim.nodereg import NodeRegistrationMixin
 from clustersim.resources import OPTIONAL_RESOURCES, RESOURCES, ResourceType, resource
-from clustersim.selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
+from clustersim.selectors import matches_fields, parse_field_selector
+from kubeshared.labels import matches_labels, parse_label_selector
 from clustersim.storeevents import Event, Subscription
 
 # Re-exported: most of clustersim imports these from here.

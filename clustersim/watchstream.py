@@ -17,7 +17,8 @@ from aiohttp import web
 from clustersim.apierrors import ApiError
 from clustersim.apihttp import ReqInfo, dumps, parse_bool
 from clustersim.faults import FaultInjector
-from clustersim.selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
+from clustersim.selectors import matches_fields, parse_field_selector
+from kubeshared.labels import matches_labels, parse_label_selector
 from clustersim.store import Event, Store
 from clustersim.tables import build_table, table_version
 

@@ -39,8 +39,8 @@ MASTER_CONFIG_FIELD = "projectConfig.defaultNodeSelector"
 def split_selector(text: str) -> list[str]:
     """The terms of a label selector string as written: ``text`` split on the commas outside
     parentheses (``a in (x,y),b=c`` gives ``["a in (x,y)", "b=c"]``), neither stripped nor
-    dropped when empty. Pure; the preflight's reference scan and the node upgrade's node
-    selection parse each term their own way."""
+    dropped when empty. Pure; the preflight's reference scan parses each term (with the text as
+    written and label-key checks; :mod:`kubeshared.labels` is the apiserver's parser)."""
     out, depth, cur = [], 0, ""
     for ch in text:
         if ch == "(":

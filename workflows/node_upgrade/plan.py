@@ -29,10 +29,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from pydantic import BaseModel, Field
-
 from activities.node_upgrade.models import NodeFacts
-from activities.preflight.models import split_selector
+from kubeshared.labels import LabelSelector, matches_labels, parse_label_selector
 from workflows.kit import plan as kit_plan
 from workflows.kit.inputs import resolve_max_unavailable
 from workflows.node_upgrade.models import BatchPolicy, NodeSelection, UpgradePlan
@@ -40,7 +38,6 @@ from workflows.node_upgrade.models import BatchPolicy, NodeSelection, UpgradePla
 #: openshift-ansible's message when the label matches nothing (initialize_nodes_to_upgrade.yml).
 NO_MATCH = "openshift_upgrade_nodes_label was specified but no nodes matched"
 
-_SET = re.compile(r"^\s*([^\s!=]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
 _KEY = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?$")
 
 
@@ -48,68 +45,29 @@ class PlanError(ValueError):
     """The input cannot be planned: a bad selector or serial, no node matches, an unknown canary."""
 
 
-class Requirement(BaseModel):
-    """One term of a label selector: ``op`` is ``=``, ``!=``, ``in``, ``notin``, ``exists`` or
-    ``!exists``; ``values`` the right-hand side (empty for the existence tests)."""
-
-    key: str
-    op: str
-    values: list[str] = Field(default_factory=list)
-
-    def matches(self, labels: dict[str, str]) -> bool:
-        """Kubernetes semantics (apimachinery ``labels.Requirement.Matches``): ``!=`` and
-        ``notin`` also match when the key is absent."""
-        has = self.key in labels
-        value = labels.get(self.key)
-        if self.op == "exists":
-            return has
-        if self.op == "!exists":
-            return not has
-        if self.op in ("=", "in"):
-            return has and value in self.values
-        return not has or value not in self.values  # "!=", "notin"
-
-
-def _key(key: str, selector: str) -> str:
-    key = key.strip()
-    if not _KEY.match(key):
-        raise PlanError(f"invalid label selector {selector!r}: bad key {key!r}")
-    return key
-
-
-def parse_selector(selector: str) -> list[Requirement]:
+def parse_selector(selector: str) -> LabelSelector:
     """Parse a label selector string as ``kubectl -l`` accepts it: ``k=v``, ``k==v``, ``k!=v``,
-    ``k``, ``!k``, ``k in (a,b)``, ``k notin (a,b)``, comma-separated (all must hold).
+    ``k``, ``!k``, ``k in (a,b)``, ``k notin (a,b)``, comma-separated (all must hold), with
+    :func:`kubeshared.labels.parse_label_selector` (empty terms passed over).
 
-    Returns the requirements in order. Raises :class:`PlanError` on an empty or malformed selector.
-    Source: apimachinery ``pkg/labels/selector.go`` (the grammar, simplified: no whitespace
-    inside keys, values are taken verbatim).
+    Returns the requirements in order as ``(key, op, values)``. Raises :class:`PlanError` on an
+    empty or malformed selector, or a key that is not a label key.
     """
-    terms = [t.strip() for t in split_selector(selector) if t.strip()]
-    if not terms:
+    try:
+        reqs = parse_label_selector(selector, skip_empty=True)
+    except ValueError as e:
+        raise PlanError(f"invalid label selector {selector!r}: {e}") from None
+    if not reqs:
         raise PlanError("empty label selector")
-    out: list[Requirement] = []
-    for term in terms:
-        if m := _SET.match(term):
-            values = [v.strip() for v in m.group(3).split(",") if v.strip()]
-            out.append(Requirement(key=_key(m.group(1), selector), op=m.group(2), values=values))
-        elif "!=" in term:
-            k, v = term.split("!=", 1)
-            out.append(Requirement(key=_key(k, selector), op="!=", values=[v.strip()]))
-        elif "=" in term:
-            k, v = term.split("==", 1) if "==" in term else term.split("=", 1)
-            out.append(Requirement(key=_key(k, selector), op="=", values=[v.strip()]))
-        elif term.startswith("!"):
-            out.append(Requirement(key=_key(term[1:], selector), op="!exists"))
-        else:
-            out.append(Requirement(key=_key(term, selector), op="exists"))
-    return out
+    for key, _, _ in reqs:
+        if not _KEY.match(key):
+            raise PlanError(f"invalid label selector {selector!r}: bad key {key!r}")
+    return reqs
 
 
-def selector_matches(selector: str | list[Requirement], labels: dict[str, str]) -> bool:
+def selector_matches(selector: str | LabelSelector, labels: dict[str, str]) -> bool:
     """True when every requirement of ``selector`` (string or parsed) holds for ``labels``."""
-    reqs = parse_selector(selector) if isinstance(selector, str) else selector
-    return all(r.matches(labels) for r in reqs)
+    return matches_labels(parse_selector(selector) if isinstance(selector, str) else selector, labels)
 
 
 def select_nodes(nodes: Iterable[NodeFacts], selection: NodeSelection) -> tuple[list[str], dict[str, str]]:
