@@ -10,11 +10,15 @@ simulated server turns it into 400 BadRequest, the node upgrade's plan into a Pl
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
 LabelSelector = tuple[tuple[str, str, tuple[str, ...]], ...]
+
+#: ``key in (a,b)`` / ``key notin (a,b)``; the lexer ends a word at ``(``, so ``key in(a)`` too.
+_SET = re.compile(r"^(\S+)\s+(in|notin)\s*\((.*)\)$")
 
 
 def _split_top_level(text: str) -> list[str]:
@@ -54,15 +58,12 @@ def parse_label_selector(text: str | None, *, skip_empty: bool = False) -> Label
             if skip_empty:
                 continue
             raise ValueError(f"empty requirement in label selector {text!r}")
-        words = term.split()
-        if len(words) >= 2 and words[1] in ("in", "notin"):
-            key, op = words[0], words[1]
-            rest = term[term.index(op, len(key)) + len(op):].strip()
-            if not (rest.startswith("(") and rest.endswith(")")):
-                raise ValueError(f"set-based requirement needs (values): {term!r}")
-            values = tuple(v.strip() for v in rest[1:-1].split(",") if v.strip())
-            reqs.append((key, op, values))
+        if m := _SET.match(term):
+            reqs.append((m.group(1), m.group(2), tuple(v.strip() for v in m.group(3).split(",") if v.strip())))
             continue
+        words = term.split()
+        if len(words) >= 2 and words[1].partition("(")[0] in ("in", "notin"):
+            raise ValueError(f"set-based requirement needs (values): {term!r}")
         if "!=" in term:
             key, _, value = term.partition("!=")
             reqs.append((key.strip(), "!=", (value.strip(),)))

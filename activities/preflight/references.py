@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from activities.preflight.models import MASTER_CONFIG_FIELD, default_node_selector, split_selector
+from kubeshared.labels import parse_label_selector
 
 #: OpenShift's project node selector annotation (on the Namespace behind each Project).
 NS_ANNOTATION = "openshift.io/node-selector"
@@ -73,7 +74,6 @@ class Requirement:
     text: str
 
 
-_SET = re.compile(r"^\s*(\S+)\s+(in|notin)\s*\(([^)]*)\)\s*$")
 #: Label keys (``[prefix/]name``) and values (Kubernetes ``validation.IsQualifiedName`` and
 #: ``IsValidLabelValue``: alphanumerics with ``-_.`` inside, at most 63 characters per part).
 _KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -87,28 +87,17 @@ def _checked(r: Requirement) -> Requirement:
 
 
 def parse_selector(text: str) -> list[Requirement]:
-    """The requirements of a label selector string (module docstring for the syntax). Raises
-    ValueError for a requirement that is none of the forms, or whose key or value is not a valid
-    label key or value."""
+    """The requirements of a label selector string (module docstring for the syntax), each term
+    parsed by :func:`kubeshared.labels.parse_label_selector` and kept with its text; empty terms
+    are passed over. Raises ValueError for a requirement that is none of the forms, or whose key
+    or value is not a valid label key or value."""
     out: list[Requirement] = []
     for raw in split_selector(text):
         part = raw.strip()
         if not part:
             continue
-        m = _SET.match(part)
-        if m:
-            values = tuple(v.strip() for v in m.group(3).split(",") if v.strip())
-            out.append(_checked(Requirement(m.group(1), m.group(2), values, part)))
-        elif "!=" in part:
-            k, v = part.split("!=", 1)
-            out.append(_checked(Requirement(k.strip(), "!=", (v.strip(),), part)))
-        elif "=" in part:
-            k, v = part.split("==", 1) if "==" in part else part.split("=", 1)
-            out.append(_checked(Requirement(k.strip(), "=", (v.strip(),), part)))
-        elif part.startswith("!"):
-            out.append(_checked(Requirement(part[1:].strip(), "!", (), part)))
-        else:
-            out.append(_checked(Requirement(part, "exists", (), part)))
+        ((key, op, values),) = parse_label_selector(part)  # a term without a top-level comma: one requirement
+        out.append(_checked(Requirement(key, "!" if op == "!exists" else op, values, part)))
     return out
 
 
