@@ -116,7 +116,7 @@ def test_dockerfile_is_slim_pinned_non_root_with_worker_entrypoint() -> None:
     runs = " ".join(v for k, v in instr if k == "RUN")
     assert "-r /tmp/requirements.lock" in runs and "--no-deps /src" in runs
     copied = {shlex.split(v)[0] for k, v in instr if k == "COPY" and not v.startswith("--from")}
-    for pkg in ("lockkeeper", "workflows", "activities", "workers", "clustersim"):
+    for pkg in ("lockkeeper", "workflows", "activities", "workers", "clustersim", "kubeshared"):
         assert pkg in copied
 
 
