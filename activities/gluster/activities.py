@@ -34,6 +34,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.cluster.base import GatewayActivities
+from activities.cluster.models import PodRef
 from activities.context import beating, fail, heartbeat, log, pause
 from activities.gluster.inventory import exec_candidates, gluster_pod, node_addresses
 from activities.gluster.models import (
@@ -45,7 +46,6 @@ from activities.gluster.models import (
     GlusterTarget,
     HealInfo,
     NodeAddresses,
-    PodRef,
     ReplacementInput,
     ReplacementState,
     VolumeStartInput,

@@ -285,14 +285,6 @@ class GlusterReport(BaseModel):
     calls: list[CommandNote] = Field(default_factory=list)
 
 
-class PodRef(BaseModel):
-    """A pod by ``namespace``/``name`` and the ``uid`` recorded before acting on it."""
-
-    namespace: str
-    name: str
-    uid: str
-
-
 class DeletePodResult(BaseModel):
     """``deleted``: this call sent the DELETE; ``already_gone``: the recorded uid no longer
     exists (or is already terminating), so nothing was sent (a retried or resumed delete)."""

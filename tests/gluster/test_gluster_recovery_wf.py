@@ -14,6 +14,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, Worker
 
+from activities.cluster.models import PodRef
 from activities.gluster.models import (
     Brick,
     BrickStatus,
@@ -24,7 +25,6 @@ from activities.gluster.models import (
     HealBrick,
     HealInfo,
     NodeAddresses,
-    PodRef,
     ReplacementInput,
     ReplacementState,
     VolumeInfo,

@@ -14,7 +14,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.gluster.activities import GlusterActivities
-from activities.gluster.models import GlusterReadInput, GlusterTarget, PodRef, ReplacementInput, VolumeStartInput
+from activities.cluster.models import PodRef
+from activities.gluster.models import GlusterReadInput, GlusterTarget, ReplacementInput, VolumeStartInput
 from activities.kube.gateway import KubeGateway
 from clustersim import ClusterSim
 from clustersim.faults import MUTATING_VERBS

@@ -42,7 +42,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.gluster.models import GlusterReadInput, PodRef, ReplacementInput, ReplacementState, VolumeStartInput
+    from activities.cluster.models import PodRef
+    from activities.gluster.models import GlusterReadInput, ReplacementInput, ReplacementState, VolumeStartInput
     from activities.preflight.models import InputCheck, NamesExist, Precondition
     from workflows.shared.glusterfs import calls
     from workflows.shared.glusterfs.health import GlusterHealth, unhealthy_reasons

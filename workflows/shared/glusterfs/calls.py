@@ -16,11 +16,11 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from activities.cluster.models import PodRef
     from activities.gluster.models import (
         DeletePodResult,
         GlusterReadInput,
         GlusterReport,
-        PodRef,
         ReplacementInput,
         ReplacementState,
         VolumeStartInput,
