@@ -421,6 +421,19 @@ async def test_full_revert_unpauses_the_pools_the_aborted_run_left_paused_and_na
     assert not any(c.paused.values()) and c.config_type == "OpenShiftSDN" and c.migration is None
     assert {i.target for i in result.left_changed} == {"MachineConfigPool master", "MachineConfigPool worker"}, result.left_changed
     assert all("not rendered-" in i.what for i in result.left_changed), result.left_changed
+    # Issue 39: the rollback run closed its records; `revert --full` of it says there is no
+    # record left and names what it left changed and where the commands are (exit 2).
+    from lockkeeper.cli.common import CliError
+    from lockkeeper.cli.revert_full import revert_full
+    from workers.settings import load_settings
+
+    assert result.open_records == [], [e.name for e in result.open_records]
+    settings = load_settings(TEMPORAL_ADDRESS=time_skipping_env.client.service_client.config.target_host)
+    with pytest.raises(CliError) as refused:
+        await revert_full(settings, result.workflow_id, "op", "table", "again")
+    text = str(refused.value)
+    assert refused.value.code == 2 and "left no recorded change to revert" in text, text
+    assert "MachineConfigPool master" in text and f"lockkeeper status {result.workflow_id}" in text, text
 
 
 async def test_a_revert_ends_a_pause_and_rolls_back_at_once(time_skipping_env: Any) -> None:
