@@ -191,8 +191,8 @@ class NodeStatus(JsonWithoutNulls):
     run_id: str | None = None
     #: The node's step runs inside the procedure's own workflow (:class:`workflows.kit.batches.
     #: LocalRun`, e.g. a control-plane master), not as a child: its steps are this row's own and
-    #: there is no run to query.
-    in_process: bool = False
+    #: there is no run to query. None (left out of the JSON, as every None here) otherwise.
+    in_process: bool | None = None
 
 
 class NodeProgress(BaseModel):
