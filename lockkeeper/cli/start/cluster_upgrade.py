@@ -61,7 +61,7 @@ async def _dry_run(req: Launch, settings: Any) -> int:
             for line in ph.dry_run_lines:
                 print(f"  {line}")
     else:
-        print(out.dump({"workflow_id": handle.id, "phases": out.to_data(res.phases)}, req.output))
+        print(out.dump({"workflow_id": handle.id, "phases": out.to_data(res.phases), "problems": list(res.problems)}, req.output))
     if res.problems:  # a precondition failed: a real start would be refused
         for line in res.problems:
             err(f"refused today: {line}")
