@@ -48,7 +48,8 @@ async def merge_live_progress(client: Any, status: Any, *, timeout: float = 5.0)
         return 0
     far = datetime.max.replace(tzinfo=UTC)
     running = sorted(  # only the kit's node rows: a procedure may keep its own row type in ``nodes``
-        (ns for ns in nodes.values() if isinstance(ns, NodeStatus) and ns.phase == NodePhase.RUNNING and ns.run_id),
+        (ns for ns in nodes.values()  # an in-process step (``in_process``) is no workflow: nothing to query
+         if isinstance(ns, NodeStatus) and ns.phase == NodePhase.RUNNING and ns.run_id and not ns.in_process),
         key=lambda ns: ns.since or far,
     )[:LIVE_NODES_MAX]
     if not running:

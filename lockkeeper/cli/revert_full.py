@@ -98,8 +98,19 @@ async def revert_ended(settings: Any, wid: str, who: str) -> bool:
     elif spec is not None and (own is not None or (not spec.reverse and getattr(result, "open_records", None))):
         err(f"{wid} has ended ({desc.status.name.lower()}): `lockkeeper revert {wid} --full` reverses its change in a new run")
     else:
-        err(f"{wid} has ended ({desc.status.name.lower()}) and left no recorded change to revert")
+        err(f"{wid} has ended ({desc.status.name.lower()}) and left no recorded change to revert{left_note(wid, result)}")
     return True
+
+
+def left_note(wid: str, result: Any) -> str:
+    """For a run that left no record open but ended with something changed (a rollback that
+    ended ``NOT fully restored``): ``; what it left changed ...`` naming the first items and
+    where the rest and the commands are; empty otherwise."""
+    left = list(getattr(result, "left_changed", None) or [])
+    if not left:
+        return ""
+    shown = "; ".join(f"{i.target}: {i.what}" for i in left[:3]) + (f"; and {len(left) - 3} more" if len(left) > 3 else "")
+    return f"; what it left changed, no record of this run can undo ({shown}): see `lockkeeper status {wid}` for it and the commands"
 
 
 def revert_id_name(wid: str, id_prefix: str, cluster: str) -> str:
@@ -146,7 +157,8 @@ async def revert_full(settings: Any, wid: str, who: str, output: str, reason: st
     if records and spec is not None and spec.no_records_revert:
         raise CliError(f"{wid} ({desc.workflow_type}) has ended and has no full revert: {spec.no_records_revert}", EXIT_USAGE)
     if not records:
-        raise CliError(f"{wid} ({desc.workflow_type}) has ended and left no recorded change to revert", EXIT_USAGE)
+        raise CliError(f"{wid} ({desc.workflow_type}) has ended and left no recorded change to revert{left_note(wid, result)}",
+                       EXIT_USAGE)
     started = await started_input(client, client.get_workflow_handle(wid), spec.input_model) if spec is not None else None
     cluster = str(getattr(started, "cluster", None) or "default")
     inp = RevertRecordsInput(cluster=cluster, of_workflow=wid, records=records, approvals=ApprovalRules(requested_by=who))

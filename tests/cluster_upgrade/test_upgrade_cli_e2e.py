@@ -59,9 +59,19 @@ async def test_start_commands_dry_run(dev_server: Any, sim_factory: Any, worker_
             "infra_nodes": {"selection": {"label_selector": "region=infra"}, "policy": {"serial": "50%", "canary": 1},
                             "action": {"argv": ["ansible-playbook", "-l", "{node}"]}}}
     (tmp_path / "upgrade.yaml").write_text(yaml.safe_dump(plan))
+    # Issue 39: each phase's own dry run lists its preconditions; a program the worker does not
+    # have would refuse that phase, so the dry run exits 2 naming the phase and the program.
+    code, out, err = await lk(dev_server, task_queue, "start", "cluster-upgrade", "--plan", str(tmp_path / "upgrade.yaml"), "--dry-run")
+    assert code == 2, (code, out, err)
+    assert "refused today: phase infra-nodes: ansible-playbook on the worker: not found" in " ".join(err.split()), err
+    assert "infra-nodes: failed" in out and "FAILED" in out and "worker-executable" in out, out
+    for phase in ("compute_nodes", "infra_nodes"):
+        plan[phase]["action"]["argv"] = [SHIM, "-l", "{node}"]
+    (tmp_path / "upgrade.yaml").write_text(yaml.safe_dump(plan))
     code, out, err = await lk(dev_server, task_queue, "start", "cluster-upgrade", "--plan", str(tmp_path / "upgrade.yaml"), "--dry-run")
     assert code == 0, err
     assert "infra-nodes: done" in out and "compute-nodes: done" in out and "control-plane: skipped" in out, out
+    assert "preconditions (" in out and "FAILED" not in out, out
     assert "batches: [node03.example.com][node04.example.com]" in out, out
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"infra_nodes": {"selection": {"label_selector": "region=infra"}}}))
     code, out, err = await lk(dev_server, task_queue, "start", "cluster-upgrade", "--plan", str(tmp_path / "bad.yaml"))

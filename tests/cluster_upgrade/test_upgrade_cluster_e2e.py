@@ -189,6 +189,19 @@ async def test_dry_run_prints_every_phase_with_nodes_and_batches(dev_server: Any
     assert "batches: [node03.example.com][node04.example.com]" in lines["compute-nodes"]
     # the selector migration would be refused today: the infra nodes do not carry the new label yet
     assert "would fail today" in lines["node-selectors"] and "docker-registry" in lines["node-selectors"]
+    # Issue 39: each phase's own dry run checked its own preconditions, listed as it lists them
+    # (no second copy in the upgrade): the control plane's version step and etcd backup and its
+    # programs on the masters, the GlusterFS checks, each node phase's action program and skew.
+    for name in ("gluster", "control-plane", "master-nodes", "infra-nodes", "compute-nodes"):
+        assert "preconditions (" in lines[name], (name, lines[name])
+    assert "update-step" in lines["control-plane"] and "etcd backup" in lines["control-plane"], lines["control-plane"]
+    assert "master-restart" in lines["control-plane"], lines["control-plane"]
+    # Today the kubelets would be newer than the 3.9 control plane: shown failed, but not counted,
+    # as this plan upgrades the control plane first.
+    assert "version-skew" in lines["compute-nodes"] and "expected today" in lines["compute-nodes"], lines["compute-nodes"]
+    assert not any("version-skew" in p for p in result.problems), result.problems
+    # No phase child wrote: every phase ran dry (each child's own result says so).
+    assert all(p.child_id for p in result.phases if p.state != "skipped"), result.phases
     assert {n["metadata"]["name"]: (n["metadata"]["labels"], n["status"]["nodeInfo"]["kubeletVersion"])
             for n in sim.store.list("nodes")} == before
 

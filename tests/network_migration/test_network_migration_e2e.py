@@ -349,6 +349,41 @@ async def test_revert_before_cleanup_restores_sdn(sim_factory, worker_for, tempo
     assert all(not p["spec"]["paused"] for p in sim.store.list(MCP))
 
 
+@pytest.mark.timeout(600)
+async def test_revert_during_the_reboots_unpauses_the_pools_as_before_the_run(
+        dev_server: Any, sim_factory: Any, worker_for: Any, temporal_client: Any, task_queue: str) -> None:
+    """Issue 39: ``lockkeeper revert ID`` while the nodes reboot (pools paused by the run). The
+    rollback unpauses each pool through the run's own pause record (not a second record whose
+    original is ``paused``), reads it back, and the run ends ``reverted`` with every pool's
+    ``spec.paused`` as before the run. Every record is closed: ``revert --full`` of the reverted
+    run then says there is nothing left to revert (exit 2), not that it has no full revert."""
+    from tests.vxlan_port.test_e2e_cli import lk
+
+    sim = await sim_factory("r1-sdn-to-ovn", time_scale=SCALE)
+    await worker_for(sim)
+    before = {p["metadata"]["name"]: bool(p["spec"].get("paused")) for p in sim.store.list(MCP)}
+    handle = await start(temporal_client, task_queue, fast(max_unavailable=1))  # eight reboot batches: a revert lands among them
+    asked: list[dict[str, bool]] = []
+
+    async def on_status(st: NetworkMigrationStatus) -> None:
+        if not asked and st.step == "reboots" and any(r.state == "done" for r in st.reboots) \
+                and not all(r.state == "done" for r in st.reboots):
+            asked.append({p["metadata"]["name"]: bool(p["spec"].get("paused")) for p in sim.store.list(MCP)})
+            code, out, err = await lk(dev_server.address, task_queue, "revert", handle.id, "--identity", "bob")
+            assert code == 0, out + err
+
+    result = await drive(handle, set(), on_status=on_status)
+    assert asked and all(asked[0].values()), asked
+    assert result.outcome == "reverted", result.message
+    assert {p["metadata"]["name"]: bool(p["spec"].get("paused")) for p in sim.store.list(MCP)} == before
+    cfg = sim.store.get(NET_CFG, "cluster")
+    assert cfg["spec"]["networkType"] == cfg["status"]["networkType"] == "OpenShiftSDN"
+    assert "migration" not in sim.store.get(NET_OP, "cluster")["spec"]
+    assert result.open_records == [], [e.name for e in result.open_records]
+    code, out, err = await lk(dev_server.address, task_queue, "revert", handle.id, "--full", "--identity", "bob")
+    assert code == 2 and "left no recorded change to revert" in err, out + err
+
+
 MUTATING = {"create", "update", "patch", "delete", "deletecollection"}
 
 
@@ -457,6 +492,10 @@ async def test_revert_full_of_a_run_aborted_past_the_switch_rolls_back_and_reads
     assert cfg["spec"]["networkType"] == cfg["status"]["networkType"] == "OpenShiftSDN" and "migration" not in op["spec"]
     assert all(not p["spec"]["paused"] for p in sim.store.list(MCP))
     assert {r.node for r in result.reboots if r.state == "done"} == {n["metadata"]["name"] for n in sim.store.list("nodes")}
+    # the rollback run closed every record it took (issue 39): nothing is left for a full revert of it
+    assert result.open_records == [], [e.name for e in result.open_records]
+    code, out, err = await lk(dev_server.address, task_queue, "revert", rollback.id, "--full", "--identity", "bob")
+    assert code == 2 and "left no recorded change to revert" in err, out + err
 
     await snapshots.settle(sim.url, timeout=60)
     diff = await snapshots.diff(sim.url, sid, ignore=ROLLBACK_DOCUMENTED)

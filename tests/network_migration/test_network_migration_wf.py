@@ -393,8 +393,11 @@ async def test_full_revert_of_a_run_aborted_past_the_switch_rolls_back_and_reads
                             "Network.operator.openshift.io/cluster/spec/migration={'networkType': 'OpenShiftSDN'}"], c.writes
     assert c.writes[3] == "Network/cluster/spec/networkType=OpenShiftSDN", c.writes
     assert {r.gate_id for r in st.gate_history} == {"rollback"}
-    # the rollback run has nothing left for another full revert
+    # the rollback run has nothing left for another full revert: every record it took or took
+    # over is closed (the spec.migration ones read back absent, as before the migration)
     assert reverse_input(rollback, result.workflow_id, result) is None
+    assert result.open_records == [], [(e.name, e.written) for e in result.open_records]
+    assert all(r.state == "reverted" for r in st.records.values()), {n: r.state for n, r in st.records.items()}
 
 
 async def test_full_revert_unpauses_the_pools_the_aborted_run_left_paused_and_names_what_differs(time_skipping_env: Any) -> None:
@@ -418,6 +421,19 @@ async def test_full_revert_unpauses_the_pools_the_aborted_run_left_paused_and_na
     assert not any(c.paused.values()) and c.config_type == "OpenShiftSDN" and c.migration is None
     assert {i.target for i in result.left_changed} == {"MachineConfigPool master", "MachineConfigPool worker"}, result.left_changed
     assert all("not rendered-" in i.what for i in result.left_changed), result.left_changed
+    # Issue 39: the rollback run closed its records; `revert --full` of it says there is no
+    # record left and names what it left changed and where the commands are (exit 2).
+    from lockkeeper.cli.common import CliError
+    from lockkeeper.cli.revert_full import revert_full
+    from workers.settings import load_settings
+
+    assert result.open_records == [], [e.name for e in result.open_records]
+    settings = load_settings(TEMPORAL_ADDRESS=time_skipping_env.client.service_client.config.target_host)
+    with pytest.raises(CliError) as refused:
+        await revert_full(settings, result.workflow_id, "op", "table", "again")
+    text = str(refused.value)
+    assert refused.value.code == 2 and "left no recorded change to revert" in text, text
+    assert "MachineConfigPool master" in text and f"lockkeeper status {result.workflow_id}" in text, text
 
 
 async def test_a_revert_ends_a_pause_and_rolls_back_at_once(time_skipping_env: Any) -> None:
@@ -483,3 +499,40 @@ async def test_revert_full_of_a_running_run_is_its_revert_where_that_is_accepted
         result = await h.result()
     assert result.outcome == "reverted" and result.workflow_id == h.id, result.message
     assert c.config_type == c.status_type == "OpenShiftSDN" and c.migration is None and not any(c.paused.values())
+
+
+async def test_a_revert_during_the_reboots_unpauses_the_pools_through_the_runs_own_records(time_skipping_env: Any) -> None:
+    """Issue 39: ``revert ID`` while the nodes reboot (the pools paused by this run, their
+    records open). The rollback does not take a second pause record (its original would be
+    ``paused``): it unpauses each pool through the run's own ``pool-paused/<pool>`` record, read
+    back, so the pools end as they were before the run (unpaused) and the run ends ``reverted``
+    without waiting out ``pools_timeout_seconds``. Every record the run took is closed: the
+    migration field's are read back absent, as before the run, and nothing is left for
+    ``revert --full``."""
+    from workflows.kit.models import RevertInput as MigrationRevertInput
+    from workflows.network_migration.plan import reverse_input
+
+    env = time_skipping_env
+    c = Cluster(reboots_hang=True, rerender_on_removal=True)
+    tq = f"nm-{uuid.uuid4().hex[:8]}"
+    i = inp("n", pools_timeout_seconds=3600)
+    async with Worker(env.client, task_queue=tq, workflows=[NetworkMigrationWorkflow, FakeRollout, LeaseWorkflow], activities=c.activities()):
+        h = await env.client.start_workflow(NetworkMigrationWorkflow.run, i, id=f"nm-{uuid.uuid4().hex[:8]}", task_queue=tq)
+        for _ in range(200):
+            st = await h.query(NetworkMigrationWorkflow.status, result_type=NetworkMigrationStatus)
+            if st.step == "reboots" and c.reboots:
+                break
+            await env.sleep(5)
+        else:
+            raise AssertionError(f"never reached the reboots: {st.step}")
+        assert all(c.paused.values()), c.paused
+        c.writes.clear()
+        c.reboots_hang = False
+        await h.execute_update("revert", MigrationRevertInput(identity="op", reason="during the reboots"))
+        result = await h.result()
+    assert result.outcome == "reverted", result.message
+    assert not any(c.paused.values()), c.paused
+    assert c.config_type == c.status_type == "OpenShiftSDN" and c.migration is None
+    assert not any(w.endswith("paused=True") for w in c.writes), c.writes
+    assert result.open_records == [], [e.name for e in result.open_records]
+    assert reverse_input(i, result.workflow_id, result) is None

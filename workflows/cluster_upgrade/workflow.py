@@ -11,10 +11,15 @@ the target, the control plane re-checks its masters), or reject to abort. A fini
 run again. With ``alerts``, the kit's alert gate (:mod:`workflows.kit.alerts`) stands before each
 phase that takes nodes down (``alerts/phase/<name>``; not before the GlusterFS recovery, which
 repairs, nor the etcd backup, which reads), and the node phases gate each node with it too.
-``dry_run`` runs the planning children dry (node batches, the selector plan) and prints
-every phase. A plan with a control-plane phase first checks the update of the cluster's version
-(one minor version at most, never back) and its etcd backup (issue 41): a failed check refuses
-the run before the first phase.
+``dry_run`` runs every phase's own dry run as a child (each reads and checks its own
+preconditions, writes nothing): the phase's plan (node batches, the selector plan, the masters)
+and every precondition it checked with its result (``ok`` / ``FAILED`` / ``not run``), as that
+procedure's own ``--dry-run`` prints them (issue 39). A failed precondition is a problem of the
+dry run (the CLI exits 2), except one an earlier phase of the plan makes true (a node phase's
+kubelet version skew while the plan upgrades the control plane first: shown, marked so). A plan
+with a control-plane phase first checks the update of the cluster's version (one minor version
+at most, never back) and its etcd backup (issue 41): a failed check refuses the run before the
+first phase; a dry run shows these checks as the control-plane phase's own.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
         ClusterUpgradeStatus,
         PhaseStatus,
     )
-    from activities.preflight.models import Precondition, UpdateStep
+    from activities.preflight.models import Precondition, PreconditionResult, PreconditionState, UpdateStep
     from workflows.control_plane.workflow import ControlPlaneUpgradeWorkflow, etcd_backup_check
     from workflows.etcd.backup import EtcdBackupWorkflow
     from workflows.gluster.workflow import GlusterRecoveryWorkflow
@@ -78,8 +83,8 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
     def __init__(self, input: ClusterUpgradeInput) -> None:
         self._in = input
         self._id = workflow.info().workflow_id
-        #: The preflight's lines (:meth:`_preconditions`), shown in the control-plane phase's dry run.
-        self._checks: list[str] = []
+        #: A dry run's problems: each phase's failed preconditions (:meth:`_dry_run`).
+        self._dry_problems: list[str] = []
         self._status = ClusterUpgradeStatus(phases=[
             PhaseStatus(name=p, child_type=CHILDREN[p].__name__, state="pending" if input.plan.phase_input(p) is not None else "skipped")
             for p in PHASES])
@@ -181,10 +186,10 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
         phase), then the phases in order (module doc); ends ``completed``, ``dry-run`` or, after
         an abort (or a phase not retried), ``aborted`` with the abort's reason."""
         problems: list[str] = []
-        if pre := self._preconditions(input.plan):
-            checked = await self.kit_preflight(pre, refuse=not input.dry_run)
+        if (pre := self._preconditions(input.plan)) and not input.dry_run:
+            # A dry run checks these as the control-plane phase's own (its dry run, below).
+            checked = await self.kit_preflight(pre)
             problems = checked.problems
-            self._checks = checked.lines()
         for ph in self._status.phases:
             if ph.state == "skipped" or self.control.abort:
                 continue
@@ -200,6 +205,10 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
                     continue
             await self._phase(ph)
         self._status.current_phase = None
+        if input.dry_run:
+            problems = list(self._dry_problems)
+            if self.kit_status.preflight != "none":
+                self.kit_status.preflight = "refused" if problems else "passed"
         outcome = "dry-run" if input.dry_run else ("aborted" if self.control.abort else "completed")
         lines = [f"{p.name}: {p.state}" + (f" ({p.child_id})" if p.child_id else "") for p in self._status.phases]
         if outcome != "aborted":
@@ -264,33 +273,62 @@ class ClusterUpgradeWorkflow(ProcedureWorkflow):
                 self.touch()
                 return
 
-    async def _dry_run(self, ph: PhaseStatus) -> None:
-        """Print the phase: the node phases and the selector migration plan against the cluster
-        (their own dry runs), the others from the plan file."""
-        inp = self._in.plan.phase_input(ph.name)
-        if ph.name in ("master-nodes", "infra-nodes", "compute-nodes", "node-selectors"):
-            try:
-                result = await self._run_child(ph)
-                plan = getattr(result, "plan", None)
-                if getattr(result, "outcome", None) == "refused":  # refused before any write: it would fail today
-                    ph.state, ph.dry_run_lines = "failed", [f"would fail today: {result.message}"]
-                elif ph.name == "node-selectors":
-                    ph.dry_run_lines = plan.lines() if plan is not None else [result.message]
-                else:
-                    ph.dry_run_lines = plan_lines(plan) if plan is not None else [result.message]
-                ph.state = "done"
-            except ChildWorkflowError as err:
-                ph.state, ph.dry_run_lines = "failed", [f"would fail today: {failure_message(err)}"]
-        elif ph.name == "control-plane":
-            ph.dry_run_lines = [f"masters one at a time: {' -> '.join(m.name for m in inp.masters)}",  # type: ignore[union-attr]
-                                f"action {inp.action.kind}; restart {', '.join(inp.action.restart) or 'none'}"]  # type: ignore[union-attr]
-            ph.dry_run_lines += self._checks
-            ph.state = "failed" if self.kit_status.preflight == "refused" else "done"
-        elif ph.name == "etcd-backup":
-            ph.dry_run_lines = [f"snapshot every member: {', '.join(m.name for m in inp.members)}"]  # type: ignore[union-attr]
-            ph.state = "done"
-        else:
-            ph.dry_run_lines = [f"GlusterFS {inp.mode} in namespace {inp.namespace}"]  # type: ignore[union-attr]
-            ph.state = "done"
-        self.touch()
+    def _made_true_earlier(self, phase: str) -> set[str]:
+        """The precondition kinds of ``phase`` that an earlier phase of the plan makes true, so
+        a dry run (checking today's cluster) shows them failed without counting them: a node
+        phase's kubelet version skew when the plan upgrades the control plane first."""
+        if phase in ("master-nodes", "infra-nodes", "compute-nodes") and self._in.plan.control_plane is not None:
+            return {"version-skew"}
+        return set()
 
+    def _checked_lines(self, ph: PhaseStatus, checked: list[PreconditionResult]) -> list[str]:
+        """The phase's preconditions as its own dry run prints them; its failed ones (not made
+        true by an earlier phase) go to the dry run's problems as ``phase NAME: PROBLEM``."""
+        if not checked:
+            return ["preconditions: none declared by this procedure"]
+        later = self._made_true_earlier(ph.name)
+        failed = [r for r in checked if r.state == PreconditionState.FAILED]
+        counted = [r for r in failed if r.precondition.kind not in later]
+        lines = [f"preconditions ({len(checked)} checked, {len(failed)} failed):"]
+        for r in checked:
+            note = ("  [expected today: an earlier phase of this plan upgrades the control plane]"
+                    if r in failed and r not in counted else "")
+            lines.append(f"  {r.line()}{note}")
+        self._dry_problems += [f"phase {ph.name}: {r.problem()}" for r in counted]
+        if counted:
+            ph.state = "failed"
+        return lines
+
+    async def _dry_run(self, ph: PhaseStatus) -> None:
+        """Every phase's own dry run as a child (module doc): its plan lines (the node phases'
+        batches, the selector plan; the others from the plan file and the child's answer), then
+        every precondition it checked with its result. A child that would fail today (it
+        failed or was refused) marks the phase failed and says why."""
+        inp = self._in.plan.phase_input(ph.name)
+        if ph.name == "control-plane":
+            head = [f"masters one at a time: {' -> '.join(m.name for m in inp.masters)}",  # type: ignore[union-attr]
+                    f"action {inp.action.kind}; restart {', '.join(inp.action.restart) or 'none'}"]  # type: ignore[union-attr]
+        elif ph.name == "etcd-backup":
+            head = [f"snapshot every member: {', '.join(m.name for m in inp.members)}"]  # type: ignore[union-attr]
+        elif ph.name == "gluster":
+            head = [f"GlusterFS {inp.mode} in namespace {inp.namespace}"]  # type: ignore[union-attr]
+        else:
+            head = []
+        try:
+            result = await self._run_child(ph)
+        except ChildWorkflowError as err:
+            ph.state, ph.dry_run_lines = "failed", [*head, f"would fail today: {failure_message(err)}"]
+            self.touch()
+            return
+        plan = getattr(result, "plan", None)
+        ph.state = "done"
+        if getattr(result, "outcome", None) == "refused":  # refused before any write: it would fail today
+            ph.state, lines = "failed", [f"would fail today: {result.message}"]
+        elif ph.name == "node-selectors":
+            lines = plan.lines() if plan is not None else [result.message]
+        elif ph.name in ("master-nodes", "infra-nodes", "compute-nodes"):
+            lines = plan_lines(plan) if plan is not None else [result.message]
+        else:
+            lines = []
+        ph.dry_run_lines = [*head, *lines, *self._checked_lines(ph, list(getattr(result, "preconditions", None) or []))]
+        self.touch()

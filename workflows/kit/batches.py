@@ -787,6 +787,7 @@ class NodeBatches:
             return self.on_change()
         self.children[node] = handle
         ns.run_id = handle.id
+        ns.in_process = True if isinstance(handle, LocalRun) else None  # None: no byte in a 5,000-node status
         if self.control.abort:  # the abort arrived while the child was starting: it missed the broadcast
             self.tasks.append(asyncio.create_task(self._signal_child(node, handle, "abort", "abort")))
         self.on_change()

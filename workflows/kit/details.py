@@ -173,7 +173,7 @@ def render(
             lines += ["| node | pool | phase | step | waiting for |", "|---|---|---|---|---|"]
             for n in shown:
                 waiting = n.waiting_for or n.reason
-                if not n.step and not waiting and n.phase == NodePhase.RUNNING and n.run_id:
+                if not n.step and not waiting and n.phase == NodePhase.RUNNING and n.run_id and not n.in_process:
                     # The parent is not sent a running node's steps: its run shows them.
                     waiting = f"see node run `{n.run_id}`"
                 lines.append(f"| {_cell(n.name)} | {_cell(n.pool)} | {n.phase} | {_cell(n.step or '-')} | {_cell(waiting or '-')} |")

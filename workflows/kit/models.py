@@ -187,7 +187,12 @@ class NodeStatus(JsonWithoutNulls):
     decision_gate: Gate | None = None
     #: The workflow ID of the node's latest run; while it runs, its ``progress`` query has the
     #: live step (:func:`lockkeeper.live.merge_live_progress`), which the parent is not sent.
+    #: With ``in_process``: the ID of that step inside this workflow, not a workflow.
     run_id: str | None = None
+    #: The node's step runs inside the procedure's own workflow (:class:`workflows.kit.batches.
+    #: LocalRun`, e.g. a control-plane master), not as a child: its steps are this row's own and
+    #: there is no run to query. None (left out of the JSON, as every None here) otherwise.
+    in_process: bool | None = None
 
 
 class NodeProgress(BaseModel):

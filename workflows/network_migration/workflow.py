@@ -696,8 +696,15 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
         type back, multus, reboot every node, unpause, migration field removed (its record); then
         wait until ``status.networkType`` is the old type and the pools are Updated. Returns the
         state last read. ``paused_by``: pool -> the record that already holds it paused (a full
-        revert's pools an ended run left paused): not paused again, unpaused through it."""
-        paused_by = paused_by or {}
+        revert's pools an ended run left paused): not paused again, unpaused through it. A pool
+        this run paused itself and has not unpaused yet (a revert during the reboots) is likewise
+        unpaused through its own ``pool-paused/<pool>`` record: a new record taken then would
+        record ``paused`` as the original and leave the pool paused (issue 39)."""
+        paused_by = dict(paused_by or {})
+        open_records = self.records.changed()
+        for p in pools:
+            if p not in paused_by and f"pool-paused/{p}" in open_records:
+                paused_by[p] = f"pool-paused/{p}"
         self._rolling_back = True
         self.control.paused, self.control.paused_reason = False, None  # a pause held the run; the rollback goes on
         self._step("revert")
@@ -725,9 +732,27 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
                                 timeouts=self._t)
         else:
             await self.records.revert("migration-field")
-        return await self._wait("reverted", lambda s: s.status_type == old and self.guard.evaluate(s, {}).ok,
-                                lambda s: f"status.networkType {s.status_type}; " + "; ".join(self.guard.evaluate(s, {}).behind[:3]),
-                                i.pools_timeout_seconds)
+        state = await self._wait("reverted", lambda s: s.status_type == old and self.guard.evaluate(s, {}).ok,
+                                 lambda s: f"status.networkType {s.status_type}; " + "; ".join(self.guard.evaluate(s, {}).behind[:3]),
+                                 i.pools_timeout_seconds)
+        self._close_migration_records(state)
+        return state
+
+    def _close_migration_records(self, state: MigrationState) -> None:
+        """The rollback's records of ``spec.migration`` (the run's own ``migration-field``, or
+        the one a full revert took over, and the rollback's ``revert/migration-field`` and
+        ``revert/migration-removed``) are closed once ``state`` (read after the last of them)
+        shows the field absent, as before the migration: the field is back at the first
+        record's original, so none of them holds a change a later ``revert --full`` could undo
+        (issue 39). Still set (somebody set it again): they stay open, and the outcome says so."""
+        if state.migration is not None:
+            return
+        for name in ("migration-field", "revert/migration-field", "revert/migration-removed"):
+            st = self.records.board.get(name)
+            if st is not None and name in self.records.changed():
+                st.state, st.detail = "reverted", ("spec.migration read back absent, as before the migration "
+                                                   "(removed by the rollback's last step)")
+        self.touch()
 
     # --- the full revert of an ended run (``rollback_of``) -------------------------------------------
 

@@ -3,12 +3,15 @@ procedures in R3's order (GlusterFS, etcd backup, control plane, infra nodes, co
 nodeSelector migration).
 
 The plan file is validated by pydantic before anything starts (each phase's section is that
-procedure's own input). ``--dry-run`` runs the planning phases dry and prints every phase with its
-nodes and batches; nothing is written. With a ``control_plane`` phase the run first checks the
-update of the cluster's version (one minor version at a time from the cluster's version, not
-back: ``control_plane.target_version`` or the static-pod image's tag) and the etcd backup; a
-failed check refuses the run before any phase (exit 2; the dry run lists the checks under the
-control-plane phase and exits 2).
+procedure's own input). ``--dry-run`` runs every phase's own dry run and prints every phase with
+its plan (nodes and batches, masters, the selector plan) and its preconditions with their results
+(``ok`` / ``FAILED`` / ``not run``); nothing is written; exit 2 when a phase's check failed
+(``refused today: phase P: ...`` on stderr; a node phase's version skew behind a control-plane
+phase of the same plan is shown, not counted). With a ``control_plane`` phase the run first
+checks the update of the cluster's version (one minor version at a time from the cluster's
+version, not back: ``control_plane.target_version`` or the static-pod image's tag) and the etcd
+backup; a failed check refuses the run before any phase (exit 2; the dry run lists the checks
+under the control-plane phase and exits 2).
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ def start_cluster_upgrade(
 
 
 async def _dry_run(req: Launch, settings: Any) -> int:
-    """The planning phases run dry: every phase with its nodes and batches; nothing is written."""
+    """Every phase runs its own dry run: each phase with its plan and its preconditions; nothing
+    is written. Exit 0, 2 when a check failed (the result's ``problems``), 1 otherwise."""
     from lockkeeper import output as out
 
     handle, res = await dry_run_result(req, settings, show_id=False)
@@ -57,7 +61,7 @@ async def _dry_run(req: Launch, settings: Any) -> int:
             for line in ph.dry_run_lines:
                 print(f"  {line}")
     else:
-        print(out.dump({"workflow_id": handle.id, "phases": out.to_data(res.phases)}, req.output))
+        print(out.dump({"workflow_id": handle.id, "phases": out.to_data(res.phases), "problems": list(res.problems)}, req.output))
     if res.problems:  # a precondition failed: a real start would be refused
         for line in res.problems:
             err(f"refused today: {line}")
