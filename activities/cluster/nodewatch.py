@@ -386,6 +386,7 @@ class NodeWatchHub:
 
     def _steps(self, w: NodeWait, obj: dict[str, Any], submitted: float) -> None:
         while True:
+            obj = self._freshest(w, obj)
             began = time.monotonic()
             try:
                 result = w.step(obj, node_info(obj))
@@ -411,6 +412,22 @@ class NodeWatchHub:
                     w.busy = False
                     return
             obj, submitted = nxt, time.monotonic()
+
+    def _freshest(self, w: NodeWait, obj: dict[str, Any]) -> dict[str, Any]:
+        """The newest object of ``w``'s node the stream delivered, when newer than ``obj`` (which
+        waited in the step queue meanwhile, or behind a step of ``w``): a step's writes are
+        conditional on the object it runs on, and one older than the node answers 409 and reads
+        the node again (issue 40). An object pending for ``w`` that is no newer is dropped."""
+        cached = self._cache.get(w.node)
+        crv, orv = (_rv(cached) if cached is not None else None), _rv(obj)
+        if cached is None or crv is None or orv is None or crv <= orv:
+            return obj
+        with w.lock:
+            prv = _rv(w.pending) if w.pending is not None else None
+            if prv is not None and prv <= crv:
+                w.pending = None
+            w.rv = crv if w.rv is None else max(w.rv, crv)  # its own event, if still coming, is skipped
+        return cached
 
     def _then(self, w: NodeWait, then: Then) -> None:
         try:

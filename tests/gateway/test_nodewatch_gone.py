@@ -63,3 +63,27 @@ async def test_a_wait_whose_attempt_is_gone_at_hand_off_is_not_followed_and_its_
     assert completer.results == {b"attempt-2": "asked"}  # nothing sent to the dead token
     assert hub.waiting() == 0
     assert hub.stats.gone == 1
+
+
+def test_a_step_runs_on_the_newest_object_the_stream_delivered() -> None:
+    """A step that waited in the step queue runs on its node's newest object, not the older one it
+    was submitted with (its conditional writes would answer 409 and read again); a pending
+    object no newer is dropped, and the newer object's own event is not run again."""
+    hub = NodeWatchHub(object())
+    completer = Recorder()
+    w = wait_on("n1", b"w", completer, rv="10", seconds=30)  # type: ignore[arg-type]
+
+    def node(rv: int) -> dict[str, Any]:
+        return {"metadata": {"name": "n1", "resourceVersion": str(rv)}}
+
+    old, new = node(11), node(13)
+    w.pending = node(12)
+    assert hub._freshest(w, old) is old  # nothing newer seen
+    hub._cache["n1"] = new
+    assert hub._freshest(w, old) is new
+    assert w.pending is None and w.rv == 13
+    hub._evaluate(w, new)  # the stream's event of that object: already run, skipped
+    assert not w.busy and w.pending is None
+    assert hub._freshest(w, node(14)) == node(14)  # an object newer than the cache stays
+    hub._pool.shutdown()
+    hub._then_pool.shutdown()
