@@ -222,20 +222,18 @@ def set_annotations(
     Returns the Node after the change. Raises non-retryable ``NodeNotFound``.
 
     ``known``: the Node as the caller just observed it (a watch event, the answer to its own
-    write). The diff is taken from it and the patch is conditional on its resourceVersion, so no
-    GET is needed; a 409 (the node changed since) falls back to read-then-patch."""
+    write). The diff is taken from it and patched with no GET and no resourceVersion
+    precondition: a merge patch of the keys that differ sets exactly them, whatever else changed
+    since, as the read-then-patch does. Conditional, it met a 409, a GET and a second PATCH on
+    the reaction's path whenever the node had moved on (a status update of the kubelet, the
+    daemon's next annotation; issue 40)."""
     if known is not None and objects.meta(known).get("resourceVersion"):
         diff = _annotation_diff(objects.annotations(known), wanted)
         if not diff:
             return node_info(known)
-        try:
-            rv = objects.meta(known)["resourceVersion"]
-            patched = _patch(acts, node, {"metadata": {"annotations": diff, "resourceVersion": rv}})
-        except Conflict:
-            pass
-        else:
-            log().info(f"node {node}: annotations set {diff}")
-            return node_info(patched)
+        patched = _patch(acts, node, {"metadata": {"annotations": diff}})
+        log().info(f"node {node}: annotations set {diff}")
+        return node_info(patched)
     obj = acts._node(node)
     diff = _annotation_diff(objects.annotations(obj), wanted)
     if not diff:

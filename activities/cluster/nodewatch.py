@@ -309,7 +309,11 @@ class NodeWatchHub:
 
     def _take_new(self) -> None:
         with self._lock:
-            new, self._new = self._new, []
+            # A wait may have ended before it is taken: its attempt's first heartbeat, sent at the
+            # hand-off, answered NOT_FOUND (:meth:`_gone`). Taken all the same, it was followed for
+            # ever with nothing to end it, and kept the hub from going idle (issue 40: 420 of them
+            # after the 5,000-node run stopped).
+            new, self._new = [w for w in self._new if not w.ended], []
             for w in new:
                 self._waits.setdefault(w.node, []).append(w)
         for w in new:  # events this stream delivered before the wait arrived
@@ -382,6 +386,7 @@ class NodeWatchHub:
 
     def _steps(self, w: NodeWait, obj: dict[str, Any], submitted: float) -> None:
         while True:
+            obj = self._freshest(w, obj)
             began = time.monotonic()
             try:
                 result = w.step(obj, node_info(obj))
@@ -407,6 +412,22 @@ class NodeWatchHub:
                     w.busy = False
                     return
             obj, submitted = nxt, time.monotonic()
+
+    def _freshest(self, w: NodeWait, obj: dict[str, Any]) -> dict[str, Any]:
+        """The newest object of ``w``'s node the stream delivered, when newer than ``obj`` (which
+        waited in the step queue meanwhile, or behind a step of ``w``): a step's writes are
+        conditional on the object it runs on, and one older than the node answers 409 and reads
+        the node again (issue 40). An object pending for ``w`` that is no newer is dropped."""
+        cached = self._cache.get(w.node)
+        crv, orv = (_rv(cached) if cached is not None else None), _rv(obj)
+        if cached is None or crv is None or orv is None or crv <= orv:
+            return obj
+        with w.lock:
+            prv = _rv(w.pending) if w.pending is not None else None
+            if prv is not None and prv <= crv:
+                w.pending = None
+            w.rv = crv if w.rv is None else max(w.rv, crv)  # its own event, if still coming, is skipped
+        return cached
 
     def _then(self, w: NodeWait, then: Then) -> None:
         try:
@@ -505,6 +526,8 @@ class NodeWatchHub:
 
     def _remove(self, w: NodeWait) -> None:
         with self._lock:
+            if w in self._new:  # ended before the hub's thread took it
+                self._new.remove(w)
             waits = self._waits.get(w.node)
             if waits and w in waits:
                 waits.remove(w)

@@ -21,6 +21,7 @@ from temporalio.exceptions import (
     FailureError,
     RetryState,
 )
+from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     # Re-exported: the activity names the workflows call are the upper-case names of this module.
@@ -207,10 +208,18 @@ async def call(
 
 def _non_retryable(err: FailureError) -> bool:
     """A local activity's failure is one that retrying cannot fix (a non-retryable
-    ApplicationError, or a type in :data:`NON_RETRYABLE`), or the call was cancelled."""
+    ApplicationError, or a type in :data:`NON_RETRYABLE`), or the call was cancelled.
+
+    A local attempt that outlived its start-to-close is not: sdk-core reports it as an
+    ActivityError with retry state CANCEL_REQUESTED (it cancels the attempt) and a TimeoutError
+    cause, and it falls back to a regular activity as a retryable failure does. Taken for a
+    cancel, it failed the node run with "Activity timed out" and paused the rollout (issue 40:
+    the 5,000-node run whose API server answered a PATCH in more than the short call's 10 s)."""
     if isinstance(err, CancelledError):
         return True
     if isinstance(err, ActivityError):
+        if isinstance(err.cause, TemporalTimeoutError):
+            return False
         if err.retry_state in (RetryState.NON_RETRYABLE_FAILURE, RetryState.CANCEL_REQUESTED):
             return True
         err = err.cause  # type: ignore[assignment]
