@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -29,21 +28,12 @@ from activities.host.factory import ExecutorFactory
 from activities.host.models import ExecBackend, HostAccess, RunCommandInput, SweepDebugPodsInput
 from activities.kube.gateway import KubeGateway
 from clustersim.sim import ClusterSim
-from tests.clustersim.test_hosts_interp import SECTION
+from tests.clustersim.test_hosts_debugpod import sim  # noqa: F401 - the fixture: R2's nodes with default hosts
 
 NODE = "okd-worker-01"
 OTHER = "okd-worker-02"
 RUN = "0f6c2b1e-6a51-4f4e-9d55-6a0e7f7b1c01"
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[ClusterSim]:
-    section = {k: v for k, v in SECTION.items() if k != "hosts"}
-    async with ClusterSim("r2-pdb-blocked", time_scale=0.05, component_sections={"hosts": section}) as s:
-        if s.store.try_get("namespaces", "default") is None:
-            s.store.create("namespaces", {"metadata": {"name": "default"}})
-        yield s
 
 
 @pytest.fixture
