@@ -6,6 +6,13 @@ deleted afterwards. Every API call goes through the Kubernetes gateway's generic
 (``create``, ``get``, ``exec_in_pod``, ``delete`` of a Pod), so this module never imports
 ``kubernetes``. The pod manifest and exec argv are built by pure functions
 (:func:`debug_pod_manifest`, :func:`debug_exec_argv`) that tests check without a cluster.
+
+A worker that dies mid-command deletes nothing, so inside an activity a pod is named after its
+command (:func:`pod_token`: stable across the activity's attempts) and labelled with its run
+(:data:`RUN_LABEL`) and attempt (:data:`ATTEMPT_LABEL`): a retried attempt deletes its
+predecessor's pod before it creates its own, and :func:`sweep_debug_pods` (activity
+``sweep_debug_pods``, called by the kit at the end of every run that sent debug-pod commands)
+deletes whatever of the run is left and reads back that it is gone.
 """
 
 from __future__ import annotations
