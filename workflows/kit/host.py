@@ -46,6 +46,9 @@ with workflow.unsafe.imports_passed_through():
 #: The patch that adds the end-of-run sweep of a run that ran debug-pod commands (histories from
 #: before it end without the sweep).
 PATCH_DEBUG_POD_SWEEP = "kit-debug-pod-sweep"
+#: Seconds one sweep attempt may take: its deletes and up to 60 s of reading back
+#: (``activities.host.debug_pod.GONE_WAIT_SECONDS``), with room for a slow API.
+SWEEP_SECONDS = 90.0
 #: Where the current workflow keeps the queues and namespaces of its debug-pod commands.
 _USED_ATTR = "_kit_debug_pod_use"
 
@@ -101,7 +104,8 @@ async def sweep_debug_pods(timeouts: acts.Timeouts = acts.DEFAULT_TIMEOUTS) -> D
         try:
             res = await workflow.execute_activity(
                 acts.SWEEP_DEBUG_PODS, SweepDebugPodsInput(run_id=run_id, namespaces=namespaces), result_type=SweepDebugPodsResult,
-                task_queue=queue or None, start_to_close_timeout=timedelta(seconds=120) + timeouts.short_call,
+                task_queue=queue or None, start_to_close_timeout=timedelta(seconds=SWEEP_SECONDS) + timeouts.short_call,
+                schedule_to_close_timeout=timedelta(seconds=3 * SWEEP_SECONDS),  # an unreachable API delays the ending this long at most
                 retry_policy=RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1)),
             )
         except ActivityError as err:
