@@ -65,6 +65,11 @@ class ExecutorFactory:
                 self._gateway = self._gateway_factory()
             return self._gateway
 
+    def debug_pod_gateway(self) -> Any:
+        """The gateway the debug-pod commands use (built on first use; raises KubeError when the
+        worker has no cluster access)."""
+        return self._shared_gateway()
+
     def for_access(self, access: HostAccess) -> NodeExecutor:
         """The executor for ``access`` (a new SSH or debug-pod executor per call; one local)."""
         if access.backend == ExecBackend.LOCAL:

@@ -131,3 +131,23 @@ class CommandResult(BaseModel):
         what = "timed out" if self.timed_out else f"exit {self.exit_code}"
         text = (self.stderr.strip() or self.stdout.strip())[-limit:]
         return f"{self.argv[0]} {what}: {text}" if text else f"{self.argv[0]} {what}"
+
+
+# --- debug-pod sweep -------------------------------------------------------------------------------
+
+
+class SweepDebugPodsInput(BaseModel):
+    """Delete the debug pods of workflow run ``run_id`` (their ``lockkeeper.io/run-id`` label) in
+    ``namespaces`` and read back that they are gone."""
+
+    run_id: str = Field(min_length=1)
+    namespaces: list[str] = Field(min_length=1)
+
+
+class SweepDebugPodsResult(BaseModel):
+    """What a sweep did, pods as ``namespace/name``: ``deleted`` (deleted and read back gone),
+    ``remaining`` (still there when the sweep gave up), ``errors`` (one line per failed request)."""
+
+    deleted: list[str] = Field(default_factory=list)
+    remaining: list[str] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)

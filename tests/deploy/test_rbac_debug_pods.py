@@ -17,7 +17,8 @@ from typing import Any
 
 import yaml
 
-from activities.host.debug_pod import DebugPodExecutor
+from activities.host.debug_pod import DebugPodExecutor, sweep_debug_pods
+from activities.kube.errors import NotFound
 from activities.kube.gateway import ExecOutput
 from tests.deploy.conftest import DEPLOY, kustomize_build
 from tests.support.rbac import Access, role_allows, unused_grants
@@ -31,6 +32,7 @@ class RecordingGateway:
 
     def __init__(self, log: list[Access]) -> None:
         self.log = log
+        self.gone: set[str] = set()
 
     def create(self, kind: str, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
         assert kind == "Pod" and namespace == NAMESPACE
@@ -40,6 +42,8 @@ class RecordingGateway:
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
         assert kind == "Pod" and namespace == NAMESPACE
         self.log.append(Access("", "pods", "get", name))
+        if name in self.gone:
+            raise NotFound(f"pods {name} not found")
         return {"status": {"phase": "Running"}}
 
     def exec_in_pod(self, namespace: str, name: str, argv: list[str], **kw: Any) -> ExecOutput:
@@ -51,7 +55,14 @@ class RecordingGateway:
     def delete(self, kind: str, name: str, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
         assert kind == "Pod" and namespace == NAMESPACE
         self.log.append(Access("", "pods", "delete", name))
+        self.gone.add(name)
         return {}
+
+    def list(self, kind: str, namespace: str | None = None, *, label_selector: str | None = None, **kw: Any) -> list[dict[str, Any]]:
+        """The end-of-run sweep's list: one leftover pod of the run."""
+        assert kind == "Pod" and namespace == NAMESPACE and label_selector
+        self.log.append(Access("", "pods", "list", ""))
+        return [{"metadata": {"name": "left", "uid": "u1", "labels": {"lockkeeper.io/run-id": "run-1"}}}]
 
 
 def test_debug_pod_executor_needs_exactly_the_component_role() -> None:
@@ -59,9 +70,11 @@ def test_debug_pod_executor_needs_exactly_the_component_role() -> None:
     executor = DebugPodExecutor("master-0", namespace=NAMESPACE, gateway_factory=lambda: RecordingGateway(log))
     result = asyncio.run(executor.run(["true"], timeout=5.0))
     assert result.exit_code == 0 and not result.timed_out
+    swept = sweep_debug_pods(RecordingGateway(log), "run-1", [NAMESPACE], poll_seconds=0.01)
+    assert (swept.deleted, swept.remaining) == ([f"{NAMESPACE}/left"], [])
 
     role = next(d for d in yaml.safe_load_all((COMPONENT / "role.yaml").read_text()) if d["kind"] == "Role")
-    assert {a.verb for a in log if a.resource == "pods"} == {"create", "get", "delete"}
+    assert {a.verb for a in log if a.resource == "pods"} == {"create", "get", "delete", "list"}
     denied = [a for a in log if not role_allows(role, a)]
     assert not denied, denied
     assert not unused_grants(role, set(log))

@@ -345,8 +345,41 @@ class RebootProbeWorkflow(ProcedureWorkflow):
         return self.kit_end(ProbeResult, "completed", done.how, detail=str(done.after))
 
 
+class DebugPodProbeInput(ProcedureInput):
+    """Run ``steps`` on node ``n1`` through ``backend`` (debug pods in namespace ``namespace``, or
+    local); a failed step fails the run (an ApplicationError of type StepFailed)."""
+
+    steps: list[HostStep] = Field(default_factory=list)
+    backend: str = "debug-pod"
+    namespace: str = "lk-debug"
+
+
+@workflow.defn
+class DebugPodProbeWorkflow(ProcedureWorkflow):
+    """Host steps through debug pods inside the kit's run template (its end-of-run sweep)."""
+
+    @workflow.init
+    def __init__(self, input: DebugPodProbeInput) -> None:
+        self.kit_init(procedure="debug-pod-probe", noun="probe", status=ProcedureStatus(), input=input, pause_on_reject=False)
+        self.host = HostSteps(self.gates, board=self.kit_status.host_steps, on_change=self.touch)
+
+    @workflow.run
+    async def run(self, input: DebugPodProbeInput) -> ProbeResult:
+        return await self.kit_run(lambda: self._run(input), ProbeResult)
+
+    async def _run(self, input: DebugPodProbeInput) -> ProbeResult:
+        access = HostAccess(backend=input.backend, node="n1", namespace=input.namespace)
+        for step in input.steps:
+            try:
+                await self.host.run(step, access, unknown_opens_gate=False)
+            except HostStepFailed as err:
+                raise ApplicationError(err.status.detail, type="StepFailed", non_retryable=True) from err
+        return self.kit_end(ProbeResult, "completed", f"{len(input.steps)} step(s) ran")
+
+
 PROBES = [GateProbeWorkflow, StepsProbeWorkflow, AlphaLeaseProbeWorkflow, BetaLeaseProbeWorkflow, HealthProbeWorkflow,
-          BarrierProbeWorkflow, RecordProbeWorkflow, HostProbeWorkflow, TemplateProbeWorkflow, RebootProbeWorkflow]
+          BarrierProbeWorkflow, RecordProbeWorkflow, HostProbeWorkflow, TemplateProbeWorkflow, RebootProbeWorkflow,
+          DebugPodProbeWorkflow]
 
 
 @workflow.defn(name="LeaseWorkflow")

@@ -62,6 +62,9 @@ REPORT_MACHINE_CONFIG_NODE = "report_machine_config_node"
 DELETE_BLOCKING_PODS = "delete_blocking_pods"
 #: Host command on a node (local, SSH or debug-pod backend).
 RUN_NODE_COMMAND = "run_node_command"
+#: Delete a run's leftover debug pods at its end and read back (activities.host; on the queue whose
+#: workers ran its debug-pod commands).
+SWEEP_DEBUG_PODS = "sweep_debug_pods"
 #: Which lease workflow IDs run now (activities.leases; read-only).
 FIND_HELD_LEASES = "find_held_leases"
 

@@ -33,12 +33,92 @@ from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from activities.cluster.models import NodeInfo, ReadNodeInput
-    from activities.host.models import CommandResult, HostAccess, RunCommandInput
+    from activities.host.models import CommandResult, ExecBackend, HostAccess, RunCommandInput, SweepDebugPodsInput, SweepDebugPodsResult
     from workflows.kit import calls as acts
     from workflows.kit.gates import Gates
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.kit.inputs import GatePolicy
-    from workflows.kit.models import GateKind, GateState, GateTimeoutOutcome, HealthStatus, HostStepStatus, failure_message
+    from workflows.kit.models import ChangedItem, GateKind, GateState, GateTimeoutOutcome, HealthStatus, HostStepStatus, failure_message
+
+
+# --- debug pods -------------------------------------------------------------------------------------
+
+#: The patch that adds the end-of-run sweep of a run that ran debug-pod commands (histories from
+#: before it end without the sweep).
+PATCH_DEBUG_POD_SWEEP = "kit-debug-pod-sweep"
+#: Seconds one sweep attempt may take: its deletes and up to 60 s of reading back
+#: (``activities.host.debug_pod.GONE_WAIT_SECONDS``), with room for a slow API.
+SWEEP_SECONDS = 90.0
+#: Where the current workflow keeps the queues and namespaces of its debug-pod commands.
+_USED_ATTR = "_kit_debug_pod_use"
+
+
+def note_debug_pods(accesses: list[HostAccess | None], task_queue: str | None = None) -> None:
+    """Remember that this workflow run sends commands through debug pods on ``accesses`` (the
+    others are ignored), from activities on ``task_queue`` (None: the workflow's own), so that
+    :func:`sweep_debug_pods` deletes what a dead worker left. Call it before the activity is
+    scheduled; :class:`HostSteps`, :func:`read_boot_id` and the kit's preflight do."""
+    pods = [a for a in accesses if a is not None and a.backend == ExecBackend.DEBUG_POD]
+    if not pods:
+        return
+    inst = workflow.instance()
+    used: dict[str, list[str]] | None = getattr(inst, _USED_ATTR, None)
+    if used is None:
+        used = {}
+        setattr(inst, _USED_ATTR, used)
+    namespaces = used.setdefault(task_queue or "", [])
+    for a in pods:
+        if a.namespace not in namespaces:
+            namespaces.append(a.namespace)
+
+
+def debug_pods_used() -> dict[str, list[str]]:
+    """task queue ("" = the workflow's own) -> namespaces of this run's debug-pod commands."""
+    return dict(getattr(workflow.instance(), _USED_ATTR, None) or {})
+
+
+class DebugPodSweep(BaseModel):
+    """What the end-of-run sweep did: ``deleted`` pods (``namespace/name``, read back gone),
+    ``left`` the pods it could not delete as :class:`ChangedItem` s (target ``Pod NS/NAME``, undo
+    ``oc delete pod -n NS NAME``), ``problems`` one line each (a sweep that could not run)."""
+
+    deleted: list[str] = Field(default_factory=list)
+    left: list[ChangedItem] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)
+
+
+async def sweep_debug_pods(timeouts: acts.Timeouts = acts.DEFAULT_TIMEOUTS) -> DebugPodSweep:
+    """At the end of a run that sent debug-pod commands (:func:`note_debug_pods`): delete every
+    debug pod labelled with this run's ID on each queue and namespace it used, and read back
+    that they are gone (activity ``sweep_debug_pods``). A command's pod is deleted by the command
+    itself; what is left is a dead worker's (SIGKILLed mid-command, no retry ran) or a pod whose
+    delete failed. Nothing happens for a run without debug pods, or when replaying a history
+    from before this sweep (:data:`PATCH_DEBUG_POD_SWEEP`). Never raises: a sweep that fails is
+    in ``problems``, a pod that stays in ``left``."""
+    used = debug_pods_used()
+    out = DebugPodSweep()
+    if not used or not workflow.patched(PATCH_DEBUG_POD_SWEEP):
+        return out
+    run_id = workflow.info().run_id
+    for queue, namespaces in used.items():
+        try:
+            res = await workflow.execute_activity(
+                acts.SWEEP_DEBUG_PODS, SweepDebugPodsInput(run_id=run_id, namespaces=namespaces), result_type=SweepDebugPodsResult,
+                task_queue=queue or None, start_to_close_timeout=timedelta(seconds=SWEEP_SECONDS) + timeouts.short_call,
+                schedule_to_close_timeout=timedelta(seconds=3 * SWEEP_SECONDS),  # an unreachable API delays the ending this long at most
+                retry_policy=RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1)),
+            )
+        except ActivityError as err:
+            out.problems.append(f"debug pods of this run in {', '.join(namespaces)} not swept: {failure_message(err)}; "
+                                f"find them with oc get pods -A -l lockkeeper.io/run-id={run_id}")
+            continue
+        out.deleted += res.deleted
+        out.problems += res.errors
+        for ref in res.remaining:
+            ns, _, name = ref.partition("/")
+            out.left.append(ChangedItem(target=f"Pod {ns}/{name}", what="a debug pod of this run still there after its sweep",
+                                        undo=f"oc delete pod -n {ns} {name}"))
+    return out
 
 
 class HostStep(BaseModel):
@@ -107,6 +187,7 @@ class HostSteps:
     async def _exec(self, argv: list[str], access: HostAccess, timeout: float, *, once: bool, retry: RetryPolicy | None = None,
                     env: dict[str, str] | None = None, stdin: str | None = None) -> CommandResult:
         cmd = RunCommandInput(access=access, argv=list(argv), timeout_seconds=timeout, env=dict(env or {}), stdin=stdin)
+        note_debug_pods([access], self.task_queue)
         return await workflow.execute_activity(
             acts.RUN_NODE_COMMAND,
             cmd,
@@ -243,6 +324,7 @@ async def read_boot_id(node: str, access: HostAccess | None, via: str, timeouts:
         return (info.boot_id or None) if info is not None else None
     assert access is not None, "reading the boot ID on the host needs its access"
     cmd = RunCommandInput(access=access, argv=list(BOOT_ID_ARGV), timeout_seconds=15.0)
+    note_debug_pods([access], task_queue)
     try:
         res = await workflow.execute_activity(
             acts.RUN_NODE_COMMAND, cmd, result_type=CommandResult, task_queue=task_queue,

@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.drain import DrainGateState, DrainLoop, blocked_waiting_for, cordon_and_drain
     from workflows.kit.lease import Leases, answer_contender
     from workflows.kit.gates import GateUpdates, Gates
+    from workflows.kit.host import sweep_debug_pods
     from workflows.kit.models import (
         DecideInput,
         DecideResult,
@@ -255,7 +256,13 @@ class NodeRun:
             workflow.logger.warning("progress signal to %s failed: %s", self.parent_id, err)
 
     async def settle(self) -> None:
-        """Wait until every progress signal went out (call before the node run returns)."""
+        """Delete what this node run's debug-pod commands left (a worker killed mid-command
+        leaves its pod; :func:`workflows.kit.host.sweep_debug_pods`, nothing for a run without
+        debug pods; a pod it cannot delete is logged with its ``oc delete`` command), then wait
+        until every progress signal went out (call before the node run returns)."""
+        sweep = await sweep_debug_pods(self.timeouts)
+        for line in [*sweep.problems, *(i.line() for i in sweep.left)]:
+            workflow.logger.warning("node %s: %s", self.node, line)
         if self._signals:
             await asyncio.gather(*self._signals)
 

@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted, Control
+    from workflows.kit.host import note_debug_pods
 
 #: The ApplicationError type a failed preflight raises (the CLI maps it to exit 2).
 PRECONDITION_FAILED = "PreconditionFailed"
@@ -149,6 +150,7 @@ class Preflight:
                 preconditions=remote, concurrency=self.concurrency, check_timeout_seconds=self.check_timeout_seconds,
                 command_timeout_seconds=self.command_timeout_seconds,
             )
+            note_debug_pods([getattr(p, "access", None) for p in remote], self.task_queue)
             handle = workflow.start_activity(
                 CHECK_PRECONDITIONS, arg, result_type=CheckPreconditionsResult,
                 start_to_close_timeout=timedelta(seconds=arg.bound_seconds()) + self.timeouts.short_call,

@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.details import DetailsPublisher
     from workflows.kit.gates import GateUpdates, Gates, GateNotPassed
     from workflows.kit.holds import NOT_SUPPORTED as HOLDS_NOT_SUPPORTED
+    from workflows.kit.host import sweep_debug_pods
     from workflows.kit.inputs import AlertGatePolicy, GatePolicy, ProcedureInput
     from workflows.kit.lease import Leases
     from workflows.kit.notify import ProcedureNotifier, wrap_run
@@ -301,7 +302,8 @@ class ProcedureWorkflow(GateUpdates):
                 result = self.kit_refused(err, result_type)
         except FAILURES as err:
             self.control.base_phase = ProcedurePhase.FAILED
-            left = self.kit_left_changed()
+            pods = await self.kit_sweep_debug_pods()
+            left = self.kit_left_changed() + pods
             message = err.message if isinstance(err, ApplicationError) and err.message else failure_message(err)
             self.kit_status.error = message
             self.kit_status.left_changed = left
@@ -314,12 +316,33 @@ class ProcedureWorkflow(GateUpdates):
                                        *(app.details if app is not None else ()), type=app.type if app is not None else None,
                                        non_retryable=app.non_retryable if app is not None else True) from err
             raise
+        pods = await self.kit_sweep_debug_pods()
+        if pods:
+            left = [*(getattr(result, "left_changed", None) or []), *pods]
+            self.kit_status.left_changed = left
+            result = result.model_copy(update={"left_changed": left, "next_commands": self.kit_next_commands(left),
+                                               "message": f"{result.message}; left changed: " + "; ".join(i.line() for i in pods)})
         self.control.base_phase = self.kit_outcome_phase(result.outcome)
         self.touch()
         await self.kit_release()
         await workflow.wait_condition(workflow.all_handlers_finished)
         await self.kit_reporter.settle()
         return result
+
+    async def kit_sweep_debug_pods(self) -> list[ChangedItem]:
+        """At every ending of :meth:`kit_run`: delete what this run's debug-pod commands left
+        (a worker killed mid-command leaves its pod; :func:`workflows.kit.host.sweep_debug_pods`)
+        and read back. The pods deleted are in ``status.warnings`` (one line); a sweep that could
+        not run too. Returns the pods still there, each a :class:`ChangedItem` with its
+        ``oc delete pod`` command, for ``left_changed``. Nothing for a run without debug pods."""
+        sweep = await sweep_debug_pods(self.timeouts)
+        if sweep.deleted:
+            self.kit_status.warnings.append(f"deleted {len(sweep.deleted)} debug pod(s) this run's commands left: "
+                                            + ", ".join(sweep.deleted))
+        self.kit_status.warnings += sweep.problems
+        if sweep.deleted or sweep.problems:
+            self.touch()
+        return list(sweep.left)
 
     async def kit_release(self) -> None:
         """Hook: release this run's leases as it ends (:meth:`kit_run`, every ending). Default
