@@ -260,30 +260,38 @@ def _debug_pods(d: Diff) -> list[str]:
 
 
 async def _settled_diff(sim: Any, sid: str, ignore: list[str], settle: float) -> Diff:
-    """The diff once the world has settled, or after ``settle`` seconds (then the last one):
-    settled when no owner's pod counts differ (a drain's replacements scheduled and Ready), no
-    debug pod of the run is left (an activity cancelled by the end of its run deletes its debug
-    pod at its next heartbeat, seconds after the run ended: a pod still there when ``settle``
-    runs out is judged as left), and for :data:`STILL_SECONDS` the readings named the same
-    changes while lockkeeper sent no API request and ran no host command (none still running)."""
+    """The diff once the world has settled, or after ``settle`` seconds (then the last one).
+    Settled: for :data:`STILL_SECONDS` the readings named the same changes while lockkeeper sent
+    no API request and ran no host command (none still running), no debug pod of the run is left
+    (an activity cancelled by the end of its run deletes its debug pod at its next heartbeat,
+    seconds after the run ended: a pod still there when ``settle`` runs out is judged as left),
+    and no owner's pod counts differ (a drain's replacements scheduled and Ready); pod counts
+    that differ are taken as they are once they held for :data:`STILL_PODS_SECONDS` (pods that
+    cannot be Ready, e.g. on a node not rebooted onto a switched network, and say so in the
+    procedure's ``left_changed``)."""
     end = time.monotonic() + settle
     readings: list[tuple[dict[str, list[str]], tuple[int, int, bool]]] = []
-    need = int(STILL_SECONDS / STILL_INTERVAL)
+    need, need_pods = round(STILL_SECONDS / STILL_INTERVAL), round(STILL_PODS_SECONDS / STILL_INTERVAL)
     while True:
         d = await snapshots.diff(sim.url, sid, ignore=ignore)
         now = _lockkeeper_activity(sim)
-        readings = [*readings[-need:], (by_target(d), now)]
-        still = len(readings) > need and all(r == readings[-1] for r in readings) and not now[2]
-        if (not d.pods and not _debug_pods(d) and still) or time.monotonic() > end:
+        readings = [*readings[-need_pods:], (by_target(d), now)]
+        held = 0  # readings before the last one equal to it
+        while held < len(readings) - 1 and readings[-2 - held] == readings[-1]:
+            held += 1
+        still = held >= need and not now[2] and not _debug_pods(d)
+        if (still and (not d.pods or held >= need_pods)) or time.monotonic() > end:
             return d
         await asyncio.sleep(STILL_INTERVAL)
 
 
 #: Seconds the simulator's diff and lockkeeper's requests and host commands must stay the same
-#: before a case is judged (:func:`_settled_diff`), read every :data:`STILL_INTERVAL` seconds.
-#: (Once 5 s of unchanged diffs alone: the wait for a cancelled activity's debug pod is now
-#: explicit, and any request or command of lockkeeper restarts the count.)
+#: before a case is judged (:func:`_settled_diff`), read every :data:`STILL_INTERVAL` seconds;
+#: :data:`STILL_PODS_SECONDS` when pod counts differ. (Once 5 s of unchanged diffs alone, and
+#: differing pod counts waited for the whole settle budget: the wait for a cancelled activity's
+#: debug pod is now explicit, and any request or command of lockkeeper restarts the count.)
 STILL_SECONDS = 1.0
+STILL_PODS_SECONDS = 5.0
 STILL_INTERVAL = 0.25
 
 
