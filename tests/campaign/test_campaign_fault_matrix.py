@@ -103,7 +103,7 @@ async def run_campaign_case(client: Any, sims: dict[str, Any], workers: dict[str
             await _act(world, handle, trap, case, cr, result_task, 60.0, step)
         await _wait_end(world, handle, result_task, cr, end_timeout, True)
         cr.trap = await _final_trap(trap)
-        diffs = {w: await _settled_diff(s.url, sids[w], [], 20.0) for w, s in sims.items()}
+        diffs = {w: await _settled_diff(s, sids[w], [], 20.0) for w, s in sims.items()}
     finally:
         if not result_task.done():
             result_task.cancel()

@@ -43,6 +43,12 @@ def scenario() -> Any:
                              namespaces=1, pods_per_deployment=2)
 
 
+#: The activity timeouts of the matrix's runs (seconds): a kill-then-abort case waits for the
+#: killed worker's call to time out before its run moves on; short ones, as in the crash matrix
+#: (the calls themselves take milliseconds), keep that wait short.
+KILL_RECOVERY = {"short_call_seconds": 6, "heartbeat_seconds": 5}
+
+
 #: Kinds of write that fall inside a step above (kind -> (step, why)).
 WITHIN: dict[str, tuple[str, str]] = {}
 
@@ -56,7 +62,7 @@ async def setup(sim_factory: Any, worker_for: Any, temporal_client: Any, task_qu
         return await temporal_client.start_workflow(
             "NodeDrainWorkflow",
             NodeDrainInput(node=NODE, approvals={"requested_by": "fault-matrix"}, uncordon_after=True,
-                           drain={"backoff_initial_seconds": 1, "wait_seconds": 5}),
+                           drain={"backoff_initial_seconds": 1, "wait_seconds": 5}, calls=KILL_RECOVERY),
             id=f"drain-fm-{uuid.uuid4().hex[:8]}", task_queue=task_queue, result_type=NodeDrainResult,
         )
 

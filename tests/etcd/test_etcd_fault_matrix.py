@@ -66,6 +66,7 @@ from tests.support.faultmatrix import (
     read_status,
 )
 from tests.support.faultmatrix import _until as until  # the harness's poll loop, shared
+from tests.support.harness import forget_dead_worker
 from workflows.etcd.models import EtcdBackupInput, EtcdBackupResult, EtcdRestoreInput, EtcdRestoreResult
 from workflows.kit.models import FINAL_PHASES, ChangedItem, GateState, ProcedurePhase
 
@@ -126,6 +127,7 @@ async def run_case(cluster: TrappedEtcd, worker: Any, client: Any, start: Callab
         elif case == Case.KILL_THEN_ABORT:
             await worker.kill()
             cr.note("worker SIGKILLed")
+            await forget_dead_worker(client, worker.task_queue)  # its sticky queues: see the helper
             await worker.start()
             cr.note("new worker started")
             trap.release()

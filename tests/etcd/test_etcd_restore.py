@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.etcd_local import LocalEtcdCluster
+from tests.support.harness import forget_dead_worker
 
 from activities.etcd.models import EtcdctlTimeouts
 from workflows.etcd.models import (
@@ -132,11 +133,13 @@ async def test_worker_killed_mid_restore_never_adds_twice(temporal_client: Any, 
     # 1: right after force-new-cluster (the survivor runs alone, its peer URL is being fixed).
     st = await _wait_step(handle, lambda s: s.step in (RestoreStep.FIX_PEER_URL, RestoreStep.RESTART_SURVIVOR))
     await etcd_worker.kill()
+    await forget_dead_worker(temporal_client, etcd_worker.task_queue)
     await etcd_worker.start()
     # 2: between the two member adds (m2 joined, m3 not added yet).
     st = await _wait_step(handle, lambda s: s.member == "m3" and s.step == RestoreStep.ADD_MEMBER)
     assert st.members["m2"].state == "joined"
     await etcd_worker.kill()
+    await forget_dead_worker(temporal_client, etcd_worker.task_queue)
     await etcd_worker.start()
 
     res: EtcdRestoreResult = await handle.result()

@@ -5,6 +5,7 @@ endpoint, so the pod manifest and exec argv are checked as data)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shlex
 import sys
 from collections.abc import AsyncIterator
@@ -39,9 +40,12 @@ async def test_local_runs_argv_without_shell_and_caps_output() -> None:
     assert missing.exit_code == 127
 
 
-async def test_local_timeout_kills_the_command() -> None:
-    res = await LocalExecutor().run(["sleep", "30"], timeout=0.5)
-    assert res.timed_out and res.exit_code is None and res.duration_seconds < 10
+async def test_local_timeout_kills_the_command(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    res = await LocalExecutor().run(["sh", "-c", f'echo $$ > {shlex.quote(str(pidfile))}; exec sleep 30'], timeout=0.5)
+    assert res.timed_out and res.exit_code is None
+    with pytest.raises(ProcessLookupError):  # killed and reaped at the timeout, not left to run its 30 s
+        os.kill(int(pidfile.read_text()), 0)
 
 
 async def test_a_cancelled_command_is_killed_and_reaped_before_the_cancel_goes_on(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ activity, which heartbeats while it runs."""
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -258,25 +258,30 @@ async def test_a_check_that_errors_or_hangs_fails_alone_and_the_activity_heartbe
     def no_cluster() -> KubeGateway:
         raise KubeconfigError("no kubeconfig at /nonexistent")
 
-    def slow_which(program: str) -> str | None:
-        time.sleep(3)
+    release, finished = threading.Event(), threading.Event()
+
+    def slow_which(program: str) -> str | None:  # hangs until the test lets it go
+        release.wait(60)
+        finished.set()
         return None
 
     broken = PreflightActivities(no_cluster, ExecutorFactory(w.hosts.client_env(), gateway_factory=no_cluster), which=slow_which)
-    started = time.monotonic()
-    results = await w.check(
-        NamesExist(names=[N1]), VersionSkew(node=N1, target_version="v1.10.0"), RebootAccess(node=N1, access=w.debug(N1)),
-        RebootAccess(node=N1, access=w.ssh(N1)), WorkerExecutable(program="sh"),
-        acts=broken, check_timeout_seconds=1.5,
-    )
-    assert time.monotonic() - started < 20
+    try:
+        results = await w.check(
+            NamesExist(names=[N1]), VersionSkew(node=N1, target_version="v1.10.0"), RebootAccess(node=N1, access=w.debug(N1)),
+            RebootAccess(node=N1, access=w.ssh(N1)), WorkerExecutable(program="sh"),
+            acts=broken, check_timeout_seconds=1.5,
+        )
+        assert not finished.is_set()  # the activity answered while the hanging lookup still hung
+    finally:
+        release.set()
     names, skew, pod, ssh, slow = results
     assert states(results) == ["failed", "failed", "failed", "ok", "failed"]
     assert names.detail == skew.detail == "the check could not be made: no kubeconfig at /nonexistent"
     assert pod.detail.startswith("cannot run commands there: debug pod on node node01.example.com: no cluster access")
     assert slow.detail == "the check did not finish within 1.5 s"
     assert w.beats and w.beats[0][0]["of"] == 5
-    await asyncio.sleep(3)  # let the slow lookup's thread end with the test
+    assert await asyncio.to_thread(finished.wait, 10)  # the released lookup's thread ends with the test
 
 
 async def test_update_step_reads_openshift_3_from_version(world: World) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from clustersim.scenario import generate_scenario
-from tests.support.harness import ClusterObserver, drive, start_rollout, successful_evictions
+from tests.support.harness import ClusterObserver, drive, forget_dead_worker, start_rollout, successful_evictions
 
 pytestmark = pytest.mark.e2e
 
@@ -84,7 +84,7 @@ async def test_worker_killed_at_every_handshake_step(sim_factory, worker_for, te
         async with lock:
             await worker.kill()
             kills.append(point)
-            await asyncio.sleep(0.3)
+            await forget_dead_worker(temporal_client, task_queue)
             await worker.start()
 
     sub = sim.store.subscribe(["nodes"])

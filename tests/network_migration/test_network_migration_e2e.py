@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.harness import APPROVER
+from tests.support.harness import APPROVER, forget_dead_worker
 from workflows.kit.models import ApproveInput, GateState
 from workflows.network_migration.models import NetworkMigrationInput, NetworkMigrationResult, NetworkMigrationStatus
 
@@ -302,12 +302,12 @@ async def test_worker_killed_after_switch_and_during_reboots(sim_factory, worker
         if st.switched and not kills:
             kills.append("after the switch")
             await worker.kill()
-            await asyncio.sleep(0.3)
+            await forget_dead_worker(temporal_client, task_queue)
             await worker.start()
         elif len(kills) == 1 and any(r.state == "done" for r in st.reboots) and not all(r.state == "done" for r in st.reboots):
             kills.append("during the reboots")
             await worker.kill()
-            await asyncio.sleep(0.3)
+            await forget_dead_worker(temporal_client, task_queue)
             await worker.start()
 
     result = await drive(handle, {"cleanup", "delete-broken-pods"}, on_status=on_status)

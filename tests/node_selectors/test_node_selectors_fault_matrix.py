@@ -41,6 +41,12 @@ STEPS = {
 }
 
 
+#: The activity timeouts of the matrix's runs (seconds; the default short call is 15 s): a
+#: kill-then-abort case waits for the killed worker's call to time out before its run moves on;
+#: short ones, as in the crash matrix (the calls themselves take milliseconds), keep that short.
+KILL_RECOVERY = {"short_call_seconds": 6, "heartbeat_seconds": 5}
+
+
 #: Kinds of write that fall inside a step above (kind -> (step, why)).
 WITHIN: dict[str, tuple[str, str]] = {}
 
@@ -52,7 +58,8 @@ async def setup(sim_factory: Any, worker_for: Any, temporal_client: Any, task_qu
     worker = await worker_for(sim)
 
     async def begin() -> Any:
-        return await start(temporal_client, migration_input(revert_window_seconds=0), task_queue)  # ends when done
+        # revert_window_seconds=0: the run ends when done
+        return await start(temporal_client, migration_input(revert_window_seconds=0, calls=KILL_RECOVERY), task_queue)
 
     return World(sim=sim, client=temporal_client, worker=worker), begin
 

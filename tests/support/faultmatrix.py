@@ -61,6 +61,7 @@ from clustersim.snapshots.models import Diff
 from clustersim.snapshots.objects import object_keys
 from clustersim.snapshots.targets import by_target
 from clustersim.traps.model import TrapSpec, TrapState
+from tests.support.harness import forget_dead_worker
 from workflows.kit.models import (
     FINAL_PHASES,
     ApproveInput,
@@ -244,24 +245,54 @@ async def _until(pred: Callable[[], Awaitable[bool]], timeout: float, interval: 
     return False
 
 
-async def _settled_diff(url: str, sid: str, ignore: list[str], settle: float) -> Diff:
-    """The diff once the world has settled: taken again until no owner's pod counts differ (a
-    drain's replacements scheduled and Ready) and the readings of :data:`STILL_SECONDS` name the
-    same changes (an activity cancelled by the end of its run deletes its debug pod at its next
-    heartbeat, seconds after the run ended), or ``settle`` seconds passed, then the last one."""
+def _lockkeeper_activity(sim: Any) -> tuple[int, int, bool]:
+    """What lockkeeper is doing to ``sim`` right now, as a reading to compare: how many API
+    requests with its User-Agent the simulator has handled, how many host commands it has run,
+    and whether one of them is still running (a record without ``end``)."""
+    requests = sum(1 for e in sim.requests.entries() if e.user_agent.startswith(LOCKKEEPER_USER_AGENT))
+    records = [r for h in _hosts(sim).values() for r in h.log]
+    return requests, len(records), any(r.end is None for r in records)
+
+
+def _debug_pods(d: Diff) -> list[str]:
+    """The lockkeeper debug pods (``<node>-lockkeeper-debug-<hex>``) ``d`` shows added."""
+    return [o.key for o in d.objects if o.resource == "pods" and "-lockkeeper-debug-" in o.name and o.change == "added"]
+
+
+async def _settled_diff(sim: Any, sid: str, ignore: list[str], settle: float) -> Diff:
+    """The diff once the world has settled, or after ``settle`` seconds (then the last one).
+    Settled: for :data:`STILL_SECONDS` the readings named the same changes while lockkeeper sent
+    no API request and ran no host command (none still running), no debug pod of the run is left
+    (an activity cancelled by the end of its run deletes its debug pod at its next heartbeat,
+    seconds after the run ended: a pod still there when ``settle`` runs out is judged as left),
+    and no owner's pod counts differ (a drain's replacements scheduled and Ready); pod counts
+    that differ are taken as they are once they held for :data:`STILL_PODS_SECONDS` (pods that
+    cannot be Ready, e.g. on a node not rebooted onto a switched network, and say so in the
+    procedure's ``left_changed``)."""
     end = time.monotonic() + settle
-    readings: list[dict[str, list[str]]] = []
+    readings: list[tuple[dict[str, list[str]], tuple[int, int, bool]]] = []
+    need, need_pods = round(STILL_SECONDS / STILL_INTERVAL), round(STILL_PODS_SECONDS / STILL_INTERVAL)
     while True:
-        d = await snapshots.diff(url, sid, ignore=ignore)
-        readings = [*readings[-int(STILL_SECONDS):], by_target(d)]
-        still = len(readings) > STILL_SECONDS and all(r == readings[-1] for r in readings)
-        if (not d.pods and still) or time.monotonic() > end:
+        d = await snapshots.diff(sim.url, sid, ignore=ignore)
+        now = _lockkeeper_activity(sim)
+        readings = [*readings[-need_pods:], (by_target(d), now)]
+        held = 0  # readings before the last one equal to it
+        while held < len(readings) - 1 and readings[-2 - held] == readings[-1]:
+            held += 1
+        still = held >= need and not now[2] and not _debug_pods(d)
+        if (still and (not d.pods or held >= need_pods)) or time.monotonic() > end:
             return d
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(STILL_INTERVAL)
 
 
-#: Seconds the simulator's diff must stay the same before a case is judged (:func:`_settled_diff`).
-STILL_SECONDS = 5
+#: Seconds the simulator's diff and lockkeeper's requests and host commands must stay the same
+#: before a case is judged (:func:`_settled_diff`), read every :data:`STILL_INTERVAL` seconds;
+#: :data:`STILL_PODS_SECONDS` when pod counts differ. (Once 5 s of unchanged diffs alone, and
+#: differing pod counts waited for the whole settle budget: the wait for a cancelled activity's
+#: debug pod is now explicit, and any request or command of lockkeeper restarts the count.)
+STILL_SECONDS = 1.0
+STILL_PODS_SECONDS = 5.0
+STILL_INTERVAL = 0.25
 
 
 async def run_case(
@@ -319,7 +350,7 @@ async def run_case(
             cr.left_changed = [ChangedItem.model_validate(i) for i in cr.result.get("left_changed") or []]
         if not cr.left_changed and cr.status is not None:
             cr.left_changed = list(base_status(cr.status).left_changed)
-        cr.diff = await _settled_diff(sim.url, sid, list(ignore), settle)
+        cr.diff = await _settled_diff(sim, sid, list(ignore), settle)
         cr.note(f"ended {cr.outcome}; diff: {len(cr.diff.objects) + len(cr.diff.pods) + len(cr.diff.state)} changed entries, "
                 f"{cr.diff.ignored_total()} ignored")
     finally:
@@ -343,6 +374,8 @@ async def _act(world: World, handle: WorkflowHandle[Any, Any], trap: traps.Trap,
     if case == Case.KILL_THEN_ABORT:
         await world.worker.kill()
         cr.note("worker SIGKILLed")
+        n = await forget_dead_worker(world.client, world.worker.task_queue)
+        cr.note(f"sticky task queues of {n} running workflow(s) reset")
         await world.worker.start()
         cr.note("new worker started")
         await trap.release()

@@ -11,6 +11,7 @@ import asyncio
 import time
 import uuid
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
@@ -200,3 +201,100 @@ def pools_updated(store: Any) -> dict[str, bool]:
         conds = {c["type"]: c["status"] for c in (pool.get("status") or {}).get("conditions") or []}
         out[pool["metadata"]["name"]] = conds.get("Updated") == "True" and conds.get("Updating") != "True"
     return out
+
+
+@dataclass
+class ActivityRun:
+    """One scheduled activity of a workflow's history: its ``name``, the ``attempts`` it started
+    (the server records the last attempt's number; 0 when it never started), how it ``ended``
+    (``completed``, ``failed``, ``timed_out``, ``canceled``, or ``open``), whether its failure
+    was ``non_retryable``, and the ``retry`` policy it was scheduled with (the history's proto:
+    ``initial_interval``, ``backoff_coefficient``, ``maximum_interval``, ``maximum_attempts``).
+    ``error_type``: the failure's application error type (``""`` unless failed).
+    ``scheduled``/``closed``: the event IDs (``closed`` 0 while open)."""
+
+    name: str
+    scheduled: int
+    retry: Any = field(repr=False)
+    attempts: int = 0
+    ended: str = "open"
+    closed: int = 0
+    non_retryable: bool = False
+    error_type: str = ""
+
+    @property
+    def final(self) -> bool:
+        """Failed for good: its error was non-retryable, or of a type its retry policy does not retry."""
+        return self.ended == "failed" and (self.non_retryable or self.error_type in self.retry.non_retryable_error_types)
+
+
+async def activity_runs(handle: WorkflowHandle[Any, Any]) -> list[ActivityRun]:
+    """Every activity the workflow of ``handle`` scheduled, in order, read from its history (what
+    a run's timing stands for: how often each call was tried, and with which retry policy)."""
+    runs: dict[int, ActivityRun] = {}
+    async for ev in handle.fetch_history_events():
+        if ev.HasField("activity_task_scheduled_event_attributes"):
+            a = ev.activity_task_scheduled_event_attributes
+            runs[ev.event_id] = ActivityRun(name=a.activity_type.name, scheduled=ev.event_id, retry=a.retry_policy)
+        elif ev.HasField("activity_task_started_event_attributes"):
+            a = ev.activity_task_started_event_attributes
+            runs[a.scheduled_event_id].attempts = a.attempt
+        else:
+            for attr, ended in (("activity_task_completed_event_attributes", "completed"),
+                                 ("activity_task_failed_event_attributes", "failed"),
+                                 ("activity_task_timed_out_event_attributes", "timed_out"),
+                                 ("activity_task_canceled_event_attributes", "canceled")):
+                if ev.HasField(attr):
+                    a = getattr(ev, attr)
+                    run = runs[a.scheduled_event_id]
+                    run.ended, run.closed = ended, ev.event_id
+                    if ended == "failed":
+                        info = a.failure.application_failure_info
+                        run.non_retryable, run.error_type = info.non_retryable, info.type
+    return list(runs.values())
+
+
+async def forget_dead_worker(client: Client, task_queue: str) -> int:
+    """After a worker of ``task_queue`` was SIGKILLed: reset the sticky task queue of every
+    workflow still running there (``ResetStickyTaskQueue``, what the server does by itself once
+    the dead worker's sticky queue times out, 10 s later, or what a worker's graceful shutdown
+    asks for), so their next workflow task goes to the normal queue at once and a new worker
+    takes it (replaying the history, as after the timeout). Returns how many were reset."""
+    from temporalio.api.common.v1 import WorkflowExecution
+    from temporalio.api.workflowservice.v1 import ResetStickyTaskQueueRequest
+    from temporalio.service import RPCError
+
+    n = 0
+    async for wf in client.list_workflows(f'TaskQueue = "{task_queue}" AND ExecutionStatus = "Running"'):
+        try:
+            await client.workflow_service.reset_sticky_task_queue(ResetStickyTaskQueueRequest(
+                namespace=client.namespace, execution=WorkflowExecution(workflow_id=wf.id, run_id=wf.run_id)))
+            n += 1
+        except RPCError:  # ended meanwhile
+            pass
+    return n
+
+
+async def assert_failed_at_once(handle: WorkflowHandle[Any, Any], activity: str | None = None) -> list[ActivityRun]:
+    """Assert what "the workflow failed fast" stands for, from its history: no activity was
+    retried (each ran one attempt), and the last one scheduled (``activity`` when given) failed
+    for good (:attr:`ActivityRun.final`) and ended the run (nothing scheduled after it). Returns
+    the runs."""
+    runs = await activity_runs(handle)
+    assert runs, "no activity was scheduled"
+    last = runs[-1]
+    assert activity is None or last.name == activity, runs
+    assert last.final, (last.error_type, runs)
+    assert all(r.attempts == 1 for r in runs), runs
+    return runs
+
+
+async def listed(client: Client, query: str, timeout: float = 15.0) -> list[Any]:
+    """The workflows ``query`` (a visibility query) lists, waiting up to ``timeout`` seconds
+    for at least one (visibility follows the history by a moment)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [wf async for wf in client.list_workflows(query)]
+        if found or time.monotonic() > deadline:
+            return found
+        await asyncio.sleep(0.2)
