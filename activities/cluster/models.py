@@ -530,3 +530,21 @@ class RestoreFieldsResult(BaseModel):
     def verified(self) -> bool:
         """Every recorded field was read back at its original value."""
         return not self.differences
+
+
+class SaveRecordInput(BaseModel):
+    """Create ConfigMap ``namespace/name`` (a record ConfigMap, procedures-spec §1.6: the
+    procedure's records, recoverable without Temporal) or merge ``data`` into it: keys added or
+    replaced, other keys kept; values are strings, JSON where structured. ``labels`` on create."""
+
+    namespace: str
+    name: str
+    data: dict[str, str]
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class SaveRecordResult(BaseModel):
+    """``created``: this call created the ConfigMap; ``resource_version`` after the write."""
+
+    created: bool = False
+    resource_version: str = ""

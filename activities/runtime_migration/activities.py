@@ -18,10 +18,11 @@ from typing import Any, ClassVar
 from temporalio import activity
 
 from activities.cluster.base import GatewayActivities
-from activities.cluster.models import ZONE_LABEL
+from activities.cluster.models import ZONE_LABEL, SaveRecordInput, SaveRecordResult
+from activities.cluster.recordmap import save_record_configmap
 from activities.context import log
 from activities.kube import objects
-from activities.kube.errors import Conflict, NotFound
+from activities.kube.errors import NotFound
 from activities.runtime_migration.models import (
     DeleteRecordedNodeInput,
     DeleteRecordedNodeResult,
@@ -31,8 +32,6 @@ from activities.runtime_migration.models import (
     NodeLabels,
     NodeObject,
     NodeObjectInput,
-    SaveRecordInput,
-    SaveRecordResult,
 )
 
 #: Activity names, as workflows call them.
@@ -123,20 +122,9 @@ class MigrationKubeActivities(GatewayActivities):
 
     @activity.defn(name=SAVE_NODE_RECORD, no_thread_cancel_exception=True)
     def save_node_record(self, input: SaveRecordInput) -> SaveRecordResult:
-        """Create the record ConfigMap, or merge ``data`` into it (idempotent: a retry writes
-        the same keys again). Raises the gateway's errors (e.g. Forbidden, a missing namespace)."""
-        try:
-            self.gateway.get("ConfigMap", input.name, input.namespace)
-        except NotFound:
-            body = {"metadata": {"name": input.name, "labels": dict(input.labels)}, "data": dict(input.data)}
-            try:
-                out = self.gateway.create("ConfigMap", body, input.namespace)
-                log().info(f"record ConfigMap {input.namespace}/{input.name} created ({', '.join(sorted(input.data))})")
-                return SaveRecordResult(created=True, resource_version=str(objects.meta(out).get("resourceVersion", "")))
-            except Conflict:
-                pass  # a retry of this call created it in between: merge below
-        out = self.gateway.patch("ConfigMap", input.name, {"data": dict(input.data)}, input.namespace)
-        return SaveRecordResult(resource_version=str(objects.meta(out).get("resourceVersion", "")))
+        """The shared record ConfigMap write (:func:`activities.cluster.recordmap.save_record_configmap`)
+        under this procedure's activity name."""
+        return save_record_configmap(self.gateway, input)
 
 
 def make_runtime_migration_activities(gateway_factory: Callable[[], Any]) -> list[Callable[..., Any]]:

@@ -68,23 +68,6 @@ class NodeLabels(BaseModel):
     nodes: dict[str, dict[str, str]] = Field(default_factory=dict)
 
 
-class SaveRecordInput(BaseModel):
-    """Create ConfigMap ``namespace/name`` or merge ``data`` into it (keys added or replaced,
-    other keys kept; values are strings, JSON where structured). ``labels`` on create."""
-
-    namespace: str
-    name: str
-    data: dict[str, str]
-    labels: dict[str, str] = Field(default_factory=dict)
-
-
-class SaveRecordResult(BaseModel):
-    """``created``: this call created the ConfigMap; ``resource_version`` after the write."""
-
-    created: bool = False
-    resource_version: str = ""
-
-
 class ExternalObjectsInput(BaseModel):
     """The namespaces an external step (the node-group playbook) is documented to write to:
     ``openshift-node`` (the node-group ConfigMaps)."""

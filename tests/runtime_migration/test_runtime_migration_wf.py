@@ -29,6 +29,8 @@ from activities.cluster.models import (
     DrainResult,
     NodeInfo,
     RecordEventInput,
+    SaveRecordInput,
+    SaveRecordResult,
     SetNodeLabelsInput,
     UncordonInput,
     UncordonResult,
@@ -53,8 +55,6 @@ from activities.runtime_migration.models import (
     NodeLabels,
     NodeObject,
     NodeObjectInput,
-    SaveRecordInput,
-    SaveRecordResult,
 )
 from lockkeeper.cli.operate import owner_of
 from tests.support.wf_fakes import preflight_activity

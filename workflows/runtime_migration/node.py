@@ -26,7 +26,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.cluster.models import NodeInfo, SetNodeLabelsInput
+    from activities.cluster.models import NodeInfo, SaveRecordResult, SetNodeLabelsInput
     from activities.runtime_migration.models import (
         DeleteRecordedNodeInput,
         DeleteRecordedNodeResult,
@@ -34,8 +34,6 @@ with workflow.unsafe.imports_passed_through():
         ExternalObjectsInput,
         NodeObject,
         NodeObjectInput,
-        SaveRecordInput,
-        SaveRecordResult,
     )
     from workflows.kit import calls as acts
     from workflows.kit.control import Control
@@ -45,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.host import HostSteps
     from workflows.kit.models import ChangedItem, GateKind, GateRecord, GateState, HealthStatus, NodeControlInput, failure_message
     from workflows.kit.noderun import GatedNodeRunWorkflow, NodeRun, StopKind, Stopped
+    from workflows.kit.records import save_record_configmap
     from workflows.kit.report import ChildReport, Reporter
     from workflows.kit.steprow import StepRow, StepStopped
     from workflows.runtime_migration import plan
@@ -349,12 +348,10 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow):
     async def _save_record(self, state: str) -> None:
         """Write the node's record and ``state`` to the record ConfigMap (recoverable without
         Temporal)."""
-        run = self.inp.run
-        name = plan.record_configmap_name(self.inp.parent_id)
-        await acts.call(SAVE_NODE_RECORD, SaveRecordInput(
-            namespace=run.record_namespace, name=name, data=plan.record_data(self.node, self.record, state),
-            labels={"lockkeeper.io/procedure": PROCEDURE_RUNTIME_MIGRATION}), SaveRecordResult, timeouts=self.node_run.timeouts)
-        self.st.record_configmap = f"{run.record_namespace}/{name}"
+        self.st.record_configmap = await save_record_configmap(
+            SAVE_NODE_RECORD, SaveRecordResult, namespace=self.inp.run.record_namespace, workflow_id=self.inp.parent_id,
+            procedure=PROCEDURE_RUNTIME_MIGRATION, data=plan.record_data(self.node, self.record, state),
+            timeouts=self.node_run.timeouts)
         self._push()
 
     async def _migrate(self) -> None:

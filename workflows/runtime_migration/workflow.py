@@ -66,11 +66,11 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.cluster.models import UncordonInput, UncordonResult
+    from activities.cluster.models import SaveRecordResult, UncordonInput, UncordonResult
     from activities.gluster.models import GlusterPod, GlusterReadInput
     from activities.host.models import CommandResult
     from activities.preflight.models import HostExecutable, NamesExist, Precondition, RebootAccess, WorkerExecutable
-    from activities.runtime_migration.models import ListNodesInput, NodeLabels, NodeObject, NodeObjectInput, SaveRecordInput, SaveRecordResult
+    from activities.runtime_migration.models import ListNodesInput, NodeLabels, NodeObject, NodeObjectInput
     from workflows.kit import calls as acts
     from workflows.kit.batches import Group, NodeBatches, StopGate
     from workflows.kit.board import NodeBoard
@@ -90,6 +90,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.noderun import NodeRunResult
     from workflows.kit.planning import abortable, planning_call
     from workflows.kit.procedure import NodeProcedureWorkflow, ProcedureWorkflow
+    from workflows.kit.records import save_record_configmap
     from workflows.kit.report import ChildReport
     from workflows.kit.scopes import node_scope
     from workflows.runtime_migration import plan
@@ -299,10 +300,9 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
                       + (", DELETED and not registered again" if row.node_deleted else "")
                       + (f"; its record is in ConfigMap {row.record_configmap}" if row.record_configmap else ""))
             if row.record_configmap:
-                ns, name = row.record_configmap.split("/", 1)
-                await acts.call("save_node_record", SaveRecordInput(namespace=ns, name=name, data={f"{node}.state": reason},
-                                labels={"lockkeeper.io/procedure": PROCEDURE_RUNTIME_MIGRATION}), SaveRecordResult,
-                                timeouts=self.timeouts)
+                await save_record_configmap("save_node_record", SaveRecordResult, namespace=row.record_configmap.split("/", 1)[0],
+                                            workflow_id=self._id, procedure=PROCEDURE_RUNTIME_MIGRATION,
+                                            data={f"{node}.state": reason}, timeouts=self.timeouts)
         row.phase, row.reason = "skipped", reason
         self._status.nodes[node] = row
         self.skipped_stopped[node] = NodeMigrationResult(node=node, outcome="skipped", reason=reason, status=row,
