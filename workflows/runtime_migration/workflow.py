@@ -88,7 +88,7 @@ with workflow.unsafe.imports_passed_through():
         failure_message,
     )
     from workflows.kit.noderun import NodeRunResult
-    from workflows.kit.planning import abortable, planning_call
+    from workflows.kit.planning import abortable, planning_read
     from workflows.kit.procedure import NodeProcedureWorkflow, ProcedureWorkflow
     from workflows.kit.records import save_record_configmap
     from workflows.kit.report import ChildReport
@@ -413,7 +413,8 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
         key, value = inp.gluster.label_pair()
         self._preflight_step("each node: GlusterFS label and a Ready GlusterFS pod")
         for n in inp.nodes:
-            obj = await self._planning_read("read_node_object", NodeObjectInput(node=n), NodeObject, t)
+            # An API that cannot be used fails the migration here (issue 18): nothing was changed.
+            obj = await planning_read(self.control, "read_node_object", NodeObjectInput(node=n), NodeObject, timeouts=t)
             self._read[n] = obj
             if not obj.exists or obj.labels.get(key) != value:  # the preconditions saw it; it changed since
                 found.append(f"node {n} does not exist or lacks the GlusterFS label {key}={value}")
@@ -435,21 +436,6 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
         baseline, bad = await self._packages([*inp.nodes, *peers]) if not found else ({}, [])
         self._preflight_step(None)
         return found + bad, baseline
-
-    async def _planning_read(self, name: str, arg: object, result_type: type, t: acts.Timeouts) -> Any:
-        """A preflight read of the cluster's API with the planning retry policy: an API that
-        cannot be used fails the migration with the ``Api*`` type and the API's message (issue
-        18), its node leases released first; nothing was changed. Raises Aborted on an abort
-        while it runs or waits for its next attempt (:func:`workflows.kit.planning.planning_call`)."""
-        try:
-            return await planning_call(self.control, name, arg, result_type, seconds=0, timeouts=t)
-        except ActivityError as err:
-            api = acts.planning_api_failure(err, "preflight")
-            if api is None:
-                raise
-            self._phase(ProcedurePhase.FAILED, "failed")
-            await self.leases.release()
-            raise api from err
 
     def _preflight_step(self, what: str | None) -> None:
         """Show the running preflight check in ``status`` (``waiting_for``)."""
