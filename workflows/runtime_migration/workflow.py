@@ -164,7 +164,7 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
                                warnings=[], on_change=self.touch, noun="runtime migration")
         self.batches = NodeBatches(
             board=self.board, control=self.control, gates=self.gates, start_child=self._start_child, rollback=self.skip_stopped,
-            recheck_unavailable=self._recheck, result_type=NodeMigrationResult, gate_timeout_seconds=input.gates.timeout_seconds,
+            result_type=NodeMigrationResult, gate_timeout_seconds=input.gates.timeout_seconds,
             on_node_finished=self._node_finished, alerts=self.alerts,
             stop_gate=StopGate(text=self.stop_text, refusal=lambda node, res: retry_refusal(res.status)),  # type: ignore[attr-defined]
         )
@@ -358,10 +358,6 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
         for n in order[: order.index(node) if node is not None else None]:
             if n not in self._ended and n not in self.batches.results and self.board.nodes[n].phase == NodePhase.SKIPPED:
                 self._ended.append(n)
-
-    async def _recheck(self, nodes: list[str]) -> list[str]:
-        """No node counts as unavailable in this window (one at a time, none given)."""
-        return []
 
     # --- helpers -----------------------------------------------------------------------------------
 
