@@ -270,16 +270,21 @@ class DeleteNodeInput(BaseModel):
     """Delete the Node object (a node leaving the cluster, e.g. before a re-install).
 
     ``require_cordoned``: refuse (non-retryable ``NodeNotCordoned``) unless the node is
-    unschedulable, so a node still taking pods is never removed by mistake."""
+    unschedulable, so a node still taking pods is never removed by mistake. ``uid``: delete it
+    only while it still has this uid (the one recorded before): a Node registered again since,
+    with another uid, is left alone (None: any uid)."""
 
     node: str
     require_cordoned: bool = True
+    uid: str | None = None
 
 
 class DeleteNodeResult(BaseModel):
-    """``deleted`` False when the Node was already gone (a retried call)."""
+    """``deleted`` False when the Node was already gone (a retried call) or, with a ``uid``,
+    has another uid; ``detail``: what was seen."""
 
     deleted: bool
+    detail: str = ""
 
 
 class WaitNodeReadyInput(BaseModel):

@@ -41,23 +41,6 @@ class NodeObject(BaseModel):
     created: datetime | None = None
 
 
-class DeleteRecordedNodeInput(BaseModel):
-    """DELETE Node ``node`` only while it still has the recorded ``uid`` (a Node that is gone or
-    registered again with another uid is left alone)."""
-
-    node: str
-    uid: str
-
-
-class DeleteRecordedNodeResult(BaseModel):
-    """``deleted``: this call sent the DELETE; ``already_gone``: no Node with the recorded uid;
-    ``detail``: what was seen."""
-
-    deleted: bool = False
-    already_gone: bool = False
-    detail: str = ""
-
-
 class ListNodesInput(BaseModel):
     """Every Node's name and labels (peers for the package post-check)."""
 

@@ -26,10 +26,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.cluster.models import NodeInfo, SaveRecordResult, SetNodeLabelsInput
+    from activities.cluster.models import DeleteNodeInput, DeleteNodeResult, NodeInfo, SaveRecordResult, SetNodeLabelsInput
     from activities.runtime_migration.models import (
-        DeleteRecordedNodeInput,
-        DeleteRecordedNodeResult,
         ExternalObjects,
         ExternalObjectsInput,
         NodeObject,
@@ -60,7 +58,7 @@ with workflow.unsafe.imports_passed_through():
 
 READ_NODE_OBJECT = "read_node_object"
 READ_EXTERNAL_OBJECTS = "read_external_objects"
-DELETE_RECORDED_NODE = "delete_recorded_node"
+DELETE_NODE = "delete_node"
 SAVE_NODE_RECORD = "save_node_record"
 SET_NODE_LABELS = "set_node_labels"
 #: The steps before anything irreversible happens on the host: a skip is honoured only there.
@@ -406,8 +404,10 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow):
             await self.steps.require("destructive", "approve-delete", f"delete node {node} (uid {self.record.uid}) from the API; it registers "
                             "again only through the scale-up", gate_kind=GateKind.STEP)
             self.steps.at("delete-node", f"DELETE node {node} uid {self.record.uid}")
-            res: DeleteRecordedNodeResult = await acts.call(DELETE_RECORDED_NODE, DeleteRecordedNodeInput(node=node, uid=self.record.uid),
-                                                            DeleteRecordedNodeResult, timeouts=self.node_run.timeouts)
+            # Only the recorded Node (a resumed step finds it gone, or registered again with a new uid,
+            # and sends nothing); drained, so not refused if somebody uncordoned it since.
+            res: DeleteNodeResult = await acts.call(DELETE_NODE, DeleteNodeInput(node=node, uid=self.record.uid, require_cordoned=False),
+                                                    DeleteNodeResult, timeouts=self.node_run.timeouts)
             self.st.node_deleted = True
             self.st.reason = res.detail
             self.steps.done("delete-node")
