@@ -395,7 +395,7 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
         inp, t = self._in, self.timeouts
         found: list[str] = []
         pods: list[GlusterPod] | None = None  # every GlusterFS pod, as the read saw them
-        self._preflight_step("GlusterFS: every brick online, heal clean")
+        self._doing("preflight", "GlusterFS: every brick online, heal clean")
         try:
             report = await gluster_calls.read_planning(self.control, GlusterReadInput(target=inp.gluster.target()), inp.calls.short_call_seconds)
             a, pods = assess(report, "per-replica-set"), report.pods
@@ -407,7 +407,7 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
         except ActivityError as err:
             found.append(f"GlusterFS could not be read: {failure_message(err)}")
         key, value = inp.gluster.label_pair()
-        self._preflight_step("each node: GlusterFS label and a Ready GlusterFS pod")
+        self._doing("preflight", "each node: GlusterFS label and a Ready GlusterFS pod")
         for n in inp.nodes:
             # An API that cannot be used fails the migration here (issue 18): nothing was changed.
             obj = await planning_read(self.control, "read_node_object", NodeObjectInput(node=n), NodeObject, timeouts=t)
@@ -423,19 +423,20 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
             labels: NodeLabels = await abortable(self.control, acts.call("list_node_labels", ListNodesInput(), NodeLabels, timeouts=t))
             peers = sorted(n for n in inp.host_access if n not in inp.nodes and n in labels.nodes and MASTER_LABEL not in labels.nodes[n])
         self._status.peers = list(peers)
-        self._preflight_step("SSH to every peer")
+        self._doing("preflight", "SSH to every peer")
         for n in peers:
             r = await abortable(self.control, self._host(n, ["hostname"]))
             if r is None or not r.ok:
                 found.append(f"SSH to {n} ({inp.host_access[n].describe()}) failed")
-        self._preflight_step("package baselines (rpm -qa) of nodes and peers")
+        self._doing("preflight", "package baselines (rpm -qa) of nodes and peers")
         baseline, bad = await self._packages([*inp.nodes, *peers]) if not found else ({}, [])
-        self._preflight_step(None)
+        self._doing("preflight", None)
         return found + bad, baseline
 
-    def _preflight_step(self, what: str | None) -> None:
-        """Show the running preflight check in ``status`` (``waiting_for``)."""
-        self._status.waiting_for = f"preflight: {what}" if what else None
+    def _doing(self, stage: str, what: str | None) -> None:
+        """Show what ``stage`` (the preflight, the post-check) does now in ``status``
+        (``waiting_for`` ``<stage>: <what>``; None: nothing any more)."""
+        self._status.waiting_for = f"{stage}: {what}" if what else None
         self._status.since = workflow.now() if what else None
         self.touch()
 
