@@ -265,16 +265,21 @@ class DeleteNodeInput(BaseModel):
     """Delete the Node object (a node leaving the cluster, e.g. before a re-install).
 
     ``require_cordoned``: refuse (non-retryable ``NodeNotCordoned``) unless the node is
-    unschedulable, so a node still taking pods is never removed by mistake."""
+    unschedulable, so a node still taking pods is never removed by mistake. ``uid``: delete it
+    only while it still has this uid (the one recorded before): a Node registered again since,
+    with another uid, is left alone (None: any uid)."""
 
     node: str
     require_cordoned: bool = True
+    uid: str | None = None
 
 
 class DeleteNodeResult(BaseModel):
-    """``deleted`` False when the Node was already gone (a retried call)."""
+    """``deleted`` False when the Node was already gone (a retried call) or, with a ``uid``,
+    has another uid; ``detail``: what was seen."""
 
     deleted: bool
+    detail: str = ""
 
 
 class WaitNodeReadyInput(BaseModel):
@@ -525,3 +530,21 @@ class RestoreFieldsResult(BaseModel):
     def verified(self) -> bool:
         """Every recorded field was read back at its original value."""
         return not self.differences
+
+
+class SaveRecordInput(BaseModel):
+    """Create ConfigMap ``namespace/name`` (a record ConfigMap, procedures-spec §1.6: the
+    procedure's records, recoverable without Temporal) or merge ``data`` into it: keys added or
+    replaced, other keys kept; values are strings, JSON where structured. ``labels`` on create."""
+
+    namespace: str
+    name: str
+    data: dict[str, str]
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class SaveRecordResult(BaseModel):
+    """``created``: this call created the ConfigMap; ``resource_version`` after the write."""
+
+    created: bool = False
+    resource_version: str = ""

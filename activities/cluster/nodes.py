@@ -114,20 +114,24 @@ class NodeActivities(GatewayActivities):
 
     @activity.defn(name="delete_node", no_thread_cancel_exception=True)
     def delete_node(self, input: DeleteNodeInput) -> DeleteNodeResult:
-        """DELETE the Node object. A node already gone is success (``deleted`` False). With
+        """DELETE the Node object. A node already gone, or with ``uid`` one that has another
+        uid, is success (``deleted`` False): a repeated call sends nothing. With
         ``require_cordoned`` a schedulable node is refused (non-retryable ``NodeNotCordoned``)."""
         try:
             obj = self.gateway.get_node(input.node)
         except NotFound:
-            return DeleteNodeResult(deleted=False)
+            return DeleteNodeResult(deleted=False, detail=f"node {input.node} is absent")
+        uid = obj.get("metadata", {}).get("uid", "")
+        if input.uid is not None and uid != input.uid:
+            return DeleteNodeResult(deleted=False, detail=f"node {input.node} has uid {uid}, not the recorded {input.uid}")
         if input.require_cordoned and not (obj.get("spec") or {}).get("unschedulable"):
             raise fail("NodeNotCordoned", f"node {input.node} is schedulable; cordon and drain it before deleting it")
         try:
             self.gateway.delete("Node", input.node)
         except NotFound:
-            return DeleteNodeResult(deleted=False)
-        log().warning(f"node {input.node}: Node object deleted")
-        return DeleteNodeResult(deleted=True)
+            return DeleteNodeResult(deleted=False, detail=f"node {input.node} vanished before the delete")
+        log().warning(f"node {input.node} (uid {uid}): Node object deleted")
+        return DeleteNodeResult(deleted=True, detail=f"node {input.node} uid {uid} deleted")
 
     @activity.defn(name="wait_node_ready", no_thread_cancel_exception=True)
     def wait_node_ready(self, input: WaitNodeReadyInput) -> WaitNodeReadyResult:

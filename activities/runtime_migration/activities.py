@@ -2,9 +2,10 @@
 
 - Kubernetes reads and writes the migration needs beyond the generic cluster activities: the
   full Node object (the record taken before the Node is deleted, and the re-registration check:
-  new uid, Ready, runtime, labels), a Node delete guarded by the recorded uid, every Node's
-  labels (the post-check's peers), the record ConfigMap. The GlusterFS pods are the GlusterFS
-  package's read.
+  new uid, Ready, runtime, labels), every Node's labels (the post-check's peers), what an
+  external step created, and the record ConfigMap (the shared write of
+  :mod:`activities.cluster.recordmap`). The Node delete guarded by the recorded uid is the
+  generic ``delete_node``; the GlusterFS pods are the GlusterFS package's read.
 
 Synchronous (the gateway's client blocks). The external commands (``ansible-playbook`` runs,
 inventory hooks) run through the host package's ``run_node_command`` on the local backend.
@@ -18,26 +19,21 @@ from typing import Any, ClassVar
 from temporalio import activity
 
 from activities.cluster.base import GatewayActivities
-from activities.cluster.models import ZONE_LABEL
-from activities.context import log
+from activities.cluster.models import ZONE_LABEL, SaveRecordInput, SaveRecordResult
+from activities.cluster.recordmap import save_record_configmap
 from activities.kube import objects
-from activities.kube.errors import Conflict, NotFound
+from activities.kube.errors import NotFound
 from activities.runtime_migration.models import (
-    DeleteRecordedNodeInput,
-    DeleteRecordedNodeResult,
     ExternalObjects,
     ExternalObjectsInput,
     ListNodesInput,
     NodeLabels,
     NodeObject,
     NodeObjectInput,
-    SaveRecordInput,
-    SaveRecordResult,
 )
 
 #: Activity names, as workflows call them.
 READ_NODE_OBJECT = "read_node_object"
-DELETE_RECORDED_NODE = "delete_recorded_node"
 LIST_NODE_LABELS = "list_node_labels"
 SAVE_NODE_RECORD = "save_node_record"
 READ_EXTERNAL_OBJECTS = "read_external_objects"
@@ -67,7 +63,7 @@ def node_object(name: str, obj: dict[str, Any] | None) -> NodeObject:
 class MigrationKubeActivities(GatewayActivities):
     """The Kubernetes activities of the migration (see the module doc)."""
 
-    ACTIVITIES: ClassVar[tuple[str, ...]] = ("read_node_object", "delete_recorded_node", "list_node_labels",
+    ACTIVITIES: ClassVar[tuple[str, ...]] = ("read_node_object", "list_node_labels",
                                              "save_node_record", "read_external_objects")
 
     @activity.defn(name=READ_NODE_OBJECT, no_thread_cancel_exception=True)
@@ -80,24 +76,6 @@ class MigrationKubeActivities(GatewayActivities):
                 return node_object(input.node, self.gateway.get_node(input.node))
             except NotFound:
                 return node_object(input.node, None)
-
-    @activity.defn(name=DELETE_RECORDED_NODE, no_thread_cancel_exception=True)
-    def delete_recorded_node(self, input: DeleteRecordedNodeInput) -> DeleteRecordedNodeResult:
-        """DELETE the Node while it still has the recorded uid. Safe to repeat: a resumed step
-        finds it gone (or re-registered with a new uid) and sends nothing."""
-        try:
-            obj = self.gateway.get_node(input.node)
-        except NotFound:
-            return DeleteRecordedNodeResult(already_gone=True, detail=f"node {input.node} is absent")
-        uid = objects.meta(obj).get("uid", "")
-        if uid != input.uid:
-            return DeleteRecordedNodeResult(already_gone=True, detail=f"node {input.node} has uid {uid}, not the recorded {input.uid}")
-        try:
-            self.gateway.delete("Node", input.node)
-        except NotFound:
-            return DeleteRecordedNodeResult(already_gone=True, detail=f"node {input.node} vanished before the delete")
-        log().warning(f"node {input.node} (uid {uid}) deleted")
-        return DeleteRecordedNodeResult(deleted=True, detail=f"node {input.node} uid {uid} deleted")
 
     @activity.defn(name=LIST_NODE_LABELS, no_thread_cancel_exception=True)
     def list_node_labels(self, input: ListNodesInput) -> NodeLabels:
@@ -123,20 +101,9 @@ class MigrationKubeActivities(GatewayActivities):
 
     @activity.defn(name=SAVE_NODE_RECORD, no_thread_cancel_exception=True)
     def save_node_record(self, input: SaveRecordInput) -> SaveRecordResult:
-        """Create the record ConfigMap, or merge ``data`` into it (idempotent: a retry writes
-        the same keys again). Raises the gateway's errors (e.g. Forbidden, a missing namespace)."""
-        try:
-            self.gateway.get("ConfigMap", input.name, input.namespace)
-        except NotFound:
-            body = {"metadata": {"name": input.name, "labels": dict(input.labels)}, "data": dict(input.data)}
-            try:
-                out = self.gateway.create("ConfigMap", body, input.namespace)
-                log().info(f"record ConfigMap {input.namespace}/{input.name} created ({', '.join(sorted(input.data))})")
-                return SaveRecordResult(created=True, resource_version=str(objects.meta(out).get("resourceVersion", "")))
-            except Conflict:
-                pass  # a retry of this call created it in between: merge below
-        out = self.gateway.patch("ConfigMap", input.name, {"data": dict(input.data)}, input.namespace)
-        return SaveRecordResult(resource_version=str(objects.meta(out).get("resourceVersion", "")))
+        """The shared record ConfigMap write (:func:`activities.cluster.recordmap.save_record_configmap`)
+        under this procedure's activity name."""
+        return save_record_configmap(self.gateway, input)
 
 
 def make_runtime_migration_activities(gateway_factory: Callable[[], Any]) -> list[Callable[..., Any]]:

@@ -41,23 +41,6 @@ class NodeObject(BaseModel):
     created: datetime | None = None
 
 
-class DeleteRecordedNodeInput(BaseModel):
-    """DELETE Node ``node`` only while it still has the recorded ``uid`` (a Node that is gone or
-    registered again with another uid is left alone)."""
-
-    node: str
-    uid: str
-
-
-class DeleteRecordedNodeResult(BaseModel):
-    """``deleted``: this call sent the DELETE; ``already_gone``: no Node with the recorded uid;
-    ``detail``: what was seen."""
-
-    deleted: bool = False
-    already_gone: bool = False
-    detail: str = ""
-
-
 class ListNodesInput(BaseModel):
     """Every Node's name and labels (peers for the package post-check)."""
 
@@ -66,23 +49,6 @@ class NodeLabels(BaseModel):
     """``nodes``: node name → labels."""
 
     nodes: dict[str, dict[str, str]] = Field(default_factory=dict)
-
-
-class SaveRecordInput(BaseModel):
-    """Create ConfigMap ``namespace/name`` or merge ``data`` into it (keys added or replaced,
-    other keys kept; values are strings, JSON where structured). ``labels`` on create."""
-
-    namespace: str
-    name: str
-    data: dict[str, str]
-    labels: dict[str, str] = Field(default_factory=dict)
-
-
-class SaveRecordResult(BaseModel):
-    """``created``: this call created the ConfigMap; ``resource_version`` after the write."""
-
-    created: bool = False
-    resource_version: str = ""
 
 
 class ExternalObjectsInput(BaseModel):

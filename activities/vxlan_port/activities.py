@@ -21,10 +21,11 @@ import yaml
 from temporalio import activity
 
 from activities.cluster.base import GatewayActivities
+from activities.cluster.recordmap import save_record_configmap
 from activities.context import beating, fail, heartbeat, heartbeating, pause
 from activities.host.executors import NodeCommandError
 from activities.host.factory import ExecutorFactory
-from activities.kube.errors import Conflict, NotFound
+from activities.kube.errors import NotFound
 from activities.kube.objects import annotations, condition
 from activities.vxlan_port.fanout import exec_pool, fan_out
 from activities.vxlan_port.models import (
@@ -220,18 +221,9 @@ class VxlanActivities(GatewayActivities):
 
     @activity.defn(name="save_vxlan_record", no_thread_cancel_exception=True)
     def save_vxlan_record(self, input: SaveRecordInput) -> str:
-        """Create the record ConfigMap, or merge ``data`` into it (idempotent). Returns its
-        resourceVersion."""
-        try:
-            self.gateway.get("ConfigMap", input.name, input.namespace)
-        except NotFound:
-            body = {"metadata": {"name": input.name, "labels": input.labels}, "data": input.data}
-            try:
-                return str(self.gateway.create("ConfigMap", body, input.namespace)["metadata"].get("resourceVersion", ""))
-            except Conflict:
-                pass  # created by a retry that raced us: merge below
-        out = self.gateway.patch("ConfigMap", input.name, {"data": input.data}, input.namespace)
-        return str(out["metadata"].get("resourceVersion", ""))
+        """The shared record ConfigMap write (:func:`activities.cluster.recordmap.save_record_configmap`)
+        under this procedure's activity name. Returns its resourceVersion."""
+        return save_record_configmap(self.gateway, input).resource_version
 
     # --- DaemonSet and pods -----------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from activities.cluster.models import SaveRecordInput as SaveRecordInput  # the shared record ConfigMap write's input
 from activities.host.models import HostAccess
 
 SwitchVia = Literal["pod-exec", "ssh"]
@@ -269,16 +270,6 @@ class WriteMasterConfigInput(BaseModel):
     sha256_before: str
     content: str
     port: int | None
-
-
-class SaveRecordInput(BaseModel):
-    """Mirror records to ConfigMap ``namespace/name`` (procedures-spec §1.6: recoverable without
-    Temporal): ``data`` keys are added or replaced, other keys kept."""
-
-    namespace: str
-    name: str
-    data: dict[str, str]
-    labels: dict[str, str] = Field(default_factory=dict)
 
 
 class WriteFileResult(BaseModel):

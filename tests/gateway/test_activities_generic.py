@@ -172,6 +172,20 @@ async def test_delete_node_only_when_cordoned_and_idempotent(static: Harness) ->
     assert not (await h.run(h.acts.delete_node, DeleteNodeInput(node=node))).deleted
 
 
+async def test_delete_node_with_a_uid_deletes_only_the_recorded_node(static: Harness) -> None:
+    h = static
+    node = h.sim.store.list("nodes")[-1]["metadata"]["name"]
+    uid = h.sim.store.get("nodes", node)["metadata"]["uid"]
+    other = await h.run(h.acts.delete_node, DeleteNodeInput(node=node, uid="not-" + uid, require_cordoned=False))
+    assert not other.deleted and f"not the recorded not-{uid}" in other.detail
+    assert h.sim.store.try_get("nodes", node) is not None
+    res = await h.run(h.acts.delete_node, DeleteNodeInput(node=node, uid=uid, require_cordoned=False))
+    assert res.deleted and uid in res.detail
+    assert h.sim.store.try_get("nodes", node) is None
+    again = await h.run(h.acts.delete_node, DeleteNodeInput(node=node, uid=uid, require_cordoned=False))
+    assert not again.deleted and again.detail == f"node {node} is absent"
+
+
 async def test_wait_node_ready_sees_the_change_through_the_watch(static: Harness) -> None:
     h = static
     node = h.sim.store.list("nodes")[0]["metadata"]["name"]

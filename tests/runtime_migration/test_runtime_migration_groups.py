@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from workflows.kit.records import record_configmap_name
 from workflows.runtime_migration import plan
 from workflows.runtime_migration.models import NodeRecordView, PackageFinding
 from workflows.runtime_migration.postcheck import summary
@@ -63,7 +64,7 @@ def test_summary_tells_what_is_installed_and_what_is_still_missing() -> None:
 
 
 def test_record_configmap_name_and_data() -> None:
-    assert plan.record_configmap_name("runtime-migration-2026/Nov_23") == "lockkeeper-record-runtime-migration-2026-nov-23"
+    assert record_configmap_name("runtime-migration-2026/Nov_23") == "lockkeeper-record-runtime-migration-2026-nov-23"
     rec = NodeRecordView(uid="u1", labels={"runtime": "cri-o"}, bootstrap_config="node-config-infra-crio", boot_id="b1",
                          packages={"docker": "1.13.1"}, addresses=["10.0.0.5"],
                          node_object={"metadata": {"name": "g1", "managedFields": [{"x": 1}]}, "spec": {}})

@@ -25,10 +25,14 @@ from temporalio.worker import Worker
 from activities.cluster.models import (
     CordonInput,
     CordonResult,
+    DeleteNodeInput,
+    DeleteNodeResult,
     DrainInput,
     DrainResult,
     NodeInfo,
     RecordEventInput,
+    SaveRecordInput,
+    SaveRecordResult,
     SetNodeLabelsInput,
     UncordonInput,
     UncordonResult,
@@ -47,14 +51,10 @@ from activities.gluster.models import (
 )
 from activities.host.models import CommandResult, HostAccess, RunCommandInput
 from activities.runtime_migration.models import (
-    DeleteRecordedNodeInput,
-    DeleteRecordedNodeResult,
     ListNodesInput,
     NodeLabels,
     NodeObject,
     NodeObjectInput,
-    SaveRecordInput,
-    SaveRecordResult,
 )
 from lockkeeper.cli.operate import owner_of
 from tests.support.wf_fakes import preflight_activity
@@ -208,12 +208,12 @@ class World:
         return node_object(input.node, self._node(f"uid-{input.node}", "cri-o://1.11", {"glusterfs": "storage-host", role: "true"},
                                                   self.kubelet[input.node]))
 
-    @activity.defn(name="delete_recorded_node")
-    async def delete_recorded_node(self, input: DeleteRecordedNodeInput) -> DeleteRecordedNodeResult:
+    @activity.defn(name="delete_node")
+    async def delete_node(self, input: DeleteNodeInput) -> DeleteNodeResult:
         if self.node is None or self.node["metadata"]["uid"] != input.uid:
-            return DeleteRecordedNodeResult(already_gone=True)
+            return DeleteNodeResult(deleted=False)
         self.node = None
-        return DeleteRecordedNodeResult(deleted=True, detail="deleted")
+        return DeleteNodeResult(deleted=True, detail="deleted")
 
     @activity.defn(name="list_node_labels")
     async def list_node_labels(self, input: ListNodesInput) -> NodeLabels:
@@ -279,7 +279,7 @@ class World:
                              exec_pod="glusterfs-g2", info=info, status=status, heal=heal)
 
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.run_node_command, self.read_node_object, self.delete_recorded_node,
+        return [self.run_node_command, self.read_node_object, self.delete_node,
                 self.list_node_labels, self.set_node_labels, self.preflight, self.cordon_node,
                 self.drain_node, self.uncordon_node, self.record_node_event, self.read_gluster, self.save_node_record]
 

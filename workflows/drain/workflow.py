@@ -36,7 +36,7 @@ from datetime import datetime
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.cluster.models import (
@@ -72,7 +72,7 @@ with workflow.unsafe.imports_passed_through():
         ProcedurePhase,
         ProcedureStatus,
     )
-    from workflows.kit.planning import planning_abort_message, planning_call
+    from workflows.kit.planning import planning_abort_message, planning_read
     from workflows.kit.preflight import PreflightOutcome
     from workflows.kit.procedure import NodeProcedureWorkflow
     from workflows.kit.scopes import node_scope
@@ -217,14 +217,9 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
         fails the drain at once with the ``Api*`` failure type and the API's message, and a
         missing node with ``NodeNotFound`` (the run template releases the lease). An abort while
         the read runs or waits for its next attempt raises Aborted
-        (:func:`workflows.kit.planning.planning_call`)."""
-        try:
-            await planning_call(self.control, acts.READ_NODE, ReadNodeInput(node=input.node), NodeInfo, seconds=0, timeouts=timeouts)
-        except ActivityError as err:
-            api = acts.planning_api_failure(err, f"the drain of {input.node}")
-            if api is not None:
-                raise api from err
-            raise
+        (:func:`workflows.kit.planning.planning_read`)."""
+        await planning_read(self.control, acts.READ_NODE, ReadNodeInput(node=input.node), NodeInfo, what=f"the drain of {input.node}",
+                            timeouts=timeouts)
 
     def _end(self, outcome: str, phase: NodePhase, message: str, **fields: Any) -> NodeDrainResult:
         """The drain's result (:meth:`kit_end`): the node row final (``phase``, step

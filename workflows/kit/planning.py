@@ -11,7 +11,8 @@ there as everywhere else (issue 18, "Failures are visible and stoppable"):
 - ``abort`` works while planning: :func:`planning_call` races the activity against the abort
   and cancels it (while it runs or waits for its next attempt), raising
   :class:`workflows.kit.control.Aborted` so the procedure ends aborted having written nothing;
-  :func:`abortable` does the same for a read the procedure starts itself (its own options).
+  :func:`abortable` does the same for a read the procedure starts itself (its own options);
+  :func:`planning_read` is :func:`planning_call` with the API failure worded as the procedure's.
 
 Workflow code only (deterministic): the cancellation is a command only when an abort came while
 the read ran.
@@ -99,6 +100,24 @@ async def planning_call(
             summary=acts.summary_of(name, arg),
         )
     return await abortable(control, handle)
+
+
+async def planning_read(control: Control, name: str, arg: Any, result_type: type | None, *, what: str = "preflight",
+                        **options: Any) -> Any:
+    """:func:`planning_call` (``options``: its keywords, ``seconds`` 0 unless given) whose API
+    failure is the procedure's: a read the procedure plans from, before it changed anything.
+
+    Raises a non-retryable ApplicationError of the API's ``Api*`` type, "<what> could not use
+    the cluster's API: ..." (:func:`workflows.kit.calls.planning_api_failure`), when the API
+    cannot be used; :class:`workflows.kit.control.Aborted` on an abort while it runs; the
+    ActivityError of any other failure."""
+    try:
+        return await planning_call(control, name, arg, result_type, **{"seconds": 0, **options})
+    except ActivityError as err:
+        api = acts.planning_api_failure(err, what)
+        if api is not None:
+            raise api from err
+        raise
 
 
 def planning_abort_message(control: Control, stop: Aborted) -> str:

@@ -18,10 +18,15 @@ Patch of RFC 6902 with ``test`` operations as the guard):
 
 The record lives in workflow state (so in history): a retried or resumed step that changes the
 same record again keeps the FIRST originals, never the values it wrote itself.
+
+A procedure whose records must outlive Temporal (procedures-spec §1.6: a Node it deletes, a host
+file it rewrites) also mirrors them to its record ConfigMap ``lockkeeper-record-<workflow id>``
+(:func:`record_configmap_name`) with :func:`save_record_configmap`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         PatchObjectResult,
         RestoreFieldsInput,
         RestoreFieldsResult,
+        SaveRecordInput,
         SnapshotFieldsInput,
     )
     from workflows.kit import calls as acts
@@ -44,6 +50,9 @@ with workflow.unsafe.imports_passed_through():
 SNAPSHOT_FIELDS = "snapshot_fields"
 PATCH_OBJECT = "patch_object"
 RESTORE_FIELDS = "restore_fields"
+
+#: Label of a record ConfigMap: the procedure that wrote it.
+PROCEDURE_LABEL = "lockkeeper.io/procedure"
 
 #: Marker value for :meth:`Records.change`: remove the field.
 REMOVE = object()
@@ -180,3 +189,32 @@ class Records:
             self.written[e.name] = dict(e.written)
             st = self._status(e.name, e.record.ref, [f.path for f in e.record.fields])
             st.state, st.detail = "changed", "taken over from the ended run"
+
+
+def record_configmap_name(workflow_id: str) -> str:
+    """``lockkeeper-record-<workflow id>`` as a DNS-1123 name (lower case, other characters as
+    ``-``, at most 253)."""
+    body = re.sub(r"[^a-z0-9.-]+", "-", workflow_id.lower()).strip("-.")
+    return f"lockkeeper-record-{body}"[:253].rstrip("-.")
+
+
+async def save_record_configmap(
+    activity: str,
+    result_type: type,
+    *,
+    namespace: str,
+    workflow_id: str,
+    procedure: str,
+    data: dict[str, str],
+    timeouts: acts.Timeouts = acts.DEFAULT_TIMEOUTS,
+) -> str:
+    """Merge ``data`` (key → string, JSON where structured) into the record ConfigMap of run
+    ``workflow_id`` in ``namespace`` (created, labelled ``lockkeeper.io/procedure=<procedure>``,
+    when absent) through the procedure's record activity ``activity`` (the shared write
+    :func:`activities.cluster.recordmap.save_record_configmap` under the procedure's own name,
+    returning ``result_type``). Returns ``namespace/name``. Raises ActivityError when the write
+    failed (e.g. Forbidden, a missing namespace)."""
+    name = record_configmap_name(workflow_id)
+    await acts.call(activity, SaveRecordInput(namespace=namespace, name=name, data=data, labels={PROCEDURE_LABEL: procedure}),
+                    result_type, timeouts=timeouts)
+    return f"{namespace}/{name}"

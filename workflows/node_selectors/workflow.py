@@ -41,7 +41,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.cluster.models import ObjectRef
@@ -61,7 +61,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.health import Backoff, Check, wait_until
     from workflows.kit.host import HostSteps
     from workflows.kit.models import Gate, ProcedurePhase, RevertInput
-    from workflows.kit.planning import planning_abort_message, planning_call
+    from workflows.kit.planning import planning_abort_message, planning_read
     from workflows.kit.procedure import ProcedureWorkflow
     from workflows.kit.records import REMOVE, RecordRefused
     from workflows.node_selectors.models import (
@@ -198,18 +198,12 @@ class NodeSelectorMigrationWorkflow(ProcedureWorkflow):
     async def _scan(self, *, planning: bool = False) -> ScanResult:
         """The scan; ``planning`` (the first one, before any change) with the planning retry
         policy: an API that cannot be used fails the migration with the ``Api*`` type (issue 18),
-        and an abort while it runs raises Aborted (:func:`workflows.kit.planning.planning_call`)."""
+        and an abort while it runs raises Aborted (:func:`workflows.kit.planning.planning_read`)."""
         if not planning:
             return await acts.call(SCAN_NODE_SELECTORS, ScanInput(), ScanResult, seconds=60, heartbeat=True, timeouts=self._timeouts)
-        try:
-            # The scan beats while it lists: a dead worker is seen at the heartbeat timeout.
-            return await planning_call(self.control, SCAN_NODE_SELECTORS, ScanInput(), ScanResult, seconds=60, timeouts=self._timeouts,
-                                       heartbeat=self._timeouts.heartbeat)
-        except ActivityError as err:
-            api = acts.planning_api_failure(err, "the scan")
-            if api is not None:
-                raise api from err
-            raise
+        # The scan beats while it lists: a dead worker is seen at the heartbeat timeout.
+        return await planning_read(self.control, SCAN_NODE_SELECTORS, ScanInput(), ScanResult, what="the scan", seconds=60,
+                                   timeouts=self._timeouts, heartbeat=self._timeouts.heartbeat)
 
     async def _pods(self) -> PodStates:
         return await acts.call(READ_POD_STATES, ScanInput(), PodStates, seconds=60, heartbeat=True, timeouts=self._timeouts)

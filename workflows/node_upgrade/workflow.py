@@ -19,12 +19,11 @@ from __future__ import annotations
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.node_upgrade.models import READ_UPGRADE_NODES, ReadUpgradeNodesInput, UpgradeNodes
     from workflows.shared.glusterfs.health import GlusterHealth
-    from workflows.kit import calls as acts
     from workflows.kit.batches import Group, NodeBatches, pass_planned_gate
     from workflows.kit.board import NodeBoard
     from activities.preflight.models import (
@@ -42,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
         ProcedurePhase,
     )
     from workflows.kit.plan import PlannedGate
-    from workflows.kit.planning import planning_call
+    from workflows.kit.planning import planning_read
     from workflows.kit.procedure import NodeProcedureWorkflow
     from workflows.kit.scopes import node_scope
     from workflows.node_upgrade.models import (
@@ -204,14 +203,9 @@ class NodeUpgradeWorkflow(NodeProcedureWorkflow):
         return pre
 
     async def _plan(self, input: NodeUpgradeInput) -> UpgradePlan:
-        try:  # read-only: the planning retry policy fails fast on API errors (issue 18)
-            read: UpgradeNodes = await planning_call(self.control, READ_UPGRADE_NODES, ReadUpgradeNodesInput(), UpgradeNodes,
-                                                     seconds=0, timeouts=self._timeouts)
-        except ActivityError as err:
-            api = acts.planning_api_failure(err, "planning")
-            if api is not None:
-                raise api from err
-            raise
+        # read-only: the planning retry policy fails fast on API errors (issue 18)
+        read: UpgradeNodes = await planning_read(self.control, READ_UPGRADE_NODES, ReadUpgradeNodesInput(), UpgradeNodes,
+                                                 what="planning", timeouts=self._timeouts)
         try:
             plan = plan_upgrade(read.nodes, input.selection, input.policy, input.target_version, input.node_order)
         except PlanError as err:

@@ -2,8 +2,8 @@
 
 :mod:`.workflow` (``RuntimeMigrationWorkflow``: preflight, one child per node, post-check),
 :mod:`.node` (``RuntimeMigrationNodeWorkflow``: the 22 steps of one node, its host commands, gates
-and run-once steps on the kit's host steps), :mod:`.plan` (pure decisions), :mod:`.gluster` (the GlusterFS
-read) and :mod:`.models`. ``SPEC`` is the procedure as the worker registry and the CLI see it.
+and run-once steps on the kit's host steps), :mod:`.plan` (pure decisions), :mod:`.postcheck` (the package
+post-check) and :mod:`.models`. ``SPEC`` is the procedure as the worker registry and the CLI see it.
 """
 
 from temporalio import workflow

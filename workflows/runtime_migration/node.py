@@ -26,16 +26,12 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.cluster.models import NodeInfo, SetNodeLabelsInput
+    from activities.cluster.models import DeleteNodeInput, DeleteNodeResult, NodeInfo, SaveRecordResult, SetNodeLabelsInput
     from activities.runtime_migration.models import (
-        DeleteRecordedNodeInput,
-        DeleteRecordedNodeResult,
         ExternalObjects,
         ExternalObjectsInput,
         NodeObject,
         NodeObjectInput,
-        SaveRecordInput,
-        SaveRecordResult,
     )
     from workflows.kit import calls as acts
     from workflows.kit.control import Control
@@ -45,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.host import HostSteps
     from workflows.kit.models import ChangedItem, GateKind, GateRecord, GateState, HealthStatus, NodeControlInput, failure_message
     from workflows.kit.noderun import GatedNodeRunWorkflow, NodeRun, StopKind, Stopped
+    from workflows.kit.records import save_record_configmap
     from workflows.kit.report import ChildReport, Reporter
     from workflows.kit.steprow import StepRow, StepStopped
     from workflows.runtime_migration import plan
@@ -61,7 +58,7 @@ with workflow.unsafe.imports_passed_through():
 
 READ_NODE_OBJECT = "read_node_object"
 READ_EXTERNAL_OBJECTS = "read_external_objects"
-DELETE_RECORDED_NODE = "delete_recorded_node"
+DELETE_NODE = "delete_node"
 SAVE_NODE_RECORD = "save_node_record"
 SET_NODE_LABELS = "set_node_labels"
 #: The steps before anything irreversible happens on the host: a skip is honoured only there.
@@ -349,12 +346,10 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow):
     async def _save_record(self, state: str) -> None:
         """Write the node's record and ``state`` to the record ConfigMap (recoverable without
         Temporal)."""
-        run = self.inp.run
-        name = plan.record_configmap_name(self.inp.parent_id)
-        await acts.call(SAVE_NODE_RECORD, SaveRecordInput(
-            namespace=run.record_namespace, name=name, data=plan.record_data(self.node, self.record, state),
-            labels={"lockkeeper.io/procedure": PROCEDURE_RUNTIME_MIGRATION}), SaveRecordResult, timeouts=self.node_run.timeouts)
-        self.st.record_configmap = f"{run.record_namespace}/{name}"
+        self.st.record_configmap = await save_record_configmap(
+            SAVE_NODE_RECORD, SaveRecordResult, namespace=self.inp.run.record_namespace, workflow_id=self.inp.parent_id,
+            procedure=PROCEDURE_RUNTIME_MIGRATION, data=plan.record_data(self.node, self.record, state),
+            timeouts=self.node_run.timeouts)
         self._push()
 
     async def _migrate(self) -> None:
@@ -409,8 +404,10 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow):
             await self.steps.require("destructive", "approve-delete", f"delete node {node} (uid {self.record.uid}) from the API; it registers "
                             "again only through the scale-up", gate_kind=GateKind.STEP)
             self.steps.at("delete-node", f"DELETE node {node} uid {self.record.uid}")
-            res: DeleteRecordedNodeResult = await acts.call(DELETE_RECORDED_NODE, DeleteRecordedNodeInput(node=node, uid=self.record.uid),
-                                                            DeleteRecordedNodeResult, timeouts=self.node_run.timeouts)
+            # Only the recorded Node (a resumed step finds it gone, or registered again with a new uid,
+            # and sends nothing); drained, so not refused if somebody uncordoned it since.
+            res: DeleteNodeResult = await acts.call(DELETE_NODE, DeleteNodeInput(node=node, uid=self.record.uid, require_cordoned=False),
+                                                    DeleteNodeResult, timeouts=self.node_run.timeouts)
             self.st.node_deleted = True
             self.st.reason = res.detail
             self.steps.done("delete-node")

@@ -12,7 +12,6 @@ name resolves, 2 when not. No shell anywhere: every command is an argv.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from activities.runtime_migration.models import NodeObject
@@ -169,13 +168,6 @@ def label_problems(labels: dict[str, str], expected: dict[str, str]) -> list[str
 
 
 # --- the record ConfigMap ---------------------------------------------------------------------
-
-
-def record_configmap_name(workflow_id: str) -> str:
-    """``lockkeeper-record-<workflow id>`` as a DNS-1123 name (lower case, other characters as
-    ``-``, at most 253)."""
-    body = re.sub(r"[^a-z0-9.-]+", "-", workflow_id.lower()).strip("-.")
-    return f"lockkeeper-record-{body}"[:253].rstrip("-.")
 
 
 def record_data(node: str, record: NodeRecordView, state: str) -> dict[str, str]:

@@ -43,31 +43,24 @@ async def node_groups(wf: Any, nodes: list[str]) -> tuple[dict[str, str], dict[s
     return groups, versions
 
 
-def _doing(wf: Any, what: str | None) -> None:
-    """Say in ``status`` what the post-check does now (None: nothing any more)."""
-    wf._status.waiting_for = f"post-check: {what}" if what else None
-    wf._status.since = workflow.now() if what else None
-    wf.touch()
-
-
 async def post_check(wf: Any, baseline: dict[str, dict[str, str]], migrated: list[str]) -> None:
     """Steps 1-2 of the module doc; findings, installs and warnings go to ``wf._status``."""
     try:
         await _post_check(wf, baseline, migrated)
     finally:
-        _doing(wf, None)
+        wf._doing("post-check", None)
 
 
 async def _post_check(wf: Any, baseline: dict[str, dict[str, str]], migrated: list[str]) -> None:
     inp, st = wf._in, wf._status
     peers = st.peers
-    _doing(wf, f"reading the packages of {', '.join(migrated)} and their peers {', '.join(peers) or '(none)'}")
+    wf._doing("post-check", f"reading the packages of {', '.join(migrated)} and their peers {', '.join(peers) or '(none)'}")
     now, bad = await wf._packages([*migrated, *peers])
     st.warnings += bad
-    _doing(wf, "reading the node groups and the kubelet and runtime versions")
+    wf._doing("post-check", "reading the node groups and the kubelet and runtime versions")
     groups, versions = await node_groups(wf, [*migrated, *peers])
     st.findings = plan.package_findings(baseline, now, migrated, peers, inp.package_ignore, groups=groups, node_versions=versions)
-    _doing(wf, None)
+    wf._doing("post-check", None)
     missing: dict[str, list[str]] = {}
     for f in st.findings:
         if f.kind == "missing":
@@ -86,7 +79,7 @@ async def _post_check(wf: Any, baseline: dict[str, dict[str, str]], migrated: li
         return
     failed: dict[str, str] = {}
     for n, pkgs in missing.items():
-        _doing(wf, f"installing {' '.join(pkgs)} on {n}")
+        wf._doing("post-check", f"installing {' '.join(pkgs)} on {n}")
         q = await wf._host(n, ["rpm", "-q", *pkgs])
         todo = plan.packages_installed(q.stdout, pkgs) if q else []
         todo = [p for p in pkgs if p not in todo]

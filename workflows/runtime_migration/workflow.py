@@ -66,11 +66,11 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.cluster.models import UncordonInput, UncordonResult
+    from activities.cluster.models import SaveRecordResult, UncordonInput, UncordonResult
     from activities.gluster.models import GlusterPod, GlusterReadInput
     from activities.host.models import CommandResult
     from activities.preflight.models import HostExecutable, NamesExist, Precondition, RebootAccess, WorkerExecutable
-    from activities.runtime_migration.models import ListNodesInput, NodeLabels, NodeObject, NodeObjectInput, SaveRecordInput, SaveRecordResult
+    from activities.runtime_migration.models import ListNodesInput, NodeLabels, NodeObject, NodeObjectInput
     from workflows.kit import calls as acts
     from workflows.kit.batches import Group, NodeBatches, StopGate
     from workflows.kit.board import NodeBoard
@@ -88,8 +88,9 @@ with workflow.unsafe.imports_passed_through():
         failure_message,
     )
     from workflows.kit.noderun import NodeRunResult
-    from workflows.kit.planning import abortable, planning_call
+    from workflows.kit.planning import abortable, planning_read
     from workflows.kit.procedure import NodeProcedureWorkflow, ProcedureWorkflow
+    from workflows.kit.records import save_record_configmap
     from workflows.kit.report import ChildReport
     from workflows.kit.scopes import node_scope
     from workflows.runtime_migration import plan
@@ -163,7 +164,7 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
                                warnings=[], on_change=self.touch, noun="runtime migration")
         self.batches = NodeBatches(
             board=self.board, control=self.control, gates=self.gates, start_child=self._start_child, rollback=self.skip_stopped,
-            recheck_unavailable=self._recheck, result_type=NodeMigrationResult, gate_timeout_seconds=input.gates.timeout_seconds,
+            result_type=NodeMigrationResult, gate_timeout_seconds=input.gates.timeout_seconds,
             on_node_finished=self._node_finished, alerts=self.alerts,
             stop_gate=StopGate(text=self.stop_text, refusal=lambda node, res: retry_refusal(res.status)),  # type: ignore[attr-defined]
         )
@@ -299,10 +300,9 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
                       + (", DELETED and not registered again" if row.node_deleted else "")
                       + (f"; its record is in ConfigMap {row.record_configmap}" if row.record_configmap else ""))
             if row.record_configmap:
-                ns, name = row.record_configmap.split("/", 1)
-                await acts.call("save_node_record", SaveRecordInput(namespace=ns, name=name, data={f"{node}.state": reason},
-                                labels={"lockkeeper.io/procedure": PROCEDURE_RUNTIME_MIGRATION}), SaveRecordResult,
-                                timeouts=self.timeouts)
+                await save_record_configmap("save_node_record", SaveRecordResult, namespace=row.record_configmap.split("/", 1)[0],
+                                            workflow_id=self._id, procedure=PROCEDURE_RUNTIME_MIGRATION,
+                                            data={f"{node}.state": reason}, timeouts=self.timeouts)
         row.phase, row.reason = "skipped", reason
         self._status.nodes[node] = row
         self.skipped_stopped[node] = NodeMigrationResult(node=node, outcome="skipped", reason=reason, status=row,
@@ -359,10 +359,6 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
             if n not in self._ended and n not in self.batches.results and self.board.nodes[n].phase == NodePhase.SKIPPED:
                 self._ended.append(n)
 
-    async def _recheck(self, nodes: list[str]) -> list[str]:
-        """No node counts as unavailable in this window (one at a time, none given)."""
-        return []
-
     # --- helpers -----------------------------------------------------------------------------------
 
     async def _host(self, node: str, argv: list[str]) -> CommandResult | None:
@@ -399,7 +395,7 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
         inp, t = self._in, self.timeouts
         found: list[str] = []
         pods: list[GlusterPod] | None = None  # every GlusterFS pod, as the read saw them
-        self._preflight_step("GlusterFS: every brick online, heal clean")
+        self._doing("preflight", "GlusterFS: every brick online, heal clean")
         try:
             report = await gluster_calls.read_planning(self.control, GlusterReadInput(target=inp.gluster.target()), inp.calls.short_call_seconds)
             a, pods = assess(report, "per-replica-set"), report.pods
@@ -411,9 +407,10 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
         except ActivityError as err:
             found.append(f"GlusterFS could not be read: {failure_message(err)}")
         key, value = inp.gluster.label_pair()
-        self._preflight_step("each node: GlusterFS label and a Ready GlusterFS pod")
+        self._doing("preflight", "each node: GlusterFS label and a Ready GlusterFS pod")
         for n in inp.nodes:
-            obj = await self._planning_read("read_node_object", NodeObjectInput(node=n), NodeObject, t)
+            # An API that cannot be used fails the migration here (issue 18): nothing was changed.
+            obj = await planning_read(self.control, "read_node_object", NodeObjectInput(node=n), NodeObject, timeouts=t)
             self._read[n] = obj
             if not obj.exists or obj.labels.get(key) != value:  # the preconditions saw it; it changed since
                 found.append(f"node {n} does not exist or lacks the GlusterFS label {key}={value}")
@@ -426,34 +423,20 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
             labels: NodeLabels = await abortable(self.control, acts.call("list_node_labels", ListNodesInput(), NodeLabels, timeouts=t))
             peers = sorted(n for n in inp.host_access if n not in inp.nodes and n in labels.nodes and MASTER_LABEL not in labels.nodes[n])
         self._status.peers = list(peers)
-        self._preflight_step("SSH to every peer")
+        self._doing("preflight", "SSH to every peer")
         for n in peers:
             r = await abortable(self.control, self._host(n, ["hostname"]))
             if r is None or not r.ok:
                 found.append(f"SSH to {n} ({inp.host_access[n].describe()}) failed")
-        self._preflight_step("package baselines (rpm -qa) of nodes and peers")
+        self._doing("preflight", "package baselines (rpm -qa) of nodes and peers")
         baseline, bad = await self._packages([*inp.nodes, *peers]) if not found else ({}, [])
-        self._preflight_step(None)
+        self._doing("preflight", None)
         return found + bad, baseline
 
-    async def _planning_read(self, name: str, arg: object, result_type: type, t: acts.Timeouts) -> Any:
-        """A preflight read of the cluster's API with the planning retry policy: an API that
-        cannot be used fails the migration with the ``Api*`` type and the API's message (issue
-        18), its node leases released first; nothing was changed. Raises Aborted on an abort
-        while it runs or waits for its next attempt (:func:`workflows.kit.planning.planning_call`)."""
-        try:
-            return await planning_call(self.control, name, arg, result_type, seconds=0, timeouts=t)
-        except ActivityError as err:
-            api = acts.planning_api_failure(err, "preflight")
-            if api is None:
-                raise
-            self._phase(ProcedurePhase.FAILED, "failed")
-            await self.leases.release()
-            raise api from err
-
-    def _preflight_step(self, what: str | None) -> None:
-        """Show the running preflight check in ``status`` (``waiting_for``)."""
-        self._status.waiting_for = f"preflight: {what}" if what else None
+    def _doing(self, stage: str, what: str | None) -> None:
+        """Show what ``stage`` (the preflight, the post-check) does now in ``status``
+        (``waiting_for`` ``<stage>: <what>``; None: nothing any more)."""
+        self._status.waiting_for = f"{stage}: {what}" if what else None
         self._status.since = workflow.now() if what else None
         self.touch()
 

@@ -4,11 +4,11 @@ edit, the restart order, the preconditions, intervals and the reverse input. No 
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 
 from activities.preflight.models import HostExecutable, InputCheck, NamesExist, PortFree, Precondition
 from activities.vxlan_port.models import CheckResult, NodeSwitch, PreflightResult
+from workflows.kit.records import record_configmap_name as record_configmap_name  # the kit's record ConfigMap name
 from workflows.vxlan_port.models import ApiInterval, VxlanPortChangeInput
 
 #: The OpenShift SDN's VXLAN port when ``networkConfig.vxlanPort`` is unset (origin 3.11).
@@ -194,13 +194,6 @@ def all_down(intervals: list[ApiInterval], masters: list[str], now: datetime) ->
             out.append(ApiInterval(master="all", start=opened, end=t, seconds=(t - opened).total_seconds()))
             opened = None
     return out
-
-
-def record_configmap_name(workflow_id: str) -> str:
-    """``lockkeeper-record-<workflow id>`` as a DNS-1123 name (lower case, other characters
-    as ``-``, at most 253)."""
-    body = re.sub(r"[^a-z0-9.-]+", "-", workflow_id.lower()).strip("-.")
-    return f"lockkeeper-record-{body}"[:253].rstrip("-.")
 
 
 def reverse_input(inp: VxlanPortChangeInput, workflow_id: str) -> VxlanPortChangeInput:

@@ -37,7 +37,6 @@ with workflow.unsafe.imports_passed_through():
         NodeSwitch,
         PreflightInput,
         PreflightResult,
-        SaveRecordInput,
         SwitchTarget,
     )
     from workflows.kit import calls as acts
@@ -50,7 +49,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.planning import abortable, planning_call
     from workflows.kit.preflight import PRECONDITION_FAILED
     from workflows.kit.procedure import NodeProcedureWorkflow
-    from workflows.kit.records import REMOVE, SNAPSHOT_FIELDS, RecordRefused
+    from workflows.kit.records import REMOVE, SNAPSHOT_FIELDS, RecordRefused, record_configmap_name, save_record_configmap
     from workflows.kit.scopes import cluster_scope
     from workflows.vxlan_port import plan
     from workflows.vxlan_port.masters import Masters
@@ -146,11 +145,9 @@ class VxlanPortChangeWorkflow(NodeProcedureWorkflow):
     async def mirror(self, data: dict[str, str]) -> None:
         """Mirror records to ConfigMap ``<record_namespace>/lockkeeper-record-<workflow id>``
         (procedures-spec §1.6), readable without Temporal (and by a reverse run)."""
-        name = plan.record_configmap_name(workflow.info().workflow_id)
-        await acts.call("save_vxlan_record", SaveRecordInput(namespace=self.inp.record_namespace, name=name, data=data,
-                                                               labels={"lockkeeper.io/procedure": PROCEDURE_VXLAN_PORT}),
-                        str, timeouts=self.timeouts)
-        self.st.record_configmap = f"{self.inp.record_namespace}/{name}"
+        self.st.record_configmap = await save_record_configmap(
+            "save_vxlan_record", str, namespace=self.inp.record_namespace, workflow_id=workflow.info().workflow_id,
+            procedure=PROCEDURE_VXLAN_PORT, data=data, timeouts=self.timeouts)
         self.touch()
 
     # --- A: every precondition before the first write ------------------------------------------
@@ -211,7 +208,7 @@ class VxlanPortChangeWorkflow(NodeProcedureWorkflow):
     async def forward_record(self, workflow_id: str) -> RecordEntry | None:
         """The DaemonSet record the run ``workflow_id`` mirrored to its record ConfigMap (None
         when the ConfigMap or the key is gone)."""
-        ref = ObjectRef(kind="ConfigMap", name=plan.record_configmap_name(workflow_id), namespace=self.inp.record_namespace)
+        ref = ObjectRef(kind="ConfigMap", name=record_configmap_name(workflow_id), namespace=self.inp.record_namespace)
         path = "/data/" + DS_RECORD_KEY
         try:
             got: FieldRecord = await acts.call(SNAPSHOT_FIELDS, SnapshotFieldsInput(ref=ref, paths=[path]), FieldRecord,
