@@ -209,3 +209,32 @@ async def test_stop_gate_reject_stops_the_window_and_a_refused_retry_is_refused(
     assert result.stopped == "n1" and result.attempts == {"n0": 2, "n1": 1}
     assert result.phases == {"n0": NodePhase.DONE, "n1": NodePhase.FAILED, "n2": NodePhase.PENDING}
     assert result.gate_actions == ["n0/stopped/1:opened", "n0/stopped/1:approved", "n1/stopped/1:opened", "n1/stopped/1:rejected"]
+
+
+async def test_past_its_point_of_no_return_a_node_is_not_skipped_while_it_runs_and_left_as_it_is_when_stopped(
+    time_skipping_env, wf_task_queue
+):
+    """A node step marks the node past its point of no return (NodeRun.past_no_return): skip-node
+    is refused while it runs; once it stopped, skip-node leaves it as it is (``leave``, not
+    ``rollback``) and its reason says so. A node stopped before that point is rolled back."""
+    env = time_skipping_env
+    async with Worker(env.client, task_queue=wf_task_queue, workflows=PROBES):
+        handle = await start(env, wf_task_queue, WindowProbeInput(nodes=["n0", "n1", "n2"], fail_first=["n0", "n1"], no_return=["n0"],
+                                                                  stop_gate=True, work_seconds=3))
+        s = await wait_status(handle, lambda s: s.nodes["n0"].past_no_return == "work")
+        assert s.nodes["n0"].phase == NodePhase.RUNNING and s.nodes["n1"].past_no_return is None
+        try:
+            await handle.execute_update(WindowProbeWorkflow.skip_node, NodeControlInput(node="n0", identity="bob"))
+        except Exception as err:  # noqa: BLE001 - the update's rejection
+            assert "n0 is past its point of no return (work, now at work)" in str(err.__cause__ or err), err
+        else:
+            raise AssertionError("skip of a node past its point of no return was accepted while it ran")
+        await wait_status(handle, lambda s: waiting(s, "n0/stopped/1"))
+        await handle.execute_update(WindowProbeWorkflow.skip_node, NodeControlInput(node="n0", identity="bob"))
+        s = await wait_status(handle, lambda s: waiting(s, "n1/stopped/1"))
+        assert s.nodes["n0"].phase == NodePhase.SKIPPED
+        assert s.nodes["n0"].reason == "skipped by bob; left as it is, past its point of no return (work)"
+        await handle.execute_update(WindowProbeWorkflow.skip_node, NodeControlInput(node="n1", identity="bob"))
+        result = await handle.result()
+    assert result.phases == {"n0": NodePhase.SKIPPED, "n1": NodePhase.SKIPPED, "n2": NodePhase.DONE}
+    assert result.left == ["n0"] and result.rolled_back == ["n1"]

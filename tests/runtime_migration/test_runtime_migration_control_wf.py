@@ -91,7 +91,7 @@ async def test_skip_node_after_the_destructive_steps_leaves_it_cordoned_with_its
     async def body(h: WorkflowHandle) -> None:
         await _approve(env, h, "g1/destructive/approve-migration")
         await _status(env, h, _waiting("g1/destructive/approve-delete"))
-        await _refused(h, "skip_node", NodeControlInput(node="g1", identity="bob"), "past the destructive steps")
+        await _refused(h, "skip_node", NodeControlInput(node="g1", identity="bob"), "past its point of no return")
         await _update(env, h, "reject", RejectInput(gate_id="g1/destructive/approve-delete", identity="bob", comment="not now"))
         await _status(env, h, _waiting("g1/stopped/1"))
         await h.execute_update("skip_node", NodeControlInput(node="g1", identity="bob", comment="finish by hand"))

@@ -55,6 +55,8 @@ class WindowProbeInput(BaseModel):
     #: ``refuse_retry`` nodes is refused
     stop_gate: bool = False
     refuse_retry: list[str] = Field(default_factory=list)
+    #: nodes whose run passes its point of no return (step "work") as it starts working
+    no_return: list[str] = Field(default_factory=list)
 
 
 class WindowProbeStatus(ProcedureStatus):
@@ -70,6 +72,8 @@ class WindowProbeResult(BaseModel):
     rechecks: int
     gate_actions: list[str]
     stopped: str | None = None
+    #: skipped nodes past their point of no return, left as they are (NodeBatches' ``leave``)
+    left: list[str] = Field(default_factory=list)
 
 
 class ProbeNodeInput(BaseModel):
@@ -78,6 +82,7 @@ class ProbeNodeInput(BaseModel):
     attempt: int = 1
     fail: bool = False
     work_seconds: float = 30.0
+    no_return: bool = False
 
 
 @workflow.defn
@@ -94,6 +99,8 @@ class ProbeNodeWorkflow(NodeRunWorkflow):
     @workflow.run
     async def run(self, input: ProbeNodeInput) -> NodeRunResult:
         run = self.node_run
+        if input.no_return:
+            run.past_no_return = "work"
         await run.report(NodePhase.RUNNING, "work", "the timer")
         await workflow.sleep(input.work_seconds)
         if input.fail:
@@ -121,7 +128,7 @@ class WindowProbeWorkflow(NodeProcedureWorkflow):
         self.alerts = (AlertGate(input.alerts, self.gates, self.control, board=self._status.health, on_change=self.touch)
                        if input.alerts is not None else None)
         self.batches = NodeBatches(board=self.board, control=self.control, gates=self.gates, start_child=self._start,
-                                   rollback=self._rollback, recheck_unavailable=self._recheck, alerts=self.alerts,
+                                   rollback=self._rollback, leave=self._leave, recheck_unavailable=self._recheck, alerts=self.alerts,
                                    stop_gate=StopGate(text=lambda n, r, why: f"{n} stopped: {r.reason}; {why or 'approve retries'}",
                                                       refusal=lambda n, r: "told so" if n in input.refuse_retry else None)
                                    if input.stop_gate else None)
@@ -129,6 +136,7 @@ class WindowProbeWorkflow(NodeProcedureWorkflow):
         self.kit_windows(input.windows)
         self._max_in_flight = 0
         self._rolled_back: list[str] = []
+        self._left: list[str] = []
         self._rechecks = 0
 
     @workflow.query
@@ -156,12 +164,15 @@ class WindowProbeWorkflow(NodeProcedureWorkflow):
         return await workflow.start_child_workflow(
             ProbeNodeWorkflow.run,
             ProbeNodeInput(node=node, parent_id=wf_id, attempt=attempt, work_seconds=self._in.work_seconds,
-                           fail=attempt == 1 and node in self._in.fail_first),
+                           fail=attempt == 1 and node in self._in.fail_first, no_return=node in self._in.no_return),
             id=f"{wf_id}/node/{node}/{attempt}",
         )
 
     async def _rollback(self, node: str) -> None:
         self._rolled_back.append(node)
+
+    async def _leave(self, node: str) -> None:
+        self._left.append(node)
 
     async def _recheck(self, nodes: list[str]) -> list[str]:
         self._rechecks += 1
@@ -187,4 +198,5 @@ class WindowProbeWorkflow(NodeProcedureWorkflow):
             rechecks=self._rechecks,
             gate_actions=[f"{r.gate_id}:{r.action}" for r in self._status.gate_history],
             stopped=self.batches.stopped,
+            left=self._left,
         )

@@ -22,7 +22,12 @@ holds, windows, pause/abort, skip/retry and results:
   ``retry_node``) runs the node again, ``skip_node`` rolls it back (``rollback``), skips it and
   goes on, reject or its timeout stops the window (:attr:`NodeBatches.stopped`), and a retry the
   procedure refuses (``StopGate.refusal``) is refused by ``retry_node`` and ends the window on
-  approve.
+  approve;
+- a node step may mark the node past its point of no return (``past_no_return`` on the node's
+  :class:`~workflows.kit.models.NodeStatus`, from its run's reports and result): before it a skip
+  rolls the node back (``rollback``, e.g. uncordon if ours); past it ``skip_node`` is refused while
+  the node runs (abort it instead), and a skip of the stopped node leaves it as it is (``leave``,
+  e.g. note it in the node's record) and says so in the node's reason.
 
 Where each node stands is the board's (:class:`workflows.kit.board.NodeBoard`). Hooks (the
 procedure's own code): ``start_child(node, group, attempt)`` starts the child and returns its
@@ -258,7 +263,7 @@ class NodeBatches:
     a child ended. Continue-as-new: :meth:`continue_after`, :meth:`hand_over`, :meth:`take_over`.
     ``start_child`` raising ApplicationError type ``LeaseHeld`` marks the node failed with its
     message (the procedure pauses with ``pause_on_degraded``; the operator retries it).
-    ``rollback`` / ``recheck_unavailable`` default to nothing to undo / no node unavailable (in-process
+    ``rollback`` / ``leave`` / ``recheck_unavailable`` default to nothing to undo / nothing to note / no node unavailable (in-process
     steps, :func:`local_run`, e.g. masters one at a time). ``gate_text(planned)``: the comment of
     a planned gate; ``on_gate_refused(gate)``: what a refused planned gate does when a rejection
     does not pause the procedure (see the attributes).
@@ -272,6 +277,7 @@ class NodeBatches:
         gates: Gates,
         start_child: Callable[[str, Group, int], Awaitable[workflow.ChildWorkflowHandle]],
         rollback: Callable[[str], Awaitable[None]] | None = None,
+        leave: Callable[[str], Awaitable[None]] | None = None,
         recheck_unavailable: Callable[[list[str]], Awaitable[list[str]]] | None = None,
         result_type: type[NodeRunResult] = NodeRunResult,
         pause_on_degraded: bool = True,
@@ -295,7 +301,7 @@ class NodeBatches:
         self.stop_gate = stop_gate
         self.stop_gates: dict[str, Gate] = {}
         self.stopped: str | None = None
-        #: The skip request whose ``rollback`` runs now (who asked, their comment).
+        #: The skip request whose ``rollback`` or ``leave`` runs now (who asked, their comment).
         self.skip_request: NodeControlInput | None = None
         #: The procedure's alert gate (:class:`workflows.kit.alerts.AlertGate`): no node starts
         #: while it blocks. None: no gate.
@@ -311,6 +317,8 @@ class NodeBatches:
         self.gates = gates
         self.start_child = start_child
         self.rollback = rollback or _nothing_to_roll_back
+        #: A skipped node past its point of no return is not rolled back: this notes it left as it is.
+        self.leave = leave or _nothing_to_roll_back
         self.recheck_unavailable = recheck_unavailable or _none_unavailable
         self.result_type = result_type
         self.pause_on_degraded = pause_on_degraded
@@ -467,6 +475,9 @@ class NodeBatches:
             )
         if kind == "skip" and ns.phase in FINAL_NODE_PHASES:
             raise ValueError(f"node {input.node} is already {ns.phase}")
+        if kind == "skip" and input.node in self.children and ns.past_no_return:
+            raise ValueError(f"node {input.node} is past its point of no return ({ns.past_no_return}, now at {ns.step}): it "
+                             "cannot be skipped while it runs; abort it, then skip-node leaves it as it is")
         return ns
 
     def _check_stopped(self, input: NodeControlInput, kind: RequestKind, ns: NodeStatus) -> NodeStatus:
@@ -810,6 +821,7 @@ class NodeBatches:
         ns.phase = _OUTCOME_PHASE[result.outcome]
         ns.reason = result.reason
         ns.cordoned_by_us = result.cordoned_by_us
+        ns.past_no_return = ns.past_no_return or result.past_no_return
         ns.finished_at = result.finished_at or workflow.now()
         ns.since = ns.finished_at
         ns.waiting_for, ns.deadline, ns.blocked_since = None, None, None
@@ -883,10 +895,12 @@ class NodeBatches:
                         self.gates.decide(g, GateState.APPROVED, req.identity, f"skip-node: {req.comment}".rstrip(": "))
                     elif g.node == req.node:
                         self.gates.cancel(g, req.identity, f"node {req.node} skipped")
+                left = ""
                 if ns.phase in (NodePhase.DEGRADED, NodePhase.FAILED) or req.node in group.started:
                     self.skip_request = req
-                    await self.rollback(req.node)
-                ns.phase, ns.reason = NodePhase.SKIPPED, f"skipped by {req.identity}" + (f": {req.comment}" if req.comment else "")
+                    await (self.leave if ns.past_no_return else self.rollback)(req.node)
+                    left = f"; left as it is, past its point of no return ({ns.past_no_return})" if ns.past_no_return else ""
+                ns.phase, ns.reason = NodePhase.SKIPPED, f"skipped by {req.identity}" + (f": {req.comment}" if req.comment else "") + left
                 ns.finished_at = ns.since = workflow.now()
                 if req.node in self.holds.active:
                     self.holds.end_if_held(req.node, f"node skipped by {req.identity}")
@@ -910,7 +924,8 @@ class NodeBatches:
 
 
 async def _nothing_to_roll_back(node: str) -> None:
-    """The default ``rollback``: a node that ran no child has nothing the window can undo."""
+    """The default ``rollback`` and ``leave``: a node that ran no child has nothing the window can
+    undo, and nothing to note."""
 
 
 async def _none_unavailable(nodes: list[str]) -> list[str]:

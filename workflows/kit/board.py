@@ -117,6 +117,7 @@ class NodeBoard:
             ns.drain_report = progress.drain_report
         ns.blocked_since = progress.blocked_since
         ns.decision_gate = progress.decision_gate
+        ns.past_no_return = ns.past_no_return or progress.past_no_return
         self.merge_decisions(progress.node, progress.attempt, progress.decisions)
         if progress.warning and progress.warning != ns.warning:
             ns.warning = progress.warning

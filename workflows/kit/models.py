@@ -193,6 +193,11 @@ class NodeStatus(JsonWithoutNulls):
     #: LocalRun`, e.g. a control-plane master), not as a child: its steps are this row's own and
     #: there is no run to query. None (left out of the JSON, as every None here) otherwise.
     in_process: bool | None = None
+    #: The step with which the node passed its point of no return (a node step that changes the
+    #: node so that the window cannot undo it), from its run's reports and result; None: not
+    #: passed. Once set it stays: the window then refuses to skip the node while it runs, and a
+    #: skip of the stopped node leaves it as it is (:class:`workflows.kit.batches.NodeBatches`).
+    past_no_return: str | None = None
 
 
 class NodeProgress(BaseModel):
@@ -215,6 +220,8 @@ class NodeProgress(BaseModel):
     blocked_since: datetime | None = None
     decision_gate: Gate | None = None
     decisions: list[GateRecord] = Field(default_factory=list)
+    #: The step with which the run passed the node's point of no return (None: not yet).
+    past_no_return: str | None = None
 
 
 class NodeResult(JsonWithoutNulls):

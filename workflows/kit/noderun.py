@@ -70,7 +70,9 @@ class NodeRunResult(BaseModel):
     ``outcome`` done / degraded / skipped / aborted / failed; ``safe_point`` the step where it
     stopped; ``cordoned_by_us`` the node is still cordoned by this run's owner; ``decisions`` the
     records of its blocked-drain gate; ``abort_requested`` that gate ended with ``abort``, so the
-    parent aborts the whole procedure.
+    parent aborts the whole procedure; ``past_no_return`` the step with which the run passed the
+    node's point of no return (None: it did not), so a skip of the stopped node leaves it as it
+    is instead of rolling it back (:class:`workflows.kit.batches.NodeBatches`).
     """
 
     node: str
@@ -83,6 +85,7 @@ class NodeRunResult(BaseModel):
     finished_at: datetime | None = None
     decisions: list[GateRecord] = Field(default_factory=list)
     abort_requested: bool = False
+    past_no_return: str | None = None
 
 
 def progress_details(p: NodeProgress) -> str:
@@ -152,6 +155,10 @@ class NodeRun:
         self.stop_by: str | None = None
         self.progress = NodeProgress(node=node, attempt=attempt, phase=NodePhase.PENDING)
         self.cordoned_by_us = False
+        #: The step with which this run passed the node's point of no return (None: not yet): the
+        #: node step that changes the node beyond what the window's rollback undoes sets it; it
+        #: goes to the parent in every report and in the result.
+        self.past_no_return: str | None = None
         #: The node's decision gate ended with ``abort``: the parent aborts the whole procedure.
         self.abort_requested = False
         self.started_at: datetime = workflow.now()
@@ -213,6 +220,7 @@ class NodeRun:
             blocked_since=self.drain.blocked_since if phase == NodePhase.BLOCKED else None,
             decision_gate=self.drain.gate.model_copy() if self.drain.gate is not None else None,
             decisions=list(self.drain.records),
+            past_no_return=self.past_no_return,
         )
         if progress == p:
             return
@@ -401,7 +409,8 @@ class NodeRun:
 
     def result(self, model: type[R], outcome: str, **kw: Any) -> R:
         """The run's result ``model`` stamped with node, attempt, outcome, cordon, times, the
-        decision records and ``abort_requested``; ``kw`` adds the procedure's own fields."""
+        decision records, ``abort_requested`` and ``past_no_return``; ``kw`` adds the procedure's
+        own fields."""
         return model(
             node=self.node,
             attempt=self.attempt,
@@ -411,6 +420,7 @@ class NodeRun:
             finished_at=workflow.now(),
             decisions=list(self.drain.records),
             abort_requested=self.abort_requested,
+            past_no_return=self.past_no_return,
             **kw,
         )
 

@@ -65,6 +65,13 @@ SET_NODE_LABELS = "set_node_labels"
 BEFORE_DESTRUCTIVE = ("start", "safety", "approve-migration", "drain", "record")
 
 
+def point_of_no_return(row: NodeMigrationStatus) -> str | None:
+    """The node's point of no return (the kit's ``past_no_return``): the first destructive step
+    done, else the current step when it is destructive (the host is being changed); None while
+    only the steps of :data:`BEFORE_DESTRUCTIVE` ran."""
+    return next((s for s in [*row.done_steps, row.step] if s is not None and s not in BEFORE_DESTRUCTIVE), None)
+
+
 @workflow.defn
 class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow):
     """Input :class:`NodeMigrationInput`, result :class:`NodeMigrationResult` (see the module doc)."""
@@ -82,9 +89,8 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow):
             self.st.done_steps, self.st.node_deleted, self.st.removed = list(prev.done_steps), prev.node_deleted, list(prev.removed)
             self.st.new_boot_id, self.st.record_configmap, self.st.attempt = prev.new_boot_id, prev.record_configmap, prev.attempt + 1
             self.st.step = prev.step
-        #: skip-node: who asked (honoured only before the destructive steps), and whether they began.
+        #: skip-node: who asked (honoured only before the destructive steps).
         self.skip_by: NodeControlInput | None = None
-        self.destructive = any(step not in BEFORE_DESTRUCTIVE for step in self.st.done_steps)
         self.history: list[GateRecord] = []
         self.control = Control(on_change=self._push, noun="node migration")
         self.gates = Gates(self.control, run.approvals, self.history, noun="node migration", pause_on_reject=False, on_change=self._push)
@@ -96,6 +102,8 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow):
                                  d.decision_timeout_outcome),
             deadline_consequence="the migration of {node} stays at the drain",
         )
+        #: Whether the destructive steps began (a retry: a destructive step was done before).
+        self.node_run.past_no_return = next((s for s in self.st.done_steps if s not in BEFORE_DESTRUCTIVE), None)
         #: The kit's host steps: this node's commands (over SSH), the external steps (on the
         #: worker) and its reboot (by boot ID).
         self.access = run.host_access[input.node]
@@ -139,7 +147,7 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow):
         ``skipped``); later it is ignored and the row says so (the parent's validator refuses it
         then, this covers a row that was stale)."""
         if kind == "skip":
-            if self.destructive:
+            if self.node_run.past_no_return:
                 self.st.findings.append(f"skip requested by {identity} ignored: the destructive steps had begun at {self.st.step}")
                 self._push()
                 return
@@ -354,7 +362,7 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow):
 
     async def _migrate(self) -> None:
         run, node = self.inp.run, self.node
-        if not self.destructive:  # a retry after the destructive steps began: the node's own bricks are down, by design
+        if not self.node_run.past_no_return:  # a retry after the destructive steps began: the node's own bricks are down, by design
             await self._safety()
             self.steps.done("safety")
         self.steps.safe()
@@ -378,7 +386,8 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow):
             await self._save_record(f"recorded before the destructive steps (attempt {self.st.attempt})")
             self.steps.done("record")
         self.steps.safe()
-        self.destructive = True  # from here on a skip is refused: the host is being changed
+        # From here on a skip is refused: the host is being changed.
+        self.node_run.past_no_return = self.node_run.past_no_return or "stop-services"
         # A retry never repeats a finished host step: after the scale-up they would undo it
         # (stop the new runtime, remove docker, wipe the new /etc/origin).
         if self.steps.todo("stop-services"):
@@ -542,7 +551,7 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow):
             await self._migrate()
             self.steps.at("finished", phase="done")
         except StepStopped as err:
-            req = self.skip_by if not self.destructive else None
+            req = self.skip_by if not self.node_run.past_no_return else None
             outcome = "skipped" if req is not None else "aborted" if err.aborted else "failed"
             if req is not None:
                 reason = (f"skipped by {req.identity}" + (f": {req.comment}" if req.comment else "")
@@ -550,7 +559,7 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow):
             else:
                 reason = f"stopped at {err.step}: {err.reason}" + (f"; node {self.node} is DELETED and not registered again"
                                                                     if self.st.node_deleted else "")
-            if outcome != "failed" and not self.destructive:
+            if outcome != "failed" and not self.node_run.past_no_return:
                 reason += await self._uncordon_untouched()
             if req is not None and self.st.record_configmap:
                 await self._save_record(reason)
@@ -563,4 +572,4 @@ class RuntimeMigrationNodeWorkflow(GatedNodeRunWorkflow):
         final.record = rec
         final.gates = [g.model_copy() for g in self.gates.gates.values()]
         return NodeMigrationResult(node=self.node, outcome=outcome, reason=reason, status=final, attempt=final.attempt,
-                                   gate_history=list(self.history) + list(self.node_run.drain.records))
+                                   past_no_return=point_of_no_return(final), gate_history=list(self.history) + list(self.node_run.drain.records))

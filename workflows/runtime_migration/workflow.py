@@ -104,7 +104,7 @@ with workflow.unsafe.imports_passed_through():
         RuntimeMigrationStatus,
     )
     from workflows.kit.steprow import REPEATABLE
-    from workflows.runtime_migration.node import BEFORE_DESTRUCTIVE, RuntimeMigrationNodeWorkflow
+    from workflows.runtime_migration.node import BEFORE_DESTRUCTIVE, RuntimeMigrationNodeWorkflow, point_of_no_return
     from workflows.runtime_migration.postcheck import post_check, summary
     from workflows.shared.glusterfs import calls as gluster_calls
     from workflows.shared.glusterfs.assess import assess
@@ -118,11 +118,6 @@ HOST_PROGRAMS = ("systemctl", "rpm", "yum", "getent")
 def child_id(parent: str, node: str) -> str:
     """Workflow ID of a node's child run."""
     return f"{parent}/node/{node}"
-
-
-def destructive_begun(row: NodeMigrationStatus) -> bool:
-    """The node's host was being changed (a step past the record was reached)."""
-    return any(s not in BEFORE_DESTRUCTIVE for s in row.done_steps) or (row.step is not None and row.step not in BEFORE_DESTRUCTIVE)
 
 
 def retry_refusal(row: NodeMigrationStatus) -> str | None:
@@ -163,7 +158,8 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
         self.board = NodeBoard(procedure=PROCEDURE_RUNTIME_MIGRATION, cluster=input.cluster, nodes={}, gate_history=[],
                                warnings=[], on_change=self.touch, noun="runtime migration")
         self.batches = NodeBatches(
-            board=self.board, control=self.control, gates=self.gates, start_child=self._start_child, rollback=self.skip_stopped,
+            board=self.board, control=self.control, gates=self.gates, start_child=self._start_child, rollback=self._uncordon_stopped,
+            leave=self._leave_stopped,
             result_type=NodeMigrationResult, gate_timeout_seconds=input.gates.timeout_seconds,
             on_node_finished=self._node_finished, alerts=self.alerts,
             stop_gate=StopGate(text=self.stop_text, refusal=lambda node, res: retry_refusal(res.status)),  # type: ignore[attr-defined]
@@ -217,9 +213,6 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
 
     def check_skip_node(self, input: NodeControlInput) -> None:
         row = self._row(input)
-        if input.node in self.batches.children and destructive_begun(row):
-            raise ValueError(f"node {input.node} is past the destructive steps (at {row.step}): it cannot be skipped while it runs; "
-                             "abort it, then skip-node leaves it cordoned with its record")
         if input.node not in self.batches.stop_gates and row.phase in ("done", "skipped"):
             raise ValueError(f"node {input.node} is already {row.phase}")
         super().check_skip_node(input)
@@ -278,31 +271,42 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
         assert isinstance(res, NodeMigrationResult)
         row = res.status
         state = "cordoned" + (", DELETED and not registered again" if row.node_deleted else "")
-        state = state if destructive_begun(row) else "untouched on the host (uncordoned on skip)"
+        state = state if res.past_no_return else "untouched on the host (uncordoned on skip)"
         retry = (f"retry is refused ({refusal})" if refusal else
                  f"approve or `lockkeeper retry-node {self._id} {node}` runs it again from {row.step} (finished steps are not repeated)")
         return (f"node {node} stopped at {row.step}: {res.reason}. {retry}; `lockkeeper skip-node {self._id} {node}` leaves it "
                 f"{state} and goes on with the next node; reject ends the migration")
 
-    async def skip_stopped(self, node: str) -> None:
-        """skip-node on a stopped node (the window's ``rollback``): uncordon it when its host was
-        never changed; otherwise leave it and say so in the row and the record ConfigMap."""
+    def _skipping(self, node: str) -> tuple[NodeMigrationResult, NodeMigrationStatus, str]:
+        """The stopped node's result, a copy of its row and who skips it (the window's request)."""
         res = self.batches.results[node]
+        assert isinstance(res, NodeMigrationResult)
         req: NodeControlInput = self.batches.skip_request
-        row = res.status.model_copy(deep=True)
-        who = f"skipped by {req.identity}" + (f" ({req.comment})" if req.comment else "")
-        if not destructive_begun(row):
-            unc: UncordonResult = await acts.call(acts.UNCORDON_NODE, UncordonInput(node=node, owner=self._id), UncordonResult,
-                                                  timeouts=self.timeouts)
-            reason = f"{who} after it stopped at {row.step}, before the destructive steps" + ("; uncordoned" if unc.uncordoned else "")
-        else:
-            reason = (f"{who} after it stopped at {row.step}: left cordoned"
-                      + (", DELETED and not registered again" if row.node_deleted else "")
-                      + (f"; its record is in ConfigMap {row.record_configmap}" if row.record_configmap else ""))
-            if row.record_configmap:
-                await save_record_configmap("save_node_record", SaveRecordResult, namespace=row.record_configmap.split("/", 1)[0],
-                                            workflow_id=self._id, procedure=PROCEDURE_RUNTIME_MIGRATION,
-                                            data={f"{node}.state": reason}, timeouts=self.timeouts)
+        return res, res.status.model_copy(deep=True), f"skipped by {req.identity}" + (f" ({req.comment})" if req.comment else "")
+
+    async def _uncordon_stopped(self, node: str) -> None:
+        """skip-node on a node that stopped before its point of no return (the window's
+        ``rollback``): its host was never changed; uncordon it if we cordoned it."""
+        res, row, who = self._skipping(node)
+        unc: UncordonResult = await acts.call(acts.UNCORDON_NODE, UncordonInput(node=node, owner=self._id), UncordonResult,
+                                              timeouts=self.timeouts)
+        self._skipped(res, row, f"{who} after it stopped at {row.step}, before the destructive steps" + ("; uncordoned" if unc.uncordoned else ""))
+
+    async def _leave_stopped(self, node: str) -> None:
+        """skip-node on a node that stopped past its point of no return (the window's ``leave``):
+        it stays as it is, and the row and the record ConfigMap (``<node>.state``) say so."""
+        res, row, who = self._skipping(node)
+        reason = (f"{who} after it stopped at {row.step}: left cordoned"
+                  + (", DELETED and not registered again" if row.node_deleted else "")
+                  + (f"; its record is in ConfigMap {row.record_configmap}" if row.record_configmap else ""))
+        if row.record_configmap:
+            await save_record_configmap("save_node_record", SaveRecordResult, namespace=row.record_configmap.split("/", 1)[0],
+                                        workflow_id=self._id, procedure=PROCEDURE_RUNTIME_MIGRATION,
+                                        data={f"{node}.state": reason}, timeouts=self.timeouts)
+        self._skipped(res, row, reason)
+
+    def _skipped(self, res: NodeMigrationResult, row: NodeMigrationStatus, reason: str) -> None:
+        node = row.node
         row.phase, row.reason = "skipped", reason
         self._status.nodes[node] = row
         self.skipped_stopped[node] = NodeMigrationResult(node=node, outcome="skipped", reason=reason, status=row,
@@ -317,6 +321,8 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
         if report.detail is not None:
             row = NodeMigrationStatus.model_validate(report.detail)
             self._status.nodes[row.node] = row
+            if row.node in self.board.nodes:  # the window refuses a skip past it (``past_no_return``)
+                self.board.nodes[row.node].past_no_return = point_of_no_return(row)
 
     def kit_left_changed(self) -> list[ChangedItem]:
         """The records' changes only: the nodes this run left changed are :meth:`_left_changed`'s."""
