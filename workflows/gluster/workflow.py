@@ -59,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
         VolumeResult,
     )
     from workflows.shared.glusterfs.assess import assess
+    from workflows.shared.glusterfs.left import volume_items
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted
     from workflows.kit.planning import planning_abort_message
@@ -403,7 +404,7 @@ class GlusterRecoveryWorkflow(ProcedureWorkflow):
                 if b not in still:
                     vol, brick = b.split(": ", 1)
                     bricks.setdefault(vol, []).append(f"brick {brick} (offline at the start) restarted by deleting pod {pods}")
-        return [ChangedItem(target=f"gluster volume {v}", what="; ".join(lines)) for v, lines in bricks.items()]
+        return volume_items(bricks)
 
     async def _recover(self, a: Assessment) -> Assessment:
         """Hosts one at a time (see the module doc), then the final check. Raises Stop/Aborted."""

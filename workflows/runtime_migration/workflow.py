@@ -108,6 +108,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.runtime_migration.postcheck import post_check, summary
     from workflows.shared.glusterfs import calls as gluster_calls
     from workflows.shared.glusterfs.assess import assess
+    from workflows.shared.glusterfs.left import node_down_left
     from workflows.shared.glusterfs.models import Assessment
 
 MASTER_LABEL = "node-role.kubernetes.io/master"
@@ -461,27 +462,6 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
         return {"findings": list(self._status.findings), "installed": dict(self._status.installed),
                 "preflight": list(self._findings)}
 
-    def _gluster_left(self, node: str, registered: bool) -> list[ChangedItem]:
-        """What the destructive steps take down with the node's runtime until its bricks are
-        back: its GlusterFS pod (its DaemonSet, ``<namespace>/<pod name without the suffix>``,
-        one pod not Ready) and each volume with a brick on one of its addresses (offline). With
-        a last read (:meth:`_read_gluster_last`), only what it still saw down: a Ready pod on the
-        node (once the node ``registered`` again after its scale-up: before that its runtime is
-        stopped or gone, and a pod the API still shows Ready is stale), a volume whose bricks
-        there are online again, are not named."""
-        obj = self._read.get(node)
-        addresses = set(obj.addresses if obj is not None else []) | {node}
-        ns = self._in.gluster.namespace
-        last = self._gluster_last
-        ready = registered and last is not None and any(p.healthy for p in last.pods if p.node == node)
-        items = [] if ready else [
-            ChangedItem(target=f"DaemonSet {ns}/{ds}", what=f"its pod on {node} not Ready (the node's runtime is gone)")
-            for ds in sorted({p.rsplit("-", 1)[0] for p in self._gluster_pods.get(node, [])})]
-        down = None if last is None else {v.name for v in last.volumes for b in v.bricks if b.host in addresses and not b.online}
-        items += [ChangedItem(target=f"gluster volume {v}", what=f"brick on {node} offline until the node is back")
-                  for v, hosts in sorted(self._brick_hosts.items()) if hosts & addresses and (down is None or v in down)]
-        return items
-
     async def _read_gluster_last(self, nodes: list[NodeMigrationResult]) -> None:
         """Before an ending that names GlusterFS (a node past a destructive step, its bricks not
         seen online): read GlusterFS once more (the planning read's retry: a failed read keeps
@@ -503,7 +483,7 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
         registered again; ``host NAME`` once a destructive step finished (runtime stopped,
         packages removed, /etc/origin wiped ...: the record ConfigMap holds what it was), and
         until its bricks are online again its GlusterFS DaemonSet and volumes
-        (:meth:`_gluster_left`, as the last read saw them); and what the external steps created
+        (:func:`workflows.shared.glusterfs.left.node_down_left`, as the last read saw them); and what the external steps created
         (``created``: the node-group ConfigMaps, their Namespace, with ``oc delete``). A
         destructive step that failed part way, with no destructive step finished, is not named
         (its row's ``reason`` says where it stopped)."""
@@ -525,7 +505,11 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
                 items.append(ChangedItem(target=f"host {r.node}", what=f"left at {st.step or destructive[-1]} after "
                                          f"{', '.join(destructive)}" + record))
                 if "bricks-online" not in st.done_steps:
-                    items += self._gluster_left(r.node, registered="wait-registered" in st.done_steps)
+                    obj = self._read.get(r.node)
+                    # Before its scale-up registered the node again its runtime is stopped or gone.
+                    items += node_down_left(r.node, obj.addresses if obj is not None else [], namespace=self._in.gluster.namespace,
+                                            pods=self._gluster_pods.get(r.node, []), brick_hosts=self._brick_hosts,
+                                            last=self._gluster_last, pod_ready_counts="wait-registered" in st.done_steps)
         return items
 
     def _result(self, outcome: str, message: str, nodes: list[NodeMigrationResult]) -> RuntimeMigrationResult:

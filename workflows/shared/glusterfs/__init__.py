@@ -1,3 +1,4 @@
 """GlusterFS, as every procedure on GlusterFS nodes sees it: the activity names and call options
 (:mod:`.calls`), the pure assessment of bricks, peers and heal info (:mod:`.assess`), its models
-(:mod:`.models`) and the health gate (:mod:`.health`)."""
+(:mod:`.models`), the health gate (:mod:`.health`) and what a procedure leaves changed in
+GlusterFS (:mod:`.left`)."""
