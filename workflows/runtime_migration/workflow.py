@@ -278,38 +278,36 @@ class RuntimeMigrationWorkflow(NodeProcedureWorkflow):
         return (f"node {node} stopped at {row.step}: {res.reason}. {retry}; `lockkeeper skip-node {self._id} {node}` leaves it "
                 f"{state} and goes on with the next node; reject ends the migration")
 
-    def _skipping(self, node: str) -> tuple[NodeMigrationResult, NodeMigrationStatus, str]:
-        """The stopped node's result, a copy of its row and who skips it (the window's request)."""
-        res = self.batches.results[node]
-        assert isinstance(res, NodeMigrationResult)
+    def _skip_reason(self, node: str, what: str) -> str:
+        """The skipped stopped node's reason: who skipped it (the window's request), where it stopped, ``what``."""
         req: NodeControlInput = self.batches.skip_request
-        return res, res.status.model_copy(deep=True), f"skipped by {req.identity}" + (f" ({req.comment})" if req.comment else "")
+        return (f"skipped by {req.identity}" + (f" ({req.comment})" if req.comment else "")
+                + f" after it stopped at {self.batches.results[node].status.step}{what}")  # type: ignore[attr-defined]
 
     async def _uncordon_stopped(self, node: str) -> None:
         """skip-node on a node that stopped before its point of no return (the window's
         ``rollback``): its host was never changed; uncordon it if we cordoned it."""
-        res, row, who = self._skipping(node)
         unc: UncordonResult = await acts.call(acts.UNCORDON_NODE, UncordonInput(node=node, owner=self._id), UncordonResult,
                                               timeouts=self.timeouts)
-        self._skipped(res, row, f"{who} after it stopped at {row.step}, before the destructive steps" + ("; uncordoned" if unc.uncordoned else ""))
+        self._skipped(node, self._skip_reason(node, ", before the destructive steps" + ("; uncordoned" if unc.uncordoned else "")))
 
     async def _leave_stopped(self, node: str) -> None:
         """skip-node on a node that stopped past its point of no return (the window's ``leave``):
         it stays as it is, and the row and the record ConfigMap (``<node>.state``) say so."""
-        res, row, who = self._skipping(node)
-        reason = (f"{who} after it stopped at {row.step}: left cordoned"
-                  + (", DELETED and not registered again" if row.node_deleted else "")
-                  + (f"; its record is in ConfigMap {row.record_configmap}" if row.record_configmap else ""))
+        row: NodeMigrationStatus = self.batches.results[node].status  # type: ignore[attr-defined]
+        reason = self._skip_reason(node, ": left cordoned" + (", DELETED and not registered again" if row.node_deleted else "")
+                                   + (f"; its record is in ConfigMap {row.record_configmap}" if row.record_configmap else ""))
         if row.record_configmap:
             await save_record_configmap("save_node_record", SaveRecordResult, namespace=row.record_configmap.split("/", 1)[0],
                                         workflow_id=self._id, procedure=PROCEDURE_RUNTIME_MIGRATION,
                                         data={f"{node}.state": reason}, timeouts=self.timeouts)
-        self._skipped(res, row, reason)
+        self._skipped(node, reason)
 
-    def _skipped(self, res: NodeMigrationResult, row: NodeMigrationStatus, reason: str) -> None:
-        node = row.node
-        row.phase, row.reason = "skipped", reason
-        self._status.nodes[node] = row
+    def _skipped(self, node: str, reason: str) -> None:
+        """The stopped node ends skipped: its row (a copy of its last) and its result say ``reason``."""
+        res = self.batches.results[node]
+        assert isinstance(res, NodeMigrationResult)
+        row = self._status.nodes[node] = res.status.model_copy(update={"phase": "skipped", "reason": reason}, deep=True)
         self.skipped_stopped[node] = NodeMigrationResult(node=node, outcome="skipped", reason=reason, status=row,
                                                          attempt=row.attempt, gate_history=res.gate_history)
         self.touch()
