@@ -242,8 +242,13 @@ class NodeWatchHub:
         with self._lock:
             self._new.append(wait)
             self.handed_off += 1
+            # A live wait: the hub goes on. The stop flag (set by :meth:`_close` when a stopping
+            # worker left nothing to follow) may be set while the thread still runs; the thread and
+            # the beater read it under this lock, so cleared here they go on with this wait, and
+            # once gone they are None and started again. Cleared only for a new thread, the wait
+            # was left in ``_new`` by a thread that ended at its next look (issue 40).
+            self._stop.clear()
             if self._thread is None:
-                self._stop.clear()
                 self._thread = threading.Thread(target=self._run, name="lockkeeper-nodewatch", daemon=True)
                 self._thread.start()
             if self._beater is None:
