@@ -527,25 +527,34 @@ class NodeWatchHub:
                         w.completer.complete(w.task_token, result, w.what)
 
     def _beat(self) -> None:
-        """The heartbeat thread: every second, heartbeat each wait (its step running or not) whose
-        :data:`BEAT_SECONDS` passed. Apart from the watch thread, whose windows a burst of node
+        """The heartbeat thread: every second, heartbeat each wait (its step running or not, taken
+        by the watch thread or not yet) whose :data:`BEAT_SECONDS` passed. Apart from the watch thread, whose windows a burst of node
         events at thousands of nodes stretches past the activities' heartbeat timeout. Ends with
         the watch thread."""
         while True:
             with self._lock:
-                waits = [w for ws in self._waits.values() for w in ws]
+                # The waits not yet taken too: the watch thread takes them between its windows or
+                # on an event, and a window blocked on a stalled API server (a read waiting for its
+                # timeout, a LIST of every node) left them unbeaten past their heartbeat timeout.
+                waits = list(self._new) + [w for ws in self._waits.values() for w in ws]
                 if self._thread is None or self._stop.is_set():
                     self._beater = None
                     return
             now = time.monotonic()
             if now - self._stats_at >= STATS_SECONDS:
-                self._log_stats(len(waits), now - self._stats_at)
-                self._stats_at = now
+                seconds, self._stats_at = now - self._stats_at, now
+                try:
+                    self._log_stats(len(waits), seconds)
+                except Exception as exc:  # noqa: BLE001 - figures only: the beats must go on
+                    log().warning(f"nodes (shared watch) stats: {type(exc).__name__}: {exc}")
             for w in waits:
                 if now >= w.next_beat and not w.ended:
                     self.stats.beat_sent(time.monotonic() - w.next_beat)
                     w.next_beat = now + BEAT_SECONDS
-                    self._beat_one(w)
+                    try:
+                        self._beat_one(w)
+                    except Exception as exc:  # noqa: BLE001 - one wait's details must not end every wait's beats
+                        log().warning(f"{w.what}: heartbeat not sent: {type(exc).__name__}: {exc}")
             self.stats.beat_round(time.monotonic() - now)
             self._stop.wait(1.0)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ import pytest
 from activities.cluster.nodewatch import NodeWatchHub
 from activities.kube import objects
 from activities.kube.gateway import KubeGateway
+from tests.gateway.test_nodewatch_gone import ServerForgets
 from tests.gateway.test_nodewatch_relist import ASK, Recorder, until, wait_on, world  # noqa: F401 - world: fixture
 
 pytestmark = pytest.mark.timeout(120)
@@ -83,6 +85,32 @@ async def test_a_wait_handed_off_while_the_hub_stops_is_followed(world: Any) -> 
         assert other.results == {b"other-worker": "asked"}  # followed and completed, not left behind
         await asyncio.to_thread(lambda: until(lambda: hub.waiting() == 0, 15))
         assert hub.waiting() == 0
+    finally:
+        held.release.set()
+        hub._stop.set()
+
+
+async def test_a_wait_not_yet_taken_is_heartbeaten_while_the_watch_is_blocked(world: Any) -> None:
+    """The watch thread takes new waits between its windows or on an event; a window blocked on a
+    stalled API server kept them from the heartbeat thread, and past their heartbeat timeout the
+    server retried attempts that were being followed (issue 40). Beaten in the intake now."""
+    sim, gw = world
+    node = sorted(objects.meta(n).get("name") for n in sim.store.list("nodes"))[0]
+    held = HeldWatch(gw)
+    hub = NodeWatchHub(held)
+    completer = ServerForgets(set())
+    rv = objects.meta(await asyncio.to_thread(gw.get_node, node))["resourceVersion"]
+    try:
+        hub.hand_off(wait_on(node, b"first", completer, rv=rv, seconds=60))  # type: ignore[arg-type]
+        await asyncio.to_thread(lambda: until(lambda: not hub._new, 15))
+        held.holding = True
+        assert await asyncio.to_thread(held.entered.wait, 15)  # the watch thread is blocked in a WATCH
+        late = wait_on(node, b"in-the-intake", completer, rv=rv, seconds=60)  # type: ignore[arg-type]
+        hub.hand_off(late)
+        late.next_beat = time.monotonic()  # due now (not at hand-off: that beat is not the one tested)
+        await asyncio.to_thread(lambda: until(lambda: b"in-the-intake" in completer.beats, 15))
+        assert b"in-the-intake" in completer.beats
+        assert late in hub._new  # beaten while still waiting to be taken
     finally:
         held.release.set()
         hub._stop.set()
