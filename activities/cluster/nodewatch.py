@@ -30,12 +30,13 @@ than R; the stream starts at the first wait's R when the hub was idle. Watch sem
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 import weakref
 from datetime import UTC, datetime
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,7 @@ from activities.cluster.completion import wired
 
 from activities.cluster.nodeinfo import node_info
 from activities.cluster.watch import watch_window
-from activities.context import log
+from activities.context import HEARTBEAT_INTERVAL_SECONDS, beating, log
 from activities.kube import objects
 
 if TYPE_CHECKING:
@@ -669,6 +670,23 @@ def first_beat(started: datetime | None) -> float:
         return time.monotonic() + BEAT_SECONDS
     age = (datetime.now(UTC) - (started if started.tzinfo else started.replace(tzinfo=UTC))).total_seconds()
     return time.monotonic() + BEAT_SECONDS - max(0.0, age)
+
+
+@contextlib.contextmanager
+def beating_to_hand_off() -> Iterator[None]:
+    """Heartbeat the running activity every :data:`~activities.context.HEARTBEAT_INTERVAL_SECONDS`
+    from a helper thread while the block runs, when a worker wired a completer (the block ends in
+    :func:`hand_off`, whose hub beats from then on); nothing otherwise (the activity's own watch
+    beats). For the API calls an activity makes before its hand-off (its first look, the
+    desiredConfig PATCH, a cordon and the evictions when the drain request is already there): on
+    an API server stalled for seconds they outlasted the heartbeat timeout with no beat, and the
+    server retried attempts that were handing off (issue 40: at 2,000 nodes, attempts 12.6 s old
+    at their hand-off, dropped as gone at their first beat)."""
+    if wired() is None:
+        yield
+        return
+    with beating(None, every=HEARTBEAT_INTERVAL_SECONDS):
+        yield
 
 
 def can_hand_off() -> bool:
