@@ -61,13 +61,18 @@ class HeldWatch:
         return self.gw.watch(*args, **kwargs)
 
 
-async def test_a_wait_handed_off_while_the_hub_stops_is_followed(world: Any) -> None:
+async def held_hub(world: Any) -> tuple[KubeGateway, HeldWatch, NodeWatchHub, str, str]:
+    """(gateway, its held wrapper, a hub on that wrapper, the first node, its resourceVersion)."""
     sim, gw = world
     node = sorted(objects.meta(n).get("name") for n in sim.store.list("nodes"))[0]
     held = HeldWatch(gw)
-    hub = NodeWatchHub(held)
-    stopping, other = Closable(), Recorder()
     rv = objects.meta(await asyncio.to_thread(gw.get_node, node))["resourceVersion"]
+    return gw, held, NodeWatchHub(held), node, rv
+
+
+async def test_a_wait_handed_off_while_the_hub_stops_is_followed(world: Any) -> None:
+    gw, held, hub, node, rv = await held_hub(world)
+    stopping, other = Closable(), Recorder()
     try:
         hub.hand_off(wait_on(node, b"stopping-worker", stopping, rv=rv, seconds=60))  # type: ignore[arg-type]
         await asyncio.to_thread(lambda: until(lambda: not hub._new, 15))
@@ -94,12 +99,8 @@ async def test_a_wait_not_yet_taken_is_heartbeaten_while_the_watch_is_blocked(wo
     """The watch thread takes new waits between its windows or on an event; a window blocked on a
     stalled API server kept them from the heartbeat thread, and past their heartbeat timeout the
     server retried attempts that were being followed (issue 40). Beaten in the intake now."""
-    sim, gw = world
-    node = sorted(objects.meta(n).get("name") for n in sim.store.list("nodes"))[0]
-    held = HeldWatch(gw)
-    hub = NodeWatchHub(held)
+    _gw, held, hub, node, rv = await held_hub(world)
     completer = ServerForgets(set())
-    rv = objects.meta(await asyncio.to_thread(gw.get_node, node))["resourceVersion"]
     try:
         hub.hand_off(wait_on(node, b"first", completer, rv=rv, seconds=60))  # type: ignore[arg-type]
         await asyncio.to_thread(lambda: until(lambda: not hub._new, 15))
