@@ -89,14 +89,17 @@ class Completer:
         self._submit(self.handle(task_token).fail(error), f"{what}: fail", None)
 
     def heartbeat(self, task_token: bytes, details: Any, what: str,
-                  cancelled: Callable[[], None], gone: Callable[[], None] | None = None) -> None:
+                  cancelled: Callable[[], None], gone: Callable[[], None] | None = None,
+                  answered: Callable[[BaseException | None], None] | None = None) -> None:
         """One heartbeat; ``cancelled()`` runs (on the loop's thread) when its answer says the
         activity was cancelled, paused or reset; ``gone()`` when the server no longer knows this
         attempt (gRPC NOT_FOUND: it timed out, e.g. its heartbeat timeout passed, or its workflow
         ended): nothing will accept its completion any more, and a retried attempt, if any, is
-        a new task token."""
+        a new task token. ``answered(exc)`` runs on every answer first (None: accepted)."""
 
         def done(exc: BaseException | None) -> None:
+            if answered is not None:
+                answered(exc)
             if isinstance(exc, AsyncActivityCancelledError):
                 cancelled()
             elif gone is not None and isinstance(exc, RPCError) and exc.status == RPCStatusCode.NOT_FOUND:

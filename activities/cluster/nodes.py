@@ -35,7 +35,7 @@ from activities.cluster.models import (
     WaitNodeReadyResult,
 )
 from activities.cluster.nodeinfo import node_info, node_summary
-from activities.cluster.nodewatch import hand_off
+from activities.cluster.nodewatch import beating_to_hand_off, hand_off
 from activities.cluster.watch import watch_window
 from activities.context import HEARTBEAT_INTERVAL_SECONDS, check_cancelled, fail, heartbeat, log
 from activities.kube import objects
@@ -144,17 +144,18 @@ class NodeActivities(GatewayActivities):
         wait goes to the cluster's shared node watcher (:func:`activities.cluster.nodewatch.hand_off`),
         which completes the activity."""
         deadline = time.monotonic() + input.timeout_seconds
-        obj, rv = list_node(self, input.node)
-        last = [obj]  # the node as last seen by the watch
-        if node_info(obj).ready != input.ready:  # a wait of minutes (a reboot): hand it off, no slot held (issue 40)
+        with beating_to_hand_off():  # a slow LIST must not outlast the heartbeat timeout before the hand-off
+            obj, rv = list_node(self, input.node)
+            last = [obj]  # the node as last seen by the watch
+            if node_info(obj).ready != input.ready:  # a wait of minutes (a reboot): hand it off, no slot held (issue 40)
 
-            def step(o: dict[str, Any], info: NodeInfo) -> WaitNodeReadyResult | None:
-                last[0] = o
-                return WaitNodeReadyResult(node=info, matched=True) if info.ready == input.ready else None
+                def step(o: dict[str, Any], info: NodeInfo) -> WaitNodeReadyResult | None:
+                    last[0] = o
+                    return WaitNodeReadyResult(node=info, matched=True) if info.ready == input.ready else None
 
-            hand_off(self.gateway, node=input.node, rv=rv, timeout_seconds=input.timeout_seconds, step=step,
-                     timed_out=lambda: WaitNodeReadyResult(node=node_info(last[0]), matched=False, timed_out=True),
-                     details=lambda: node_summary(node_info(last[0])), what=f"wait_node_ready {input.node}")
+                hand_off(self.gateway, node=input.node, rv=rv, timeout_seconds=input.timeout_seconds, step=step,
+                         timed_out=lambda: WaitNodeReadyResult(node=node_info(last[0]), matched=False, timed_out=True),
+                         details=lambda: node_summary(node_info(last[0])), what=f"wait_node_ready {input.node}")
 
         def seen(type_: str, event_obj: dict[str, Any]) -> bool:
             if type_ == "DELETED":

@@ -30,12 +30,13 @@ than R; the stream starts at the first wait's R when the hub was idle. Watch sem
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 import weakref
 from datetime import UTC, datetime
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,7 @@ from activities.cluster.completion import wired
 
 from activities.cluster.nodeinfo import node_info
 from activities.cluster.watch import watch_window
-from activities.context import log
+from activities.context import HEARTBEAT_INTERVAL_SECONDS, beating, log
 from activities.kube import objects
 
 if TYPE_CHECKING:
@@ -97,6 +98,36 @@ class HubStats:
         self.events = 0  # watch events seen (ADDED/MODIFIED/DELETED of any node)
         self.gone = 0  # waits dropped because the server no longer knew their attempt (all time)
         self.early_beats = 0  # waits heartbeaten at once on hand-off, their attempt already old (all time)
+        self.rounds: list[float] = []  # seconds one round of the heartbeat thread took (sending, not answers)
+        self.late: list[float] = []  # seconds each heartbeat was sent after it was due
+        self.rtt: list[float] = []  # seconds from a heartbeat's send to its answer (the worker's loop and the RPC)
+        self.gaps: list[float] = []  # seconds between two accepted heartbeats of one wait (the server's view)
+        self.refused = 0  # heartbeats answered with an error
+        self.ages: list[float] = []  # seconds from an attempt's start to its hand-off
+
+    def beat_round(self, seconds: float) -> None:
+        """One round of the heartbeat thread took ``seconds``."""
+        with self._lock:
+            self.rounds.append(seconds)
+
+    def beat_sent(self, late: float) -> None:
+        """A heartbeat was sent ``late`` seconds after it was due."""
+        with self._lock:
+            self.late.append(late)
+
+    def beat_answered(self, rtt: float, gap: float | None, ok: bool) -> None:
+        """A heartbeat was answered ``rtt`` seconds after its send; ``gap``: seconds since the
+        wait's previous accepted one (None: its first); ``ok``: accepted."""
+        with self._lock:
+            self.rtt.append(rtt)
+            if gap is not None:
+                self.gaps.append(gap)
+            self.refused += 0 if ok else 1
+
+    def handed_off(self, age: float) -> None:
+        """An attempt handed its wait off ``age`` seconds after it started."""
+        with self._lock:
+            self.ages.append(age)
 
     def step(self, queued: float, ran: float, how: str) -> None:
         """One step run: ``queued``/``ran`` seconds, ``how`` it ended."""
@@ -110,6 +141,20 @@ class HubStats:
             out = (self.queued, self.ran, self.events)
             self.queued, self.ran, self.events = [], {}, 0
         return out
+
+    def take_beats(self) -> str:
+        """The heartbeat figures since the last call, as a log fragment (seconds), reset."""
+        with self._lock:
+            rounds, late, rtt, gaps, refused, ages = self.rounds, self.late, self.rtt, self.gaps, self.refused, self.ages
+            self.rounds, self.late, self.rtt, self.gaps, self.refused, self.ages = [], [], [], [], 0, []
+
+        def fig(v: list[float]) -> str:
+            return f"p50 {_pct(v, 0.5):.2f} p99 {_pct(v, 0.99):.2f} max {max(v, default=0.0):.2f} s"
+
+        return (f"beats: {len(late)} sent in {len(rounds)} rounds (round {fig(rounds)}; late {fig(late)});"
+                f" {len(rtt)} answered ({fig(rtt)}), {refused} refused; gap between accepted {fig(gaps)},"
+                f" {sum(1 for g in gaps if g > 8.0)} over 8 s; hand-off {len(ages)} at attempt age {fig(ages)},"
+                f" {sum(1 for a in ages if a > 8.0)} over 8 s")
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -152,6 +197,8 @@ class NodeWait:
     what: str
     first: dict[str, Any] | None = None
     next_beat: float = field(default_factory=lambda: time.monotonic() + BEAT_SECONDS)
+    #: ``time.monotonic()`` of its last heartbeat the server accepted (None: none yet; figures only).
+    beat_ok: float | None = None
     cancelled: bool = False
     #: A step runs (on the hub's pool); ``pending`` the newest object seen meanwhile; ``ended``
     #: completed, failed or cancelled (never twice). Guarded by ``lock``.
@@ -196,8 +243,13 @@ class NodeWatchHub:
         with self._lock:
             self._new.append(wait)
             self.handed_off += 1
+            # A live wait: the hub goes on. The stop flag (set by :meth:`_close` when a stopping
+            # worker left nothing to follow) may be set while the thread still runs; the thread and
+            # the beater read it under this lock, so cleared here they go on with this wait, and
+            # once gone they are None and started again. Cleared only for a new thread, the wait
+            # was left in ``_new`` by a thread that ended at its next look (issue 40).
+            self._stop.clear()
             if self._thread is None:
-                self._stop.clear()
                 self._thread = threading.Thread(target=self._run, name="lockkeeper-nodewatch", daemon=True)
                 self._thread.start()
             if self._beater is None:
@@ -476,24 +528,35 @@ class NodeWatchHub:
                         w.completer.complete(w.task_token, result, w.what)
 
     def _beat(self) -> None:
-        """The heartbeat thread: every second, heartbeat each wait (its step running or not) whose
-        :data:`BEAT_SECONDS` passed. Apart from the watch thread, whose windows a burst of node
+        """The heartbeat thread: every second, heartbeat each wait (its step running or not, taken
+        by the watch thread or not yet) whose :data:`BEAT_SECONDS` passed. Apart from the watch thread, whose windows a burst of node
         events at thousands of nodes stretches past the activities' heartbeat timeout. Ends with
         the watch thread."""
         while True:
             with self._lock:
-                waits = [w for ws in self._waits.values() for w in ws]
+                # The waits not yet taken too: the watch thread takes them between its windows or
+                # on an event, and a window blocked on a stalled API server (a read waiting for its
+                # timeout, a LIST of every node) left them unbeaten past their heartbeat timeout.
+                waits = list(self._new) + [w for ws in self._waits.values() for w in ws]
                 if self._thread is None or self._stop.is_set():
                     self._beater = None
                     return
             now = time.monotonic()
             if now - self._stats_at >= STATS_SECONDS:
-                self._log_stats(len(waits), now - self._stats_at)
-                self._stats_at = now
+                seconds, self._stats_at = now - self._stats_at, now
+                try:
+                    self._log_stats(len(waits), seconds)
+                except Exception as exc:  # noqa: BLE001 - figures only: the beats must go on
+                    log().warning(f"nodes (shared watch) stats: {type(exc).__name__}: {exc}")
             for w in waits:
                 if now >= w.next_beat and not w.ended:
+                    self.stats.beat_sent(time.monotonic() - w.next_beat)
                     w.next_beat = now + BEAT_SECONDS
-                    self._beat_one(w)
+                    try:
+                        self._beat_one(w)
+                    except Exception as exc:  # noqa: BLE001 - one wait's details must not end every wait's beats
+                        log().warning(f"{w.what}: heartbeat not sent: {type(exc).__name__}: {exc}")
+            self.stats.beat_round(time.monotonic() - now)
             self._stop.wait(1.0)
 
     def _log_stats(self, waits: int, seconds: float) -> None:
@@ -505,11 +568,21 @@ class NodeWatchHub:
             f"nodes (shared watch) stats: {waits} waits, {events / seconds:.1f} events/s, {len(queued)} steps"
             f" (queued p50 {_pct(queued, 0.5) * 1000:.0f} ms, p99 {_pct(queued, 0.99) * 1000:.0f} ms,"
             f" max {max(queued, default=0.0) * 1000:.0f} ms; ran: {runs}), {self._pool._work_queue.qsize()} in the queue;"
-            f" so far {self.stats.gone} waits dropped as gone, {self.stats.early_beats} beaten at hand-off"
+            f" so far {self.stats.gone} waits dropped as gone, {self.stats.early_beats} beaten at hand-off;"
+            f" {self.stats.take_beats()}"
         )
 
     def _beat_one(self, w: NodeWait) -> None:
-        w.completer.heartbeat(w.task_token, w.details(), w.what, cancelled=lambda: self._cancel(w), gone=lambda: self._gone(w))
+        sent = time.monotonic()
+
+        def answered(exc: BaseException | None) -> None:
+            at = time.monotonic()
+            self.stats.beat_answered(at - sent, None if w.beat_ok is None else at - w.beat_ok, exc is None)
+            if exc is None:
+                w.beat_ok = at
+
+        w.completer.heartbeat(w.task_token, w.details(), w.what, cancelled=lambda: self._cancel(w), gone=lambda: self._gone(w),
+                              answered=answered)
 
     def _gone(self, w: NodeWait) -> None:
         """The server no longer knows ``w``'s attempt (a heartbeat answered NOT_FOUND: it timed
@@ -571,12 +644,15 @@ def hand_off(
     if completer is None:
         return
     info = activity.info()
+    beat = first_beat(info.started_time)
+    hub = hub_for(gateway)
+    hub.stats.handed_off(BEAT_SECONDS - (beat - time.monotonic()))
     try:
-        hub_for(gateway).hand_off(NodeWait(
+        hub.hand_off(NodeWait(
             node=node, task_token=info.task_token, completer=completer,
             deadline=time.monotonic() + max(0.0, timeout_seconds), rv=int(rv) if rv and rv.isdigit() else None,
             start_rv=rv, step=step, timed_out=timed_out, details=details, what=what, first=first,
-            next_beat=first_beat(info.started_time),
+            next_beat=beat,
         ))
     except RuntimeError:  # the worker is stopping
         return
@@ -594,6 +670,23 @@ def first_beat(started: datetime | None) -> float:
         return time.monotonic() + BEAT_SECONDS
     age = (datetime.now(UTC) - (started if started.tzinfo else started.replace(tzinfo=UTC))).total_seconds()
     return time.monotonic() + BEAT_SECONDS - max(0.0, age)
+
+
+@contextlib.contextmanager
+def beating_to_hand_off() -> Iterator[None]:
+    """Heartbeat the running activity every :data:`~activities.context.HEARTBEAT_INTERVAL_SECONDS`
+    from a helper thread while the block runs, when a worker wired a completer (the block ends in
+    :func:`hand_off`, whose hub beats from then on); nothing otherwise (the activity's own watch
+    beats). For the API calls an activity makes before its hand-off (its first look, the
+    desiredConfig PATCH, a cordon and the evictions when the drain request is already there): on
+    an API server stalled for seconds they outlasted the heartbeat timeout with no beat, and the
+    server retried attempts that were handing off (issue 40: at 2,000 nodes, attempts 12.6 s old
+    at their hand-off, dropped as gone at their first beat)."""
+    if wired() is None:
+        yield
+        return
+    with beating(None, every=HEARTBEAT_INTERVAL_SECONDS):
+        yield
 
 
 def can_hand_off() -> bool:

@@ -33,7 +33,7 @@ from activities.cluster.models import (
     NodeInfo,
 )
 from activities.cluster.nodes import list_node, set_annotations, uncordon_seen
-from activities.cluster.nodewatch import can_hand_off, hand_off
+from activities.cluster.nodewatch import beating_to_hand_off, can_hand_off, hand_off
 from activities.cluster.nodeinfo import node_info, node_summary
 from activities.cluster.watch import watch_window
 from activities.context import HEARTBEAT_INTERVAL_SECONDS, beating, check_cancelled, fail, heartbeat, log
@@ -420,12 +420,13 @@ class MachineConfigActivities(GatewayActivities):
         """
         wait = _DoneWait(self, input)
         if can_hand_off():
-            obj, info, rv = self._list_node(input.node)
-            result = wait.step(obj, info)
-            if result is not None:
-                return result
-            hand_off(self.gateway, node=input.node, rv=rv, timeout_seconds=input.timeout_seconds, step=wait.step,
-                     timed_out=wait.timed_out, details=wait.details, what=f"wait_for_node_done {input.node}")
+            with beating_to_hand_off():  # its LIST and writes on a slow API server: beats until the hand-off
+                obj, info, rv = self._list_node(input.node)
+                result = wait.step(obj, info)
+                if result is not None:
+                    return result
+                hand_off(self.gateway, node=input.node, rv=rv, timeout_seconds=input.timeout_seconds, step=wait.step,
+                         timed_out=wait.timed_out, details=wait.details, what=f"wait_for_node_done {input.node}")
         return self._wait_done_here(input, wait)
 
     def _wait_done_here(self, input: WaitForNodeDoneInput, wait: _DoneWait) -> WaitForNodeDoneResult:

@@ -23,7 +23,7 @@ from activities.cluster.drain import DrainActivities, EvictedPass
 from activities.cluster.models import ANN_CURRENT_CONFIG, ANN_DESIRED_CONFIG, ANN_DESIRED_DRAIN, CordonResult, DaemonState, NodeInfo
 from activities.cluster.nodeinfo import node_info, node_summary
 from activities.cluster.nodes import cordon_for, list_node, write_annotations
-from activities.cluster.nodewatch import Then, can_hand_off, hand_off
+from activities.cluster.nodewatch import Then, beating_to_hand_off, can_hand_off, hand_off
 from activities.context import log
 from activities.kube import objects
 from activities.machineconfig.activities import MachineConfigActivities, wait_condition_holds
@@ -67,19 +67,20 @@ class HandshakeActivities(GatewayActivities):
         """
         drain_v, uncordon_v = drain_value(input.target), uncordon_value(input.target)
         first: dict[str, Any] | None = None
-        if input.set_desired_config:
-            first = write_annotations(self, input.node, {ANN_DESIRED_CONFIG: input.target})
-            looked = node_info(first)
-            if not plainly_waiting(looked, input):
-                return DrainWhenAskedResult(node=looked, asked=False, first_look_only=True)
-        wait = WaitForNodeInput(
-            node=input.node, value=drain_v, timeout_seconds=input.timeout_seconds,
-            any_of=[(ANN_DESIRED_DRAIN, uncordon_v), (ANN_CURRENT_CONFIG, input.target)],
-        )
-        if can_hand_off():
-            ended = self._hand_off(input, wait, first)  # raises the SDK's complete-async signal when handed off
-            if ended is not None:
-                return ended
+        with beating_to_hand_off():  # the PATCH, a LIST, a cordon and evictions on a slow API server: beats until the hand-off
+            if input.set_desired_config:
+                first = write_annotations(self, input.node, {ANN_DESIRED_CONFIG: input.target})
+                looked = node_info(first)
+                if not plainly_waiting(looked, input):
+                    return DrainWhenAskedResult(node=looked, asked=False, first_look_only=True)
+            wait = WaitForNodeInput(
+                node=input.node, value=drain_v, timeout_seconds=input.timeout_seconds,
+                any_of=[(ANN_DESIRED_DRAIN, uncordon_v), (ANN_CURRENT_CONFIG, input.target)],
+            )
+            if can_hand_off():
+                ended = self._hand_off(input, wait, first)  # raises the SDK's complete-async signal when handed off
+                if ended is not None:
+                    return ended
         seen, obj = self._mco.wait_for_node_seen(wait, seen=first)
         node = seen.node
         if node.desired_drain != drain_v or node.last_applied_drain == drain_v:

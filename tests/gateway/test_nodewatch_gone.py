@@ -32,7 +32,8 @@ class ServerForgets(Recorder):
         self.forgotten = forgotten
         self.beats: list[bytes] = []
 
-    def heartbeat(self, task_token: bytes, _details: Any, _what: str, cancelled: Any = None, gone: Any = None) -> None:
+    def heartbeat(self, task_token: bytes, _details: Any, _what: str, cancelled: Any = None, gone: Any = None,
+                  **_kwargs: Any) -> None:
         self.beats.append(task_token)
         if task_token in self.forgotten and gone is not None:
             gone()
