@@ -69,7 +69,9 @@ async def setup(sim_factory: Any, worker_for: Any, temporal_client: Any, task_qu
     host = sim.components["hosts"].hosts["master01.example.com"]
     host.files[CA] = host.files["/etc/origin/master/ipa-ca.crt"]  # symptom (c) fixed before the snapshot
     worker = await worker_for(sim, env=hosts_env(sim))
-    plan = ClusterUpgradePlan(control_plane=cp_input(sim),
+    # A killed worker's lost host command (first-manifest) is judged after its heartbeat timeout
+    # (the control-plane upgrade's default 30 s): short here, as in test_control_plane_fault_matrix.py.
+    plan = ClusterUpgradePlan(control_plane=cp_input(sim, {"heartbeat_seconds": 5, "host_heartbeat_seconds": 5}),
                               infra_nodes=upgrade_input(tmp_path, "region=infra", BatchPolicy(serial="50%", canary=1)))
 
     async def begin() -> Any:

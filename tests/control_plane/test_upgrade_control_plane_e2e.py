@@ -53,7 +53,8 @@ def hosts_env(sim: ClusterSim) -> dict[str, str]:
     return sim.components["hosts"].client_env()  # type: ignore[attr-defined]
 
 
-def cp_input(sim: ClusterSim) -> ControlPlaneUpgradeInput:
+def cp_input(sim: ClusterSim, calls: dict[str, float] | None = None) -> ControlPlaneUpgradeInput:
+    """The e2e run's input; ``calls``: activity timeouts over its ``short_call_seconds`` 15."""
     ssh_map = json.loads(Path(hosts_env(sim)["CLUSTERSIM_SSH_MAP"]).read_text())
     masters_comp = sim.components["masters"]
     masters = [MasterSpec(name=m, api_url=masters_comp.api_url(m), gluster_host=True,  # type: ignore[attr-defined]
@@ -65,7 +66,7 @@ def cp_input(sim: ClusterSim) -> ControlPlaneUpgradeInput:
         etcd_backup_skip_reason="the simulator's masters run no etcd members",
         etcd_health_skip_reason="the simulator's masters run no etcd members", approve_first=False, search_attributes=False,
         approvals={"requested_by": "e2e"}, api_ready_timeout_seconds=20, api_poll_seconds=0.5, pods_ready_timeout_seconds=60,
-        gluster_timeout_seconds=120, calls={"short_call_seconds": 15},
+        gluster_timeout_seconds=120, calls={"short_call_seconds": 15, **(calls or {})},
     )
 
 
@@ -116,8 +117,8 @@ async def wait_gate(handle: WorkflowHandle[Any, Any], prefix: str, timeout: floa
     raise AssertionError(f"no gate {prefix}: {(await status_of(handle)).model_dump_json(indent=1)[:3000]}")
 
 
-async def start(client: Client, sim: ClusterSim, task_queue: str) -> WorkflowHandle[Any, Any]:
-    return await client.start_workflow(ControlPlaneUpgradeWorkflow.run, cp_input(sim), id=f"cp-{uuid.uuid4().hex[:8]}",
+async def start(client: Client, sim: ClusterSim, task_queue: str, calls: dict[str, float] | None = None) -> WorkflowHandle[Any, Any]:
+    return await client.start_workflow(ControlPlaneUpgradeWorkflow.run, cp_input(sim, calls), id=f"cp-{uuid.uuid4().hex[:8]}",
                                        task_queue=task_queue, result_type=ControlPlaneResult)
 
 

@@ -3,6 +3,7 @@ worker (the etcd activities need no kubeconfig) on the session dev server."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -14,12 +15,12 @@ import pytest
 import pytest_asyncio
 import yaml
 from tests.support.etcd_local import LocalEtcdCluster
-from temporalio import workflow
+from temporalio import activity, workflow
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from typer.testing import CliRunner
 
-from activities.etcd.models import EtcdctlTimeouts
+from activities.etcd.models import EtcdctlTimeouts, SnapshotInfo, SnapshotSaveInput
 from lockkeeper import cli
 from workers.registry import build_host_activities
 from tests.support.cli_status import person_status
@@ -167,3 +168,32 @@ def test_bad_members_files_change_nothing(tmp_path: Path, etcd_cluster: LocalEtc
         assert res.exit_code == 2, (args, res.output)
         assert message in " ".join(res.output.split()), res.output
     assert pids(etcd_cluster) == before and data_dirs(etcd_cluster) == ["m1", "m2", "m3"]
+
+
+async def test_backup_names_the_host_of_a_lost_snapshot_whose_file_is_not_there_yet(
+        temporal_client: Any, task_queue: str, etcd_cluster: LocalEtcdCluster) -> None:
+    """A snapshot call lost with its worker (heartbeat timeout) may still be running on its host
+    when the backup reads what the failed members left: m2's command here never reports and has
+    written nothing yet when the read comes. The outcome still names ``host m2`` (the file and
+    its ``.part``, unknown), so a file the command writes after the read is not left unnamed."""
+    real = {activity._Definition.must_from_callable(fn).name: fn for fn in build_host_activities()}
+
+    @activity.defn(name="etcd_snapshot_save")
+    async def snapshot_save(input: SnapshotSaveInput) -> SnapshotInfo:
+        if input.member.name == "m2":  # its worker is gone: no heartbeat, no result
+            await asyncio.Event().wait()
+        return await real["etcd_snapshot_save"](input)
+
+    acts = [fn for name, fn in real.items() if name != "etcd_snapshot_save"] + [snapshot_save]
+    with ThreadPoolExecutor(4) as pool:
+        async with Worker(temporal_client, task_queue=task_queue, workflows=[EtcdBackupWorkflow, LeaseWorkflow], activities=acts,
+                          activity_executor=pool, workflow_runner=UnsandboxedWorkflowRunner()):
+            res: EtcdBackupResult = await temporal_client.execute_workflow(
+                "EtcdBackupWorkflow", EtcdBackupInput(members=etcd_cluster.members, attempts=1, timeouts=FAST,
+                                                      calls={"heartbeat_seconds": 1}),
+                id=f"bk-{uuid.uuid4().hex[:8]}", task_queue=task_queue, result_type=EtcdBackupResult)
+    assert list(res.failed) == ["m2"], res.failed
+    assert sorted(s.member for s in res.snapshots) == ["m1", "m3"]
+    lost = [i for i in res.left_changed if i.target == "host m2"]
+    assert len(lost) == 1 and "unknown: its lost snapshot command may still write it" in lost[0].what, res.left_changed
+    assert {i.target for i in res.left_changed} == {"host m1", "host m2", "host m3"}, res.left_changed

@@ -1,4 +1,4 @@
-"""Issue 18 item 4 end to end on R1 at time scale 0.1: the API server is down for longer than the
+"""Issue 18 item 4 end to end on R1 at time scale 0.05: the API server is down for longer than the
 daemon's uncordon deadline right after a reboot, and a node whose daemon failed after its reboot
 is retried. The simulator's machine-config-daemon behaves as MCO pkg/daemon does after a missed
 uncordon deadline (Degraded, retried, never a new drain request: clustersim/agents/mcd.py)."""
@@ -19,7 +19,7 @@ from workflows.machineconfig.models import RolloutPhase
 
 pytestmark = pytest.mark.e2e
 
-SCALE = 0.1
+SCALE = 0.05
 UNCORDON_DEADLINE = 600 * SCALE  # real seconds
 FAST = dict(
     drain={"backoff_initial_seconds": 1, "backoff_max_seconds": 3, "wait_seconds": 5},

@@ -309,7 +309,10 @@ async def test_a_node_the_reboots_cannot_reach_refuses_before_any_write(time_ski
     assert [r.state for r in dry.preconditions] == ["failed"] * 5 and all("Connection lost" in r.detail for r in dry.preconditions)
 
 
-async def _abort_when(env: Any, c: Cluster, i: NetworkMigrationInput, ready: Any, approve: set[str]) -> NetworkMigrationResult:
+async def _abort_when(env: Any, c: Cluster, i: NetworkMigrationInput, ready: Any, approve: set[str],
+                      final: list[dict[str, Any]] | None = None) -> NetworkMigrationResult:
+    """Start ``i``, approve the gates in ``approve`` until ``ready(status)``, abort, and return the
+    result; ``final`` gets the run's last status appended (its JSON)."""
     from workflows.kit.models import ControlInput
 
     tq = f"nm-{uuid.uuid4().hex[:8]}"
@@ -326,7 +329,10 @@ async def _abort_when(env: Any, c: Cluster, i: NetworkMigrationInput, ready: Any
         else:
             raise AssertionError(f"never reached: {st.step}")
         await h.execute_update("abort", ControlInput(identity="op", reason="test over"))
-        return await h.result()
+        result = await h.result()
+        if final is not None:
+            final.append(await h.query("status"))
+        return result
 
 
 async def test_abort_before_the_switch_restores_and_reads_back(time_skipping_env: Any) -> None:
@@ -398,6 +404,25 @@ async def test_full_revert_of_a_run_aborted_past_the_switch_rolls_back_and_reads
     assert reverse_input(rollback, result.workflow_id, result) is None
     assert result.open_records == [], [(e.name, e.written) for e in result.open_records]
     assert all(r.state == "reverted" for r in st.records.values()), {n: r.state for n, r in st.records.items()}
+
+
+async def test_an_abort_ends_the_wait_for_a_reboot_that_did_not_move_the_node(time_skipping_env: Any) -> None:
+    """An abort stops no reboot already sent (the node finishes, the outcome reads it back), but
+    a command that left its node Ready on the same boot id for ``unknown_grace_seconds`` (it
+    failed, say) rebooted nothing: the abort ends that wait then, as ``stopped``, instead of
+    letting it run to ``ready_timeout_seconds`` and time out. The command is not sent again."""
+    c = Cluster(reboots_hang=True)
+    final: list[dict[str, Any]] = []
+    result = await _abort_when(time_skipping_env, c, inp("n", ready_timeout_seconds=1800, unknown_grace_seconds=60),
+                               lambda st: st.step == "reboots" and c.reboots, set(), final)
+    assert result.outcome == "aborted", result.message
+    sent = sorted(set(c.reboots))
+    assert sent and sorted(c.reboots) == sent, ("each command sent once", c.reboots)
+    rows = {r["node"]: r for r in final[0]["reboots"]}
+    for node in sent:
+        assert rows[node]["state"] != "done" and rows[node]["commands_sent"] == 1, rows[node]
+        assert final[0]["health"][f"reboot/{node}"]["state"] == "stopped", final[0]["health"][f"reboot/{node}"]
+    assert "not reached within" not in result.message, result.message
 
 
 async def test_full_revert_unpauses_the_pools_the_aborted_run_left_paused_and_names_what_differs(time_skipping_env: Any) -> None:

@@ -61,7 +61,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.batches import Group, LocalStop, NodeBatches, local_run
     from workflows.kit.board import NodeBoard
     from workflows.kit.control import Aborted
-    from workflows.kit.host import HostSteps
+    from workflows.kit.host import HOST_HEARTBEAT_SECONDS, HostSteps
     from workflows.kit.models import ChangedItem, Gate, GateKind, NodeControlInput, ProcedurePhase, failure_message
     from workflows.kit.noderun import NodeRunResult
     from workflows.kit.plan import PlannedGate
@@ -106,6 +106,7 @@ class ControlPlaneUpgradeWorkflow(NodeProcedureWorkflow):
         )
         self._timeouts = self.timeouts  # the input's calls (workflows.kit.inputs.CallTimeouts)
         self.host = HostSteps(self.gates, board=self._status.host_steps, on_change=self.touch, timeouts=self._timeouts,
+                              heartbeat_seconds=input.calls.host_heartbeat_seconds or HOST_HEARTBEAT_SECONDS,
                               gate_timeout_seconds=input.gates.timeout_seconds)
         self.gluster = GlusterHealth.of_procedure(self, namespace=input.gluster_namespace, timeout_s=input.gluster_timeout_seconds,
                                                   short_call_s=input.calls.short_call_seconds * 3)

@@ -59,7 +59,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit import calls as acts
     from workflows.kit.control import Aborted
     from workflows.kit.drain import DrainGateState, DrainLoop, check_decision, drain_until_done
-    from workflows.kit.host import HostSteps, RebootFailed, reboot
+    from workflows.kit.host import HOST_HEARTBEAT_SECONDS, HostSteps, RebootFailed, reboot
     from workflows.kit.models import (
         ChangedItem,
         DecideInput,
@@ -185,7 +185,7 @@ class NodeDrainWorkflow(NodeProcedureWorkflow):
         argv = list(input.reboot_command or [])
         self._set(NodePhase.RUNNING, "reboot-command", "the node's bootID before the reboot command")
         steps = HostSteps(self.gates, board=self._status.host_steps, on_change=self.touch, timeouts=timeouts,
-                          heartbeat_seconds=30, gate_timeout_seconds=input.gates.timeout_seconds)
+                          heartbeat_seconds=input.calls.host_heartbeat_seconds or HOST_HEARTBEAT_SECONDS, gate_timeout_seconds=input.gates.timeout_seconds)
 
         def sent(result: CommandResult | None) -> None:
             self._status.command = result

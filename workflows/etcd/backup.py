@@ -20,6 +20,7 @@ from datetime import timedelta
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from activities.etcd.models import EtcdMember, SnapshotFiles, SnapshotInfo, SnapshotSaveInput
@@ -65,7 +66,17 @@ class EtcdBackupWorkflow(ProcedureWorkflow):
             non_retryable_error_types=["InvalidRestoreInput"],
         )
 
+        lost: set[str] = set()  # members whose snapshot call timed out (its worker died, say): it may still be running
+
         async def snapshot(member: EtcdMember) -> SnapshotInfo:
+            try:
+                return await _snapshot(member)
+            except ActivityError as err:
+                if isinstance(err.cause, TemporalTimeoutError):
+                    lost.add(member.name)
+                raise
+
+        async def _snapshot(member: EtcdMember) -> SnapshotInfo:
             return await workflow.execute_activity(
                 SNAPSHOT_SAVE,
                 SnapshotSaveInput(
@@ -109,7 +120,12 @@ class EtcdBackupWorkflow(ProcedureWorkflow):
             leftovers = {}
             for member in input.members:
                 if member.name in failed:
-                    leftovers[member.name] = await _read_leftovers(member, snapshot_path(member, stamp), input)
+                    path = snapshot_path(member, stamp)
+                    leftovers[member.name] = await _read_leftovers(member, path, input)
+                    if member.name in lost and not leftovers[member.name]:
+                        # Its command may still be running on the host (bounded there by
+                        # snapshot_timeout_seconds): what it writes after this read is named too.
+                        leftovers[member.name] = [f"{path} or {path}.part (unknown: its lost snapshot command may still write it)"]
             left = backup_left_changed(list(outcome.done.values()), leftovers)
         if left:
             message += "; left changed: " + "; ".join(i.line() for i in left)

@@ -149,6 +149,15 @@ class HostStepFailed(Exception):
         self.result = result
 
 
+#: Default heartbeat timeout of a host command, seconds (``HostSteps(heartbeat_seconds=...)``),
+#: and the floor of the procedures that keep it (a run's ``calls.host_heartbeat_seconds`` lowers
+#: it). The command's activity beats every second, but a step that is not safe to repeat turns a
+#: missed heartbeat into an unknown outcome, i.e. a gate a person must answer: 30 s rides out a
+#: worker that is busy or paused for a while (a loaded host, a slow SSH handshake, a debug pod
+#: being scheduled) at the price of noticing a dead worker 30 s late.
+HOST_HEARTBEAT_SECONDS = 30.0
+
+
 def _unknown(err: ActivityError) -> bool:
     """A lost activity (start-to-close or heartbeat timeout, worker gone): it may have run."""
     return isinstance(err.cause, TemporalTimeoutError)
@@ -158,7 +167,7 @@ class HostSteps:
     """Runs :class:`HostStep` s for one procedure. ``gates``: where unknown outcomes ask a
     person (None for a run without gates, e.g. a node child: then only :meth:`command` and
     :meth:`run` with ``unknown_opens_gate=False`` may be used); ``board``: the status's
-    ``host_steps``; ``heartbeat_seconds``: the activity's heartbeat timeout; ``task_queue``: None = the workflow's own (host-only workers serve
+    ``host_steps``; ``heartbeat_seconds``: the activity's heartbeat timeout (seconds; at least ``timeouts.heartbeat``); ``task_queue``: None = the workflow's own (host-only workers serve
     procedures whose spec says "host")."""
 
     def __init__(
@@ -168,7 +177,7 @@ class HostSteps:
         board: dict[str, HostStepStatus] | None = None,
         on_change: Callable[[], None] = lambda: None,
         timeouts: acts.Timeouts = acts.DEFAULT_TIMEOUTS,
-        heartbeat_seconds: float = 30.0,
+        heartbeat_seconds: float = HOST_HEARTBEAT_SECONDS,
         task_queue: str | None = None,
         gate_timeout_seconds: float | None = None,
     ) -> None:

@@ -61,10 +61,16 @@ class GatePolicy(Strict):
 class CallTimeouts(Strict):
     """Activity timeouts, seconds: ``short_call_seconds`` bounds one short API call (a read, a
     patch) so that a call lost with a crashed worker is retried quickly; ``heartbeat_seconds`` is
-    the heartbeat timeout of the watching and draining activities (they beat every 2 s)."""
+    the heartbeat timeout of the watching and draining activities (they beat every 2 s);
+    ``host_heartbeat_seconds``: the heartbeat timeout of a host command (it beats every 1 s; at
+    least ``heartbeat_seconds``) in the procedures whose own default is
+    :data:`workflows.kit.host.HOST_HEARTBEAT_SECONDS` (control-plane upgrade, VXLAN port change,
+    drain's reboot command); None keeps that default. A test lowers it so that a killed worker's
+    host command is judged lost sooner."""
 
     short_call_seconds: float = Field(10.0, gt=0)
     heartbeat_seconds: float = Field(10.0, gt=0)
+    host_heartbeat_seconds: float | None = Field(None, gt=0)
 
 
 class DrainPolicy(Strict):

@@ -630,12 +630,22 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
 
     async def _reboot(self, i: NetworkMigrationInput, r: NodeReboot, address: str) -> None:
         """One node of a batch through the kit's reboot; its row counts the commands sent."""
+        moved, sent_at = [False], [workflow.now()]  # the node went down or booted anew since; when the command was sent
+
         async def read() -> tuple[str | None, bool | None]:
             n = next((n for n in (await self._read()).nodes if n.name == r.node), None)
-            return ((n.boot_id or None), n.ready) if n is not None else (None, None)
+            bid, up = ((n.boot_id or None), n.ready) if n is not None else (None, None)
+            moved[0] = moved[0] or bid is None or bid != r.boot_before or up is False
+            return bid, up
+
+        def unmoved_after_grace() -> bool:
+            """The command was sent ``unknown_grace_seconds`` ago and the node is still Ready on its
+            boot id: the reboot did not happen (e.g. the command failed), nothing is left to finish."""
+            return not moved[0] and workflow.now() - sent_at[0] >= timedelta(seconds=i.unknown_grace_seconds)
 
         def sent(res: CommandResult | None) -> None:
             r.commands_sent += 1
+            sent_at[0] = workflow.now()
             if res is None:
                 r.detail = "reboot command outcome unknown; judged by the boot id"
             elif res.exit_code is None:
@@ -653,7 +663,9 @@ class NetworkMigrationWorkflow(ProcedureWorkflow):
                          resend_after_grace_seconds=i.unknown_grace_seconds, poll_seconds=i.poll_seconds, board=self._st.health,
                          # An abort stops no reboot already sent: the node finishes (boot id and
                          # Ready), so the outcome reads it back as it ends (issue 39); a revert does.
-                         stop=lambda: self._revert_pending() or (self.control.abort and r.commands_sent == 0),
+                         # A reboot that has not moved the node within the grace never happened:
+                         # an abort ends its wait then instead of at ready_timeout_seconds.
+                         stop=lambda: self._revert_pending() or (self.control.abort and (r.commands_sent == 0 or unmoved_after_grace())),
                          safe_point=self._interrupted)
         except RebootFailed as err:
             if err.kind == "command":

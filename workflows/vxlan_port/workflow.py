@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.kit.batches import Group, LocalStop, NodeBatches, local_run
     from workflows.kit.board import NodeBoard
     from workflows.kit.control import Aborted
-    from workflows.kit.host import HostStepFailed, HostSteps
+    from workflows.kit.host import HOST_HEARTBEAT_SECONDS, HostStepFailed, HostSteps
     from workflows.kit.models import ChangedItem, NodePhase, RecordEntry, failure_message
     from workflows.kit.noderun import NodeRunResult
     from workflows.kit.planning import abortable, planning_call
@@ -78,6 +78,7 @@ class VxlanPortChangeWorkflow(NodeProcedureWorkflow):
         self.kit_init(procedure=PROCEDURE_VXLAN_PORT, noun="port change", status=self.st, input=input, pause_on_reject=False,
                       reject_note="the run stops (before the fan-out, what it changed is restored)", preflight=True)
         self.host_steps = HostSteps(self.gates, board=self.st.host_steps, on_change=self.touch, timeouts=self.timeouts,
+                                    heartbeat_seconds=input.calls.host_heartbeat_seconds or HOST_HEARTBEAT_SECONDS,
                                     gate_timeout_seconds=input.gates.timeout_seconds)
         self.sdn = SdnNodes(input, self.st, self.control, self.touch, self.timeouts, self.host_steps)
         self.masters = Masters(input, self.st, self.control, self.touch, self.host_steps, self.mirror, self.timeouts)
