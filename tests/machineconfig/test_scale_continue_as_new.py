@@ -126,6 +126,9 @@ def _closed_children(history) -> set[int]:
     return closed
 
 
+# 40 s alone and beside the suite's other long tests (-n 4), but 279 s in one full CI run (the
+# default timeout is 300 s): room for a slow run on a busy machine, the cause not found.
+@pytest.mark.timeout(900)
 async def test_rollout_crosses_continue_as_new_boundaries(time_skipping_env, wf_task_queue):
     per_pool = int(os.environ.get("LK_CAN_NODES_PER_POOL", "1000"))
     pools = ("a", "b", "c")
